@@ -1,0 +1,3 @@
+from dedup_tui.cli import main
+
+main()

@@ -1,0 +1,213 @@
+"""Command line: headless commands over the engine; bare `dedup-tui` opens the review app."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .engine import pipeline
+from .engine.cluster import POLICIES, cluster
+from .engine.errors import Cancelled, DedupError
+from .engine.export import FORMATS, check_threshold, export
+from .engine.ingest import load_corpus
+from .engine.progress import Control
+from .engine.store import Project
+
+
+class _TerminalProgress:
+    """One self-rewriting line on stderr when it is a terminal; silent otherwise."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.stage = None
+        self.started = time.perf_counter()
+        self.last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if stage != self.stage:
+            if self.stage is not None:
+                sys.stderr.write("\n")
+            self.stage, self.started = stage, now
+        elif now - self.last < 0.1 and done != total:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        if total:
+            width = 30
+            filled = int(width * done / total)
+            bar = "█" * filled + "░" * (width - filled)
+            line = f"{stage:<11} {bar} {done:,}/{total:,} ({rate:,.0f}/s)"
+        else:
+            line = f"{stage:<11} {done:,} ({rate:,.0f}/s)"
+        sys.stderr.write("\r" + line + "\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.stage is not None:
+            sys.stderr.write("\n")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+class _Main(click.Group):
+    """`dedup-tui PATH` and bare `dedup-tui` mean `dedup-tui open ...`."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and not args[0].startswith("-")):
+            args = ["open", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dedup-tui")
+def main() -> None:
+    """Find, review and remove duplicate documents in text corpora.
+
+    Run without arguments to open the review app on a bundled sample corpus, or give a
+    project file (.db) or a corpus (.jsonl, .csv, .tsv, a folder of .txt) to open.
+    """
+
+
+def _run(fn, *args, **kwargs):
+    progress = _TerminalProgress()
+    try:
+        return fn(*args, control=Control(progress), **kwargs)
+    except KeyboardInterrupt:
+        progress.close()
+        _fail("interrupted; the project is unchanged", 130)
+    except Cancelled:
+        progress.close()
+        _fail("cancelled; the project is unchanged", 130)
+    except DedupError as exc:
+        progress.close()
+        _fail(str(exc))
+    finally:
+        progress.close()
+
+
+def _open_project(db: str, create: bool = False) -> Project:
+    try:
+        return Project(db, create=create)
+    except DedupError as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file to create or add to.")
+@click.option("--id-field", default="id", show_default=True, help="Field holding the document id (missing: the line number).")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the document text.")
+@click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping.")
+def load(corpus, db, id_field, text_field, skip_bad):
+    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+    project = _open_project(db, create=True)
+    report = _run(load_corpus, project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad)
+    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {db}")
+    for path, lines in report.skipped.items():
+        shown = ", ".join(map(str, lines[:20])) + (" ..." if len(lines) > 20 else "")
+        click.echo(f"skipped {len(lines):,} bad record(s) in {path}: lines {shown}")
+
+
+@main.command()
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
+@click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
+@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
+@click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
+@click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
+@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=int, help="Seed of the MinHash permutations.")
+@click.option("--workers", default=0, type=click.IntRange(0, 64), help="Processes for sketching (0: one per core).")
+def scan(db, k, floor, method, num_perm, seed, workers):
+    """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor)."""
+    project = _open_project(db)
+    settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers)
+    r = _run(pipeline.scan, project, settings)
+    extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
+    click.echo(
+        f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
+        f"{r.pairs:,} near pairs >= {floor} ({r.method}{extra}) in {r.timings.get('total', 0):.2f}s"
+    )
+
+
+@main.command()
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
+@click.option("--min", "minimum", default=None, type=click.FloatRange(0, 1), help="Lowest Jaccard to write (default: the floor).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line.")
+def pairs(db, minimum, out):
+    """Write verified near-duplicate pairs, a before b in corpus order."""
+    project = _open_project(db)
+    if project.scan_params() is None:
+        _fail(f"{db}: not scanned yet (run dedup-tui scan)")
+    minimum = minimum if minimum is not None else 0.0
+    count = 0
+    from .engine.export import _AtomicFile
+
+    with _AtomicFile(Path(out), "wb") as fh:
+        rows = project.conn.execute(
+            "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,)
+        )
+        for a_id, b_id, j in rows:
+            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
+            count += 1
+    click.echo(f"wrote {count:,} pairs to {out}")
+
+
+@main.command(name="export")
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
+@click.option("--threshold", required=True, type=float, help="Similarity at or above which documents are duplicates.")
+@click.option("--policy", default="components", show_default=True, type=click.Choice(POLICIES), help="How clusters are formed.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Kept records, in corpus order.")
+@click.option("--removed", type=click.Path(dir_okay=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line.")
+@click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
+def export_cmd(db, threshold, policy, out, removed, fmt):
+    """Write the curated corpus at a threshold, and optionally the removed-documents log."""
+    project = _open_project(db)
+    try:
+        check_threshold(project, threshold)
+        graph = pipeline.load_graph(project)
+    except DedupError as exc:
+        _fail(str(exc))
+    clustering = cluster(graph, threshold, policy)
+    report = _run(export, project, clustering, out, removed, fmt=fmt)
+    click.echo(f"kept {report.kept:,} documents in {out}; removed {report.removed:,} ({report.exact:,} exact, {report.near:,} near)")
+
+
+@main.command()
+@click.option("--n-unique", default=50, show_default=True, type=click.IntRange(1), help="Base documents.")
+@click.option("--copies", default=3, show_default=True, type=click.IntRange(1), help="Documents per base (the base and its noisy copies).")
+@click.option("--noise", default=0.15, show_default=True, type=click.FloatRange(0, 1), help="Fraction of characters replaced in each copy.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL with id, text, group.")
+def synth(n_unique, copies, noise, seed, out):
+    """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
+    from .engine.synth import synthetic_corpus
+
+    docs = synthetic_corpus(n_unique, copies, noise, seed)
+    with open(out, "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps(d) + "\n")
+    click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {out}")
+
+
+@main.command(name="open")
+@click.argument("path", required=False, type=click.Path())
+@click.option("--db", type=click.Path(dir_okay=False), help="Project file to create for a corpus (default: beside it).")
+def open_cmd(path, db):
+    """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
+    try:
+        from .ui.launch import launch
+    except ImportError as exc:  # pragma: no cover - the UI ships with the package
+        _fail(f"the review app is unavailable ({exc})")
+    try:
+        launch(path, db)
+    except DedupError as exc:
+        _fail(str(exc))

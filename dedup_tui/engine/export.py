@@ -1,0 +1,211 @@
+"""Writing the curated corpus (kept records, unchanged) and the log of removed documents."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cluster import EXACT, KEPT, REASONS, Clustering
+from .errors import DedupError, ProjectError
+from .normalize import normalize
+from .progress import Control
+from .shingle import shingle_sets
+from .similarity import verify_pairs
+from .store import Project
+
+FORMATS = ("jsonl", "csv", "parquet")
+
+
+@dataclass
+class ExportReport:
+    kept: int
+    removed: int
+    exact: int
+    near: int
+
+
+class _AtomicFile:
+    """Write to a temporary file beside the target; rename into place only on success."""
+
+    def __init__(self, path: Path, mode: str):
+        self.path = path
+        self.mode = mode
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
+        if "b" in self.mode:
+            self.fh = os.fdopen(fd, self.mode)
+        else:
+            self.fh = os.fdopen(fd, self.mode, encoding="utf-8", newline="")
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb):
+        self.fh.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            os.unlink(self.tmp)
+        return False
+
+
+def _sources(project: Project) -> dict[int, dict]:
+    rows = project.conn.execute("SELECT id, format, fields, id_field, text_field FROM sources").fetchall()
+    return {r[0]: {"format": r[1], "fields": json.loads(r[2]) if r[2] else None, "id_field": r[3], "text_field": r[4]} for r in rows}
+
+
+def _as_object(source: dict, doc_id: str, text: str, record: bytes | None) -> dict:
+    fmt = source["format"]
+    if fmt == "jsonl" and record is not None:
+        return json.loads(record)
+    if fmt in ("csv", "tsv") and record is not None:
+        return dict(zip(source["fields"], json.loads(record)))
+    if fmt == "parquet" and record is not None:
+        return json.loads(record)
+    return {"id": doc_id, "text": text}
+
+
+def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> Iterator[tuple]:
+    """(ord, doc_id, text, source_id, record) of kept documents, in corpus order."""
+    kept = np.flatnonzero(clustering.reason == KEPT)
+    for s in range(0, len(kept), batch):
+        lo, hi = int(kept[s]), int(kept[min(s + batch, len(kept)) - 1])
+        wanted = set(kept[s : s + batch].tolist())
+        for row in project.conn.execute(
+            "SELECT ord, doc_id, text, source_id, record FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)
+        ):
+            if row[0] in wanted:
+                yield row
+
+
+def fill_missing_similarities(project: Project, clustering: Clustering, k: int) -> None:
+    """Components can remove a document with no stored pair to its keeper: compute it exactly."""
+    missing = np.flatnonzero((clustering.keeper >= 0) & np.isnan(clustering.similarity))
+    step = 5000
+    for s in range(0, len(missing), step):
+        docs = missing[s : s + step]
+        keepers = clustering.keeper[docs]
+        texts = project.texts_for(np.concatenate([docs, keepers]).tolist())
+        values, offsets = shingle_sets([normalize(t) for t in texts], k)
+        m = len(docs)
+        clustering.similarity[docs] = verify_pairs(values, offsets, np.arange(m), np.arange(m, 2 * m))
+
+
+def export(
+    project: Project,
+    clustering: Clustering,
+    out: str | Path,
+    removed_out: str | Path | None = None,
+    fmt: str = "jsonl",
+    force: bool = True,
+    control: Control | None = None,
+) -> ExportReport:
+    control = control or Control()
+    if fmt not in FORMATS:
+        raise DedupError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    out = Path(out)
+    targets = [out] + ([Path(removed_out)] if removed_out else [])
+    if not force:
+        for t in targets:
+            if t.exists():
+                raise DedupError(f"{t}: already exists (use --force to overwrite)")
+    params = project.scan_params() or {}
+    fill_missing_similarities(project, clustering, int(params.get("k", 5)))
+    sources = _sources(project)
+    total = len(clustering.reason)
+    kept_count = 0
+    if fmt == "jsonl":
+        with _AtomicFile(out, "wb") as fh:
+            for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
+                src = sources[source_id]
+                if src["format"] == "jsonl" and record is not None:
+                    fh.write(bytes(record) + b"\n")
+                else:
+                    fh.write(json.dumps(_as_object(src, doc_id, text, record), ensure_ascii=False).encode("utf-8") + b"\n")
+                kept_count += 1
+                if kept_count % 10000 == 0:
+                    control.check()
+                    control.report("export", ordinal, total)
+    elif fmt == "csv":
+        fields = _csv_fields(project, clustering, sources)
+        with _AtomicFile(out, "w") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(fields)
+            for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
+                src = sources[source_id]
+                if src["format"] in ("csv", "tsv") and src["fields"] == fields and record is not None:
+                    writer.writerow(json.loads(record))
+                else:
+                    obj = _as_object(src, doc_id, text, record)
+                    writer.writerow([_csv_cell(obj.get(f)) for f in fields])
+                kept_count += 1
+    else:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
+        rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
+        kept_count = len(rows)
+        with _AtomicFile(out, "wb") as fh:
+            pq.write_table(pa.Table.from_pylist(rows), fh)
+    exact = near = 0
+    if removed_out:
+        removed = np.flatnonzero(clustering.reason != KEPT)
+        with _AtomicFile(Path(removed_out), "wb") as fh:
+            for s in range(0, len(removed), 5000):
+                docs = removed[s : s + 5000]
+                ids = project.ids_for(docs.tolist())
+                keeper_ids = project.ids_for(clustering.keeper[docs].tolist())
+                for d, doc_id, keeper_id in zip(docs.tolist(), ids, keeper_ids):
+                    reason = int(clustering.reason[d])
+                    exact += reason == EXACT
+                    near += reason != EXACT
+                    row = {"id": doc_id, "duplicate_of": keeper_id,
+                           "similarity": float(clustering.similarity[d]), "reason": REASONS[reason]}
+                    fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+    else:
+        exact = int((clustering.reason == EXACT).sum())
+        near = int(len(clustering.reason) - kept_count - exact)
+    return ExportReport(kept_count, exact + near, exact, near)
+
+
+def _csv_cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _csv_fields(project: Project, clustering: Clustering, sources: dict[int, dict]) -> list[str]:
+    tabular = [s["fields"] for s in sources.values() if s["fields"]]
+    if len(sources) == len(tabular) and all(f == tabular[0] for f in tabular):
+        return list(tabular[0])
+    fields: dict[str, None] = {}
+    for _, doc_id, text, source_id, record in iter_kept(project, clustering):
+        fields.update(dict.fromkeys(_as_object(sources[source_id], doc_id, text, record)))
+    return list(fields)
+
+
+def check_threshold(project: Project, threshold: float) -> None:
+    params = project.scan_params()
+    if params is None:
+        raise ProjectError(f"{project.path}: not scanned yet (run dedup-tui scan)")
+    floor = float(params["floor"])
+    if not 0.0 <= threshold <= 1.0:
+        raise ProjectError(f"threshold {threshold} is outside [0, 1]")
+    if threshold < floor:
+        raise ProjectError(
+            f"threshold {threshold} is below the scan's floor {floor}: pairs under the floor were never stored "
+            f"(rescan with --floor {threshold})"
+        )
+
+

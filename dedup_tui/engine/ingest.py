@@ -1,0 +1,358 @@
+"""Loading corpora into a project: JSONL, CSV/TSV, a folder of .txt files, Parquet.
+
+Every reader yields `Record`s in corpus order. A load is one transaction: it either adds
+every record of every file or, on the first bad record (without skip_bad), nothing at all.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CorpusError, DedupError
+from .normalize import exact_key
+from .progress import Control
+from .store import Project, now_iso, transaction
+
+BATCH = 5000
+TEXT_SUFFIXES = {".txt", ".text", ".md"}
+
+
+@dataclass
+class Record:
+    line: int
+    doc_id: str | None
+    text: str
+    record: bytes | None
+
+
+@dataclass
+class LoadReport:
+    documents: int = 0
+    skipped: dict[str, list[int]] = field(default_factory=dict)  # path -> skipped line numbers
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(len(v) for v in self.skipped.values())
+
+
+def detect_format(path: Path) -> str:
+    if path.is_dir():
+        return "txt"
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    for suffix, fmt in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".csv", "csv"),
+                        (".tsv", "tsv"), (".parquet", "parquet"), (".txt", "jsonl-or-text")):
+        if name.endswith(suffix):
+            return fmt
+    raise CorpusError(str(path), None, "unknown corpus format (expected .jsonl, .csv, .tsv, .parquet or a folder of .txt files)")
+
+
+def _open_binary(path: Path):
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+class _Bad(Exception):
+    """A bad record: the reader raises it with a message; load decides to stop or skip."""
+
+    def __init__(self, line: int, message: str):
+        self.line, self.message = line, message
+
+
+def _field_text(value, line: int, text_field: str) -> str:
+    if value is None:
+        raise _Bad(line, f'text field "{text_field}" is missing')
+    if not isinstance(value, str):
+        raise _Bad(line, f'text field "{text_field}" is {type(value).__name__}, not a string')
+    return value
+
+
+def _field_id(value, line: int, id_field: str) -> str | None:
+    if value is None:
+        raise _Bad(line, f'id field "{id_field}" is null')
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _Bad(line, f'id field "{id_field}" is {type(value).__name__}, not a string or integer')
+    return str(value)
+
+
+def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
+    """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
+    has_id_field: bool | None = None
+    with _open_binary(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+            if not raw.strip():
+                continue
+            try:
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _Bad(lineno, f"invalid UTF-8 at byte {exc.start}") from None
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise _Bad(lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+                if not isinstance(obj, dict):
+                    raise _Bad(lineno, f"expected a JSON object, got {type(obj).__name__}")
+                text = _field_text(obj.get(text_field), lineno, text_field)
+                if has_id_field is None:
+                    has_id_field = id_field in obj
+                if has_id_field:
+                    if id_field not in obj:
+                        raise _Bad(lineno, f'id field "{id_field}" is missing')
+                    doc_id = _field_id(obj[id_field], lineno, id_field)
+                else:
+                    doc_id = None
+                _check_encodable(text, lineno)
+                yield Record(lineno, doc_id, text, raw)
+            except _Bad as bad:
+                errors.append(bad)
+
+
+def _check_encodable(text: str, lineno: int) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _Bad(lineno, f"text contains an unpaired surrogate at character {exc.start}") from None
+
+
+def _decoded_lines(fb, invalid_lines: list[int]) -> Iterator[str]:
+    """Decode a binary file line by line; lines that are not UTF-8 are noted (and replaced,
+    so the CSV reader can go on and the caller can reject the record they belong to)."""
+    for lineno, raw in enumerate(fb, start=1):
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            invalid_lines.append(lineno)
+            yield raw.decode("utf-8", "replace")
+
+
+def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter: str) -> Iterator[Record]:
+    """Header row, then one record a row (quoted newlines allowed); streams the file."""
+    with _open_binary(path) as fb:
+        invalid: list[int] = []
+        reader = csv.reader(_decoded_lines(fb, invalid), delimiter=delimiter, strict=True)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CorpusError(str(path), 1, f"malformed header ({exc})") from None
+        if invalid:
+            raise CorpusError(str(path), invalid[0], "invalid UTF-8")
+        if text_field not in header:
+            raise CorpusError(str(path), 1, f'no "{text_field}" column (columns: {", ".join(header)[:200]})')
+        text_col = header.index(text_field)
+        id_col = header.index(id_field) if id_field in header else None
+        yield header  # type: ignore[misc]  # first item: the header, for the source row
+        start_line = reader.line_num + 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                errors.append(_Bad(start_line, f"malformed CSV ({exc})"))
+                start_line = reader.line_num + 1
+                continue
+            line = start_line
+            start_line = reader.line_num + 1
+            if invalid:
+                errors.append(_Bad(invalid[0], "invalid UTF-8"))
+                invalid.clear()
+                continue
+            if not row:
+                continue
+            if len(row) != len(header):
+                errors.append(_Bad(line, f"expected {len(header)} columns, found {len(row)}"))
+                continue
+            doc_id = row[id_col] if id_col is not None else None
+            yield Record(line, doc_id, row[text_col], json.dumps(row, ensure_ascii=False).encode("utf-8"))
+
+
+def read_text_folder(path: Path, errors: list) -> Iterator[Record]:
+    files = sorted(
+        (p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES),
+        key=lambda p: p.relative_to(path).as_posix(),
+    )
+    if not files:
+        raise CorpusError(str(path), None, "folder holds no .txt files")
+    for number, file in enumerate(files, start=1):
+        rel = file.relative_to(path).as_posix()
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            errors.append(_Bad(number, f"{rel}: cannot read ({exc.strerror})"))
+            continue
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            errors.append(_Bad(number, f"{rel}: invalid UTF-8 at byte {exc.start}"))
+            continue
+        yield Record(number, rel, text, None)
+
+
+def read_parquet(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CorpusError(str(path), None, "reading Parquet needs pyarrow (pip install pyarrow)") from None
+    pf = pq.ParquetFile(path)
+    names = pf.schema_arrow.names
+    if text_field not in names:
+        raise CorpusError(str(path), None, f'no "{text_field}" column')
+    yield names  # type: ignore[misc]
+    row_number = 0
+    for batch in pf.iter_batches(batch_size=BATCH):
+        for obj in batch.to_pylist():
+            row_number += 1
+            try:
+                text = _field_text(obj.get(text_field), row_number, text_field)
+                doc_id = _field_id(obj[id_field], row_number, id_field) if id_field in names else None
+                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"))
+            except _Bad as bad:
+                errors.append(bad)
+
+
+def _file_sha256(path: Path) -> tuple[str | None, int | None]:
+    if path.is_dir():
+        return None, None
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest(), path.stat().st_size
+
+
+def load_corpus(
+    project: Project,
+    paths: list[str | Path],
+    id_field: str = "id",
+    text_field: str = "text",
+    skip_bad: bool = False,
+    control: Control | None = None,
+) -> LoadReport:
+    """Append the corpora to the project, atomically. Raises CorpusError on bad input."""
+    control = control or Control()
+    report = LoadReport()
+    paths = [Path(p) for p in paths]
+    for p in paths:
+        if not p.exists():
+            raise CorpusError(str(p), None, "no such file or folder")
+    multi = len(paths) > 1 or project.document_count() > 0
+    conn = project.conn
+    with transaction(conn):
+        next_ord = project.next_ord()
+        seen_ids: set[str] = set()
+        existing = project.document_count() > 0
+        for path in paths:
+            fmt = detect_format(path)
+            sha, size = _file_sha256(path)
+            errors: list[_Bad] = []
+            fields = None
+            if fmt == "jsonl-or-text":
+                fmt = "jsonl"
+            if fmt == "jsonl":
+                records = read_jsonl(path, id_field, text_field, errors)
+            elif fmt in ("csv", "tsv"):
+                records = read_csv(path, id_field, text_field, errors, "," if fmt == "csv" else "\t")
+            elif fmt == "parquet":
+                records = read_parquet(path, id_field, text_field, errors)
+            else:
+                records = read_text_folder(path, errors)
+            records = iter(records)
+            if fmt in ("csv", "tsv", "parquet"):
+                fields = next(records, None)
+                if fields is None:
+                    raise CorpusError(str(path), None, "empty file: no header and no records")
+            cur = conn.execute(
+                "INSERT INTO sources(path, format, sha256, size_bytes, fields, id_field, text_field, loaded_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (str(path.resolve()), fmt, sha, size, json.dumps(fields) if fields else None, id_field, text_field, now_iso()),
+            )
+            source_id = cur.lastrowid
+            prefix = f"{path.name}:" if multi else ""
+            count = 0
+            batch: list[tuple] = []
+            reported = 0
+
+            def flush() -> None:
+                nonlocal batch
+                if not batch:
+                    return
+                if existing:
+                    ids = [row[1] for row in batch]
+                    q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})"
+                    clash = conn.execute(q, ids).fetchone()
+                    if clash:
+                        line = next(row[4] for row in batch if row[1] == clash[0])
+                        raise CorpusError(str(path), line, f'duplicate id "{clash[0]}" (already in the project)')
+                conn.executemany(
+                    "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    batch,
+                )
+                batch = []
+
+            for rec in records:
+                if errors and not skip_bad:
+                    bad = errors[0]
+                    raise CorpusError(str(path), bad.line, bad.message)
+                doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
+                if doc_id in seen_ids:
+                    bad = _Bad(rec.line, f'duplicate id "{doc_id}"')
+                    if not skip_bad:
+                        raise CorpusError(str(path), bad.line, bad.message)
+                    errors.append(bad)
+                    continue
+                seen_ids.add(doc_id)
+                batch.append((next_ord, doc_id, rec.text, source_id, rec.line, rec.record, exact_key(rec.text), len(rec.text)))
+                next_ord += 1
+                count += 1
+                if len(batch) >= BATCH:
+                    flush()
+                    control.check()
+                    reported = count
+                    control.report("load", count, 0)
+            if errors and not skip_bad:
+                bad = errors[0]
+                raise CorpusError(str(path), bad.line, bad.message)
+            flush()
+            if reported != count:
+                control.report("load", count, 0)
+            if count == 0:
+                raise CorpusError(str(path), None, "no documents in this file" + (f" ({len(errors)} bad lines skipped)" if errors else ""))
+            skipped = sorted(b.line for b in errors)
+            conn.execute(
+                "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
+                (count, json.dumps(skipped), source_id),
+            )
+            report.documents += count
+            report.sources.append(str(path))
+            if skipped:
+                report.skipped[str(path)] = skipped
+        if project.scan_state != "none":
+            project.set_meta(scan_state="stale")
+    return report
+
+
+__all__ = ["load_corpus", "LoadReport", "detect_format", "DedupError"]

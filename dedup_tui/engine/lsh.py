@@ -1,0 +1,142 @@
+"""LSH banding over MinHash signatures: parameter choice and candidate pairs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# Recall-weighted: a missed pair is invisible to the reviewer, a false candidate only costs
+# an exact verification.
+FALSE_NEGATIVE_WEIGHT = 0.99
+FALSE_POSITIVE_WEIGHT = 0.01
+
+
+def candidate_probability(similarity, bands: int, rows: int):
+    """P(a pair of this Jaccard shares at least one band): the S-curve 1 - (1 - s^r)^b."""
+    s = np.asarray(similarity, dtype=np.float64)
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def _integral(f, lo: float, hi: float, steps: int = 400) -> float:
+    xs = np.linspace(lo, hi, steps)
+    return float(np.trapezoid(f(xs), xs))
+
+
+@dataclass(frozen=True)
+class Banding:
+    bands: int
+    rows: int
+
+    def probability(self, similarity):
+        return candidate_probability(similarity, self.bands, self.rows)
+
+
+def choose_banding(
+    threshold: float,
+    num_perm: int,
+    fn_weight: float = FALSE_NEGATIVE_WEIGHT,
+    fp_weight: float = FALSE_POSITIVE_WEIGHT,
+) -> Banding:
+    """bands x rows <= num_perm minimising weighted false positives below the threshold
+    and false negatives above it (the integrals of the S-curve)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError("threshold must be in (0, 1]")
+    best: tuple[float, int, int] | None = None
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            fp = _integral(lambda s: candidate_probability(s, bands, rows), 0.0, threshold)
+            fn = _integral(lambda s: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0)
+            err = fp_weight * fp + fn_weight * fn
+            if best is None or err < best[0] - 1e-15:
+                best = (err, bands, rows)
+    assert best is not None
+    return Banding(best[1], best[2])
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+_ROW_MULTIPLIERS = _mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+
+
+def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
+    """One 64-bit key per document for the given band of its signature."""
+    cols = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
+    key = np.zeros(len(signatures), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(rows):
+            key += (cols[:, j] + np.uint64(1)) * _ROW_MULTIPLIERS[j % len(_ROW_MULTIPLIERS)]
+    return _mix64(key)
+
+
+def pairs_in_runs(order: np.ndarray, sorted_keys: np.ndarray, max_bucket: int = 0):
+    """All (i, j) pairs of items sharing a key; order sorts items by key.
+
+    Buckets larger than max_bucket (when > 0) are skipped and reported by the caller.
+    Returns (first, second, oversized_bucket_sizes).
+    """
+    n = len(sorted_keys)
+    if n < 2:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    boundary = np.empty(n, dtype=bool)
+    boundary[0] = True
+    boundary[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    run_start = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_start, n))
+    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
+    usable = run_len >= 2
+    if max_bucket > 0:
+        usable &= run_len <= max_bucket
+    if not usable.any():
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, oversized
+    starts, lens = run_start[usable], run_len[usable]
+    # Positions (in sorted order) of every member of a usable run, with its run length and
+    # its index inside the run.
+    member_pos = np.repeat(starts, lens) + (np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens))
+    member_len = np.repeat(lens, lens)
+    member_rank = member_pos - np.repeat(starts, lens)
+    firsts, seconds = [], []
+    d = 1
+    active = np.arange(len(member_pos))
+    while len(active):
+        active = active[member_rank[active] + d < member_len[active]]
+        if not len(active):
+            break
+        pos = member_pos[active]
+        firsts.append(order[pos])
+        seconds.append(order[pos + d])
+        d += 1
+    return np.concatenate(firsts), np.concatenate(seconds), oversized
+
+
+def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-7) -> int:
+    """Fewest agreeing signature positions worth an exact check.
+
+    A pair of Jaccard >= floor agrees in Binomial(num_perm, floor) positions; a candidate
+    agreeing in fewer than the returned count would happen for such a pair with probability
+    below `tail`, so it is dropped before exact verification.
+    """
+    cumulative = 0.0
+    for m in range(num_perm + 1):
+        cumulative += math.comb(num_perm, m) * floor**m * (1 - floor) ** (num_perm - m)
+        if cumulative >= tail:
+            return m
+    return num_perm
+
+
+def signature_agreement(signatures: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """Number of equal signature positions for each candidate pair."""
+    out = np.empty(len(a), dtype=np.int32)
+    for s in range(0, len(a), chunk):
+        out[s : s + chunk] = (signatures[a[s : s + chunk]] == signatures[b[s : s + chunk]]).sum(axis=1)
+    return out

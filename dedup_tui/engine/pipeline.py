@@ -1,0 +1,363 @@
+"""The scan: exact groups, then verified near-duplicate pairs >= floor, written atomically."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import lsh
+from .cluster import PairGraph
+from .errors import Cancelled, ProjectError
+from .minhash import MinHasher
+from .normalize import normalize
+from .progress import Control
+from .shingle import shingle_hashes, shingle_sets
+from .similarity import all_pairs_at_least, verify_pairs
+from .store import Project, transaction
+
+DEFAULT_FLOOR = 0.5
+DEFAULT_NUM_PERM = 128
+DEFAULT_SEED = 1
+DEFAULT_K = 5
+METHODS = ("auto", "lsh", "exhaustive")
+
+# auto picks the exhaustive comparison below this much work (pairs x average set size).
+EXHAUSTIVE_WORK_LIMIT = 3e8
+# Below this many documents to sketch, a process pool costs more than it saves.
+POOL_MIN_DOCS = 20_000
+CHUNK_DOCS = 8192
+
+
+@dataclass
+class ScanSettings:
+    k: int = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
+    method: str = "auto"
+    num_perm: int = DEFAULT_NUM_PERM
+    seed: int = DEFAULT_SEED
+    workers: int = 0  # 0: one per core
+
+    def validate(self) -> None:
+        if self.k < 1:
+            raise ProjectError("--k must be at least 1")
+        if not 0.0 < self.floor <= 1.0:
+            raise ProjectError("--floor must be in (0, 1]")
+        if self.method not in METHODS:
+            raise ProjectError(f"--method must be one of {', '.join(METHODS)}")
+        if not 1 <= self.num_perm <= 1024:
+            raise ProjectError("--num-perm must be between 1 and 1024")
+
+
+@dataclass
+class ScanResult:
+    documents: int = 0
+    representatives: int = 0
+    exact_duplicates: int = 0
+    exact_groups: int = 0
+    method: str = ""
+    bands: int = 0
+    rows: int = 0
+    candidates: int = 0
+    prefiltered: int = 0
+    verified: int = 0
+    pairs: int = 0
+    oversized_buckets: int = 0
+    timings: dict = field(default_factory=dict)
+
+
+# -- work that runs in worker processes ------------------------------------------------------
+
+def _read_texts(db_path: str, ords: np.ndarray) -> list[str]:
+    project = Project(db_path, readonly=True)
+    try:
+        lo, hi = int(ords[0]), int(ords[-1])
+        wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
+        texts = [
+            t for o, t in project.conn.execute("SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+            if wanted is None or o in wanted
+        ]
+    finally:
+        project.close()
+    if len(texts) != len(ords):
+        raise ProjectError(f"{db_path}: documents changed during the scan")
+    return texts
+
+
+def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: int) -> np.ndarray:
+    texts = [normalize(t) for t in _read_texts(db_path, ords)]
+    hashes, offsets = shingle_hashes(texts, k)
+    return MinHasher(num_perm, seed).signatures(hashes, offsets)
+
+
+def _shingle_set_job(db_path: str, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    texts = [normalize(t) for t in _read_texts(db_path, ords)]
+    return shingle_sets(texts, k)
+
+
+# -- orchestration --------------------------------------------------------------------------
+
+class _Runner:
+    """Runs chunk jobs in a process pool (or inline for small work), in order, cancellably."""
+
+    def __init__(self, workers: int, use_pool: bool):
+        self.pool = None
+        if use_pool and workers > 1:
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.workers = workers
+
+    def map(self, fn, chunks, control: Control, stage: str, total: int, sizes):
+        done = 0
+        if self.pool is None:
+            for chunk, size in zip(chunks, sizes):
+                control.check()
+                yield fn(*chunk)
+                done += size
+                control.report(stage, done, total)
+            return
+        pending = []
+        it = iter(zip(chunks, sizes))
+        window = self.workers * 2
+        for chunk, size in it:
+            pending.append((self.pool.submit(fn, *chunk), size))
+            if len(pending) >= window:
+                break
+        while pending:
+            control.check()
+            fut, size = pending.pop(0)
+            result = fut.result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((self.pool.submit(fn, *nxt[0]), nxt[1]))
+            done += size
+            control.report(stage, done, total)
+            yield result
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def exact_groups(project: Project) -> np.ndarray:
+    """exact_of per ord: the first ord with the same normalised text, or -1."""
+    n = project.next_ord()
+    exact_of = np.full(n, -1, dtype=np.int64)
+    first: dict[str, int] = {}
+    for o, h in project.conn.execute("SELECT ord, exact_hash FROM documents ORDER BY ord"):
+        f = first.setdefault(h, o)
+        if f != o:
+            exact_of[o] = f
+    return exact_of
+
+
+def _chunks(ords: np.ndarray, size: int):
+    return [ords[i : i + size] for i in range(0, len(ords), size)]
+
+
+def find_pairs(
+    project: Project, reps: np.ndarray, settings: ScanSettings, control: Control, result: ScanResult
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents."""
+    db_path = str(project.path)
+    n_reps = len(reps)
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+    if n_reps < 2:
+        result.method = settings.method if settings.method != "auto" else "exhaustive"
+        return empty
+    workers = settings.workers or os.cpu_count() or 1
+    method = settings.method
+    if method == "auto":
+        avg_len = project.conn.execute("SELECT avg(length) FROM documents").fetchone()[0] or 0
+        work = n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
+        method = "exhaustive" if work <= EXHAUSTIVE_WORK_LIMIT else "lsh"
+    result.method = method
+    runner = _Runner(workers, use_pool=n_reps >= POOL_MIN_DOCS)
+    timings = result.timings
+    try:
+        if method == "exhaustive":
+            t0 = time.perf_counter()
+            parts = list(runner.map(_shingle_set_job, [(db_path, c, settings.k) for c in _chunks(reps, CHUNK_DOCS)],
+                                    control, "shingles", n_reps, [len(c) for c in _chunks(reps, CHUNK_DOCS)]))
+            values, offsets = _concat_csr(parts)
+            timings["shingles"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ia, ib, j = all_pairs_at_least(
+                values, offsets, settings.floor,
+                progress=lambda d, t: control.report("compare", d, t),
+                should_stop=control.cancel.is_set,
+            )
+            control.check()
+            timings["compare"] = time.perf_counter() - t0
+            result.verified = n_reps * (n_reps - 1) // 2
+            return reps[ia], reps[ib], j
+
+        banding = lsh.choose_banding(settings.floor, settings.num_perm)
+        result.bands, result.rows = banding.bands, banding.rows
+        t0 = time.perf_counter()
+        chunks = _chunks(reps, CHUNK_DOCS)
+        sig_parts = list(runner.map(
+            _signature_job, [(db_path, c, settings.k, settings.num_perm, settings.seed) for c in chunks],
+            control, "signatures", n_reps, [len(c) for c in chunks],
+        ))
+        signatures = np.concatenate(sig_parts) if sig_parts else np.empty((0, settings.num_perm), np.uint32)
+        del sig_parts
+        timings["signatures"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        keys_acc: list[np.ndarray] = []
+        pending = 0
+        for band in range(banding.bands):
+            control.check()
+            bk = lsh.band_keys(signatures, band, banding.rows)
+            order = np.argsort(bk, kind="stable")
+            first, second, oversized = lsh.pairs_in_runs(order, bk[order])
+            result.oversized_buckets += len(oversized)
+            lo = np.minimum(first, second)
+            hi = np.maximum(first, second)
+            keys_acc.append(lo * n_reps + hi)
+            pending += len(lo)
+            if pending > 20_000_000:
+                keys_acc = [_unique_sorted(np.concatenate(keys_acc))]
+                pending = len(keys_acc[0])
+            control.report("candidates", band + 1, banding.bands)
+        cand = _unique_sorted(np.concatenate(keys_acc)) if keys_acc else np.empty(0, np.int64)
+        del keys_acc
+        ca, cb = cand // n_reps, cand % n_reps
+        result.candidates = len(cand)
+        agree = lsh.signature_agreement(signatures, ca, cb)
+        keep = agree >= lsh.min_matches_to_verify(settings.num_perm, settings.floor)
+        ca, cb = ca[keep], cb[keep]
+        result.prefiltered = result.candidates - len(ca)
+        del signatures, cand, agree
+        timings["candidates"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        involved = np.unique(np.concatenate([ca, cb]))
+        inv_chunks = _chunks(involved, CHUNK_DOCS)
+        parts = list(runner.map(
+            _shingle_set_job, [(db_path, reps[c], settings.k) for c in inv_chunks],
+            control, "shingles", len(involved), [len(c) for c in inv_chunks],
+        ))
+        values, offsets = _concat_csr(parts)
+        del parts
+        row_of = np.full(n_reps, -1, dtype=np.int64)
+        row_of[involved] = np.arange(len(involved))
+        ra, rb = row_of[ca], row_of[cb]
+        js = []
+        step = 200_000
+        for s in range(0, len(ra), step):
+            control.check()
+            js.append(verify_pairs(values, offsets, ra[s : s + step], rb[s : s + step]))
+            control.report("verify", min(s + step, len(ra)), len(ra))
+        j = np.concatenate(js) if js else np.empty(0, np.float64)
+        result.verified = len(j)
+        good = j >= settings.floor
+        timings["verify"] = time.perf_counter() - t0
+        return reps[ca[good]], reps[cb[good]], j[good]
+    finally:
+        runner.close()
+
+
+def _unique_sorted(x: np.ndarray) -> np.ndarray:
+    x = np.sort(x)
+    if len(x) < 2:
+        return x
+    keep = np.empty(len(x), dtype=bool)
+    keep[0] = True
+    keep[1:] = x[1:] != x[:-1]
+    return x[keep]
+
+
+def _concat_csr(parts):
+    if not parts:
+        return np.empty(0, np.uint64), np.zeros(1, np.int64)
+    values = np.concatenate([p[0] for p in parts])
+    sizes = np.concatenate([np.diff(p[1]) for p in parts])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return values, offsets
+
+
+def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None) -> ScanResult:
+    """Find exact groups and verified near pairs; replace the project's previous scan atomically.
+
+    On cancellation (Cancelled) or any error nothing is written: the project keeps its
+    previous scan (or none).
+    """
+    settings = settings or ScanSettings()
+    settings.validate()
+    control = control or Control()
+    if project.document_count() == 0:
+        raise ProjectError(f"{project.path}: no documents loaded (run dedup-tui load first)")
+    run_id = project.start_run("scan", asdict(settings))
+    result = ScanResult()
+    t_start = time.perf_counter()
+    try:
+        t0 = time.perf_counter()
+        control.report("exact", 0, 0)
+        exact_of = exact_groups(project)
+        result.documents = len(exact_of)
+        result.exact_duplicates = int((exact_of >= 0).sum())
+        result.exact_groups = int(len(np.unique(exact_of[exact_of >= 0]))) if result.exact_duplicates else 0
+        reps = np.flatnonzero(exact_of < 0)
+        result.representatives = len(reps)
+        result.timings["exact"] = time.perf_counter() - t0
+        a, b, j = find_pairs(project, reps, settings, control, result)
+        control.check()
+        t0 = time.perf_counter()
+        control.report("write", 0, len(a))
+        with transaction(project.conn):
+            conn = project.conn
+            conn.execute("UPDATE documents SET exact_of = NULL WHERE exact_of IS NOT NULL")
+            dups = np.flatnonzero(exact_of >= 0)
+            conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?",
+                             zip(exact_of[dups].tolist(), dups.tolist()))
+            conn.execute("DELETE FROM pairs")
+            order = np.lexsort((b, a))
+            conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
+                             zip(a[order].tolist(), b[order].tolist(), j[order].tolist()))
+            result.pairs = len(a)
+            result.timings["write"] = time.perf_counter() - t0
+            result.timings["total"] = time.perf_counter() - t_start
+            params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
+            project.set_meta(scan_state="complete", scan_params=json.dumps(params))
+            project.finish_run(run_id, "complete", result.timings, _counts(result))
+    except Cancelled:
+        project.finish_run(run_id, "cancelled", result.timings, _counts(result))
+        raise
+    except BaseException:
+        project.finish_run(run_id, "failed", result.timings, _counts(result))
+        raise
+    return result
+
+
+def _counts(result: ScanResult) -> dict:
+    d = asdict(result)
+    d.pop("timings")
+    return d
+
+
+def load_graph(project: Project) -> PairGraph:
+    """The stored scan as arrays, for clustering at any threshold >= floor."""
+    if project.scan_state == "none":
+        raise ProjectError(f"{project.path}: not scanned yet (run dedup-tui scan)")
+    n = project.next_ord()
+    exact_of = np.full(n, -1, dtype=np.int64)
+    rows = project.conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL").fetchall()
+    if rows:
+        arr = np.array(rows, dtype=np.int64)
+        exact_of[arr[:, 0]] = arr[:, 1]
+    pr = project.conn.execute("SELECT a, b, jaccard FROM pairs").fetchall()
+    if pr:
+        a = np.fromiter((r[0] for r in pr), np.int64, len(pr))
+        b = np.fromiter((r[1] for r in pr), np.int64, len(pr))
+        j = np.fromiter((r[2] for r in pr), np.float64, len(pr))
+    else:
+        a = b = np.empty(0, np.int64)
+        j = np.empty(0, np.float64)
+    return PairGraph(n, exact_of, a, b, j)

@@ -1,0 +1,105 @@
+"""Vectorised shingle hashing over whole batches of documents.
+
+Shingles are windows of code points (not bytes) of the normalised text, exactly as
+`sets.shingle_set` slices a Python string. Each shingle becomes a stable 64-bit hash
+(a polynomial over code points, then a splitmix64 finaliser): never Python's salted hash().
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_U64 = np.uint64
+_BASE = _U64(0x9E3779B97F4A7C15)  # odd multiplier for the polynomial over code points
+_SHORT_TAG = _U64(0xD6E8FEB86659FD93)  # separates "whole text shorter than k" from k-windows
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, in place on a uint64 array; returns it."""
+    h ^= h >> _U64(30)
+    h *= _U64(0xBF58476D1CE4E5B9)
+    h ^= h >> _U64(27)
+    h *= _U64(0x94D049BB133111EB)
+    h ^= h >> _U64(31)
+    return h
+
+
+def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """All texts' code points in one uint32 array, and each text's start offset (n + 1)."""
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    joined = "".join(texts).encode("utf-32-le", "surrogatepass")
+    return np.frombuffer(joined, dtype=np.uint32), offsets
+
+
+def _short_text_hash(cps: np.ndarray) -> np.uint64:
+    h = _U64(0)
+    with np.errstate(over="ignore"):
+        for c in cps.astype(np.uint64):
+            h = h * _BASE + c + _U64(1)
+        arr = np.array([h ^ _SHORT_TAG ^ _U64(len(cps))], dtype=np.uint64)
+    return _mix64(arr)[0]
+
+
+def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of every k-window of each (already normalised) text, duplicates included.
+
+    Returns (hashes uint64, offsets int64 of length n + 1); every text has at least one
+    hash, since a text shorter than k is a single shingle (itself).
+    """
+    if k < 1:
+        raise ValueError("shingle size k must be at least 1")
+    cps, text_offsets = code_points(normalized)
+    lengths = np.diff(text_offsets)
+    counts = np.maximum(lengths - k + 1, 1)
+    offsets = np.zeros(len(normalized) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint64)
+
+    long_docs = lengths >= k
+    if long_docs.any() and len(cps) >= k:
+        n_windows = len(cps) - k + 1
+        window = np.zeros(n_windows, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for i in range(k):
+                window *= _BASE
+                window += cps[i : i + n_windows].astype(np.uint64)
+                window += _U64(1)
+        _mix64(window)
+        # Window starts of long docs: text_start .. text_start + length - k, concatenated.
+        starts = text_offsets[:-1][long_docs]
+        per_doc = counts[long_docs]
+        first_out = offsets[:-1][long_docs]
+        positions = np.arange(int(per_doc.sum()), dtype=np.int64)
+        positions += np.repeat(starts - (np.cumsum(per_doc) - per_doc), per_doc)
+        dest = np.arange(int(per_doc.sum()), dtype=np.int64)
+        dest += np.repeat(first_out - (np.cumsum(per_doc) - per_doc), per_doc)
+        out[dest] = window[positions]
+    for doc in np.flatnonzero(~long_docs):
+        start = text_offsets[doc]
+        out[offsets[doc]] = _short_text_hash(cps[start : start + lengths[doc]])
+    return out, offsets
+
+
+def unique_per_doc(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each document's hashes and drop repeats: the shingle *sets*, as CSR arrays."""
+    n = len(offsets) - 1
+    counts = np.diff(offsets)
+    doc = np.repeat(np.arange(n, dtype=np.int64), counts)
+    order = np.lexsort((hashes, doc))
+    values = hashes[order]
+    doc = doc[order]
+    keep = np.ones(len(values), dtype=bool)
+    if len(values) > 1:
+        keep[1:] = (values[1:] != values[:-1]) | (doc[1:] != doc[:-1])
+    values = values[keep]
+    new_counts = np.bincount(doc[keep], minlength=n)
+    new_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(new_counts, out=new_offsets[1:])
+    return values, new_offsets
+
+
+def shingle_sets(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique shingle hashes per text (CSR: values, offsets)."""
+    return unique_per_doc(*shingle_hashes(normalized, k))

@@ -1,0 +1,119 @@
+"""Exact Jaccard over shingle-hash sets (CSR arrays), for candidate pairs or all pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .shingle import _mix64
+
+# Elements (both sides of every pair) handled per vectorised verification step.
+_VERIFY_BATCH = 1 << 22
+
+
+def jaccard_from_counts(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
+    """inter / (|A| + |B| - inter) in float64: the same rounding as Python's int / int."""
+    union = size_a.astype(np.int64) + size_b.astype(np.int64) - inter.astype(np.int64)
+    return inter.astype(np.float64) / union.astype(np.float64)
+
+
+def _gather(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated sets of `docs`, and for each element the index of its doc in `docs`."""
+    counts = offsets[docs + 1] - offsets[docs]
+    owner = np.repeat(np.arange(len(docs), dtype=np.int64), counts)
+    idx = np.arange(int(counts.sum()), dtype=np.int64)
+    idx += np.repeat(offsets[docs] - (np.cumsum(counts) - counts), counts)
+    return values[idx], owner
+
+
+def intersection_sizes(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|A ∩ B| for each pair (a[i], b[i]) of documents given as CSR rows of unique hashes.
+
+    Each element is tagged with its pair (hash ^ mix(pair)); an element in both sets then
+    appears twice among the tagged keys, and sorting brings the two copies together.
+    """
+    inter = np.zeros(len(a), dtype=np.int64)
+    sizes = offsets[a + 1] - offsets[a] + offsets[b + 1] - offsets[b]
+    start = 0
+    while start < len(a):
+        cum = np.cumsum(sizes[start:])
+        stop = start + max(1, int(np.searchsorted(cum, _VERIFY_BATCH, side="right")))
+        va, pa = _gather(values, offsets, a[start:stop])
+        vb, pb = _gather(values, offsets, b[start:stop])
+        pair = np.concatenate([pa, pb])
+        tag = _mix64((pair + 1).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        keys = np.concatenate([va, vb]) ^ tag
+        order = np.argsort(keys, kind="quicksort")
+        sk = keys[order]
+        dup = np.flatnonzero(sk[1:] == sk[:-1])
+        inter[start:stop] = np.bincount(pair[order[dup]], minlength=stop - start)
+        start = stop
+    return inter
+
+
+def verify_pairs(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact Jaccard of each candidate pair."""
+    if len(a) == 0:
+        return np.empty(0, dtype=np.float64)
+    inter = intersection_sizes(values, offsets, a, b)
+    sizes = np.diff(offsets)
+    return jaccard_from_counts(inter, sizes[a], sizes[b])
+
+
+def dense_ids(values: np.ndarray) -> np.ndarray:
+    """Map each hash to a dense id 0..U-1 (equal hashes, equal ids) by sort + diff."""
+    order = np.argsort(values, kind="quicksort")
+    sv = values[order]
+    new = np.empty(len(sv), dtype=np.int64)
+    if len(sv):
+        new[0] = 0
+        new[1:] = np.cumsum(sv[1:] != sv[:-1])
+    ids = np.empty(len(sv), dtype=np.int64)
+    ids[order] = new
+    return ids
+
+
+def all_pairs_at_least(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    floor: float,
+    progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exhaustive comparison: every pair (i < j) with exact Jaccard >= floor.
+
+    For each i, marks its shingles in a lookup table and counts each later document's hits
+    with one gather and one reduceat. Quadratic: meant for small corpora and as the oracle
+    that LSH recall is measured against.
+    """
+    n = len(offsets) - 1
+    ids = dense_ids(values)
+    vocab = int(ids.max()) + 1 if len(ids) else 0
+    sizes = np.diff(offsets)
+    mark = np.zeros(vocab + 1, dtype=np.int32)
+    out_a, out_b, out_j = [], [], []
+    for i in range(n - 1):
+        if should_stop is not None and should_stop():
+            break
+        lo, hi = offsets[i + 1], offsets[n]
+        row = ids[offsets[i] : offsets[i + 1]]
+        mark[row] = 1
+        hits = mark[ids[lo:hi]]
+        mark[row] = 0
+        seg = offsets[i + 1 : n] - lo
+        inter = np.add.reduceat(hits, seg) if len(seg) else hits[:0]
+        # reduceat returns the element itself for empty segments; documents always have >= 1
+        # shingle, so no segment is empty.
+        j = jaccard_from_counts(inter, np.full(len(inter), sizes[i]), sizes[i + 1 :])
+        keep = np.flatnonzero(j >= floor)
+        if len(keep):
+            out_a.append(np.full(len(keep), i, dtype=np.int64))
+            out_b.append(keep + i + 1)
+            out_j.append(j[keep])
+        if progress is not None and (i % 256 == 0):
+            progress(i, n)
+    if not out_a:
+        e = np.empty(0, dtype=np.int64)
+        return e, e, np.empty(0, dtype=np.float64)
+    return np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_j)
