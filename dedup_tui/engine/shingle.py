@@ -82,24 +82,40 @@ def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarra
     return out, offsets
 
 
+FINGERPRINT_BITS = 48
+_DOC_BITS = 64 - FINGERPRINT_BITS
+_DOCS_PER_SORT = (1 << _DOC_BITS) - 1
+
+
 def unique_per_doc(hashes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each document's hashes and drop repeats: the shingle *sets*, as CSR arrays."""
+    """Each document's shingle *set*: sorted, repeat-free 48-bit fingerprints (CSR arrays).
+
+    A fingerprint is the top 48 bits of the shingle hash. Sorting (document, fingerprint)
+    packed into one uint64 is several times faster than a lexsort; two distinct shingles of
+    one pair share a fingerprint with probability about |A ∪ B|^2 / 2^49 (1e-7 for two 4 KB
+    documents), which is the only way a verified Jaccard can differ from the exact one.
+    """
     n = len(offsets) - 1
-    counts = np.diff(offsets)
-    doc = np.repeat(np.arange(n, dtype=np.int64), counts)
-    order = np.lexsort((hashes, doc))
-    values = hashes[order]
-    doc = doc[order]
-    keep = np.ones(len(values), dtype=bool)
-    if len(values) > 1:
-        keep[1:] = (values[1:] != values[:-1]) | (doc[1:] != doc[:-1])
-    values = values[keep]
-    new_counts = np.bincount(doc[keep], minlength=n)
+    values_parts, count_parts = [], []
+    for lo in range(0, max(n, 1), _DOCS_PER_SORT):
+        hi = min(lo + _DOCS_PER_SORT, n)
+        seg = hashes[offsets[lo] : offsets[hi]]
+        counts = np.diff(offsets[lo : hi + 1])
+        doc = np.repeat(np.arange(hi - lo, dtype=np.uint64), counts)
+        keys = (doc << np.uint64(FINGERPRINT_BITS)) | (seg >> np.uint64(_DOC_BITS))
+        keys.sort()
+        keep = np.ones(len(keys), dtype=bool)
+        keep[1:] = keys[1:] != keys[:-1]
+        keys = keys[keep]
+        count_parts.append(np.bincount((keys >> np.uint64(FINGERPRINT_BITS)).astype(np.int64), minlength=hi - lo))
+        values_parts.append(keys & np.uint64((1 << FINGERPRINT_BITS) - 1))
+    values = np.concatenate(values_parts) if values_parts else np.empty(0, np.uint64)
+    new_counts = np.concatenate(count_parts) if count_parts else np.empty(0, np.int64)
     new_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(new_counts, out=new_offsets[1:])
+    np.cumsum(new_counts[:n], out=new_offsets[1:])
     return values, new_offsets
 
 
 def shingle_sets(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique shingle hashes per text (CSR: values, offsets)."""
+    """Sorted unique shingle fingerprints per text (CSR: values, offsets)."""
     return unique_per_doc(*shingle_hashes(normalized, k))

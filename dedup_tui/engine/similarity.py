@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .shingle import _mix64
+from .shingle import FINGERPRINT_BITS
 
 # Elements (both sides of every pair) handled per vectorised verification step.
-_VERIFY_BATCH = 1 << 22
+_VERIFY_BATCH = 1 << 23
+_PAIRS_PER_SORT = (1 << (64 - FINGERPRINT_BITS)) - 1
 
 
 def jaccard_from_counts(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
@@ -18,36 +19,50 @@ def jaccard_from_counts(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarra
     return inter.astype(np.float64) / union.astype(np.float64)
 
 
-def _gather(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated sets of `docs`, and for each element the index of its doc in `docs`."""
+def _gather(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray, group: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated rows of `docs` (each non-empty: every document has a shingle), and for
+    each element the index of its row // group.
+
+    Built with two cumulative sums instead of repeat/arange: a gather index that steps by
+    one inside a row and jumps between rows, and a counter that ticks at each group start.
+    """
     counts = offsets[docs + 1] - offsets[docs]
-    owner = np.repeat(np.arange(len(docs), dtype=np.int64), counts)
-    idx = np.arange(int(counts.sum()), dtype=np.int64)
-    idx += np.repeat(offsets[docs] - (np.cumsum(counts) - counts), counts)
-    return values[idx], owner
+    total = int(counts.sum())
+    if total == 0:
+        return values[:0], np.empty(0, dtype=np.int64)
+    row_start = np.cumsum(counts) - counts
+    first = offsets[docs]
+    step = np.ones(total, dtype=np.int64)
+    step[0] = first[0]
+    step[row_start[1:]] = first[1:] - (first[:-1] + counts[:-1] - 1)
+    tick = np.zeros(total, dtype=np.int64)
+    tick[row_start[group::group]] = 1
+    return values[np.cumsum(step)], np.cumsum(tick)
 
 
 def intersection_sizes(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """|A ∩ B| for each pair (a[i], b[i]) of documents given as CSR rows of unique hashes.
+    """|A ∩ B| for each pair (a[i], b[i]) of CSR rows of sorted unique fingerprints.
 
-    Each element is tagged with its pair (hash ^ mix(pair)); an element in both sets then
-    appears twice among the tagged keys, and sorting brings the two copies together.
+    Each pair's two rows are laid side by side under a pair prefix; the whole batch is then
+    a sequence of sorted runs, which a stable sort (timsort) merges in near-linear time, and
+    a fingerprint in both rows shows up as two equal neighbours.
     """
     inter = np.zeros(len(a), dtype=np.int64)
-    sizes = offsets[a + 1] - offsets[a] + offsets[b + 1] - offsets[b]
+    sizes = (offsets[a + 1] - offsets[a]) + (offsets[b + 1] - offsets[b])
+    cum = np.cumsum(sizes)
     start = 0
     while start < len(a):
-        cum = np.cumsum(sizes[start:])
-        stop = start + max(1, int(np.searchsorted(cum, _VERIFY_BATCH, side="right")))
-        va, pa = _gather(values, offsets, a[start:stop])
-        vb, pb = _gather(values, offsets, b[start:stop])
-        pair = np.concatenate([pa, pb])
-        tag = _mix64((pair + 1).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-        keys = np.concatenate([va, vb]) ^ tag
-        order = np.argsort(keys, kind="quicksort")
-        sk = keys[order]
-        dup = np.flatnonzero(sk[1:] == sk[:-1])
-        inter[start:stop] = np.bincount(pair[order[dup]], minlength=stop - start)
+        base = cum[start - 1] if start else 0
+        stop = int(np.searchsorted(cum, base + _VERIFY_BATCH, side="right"))
+        stop = min(max(stop, start + 1), start + _PAIRS_PER_SORT, len(a))
+        docs = np.empty(2 * (stop - start), dtype=np.int64)
+        docs[0::2] = a[start:stop]
+        docs[1::2] = b[start:stop]
+        vals, pair = _gather(values, offsets, docs, group=2)
+        keys = (pair.astype(np.uint64) << np.uint64(FINGERPRINT_BITS)) | vals
+        keys.sort(kind="stable")
+        dup = keys[1:][keys[1:] == keys[:-1]]
+        inter[start:stop] = np.bincount((dup >> np.uint64(FINGERPRINT_BITS)).astype(np.int64), minlength=stop - start)
         start = stop
     return inter
 
