@@ -1,0 +1,430 @@
+"""Reviewer decisions: recorded by document id, undoable, and applied over the automatic policy.
+
+Kinds (the `decisions` table's `kind` column):
+- keep          doc_id is kept; it becomes the document kept in its cluster.
+- remove        doc_id is removed (as a duplicate of its cluster's kept document, or alone).
+- not_duplicate doc_id / other_id are never joined: the pair is split off at every threshold.
+- accept        the cluster whose kept document is doc_id was accepted as proposed
+                (value: JSON list of the member ids at the time).
+- note          a free-text note (value) on doc_id.
+
+Every call commits at once. Undo marks the newest active decision `undone = 1`; redo brings
+back the oldest undone one; a new decision discards what could still be redone
+(`undone = 2`). For keep/remove, the newest active decision on a document wins.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster
+from .errors import DedupError
+from .export import ExportReport, _AtomicFile, check_threshold, export
+from .progress import Control
+from .store import Project, now_iso, transaction
+
+KINDS = ("keep", "remove", "not_duplicate", "accept", "note")
+# Reason code for a document removed by a reviewer's "remove" (beside cluster.KEPT/EXACT/NEAR).
+REVIEWER = 3
+REASON_NAMES = {KEPT: "kept", EXACT: "exact", NEAR: "near", REVIEWER: "reviewer"}
+
+ACTIVE, UNDONE, DISCARDED = 0, 1, 2
+
+
+@dataclass
+class Decision:
+    id: int
+    kind: str
+    doc_id: str | None
+    other_id: str | None
+    value: str | None
+    threshold: float | None
+    policy: str | None
+    author: str | None
+    created_at: str
+    undone: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "not_duplicate":
+            return f"not a duplicate: {self.doc_id} / {self.other_id}"
+        if self.kind == "note":
+            return f"note on {self.doc_id}: {self.value}"
+        if self.kind == "accept":
+            return f"accept cluster of {self.doc_id}"
+        return f"{self.kind} {self.doc_id}"
+
+
+_COLUMNS = "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone"
+
+
+def default_author() -> str:
+    try:
+        return os.environ.get("DEDUP_TUI_AUTHOR") or getpass.getuser()
+    except Exception:  # noqa: BLE001 - getuser raises various errors without a passwd entry
+        return "unknown"
+
+
+def record(
+    project: Project,
+    kind: str,
+    doc_id: str,
+    other_id: str | None = None,
+    value: str | None = None,
+    threshold: float | None = None,
+    policy: str | None = None,
+    author: str | None = None,
+) -> Decision:
+    """Record one decision and commit it. Discards anything that could be redone."""
+    if kind not in KINDS:
+        raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
+    if kind == "not_duplicate" and not other_id:
+        raise DedupError("a not_duplicate decision needs two documents")
+    author = author or default_author()
+    created = now_iso()
+    with transaction(project.conn) as conn:
+        conn.execute("UPDATE decisions SET undone = ? WHERE undone = ?", (DISCARDED, UNDONE))
+        cur = conn.execute(
+            "INSERT INTO decisions(kind, doc_id, other_id, value, threshold, policy, author, created_at, undone) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (kind, doc_id, other_id, value, threshold, policy, author, created),
+        )
+        rowid = int(cur.lastrowid)
+    return Decision(rowid, kind, doc_id, other_id, value, threshold, policy, author, created, 0)
+
+
+def _row(r) -> Decision:
+    return Decision(*r)
+
+
+def undo(project: Project) -> Decision | None:
+    """Undo the newest active decision; returns it, or None when there is nothing to undo."""
+    with transaction(project.conn) as conn:
+        r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = 0 ORDER BY id DESC LIMIT 1").fetchone()
+        if r is None:
+            return None
+        conn.execute("UPDATE decisions SET undone = ? WHERE id = ?", (UNDONE, r[0]))
+    return _row(r)
+
+
+def redo(project: Project) -> Decision | None:
+    """Bring back the most recently undone decision; None when there is nothing to redo."""
+    with transaction(project.conn) as conn:
+        r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = ? ORDER BY id ASC LIMIT 1", (UNDONE,)).fetchone()
+        if r is None:
+            return None
+        conn.execute("UPDATE decisions SET undone = 0 WHERE id = ?", (r[0],))
+    return _row(r)
+
+
+def active(project: Project) -> list[Decision]:
+    rows = project.conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = 0 ORDER BY id").fetchall()
+    return [_row(r) for r in rows]
+
+
+def all_decisions(project: Project) -> list[Decision]:
+    rows = project.conn.execute(f"SELECT {_COLUMNS} FROM decisions ORDER BY id").fetchall()
+    return [_row(r) for r in rows]
+
+
+def can_undo(project: Project) -> bool:
+    return project.conn.execute("SELECT 1 FROM decisions WHERE undone = 0 LIMIT 1").fetchone() is not None
+
+
+def can_redo(project: Project) -> bool:
+    return project.conn.execute("SELECT 1 FROM decisions WHERE undone = ? LIMIT 1", (UNDONE,)).fetchone() is not None
+
+
+def _ords_for_ids(project: Project, ids) -> dict[str, int]:
+    ids = list(dict.fromkeys(i for i in ids if i is not None))
+    out: dict[str, int] = {}
+    for s in range(0, len(ids), 500):
+        chunk = ids[s : s + 500]
+        q = f"SELECT doc_id, ord FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
+        out.update(project.conn.execute(q, chunk).fetchall())
+    return out
+
+
+@dataclass
+class Overrides:
+    """Active decisions resolved to ords (decisions on ids not in the project are ignored)."""
+
+    keep: set[int]
+    remove: set[int]
+    split_pairs: set[tuple[int, int]]
+    accepted: set[int]  # ords of documents named by accept decisions
+    decided: set[int]  # every ord named by any active decision
+
+    @classmethod
+    def load(cls, project: Project) -> "Overrides":
+        decisions = active(project)
+        ords = _ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions])
+        state: dict[int, str] = {}
+        split: set[tuple[int, int]] = set()
+        accepted: set[int] = set()
+        decided: set[int] = set()
+        for d in decisions:
+            o = ords.get(d.doc_id) if d.doc_id is not None else None
+            if o is None:
+                continue
+            decided.add(o)
+            if d.kind in ("keep", "remove"):
+                state[o] = d.kind
+            elif d.kind == "not_duplicate":
+                other = ords.get(d.other_id)
+                if other is not None and other != o:
+                    split.add((min(o, other), max(o, other)))
+                    decided.add(other)
+            elif d.kind == "accept":
+                accepted.add(o)
+                for member in json.loads(d.value or "[]"):
+                    m = ords.get(member)
+                    if m is not None:
+                        decided.add(m)
+        if accepted:
+            # Member ids of accepted clusters may not have been looked up yet.
+            extra = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
+            decided.update(_ords_for_ids(project, extra).values())
+        keep = {o for o, k in state.items() if k == "keep"}
+        remove = {o for o, k in state.items() if k == "remove"}
+        return cls(keep, remove, split, accepted, decided)
+
+
+def _roots(graph: PairGraph, ords: np.ndarray) -> np.ndarray:
+    ex = graph.exact_of[ords]
+    return np.where(ex >= 0, ex, ords)
+
+
+class _PairIndex:
+    """Stored Jaccard between two documents (through their exact-group representatives)."""
+
+    def __init__(self, graph: PairGraph):
+        self.graph = graph
+        n = max(graph.n, 1)
+        self.n = n
+        keys = graph.a.astype(np.int64) * n + graph.b.astype(np.int64)
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.j = keys[order], graph.jaccard[order]
+
+    def similarity(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        rx, ry = _roots(self.graph, x), _roots(self.graph, y)
+        out = np.full(len(rx), np.nan)
+        same = rx == ry
+        out[same] = 1.0
+        lo, hi = np.minimum(rx, ry), np.maximum(rx, ry)
+        q = lo * self.n + hi
+        if len(self.keys):
+            pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
+            found = (self.keys[pos] == q) & ~same
+            out[found] = self.j[pos[found]]
+        return out
+
+
+def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> Clustering:
+    """Apply keep/remove decisions to a clustering (in place, returned for convenience)."""
+    touched = ov.keep | ov.remove
+    if not touched:
+        return clustering
+    c = clustering
+    labels = np.unique(c.cluster[np.fromiter(touched, np.int64, len(touched))])
+    members_all = np.flatnonzero(np.isin(c.cluster, labels))
+    groups: dict[int, list[int]] = {}
+    for m, lab in zip(members_all.tolist(), c.cluster[members_all].tolist()):
+        groups.setdefault(lab, []).append(m)
+    index = _PairIndex(graph)
+    for label, members in groups.items():
+        members.sort()
+        forced_keep = [m for m in members if m in ov.keep]
+        candidates = [m for m in members if m not in ov.remove]
+        if forced_keep:
+            rep = forced_keep[0]
+        elif label in candidates:
+            rep = label
+        elif candidates:
+            rep = candidates[0]
+        else:
+            rep = -1
+        arr = np.array(members, dtype=np.int64)
+        c.cluster[arr] = rep if rep >= 0 else label
+        if rep >= 0:
+            c.keeper[rep], c.reason[rep], c.similarity[rep] = -1, KEPT, np.nan
+            others = arr[arr != rep]
+            if len(others):
+                c.keeper[others] = rep
+                sims = index.similarity(np.full(len(others), rep), others)
+                c.similarity[others] = sims
+                same_text = _roots(graph, others) == _roots(graph, np.array([rep]))[0]
+                c.reason[others] = np.where(same_text, EXACT, NEAR)
+        for m in forced_keep[1:]:
+            c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
+        for m in members:
+            if m in ov.remove:
+                c.reason[m] = REVIEWER
+                if rep < 0:
+                    c.keeper[m], c.similarity[m] = -1, np.nan
+    return c
+
+
+def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: str = "components",
+                           overrides: Overrides | None = None) -> Clustering:
+    """cluster() with the project's not-duplicate splits, then its keep/remove overrides."""
+    ov = overrides if overrides is not None else Overrides.load(project)
+    c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
+    return apply_overrides(graph, c, ov)
+
+
+# -- export ---------------------------------------------------------------------------------
+
+@dataclass
+class CuratedExport:
+    kept: int
+    removed: int
+    exact: int
+    near: int
+    reviewer: int
+    clusters: int
+    decisions: int
+    out: str
+    removed_out: str | None = None
+    decisions_out: str | None = None
+    manifest_out: str | None = None
+
+
+def beside(out: str | Path, suffix: str) -> Path:
+    """`curated.jsonl` -> `curated.<suffix>` (e.g. removed.jsonl, decisions.jsonl, manifest.json)."""
+    out = Path(out)
+    stem = out.name.split(".")[0] or out.name
+    return out.with_name(f"{stem}.{suffix}")
+
+
+def write_removed(project: Project, clustering: Clustering, path: str | Path) -> None:
+    """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer."""
+    removed = np.flatnonzero(clustering.reason != KEPT)
+    with _AtomicFile(Path(path), "wb") as fh:
+        for s in range(0, len(removed), 5000):
+            docs = removed[s : s + 5000]
+            ids = project.ids_for(docs.tolist())
+            keepers = clustering.keeper[docs]
+            has = keepers >= 0
+            keeper_ids = iter(project.ids_for(keepers[has].tolist()))
+            for d, doc_id, h in zip(docs.tolist(), ids, has.tolist()):
+                sim = float(clustering.similarity[d])
+                row = {
+                    "id": doc_id,
+                    "duplicate_of": next(keeper_ids) if h else None,
+                    "similarity": None if np.isnan(sim) else sim,
+                    "reason": REASON_NAMES[int(clustering.reason[d])],
+                }
+                fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
+def write_decisions_log(project: Project, path: str | Path, include_undone: bool = True) -> int:
+    """Every decision, oldest first: who, what, when, and whether it is still in force."""
+    decisions = all_decisions(project) if include_undone else active(project)
+    with _AtomicFile(Path(path), "wb") as fh:
+        for d in decisions:
+            row = asdict(d)
+            row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
+            row.pop("undone")
+            fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+    return len(decisions)
+
+
+def manifest(project: Project, clustering: Clustering, threshold: float, policy: str, outputs: dict) -> dict:
+    try:
+        from importlib.metadata import version
+
+        ver = version("dedup-tui")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        ver = "unknown"
+    sources = [
+        {"path": r[0], "format": r[1], "sha256": r[2], "size_bytes": r[3], "documents": r[4], "loaded_at": r[5]}
+        for r in project.conn.execute("SELECT path, format, sha256, size_bytes, documents, loaded_at FROM sources ORDER BY id")
+    ]
+    reason = clustering.reason
+    return {
+        "created_at": now_iso(),
+        "created_unix": time.time(),
+        "dedup_tui_version": ver,
+        "project": str(project.path),
+        "sources": sources,
+        "scan_params": project.scan_params(),
+        "threshold": threshold,
+        "policy": policy,
+        "counts": {
+            "documents": int(len(reason)),
+            "kept": int((reason == KEPT).sum()),
+            "removed": int((reason != KEPT).sum()),
+            "exact": int((reason == EXACT).sum()),
+            "near": int((reason == NEAR).sum()),
+            "reviewer": int((reason == REVIEWER).sum()),
+            "clusters": clustering.cluster_count,
+            "active_decisions": len(active(project)),
+        },
+        "outputs": outputs,
+    }
+
+
+def export_curated(
+    project: Project,
+    threshold: float,
+    policy: str,
+    out: str | Path,
+    fmt: str = "jsonl",
+    removed_out: str | Path | None = None,
+    decisions_out: str | Path | None = None,
+    manifest_out: str | Path | None = None,
+    use_decisions: bool = True,
+    force: bool = True,
+    graph: PairGraph | None = None,
+    control: Control | None = None,
+) -> CuratedExport:
+    """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for."""
+    from .pipeline import load_graph
+
+    check_threshold(project, threshold)
+    graph = graph if graph is not None else load_graph(project)
+    if use_decisions:
+        clustering = cluster_with_decisions(project, graph, threshold, policy)
+    else:
+        clustering = cluster(graph, threshold, policy)
+    if not force:
+        for t in (removed_out, decisions_out, manifest_out):
+            if t and Path(t).exists():
+                raise DedupError(f"{t}: already exists (use --force to overwrite)")
+    # The engine writes the kept records (and fills in missing similarities); the removed log
+    # is written here because reviewer removals have reasons the engine does not know.
+    report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
+    if removed_out:
+        write_removed(project, clustering, removed_out)
+    n_decisions = len(active(project))
+    if decisions_out:
+        write_decisions_log(project, decisions_out)
+    reason = clustering.reason
+    result = CuratedExport(
+        kept=report.kept,
+        removed=int((reason != KEPT).sum()),
+        exact=int((reason == EXACT).sum()),
+        near=int((reason == NEAR).sum()),
+        reviewer=int((reason == REVIEWER).sum()),
+        clusters=clustering.cluster_count,
+        decisions=n_decisions if use_decisions else 0,
+        out=str(out),
+        removed_out=str(removed_out) if removed_out else None,
+        decisions_out=str(decisions_out) if decisions_out else None,
+        manifest_out=str(manifest_out) if manifest_out else None,
+    )
+    if manifest_out:
+        outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
+                   "decisions_applied": use_decisions}
+        data = manifest(project, clustering, threshold, policy, outputs)
+        with _AtomicFile(Path(manifest_out), "w") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+    return result

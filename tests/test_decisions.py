@@ -1,0 +1,120 @@
+"""The decisions model: recorded by id, undo/redo, and overriding the automatic policy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dedup_tui.engine import decisions as dec
+from dedup_tui.engine.cluster import KEPT, cluster
+from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+
+DOCS = [
+    ("a1", "The quick brown fox jumps over the lazy dog near the river bank today"),
+    ("a2", "The quick brown fox jumps over the lazy dog near the river bank today!"),
+    ("a3", "The quick brown fox jumps over the lazy dog near the river bank"),
+    ("b1", "Machine learning requires large amounts of training data and patience"),
+    ("b2", "Machine learning requires large amounts of training data and patience"),
+    ("c1", "Something entirely different about gardening in the spring time"),
+]
+
+
+@pytest.fixture
+def project(make_project):
+    p = make_project(DOCS)
+    scan(p, ScanSettings(method="exhaustive", floor=0.5))
+    return p
+
+
+def ids_removed(project, c):
+    return set(project.ids_for(np.flatnonzero(c.reason != KEPT).tolist()))
+
+
+def test_no_decisions_equals_cluster(project):
+    graph = load_graph(project)
+    a = cluster(graph, 0.7, "components")
+    b = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    assert np.array_equal(a.keeper, b.keeper) and np.array_equal(a.reason, b.reason)
+
+
+def test_keep_overrides_and_undo_redo(project):
+    graph = load_graph(project)
+    base = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    assert ids_removed(project, base) == {"a2", "a3", "b2"}
+    dec.record(project, "keep", "a3", threshold=0.7, policy="components", author="tester")
+    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    assert ids_removed(project, c) == {"a1", "a2", "b2"}
+    a3 = project.ids_for([0, 1, 2]).index("a3")
+    assert c.keeper[0] == a3 and c.cluster[0] == a3 and c.cluster_count == base.cluster_count
+    # survives a threshold change and the other policy
+    assert "a3" not in ids_removed(project, dec.cluster_with_decisions(project, graph, 0.6, "greedy"))
+    assert dec.undo(project).doc_id == "a3"
+    assert ids_removed(project, dec.cluster_with_decisions(project, graph, 0.7, "components")) == {"a2", "a3", "b2"}
+    assert dec.redo(project).doc_id == "a3"
+    assert "a3" not in ids_removed(project, dec.cluster_with_decisions(project, graph, 0.7, "components"))
+    assert dec.redo(project) is None
+
+
+def test_new_decision_discards_redo(project):
+    dec.record(project, "remove", "c1")
+    dec.undo(project)
+    assert dec.can_redo(project)
+    dec.record(project, "note", "a1", value="looks fine")
+    assert not dec.can_redo(project)
+    assert [d.kind for d in dec.active(project)] == ["note"]
+
+
+def test_remove_and_not_duplicate(project):
+    graph = load_graph(project)
+    dec.record(project, "remove", "c1")
+    dec.record(project, "remove", "a1")  # the kept one: a2 takes over
+    dec.record(project, "not_duplicate", "a1", other_id="a3")
+    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    removed = ids_removed(project, c)
+    assert "c1" in removed and "a1" in removed and "a2" not in removed
+    ords = {d: i for i, d in enumerate(project.ids_for(list(range(6))))}
+    assert c.reason[ords["c1"]] == dec.REVIEWER and c.keeper[ords["c1"]] == -1
+    assert c.reason[ords["a1"]] == dec.REVIEWER
+
+
+def test_split_pair_passed_to_cluster(project):
+    graph = load_graph(project)
+    dec.record(project, "not_duplicate", "a1", other_id="a3")
+    ov = dec.Overrides.load(project)
+    assert ov.split_pairs and all(a < b for a, b in ov.split_pairs)
+    expected = cluster(graph, 0.5, "greedy", split_pairs=ov.split_pairs)
+    got = dec.cluster_with_decisions(project, graph, 0.5, "greedy")
+    assert np.array_equal(expected.keeper, got.keeper)
+
+
+def test_export_curated_writes_logs(project, tmp_path):
+    dec.record(project, "keep", "a3", author="tester")
+    dec.record(project, "remove", "c1", author="tester")
+    dec.record(project, "note", "b1", value="[bold]not markup[/bold]", author="tester")
+    dec.undo(project)
+    out = tmp_path / "out" / "curated.jsonl"
+    r = dec.export_curated(project, 0.7, "components", out,
+                           removed_out=dec.beside(out, "removed.jsonl"),
+                           decisions_out=dec.beside(out, "decisions.jsonl"),
+                           manifest_out=dec.beside(out, "manifest.json"))
+    kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert kept == ["a3", "b1"]
+    assert r.kept == 2 and r.reviewer == 1
+    removed = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "out" / "curated.removed.jsonl").read_text().splitlines()}
+    assert removed["c1"]["reason"] == "reviewer" and removed["c1"]["duplicate_of"] is None
+    assert removed["a1"]["duplicate_of"] == "a3" and 0 < removed["a1"]["similarity"] <= 1
+    log = [json.loads(line) for line in (tmp_path / "out" / "curated.decisions.jsonl").read_text().splitlines()]
+    assert [(d["kind"], d["status"], d["author"]) for d in log] == [
+        ("keep", "active", "tester"), ("remove", "active", "tester"), ("note", "undone", "tester")]
+    man = json.loads((tmp_path / "out" / "curated.manifest.json").read_text())
+    assert man["counts"]["kept"] == 2 and man["threshold"] == 0.7 and len(man["sources"][0]["sha256"]) == 64
+
+
+def test_engine_stays_ui_free():
+    import subprocess
+    import sys
+
+    code = "import sys, dedup_tui.engine.decisions; print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
