@@ -1,0 +1,1 @@
+"""The review app (Textual). Imported only when the app is launched."""

@@ -1,0 +1,68 @@
+"""One table of the app's actions: bindings, the help screen and the command palette use it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Act:
+    key: str  # Textual key name(s), comma separated
+    action: str
+    description: str  # footer / help text
+    display: str  # how the key is shown in help and footer
+    title: str  # command palette: "noun: verb"
+    section: str
+    show: bool = True
+    priority: bool = False
+
+    def binding(self) -> Binding:
+        return Binding(self.key, self.action, self.description, show=self.show, key_display=self.display,
+                       id=self.action.split("(")[0], priority=self.priority)
+
+
+MAIN_ACTIONS = [
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "General"),
+    Act("ctrl+p", "app.command_palette", "Palette", "^p", "app: command palette", "General", show=False),
+    Act("q", "app.quit", "Quit", "q", "app: quit", "General"),
+    Act("escape", "cancel_scan", "Cancel scan", "esc", "scan: cancel", "General"),
+    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Threshold"),
+    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Threshold"),
+    Act("right_curly_bracket", "threshold(0.05)", "+.05", "}", "threshold: raise by 0.05", "Threshold", show=False),
+    Act("left_curly_bracket", "threshold(-0.05)", "-.05", "{", "threshold: lower by 0.05", "Threshold", show=False),
+    Act("t", "type_threshold", "Set threshold", "t", "threshold: type a value", "Threshold", show=False),
+    Act("p", "toggle_policy", "Policy", "p", "policy: switch components / greedy", "Threshold"),
+    Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters"),
+    Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
+    Act("less_than_sign", "page(-1)", "Prev page", "<", "clusters: previous page", "Clusters", show=False),
+    Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document", "Clusters", show=False),
+    Act("d", "open_pair", "Diff", "d", "pair: compare with the kept document", "Clusters"),
+    Act("k", "keep", "Keep", "k", "decide: keep this document (kept in its cluster)", "Decisions"),
+    Act("x", "remove", "Remove", "x", "decide: remove this document", "Decisions"),
+    Act("n", "not_duplicate", "Not dup", "n", "decide: pair is not a duplicate (split it off)", "Decisions"),
+    Act("a", "accept", "Accept", "a", "decide: accept the cluster as proposed", "Decisions"),
+    Act("m", "note", "Note", "m", "decide: add a note to this document", "Decisions", show=False),
+    Act("u,ctrl+z", "undo", "Undo", "u", "decide: undo the last decision", "Decisions"),
+    Act("r,ctrl+y", "redo", "Redo", "r", "decide: redo", "Decisions", show=False),
+    Act("e", "export", "Export", "e", "export: write the curated corpus", "Export"),
+]
+
+PAIR_ACTIONS = [
+    Act("escape,q", "close", "Back", "esc", "pair: back to the clusters", "Pair view"),
+    Act("greater_than_sign", "step(1)", "Next member", ">", "pair: next member", "Pair view"),
+    Act("less_than_sign", "step(-1)", "Prev member", "<", "pair: previous member", "Pair view"),
+    Act("k", "keep", "Keep right", "k", "decide: keep the right-hand document", "Pair view"),
+    Act("x", "remove", "Remove right", "x", "decide: remove the right-hand document", "Pair view"),
+    Act("n", "not_duplicate", "Not dup", "n", "decide: this pair is not a duplicate", "Pair view"),
+    Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view"),
+    Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view"),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False),
+]
+
+EXTRA_KEYS = [
+    ("tab / shift+tab", "move between the cluster list and the members", "General"),
+    ("↑ ↓ pgup pgdn home end", "move in a list, scroll a document", "General"),
+    ("ctrl+p", "command palette (every action, by name)", "General"),
+]

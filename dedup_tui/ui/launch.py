@@ -1,0 +1,89 @@
+"""What `dedup-tui [PATH] [--db DB]` opens: a project, a corpus to load and scan, or the sample."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine.errors import ProjectError
+from ..engine.pipeline import ScanSettings
+from ..engine.store import Project
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "notes.jsonl"
+
+
+@dataclass
+class OpenSpec:
+    db: Path  # the project file (exists when the app starts)
+    corpus: list[Path] = field(default_factory=list)  # files to load first (empty: already loaded)
+    load_options: dict = field(default_factory=dict)
+    scan_settings: ScanSettings | None = None
+
+
+def sample_dir() -> Path:
+    """A user data directory for the sample's copy; a temp directory when that is not writable."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "dedup-tui" / "sample"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        probe = base / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+        return base
+    except OSError:
+        fallback = Path(tempfile.gettempdir()) / f"dedup-tui-sample-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+        fallback.mkdir(parents=True, exist_ok=True)
+        return fallback
+
+
+def project_beside(corpus: Path) -> Path:
+    """notes.jsonl -> notes.db; a folder docs/ -> docs.db beside it."""
+    corpus = corpus.resolve()
+    stem = corpus.name.split(".")[0] or corpus.name
+    return corpus.parent / f"{stem}.db"
+
+
+def _is_project(path: Path) -> bool:
+    if path.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
+        return True
+    if path.is_file():
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    return False
+
+
+def prepare(path: str | Path | None = None, db: str | Path | None = None, **load_options) -> OpenSpec:
+    """Resolve the command line to a project file (created if needed) and what to load into it."""
+    if path is None:
+        where = sample_dir()
+        corpus = where / SAMPLE.name
+        digest = hashlib.sha256(SAMPLE.read_bytes()).hexdigest()
+        if not corpus.exists() or hashlib.sha256(corpus.read_bytes()).hexdigest() != digest:
+            shutil.copyfile(SAMPLE, corpus)
+            stale = Path(db) if db else where / "notes.db"
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(stale) + suffix).unlink(missing_ok=True)
+        path = corpus
+        db = db or where / "notes.db"
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ProjectError(f"{path}: no such file or folder")
+    if _is_project(path) and db is None:
+        Project(path).close()  # checks that it is a project
+        return OpenSpec(path.resolve())
+    target = Path(db).expanduser().resolve() if db else project_beside(path)
+    project = Project(target, create=True)
+    try:
+        loaded = project.document_count() > 0
+    finally:
+        project.close()
+    return OpenSpec(target, [] if loaded else [path], load_options)
+
+
+def launch(path: str | None = None, db: str | None = None) -> None:
+    from .app import DedupApp
+
+    DedupApp(prepare(path, db)).run()

@@ -1,0 +1,54 @@
+"""Messages posted by worker threads; handlers on the main thread update the widgets."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from ..engine.cluster import PairGraph
+from .diff import DiffResult
+from .model import ClusterIndex
+
+
+class StageProgress(Message):
+    """A pipeline stage advanced. A newer report of the same stage replaces a queued one."""
+
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__()
+        self.stage, self.done, self.total = stage, done, total
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StageProgress) and message.stage == self.stage
+
+
+class GraphReady(Message):
+    """The project is loaded and scanned; its pairs are in memory."""
+
+    def __init__(self, graph: PairGraph, floor: float, scanned_now: bool) -> None:
+        super().__init__()
+        self.graph, self.floor, self.scanned_now = graph, floor, scanned_now
+
+
+class PipelineStopped(Message):
+    """Loading or scanning ended without a result: cancelled, or an error (shown to the user)."""
+
+    def __init__(self, reason: str, cancelled: bool) -> None:
+        super().__init__()
+        self.reason, self.cancelled = reason, cancelled
+
+
+class Reclustered(Message):
+    def __init__(self, generation: int, index: ClusterIndex) -> None:
+        super().__init__()
+        self.generation, self.index = generation, index
+
+
+class DiffReady(Message):
+    def __init__(self, key: tuple, result: DiffResult) -> None:
+        super().__init__()
+        self.key, self.result = key, result
+
+
+class ExportFinished(Message):
+    def __init__(self, result) -> None:
+        super().__init__()
+        self.result = result

@@ -1,0 +1,113 @@
+"""Small modal dialogs: type a threshold, add a note, export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from ...engine.cluster import POLICIES
+from ...engine.export import FORMATS
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One line of input; dismisses with the text (validated) or None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "", validate=None) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text, self.value, self.placeholder, self.validate_fn = title, value, placeholder, validate
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(self.title_text), classes="dialog-title")
+            yield Input(self.value, placeholder=self.placeholder, id="ask")
+            yield Label("", id="ask-error", classes="error")
+            yield Label(Text("enter: OK   esc: cancel", style="dim"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        value = event.value.strip()
+        if self.validate_fn is not None:
+            error = self.validate_fn(value)
+            if error:
+                self.query_one("#ask-error", Label).update(Text(error))
+                return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass
+class ExportRequest:
+    out: Path
+    fmt: str
+    threshold: float
+    policy: str
+    logs: bool  # also write removed log, decisions log and manifest beside
+
+
+class ExportScreen(ModalScreen[ExportRequest | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, out: Path, threshold: float, policy: str, floor: float) -> None:
+        super().__init__(classes="dialog-screen")
+        self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="export-dialog"):
+            yield Label("Export the curated corpus", classes="dialog-title")
+            yield Label("Path")
+            yield Input(str(self.out), id="export-path")
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("Format")
+                    yield Select([(f, f) for f in FORMATS], value="jsonl", allow_blank=False, id="export-format")
+                with Vertical():
+                    yield Label("Threshold")
+                    yield Input(f"{self.threshold:.2f}", id="export-threshold")
+                with Vertical():
+                    yield Label("Policy")
+                    yield Select([(p, p) for p in POLICIES], value=self.policy, allow_blank=False, id="export-policy")
+            yield Checkbox("Also write removed log, decisions log and manifest beside it", True, id="export-logs")
+            yield Static("", id="export-error", classes="error")
+            with Horizontal(classes="buttons"):
+                yield Button("Export", variant="primary", id="export-ok")
+                yield Button("Cancel", id="export-cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "export-ok":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
+    def submit(self) -> None:
+        error = self.query_one("#export-error", Static)
+        path = self.query_one("#export-path", Input).value.strip()
+        try:
+            threshold = float(self.query_one("#export-threshold", Input).value)
+        except ValueError:
+            error.update(Text("The threshold must be a number"))
+            return
+        if not self.floor <= threshold <= 1.0:
+            error.update(Text(f"The threshold must be between the scan's floor {self.floor:.2f} and 1"))
+            return
+        if not path:
+            error.update(Text("Give a path to write to"))
+            return
+        self.dismiss(ExportRequest(Path(path).expanduser(), str(self.query_one("#export-format", Select).value),
+                                   threshold, str(self.query_one("#export-policy", Select).value),
+                                   self.query_one("#export-logs", Checkbox).value))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,543 @@
+"""The main screen: threshold, counts, the cluster list (paged), members, and decisions."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import WorkerState, get_current_worker
+
+from ...engine import decisions
+from ...engine.cluster import POLICIES, PairGraph
+from ...engine.decisions import Overrides, cluster_with_decisions
+from ...engine.errors import Cancelled, DedupError
+from ...engine.ingest import load_corpus
+from ...engine.pipeline import ScanSettings, load_graph, scan
+from ...engine.progress import Control
+from ...engine.store import Project
+from ..actions import MAIN_ACTIONS
+from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress
+from ..model import SORTS, ClusterIndex, build_index
+from ..widgets.progress import ScanProgress
+from ..widgets.tables import ClusterTable, MemberTable, why
+from .dialogs import AskScreen, ExportRequest, ExportScreen
+
+DEFAULT_THRESHOLD = 0.8
+
+
+class MainScreen(Screen):
+    BINDINGS = [a.binding() for a in MAIN_ACTIONS]
+    ACTIONS = MAIN_ACTIONS
+    PAGE = 200
+    NARROW = 110
+
+    def __init__(self, spec) -> None:
+        super().__init__()
+        self.spec = spec
+        self.project: Project | None = None
+        self.graph: PairGraph | None = None
+        self.index: ClusterIndex | None = None
+        self.floor = 0.0
+        self.threshold = DEFAULT_THRESHOLD
+        self.policy = "components"
+        self.sort = "size"
+        self.page = 0
+        self.scanning = False
+        self.last_export = None
+        self._cancel = threading.Event()
+        self._generation = 0
+        self._clustering_busy = False
+        self._dirty = False
+        self._focus_doc: int | None = None  # document to select after the next re-clustering
+        self._label: int | None = None  # selected cluster
+
+    # -- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Vertical(id="top"):
+            yield Static("", id="threshold")
+            yield Static("", id="summary")
+        yield ScanProgress(id="progress")
+        with Container(id="body"):
+            with Vertical(id="left"):
+                yield Static("", id="clusters-title", classes="pane-title")
+                yield ClusterTable(id="clusters")
+            with Vertical(id="right"):
+                yield Static("", id="members-title", classes="pane-title")
+                yield MemberTable(id="members")
+                yield Static("", id="member-info")
+        yield Footer()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+
+    def on_mount(self) -> None:
+        self.project = Project(self.spec.db)
+        saved = self.project.get_meta("ui_state")
+        if saved:
+            state = json.loads(saved)
+            self.threshold = float(state.get("threshold", self.threshold))
+            self.policy = state.get("policy", self.policy) if state.get("policy") in POLICIES else self.policy
+        self.query_one("#progress", ScanProgress).display = False
+        self.update_top()
+        needs_scan = bool(self.spec.corpus) or self.project.document_count() == 0 or self.project.scan_state != "complete"
+        self.start_pipeline(load=bool(self.spec.corpus), scan_it=needs_scan)
+        self.query_one("#clusters", ClusterTable).focus()
+
+    # -- background pipeline ------------------------------------------------------------
+    def start_pipeline(self, load: bool, scan_it: bool) -> None:
+        self._cancel = threading.Event()
+        self.scanning = True
+        if scan_it:
+            what = "Loading and scanning" if load else "Scanning"
+            self.query_one("#progress", ScanProgress).start(f"{what} {self.spec.db.name} — esc cancels")
+        self.refresh_bindings()
+        self.run_pipeline(load, scan_it)
+
+    @work(thread=True, exclusive=True, group="pipeline", exit_on_error=False)
+    def run_pipeline(self, load: bool, scan_it: bool) -> None:
+        project = Project(self.spec.db, create=True)
+        control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
+        try:
+            if load:
+                if project.document_count() == 0:
+                    load_corpus(project, self.spec.corpus, control=control, **self.spec.load_options)
+            if scan_it or project.scan_state != "complete":
+                scan(project, self.spec.scan_settings or ScanSettings(), control)
+            control.report("graph", 0, 0)
+            graph = load_graph(project)
+            floor = float((project.scan_params() or {}).get("floor", 0.0))
+            self.post_message(GraphReady(graph, floor, scan_it))
+        except Cancelled:
+            self.post_message(PipelineStopped("Cancelled: the project is unchanged. f5 scans again.", True))
+        except DedupError as exc:
+            self.post_message(PipelineStopped(str(exc), False))
+        finally:
+            project.close()
+
+    def on_stage_progress(self, message: StageProgress) -> None:
+        self.query_one("#progress", ScanProgress).report(message.stage, message.done, message.total)
+
+    def on_graph_ready(self, message: GraphReady) -> None:
+        self.scanning = False
+        self.graph, self.floor = message.graph, message.floor
+        self.threshold = min(max(self.threshold, self.floor), 1.0)
+        self.query_one("#progress", ScanProgress).stop()
+        self.refresh_bindings()
+        self.schedule_recluster()
+
+    def on_pipeline_stopped(self, message: PipelineStopped) -> None:
+        self.scanning = False
+        self.query_one("#progress", ScanProgress).stop(message.reason)
+        self.notify(message.reason, severity="warning" if message.cancelled else "error", markup=False)
+        self.refresh_bindings()
+
+    def action_cancel_scan(self) -> None:
+        self._cancel.set()
+        self.notify("Cancelling…")
+
+    def action_rescan(self) -> None:
+        if not self.scanning:
+            self.start_pipeline(load=bool(self.spec.corpus), scan_it=True)
+
+    def on_worker_state_changed(self, event) -> None:
+        if event.state == WorkerState.ERROR:
+            if event.worker.group == "pipeline":
+                self.scanning = False
+                self.query_one("#progress", ScanProgress).stop(f"Failed: {event.worker.error}")
+            self._clustering_busy = self._clustering_busy and event.worker.group != "cluster"
+            self.notify(f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error",
+                        markup=False, timeout=10)
+
+    # -- re-clustering ------------------------------------------------------------------
+    def schedule_recluster(self) -> None:
+        """Re-cluster now, or as soon as the running re-clustering ends (newest settings win)."""
+        self._generation += 1
+        self.update_top()
+        if self.graph is None:
+            return
+        if self._clustering_busy:
+            self._dirty = True
+            return
+        self._clustering_busy, self._dirty = True, False
+        self.recluster(self._generation, self.threshold, self.policy, self.sort)
+
+    @work(thread=True, exclusive=True, group="cluster", exit_on_error=False)
+    def recluster(self, generation: int, threshold: float, policy: str, sort: str) -> None:
+        project = Project(self.spec.db, readonly=False)
+        try:
+            overrides = Overrides.load(project)
+            clustering = cluster_with_decisions(project, self.graph, threshold, policy, overrides=overrides)
+        finally:
+            project.close()
+        index = build_index(self.graph, clustering, overrides, sort)
+        if not get_current_worker().is_cancelled:
+            self.post_message(Reclustered(generation, index))
+
+    def on_reclustered(self, message: Reclustered) -> None:
+        self._clustering_busy = False
+        if self._dirty or message.generation != self._generation:
+            self._dirty = False
+            self._clustering_busy = True
+            self.recluster(self._generation, self.threshold, self.policy, self.sort)
+            return
+        self.index = message.index
+        self.update_top()
+        self.show_page(keep_selection=True)
+        self.refresh_bindings()
+        from .pair import PairScreen
+
+        if isinstance(self.app.screen, PairScreen):
+            self.app.screen.refresh_view()
+
+    # -- showing --------------------------------------------------------------------------
+    def update_top(self) -> None:
+        t = Text()
+        t.append(" THRESHOLD ", style="reverse bold")
+        t.append(f" {self.threshold:.2f} ", style="bold")
+        t.append(" [ ] ±0.01  { } ±0.05  t type", style="dim")
+        t.append("   policy ", style="dim")
+        t.append(self.policy, style="bold")
+        t.append(" (p)", style="dim")
+        if self.floor:
+            t.append(f"   floor {self.floor:.2f}", style="dim")
+        self.query_one("#threshold", Static).update(t)
+        s = Text()
+        if self.index is None:
+            s.append("Scanning…" if self.scanning else "No clusters yet", style="dim")
+        else:
+            c = self.index.counts
+            stale = self.index.threshold != self.threshold or self.index.policy != self.policy
+            parts = [
+                (f"{c.documents:,}", " documents"),
+                (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
+                (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {self.index.threshold:.2f}"),
+                (f"{c.clusters:,}", f" clusters ({c.decided_clusters:,} decided)"),
+                (f"{c.kept:,}", " kept"),
+                (f"{c.removed:,}", " removed"),
+            ]
+            for i, (num, label) in enumerate(parts):
+                if i:
+                    s.append(" · ", style="dim")
+                s.append(num, style="bold")
+                s.append(label)
+            if stale:
+                s.append("  (updating…)", style="dim italic")
+        self.query_one("#summary", Static).update(s)
+
+    def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
+        out: dict[int, tuple[str, int, str]] = {}
+        for s in range(0, len(ords), 500):
+            chunk = ords[s : s + 500]
+            q = f"SELECT ord, doc_id, length, substr(text, 1, {chars}) FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
+            for o, doc_id, length, text in self.project.conn.execute(q, chunk):
+                out[o] = (doc_id, length, text)
+        return out
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self.index.labels) // self.PAGE)) if self.index is not None else 1
+
+    def show_page(self, keep_selection: bool = False) -> None:
+        index = self.index
+        table = self.query_one("#clusters", ClusterTable)
+        target_row = table.cursor_row if keep_selection else 0
+        if keep_selection:
+            label = None
+            if self._focus_doc is not None:
+                label = int(index.clustering.cluster[self._focus_doc])
+            elif self._label is not None:
+                label = self._label
+            pos = index.position(label) if label is not None else None
+            if pos is not None:
+                self.page, target_row = divmod(pos, self.PAGE)
+        self.page = min(self.page, self.pages - 1)
+        start = self.page * self.PAGE
+        stop = min(start + self.PAGE, len(index.labels))
+        labels = [int(x) for x in index.labels[start:stop]]
+        previews = {o: (d, t) for o, (d, _n, t) in self._previews(labels).items()}
+        table.fill(index, start, stop, previews)
+        title = Text()
+        title.append(f"Clusters {start + 1 if stop else 0:,}–{stop:,} of {len(index.labels):,}", style="bold")
+        title.append(f"  page {self.page + 1}/{self.pages} (< >) · sort: {SORTS[self.sort]} (s)", style="dim")
+        self.query_one("#clusters-title", Static).update(title)
+        if stop > start:
+            table.move_cursor(row=min(target_row, stop - start - 1), animate=False)
+            self.show_members(int(index.labels[start + table.cursor_row]))
+        else:
+            self._label = None
+            self.query_one("#members", MemberTable).clear()
+            self.query_one("#members-title", Static).update(Text("No clusters at this threshold", style="dim"))
+            self.query_one("#member-info", Static).update("")
+
+    def show_members(self, label: int) -> None:
+        self._label = label
+        index = self.index
+        members = index.members(label)
+        table = self.query_one("#members", MemberTable)
+        rows = self._previews(members[: MemberTable.LIMIT].tolist(), 240)
+        focus_doc = self._focus_doc
+        table.fill(index, label, members, rows)
+        title = Text()
+        title.append(f"{len(members):,} members", style="bold")
+        if len(members) > MemberTable.LIMIT:
+            title.append(f" (first {MemberTable.LIMIT} shown)", style="dim")
+        title.append("  enter/d: diff with kept · k keep · x remove · n not dup", style="dim")
+        self.query_one("#members-title", Static).update(title)
+        row = 0
+        if focus_doc is not None:
+            hit = np.flatnonzero(members[: MemberTable.LIMIT] == focus_doc)
+            row = int(hit[0]) if len(hit) else 0
+            self._focus_doc = None
+        table.move_cursor(row=row, animate=False)
+        self.show_member_info()
+
+    def show_member_info(self) -> None:
+        o = self.selected_doc()
+        info = self.query_one("#member-info", Static)
+        if o is None or self.index is None:
+            info.update("")
+            return
+        c = self.index.clustering
+        doc_id, length, _ = self._previews([o], 1)[o]
+        t = Text()
+        t.append(doc_id, style="bold")
+        t.append(f"  {length:,} chars · {why(self.index, o, self._label)}")
+        if c.keeper[o] >= 0:
+            keeper_id = self.project.ids_for([int(c.keeper[o])])[0]
+            sim = c.similarity[o]
+            t.append(" · duplicate of ")
+            t.append(keeper_id, style="bold")
+            t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
+        notes = self.project.conn.execute(
+            "SELECT value FROM decisions WHERE kind = 'note' AND undone = 0 AND doc_id = ? ORDER BY id", (doc_id,)
+        ).fetchall()
+        for (note,) in notes:
+            t.append("\nnote: ", style="italic")
+            t.append(note)
+        info.update(t)
+
+    @on(DataTable.RowHighlighted, "#clusters")
+    def _cluster_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.index is not None and event.row_key is not None and event.row_key.value is not None:
+            label = int(event.row_key.value)
+            if label != self._label:
+                self.show_members(label)
+
+    @on(DataTable.RowHighlighted, "#members")
+    def _member_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_member_info()
+
+    @on(DataTable.RowSelected, "#clusters")
+    def _cluster_selected(self, event: DataTable.RowSelected) -> None:
+        self.query_one("#members", MemberTable).focus()
+
+    @on(DataTable.RowSelected, "#members")
+    def _member_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_pair()
+
+    # -- selection ------------------------------------------------------------------------
+    def selected_doc(self) -> int | None:
+        table = self.query_one("#members", MemberTable)
+        if self.index is None or table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key
+        return int(key.value)
+
+    def kept_of(self, o: int) -> int:
+        c = self.index.clustering
+        return int(c.keeper[o]) if c.keeper[o] >= 0 else int(c.cluster[o])
+
+    # -- actions --------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_scan":
+            return self.scanning
+        if action == "rescan":
+            return not self.scanning
+        if action in ("keep", "remove", "not_duplicate", "accept", "note", "open_pair", "export",
+                      "page", "cycle_sort", "undo", "redo"):
+            return None if self.index is None else True
+        return True
+
+    def action_threshold(self, delta: float) -> None:
+        self.set_threshold(round(self.threshold + delta, 2))
+
+    def set_threshold(self, value: float) -> None:
+        value = round(min(max(value, self.floor), 1.0), 4)
+        if value == self.threshold:
+            if self.floor and value == self.floor:
+                self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
+            return
+        self.threshold = value
+        self._remember_state()
+        self.schedule_recluster()
+
+    def action_type_threshold(self) -> None:
+        def validate(text: str) -> str | None:
+            try:
+                v = float(text)
+            except ValueError:
+                return "Type a number such as 0.85"
+            if not self.floor <= v <= 1.0:
+                return f"Between the scan's floor {self.floor:.2f} and 1"
+            return None
+
+        def done(value: str | None) -> None:
+            if value:
+                self.set_threshold(float(value))
+
+        self.app.push_screen(AskScreen("Threshold", f"{self.threshold:.2f}", validate=validate), done)
+
+    def action_toggle_policy(self) -> None:
+        self.policy = POLICIES[(POLICIES.index(self.policy) + 1) % len(POLICIES)]
+        self._remember_state()
+        self.schedule_recluster()
+
+    def action_cycle_sort(self) -> None:
+        keys = list(SORTS)
+        self.sort = keys[(keys.index(self.sort) + 1) % len(keys)]
+        if self.index is not None:
+            self.index = self.index.with_sort(self.sort)
+            self.page = 0
+            self._focus_doc = None
+            self.show_page(keep_selection=False)
+        self.notify(f"Sorted: {SORTS[self.sort]}", timeout=2)
+
+    def action_page(self, delta: int) -> None:
+        new = min(max(self.page + delta, 0), self.pages - 1)
+        if new != self.page:
+            self.page = new
+            self.show_page()
+
+    def _remember_state(self) -> None:
+        self.project.set_meta(ui_state=json.dumps({"threshold": self.threshold, "policy": self.policy}))
+
+    # decisions
+    def decide(self, kind: str, o: int, other: int | None = None, value: str | None = None) -> None:
+        doc_id = self.project.ids_for([o])[0]
+        other_id = self.project.ids_for([other])[0] if other is not None else None
+        d = decisions.record(self.project, kind, doc_id, other_id, value, self.threshold, self.policy,
+                             author=self.app.author)
+        self.notify(f"Saved: {d.describe()}", markup=False, timeout=3)
+        self._focus_doc = o
+        self.schedule_recluster()
+
+    def _need_doc(self) -> int | None:
+        o = self.selected_doc()
+        if o is None:
+            self.notify("Select a document first", severity="warning")
+        return o
+
+    def action_keep(self, o: int | None = None) -> None:
+        o = self._need_doc() if o is None else o
+        if o is not None:
+            self.decide("keep", o)
+
+    def action_remove(self, o: int | None = None) -> None:
+        o = self._need_doc() if o is None else o
+        if o is not None:
+            self.decide("remove", o)
+
+    def action_not_duplicate(self, o: int | None = None, other: int | None = None) -> None:
+        o = self._need_doc() if o is None else o
+        if o is None:
+            return
+        other = self.kept_of(o) if other is None else other
+        if other == o:
+            self.notify("This is the kept document: select another member to split it off", severity="warning")
+            return
+        ex = self.graph.exact_of
+        root = lambda x: int(ex[x]) if ex[x] >= 0 else x  # noqa: E731
+        if root(o) == root(other):
+            self.notify("These have the same text: exact copies cannot be split (use k or x)", severity="warning")
+            return
+        self.decide("not_duplicate", min(o, other), max(o, other))
+        self._focus_doc = o
+
+    def action_accept(self) -> None:
+        if self._label is None:
+            return
+        members = self.index.members(self._label)
+        ids = self.project.ids_for(members.tolist())
+        self.decide("accept", self._label, value=json.dumps(ids, ensure_ascii=False))
+
+    def action_note(self) -> None:
+        o = self._need_doc()
+        if o is None:
+            return
+
+        def done(value: str | None) -> None:
+            if value:
+                self.decide("note", o, value=value)
+
+        doc_id = self.project.ids_for([o])[0]
+        self.app.push_screen(AskScreen(f"Note on {doc_id}", placeholder="why this decision?"), done)
+
+    def action_undo(self) -> None:
+        d = decisions.undo(self.project)
+        self.notify("Nothing to undo" if d is None else f"Undone: {d.describe()}", markup=False, timeout=3)
+        if d is not None:
+            self._focus_doc = self.selected_doc()
+            self.schedule_recluster()
+
+    def action_redo(self) -> None:
+        d = decisions.redo(self.project)
+        self.notify("Nothing to redo" if d is None else f"Redone: {d.describe()}", markup=False, timeout=3)
+        if d is not None:
+            self._focus_doc = self.selected_doc()
+            self.schedule_recluster()
+
+    def action_open_pair(self) -> None:
+        o = self.selected_doc()
+        if o is None or self._label is None:
+            return
+        members = self.index.members(self._label)
+        if len(members) < 2:
+            return
+        from .pair import PairScreen
+
+        self.app.push_screen(PairScreen(self, self._label, o))
+
+    # export
+    def action_export(self) -> None:
+        default = self.spec.db.with_name(self.spec.db.name.split(".")[0] + ".curated.jsonl")
+        if self.last_export is not None:
+            default = self.last_export
+        self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor), self._export_chosen)
+
+    def _export_chosen(self, request: ExportRequest | None) -> None:
+        if request is None:
+            return
+        self.last_export = request.out
+        self.notify(f"Exporting to {request.out}…", markup=False, timeout=2)
+        self.run_export(request)
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def run_export(self, request: ExportRequest) -> None:
+        project = Project(self.spec.db)
+        try:
+            logs = request.logs
+            result = decisions.export_curated(
+                project, request.threshold, request.policy, request.out, fmt=request.fmt,
+                removed_out=decisions.beside(request.out, "removed.jsonl") if logs else None,
+                decisions_out=decisions.beside(request.out, "decisions.jsonl") if logs else None,
+                manifest_out=decisions.beside(request.out, "manifest.json") if logs else None,
+                graph=self.graph,
+            )
+        finally:
+            project.close()
+        self.post_message(ExportFinished(result))
+
+    def on_export_finished(self, message: ExportFinished) -> None:
+        r = message.result
+        self.notify(
+            f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
+            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decisions applied",
+            markup=False, timeout=8,
+        )

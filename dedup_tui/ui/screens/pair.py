@@ -1,0 +1,188 @@
+"""The pair view: the kept document and a member, side by side (stacked when narrow), diffed."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
+
+from ...engine.normalize import normalize
+from ...engine.shingle import shingle_sets
+from ...engine.similarity import verify_pairs
+from ..actions import PAIR_ACTIONS
+from ..diff import diff
+from ..messages import DiffReady
+from ..widgets.docview import DocView
+from ..widgets.tables import STATUS, why
+
+
+class PairScreen(Screen):
+    BINDINGS = [a.binding() for a in PAIR_ACTIONS]
+    ACTIONS = PAIR_ACTIONS
+    NARROW = 100
+
+    def __init__(self, main, label: int, right: int) -> None:
+        super().__init__()
+        self.main = main
+        self.label = label
+        self.right = right
+        self.left = main.kept_of(right)
+        self.layout_choice: str | None = None  # None: automatic by width
+        self.jaccard: float | None = None
+        self._key: tuple = ()
+        self._syncing = False
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="pair-header")
+        with Container(id="pair-body"):
+            with Vertical(classes="side"):
+                yield Static("", id="left-title", classes="pane-title")
+                yield DocView(id="left-doc")
+            with Vertical(classes="side"):
+                yield Static("", id="right-title", classes="pane-title")
+                yield DocView(id="right-doc")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        left, right = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
+        self.watch(left, "scroll_y", lambda _: self._sync(left, right), init=False)
+        self.watch(right, "scroll_y", lambda _: self._sync(right, left), init=False)
+        self.load_pair()
+        right.focus()
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+
+    def _apply_layout(self) -> None:
+        stacked = self.size.width < self.NARROW if self.layout_choice is None else self.layout_choice == "stacked"
+        self.set_class(stacked, "-stacked")
+
+    def _sync(self, source: DocView, target: DocView) -> None:
+        """Scroll together: the same fraction of each document."""
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            frac = source.scroll_y / source.max_scroll_y if source.max_scroll_y else 0.0
+            target.scroll_to(y=round(frac * target.max_scroll_y), animate=False, immediate=True)
+        finally:
+            self._syncing = False
+
+    # -- content -------------------------------------------------------------------------
+    def members(self) -> np.ndarray:
+        members = self.main.index.members(self.label)
+        return members[members != self.left]
+
+    def load_pair(self) -> None:
+        project = self.main.project
+        left_text, right_text = project.texts_for([self.left, self.right])
+        self.query_one("#left-doc", DocView).set_document(left_text)
+        self.query_one("#right-doc", DocView).set_document(right_text)
+        self._key = (self.left, self.right)
+        self.jaccard = self._stored_jaccard()
+        self.jaccard_computed = False
+        self.refresh_view()
+        k = int((project.scan_params() or {}).get("k", 5))
+        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0)
+
+    def _stored_jaccard(self) -> float | None:
+        ex = self.main.graph.exact_of
+        a, b = (int(ex[o]) if ex[o] >= 0 else o for o in (self.left, self.right))
+        if a == b:
+            return 1.0
+        row = self.main.project.conn.execute(
+            "SELECT jaccard FROM pairs WHERE a = ? AND b = ?", (min(a, b), max(a, b))).fetchone()
+        return float(row[0]) if row else None
+
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
+    def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:
+        """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
+        result = diff(left, right)
+        if k:
+            values, offsets = shingle_sets([normalize(left), normalize(right)], k)
+            result.jaccard = float(verify_pairs(values, offsets, np.array([0]), np.array([1]))[0])
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffReady(key, result))
+
+    def on_diff_ready(self, message: DiffReady) -> None:
+        if message.key != self._key:
+            return
+        self.query_one("#left-doc", DocView).set_spans(message.result.left)
+        self.query_one("#right-doc", DocView).set_spans(message.result.right)
+        if self.jaccard is None and message.result.jaccard is not None:
+            self.jaccard = message.result.jaccard
+            self.jaccard_computed = True
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        """Header and titles from the main screen's current clustering (after decisions too)."""
+        index = self.main.index
+        if index is None:
+            return
+        ids = self.main.project.ids_for([self.left, self.right])
+        header = Text()
+        header.append(" JACCARD ", style="reverse bold")
+        header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
+        if getattr(self, "jaccard_computed", False):
+            header.append("(below the scan's floor, computed now) ", style="dim")
+        header.append(f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
+        members = self.members()
+        pos = np.flatnonzero(members == self.right)
+        if len(pos):
+            header.append(f" · member {int(pos[0]) + 1}/{len(members)} (< >)", style="dim")
+        header.append("\n")
+        header.append("deleted ", style=self._style("delete"))
+        header.append(" ")
+        header.append("inserted", style=self._style("insert"))
+        header.append(" ")
+        header.append("changed", style=self._style("change"))
+        header.append(" ")
+        header.append("chars", style=self._style("char"))
+        self.query_one("#pair-header", Static).update(header)
+        for side, o, doc_id in (("left", self.left, ids[0]), ("right", self.right, ids[1])):
+            status, style = STATUS[int(index.clustering.reason[o])]
+            t = Text()
+            t.append(f"{side}: ", style="dim")
+            t.append(doc_id, style="bold")
+            t.append(f"  {status}", style=style)
+            t.append(f" · {why(index, o, int(index.clustering.cluster[o]))}", style="italic dim")
+            self.query_one(f"#{side}-title", Static).update(t)
+
+    def _style(self, kind: str):
+        return self.query_one("#left-doc", DocView).get_component_rich_style(f"docview--{kind}", partial=True)
+
+    # -- actions -------------------------------------------------------------------------
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_toggle_layout(self) -> None:
+        stacked = self.has_class("-stacked")
+        self.layout_choice = "side" if stacked else "stacked"
+        self._apply_layout()
+
+    def action_step(self, delta: int) -> None:
+        members = self.members()
+        if not len(members):
+            return
+        pos = np.flatnonzero(members == self.right)
+        i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
+        self.right = int(members[i])
+        self.left = self.main.kept_of(self.right)
+        self.load_pair()
+
+    def action_keep(self) -> None:
+        self.main.action_keep(self.right)
+
+    def action_remove(self) -> None:
+        self.main.action_remove(self.right)
+
+    def action_not_duplicate(self) -> None:
+        self.main.action_not_duplicate(self.right, self.left)
+
+    def action_undo(self) -> None:
+        self.main.action_undo()

@@ -1,0 +1,106 @@
+"""A read-only document view that renders only the visible lines (Line API).
+
+The text is wrapped once per width; each visible line becomes a Strip on demand and is cached,
+so a 100 KB document scrolls as fast as a short one. Diff ranges are styled with component
+classes (`docview--insert` ...) so themes can restyle them.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..diff import shift
+from ..text import escape_spans
+
+
+class DocView(ScrollView, can_focus=True):
+    COMPONENT_CLASSES = {
+        "docview--delete",
+        "docview--insert",
+        "docview--change",
+        "docview--char",
+        "docview--escape",
+    }
+    DEFAULT_CSS = """
+    DocView { height: 1fr; }
+    """
+    placeholder: reactive[str] = reactive("", layout=False)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._display = ""
+        self._escapes: list[tuple[int, int]] = []
+        self._spans: list[tuple[int, int, str]] = []
+        self._lines: list[Text] | None = None
+        self._width = 0
+        self._cache: dict[int, Strip] = {}
+
+    @property
+    def text(self) -> str:
+        """What is shown (controls escaped)."""
+        return self._display
+
+    @property
+    def line_count(self) -> int:
+        return len(self._lines or [])
+
+    def set_document(self, text: str, spans: list[tuple[int, int, str]] = ()) -> None:
+        self._display, self._escapes = escape_spans(text)
+        self._raw = text
+        self._spans = shift(list(spans), self._escapes, text)
+        self._rewrap(force=True)
+        self.scroll_to(0, 0, animate=False)
+
+    def set_spans(self, spans: list[tuple[int, int, str]]) -> None:
+        self._spans = shift(list(spans), self._escapes, getattr(self, "_raw", ""))
+        self._rewrap(force=True)
+
+    def _styled(self) -> Text:
+        text = Text(self._display, end="")
+        for start, end, kind in self._spans:
+            text.stylize(self.get_component_rich_style(f"docview--{kind}", partial=True), start, end)
+        esc = self.get_component_rich_style("docview--escape", partial=True)
+        for start, end in self._escapes:
+            text.stylize(esc, start, end)
+        return text
+
+    def _rewrap(self, force: bool = False) -> None:
+        if not self.is_mounted:
+            return
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return
+        if not force and self._lines is not None and width == self._width:
+            return
+        self._width = width
+        self._lines = list(self._styled().wrap(self.app.console, width, overflow="fold", no_wrap=False))
+        self._cache.clear()
+        self.virtual_size = Size(width, len(self._lines))
+        self.refresh()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self._rewrap(force=True), init=False)
+
+    def on_resize(self) -> None:
+        self._rewrap()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        style = self.rich_style
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        lines = self._lines or []
+        if index >= len(lines):
+            return Strip.blank(width, style)
+        strip = self._cache.get(index)
+        if strip is None:
+            line = lines[index]
+            strip = Strip(list(line.render(self.app.console, end=""))).apply_style(style)
+            if len(self._cache) > 2000:
+                self._cache.clear()
+            self._cache[index] = strip
+        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, style)
