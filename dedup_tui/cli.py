@@ -166,19 +166,27 @@ def pairs(db, minimum, out):
 @click.option("--threshold", required=True, type=float, help="Similarity at or above which documents are duplicates.")
 @click.option("--policy", default="components", show_default=True, type=click.Choice(POLICIES), help="How clusters are formed.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Kept records, in corpus order.")
-@click.option("--removed", type=click.Path(dir_okay=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line.")
+@click.option("--removed", type=click.Path(dir_okay=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
 @click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
-def export_cmd(db, threshold, policy, out, removed, fmt):
-    """Write the curated corpus at a threshold, and optionally the removed-documents log."""
+@click.option("--decisions-log", type=click.Path(dir_okay=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
+@click.option("--manifest", type=click.Path(dir_okay=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
+@click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
+def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, ignore_decisions):
+    """Write the curated corpus at a threshold, with the review decisions applied.
+
+    Decisions made in the review app (keep, remove, not a duplicate) override the automatic
+    policy unless --ignore-decisions is given. --removed, --decisions-log and --manifest
+    write the optional logs.
+    """
+    from .engine.decisions import export_curated
+
     project = _open_project(db)
-    try:
-        check_threshold(project, threshold)
-        graph = pipeline.load_graph(project)
-    except DedupError as exc:
-        _fail(str(exc))
-    clustering = cluster(graph, threshold, policy)
-    report = _run(export, project, clustering, out, removed, fmt=fmt)
-    click.echo(f"kept {report.kept:,} documents in {out}; removed {report.removed:,} ({report.exact:,} exact, {report.near:,} near)")
+    r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
+             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions)
+    click.echo(
+        f"kept {r.kept:,} documents in {out}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
+        f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied"
+    )
 
 
 @main.command()

@@ -1,0 +1,361 @@
+"""Pilot tests: the real app, keys in, state, database and files asserted."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from textual.widgets import Input
+
+from dedup_tui.engine import decisions
+from dedup_tui.engine.cluster import cluster
+from dedup_tui.engine.errors import Cancelled
+from dedup_tui.engine.pipeline import load_graph
+from dedup_tui.engine.store import Project
+from dedup_tui.ui.app import create_app
+from dedup_tui.ui.messages import StageProgress
+from dedup_tui.ui.screens.dialogs import ExportScreen
+from dedup_tui.ui.screens.help import HelpScreen
+from dedup_tui.ui.screens.pair import PairScreen
+from dedup_tui.ui.widgets.docview import DocView
+
+from .conftest import corpus_docs, settle, write_corpus
+
+
+def screen_text(app) -> str:
+    return app.export_screenshot().replace("&#160;", " ")
+
+
+def engine_numbers(db, threshold, policy):
+    project = Project(db)
+    try:
+        c = cluster(load_graph(project), threshold, policy)
+    finally:
+        project.close()
+    return c.cluster_count, c.kept_count, c.removed_count
+
+
+def shown(app):
+    c = app.main.index.counts
+    return c.clusters, c.kept, c.removed
+
+
+async def test_open_scan_threshold_and_policy(corpus):
+    messages = []
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
+        await settle(pilot)
+        main = app.main
+        db = main.spec.db
+        assert db == corpus.with_name("corpus.db") and db.exists()
+        assert any(isinstance(m, StageProgress) and m.stage == "load" for m in messages)
+        assert main.index is not None and main.threshold == 0.8
+        assert shown(app) == engine_numbers(db, 0.8, "components")
+        assert main.index.counts.documents == len(corpus_docs())
+        summary = str(main.query_one("#summary").render())
+        assert f"{main.index.counts.clusters} clusters" in summary
+        for keys, expected in ((["right_square_bracket"], 0.81), (["left_curly_bracket"], 0.76),
+                               (["left_square_bracket"] * 3, 0.73)):
+            await pilot.press(*keys)
+            await settle(pilot)
+            assert main.threshold == pytest.approx(expected)
+            assert main.index.threshold == pytest.approx(expected)
+            assert shown(app) == engine_numbers(db, expected, "components")
+        await pilot.press("p")
+        await settle(pilot)
+        assert main.policy == "greedy"
+        assert shown(app) == engine_numbers(db, 0.73, "greedy")
+        # typed threshold
+        await pilot.press("t")
+        await pilot.pause()
+        inp = app.screen.query_one(Input)
+        inp.value = "0.9"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert main.threshold == 0.9 and shown(app) == engine_numbers(db, 0.9, "greedy")
+        # the floor bounds the threshold
+        for _ in range(12):
+            await pilot.press("left_curly_bracket")
+        await settle(pilot)
+        assert main.threshold == main.floor == 0.5
+    # the threshold and policy are remembered in the project
+    app2 = create_app(db, author="tester")
+    async with app2.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert app2.main.threshold == 0.5 and app2.main.policy == "greedy"
+
+
+async def test_sort_and_pages(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.PAGE = 3
+        main.show_page()
+        table = main.query_one("#clusters")
+        assert table.row_count == 3 and main.pages == -(-len(main.index.labels) // 3)
+        await pilot.press("greater_than_sign")
+        assert main.page == 1 and table.row_count == 3
+        await pilot.press("less_than_sign", "less_than_sign")
+        assert main.page == 0
+        sizes = [int(s) for s in main.index.sizes]
+        assert sizes == sorted(sizes, reverse=True)
+        await pilot.press("s")
+        assert main.sort == "high"
+        hi = [float(x) for x in main.index.max_sim]
+        assert hi == sorted(hi, reverse=True)
+        await pilot.press("s", "s")
+        assert main.sort == "borderline"
+        gaps = [abs(float(x) - main.threshold) for x in main.index.min_sim]
+        assert gaps == sorted(gaps)
+
+
+async def test_decide_undo_redo(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        db = main.spec.db
+        label = main._label
+        members = main.index.members(label)
+        assert len(members) >= 2
+        other = int(members[1])
+        await pilot.press("tab", "down")  # members table, second member
+        assert main.selected_doc() == other
+        await pilot.press("k")
+        await settle(pilot)
+        project = Project(db)
+        other_id = project.ids_for([other])[0]
+        active = decisions.active(project)
+        assert [(d.kind, d.doc_id, d.author) for d in active] == [("keep", other_id, "tester")]
+        # the kept document changed; the cluster follows it and stays selected
+        assert main.index.clustering.keeper[other] == -1
+        assert main._label == other and main.selected_doc() == other
+        assert main.index.decided[main.index.position(other)]
+        c = decisions.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
+        assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
+        # remove the new kept document: the next member takes over
+        await pilot.press("x")
+        await settle(pilot)
+        assert main.index.clustering.reason[other] == decisions.REVIEWER
+        # undo twice, redo once
+        await pilot.press("u")
+        await settle(pilot)
+        assert [d.kind for d in decisions.active(project)] == ["keep"]
+        await pilot.press("u")
+        await settle(pilot)
+        assert decisions.active(project) == []
+        assert main.index.clustering.keeper[other] == label
+        await pilot.press("r")
+        await settle(pilot)
+        assert [d.kind for d in decisions.active(project)] == ["keep"]
+        # not a duplicate: select a removed near member, split it off
+        main.query_one("#clusters").focus()
+        await pilot.pause()
+        await pilot.press("u")
+        await settle(pilot)
+        project.close()
+
+
+async def test_not_duplicate_accept_and_note(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        graph = main.graph
+        # find a cluster of two near duplicates (not exact copies)
+        idx = main.index
+        for pos, label in enumerate(idx.labels.tolist()):
+            members = idx.members(label)
+            if len(members) == 2 and graph.exact_of[members].max() < 0:
+                break
+        else:
+            pytest.fail("no near pair cluster in the fixture")
+        main.page, row = divmod(pos, main.PAGE)
+        main.show_page()
+        main.query_one("#clusters").move_cursor(row=row)
+        await pilot.pause()
+        assert main._label == label
+        other = int(members[1])
+        await pilot.press("tab", "down", "n")
+        await settle(pilot)
+        # split at every threshold: the other document is now alone and kept
+        assert main.index.clustering.keeper[other] == -1
+        assert main.index.position(label) is None
+        project = Project(main.spec.db)
+        d = decisions.active(project)[-1]
+        assert d.kind == "not_duplicate" and {d.doc_id, d.other_id} == set(project.ids_for([label, other]))
+        # accept the (new) first cluster and add a note
+        main.query_one("#clusters").focus()
+        await pilot.press("home", "a")
+        await settle(pilot)
+        assert decisions.active(project)[-1].kind == "accept"
+        await pilot.press("m")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "[bold]checked[/bold] by hand"
+        await pilot.press("enter")
+        await settle(pilot)
+        note = decisions.active(project)[-1]
+        assert note.kind == "note" and note.value == "[bold]checked[/bold] by hand"
+        assert "[bold]checked[/bold]" in str(main.query_one("#member-info").render())
+        project.close()
+
+
+async def test_pair_view_literal_text_and_sync(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        project = main.project
+        ords = project.conn.execute("SELECT ord FROM documents WHERE text LIKE 'Markup%' ORDER BY ord").fetchall()
+        first, second = ords[0][0], ords[1][0]
+        label = int(main.index.clustering.cluster[second])
+        assert label == first
+        main.page, row = divmod(main.index.position(label), main.PAGE)
+        main.show_page()
+        main.query_one("#clusters").move_cursor(row=row)
+        await pilot.pause()
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen)
+        left, right = screen.query_one("#left-doc", DocView), screen.query_one("#right-doc", DocView)
+        assert "[bold]not bold[/bold]" in left.text and "\\x1b[31m" in left.text and "\x1b" not in left.text
+        assert right._spans, "the differences are highlighted"
+        text = screen_text(app)
+        assert "[bold]not" in text and "[link=https://example.com]" in text
+        assert "JACCARD" in str(screen.query_one("#pair-header").render())
+        # stacked when narrow, side by side when wide
+        assert not screen.has_class("-stacked")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert screen.has_class("-stacked")
+        await pilot.press("w")
+        assert not screen.has_class("-stacked")
+        # decide from the pair view
+        await pilot.press("x")
+        await settle(pilot)
+        assert decisions.active(main.project)[-1].kind == "remove"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is main
+
+
+async def test_long_document_scrolls_together(tmp_path):
+    big = " ".join(f"word{i % 997} line{i}" for i in range(12000))  # ~150 KB
+    docs = [{"id": "big1", "text": big}, {"id": "big2", "text": big.replace("line5000 ", "changed ")},
+            {"id": "other", "text": "something else entirely, short"}]
+    app = create_app(write_corpus(tmp_path / "big.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+        screen = app.screen
+        left, right = screen.query_one("#left-doc", DocView), screen.query_one("#right-doc", DocView)
+        assert left.line_count > 1000 and right.max_scroll_y > 0
+        await pilot.press("pagedown", "pagedown", "end")
+        await pilot.pause()
+        assert right.scroll_y == right.max_scroll_y
+        assert left.scroll_y == pytest.approx(left.max_scroll_y, abs=1)
+        assert any(kind == "change" for _, _, kind in right._spans)
+
+
+async def test_export_dialog_writes_files(corpus, tmp_path):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        await pilot.press("tab", "down", "k")
+        await settle(pilot)
+        kept_doc = main.project.ids_for([main.selected_doc()])[0]
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        out = tmp_path / "exported" / "curated.jsonl"
+        app.screen.query_one("#export-path", Input).value = str(out)
+        app.screen.query_one("#export-threshold", Input).value = "0.75"
+        await pilot.click("#export-ok")
+        await settle(pilot)
+        assert app.screen is main
+        kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+        assert kept_doc in kept
+        project = Project(main.spec.db)
+        c = decisions.cluster_with_decisions(project, load_graph(project), 0.75, "components")
+        assert len(kept) == c.kept_count
+        removed = [json.loads(line) for line in (out.parent / "curated.removed.jsonl").read_text().splitlines()]
+        assert len(removed) == c.removed_count
+        log = [json.loads(line) for line in (out.parent / "curated.decisions.jsonl").read_text().splitlines()]
+        assert log[0]["kind"] == "keep" and log[0]["doc_id"] == kept_doc and log[0]["author"] == "tester"
+        manifest = json.loads((out.parent / "curated.manifest.json").read_text())
+        assert manifest["threshold"] == 0.75 and manifest["counts"]["kept"] == len(kept)
+        project.close()
+
+
+async def test_help_and_palette(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        help_text = screen_text(app)
+        assert "raise by 0.01" in help_text
+        await pilot.press("escape")
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        before = app.main.threshold
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"raise by 0.05")
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.main.threshold == pytest.approx(before + 0.05)
+
+
+async def test_escape_cancels_scan(corpus, monkeypatch):
+    started = threading.Event()
+
+    def slow_scan(project, settings, control):
+        for i in range(1000):
+            control.report("signatures", i, 1000)
+            started.set()
+            if control.cancel.wait(0.01):
+                raise Cancelled("cancelled")
+        raise AssertionError("the scan was not cancelled")
+
+    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", slow_scan)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.main.scanning
+        started.wait(5)
+        await pilot.press("escape")
+        await settle(pilot)
+        main = app.main
+        assert not main.scanning and main.index is None
+        assert "Cancelled" in str(main.query_one("#progress-title").render())
+        project = Project(main.spec.db)
+        assert project.scan_state != "complete" and project.document_count() == len(corpus_docs())
+        project.close()
+
+
+def test_sample_is_copied_outside_the_package(tmp_path, monkeypatch):
+    from dedup_tui.ui import launch
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    spec = launch.prepare()
+    assert spec.db.parent == tmp_path / "data" / "dedup-tui" / "sample"
+    assert spec.corpus == [spec.db.parent / "notes.jsonl"]
+    assert launch.SAMPLE.parent not in spec.db.parents
+
+
+def test_literal_escapes():
+    from dedup_tui.ui.text import escape_spans, literal, snippet
+
+    assert literal("a\x1b[31mb\x07\u202e") == "a\\x1b[31mb\\x07\\u202e"
+    shown, spans = escape_spans("x\x1by")
+    assert shown == "x\\x1by" and spans == [(1, 5)]
+    assert snippet("[bold]\n  hi", 20) == "[bold] hi"
