@@ -26,7 +26,7 @@ def keys_table() -> Table:
         if (keys, act.section) in seen:
             continue
         seen.add((keys, act.section))
-        table.add_row(Text(keys), Text(act.title.split(": ", 1)[-1]), Text(act.section))
+        table.add_row(Text(keys), Text(act.title), Text(act.section))
     return table
 
 

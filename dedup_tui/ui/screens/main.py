@@ -76,6 +76,8 @@ class MainScreen(Screen):
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
+        if self.index is not None:
+            self.call_after_refresh(self.show_page, True)
 
     def on_mount(self) -> None:
         self.project = Project(self.spec.db)
@@ -201,7 +203,7 @@ class MainScreen(Screen):
         t = Text()
         t.append(" THRESHOLD ", style="reverse bold")
         t.append(f" {self.threshold:.2f} ", style="bold")
-        t.append(" [ ] ±0.01  { } ±0.05  t type", style="dim")
+        t.append(" [ ] ±.01  { } ±.05  t", style="dim")
         t.append("   policy ", style="dim")
         t.append(self.policy, style="bold")
         t.append(" (p)", style="dim")

@@ -34,7 +34,8 @@ class ClusterTable(DataTable):
             label = int(index.labels[i])
             doc_id, text = previews.get(label, ("?", ""))
             kept = Text(doc_id, style="bold")
-            kept.append(Text(" " + snippet(text, 100), style="dim"))
+            room = max(12, self.size.width - 26 - len(doc_id))
+            kept.append(Text(" " + snippet(text, room), style="dim"))
             self.add_row(
                 Text("✓" if index.decided[i] else "·", style="green" if index.decided[i] else "dim"),
                 Text(str(int(index.sizes[i])), justify="right"),
@@ -81,7 +82,11 @@ class MemberTable(DataTable):
     def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]]) -> None:
         self.clear()
         c = index.clustering
-        for o in members[: self.LIMIT].tolist():
+        shown = members[: self.LIMIT].tolist()
+        id_width = max((len(rows.get(o, ("",))[0]) for o in shown), default=4)
+        why_width = max((len(why(index, o, label)) for o in shown), default=4)
+        room = max(12, self.size.width - 24 - id_width - why_width)
+        for o in shown:
             doc_id, _length, text = rows.get(o, ("?", 0, ""))
             status, style = STATUS[int(c.reason[o])]
             decided = "*" if o in index.overrides.decided else ""
@@ -90,6 +95,6 @@ class MemberTable(DataTable):
                 _sim(float(c.similarity[o])),
                 Text(doc_id),
                 Text(why(index, o, label), style="italic"),
-                Text(snippet(text, 120), style="dim"),
+                Text(snippet(text, room), style="dim"),
                 key=str(o),
             )

@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""Drive the real app headless over the sample corpus and save screenshots to screenshots/.
+
+    python scripts/screenshots.py [--out screenshots] [--size 120x36]
+
+Writes SVG (Textual's own export) and, when `rsvg-convert` is installed, PNG beside it:
+main, main-light, pair, scan (a scan in progress), export (the dialog), help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_corpora" / "notes.jsonl"
+
+
+async def settle(pilot) -> None:
+    app = pilot.app
+    for _ in range(100):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        main = app.main
+        if not (main.scanning or main._clustering_busy or any(w.is_running for w in app.workers)):
+            return
+
+
+def save(app, out: Path, name: str) -> None:
+    svg = out / f"{name}.svg"
+    app.save_screenshot(str(svg))
+    if shutil.which("rsvg-convert"):
+        # Textual writes spaces as &#160; with textLength; rsvg needs xml:space to keep them.
+        fixed = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
+        subprocess.run(["rsvg-convert", "-o", str(out / f"{name}.png")], input=fixed.encode(), check=True)
+    print("wrote", svg)
+
+
+async def main_screens(corpus: Path, out: Path, size: tuple[int, int]) -> None:
+    from textual.widgets import Input
+
+    from dedup_tui.ui.app import create_app
+
+    app = create_app(corpus, author="screenshots")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        save(app, out, "main")
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+        save(app, out, "pair")
+        await pilot.press("escape", "e")
+        await pilot.pause()
+        for inp in app.screen.query(Input):
+            inp.cursor_blink = False
+        app.screen.query_one("#export-path", Input).value = "notes.curated.jsonl"
+        await pilot.pause()
+        save(app, out, "export")
+        await pilot.press("escape", "question_mark")
+        await pilot.pause()
+        save(app, out, "help")
+        await pilot.press("escape")
+        app.theme = "textual-light"
+        await pilot.pause()
+        save(app, out, "main-light")
+
+
+async def scan_screen(corpus: Path, out: Path, size: tuple[int, int]) -> None:
+    """Hold the real scan at its first comparison report, take the picture, let it finish."""
+    import dedup_tui.ui.screens.main as main_module
+    from dedup_tui.engine.progress import Control
+    from dedup_tui.ui.app import create_app
+
+    reached, proceed = threading.Event(), threading.Event()
+    real_scan = main_module.scan
+
+    def held_scan(project, settings, control):
+        def progress(stage, done, total):
+            control.progress(stage, done, total)
+            if stage not in ("load", "exact") and done and not reached.is_set():
+                reached.set()
+                proceed.wait(30)
+
+        return real_scan(project, settings, Control(progress, control.cancel))
+
+    main_module.scan = held_scan
+    try:
+        app = create_app(corpus, author="screenshots")
+        async with app.run_test(size=size) as pilot:
+            await asyncio.to_thread(reached.wait, 30)
+            for _ in range(5):
+                await pilot.pause()
+            save(app, out, "scan")
+            proceed.set()
+            await settle(pilot)
+    finally:
+        main_module.scan = real_scan
+        proceed.set()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "screenshots"))
+    parser.add_argument("--size", default="120x36")
+    args = parser.parse_args()
+    size = tuple(int(x) for x in args.size.split("x"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fn in (("a", main_screens), ("b", scan_screen)):
+            work = Path(tmp) / name
+            work.mkdir()
+            corpus = work / "notes.jsonl"
+            shutil.copyfile(SAMPLE, corpus)
+            asyncio.run(fn(corpus, out, size))
+
+
+if __name__ == "__main__":
+    main()
