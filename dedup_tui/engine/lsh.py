@@ -119,19 +119,52 @@ def pairs_in_runs(order: np.ndarray, sorted_keys: np.ndarray, max_bucket: int = 
     return np.concatenate(firsts), np.concatenate(seconds), oversized
 
 
-def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-7) -> int:
+def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-7, bits: int = 32) -> int:
     """Fewest agreeing signature positions worth an exact check.
 
-    A pair of Jaccard >= floor agrees in Binomial(num_perm, floor) positions; a candidate
-    agreeing in fewer than the returned count would happen for such a pair with probability
-    below `tail`, so it is dropped before exact verification.
+    A pair of Jaccard J agrees in each position with probability J + (1 - J) / 2^bits
+    (the low `bits` bits of unequal minima still collide by chance), independently, so a
+    pair at the floor agrees in Binomial(num_perm, p) positions; a candidate agreeing in
+    fewer than the returned count would happen for such a pair with probability below
+    `tail`, so it is dropped before exact verification.
     """
+    p = floor + (1 - floor) / 2.0**bits
     cumulative = 0.0
     for m in range(num_perm + 1):
-        cumulative += math.comb(num_perm, m) * floor**m * (1 - floor) ** (num_perm - m)
+        cumulative += math.comb(num_perm, m) * p**m * (1 - p) ** (num_perm - m)
         if cumulative >= tail:
             return m
     return num_perm
+
+
+_NIBBLE_LOW = np.uint64(0x1111111111111111)
+
+
+def pack_nibbles(signatures: np.ndarray) -> np.ndarray:
+    """The low 4 bits of every minimum, 16 to a uint64 word: (n, ceil(num_perm / 16)).
+
+    A quarter of the bytes of the full signature, so the first agreement check over every
+    generated candidate reads far less memory.
+    """
+    n, perms = signatures.shape
+    words = -(-perms // 16)
+    padded = np.zeros((n, words * 16), dtype=np.uint64)
+    padded[:, :perms] = signatures & np.uint32(0xF)
+    shifts = (np.arange(16, dtype=np.uint64) * np.uint64(4))
+    return np.bitwise_or.reduce(padded.reshape(n, words, 16) << shifts, axis=2)
+
+
+def nibble_agreement(packed: np.ndarray, num_perm: int, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
+    """Number of equal 4-bit minima for each pair (padding nibbles are equal and subtracted)."""
+    pad = packed.shape[1] * 16 - num_perm
+    out = np.empty(len(a), dtype=np.int32)
+    for s in range(0, len(a), chunk):
+        x = packed[a[s : s + chunk]] ^ packed[b[s : s + chunk]]
+        x |= x >> np.uint64(1)
+        x |= x >> np.uint64(2)
+        x &= _NIBBLE_LOW
+        out[s : s + chunk] = packed.shape[1] * 16 - pad - np.bitwise_count(x).sum(axis=1, dtype=np.int32)
+    return out
 
 
 def signature_agreement(signatures: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:

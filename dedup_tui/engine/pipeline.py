@@ -209,26 +209,24 @@ def find_pairs(
         timings["signatures"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        keys_acc: list[np.ndarray] = []
-        pending = 0
+        packed = lsh.pack_nibbles(signatures)
+        nibble_min = lsh.min_matches_to_verify(settings.num_perm, settings.floor, bits=4)
+        survivors: list[np.ndarray] = []
         for band in range(banding.bands):
             control.check()
             bk = lsh.band_keys(signatures, band, banding.rows)
             order = np.argsort(bk, kind="stable")
             first, second, oversized = lsh.pairs_in_runs(order, bk[order])
             result.oversized_buckets += len(oversized)
+            result.candidates += len(first)
             lo = np.minimum(first, second)
             hi = np.maximum(first, second)
-            keys_acc.append(lo * n_reps + hi)
-            pending += len(lo)
-            if pending > 20_000_000:
-                keys_acc = [_unique_sorted(np.concatenate(keys_acc))]
-                pending = len(keys_acc[0])
+            ok = lsh.nibble_agreement(packed, settings.num_perm, lo, hi) >= nibble_min
+            survivors.append(lo[ok] * n_reps + hi[ok])
             control.report("candidates", band + 1, banding.bands)
-        cand = _unique_sorted(np.concatenate(keys_acc)) if keys_acc else np.empty(0, np.int64)
-        del keys_acc
+        cand = _unique_sorted(np.concatenate(survivors)) if survivors else np.empty(0, np.int64)
+        del survivors, packed
         ca, cb = cand // n_reps, cand % n_reps
-        result.candidates = len(cand)
         agree = lsh.signature_agreement(signatures, ca, cb)
         keep = agree >= lsh.min_matches_to_verify(settings.num_perm, settings.floor)
         ca, cb = ca[keep], cb[keep]
