@@ -118,3 +118,23 @@ def test_engine_stays_ui_free():
 
     code = "import sys, dedup_tui.engine.decisions; print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_cli_export_honours_decisions(project, tmp_path):
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main
+
+    dec.record(project, "keep", "a3", author="tester")
+    out = tmp_path / "cli.jsonl"
+    args = ["export", "--db", str(project.path), "--threshold", "0.7", "--out", str(out),
+            "--decisions-log", str(tmp_path / "log.jsonl"), "--manifest", str(tmp_path / "m.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "1 decisions applied" in result.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a3", "b1", "c1"]
+    assert json.loads((tmp_path / "log.jsonl").read_text())["doc_id"] == "a3"
+    assert json.loads((tmp_path / "m.json").read_text())["counts"]["kept"] == 3
+    result = CliRunner().invoke(main, args + ["--ignore-decisions"])
+    assert result.exit_code == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a1", "b1", "c1"]

@@ -234,6 +234,13 @@ async def test_pair_view_literal_text_and_sync(corpus):
         await pilot.press("w")
         assert not screen.has_class("-stacked")
         # decide from the pair view
+        before = screen.right
+        await pilot.press("greater_than_sign")
+        await settle(pilot)
+        assert len(screen.members()) == 1 or screen.right != before
+        await pilot.press("less_than_sign")
+        await settle(pilot)
+        assert screen.right == before
         await pilot.press("x")
         await settle(pilot)
         assert decisions.active(main.project)[-1].kind == "remove"

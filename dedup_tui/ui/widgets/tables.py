@@ -12,6 +12,12 @@ from ..model import ClusterIndex
 from ..text import snippet
 
 
+def pane_width(widget) -> int:
+    """The table's width from the terminal's (two panes when wide): the same on every fill."""
+    width = widget.app.size.width
+    return width if width < 110 else width // 2
+
+
 def _sim(value: float) -> Text:
     return Text("  —" if np.isnan(value) else f"{value:.2f}", justify="right")
 
@@ -34,7 +40,7 @@ class ClusterTable(DataTable):
             label = int(index.labels[i])
             doc_id, text = previews.get(label, ("?", ""))
             kept = Text(doc_id, style="bold")
-            room = max(12, self.size.width - 26 - len(doc_id))
+            room = max(12, pane_width(self) - 26 - len(doc_id))
             kept.append(Text(" " + snippet(text, room), style="dim"))
             self.add_row(
                 Text("✓" if index.decided[i] else "·", style="green" if index.decided[i] else "dim"),
@@ -85,7 +91,7 @@ class MemberTable(DataTable):
         shown = members[: self.LIMIT].tolist()
         id_width = max((len(rows.get(o, ("",))[0]) for o in shown), default=4)
         why_width = max((len(why(index, o, label)) for o in shown), default=4)
-        room = max(12, self.size.width - 24 - id_width - why_width)
+        room = max(12, pane_width(self) - 24 - id_width - why_width)
         for o in shown:
             doc_id, _length, text = rows.get(o, ("?", 0, ""))
             status, style = STATUS[int(c.reason[o])]
