@@ -25,7 +25,7 @@ class Act:
 
 MAIN_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "General"),
-    Act("ctrl+p", "app.command_palette", "Palette", "^p", "app: command palette", "General", show=False),
+    Act("ctrl+p", "app.command_palette", "Palette", "^p", "app: command palette (every action, by name)", "General", show=False),
     Act("q", "app.quit", "Quit", "q", "app: quit", "General"),
     Act("escape", "cancel_scan", "Cancel scan", "esc", "scan: cancel", "General"),
     Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Threshold"),
@@ -64,5 +64,4 @@ PAIR_ACTIONS = [
 EXTRA_KEYS = [
     ("tab / shift+tab", "move between the cluster list and the members", "General"),
     ("↑ ↓ pgup pgdn home end", "move in a list, scroll a document", "General"),
-    ("ctrl+p", "command palette (every action, by name)", "General"),
 ]
