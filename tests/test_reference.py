@@ -100,3 +100,14 @@ def test_fast_sets_agree_with_plain_sets_on_the_sweep_pairs(k):
     a = np.arange(0, len(texts), 2)
     fast = verify_pairs(values, offsets, a, a + 1)
     assert [round(x, 3) for x in fast] == REFERENCE_SWEEP[k]
+
+
+def test_fast_normalize_equals_the_regex_definition_on_every_whitespace_character():
+    import re
+    import sys
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() or re.match(r"\s", chr(c))]
+    assert len(spaces) > 20
+    for ch in spaces:
+        text = f"{ch}A{ch}{ch}b c{ch}"
+        assert normalize(text) == re.sub(r"\s+", " ", text.lower().strip())

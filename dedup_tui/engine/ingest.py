@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import io
 import json
+import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,20 +70,40 @@ class _Bad(Exception):
         self.line, self.message = line, message
 
 
+def _show(value: object, limit: int = 80) -> str:
+    """A user value (id, field name) quoted for a one-line message: escaped, shortened."""
+    text = json.dumps(str(value), ensure_ascii=False)
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else text[: limit - 4] + '..."'
+
+
+_MISSING = object()
+
+
 def _field_text(value, line: int, text_field: str) -> str:
+    if value is _MISSING:
+        raise _Bad(line, f"text field {_show(text_field)} is missing")
     if value is None:
-        raise _Bad(line, f'text field "{text_field}" is missing')
+        raise _Bad(line, f"text field {_show(text_field)} is null, not a string")
     if not isinstance(value, str):
-        raise _Bad(line, f'text field "{text_field}" is {type(value).__name__}, not a string')
+        raise _Bad(line, f"text field {_show(text_field)} is {_json_type(value)}, not a string")
     return value
+
+
+def _json_type(value) -> str:
+    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
+             str: "a string", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _field_id(value, line: int, id_field: str) -> str | None:
     if value is None:
-        raise _Bad(line, f'id field "{id_field}" is null')
+        raise _Bad(line, f"id field {_show(id_field)} is null")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _Bad(line, f'id field "{id_field}" is {type(value).__name__}, not a string or integer')
-    return str(value)
+        raise _Bad(line, f"id field {_show(id_field)} is {_json_type(value)}, not a string or integer")
+    value = str(value)
+    _check_encodable(value, line, "id")
+    return value
 
 
 def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
@@ -108,13 +129,13 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                 except json.JSONDecodeError as exc:
                     raise _Bad(lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(obj, dict):
-                    raise _Bad(lineno, f"expected a JSON object, got {type(obj).__name__}")
-                text = _field_text(obj.get(text_field), lineno, text_field)
+                    raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
+                text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)
                 if has_id_field is None:
                     has_id_field = id_field in obj
                 if has_id_field:
                     if id_field not in obj:
-                        raise _Bad(lineno, f'id field "{id_field}" is missing')
+                        raise _Bad(lineno, f"id field {_show(id_field)} is missing")
                     doc_id = _field_id(obj[id_field], lineno, id_field)
                 else:
                     doc_id = None
@@ -124,11 +145,11 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                 errors.append(bad)
 
 
-def _check_encodable(text: str, lineno: int) -> None:
+def _check_encodable(text: str, lineno: int, what: str = "text") -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _Bad(lineno, f"text contains an unpaired surrogate at character {exc.start}") from None
+        raise _Bad(lineno, f"{what} contains an unpaired surrogate at character {exc.start}") from None
 
 
 def _decoded_lines(fb, invalid_lines: list[int]) -> Iterator[str]:
@@ -144,8 +165,13 @@ def _decoded_lines(fb, invalid_lines: list[int]) -> Iterator[str]:
             yield raw.decode("utf-8", "replace")
 
 
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+
+
 def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter: str) -> Iterator[Record]:
     """Header row, then one record a row (quoted newlines allowed); streams the file."""
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)  # the default (128 KiB) rejects long documents
     with _open_binary(path) as fb:
         invalid: list[int] = []
         reader = csv.reader(_decoded_lines(fb, invalid), delimiter=delimiter, strict=True)
@@ -158,7 +184,8 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
         if invalid:
             raise CorpusError(str(path), invalid[0], "invalid UTF-8")
         if text_field not in header:
-            raise CorpusError(str(path), 1, f'no "{text_field}" column (columns: {", ".join(header)[:200]})')
+            shown = ", ".join(_show(h, 40) for h in header)
+            raise CorpusError(str(path), 1, f"no {_show(text_field)} column (columns: {shown[:200]})")
         text_col = header.index(text_field)
         id_col = header.index(id_field) if id_field in header else None
         yield header  # type: ignore[misc]  # first item: the header, for the source row
@@ -169,7 +196,9 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
             except StopIteration:
                 return
             except csv.Error as exc:
-                errors.append(_Bad(start_line, f"malformed CSV ({exc})"))
+                errors.append(_Bad(invalid[0] if invalid else start_line,
+                                   "invalid UTF-8" if invalid else f"malformed CSV ({exc})"))
+                invalid.clear()
                 start_line = reader.line_num + 1
                 continue
             line = start_line
@@ -216,31 +245,42 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list) -> It
         import pyarrow.parquet as pq
     except ImportError:
         raise CorpusError(str(path), None, "reading Parquet needs pyarrow (pip install pyarrow)") from None
-    pf = pq.ParquetFile(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid and friends on a file that is not Parquet
+        raise CorpusError(str(path), None, f"not a readable Parquet file ({_one_line(exc)})") from None
     names = pf.schema_arrow.names
     if text_field not in names:
-        raise CorpusError(str(path), None, f'no "{text_field}" column')
+        raise CorpusError(str(path), None, f"no {_show(text_field)} column")
     yield names  # type: ignore[misc]
     row_number = 0
     for batch in pf.iter_batches(batch_size=BATCH):
         for obj in batch.to_pylist():
             row_number += 1
             try:
-                text = _field_text(obj.get(text_field), row_number, text_field)
+                text = _field_text(obj.get(text_field, _MISSING), row_number, text_field)
                 doc_id = _field_id(obj[id_field], row_number, id_field) if id_field in names else None
                 yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"))
             except _Bad as bad:
                 errors.append(bad)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())
+
+
 def _file_sha256(path: Path) -> tuple[str | None, int | None]:
     if path.is_dir():
         return None, None
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest(), path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest(), path.stat().st_size
+    except OSError as exc:
+        raise CorpusError(str(path), None, f"cannot read ({_one_line(exc)})") from None
 
 
 def load_corpus(
@@ -251,21 +291,30 @@ def load_corpus(
     skip_bad: bool = False,
     control: Control | None = None,
 ) -> LoadReport:
-    """Append the corpora to the project, atomically. Raises CorpusError on bad input."""
+    """Append the corpora to the project, atomically. Raises CorpusError on bad input.
+
+    Without skip_bad the first bad record stops the load and nothing is written. With it, bad
+    records (malformed, undecodable, missing or non-string text, null or duplicate ids) are
+    skipped and their line numbers are in the report; a file left with no documents, or one
+    that cannot be read at all, is still an error.
+    """
     control = control or Control()
     report = LoadReport()
     paths = [Path(p) for p in paths]
+    formats = []
     for p in paths:
         if not p.exists():
             raise CorpusError(str(p), None, "no such file or folder")
+        if not p.is_dir() and not p.is_file():
+            raise CorpusError(str(p), None, "not a regular file or folder")
+        formats.append(detect_format(p))
     multi = len(paths) > 1 or project.document_count() > 0
     conn = project.conn
     with transaction(conn):
         next_ord = project.next_ord()
         seen_ids: set[str] = set()
         existing = project.document_count() > 0
-        for path in paths:
-            fmt = detect_format(path)
+        for path, fmt in zip(paths, formats):
             sha, size = _file_sha256(path)
             errors: list[_Bad] = []
             fields = None
@@ -279,11 +328,11 @@ def load_corpus(
                 records = read_parquet(path, id_field, text_field, errors)
             else:
                 records = read_text_folder(path, errors)
-            records = iter(records)
+            records = _guarded(path, records, errors)
             if fmt in ("csv", "tsv", "parquet"):
                 fields = next(records, None)
                 if fields is None:
-                    raise CorpusError(str(path), None, "empty file: no header and no records")
+                    raise CorpusError(str(path), 1, "empty file: no header and no records")
             cur = conn.execute(
                 "INSERT INTO sources(path, format, sha256, size_bytes, fields, id_field, text_field, loaded_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -292,55 +341,72 @@ def load_corpus(
             source_id = cur.lastrowid
             prefix = f"{path.name}:" if multi else ""
             count = 0
-            batch: list[tuple] = []
+            batch: list[tuple] = []  # (doc_id, text, line, record)
             reported = 0
 
+            def fail_or_skip(bad: _Bad) -> None:
+                if not skip_bad:
+                    raise CorpusError(str(path), bad.line, bad.message)
+                errors.append(bad)
+
             def flush() -> None:
-                nonlocal batch
+                nonlocal batch, next_ord, count
                 if not batch:
                     return
                 if existing:
-                    ids = [row[1] for row in batch]
-                    q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})"
-                    clash = conn.execute(q, ids).fetchone()
-                    if clash:
-                        line = next(row[4] for row in batch if row[1] == clash[0])
-                        raise CorpusError(str(path), line, f'duplicate id "{clash[0]}" (already in the project)')
+                    clashes: set[str] = set()
+                    for s in range(0, len(batch), 500):
+                        ids = [row[0] for row in batch[s : s + 500]]
+                        q = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})"
+                        clashes.update(r[0] for r in conn.execute(q, ids))
+                    if clashes:
+                        kept = []
+                        for row in batch:
+                            if row[0] in clashes:
+                                fail_or_skip(_Bad(row[2], f"duplicate id {_show(row[0])} (already in the project)"))
+                            else:
+                                kept.append(row)
+                        batch = kept
                 conn.executemany(
                     "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    batch,
+                    [(next_ord + i, doc_id, text, source_id, line, record, exact_key(text), len(text))
+                     for i, (doc_id, text, line, record) in enumerate(batch)],
                 )
+                next_ord += len(batch)
+                count += len(batch)
                 batch = []
 
+            pending = 0
             for rec in records:
                 if errors and not skip_bad:
                     bad = errors[0]
                     raise CorpusError(str(path), bad.line, bad.message)
                 doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
                 if doc_id in seen_ids:
-                    bad = _Bad(rec.line, f'duplicate id "{doc_id}"')
-                    if not skip_bad:
-                        raise CorpusError(str(path), bad.line, bad.message)
-                    errors.append(bad)
+                    fail_or_skip(_Bad(rec.line, f"duplicate id {_show(doc_id)}"))
                     continue
                 seen_ids.add(doc_id)
-                batch.append((next_ord, doc_id, rec.text, source_id, rec.line, rec.record, exact_key(rec.text), len(rec.text)))
-                next_ord += 1
-                count += 1
+                batch.append((doc_id, rec.text, rec.line, rec.record))
+                pending += 1
                 if len(batch) >= BATCH:
                     flush()
                     control.check()
-                    reported = count
-                    control.report("load", count, 0)
+                    reported = pending
+                    control.report("load", pending, 0)
             if errors and not skip_bad:
                 bad = errors[0]
                 raise CorpusError(str(path), bad.line, bad.message)
             flush()
-            if reported != count:
-                control.report("load", count, 0)
+            if reported != pending:
+                control.report("load", pending, 0)
             if count == 0:
-                raise CorpusError(str(path), None, "no documents in this file" + (f" ({len(errors)} bad lines skipped)" if errors else ""))
+                if not errors:
+                    raise CorpusError(str(path), 1 if fmt == "jsonl" else None,
+                                      "empty file: no records" if fmt == "jsonl" else "no documents in this file")
+                lines = sorted(b.line for b in errors)
+                raise CorpusError(str(path), lines[0], f"no good documents in this file ({len(lines)} bad record(s) "
+                                  f"skipped, at lines {_lines(lines)}); first: {errors[0].message}")
             skipped = sorted(b.line for b in errors)
             conn.execute(
                 "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
@@ -353,6 +419,23 @@ def load_corpus(
         if project.scan_state != "none":
             project.set_meta(scan_state="stale")
     return report
+
+
+def _lines(lines: list[int], limit: int = 20) -> str:
+    return ", ".join(map(str, lines[:limit])) + (" ..." if len(lines) > limit else "")
+
+
+def _guarded(path: Path, records: Iterator, errors: list[_Bad]) -> Iterator:
+    """The reader's items, with read failures (I/O errors, a broken .gz) turned into a CorpusError."""
+    last = 0
+    try:
+        for item in records:
+            if isinstance(item, Record):
+                last = item.line
+            yield item
+    except (OSError, EOFError, zlib.error) as exc:
+        line = max([last, *(b.line for b in errors)]) + 1
+        raise CorpusError(str(path), line, f"cannot read ({_one_line(exc)})") from None
 
 
 __all__ = ["load_corpus", "LoadReport", "detect_format", "DedupError"]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import re
-
-_WHITESPACE_RUN = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
-    """Lowercase, strip, and collapse every whitespace run to a single space."""
-    return _WHITESPACE_RUN.sub(" ", text.lower().strip())
+    r"""Lowercase, strip, and collapse every whitespace run to a single space.
+
+    Equivalent to re.sub(r"\s+", " ", text.lower().strip()): str.split() and the regex
+    class \s both use Python's str.isspace(), and split() already drops the ends. (A test
+    checks the two on every whitespace code point.) About 3x faster on long texts.
+    """
+    return " ".join(text.lower().split())
 
 
 def exact_key(text: str) -> str:

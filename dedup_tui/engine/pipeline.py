@@ -6,7 +6,7 @@ import json
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -246,19 +246,42 @@ def find_pairs(
         row_of = np.full(n_reps, -1, dtype=np.int64)
         row_of[involved] = np.arange(len(involved))
         ra, rb = row_of[ca], row_of[cb]
-        js = []
-        step = 200_000
-        for s in range(0, len(ra), step):
-            control.check()
-            js.append(verify_pairs(values, offsets, ra[s : s + step], rb[s : s + step]))
-            control.report("verify", min(s + step, len(ra)), len(ra))
-        j = np.concatenate(js) if js else np.empty(0, np.float64)
+        # Size filter: J(A, B) <= min(|A|, |B|) / max(|A|, |B|), so these pairs cannot reach
+        # the floor; dropping them is exact.
+        sizes = np.diff(offsets)
+        sa, sb = sizes[ra], sizes[rb]
+        possible = np.minimum(sa, sb) >= settings.floor * np.maximum(sa, sb)
+        ca, cb, ra, rb = ca[possible], cb[possible], ra[possible], rb[possible]
+        j = _verify_in_threads(values, offsets, ra, rb, workers, control)
         result.verified = len(j)
         good = j >= settings.floor
         timings["verify"] = time.perf_counter() - t0
         return reps[ca[good]], reps[cb[good]], j[good]
     finally:
         runner.close()
+
+
+def _verify_in_threads(values, offsets, ra, rb, workers: int, control: Control, step: int = 100_000) -> np.ndarray:
+    """Exact Jaccard of every pair; numpy releases the GIL in the sorts and gathers that
+    dominate, so threads share the rows without copying them to processes."""
+    if len(ra) == 0:
+        return np.empty(0, np.float64)
+    starts = list(range(0, len(ra), step))
+    out = np.empty(len(ra), dtype=np.float64)
+
+    def job(s: int) -> int:
+        if control.cancel.is_set():
+            return 0
+        out[s : s + step] = verify_pairs(values, offsets, ra[s : s + step], rb[s : s + step])
+        return min(step, len(ra) - s)
+
+    done = 0
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for n in pool.map(job, starts):
+            done += n
+            control.report("verify", done, len(ra))
+    control.check()
+    return out
 
 
 def _unique_sorted(x: np.ndarray) -> np.ndarray:

@@ -61,11 +61,12 @@ def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarra
     if long_docs.any() and len(cps) >= k:
         n_windows = len(cps) - k + 1
         window = np.zeros(n_windows, dtype=np.uint64)
+        cps_plus_one = cps.astype(np.uint64)
+        cps_plus_one += _U64(1)
         with np.errstate(over="ignore"):
             for i in range(k):
                 window *= _BASE
-                window += cps[i : i + n_windows].astype(np.uint64)
-                window += _U64(1)
+                window += cps_plus_one[i : i + n_windows]
         _mix64(window)
         # Window starts of long docs: text_start .. text_start + length - k, concatenated.
         starts = text_offsets[:-1][long_docs]

@@ -45,7 +45,6 @@ CREATE TABLE IF NOT EXISTS documents (
     length INTEGER NOT NULL,        -- characters in the original text
     exact_of INTEGER                -- set by scan: ord of the first document with the same normalised text
 );
-CREATE INDEX IF NOT EXISTS documents_exact_hash ON documents(exact_hash);
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS pairs (
     a INTEGER NOT NULL,             -- ord of the earlier document
