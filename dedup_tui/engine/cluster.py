@@ -128,7 +128,9 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
         reason[removed] = NEAR
         idx = np.flatnonzero(removed)
         if len(idx):
-            similarity[idx] = _pair_lookup(a, b, j, n)(keeper[idx], idx)
+            # Any stored pair (>= floor) gives the similarity to the keeper, not only those
+            # above the threshold that joined the component.
+            similarity[idx] = _pair_lookup(graph.a, graph.b, graph.jaccard, n)(keeper[idx], idx)
     else:
         kept = np.ones(n, dtype=bool)
         order = np.lexsort((a, b))  # by later doc, then earlier doc (corpus order)

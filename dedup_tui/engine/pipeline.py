@@ -17,7 +17,7 @@ from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
 from .progress import Control
-from .shingle import shingle_hashes, shingle_sets
+from .shingle import batches_by_length, shingle_hashes, shingle_sets
 from .similarity import all_pairs_at_least, verify_pairs
 from .store import Project, transaction
 
@@ -74,14 +74,19 @@ class ScanResult:
 # -- work that runs in worker processes ------------------------------------------------------
 
 def _read_texts(db_path: str, ords: np.ndarray) -> list[str]:
+    """Texts of sorted ords: one range scan when they are dense, id look-ups when sparse."""
     project = Project(db_path, readonly=True)
     try:
         lo, hi = int(ords[0]), int(ords[-1])
-        wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
-        texts = [
-            t for o, t in project.conn.execute("SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
-            if wanted is None or o in wanted
-        ]
+        if len(ords) * 4 >= hi - lo + 1:
+            wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
+            texts = [
+                t for o, t in project.conn.execute(
+                    "SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+                if wanted is None or o in wanted
+            ]
+        else:
+            texts = project.texts_for(ords.tolist())
     finally:
         project.close()
     if len(texts) != len(ords):
@@ -91,13 +96,13 @@ def _read_texts(db_path: str, ords: np.ndarray) -> list[str]:
 
 def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: int) -> np.ndarray:
     texts = [normalize(t) for t in _read_texts(db_path, ords)]
-    hashes, offsets = shingle_hashes(texts, k)
-    return MinHasher(num_perm, seed).signatures(hashes, offsets)
+    hasher = MinHasher(num_perm, seed)
+    return np.concatenate([hasher.signatures(*shingle_hashes(texts[b], k)) for b in batches_by_length(texts)])
 
 
 def _shingle_set_job(db_path: str, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     texts = [normalize(t) for t in _read_texts(db_path, ords)]
-    return shingle_sets(texts, k)
+    return _concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
 
 
 # -- orchestration --------------------------------------------------------------------------

@@ -16,12 +16,28 @@ _SHORT_TAG = _U64(0xD6E8FEB86659FD93)  # separates "whole text shorter than k" f
 
 def _mix64(h: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser, in place on a uint64 array; returns it."""
-    h ^= h >> _U64(30)
-    h *= _U64(0xBF58476D1CE4E5B9)
-    h ^= h >> _U64(27)
-    h *= _U64(0x94D049BB133111EB)
-    h ^= h >> _U64(31)
+    tmp = np.empty_like(h)
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(h, _U64(shift), out=tmp)
+        h ^= tmp
+        h *= _U64(mult)
+    np.right_shift(h, _U64(31), out=tmp)
+    h ^= tmp
     return h
+
+
+def batches_by_length(texts: list[str], max_chars: int = 1 << 17) -> list[slice]:
+    """Consecutive slices of texts holding about max_chars characters each (at least one
+    text), so the per-batch arrays stay in cache."""
+    out, start, size = [], 0, 0
+    for i, t in enumerate(texts):
+        size += len(t)
+        if size >= max_chars:
+            out.append(slice(start, i + 1))
+            start, size = i + 1, 0
+    if start < len(texts):
+        out.append(slice(start, len(texts)))
+    return out
 
 
 def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +74,7 @@ def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarra
     out = np.empty(int(offsets[-1]), dtype=np.uint64)
 
     long_docs = lengths >= k
-    if long_docs.any() and len(cps) >= k:
+    if long_docs.any():
         n_windows = len(cps) - k + 1
         window = np.zeros(n_windows, dtype=np.uint64)
         cps_plus_one = cps.astype(np.uint64)
@@ -68,15 +84,18 @@ def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarra
                 window *= _BASE
                 window += cps_plus_one[i : i + n_windows]
         _mix64(window)
-        # Window starts of long docs: text_start .. text_start + length - k, concatenated.
-        starts = text_offsets[:-1][long_docs]
-        per_doc = counts[long_docs]
-        first_out = offsets[:-1][long_docs]
-        positions = np.arange(int(per_doc.sum()), dtype=np.int64)
-        positions += np.repeat(starts - (np.cumsum(per_doc) - per_doc), per_doc)
-        dest = np.arange(int(per_doc.sum()), dtype=np.int64)
-        dest += np.repeat(first_out - (np.cumsum(per_doc) - per_doc), per_doc)
-        out[dest] = window[positions]
+        # A window is valid when it ends inside the text it starts in: drop the last k - 1
+        # start positions of every text (all of a text shorter than k).
+        valid = np.ones(len(cps), dtype=bool)
+        starts, ends = text_offsets[:-1], text_offsets[1:]
+        for back in range(1, k):
+            pos = ends - back
+            valid[pos[pos >= starts]] = False
+        windows = window[valid[:n_windows]]
+        if long_docs.all():
+            out = windows
+        else:
+            out[np.repeat(long_docs, counts)] = windows
     for doc in np.flatnonzero(~long_docs):
         start = text_offsets[doc]
         out[offsets[doc]] = _short_text_hash(cps[start : start + lengths[doc]])
