@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -52,10 +54,17 @@ class _TerminalProgress:
     def close(self) -> None:
         if self.enabled and self.stage is not None:
             sys.stderr.write("\n")
+            sys.stderr.flush()
+        self.stage = None
+
+
+def _one_line(message: str) -> str:
+    """The message on one line, with control characters (newlines, escapes) shown as escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(message))
 
 
 def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {_one_line(message)}", err=True)
     sys.exit(code)
 
 
@@ -91,6 +100,11 @@ def _run(fn, *args, **kwargs):
     except DedupError as exc:
         progress.close()
         _fail(str(exc))
+    except (OSError, sqlite3.Error, MemoryError) as exc:
+        progress.close()
+        if os.environ.get("DEDUP_TUI_DEBUG"):
+            raise
+        _fail(f"{type(exc).__name__}: {exc}")
     finally:
         progress.close()
 
@@ -110,12 +124,21 @@ def _open_project(db: str, create: bool = False) -> Project:
 @click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping.")
 def load(corpus, db, id_field, text_field, skip_bad):
     """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+    created = not Path(db).exists()
     project = _open_project(db, create=True)
-    report = _run(load_corpus, project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad)
+    try:
+        report = _run(load_corpus, project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad)
+    except SystemExit:
+        # Nothing was loaded (the load is one transaction): do not leave an empty project behind.
+        project.close()
+        if created:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(db + suffix).unlink(missing_ok=True)
+        raise
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {db}")
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ..." if len(lines) > 20 else "")
-        click.echo(f"skipped {len(lines):,} bad record(s) in {path}: lines {shown}")
+        click.echo(f"skipped {len(lines):,} bad record(s) in {_one_line(path)}: lines {shown}")
 
 
 @main.command()
@@ -147,17 +170,25 @@ def pairs(db, minimum, out):
     project = _open_project(db)
     if project.scan_params() is None:
         _fail(f"{db}: not scanned yet (run dedup-tui scan)")
+    floor = float(project.scan_params()["floor"])
+    if minimum is not None and minimum < floor:
+        _fail(f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
+              f"(rescan with --floor {minimum})")
     minimum = minimum if minimum is not None else 0.0
-    count = 0
     from .engine.export import _AtomicFile
 
-    with _AtomicFile(Path(out), "wb") as fh:
-        rows = project.conn.execute(
-            "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,)
-        )
-        for a_id, b_id, j in rows:
-            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
-            count += 1
+    def write() -> int:
+        count = 0
+        with _AtomicFile(Path(out), "wb") as fh:
+            rows = project.conn.execute(
+                "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,)
+            )
+            for a_id, b_id, j in rows:
+                fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
+                count += 1
+        return count
+
+    count = _run(lambda control: write())
     click.echo(f"wrote {count:,} pairs to {out}")
 
 
@@ -199,10 +230,16 @@ def synth(n_unique, copies, noise, seed, out):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
     from .engine.synth import synthetic_corpus
 
+    from .engine.export import _AtomicFile
+
     docs = synthetic_corpus(n_unique, copies, noise, seed)
-    with open(out, "w", encoding="utf-8") as fh:
-        for d in docs:
-            fh.write(json.dumps(d) + "\n")
+
+    def write(control) -> None:
+        with _AtomicFile(Path(out), "w") as fh:
+            for d in docs:
+                fh.write(json.dumps(d) + "\n")
+
+    _run(write)
     click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {out}")
 
 

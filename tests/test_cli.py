@@ -1,0 +1,227 @@
+"""The command line: help, usage errors (exit 2), user errors (exit 1, one line), pairs output,
+and a property test that valid JSONL records round-trip byte-exact through load and export."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dedup_tui.cli import main
+
+from .conftest import NEAR_CORPUS, write_jsonl
+
+
+def cli(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+def ok(*args):
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def scanned(tmp_path):
+    docs = NEAR_CORPUS + [("dup_A", "The quick brown fox jumps over the lazy dog"), ("late_B", "A quick brown fox leaped over the sleeping dog!")]
+    corpus = write_jsonl(tmp_path / "c.jsonl", docs)
+    db = tmp_path / "p.db"
+    ok("load", corpus, "--db", db)
+    ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive")
+    return db, [d[0] for d in docs]
+
+
+def test_every_command_has_help():
+    commands = main.commands
+    assert {"load", "scan", "pairs", "export", "synth", "open"} <= set(commands)
+    for name, command in commands.items():
+        result = cli(name, "--help")
+        assert result.exit_code == 0, (name, result.output)
+        assert result.output.startswith("Usage:") and f" {name} " in result.output.splitlines()[0]
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert any(opt in result.output for opt in param.opts), (name, param.opts)
+    assert cli("--help").exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["load", "--db", "x.db"],                                   # no corpus
+    ["load", "c.jsonl"],                                        # missing --db
+    ["load", "c.jsonl", "--db", "x.db", "--bogus"],             # unknown option
+    ["scan"],                                                   # missing --db
+    ["scan", "--db", "x.db", "--floor", "2"],
+    ["scan", "--db", "x.db", "--floor", "0"],
+    ["scan", "--db", "x.db", "--k", "0"],
+    ["scan", "--db", "x.db", "--method", "magic"],
+    ["scan", "--db", "x.db", "--num-perm", "abc"],
+    ["pairs", "--out", "p.jsonl"],
+    ["pairs", "--db", "x.db", "--out", "p.jsonl", "--min", "1.5"],
+    ["export", "--db", "x.db", "--out", "k.jsonl"],             # missing --threshold
+    ["export", "--threshold", "0.5", "--out", "k.jsonl"],
+    ["export", "--db", "x.db", "--threshold", "0.5", "--out", "k.jsonl", "--policy", "random"],
+    ["synth", "--out", "s.jsonl", "--noise", "2"],
+    ["synth", "--out", "s.jsonl", "--n-unique", "0"],
+    ["synth"],
+    ["scan", "--db", "x.db", "--unknown-option"],
+])
+def test_bad_arguments_exit_2(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert "Usage:" in result.output and "Error" in result.output
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("command", [["scan"], ["pairs", "--out", "p.jsonl"], ["export", "--threshold", "0.5", "--out", "k.jsonl"]])
+def test_missing_project_is_one_line_error(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    result = cli(command[0], "--db", "nope.db", *command[1:])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == ["error: nope.db: no such project file"]
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_export_below_floor_fails_and_says_so(scanned, tmp_path):
+    db, _ = scanned
+    out = tmp_path / "kept.jsonl"
+    result = cli("export", "--db", db, "--threshold", "0.2", "--out", out)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and "below the scan's floor 0.3" in line
+    assert not out.exists()
+    ok("export", "--db", db, "--threshold", "0.3", "--out", out)
+    assert out.exists()
+
+
+def test_unscanned_project(tmp_path):
+    db = tmp_path / "p.db"
+    ok("load", write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS), "--db", db)
+    for args in (["pairs", "--out", tmp_path / "p.jsonl"], ["export", "--threshold", "0.5", "--out", tmp_path / "k.jsonl"]):
+        result = cli(args[0], "--db", db, *args[1:])
+        assert result.exit_code == 1
+        (line,) = result.output.splitlines()
+        assert "not scanned yet" in line
+
+
+def test_pairs_are_a_before_b_in_corpus_order(scanned, tmp_path):
+    db, order = scanned
+    out = tmp_path / "pairs.jsonl"
+    result = ok("pairs", "--db", db, "--out", out)
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert f"wrote {len(rows)} pairs" in result.output
+    assert rows, "the corpus has near-duplicates above 0.3"
+    position = {doc_id: i for i, doc_id in enumerate(order)}
+    for row in rows:
+        assert set(row) == {"a", "b", "jaccard"}
+        assert position[row["a"]] < position[row["b"]]
+        assert 0.3 <= row["jaccard"] <= 1.0
+    keys = [(position[r["a"]], position[r["b"]]) for r in rows]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
+    assert stored == len(rows)
+    # exact duplicates are not near pairs: dup_A is an exact copy of doc_A
+    assert not any("dup_A" in (r["a"], r["b"]) for r in rows)
+    high = tmp_path / "high.jsonl"
+    ok("pairs", "--db", db, "--min", "0.5", "--out", high)
+    high_rows = [json.loads(line) for line in high.read_text(encoding="utf-8").splitlines()]
+    assert high_rows == [r for r in rows if r["jaccard"] >= 0.5]
+
+
+def test_pairs_min_below_floor_is_an_error(scanned, tmp_path):
+    db, _ = scanned
+    out = tmp_path / "pairs.jsonl"
+    result = cli("pairs", "--db", db, "--min", "0.1", "--out", out)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert "below the scan's floor 0.3" in line
+    assert not out.exists()
+
+
+def test_synth_writes_groups(tmp_path):
+    out = tmp_path / "s.jsonl"
+    ok("synth", "--n-unique", "4", "--copies", "2", "--seed", "1", "--out", out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and all({"id", "text", "group"} <= set(r) for r in rows)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = cli("synth", "--n-unique", "2", "--out", blocker / "s.jsonl")
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and "a-file" in line
+
+
+def test_scan_on_a_file_that_is_not_a_project(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 50)
+    result = cli("scan", "--db", junk)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"error: {junk}: not a dedup-tui project")
+
+
+# -- round trip --------------------------------------------------------------------------
+
+MARK = "\u00a7"  # a unique per-document marker keeps every pair of texts apart (Jaccard < 1)
+texts = st.text(alphabet=st.characters(exclude_characters=MARK, exclude_categories=("Cs",)), max_size=60)
+extra_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in ("id", "text"))
+extra_values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10),
+                         st.lists(st.integers(), max_size=3), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@st.composite
+def corpora(draw):
+    n = draw(st.integers(1, 8))
+    records = []
+    for i in range(n):
+        record = {}
+        fields = draw(st.dictionaries(extra_keys, extra_values, max_size=3))
+        with_id = draw(st.booleans())
+        items = [("text", f"{MARK}{i}{MARK}{draw(texts)}")] + list(fields.items())
+        if with_id:
+            items.append(("id", draw(st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6)))))
+        order = draw(st.permutations(items))
+        for k, v in order:
+            record[k] = v
+        records.append(record)
+    # ids must be unique (as strings) when present; without an id field everywhere, none may have one
+    if any("id" in r for r in records):
+        for i, r in enumerate(records):
+            r["id"] = f"{r.get('id', '')}#{i}" if not isinstance(r.get("id"), int) else r["id"] * 100 + i
+        ids = [str(r["id"]) for r in records]
+        if len(set(ids)) != len(ids):
+            for i, r in enumerate(records):
+                r["id"] = f"doc{i}"
+    ascii_only = draw(st.booleans())
+    lines = [json.dumps(r, ensure_ascii=ascii_only) for r in records]
+    return lines
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpora())
+def test_valid_jsonl_round_trips_byte_exact(lines):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        src = tmp / "c.jsonl"
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        src.write_bytes(data)
+        db = tmp / "p.db"
+        ok("load", src, "--db", db)
+        ok("scan", "--db", db)
+        out = tmp / "kept.jsonl"
+        ok("export", "--db", db, "--threshold", "1.0", "--out", out)
+        assert out.read_bytes() == data
+        with sqlite3.connect(db) as conn:
+            stored = [row[0] for row in conn.execute("SELECT text FROM documents ORDER BY ord")]
+        assert stored == [json.loads(line)["text"] for line in lines]

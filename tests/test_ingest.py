@@ -1,0 +1,357 @@
+"""Bad input and odd-but-valid input: one-line errors naming file and line, atomic loads,
+--skip-bad, and corpora that must load unchanged (BOM, CRLF, quoted newlines, empty texts,
+hostile ids and field names, a 10 MB document)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import string
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dedup_tui.cli import main
+from dedup_tui.engine.errors import CorpusError
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.store import Project
+
+from .conftest import write_jsonl
+
+BAD = Path(__file__).parent / "fixtures" / "bad"
+
+
+def cli(*args: str):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    # Only a deliberate exit (click's or ours) is acceptable, never an escaped exception.
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+def documents(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT ord, doc_id, text, source_id, line, record FROM documents ORDER BY ord").fetchall()
+
+
+def sources(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT * FROM sources ORDER BY id").fetchall()
+
+
+def assert_one_error_line(result, path: Path | str, line: int | None) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 1, result.output
+    (message,) = lines
+    assert message.startswith("error: ")
+    where = f"{path}:{line}:" if line is not None else f"{path}:"
+    assert where in message, message
+    assert "\x1b" not in message
+    return message
+
+
+# fixture, line of the first bad record, what the message says, ids loaded with --skip-bad, skipped lines
+RECORD_ERRORS = [
+    ("malformed.jsonl", 3, "malformed JSON", ["m1", "m2", "m4"], [3]),
+    ("truncated.jsonl", 3, "malformed JSON", ["t1", "t2"], [3]),
+    ("invalid_utf8.jsonl", 2, "invalid UTF-8", ["u1", "u3"], [2]),
+    ("missing_text.jsonl", 2, 'text field "text" is missing', ["x1", "x3"], [2]),
+    ("nonstring_text.jsonl", 2, 'text field "text" is a number, not a string', ["n1", "n5"], [2, 3, 4]),
+    ("null_id.jsonl", 2, 'id field "id" is null', ["i1", "i3"], [2]),
+    ("duplicate_ids.jsonl", 3, 'duplicate id "d1"', ["d1", "d2", "d4"], [3]),
+    ("not_an_object.jsonl", 2, "expected a JSON object", ["o1", "o3"], [2]),
+    ("missing_column.csv", 3, "expected 3 columns, found 2", ["c1", "c3"], [3]),
+    ("malformed.csv", 3, "malformed CSV", ["c1", "c3"], [3]),
+    ("invalid_utf8.csv", 3, "invalid UTF-8", ["c1", "c3"], [3]),
+]
+
+# files that cannot give a single document: an error even with --skip-bad
+FILE_ERRORS = [
+    ("empty.jsonl", 1, "empty file"),
+    ("empty.csv", 1, "empty file"),
+    ("blank_lines_only.jsonl", 1, "empty file"),
+    ("binary.jsonl", 1, "invalid UTF-8"),
+]
+
+
+@pytest.mark.parametrize("name,line,says,_ids,_skipped", RECORD_ERRORS)
+def test_bad_record_is_one_line_error_and_no_project_is_left(tmp_path, name, line, says, _ids, _skipped):
+    db = tmp_path / "p.db"
+    path = BAD / name
+    message = assert_one_error_line(cli("load", path, "--db", db), path, line)
+    assert says in message
+    assert not db.exists(), "a failed load into a new project must not leave a project file behind"
+
+
+@pytest.mark.parametrize("name,line,says", FILE_ERRORS)
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_file_without_documents_is_an_error(tmp_path, name, line, says, skip_bad):
+    db = tmp_path / "p.db"
+    path = BAD / name
+    args = ["load", path, "--db", db] + (["--skip-bad"] if skip_bad else [])
+    message = assert_one_error_line(cli(*args), path, line)
+    if not skip_bad or name != "binary.jsonl":
+        assert says in message
+    else:
+        assert "no good documents" in message
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("name,line,says,_ids,_skipped", RECORD_ERRORS + [(n, l, s, None, None) for n, l, s in FILE_ERRORS])
+def test_failed_load_leaves_existing_project_untouched(tmp_path, name, line, says, _ids, _skipped):
+    db = tmp_path / "p.db"
+    first = write_jsonl(tmp_path / "first.jsonl", [("p1", "already here"), ("p2", "and this")])
+    assert cli("load", first, "--db", db).exit_code == 0
+    before_docs, before_sources = documents(db), sources(db)
+    assert len(before_docs) == 2
+    path = BAD / name
+    message = assert_one_error_line(cli("load", path, "--db", db), path, line)
+    assert says in message
+    assert documents(db) == before_docs
+    assert sources(db) == before_sources
+
+
+@pytest.mark.parametrize("name,line,says,ids,skipped", RECORD_ERRORS)
+def test_skip_bad_loads_the_good_records_and_reports_the_bad_lines(tmp_path, name, line, says, ids, skipped):
+    db = tmp_path / "p.db"
+    path = BAD / name
+    result = cli("load", path, "--db", db, "--skip-bad")
+    assert result.exit_code == 0, result.output
+    assert [d[1] for d in documents(db)] == ids
+    assert f"loaded {len(ids)} documents" in result.output
+    shown = ", ".join(map(str, skipped))
+    assert f"skipped {len(skipped)} bad record(s) in {path}: lines {shown}\n" in result.output
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT documents, skipped_lines FROM sources").fetchall()
+    assert stored == [(len(ids), json.dumps(skipped))]
+
+
+def test_engine_error_carries_path_and_line(tmp_path):
+    project = Project(tmp_path / "p.db", create=True)
+    with pytest.raises(CorpusError) as info:
+        load_corpus(project, [BAD / "malformed.jsonl"])
+    assert (info.value.path, info.value.line) == (str(BAD / "malformed.jsonl"), 3)
+    assert project.document_count() == 0
+    assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 0
+    report = load_corpus(project, [BAD / "malformed.jsonl"], skip_bad=True)
+    assert report.documents == 3 and report.skipped == {str(BAD / "malformed.jsonl"): [3]}
+    assert report.skipped_count == 1
+
+
+def test_second_file_bad_means_nothing_from_the_first(tmp_path):
+    db = tmp_path / "p.db"
+    good = BAD / "clean.jsonl"
+    bad = BAD / "malformed.jsonl"
+    assert_one_error_line(cli("load", good, bad, "--db", db), bad, 3)
+    assert not db.exists()
+    project = Project(tmp_path / "q.db", create=True)
+    with pytest.raises(CorpusError):
+        load_corpus(project, [good, bad])
+    assert project.document_count() == 0
+
+
+def test_duplicate_id_across_loads(tmp_path):
+    db = tmp_path / "p.db"
+    a = write_jsonl(tmp_path / "a.jsonl", [("same", "one text"), ("other", "two text")])
+    b = write_jsonl(tmp_path / "b.jsonl", [("new", "three text"), ("same", "four text")])
+    assert cli("load", a, "--db", db).exit_code == 0
+    before = documents(db)
+    message = assert_one_error_line(cli("load", b, "--db", db), b, 2)
+    assert 'duplicate id "same" (already in the project)' in message
+    assert documents(db) == before
+    result = cli("load", b, "--db", db, "--skip-bad")
+    assert result.exit_code == 0, result.output
+    assert "lines 2\n" in result.output
+    docs = documents(db)
+    assert [d[1] for d in docs] == ["same", "other", "new"]
+    assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
+
+
+def test_hostile_id_in_an_error_is_shown_on_one_inert_line(tmp_path):
+    nasty = "a\nb\x1b]52;c;aGk=\x07\x1b[31m"
+    path = write_jsonl(tmp_path / "n.jsonl", [(nasty, "one"), (nasty, "two")])
+    message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, 2)
+    assert "\x07" not in message and "\\u001b" in message and "\\n" in message
+
+
+def test_unknown_format_missing_file_and_broken_gzip(tmp_path):
+    db = tmp_path / "p.db"
+    weird = tmp_path / "corpus.bin"
+    weird.write_bytes(b"\x00\x01")
+    message = assert_one_error_line(cli("load", weird, "--db", db), weird, None)
+    assert "unknown corpus format" in message
+    missing = tmp_path / "nope.jsonl"
+    assert "no such file" in assert_one_error_line(cli("load", missing, "--db", db), missing, None)
+    gz = tmp_path / "c.jsonl.gz"
+    gz.write_bytes(b"this is not gzip data\n")
+    assert "cannot read" in assert_one_error_line(cli("load", gz, "--db", db), gz, 1)
+    assert not db.exists()
+
+
+def test_not_a_project_file(tmp_path):
+    db = tmp_path / "p.db"
+    db.write_text("hello, I am not SQLite\n" * 100)
+    result = cli("load", BAD / "clean.jsonl", "--db", db)
+    assert result.exit_code == 1
+    assert len(result.output.splitlines()) == 1 and "not a dedup-tui project" in result.output
+    assert db.read_text() == "hello, I am not SQLite\n" * 100
+
+
+def _unreadable_folder(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for name, text in (("a.txt", "first file"), ("b.txt", "second file"), ("c.txt", "third file")):
+        (folder / name).write_text(text, encoding="utf-8")
+    locked = folder / "b.txt"
+    locked.chmod(0)
+    try:
+        locked.read_bytes()
+    except PermissionError:
+        pass
+    else:  # running as root: chmod does not stop reads, so simulate the denial
+        real = Path.read_bytes
+
+        def read_bytes(self):
+            if self == locked:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return folder
+
+
+def test_folder_with_unreadable_file(tmp_path, monkeypatch):
+    folder = _unreadable_folder(tmp_path, monkeypatch)
+    db = tmp_path / "p.db"
+    message = assert_one_error_line(cli("load", folder, "--db", db), folder, 2)
+    assert "b.txt: cannot read (Permission denied)" in message
+    assert not db.exists()
+    result = cli("load", folder, "--db", db, "--skip-bad")
+    assert result.exit_code == 0, result.output
+    assert [d[1] for d in documents(db)] == ["a.txt", "c.txt"]
+    assert f"skipped 1 bad record(s) in {folder}: lines 2" in result.output
+    (folder / "b.txt").chmod(0o644)
+
+
+def test_folder_with_invalid_utf8_file(tmp_path):
+    folder = tmp_path / "texts"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("fine", encoding="utf-8")
+    (folder / "sub" / "z.txt").write_bytes(b"caf\xe9")
+    message = assert_one_error_line(cli("load", folder, "--db", tmp_path / "p.db"), folder, 2)
+    assert "sub/z.txt: invalid UTF-8" in message
+
+
+# -- valid oddities ----------------------------------------------------------------------
+
+def _load(tmp_path, *paths, name="p.db", extra=()) -> Path:
+    db = tmp_path / name
+    result = cli("load", *paths, "--db", db, *extra)
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.mark.parametrize("variant", ["bom.jsonl", "crlf.jsonl", "bom_crlf.jsonl", "bom.csv", "crlf.csv"])
+def test_bom_and_crlf_load_like_clean_files(tmp_path, variant):
+    clean = "clean.csv" if variant.endswith(".csv") else "clean.jsonl"
+    want = [(d[1], d[2]) for d in documents(_load(tmp_path, BAD / clean, name="clean.db"))]
+    got = [(d[1], d[2]) for d in documents(_load(tmp_path, BAD / variant))]
+    assert got == want
+    assert len(got) == 3 and not any("\r" in t or "\ufeff" in t or "\ufeff" in i for i, t in got)
+
+
+def test_clean_jsonl_with_bom_and_crlf_exports_clean_records(tmp_path):
+    db = _load(tmp_path, BAD / "bom_crlf.jsonl")
+    assert cli("scan", "--db", db).exit_code == 0
+    out = tmp_path / "kept.jsonl"
+    assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
+    assert out.read_bytes() == (BAD / "clean.jsonl").read_bytes()
+
+
+def test_csv_quoted_newline_is_one_document(tmp_path):
+    docs = documents(_load(tmp_path, BAD / "quoted_newlines.csv"))
+    assert [(d[1], d[2], d[4]) for d in docs] == [("q1", "line one\nline two", 2), ("q2", "plain row", 4)]
+
+
+def test_empty_and_whitespace_texts_are_documents(tmp_path):
+    db = _load(tmp_path, BAD / "empty_texts.jsonl")
+    assert [(d[1], d[2]) for d in documents(db)] == [("e1", ""), ("e2", "   "), ("e3", "\t\n "), ("e4", "real words here")]
+    result = cli("scan", "--db", db)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "kept.jsonl"
+    assert cli("export", "--db", db, "--threshold", "0.9", "--out", out).exit_code == 0
+    kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    # the three blank texts normalise to "" and are exact duplicates of the first
+    assert kept == ["e1", "e4"]
+
+
+def test_missing_id_field_uses_line_numbers(tmp_path):
+    docs = documents(_load(tmp_path, BAD / "no_ids.jsonl"))
+    assert [(d[1], d[4]) for d in docs] == [("1", 1), ("2", 2), ("4", 4)]
+
+
+def test_hostile_ids_and_field_names_round_trip(tmp_path):
+    src = BAD / "hostile.jsonl"
+    db = _load(tmp_path, src)
+    ids = [d[1] for d in documents(db)]
+    assert ids == ["x'); DROP TABLE documents; --", '"quoted" id']
+    assert cli("scan", "--db", db).exit_code == 0
+    out = tmp_path / "kept.jsonl"
+    assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_hostile_field_names_given_as_options(tmp_path):
+    id_field, text_field = "i'd\"; DROP TABLE sources;--", "te\"xt'); --"
+    records = [{id_field: "r1", text_field: "one text", "x": 1}, {id_field: "r2", text_field: "two text", "x": 2}]
+    src = write_jsonl(tmp_path / "h.jsonl", records)
+    db = _load(tmp_path, src, extra=("--id-field", id_field, "--text-field", text_field))
+    assert [(d[1], d[2]) for d in documents(db)] == [("r1", "one text"), ("r2", "two text")]
+    csv_src = tmp_path / "h.csv"
+    csv_src.write_text('"i\'d"";x","te""xt\'); --"\nc1,first\nc2,second\n', encoding="utf-8")
+    db2 = _load(tmp_path, csv_src, name="c.db", extra=("--id-field", "i'd\";x", "--text-field", text_field))
+    assert [(d[1], d[2]) for d in documents(db2)] == [("c1", "first"), ("c2", "second")]
+    assert cli("scan", "--db", db2).exit_code == 0
+    out = tmp_path / "kept.jsonl"
+    assert cli("export", "--db", db2, "--threshold", "1.0", "--out", out).exit_code == 0
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"i'd\";x": "c1", text_field: "first"}, {"i'd\";x": "c2", text_field: "second"}]
+
+
+def test_ten_megabyte_document_loads_and_scans(tmp_path):
+    rng = random.Random(3)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(5000)]
+    parts, size = [], 0
+    while size < 10_000_000:
+        w = rng.choice(words)
+        parts.append(w)
+        size += len(w) + 1
+    big = " ".join(parts)
+    src = write_jsonl(tmp_path / "big.jsonl", [("big", big), ("small", "a small document"), ("small2", "a small document!")])
+    t0 = time.perf_counter()
+    db = _load(tmp_path, src)
+    result = cli("scan", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert time.perf_counter() - t0 < 10
+    assert "1 near pairs" in result.output or "1 near pair" in result.output
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT length(text) FROM documents WHERE doc_id = 'big'").fetchone()[0] == len(big)
+    big_csv = tmp_path / "big.csv"
+    with open(big_csv, "w", encoding="utf-8", newline="") as fh:
+        fh.write(f'id,text\nbig,"{big}"\n')
+    assert [d[1] for d in documents(_load(tmp_path, big_csv, name="csv.db"))] == ["big"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_project_left_by_failed_load_into_new_db_does_not_exist_but_existing_empty_file_is_kept(tmp_path):
+    # An existing empty file at --db is not ours to delete.
+    db = tmp_path / "p.db"
+    db.touch()
+    assert_one_error_line(cli("load", BAD / "malformed.jsonl", "--db", db), BAD / "malformed.jsonl", 3)
+    assert db.exists()
+    assert documents(db) == []
