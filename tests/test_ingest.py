@@ -125,7 +125,9 @@ def test_skip_bad_loads_the_good_records_and_reports_the_bad_lines(tmp_path, nam
     assert [d[1] for d in documents(db)] == ids
     assert f"loaded {len(ids)} documents" in result.output
     shown = ", ".join(map(str, skipped))
-    assert f"skipped {len(skipped)} bad record(s) in {path}: lines {shown}\n" in result.output
+    report = [line for line in result.output.splitlines() if line.startswith("skipped")]
+    assert report == [f"skipped {len(skipped)} bad record(s) in {path}: lines {shown} (first: line {line}: {says}"
+                      + report[0].split(says, 1)[-1]]
     with sqlite3.connect(db) as conn:
         stored = conn.execute("SELECT documents, skipped_lines FROM sources").fetchall()
     assert stored == [(len(ids), json.dumps(skipped))]
@@ -166,7 +168,7 @@ def test_duplicate_id_across_loads(tmp_path):
     assert documents(db) == before
     result = cli("load", b, "--db", db, "--skip-bad")
     assert result.exit_code == 0, result.output
-    assert "lines 2\n" in result.output
+    assert "lines 2 (first: line 2: duplicate id \"same\" (already in the project))\n" in result.output
     docs = documents(db)
     assert [d[1] for d in docs] == ["same", "other", "new"]
     assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
@@ -191,6 +193,41 @@ def test_unknown_format_missing_file_and_broken_gzip(tmp_path):
     gz.write_bytes(b"this is not gzip data\n")
     assert "cannot read" in assert_one_error_line(cli("load", gz, "--db", db), gz, 1)
     assert not db.exists()
+
+
+def test_unreadable_corpus_file(tmp_path, monkeypatch):
+    import builtins
+
+    from dedup_tui.engine import ingest
+
+    path = tmp_path / "locked.jsonl"
+    write_jsonl(path, [("a", "text")])
+
+    def denied(file, *args, **kwargs):
+        if Path(file) == path:
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "open", denied, raising=False)
+    message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, None)
+    assert "cannot read (Permission denied)" in message
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_float_and_object_ids_are_rejected(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"id": 1, "text": "a"}\n{"id": 2.5, "text": "b"}\n{"id": {"x": 1}, "text": "c"}\n', encoding="utf-8")
+    message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, 2)
+    assert 'id field "id" is a floating-point number, not a string or integer' in message
+    result = cli("load", path, "--db", tmp_path / "p.db", "--skip-bad")
+    assert "skipped 2 bad record(s)" in result.output and "lines 2, 3 " in result.output
+
+
+def test_plain_text_file_error_hints_at_folders(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("just some prose\n", encoding="utf-8")
+    message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, 1)
+    assert "malformed JSON" in message and "folder of .txt files" in message
 
 
 def test_not_a_project_file(tmp_path):
@@ -234,7 +271,7 @@ def test_folder_with_unreadable_file(tmp_path, monkeypatch):
     result = cli("load", folder, "--db", db, "--skip-bad")
     assert result.exit_code == 0, result.output
     assert [d[1] for d in documents(db)] == ["a.txt", "c.txt"]
-    assert f"skipped 1 bad record(s) in {folder}: lines 2" in result.output
+    assert f"skipped 1 bad record(s) in {folder}: lines 2 (first: line 2: b.txt: cannot read" in result.output
     (folder / "b.txt").chmod(0o644)
 
 

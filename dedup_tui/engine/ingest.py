@@ -37,6 +37,7 @@ class Record:
 class LoadReport:
     documents: int = 0
     skipped: dict[str, list[int]] = field(default_factory=dict)  # path -> skipped line numbers
+    reasons: dict[str, str] = field(default_factory=dict)  # path -> why its first skipped record was bad
     sources: list[str] = field(default_factory=list)
 
     @property
@@ -91,7 +92,7 @@ def _field_text(value, line: int, text_field: str) -> str:
 
 
 def _json_type(value) -> str:
-    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
+    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a floating-point number",
              str: "a string", type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
@@ -318,8 +319,10 @@ def load_corpus(
             sha, size = _file_sha256(path)
             errors: list[_Bad] = []
             fields = None
+            hint = ""
             if fmt == "jsonl-or-text":
                 fmt = "jsonl"
+                hint = " (a single .txt file is read as JSON Lines; for plain text give a folder of .txt files)"
             if fmt == "jsonl":
                 records = read_jsonl(path, id_field, text_field, errors)
             elif fmt in ("csv", "tsv"):
@@ -346,7 +349,7 @@ def load_corpus(
 
             def fail_or_skip(bad: _Bad) -> None:
                 if not skip_bad:
-                    raise CorpusError(str(path), bad.line, bad.message)
+                    raise CorpusError(str(path), bad.line, bad.message + (hint if bad.message.startswith(_NOT_JSON) else ""))
                 errors.append(bad)
 
             def flush() -> None:
@@ -381,7 +384,7 @@ def load_corpus(
             for rec in records:
                 if errors and not skip_bad:
                     bad = errors[0]
-                    raise CorpusError(str(path), bad.line, bad.message)
+                    raise CorpusError(str(path), bad.line, bad.message + (hint if bad.message.startswith(_NOT_JSON) else ""))
                 doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
                 if doc_id in seen_ids:
                     fail_or_skip(_Bad(rec.line, f"duplicate id {_show(doc_id)}"))
@@ -396,7 +399,7 @@ def load_corpus(
                     control.report("load", pending, 0)
             if errors and not skip_bad:
                 bad = errors[0]
-                raise CorpusError(str(path), bad.line, bad.message)
+                raise CorpusError(str(path), bad.line, bad.message + (hint if bad.message.startswith(_NOT_JSON) else ""))
             flush()
             if reported != pending:
                 control.report("load", pending, 0)
@@ -416,9 +419,14 @@ def load_corpus(
             report.sources.append(str(path))
             if skipped:
                 report.skipped[str(path)] = skipped
+                first = min(errors, key=lambda b: b.line)
+                report.reasons[str(path)] = f"line {first.line}: {first.message}"
         if project.scan_state != "none":
             project.set_meta(scan_state="stale")
     return report
+
+
+_NOT_JSON = ("malformed JSON", "expected a JSON object")
 
 
 def _lines(lines: list[int], limit: int = 20) -> str:
