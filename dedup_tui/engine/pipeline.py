@@ -29,9 +29,10 @@ METHODS = ("auto", "lsh", "exhaustive")
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
 EXHAUSTIVE_WORK_LIMIT = 3e8
-# Below this many documents to sketch, a process pool costs more than it saves.
-POOL_MIN_DOCS = 20_000
+# Below this much text (characters) a process pool costs more to start than it saves.
+POOL_MIN_CHARS = 8_000_000
 CHUNK_DOCS = 8192
+CHUNK_CHARS = 4_000_000
 
 
 @dataclass
@@ -107,13 +108,21 @@ def _shingle_set_job(db_path: str, ords: np.ndarray, k: int) -> tuple[np.ndarray
 
 # -- orchestration --------------------------------------------------------------------------
 
+def _warm_up() -> None:
+    return None
+
+
 class _Runner:
     """Runs chunk jobs in a process pool (or inline for small work), in order, cancellably."""
 
     def __init__(self, workers: int, use_pool: bool):
         self.pool = None
         if use_pool and workers > 1:
+            # spawn, not fork: the app scans from a thread, and forking a threaded process
+            # can deadlock. Warm the workers up now so their start overlaps the caller's work.
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(workers):
+                self.pool.submit(_warm_up)
         self.workers = workers
 
     def map(self, fn, chunks, control: Control, stage: str, total: int, sizes):
@@ -146,26 +155,41 @@ class _Runner:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
-def exact_groups(project: Project) -> np.ndarray:
-    """exact_of per ord: the first ord with the same normalised text, or -1."""
+def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
+    """(exact_of, length) per ord: the first ord with the same normalised text (or -1), and
+    the text's length in characters."""
     n = project.next_ord()
     exact_of = np.full(n, -1, dtype=np.int64)
+    lengths = np.zeros(n, dtype=np.int64)
     first: dict[str, int] = {}
-    for o, h in project.conn.execute("SELECT ord, exact_hash FROM documents ORDER BY ord"):
+    for o, h, length in project.conn.execute("SELECT ord, exact_hash, length FROM documents ORDER BY ord"):
+        lengths[o] = length
         f = first.setdefault(h, o)
         if f != o:
             exact_of[o] = f
-    return exact_of
+    return exact_of, lengths
 
 
-def _chunks(ords: np.ndarray, size: int):
-    return [ords[i : i + size] for i in range(0, len(ords), size)]
+def _chunks(ords: np.ndarray, lengths: np.ndarray, max_docs: int = CHUNK_DOCS, max_chars: int = CHUNK_CHARS):
+    """Consecutive slices of ords with at most max_docs documents and about max_chars
+    characters each, so work spreads evenly over the pool whatever the document sizes."""
+    out, start = [], 0
+    cum = np.cumsum(lengths[ords] + 1)
+    while start < len(ords):
+        base = cum[start - 1] if start else 0
+        stop = int(np.searchsorted(cum, base + max_chars, side="right"))
+        stop = min(max(stop, start + 1), start + max_docs)
+        out.append(ords[start:stop])
+        start = stop
+    return out
 
 
 def find_pairs(
-    project: Project, reps: np.ndarray, settings: ScanSettings, control: Control, result: ScanResult
+    project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
+    result: ScanResult, runner: _Runner | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents."""
     db_path = str(project.path)
@@ -177,17 +201,19 @@ def find_pairs(
     workers = settings.workers or os.cpu_count() or 1
     method = settings.method
     if method == "auto":
-        avg_len = project.conn.execute("SELECT avg(length) FROM documents").fetchone()[0] or 0
+        avg_len = float(lengths[reps].mean())
         work = n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
         method = "exhaustive" if work <= EXHAUSTIVE_WORK_LIMIT else "lsh"
     result.method = method
-    runner = _Runner(workers, use_pool=n_reps >= POOL_MIN_DOCS)
+    own_runner = runner is None
+    runner = runner or _Runner(workers, use_pool=False)
     timings = result.timings
     try:
         if method == "exhaustive":
             t0 = time.perf_counter()
-            parts = list(runner.map(_shingle_set_job, [(db_path, c, settings.k) for c in _chunks(reps, CHUNK_DOCS)],
-                                    control, "shingles", n_reps, [len(c) for c in _chunks(reps, CHUNK_DOCS)]))
+            chunks = _chunks(reps, lengths)
+            parts = list(runner.map(_shingle_set_job, [(db_path, c, settings.k) for c in chunks],
+                                    control, "shingles", n_reps, [len(c) for c in chunks]))
             values, offsets = _concat_csr(parts)
             timings["shingles"] = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -204,7 +230,7 @@ def find_pairs(
         banding = lsh.choose_banding(settings.floor, settings.num_perm)
         result.bands, result.rows = banding.bands, banding.rows
         t0 = time.perf_counter()
-        chunks = _chunks(reps, CHUNK_DOCS)
+        chunks = _chunks(reps, lengths)
         sig_parts = list(runner.map(
             _signature_job, [(db_path, c, settings.k, settings.num_perm, settings.seed) for c in chunks],
             control, "signatures", n_reps, [len(c) for c in chunks],
@@ -241,9 +267,9 @@ def find_pairs(
 
         t0 = time.perf_counter()
         involved = np.unique(np.concatenate([ca, cb]))
-        inv_chunks = _chunks(involved, CHUNK_DOCS)
+        inv_chunks = [reps[c] for c in _chunks(involved, lengths[reps])]
         parts = list(runner.map(
-            _shingle_set_job, [(db_path, reps[c], settings.k) for c in inv_chunks],
+            _shingle_set_job, [(db_path, c, settings.k) for c in inv_chunks],
             control, "shingles", len(involved), [len(c) for c in inv_chunks],
         ))
         values, offsets = _concat_csr(parts)
@@ -263,7 +289,8 @@ def find_pairs(
         timings["verify"] = time.perf_counter() - t0
         return reps[ca[good]], reps[cb[good]], j[good]
     finally:
-        runner.close()
+        if own_runner:
+            runner.close()
 
 
 def _verify_in_threads(values, offsets, ra, rb, workers: int, control: Control, step: int = 100_000) -> np.ndarray:
@@ -323,17 +350,21 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     run_id = project.start_run("scan", asdict(settings))
     result = ScanResult()
     t_start = time.perf_counter()
+    total_chars = project.conn.execute("SELECT total(length) FROM documents").fetchone()[0]
+    workers = settings.workers or os.cpu_count() or 1
+    runner = _Runner(workers, use_pool=total_chars >= POOL_MIN_CHARS and settings.method != "exhaustive")
     try:
         t0 = time.perf_counter()
         control.report("exact", 0, 0)
-        exact_of = exact_groups(project)
+        exact_of, lengths = exact_groups(project)
         result.documents = len(exact_of)
         result.exact_duplicates = int((exact_of >= 0).sum())
         result.exact_groups = int(len(np.unique(exact_of[exact_of >= 0]))) if result.exact_duplicates else 0
         reps = np.flatnonzero(exact_of < 0)
         result.representatives = len(reps)
         result.timings["exact"] = time.perf_counter() - t0
-        a, b, j = find_pairs(project, reps, settings, control, result)
+        a, b, j = find_pairs(project, reps, lengths, settings, control, result, runner)
+        runner.close()
         control.check()
         t0 = time.perf_counter()
         control.report("write", 0, len(a))
@@ -354,9 +385,11 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             project.set_meta(scan_state="complete", scan_params=json.dumps(params))
             project.finish_run(run_id, "complete", result.timings, _counts(result))
     except Cancelled:
+        runner.close()
         project.finish_run(run_id, "cancelled", result.timings, _counts(result))
         raise
     except BaseException:
+        runner.close()
         project.finish_run(run_id, "failed", result.timings, _counts(result))
         raise
     return result

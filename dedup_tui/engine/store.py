@@ -35,15 +35,17 @@ CREATE TABLE IF NOT EXISTS sources (
     loaded_at TEXT
 );
 CREATE TABLE IF NOT EXISTS documents (
+    -- Small columns first: SQLite reads a row's columns in order, so the scan's passes
+    -- over ids and hashes never walk through the texts' overflow pages.
     ord INTEGER PRIMARY KEY,        -- corpus order, 0-based
     doc_id TEXT NOT NULL UNIQUE,
-    text TEXT NOT NULL,             -- original text, unchanged
     source_id INTEGER NOT NULL REFERENCES sources(id),
     line INTEGER,                   -- line (or row) in the source where the record starts
-    record BLOB,                    -- original record: the JSONL line's bytes, or a JSON row
-    exact_hash TEXT NOT NULL,       -- SHA-256 of the normalised text
     length INTEGER NOT NULL,        -- characters in the original text
-    exact_of INTEGER                -- set by scan: ord of the first document with the same normalised text
+    exact_hash TEXT NOT NULL,       -- SHA-256 of the normalised text
+    exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
+    text TEXT NOT NULL,             -- original text, unchanged
+    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS pairs (
