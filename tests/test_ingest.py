@@ -392,3 +392,98 @@ def test_project_left_by_failed_load_into_new_db_does_not_exist_but_existing_emp
     assert_one_error_line(cli("load", BAD / "malformed.jsonl", "--db", db), BAD / "malformed.jsonl", 3)
     assert db.exists()
     assert documents(db) == []
+
+
+# -- arbitrary bytes ---------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_pieces = st.sampled_from([b'{"id":"a","text":"x"}', b'{"text":1}', b'{"id":null,"text":"y"}', b"id,text", b'"q"',
+                           b"a,b", b"\n", b"\r\n", b"\r", b"\xef\xbb\xbf", b"\xff\xfe", b"\x00", b'"', b",", b"\t", b"{", b"}",
+                           b"\xe9", b"\xf0\x9f\x98", b'\\ud800', b"text"])
+_corpus_bytes = st.one_of(st.binary(max_size=200), st.lists(_pieces, max_size=30).map(b"".join))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_corpus_bytes, suffix=st.sampled_from([".jsonl", ".csv", ".tsv", ".txt"]), skip_bad=st.booleans())
+def test_arbitrary_bytes_load_or_fail_on_one_line(tmp_path_factory, data, suffix, skip_bad):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    path = tmp / f"corpus{suffix}"
+    path.write_bytes(data)
+    db = tmp / "p.db"
+    result = cli("load", path, "--db", db, *(["--skip-bad"] if skip_bad else []))
+    if result.exit_code == 0:
+        assert documents(db), "a successful load holds documents"
+    else:
+        assert result.exit_code == 1
+        lines = result.output.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), result.output
+        assert not db.exists()
+
+
+# -- interruption during load ------------------------------------------------------------
+
+def test_cancelled_load_writes_nothing(tmp_path):
+    import threading
+
+    from dedup_tui.engine.errors import Cancelled
+    from dedup_tui.engine.progress import Control
+
+    path = write_jsonl(tmp_path / "many.jsonl", [(f"d{i}", f"text number {i}") for i in range(12_000)])
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [BAD / "clean.jsonl"])
+    cancel = threading.Event()
+    seen = []
+
+    def progress(stage, done, total):
+        seen.append(done)
+        cancel.set()
+
+    with pytest.raises(Cancelled):
+        load_corpus(project, [path], control=Control(progress, cancel))
+    assert seen == [5000]
+    assert [d for d, in project.conn.execute("SELECT doc_id FROM documents ORDER BY ord")] == ["a", "b", "c"]
+    assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
+
+
+def test_ctrl_c_during_load_exits_130_and_leaves_no_new_project(tmp_path, monkeypatch):
+    from dedup_tui import cli as cli_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "load_corpus", interrupted)
+    db = tmp_path / "p.db"
+    result = CliRunner().invoke(main, ["load", str(BAD / "clean.jsonl"), "--db", str(db)])
+    assert result.exit_code == 130
+    assert result.output.splitlines() == ["error: interrupted; the project is unchanged"]
+    assert not db.exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+def test_kill_9_during_load_leaves_previous_documents(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "p.db"
+    assert cli("load", BAD / "clean.jsonl", "--db", db).exit_code == 0
+    before = documents(db)
+    many = write_jsonl(tmp_path / "many.jsonl", [(f"d{i}", f"document number {i}") for i in range(150_000)])
+    proc = subprocess.Popen([sys.executable, "-m", "dedup_tui", "load", str(many), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wal = Path(str(db) + "-wal")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        if wal.exists() and wal.stat().st_size > 1_000_000:  # inserts are under way
+            break
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.skip("the load finished before it could be killed")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    project = Project(db)
+    assert [d[1:] for d in documents(db)] == [d[1:] for d in before]
+    assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
+    project.close()
