@@ -68,6 +68,7 @@ RECORD_ERRORS = [
     ("missing_column.csv", 3, "expected 3 columns, found 2", ["c1", "c3"], [3]),
     ("malformed.csv", 3, "malformed CSV", ["c1", "c3"], [3]),
     ("invalid_utf8.csv", 3, "invalid UTF-8", ["c1", "c3"], [3]),
+    ("missing_column.tsv", 3, "expected 3 columns, found 4", ["t1", "t3"], [3]),
 ]
 
 # files that cannot give a single document: an error even with --skip-bad
@@ -330,6 +331,41 @@ def test_empty_and_whitespace_texts_are_documents(tmp_path):
 def test_missing_id_field_uses_line_numbers(tmp_path):
     docs = documents(_load(tmp_path, BAD / "no_ids.jsonl"))
     assert [(d[1], d[4]) for d in docs] == [("1", 1), ("2", 2), ("4", 4)]
+
+
+def test_ids_on_some_records_only_is_an_error(tmp_path):
+    late = tmp_path / "late.jsonl"
+    late.write_text('{"text":"one"}\n{"id":"x","text":"two"}\n', encoding="utf-8")
+    message = assert_one_error_line(cli("load", late, "--db", tmp_path / "p.db"), late, 2)
+    assert 'id field "id" is present, but line 1 has none' in message
+    early = tmp_path / "early.jsonl"
+    early.write_text('{"id":"x","text":"one"}\n{"text":"two"}\n', encoding="utf-8")
+    message = assert_one_error_line(cli("load", early, "--db", tmp_path / "p.db"), early, 2)
+    assert 'id field "id" is missing (line 1 has one)' in message
+
+
+def test_gzipped_jsonl_and_truncated_gzip(tmp_path):
+    import gzip
+
+    data = (BAD / "clean.jsonl").read_bytes()
+    gz = tmp_path / "c.jsonl.gz"
+    gz.write_bytes(gzip.compress(data * 1))
+    want = [(d[1], d[2]) for d in documents(_load(tmp_path, BAD / "clean.jsonl", name="clean.db"))]
+    assert [(d[1], d[2]) for d in documents(_load(tmp_path, gz))] == want
+    lines = "".join(json.dumps({"id": f"g{i}", "text": f"text {i}"}) + "\n" for i in range(2000)).encode()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(lines)[:-200])
+    message = assert_one_error_line(cli("load", cut, "--db", tmp_path / "cut.db"), cut, None)
+    assert "cannot read" in message
+    assert not (tmp_path / "cut.db").exists()
+
+
+def test_parquet_without_pyarrow_or_not_parquet(tmp_path):
+    junk = tmp_path / "c.parquet"
+    junk.write_bytes(b"PAR1 but not really")
+    message = assert_one_error_line(cli("load", junk, "--db", tmp_path / "p.db"), junk, None)
+    assert "pyarrow" in message or "not a readable Parquet file" in message
+    assert not (tmp_path / "p.db").exists()
 
 
 def test_hostile_ids_and_field_names_round_trip(tmp_path):

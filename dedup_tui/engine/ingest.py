@@ -110,6 +110,7 @@ def _field_id(value, line: int, id_field: str) -> str | None:
 def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
     has_id_field: bool | None = None
+    decided_at = 0
     with _open_binary(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -133,11 +134,15 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                     raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
                 text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)
                 if has_id_field is None:
-                    has_id_field = id_field in obj
+                    has_id_field, decided_at = id_field in obj, lineno
                 if has_id_field:
                     if id_field not in obj:
-                        raise _Bad(lineno, f"id field {_show(id_field)} is missing")
+                        raise _Bad(lineno, f"id field {_show(id_field)} is missing (line {decided_at} has one)")
                     doc_id = _field_id(obj[id_field], lineno, id_field)
+                elif id_field in obj:
+                    # ids come from line numbers only when no record has one: never drop a user's id
+                    raise _Bad(lineno, f"id field {_show(id_field)} is present, but line {decided_at} has none "
+                                       "(give every record an id, or none)")
                 else:
                     doc_id = None
                 _check_encodable(text, lineno)
