@@ -258,3 +258,37 @@ def open_cmd(path, db):
         launch(path, db)
     except DedupError as exc:
         _fail(str(exc))
+
+
+@main.command()
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file (scanned).")
+@click.option("--threshold", type=float, help="Threshold to report at (default: the app's current one, else 0.8).")
+@click.option("--target-precision", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True),
+              help="Precision the recommended threshold must reach (estimated from your labels).")
+@click.option("--labels-out", type=click.Path(dir_okay=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author}.")
+@click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
+@click.option("--chain-margin", default=0.2, show_default=True, type=click.FloatRange(0, 1),
+              help="Flag clusters whose most distant members are this far below the threshold.")
+def tune(db, threshold, target_precision, labels_out, bins, chain_margin):
+    """Evidence for choosing a threshold: similarity histogram, kept documents per threshold for
+    both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
+    shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
+    from .engine import tune as tuning
+
+    project = _open_project(db)
+
+    def work(control):
+        graph = pipeline.load_graph(project)
+        t = threshold
+        if t is None:
+            state = json.loads(project.get_meta("ui_state") or "{}")
+            t = float(state.get("threshold", 0.8))
+        check_threshold(project, t)
+        report = tuning.report(project, graph, t, target_precision, bins=bins, margin=chain_margin)
+        written = tuning.export_labels(project, labels_out) if labels_out else None
+        return report, written
+
+    report, written = _run(work)
+    click.echo(tuning.format_report(report))
+    if labels_out:
+        click.echo(f"\nwrote {written:,} labels to {labels_out}")
