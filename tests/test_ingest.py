@@ -69,6 +69,8 @@ RECORD_ERRORS = [
     ("malformed.csv", 3, "malformed CSV", ["c1", "c3"], [3]),
     ("invalid_utf8.csv", 3, "invalid UTF-8", ["c1", "c3"], [3]),
     ("missing_column.tsv", 3, "expected 3 columns, found 4", ["t1", "t3"], [3]),
+    ("empty_id.csv", 3, 'id field "id" is empty', ["c1", "c3"], [3]),
+    ("empty_id.jsonl", 2, 'id field "id" is empty', ["j1", "j3"], [2]),
 ]
 
 # files that cannot give a single document: an error even with --skip-bad
@@ -358,6 +360,13 @@ def test_gzipped_jsonl_and_truncated_gzip(tmp_path):
     message = assert_one_error_line(cli("load", cut, "--db", tmp_path / "cut.db"), cut, None)
     assert "cannot read" in message
     assert not (tmp_path / "cut.db").exists()
+
+
+def test_csv_with_a_column_name_used_twice(tmp_path):
+    path = tmp_path / "twice.csv"
+    path.write_text("id,text,text\na,b,c\n", encoding="utf-8")
+    message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, 1)
+    assert 'column names used twice: "text"' in message
 
 
 def test_parquet_without_pyarrow_or_not_parquet(tmp_path):

@@ -103,6 +103,8 @@ def _field_id(value, line: int, id_field: str) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _Bad(line, f"id field {_show(id_field)} is {_json_type(value)}, not a string or integer")
     value = str(value)
+    if not value:
+        raise _Bad(line, f"id field {_show(id_field)} is empty")
     _check_encodable(value, line, "id")
     return value
 
@@ -192,6 +194,9 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
         if text_field not in header:
             shown = ", ".join(_show(h, 40) for h in header)
             raise CorpusError(str(path), 1, f"no {_show(text_field)} column (columns: {shown[:200]})")
+        doubled = sorted({h for h in header if header.count(h) > 1})
+        if doubled:
+            raise CorpusError(str(path), 1, f"column names used twice: {', '.join(_show(h, 40) for h in doubled)[:200]}")
         text_col = header.index(text_field)
         id_col = header.index(id_field) if id_field in header else None
         yield header  # type: ignore[misc]  # first item: the header, for the source row
@@ -217,6 +222,9 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
                 continue
             if len(row) != len(header):
                 errors.append(_Bad(line, f"expected {len(header)} columns, found {len(row)}"))
+                continue
+            if id_col is not None and not row[id_col]:
+                errors.append(_Bad(line, f"id field {_show(id_field)} is empty"))
                 continue
             doc_id = row[id_col] if id_col is not None else None
             yield Record(line, doc_id, row[text_col], json.dumps(row, ensure_ascii=False).encode("utf-8"))
