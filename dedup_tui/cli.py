@@ -137,7 +137,7 @@ def load(corpus, db, id_field, text_field, skip_bad):
         raise
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {db}")
     for path, lines in report.skipped.items():
-        shown = ", ".join(map(str, lines[:20])) + (" ..." if len(lines) > 20 else "")
+        shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
         reason = report.reasons.get(path)
         click.echo(f"skipped {len(lines):,} bad record(s) in {_one_line(path)}: lines {shown}"
                    + (f" (first: {_one_line(reason)})" if reason else ""))

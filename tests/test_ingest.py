@@ -136,6 +136,20 @@ def test_skip_bad_loads_the_good_records_and_reports_the_bad_lines(tmp_path, nam
     assert stored == [(len(ids), json.dumps(skipped))]
 
 
+def test_many_skipped_lines_are_summarised_and_all_stored(tmp_path):
+    path = tmp_path / "many_bad.jsonl"
+    lines = [json.dumps({"id": f"g{i}", "text": f"t{i}"}) if i % 2 else "{broken" for i in range(60)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "p.db"
+    result = cli("load", path, "--db", db, "--skip-bad")
+    assert result.exit_code == 0
+    bad = list(range(1, 61, 2))
+    assert f"skipped 30 bad record(s) in {path}: lines {', '.join(map(str, bad[:20]))} ... (all in the sources table)" in result.output
+    with sqlite3.connect(db) as conn:
+        assert json.loads(conn.execute("SELECT skipped_lines FROM sources").fetchone()[0]) == bad
+    assert len(documents(db)) == 30
+
+
 def test_engine_error_carries_path_and_line(tmp_path):
     project = Project(tmp_path / "p.db", create=True)
     with pytest.raises(CorpusError) as info:
