@@ -111,3 +111,11 @@ def test_fast_normalize_equals_the_regex_definition_on_every_whitespace_characte
     for ch in spaces:
         text = f"{ch}A{ch}{ch}b c{ch}"
         assert normalize(text) == re.sub(r"\s+", " ", text.lower().strip())
+
+
+def test_long_texts_take_the_regex_path_with_the_same_result():
+    from dedup_tui.engine import normalize as norm_module
+
+    text = (" Ab\u00a0 c\t\n" * (norm_module._SPLIT_MAX_CHARS // 6 + 10)) + "  "
+    assert len(text) > norm_module._SPLIT_MAX_CHARS
+    assert normalize(text) == " ".join(text.lower().split())

@@ -119,7 +119,7 @@ def pairs_in_runs(order: np.ndarray, sorted_keys: np.ndarray, max_bucket: int = 
     return np.concatenate(firsts), np.concatenate(seconds), oversized
 
 
-def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-7, bits: int = 32) -> int:
+def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits: int = 32) -> int:
     """Fewest agreeing signature positions worth an exact check.
 
     A pair of Jaccard J agrees in each position with probability J + (1 - J) / 2^bits

@@ -375,9 +375,15 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?",
                              zip(exact_of[dups].tolist(), dups.tolist()))
             conn.execute("DELETE FROM pairs")
+            # Bulk insert in primary-key order without the secondary indexes, then rebuild
+            # them: several times faster than maintaining them row by row.
+            conn.execute("DROP INDEX IF EXISTS pairs_b")
+            conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
             order = np.lexsort((b, a))
             conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
                              zip(a[order].tolist(), b[order].tolist(), j[order].tolist()))
+            conn.execute("CREATE INDEX pairs_b ON pairs(b, a)")
+            conn.execute("CREATE INDEX pairs_jaccard ON pairs(jaccard)")
             result.pairs = len(a)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start

@@ -382,6 +382,7 @@ class Estimates:
     recommended: float | None
     recommended_precision: float | None
     recommended_recall: float | None
+    recommended_precision_low: float | None = None
 
     def at(self, threshold: float) -> tuple[float, float]:
         i = int(np.argmin(np.abs(self.thresholds - threshold)))
@@ -465,11 +466,11 @@ def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, floa
         precision_low = np.where(n_at > 0, suffix_lo[start] / np.maximum(n_at, 1), 1.0)
         recall = np.where(total_dup > 0, est_dup / max(total_dup, 1e-12), 0.0)
     ok = np.flatnonzero((precision >= target - 1e-12) & (n_at > 0))
-    rec = rec_p = rec_r = None
+    rec = rec_p = rec_r = rec_lo = None
     if len(ok):
         i = int(ok[np.argmin(ts[ok])])
-        rec, rec_p, rec_r = float(ts[i]), float(precision[i]), float(recall[i])
-    return Estimates(stats, ts, precision, precision_low, recall, n_used, target, rec, rec_p, rec_r)
+        rec, rec_p, rec_r, rec_lo = float(ts[i]), float(precision[i]), float(recall[i]), float(precision_low[i])
+    return Estimates(stats, ts, precision, precision_low, recall, n_used, target, rec, rec_p, rec_r, rec_lo)
 
 
 # -- shingle size ---------------------------------------------------------------------------
@@ -789,7 +790,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
             add(f"Recommended threshold: none reaches precision {e.target:.2f} (label more pairs, or lower the target)")
         else:
             add(f"Recommended threshold for precision ≥ {e.target:.2f}: {e.recommended:.2f} "
-                f"(estimated precision {e.recommended_precision:.3f}, recall {e.recommended_recall:.3f})")
+                f"(estimated precision {e.recommended_precision:.3f}, conservative {e.recommended_precision_low:.3f}; "
+                f"recall {e.recommended_recall:.3f})")
     add("")
     add("Shingle size (reference experiment: Jaccard of a 200-word document and its copy with a fraction of characters replaced)")
     table = reference_shingle_table()
