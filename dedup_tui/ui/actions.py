@@ -47,6 +47,7 @@ MAIN_ACTIONS = [
     Act("u,ctrl+z", "undo", "Undo", "u", "decide: undo the last decision", "Decisions"),
     Act("r,ctrl+y", "redo", "Redo", "r", "decide: redo", "Decisions", show=False),
     Act("e", "export", "Export", "e", "export: write the curated corpus", "Export"),
+    Act("T", "tune", "Tune", "T", "tune: threshold tuning (distribution, labels, recommendation)", "Threshold", show=False),
 ]
 
 PAIR_ACTIONS = [
@@ -59,6 +60,31 @@ PAIR_ACTIONS = [
     Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view"),
     Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False),
+]
+
+TUNE_ACTIONS = [
+    Act("escape,q", "close", "Back", "esc", "tune: back to the clusters", "Tuning"),
+    Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning"),
+    Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning"),
+    Act("plus,equals_sign", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning"),
+    Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning"),
+    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Tuning", show=False),
+    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Tuning", show=False),
+    Act("x", "split_chain", "Split chain", "x", "tune: split the chained cluster (weakest links not dup)", "Tuning"),
+    Act("o,enter", "open_chain", "Open", "o", "tune: open the chained cluster in the main screen", "Tuning"),
+    Act("s", "save_svg", "Save SVG", "s", "tune: save the tuning screen as SVG", "Tuning"),
+    Act("j", "export_labels", "Labels JSONL", "j", "tune: export the labels as JSONL", "Tuning", show=False),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Tuning", show=False),
+]
+
+REVIEW_ACTIONS = [
+    Act("escape,q", "close", "Back", "esc", "label: back to the tuning screen", "Labelling"),
+    Act("d,y", "label('duplicate')", "Duplicate", "d", "label: this pair is a duplicate", "Labelling"),
+    Act("n", "label('not_duplicate')", "Not dup", "n", "label: this pair is not a duplicate (splits it)", "Labelling"),
+    Act("s", "label('skip')", "Skip", "s", "label: skip this pair (not counted)", "Labelling"),
+    Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling"),
+    Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False),
 ]
 
 EXTRA_KEYS = [

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..actions import EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS
+from ..actions import EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 
 
 def keys_table() -> Table:
@@ -21,7 +21,7 @@ def keys_table() -> Table:
     seen = set()
     for keys, text, section in EXTRA_KEYS:
         table.add_row(Text(keys), Text(text), Text(section))
-    for act in MAIN_ACTIONS + PAIR_ACTIONS:
+    for act in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS:
         keys = ", ".join([act.display] + [k for k in act.key.split(",")[1:] if k not in ("question_mark",)])
         if (keys, act.section) in seen:
             continue

@@ -363,7 +363,7 @@ class MainScreen(Screen):
         if action == "rescan":
             return not self.scanning
         if action in ("keep", "remove", "not_duplicate", "accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "undo", "redo"):
+                      "page", "cycle_sort", "undo", "redo", "tune"):
             return None if self.index is None else True
         return True
 
@@ -505,6 +505,11 @@ class MainScreen(Screen):
         from .pair import PairScreen
 
         self.app.push_screen(PairScreen(self, self._label, o))
+
+    def action_tune(self) -> None:
+        from .tune import TuneScreen
+
+        self.app.push_screen(TuneScreen(self))
 
     # export
     def action_export(self) -> None:

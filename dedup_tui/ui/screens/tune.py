@@ -1,0 +1,455 @@
+"""The tuning screen (distribution, sweeps, S-curve, label statistics, chaining) and the
+borderline review queue. Numbers come from engine.tune, computed in worker threads."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import WorkerState, get_current_worker
+
+from ...engine import tune as tuning
+from ...engine.lsh import candidate_probability
+from ...engine.store import Project
+from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
+from ..diff import diff
+from ..messages import DiffReady
+from ..widgets.charts import HistogramChart, LineChart
+from ..widgets.docview import DocView
+
+
+class TuneReady(Message):
+    def __init__(self, generation: int, report: tuning.TuneReport) -> None:
+        super().__init__()
+        self.generation, self.report = generation, report
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0%}" if x in (0.0, 1.0) else f"{x * 100:.1f}%"
+
+
+def stats_renderable(r: tuning.TuneReport) -> Table | Text:
+    """Label statistics, the recommendation and the shingle-size scores, as one rich table."""
+    out = Table.grid(padding=(0, 1))
+    out.add_column()
+    e = r.estimates
+    c = r.label_counts
+    head = Text()
+    head.append("Labels ", style="bold")
+    head.append(f"{c['duplicate']} duplicate · {c['not_duplicate']} not · {c['skip']} skipped")
+    out.add_row(head)
+    scan = Text()
+    scan.append("Scan ", style="bold")
+    scan.append(f"k={r.k}, floor {r.floor:.2f}; ")
+    if r.curve is None:
+        scan.append("exhaustive: every pair ≥ floor found")
+    else:
+        _xs, _ps, bands, rows = r.curve
+        p_t, p_f = candidate_probability([r.threshold, r.floor], bands, rows)
+        scan.append(f"LSH {bands}×{rows} finds a pair at the threshold with P {p_t:.3f}, at the floor {p_f:.3f}")
+    out.add_row(scan)
+    if e is None:
+        out.add_row(Text("No labels yet: press l to label pairs sampled around the threshold; "
+                         "precision, recall and a recommended threshold follow from them.", style="dim"))
+    else:
+        t = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+        for name, just in (("bin", "left"), ("pairs", "right"), ("lab.", "right"), ("prec.", "right"),
+                           ("95% Wilson", "left")):
+            t.add_column(name, justify=just, no_wrap=True)
+        for b in e.bins:
+            n = b.duplicate + b.not_duplicate
+            if not n:
+                continue
+            here = b.lo <= r.threshold < b.hi or (b.hi == 1.0 and r.threshold >= b.lo)
+            style = "bold" if here else ""
+            t.add_row(f"{b.lo:.2f}–{b.hi:.2f}", f"{b.population:,}", str(n), _pct(b.precision),
+                      f"{b.ci[0]:.2f}–{b.ci[1]:.2f}", style=style)
+        out.add_row(t)
+        p, rec = e.at(r.threshold)
+        now = Text()
+        now.append(f"At {r.threshold:.2f}: ", style="bold")
+        now.append(f"precision ≈ {_pct(p)}, recall ≈ {_pct(rec)}")
+        out.add_row(now)
+        recommend = Text()
+        recommend.append(f"Target {e.target:.0%} (+/-): ", style="bold")
+        if e.recommended is None:
+            recommend.append("no threshold reaches it yet", style="italic")
+        else:
+            recommend.append(f"{e.recommended:.2f}", style="bold reverse")
+            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (≥ {_pct(e.recommended_precision_low)} "
+                             f"from the Wilson bounds), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
+        out.add_row(recommend)
+    if r.shingles:
+        s = Text()
+        s.append("Shingle size on your labels ", style="bold")
+        s.append("(ROC AUC · best F1)\n", style="dim")
+        best = max((x for x in r.shingles if x.auc is not None), key=lambda x: x.auc, default=None)
+        for sc in r.shingles:
+            style = "bold" if best is not None and sc.k == best.k else ""
+            auc = "—" if sc.auc is None else f"{sc.auc:.3f}"
+            f1 = "—" if sc.f1 is None else f"{sc.f1:.2f}"
+            s.append(f" k={sc.k}: {auc} · {f1}{' ← scan' if sc.k == r.k else ''}\n", style=style)
+        out.add_row(s)
+    return out
+
+
+class TuneScreen(Screen):
+    BINDINGS = [a.binding() for a in TUNE_ACTIONS]
+    ACTIONS = TUNE_ACTIONS
+    NARROW = 110
+
+    def __init__(self, main) -> None:
+        super().__init__()
+        self.main = main
+        self.report: tuning.TuneReport | None = None
+        self.target = tuning.DEFAULT_TARGET_PRECISION
+        self._generation = 0
+        self.svg_path = main.spec.db.with_name(main.spec.db.name.split(".")[0] + ".tuning.svg")
+        self.labels_path = main.spec.db.with_name(main.spec.db.name.split(".")[0] + ".labels.jsonl")
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="tune-header")
+        with Container(id="tune-body"):
+            with Vertical(id="tune-plots"):
+                yield HistogramChart("Pair similarities (log scale)", id="hist")
+                yield LineChart("Kept documents vs threshold", id="sweep")
+            with Vertical(id="tune-side"):
+                with VerticalScroll(id="tune-stats-scroll"):
+                    yield Static("", id="tune-stats")
+                yield Static("", id="chains-title", classes="pane-title")
+                yield DataTable(id="chains", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#chains", DataTable)
+        table.add_columns("cluster (kept)", "size", "weakest", "most distant pair", "cut")
+        self.update_header()
+        self.refresh_report()
+        table.focus()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+
+    def on_screen_resume(self) -> None:
+        if self.report is not None:
+            self.refresh_report()
+
+    # -- computing ------------------------------------------------------------------------
+    def refresh_report(self) -> None:
+        self._generation += 1
+        self.update_header()
+        self.compute(self._generation, self.main.threshold, self.target)
+
+    @work(thread=True, exclusive=True, group="tune", exit_on_error=False)
+    def compute(self, generation: int, threshold: float, target: float) -> None:
+        project = Project(self.main.spec.db)
+        try:
+            report = tuning.report(project, self.main.graph, threshold, target)
+        finally:
+            project.close()
+        if not get_current_worker().is_cancelled:
+            self.post_message(TuneReady(generation, report))
+
+    def on_tune_ready(self, message: TuneReady) -> None:
+        if message.generation != self._generation:
+            return
+        self.report = r = message.report
+        curve = None
+        if r.curve is not None:
+            _xs, _ps, bands, rows = r.curve
+            curve = lambda s: candidate_probability(s, bands, rows)  # noqa: E731
+        hist = self.query_one("#hist", HistogramChart)
+        title = Text("Similarities ", style="bold")
+        title.append(f"{r.pairs:,} pairs (log)", style="dim")
+        if r.curve is not None:
+            title.append("  • ", style=hist.style_of("curve"))
+            title.append("S-curve ", style="bold")
+            title.append(f"{r.curve[2]}×{r.curve[3]}: P(found)", style="dim")
+        else:
+            title.append("  exhaustive scan: all found", style="dim")
+        hist.chart_title = title
+        hist.set_data(self.main.graph.jaccard, r.floor, 1.0, curve, r.threshold)
+        sweep = self.query_one("#sweep", LineChart)
+        k_c, k_g = r.sweep.at(r.threshold)
+        st = Text("Kept documents ", style="bold")
+        st.append("● components", style=sweep.style_of("a"))
+        st.append(f" {k_c:,}  ")
+        st.append("◆ greedy", style=sweep.style_of("b"))
+        st.append(f" {k_g:,}  at {r.threshold:.2f}")
+        sweep.chart_title = st
+        sweep.set_data(r.sweep.thresholds, [r.sweep.components, r.sweep.greedy], r.threshold)
+        self.query_one("#tune-stats", Static).update(stats_renderable(r))
+        self.fill_chains()
+        self.update_header()
+
+    def fill_chains(self) -> None:
+        r = self.report
+        table = self.query_one("#chains", DataTable)
+        row = table.cursor_row
+        table.clear()
+        for i, ch in enumerate(r.chains):
+            weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
+            table.add_row(Text(ch.label_id), f"{ch.size:,}", weakest,
+                          Text(f"{ch.far_ids[0]} / {ch.far_ids[1]}"), str(len(ch.cut)), key=str(i))
+        if r.chains:
+            table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
+        title = Text()
+        title.append(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
+        title.append(f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", style="dim")
+        self.query_one("#chains-title", Static).update(title)
+
+    def update_header(self) -> None:
+        t = Text()
+        t.append(" TUNING ", style="reverse bold")
+        t.append(f" threshold {self.main.threshold:.2f} ", style="bold")
+        t.append(f"({self.main.policy}, [ ] moves it) · target precision {self.target:.0%} (+ -)", style="dim")
+        e = self.report.estimates if self.report is not None else None
+        if e is not None and e.recommended is not None:
+            t.append("  recommended ", style="dim")
+            t.append(f"{e.recommended:.2f}", style="bold")
+            t.append(" (a)", style="dim")
+        if self.report is None or self.report.threshold != self.main.threshold or (
+                self.report.estimates is not None and self.report.estimates.target != self.target):
+            t.append("  computing…", style="dim italic")
+        t.append("\nl: label borderline pairs · s: save SVG · j: labels JSONL · esc: back", style="dim")
+        self.query_one("#tune-header", Static).update(t)
+
+    def on_worker_state_changed(self, event) -> None:
+        if event.state == WorkerState.ERROR and event.worker.group == "tune":
+            self.notify(f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error",
+                        markup=False, timeout=10)
+
+    # -- actions ---------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "apply":
+            e = self.report.estimates if self.report is not None else None
+            return None if e is None or e.recommended is None else True
+        if action in ("split_chain", "open_chain"):
+            return None if self.report is None or not self.report.chains else True
+        return True
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_review(self) -> None:
+        self.app.push_screen(ReviewScreen(self.main, self.main.threshold))
+
+    def action_apply(self) -> None:
+        e = self.report.estimates if self.report is not None else None
+        if e is None or e.recommended is None:
+            self.notify("No recommendation yet: label pairs first (l)", severity="warning")
+            return
+        self.main.set_threshold(e.recommended)
+        self.notify(f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
+                    f"recall {_pct(e.recommended_recall)}", timeout=4)
+        self.refresh_report()
+
+    def action_threshold(self, delta: float) -> None:
+        self.main.action_threshold(delta)
+        self.refresh_report()
+
+    def action_target(self, delta: float) -> None:
+        self.target = round(min(max(self.target + delta, 0.5), 0.999), 3)
+        self.refresh_report()
+
+    def selected_chain(self) -> tuning.Chain | None:
+        table = self.query_one("#chains", DataTable)
+        if self.report is None or not self.report.chains or table.row_count == 0:
+            return None
+        return self.report.chains[min(table.cursor_row, len(self.report.chains) - 1)]
+
+    def action_split_chain(self) -> None:
+        ch = self.selected_chain()
+        if ch is None:
+            return
+        n = tuning.split_chain(self.main.project, ch, self.main.threshold, self.main.policy, author=self.app.author)
+        self.notify(f"Split {ch.label_id}'s cluster: {n} links marked not a duplicate (u on the main screen undoes)",
+                    markup=False, timeout=4)
+        self.main.schedule_recluster()
+        self.refresh_report()
+
+    def action_open_chain(self) -> None:
+        ch = self.selected_chain()
+        if ch is None:
+            return
+        main = self.main
+        main._focus_doc = ch.label
+        if main.policy != "components":
+            main.policy = "components"
+            main._remember_state()
+            self.notify("Chains are components clusters: policy switched to components", timeout=3)
+            main.schedule_recluster()
+        elif main.index is not None:
+            main.show_page(keep_selection=True)
+        self.dismiss()
+
+    def action_save_svg(self) -> None:
+        path = self.app.save_screenshot(filename=self.svg_path.name, path=str(self.svg_path.parent))
+        self.notify(f"Saved {path}", markup=False, timeout=4)
+
+    def action_export_labels(self) -> None:
+        n = tuning.export_labels(self.main.project, self.labels_path)
+        self.notify(f"Wrote {n:,} labels to {self.labels_path}", markup=False, timeout=4)
+
+
+class ReviewScreen(Screen):
+    """Pairs sampled around the threshold, one at a time: d duplicate, n not, s skip."""
+
+    BINDINGS = [a.binding() for a in REVIEW_ACTIONS]
+    ACTIONS = REVIEW_ACTIONS
+    NARROW = 100
+    SYNC_DIFF_CHARS = 20_000  # shorter pairs are diffed at once, longer ones in a worker
+
+    def __init__(self, main, threshold: float) -> None:
+        super().__init__()
+        self.main = main
+        self.threshold = threshold
+        self.queue: list[tuning.QueuePair] = []
+        self.pos = 0
+        self.done: list[tuple[str, str, str]] = []  # (a_id, b_id, label) in this session
+        self.changed_decisions = False
+        self.layout_choice: str | None = None
+        self.current: tuning.QueuePair | None = None
+        self._ids: tuple[str, str] = ("", "")
+        self._round = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="review-header")
+        with Container(id="pair-body"):
+            with Vertical(classes="side"):
+                yield Static("", id="left-title", classes="pane-title")
+                yield DocView(id="left-doc")
+            with Vertical(classes="side"):
+                yield Static("", id="right-title", classes="pane-title")
+                yield DocView(id="right-doc")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refill()
+        self.show_next()
+        self.query_one("#right-doc", DocView).focus()
+
+    def on_resize(self) -> None:
+        stacked = self.size.width < self.NARROW if self.layout_choice is None else self.layout_choice == "stacked"
+        self.set_class(stacked, "-stacked")
+
+    def _labelled_ords(self) -> set[tuple[int, int]]:
+        from ...engine.decisions import _ords_for_ids
+
+        labs = tuning.labels(self.main.project)
+        ords = _ords_for_ids(self.main.project, [x.a_id for x in labs] + [x.b_id for x in labs])
+        return {(ords[x.a_id], ords[x.b_id]) for x in labs if x.a_id in ords and x.b_id in ords}
+
+    def refill(self) -> None:
+        floor, exclude = self.main.floor, self._labelled_ords()
+        for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
+            self.queue = tuning.review_queue(self.main.graph, self.threshold, floor, per_bin=10, span=span,
+                                             exclude=exclude, seed=self._round)
+            if self.queue:
+                break
+        self._round += 1
+        self.pos = 0
+
+    def show_next(self) -> None:
+        if self.pos >= len(self.queue):
+            self.refill()
+        if not self.queue:
+            self.current = None
+            self.query_one("#left-doc", DocView).set_document("")
+            self.query_one("#right-doc", DocView).set_document("")
+            self.update_header("Every stored pair is labelled. esc: back to the tuning screen.")
+            return
+        q = self.current = self.queue[self.pos]
+        project = self.main.project
+        self._ids = tuple(project.ids_for([q.a, q.b]))
+        left, right = project.texts_for([q.a, q.b])
+        lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
+        key = (q.a, q.b)
+        if len(left) + len(right) <= self.SYNC_DIFF_CHARS:
+            result = diff(left, right)
+            lv.set_document(left, result.left)
+            rv.set_document(right, result.right)
+        else:
+            lv.set_document(left)
+            rv.set_document(right)
+            self.compute_diff(key, left, right)
+        for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
+            t = Text()
+            t.append(f"{side}: ", style="dim")
+            t.append(doc_id, style="bold")
+            self.query_one(f"#{side}-title", Static).update(t)
+        self.update_header()
+
+    @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
+    def compute_diff(self, key: tuple, left: str, right: str) -> None:
+        result = diff(left, right)
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffReady(key, result))
+
+    def on_diff_ready(self, message: DiffReady) -> None:
+        if self.current is not None and message.key == (self.current.a, self.current.b):
+            self.query_one("#left-doc", DocView).set_spans(message.result.left)
+            self.query_one("#right-doc", DocView).set_spans(message.result.right)
+
+    def update_header(self, note: str | None = None) -> None:
+        t = Text()
+        t.append(" LABEL ", style="reverse bold")
+        q = self.current
+        if q is not None:
+            edges = tuning.bin_edges(self.main.floor)
+            t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
+            t.append(f" bin {edges[q.bin]:.2f}–{edges[q.bin + 1]:.2f} · threshold {self.threshold:.2f} · "
+                     f"pair {self.pos + 1}/{len(self.queue)}", style="dim")
+        counts = {lab: sum(1 for *_x, lab_ in self.done if lab_ == lab) for lab in tuning.LABELS}
+        t.append(f" · this session: {counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped",
+                 style="dim")
+        t.append("\n")
+        t.append(note or "d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back",
+                 style="italic" if note else "dim")
+        self.query_one("#review-header", Static).update(t)
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_label(self, label: str) -> None:
+        q = self.current
+        if q is None:
+            return
+        tuning.set_label(self.main.project, self._ids[0], self._ids[1], label, q.similarity, self.threshold,
+                         self.main.policy, author=self.app.author)
+        self.done.append((self._ids[0], self._ids[1], label))
+        if label == "not_duplicate":
+            self.changed_decisions = True
+        self.pos += 1
+        self.show_next()
+
+    def action_undo_label(self) -> None:
+        if not self.done:
+            self.notify("No label to take back in this session", severity="warning")
+            return
+        a_id, b_id, label = self.done.pop()
+        tuning.remove_label(self.main.project, a_id, b_id)
+        if label == "not_duplicate":
+            self.changed_decisions = True
+        # show that pair again
+        ords = self.main.project.conn.execute(
+            "SELECT ord FROM documents WHERE doc_id IN (?, ?) ORDER BY ord", (a_id, b_id)).fetchall()
+        a, b = ords[0][0], ords[1][0]
+        back = next((i for i, q in enumerate(self.queue) if (q.a, q.b) == (a, b)), None)
+        if back is not None:
+            self.pos = back
+        self.show_next()
+        self.notify(f"Took back: {label} for {a_id} / {b_id}", markup=False, timeout=2)
+
+    def action_toggle_layout(self) -> None:
+        self.layout_choice = "side" if self.has_class("-stacked") else "stacked"
+        self.on_resize()
+
+    def action_close(self) -> None:
+        if self.changed_decisions:
+            self.main.schedule_recluster()
+        self.dismiss()

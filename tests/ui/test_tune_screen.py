@@ -1,0 +1,145 @@
+"""Pilot tests for the tuning screen and the borderline review queue."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dedup_tui.engine import decisions
+from dedup_tui.engine import tune as tuning
+from dedup_tui.engine.pipeline import load_graph
+from dedup_tui.engine.store import Project
+from dedup_tui.ui.app import create_app
+from dedup_tui.ui.screens.main import MainScreen
+from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+from dedup_tui.ui.widgets.docview import DocView
+
+from ..test_tune import CHAIN
+from .conftest import settle, write_corpus
+
+
+async def open_tuning(pilot) -> TuneScreen:
+    await settle(pilot)
+    await pilot.press("T")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, TuneScreen) and screen.report is not None
+    return screen
+
+
+async def test_label_keys(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        tune_screen = await open_tuning(pilot)
+        main = app.main
+        project = main.project
+        await pilot.press("l")
+        review = app.screen
+        assert isinstance(review, ReviewScreen) and review.current is not None
+        seen = []
+        for key, label in (("d", "duplicate"), ("n", "not_duplicate"), ("s", "skip")):
+            q = review.current
+            ids = project.ids_for([q.a, q.b])
+            seen.append((tuple(ids), label))
+            await pilot.press(key)
+            # the next pair is on screen at once, with its diff
+            nxt = review.current
+            assert nxt is not None and (nxt.a, nxt.b) != (q.a, q.b)
+            left, right = project.texts_for([nxt.a, nxt.b])
+            assert review.query_one("#right-doc", DocView).text == right
+            assert review.query_one("#left-doc", DocView).text == left
+            assert review.query_one("#right-doc", DocView)._spans or left == right
+        stored = {(x.a_id, x.b_id): x.label for x in tuning.labels(project)}
+        assert stored == {ids: label for ids, label in seen}
+        # "not a duplicate" is a decision: the pair is split
+        (na, nb), _ = seen[1]
+        active = [(d.kind, d.doc_id, d.other_id, d.author) for d in decisions.active(project)]
+        assert active == [("not_duplicate", na, nb, "tester")]
+        # u takes back the last label and shows that pair again
+        await pilot.press("u")
+        assert (tuple(project.ids_for([review.current.a, review.current.b])), "skip") == seen[2]
+        assert len(tuning.labels(project)) == 2
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is tune_screen
+        assert tune_screen.report.label_counts == {"duplicate": 1, "not_duplicate": 1, "skip": 0}
+        o = decisions._ords_for_ids(project, [na, nb])
+        assert (o[na], o[nb]) in main.index.overrides.split_pairs
+
+
+async def test_apply_recommended_threshold(corpus, tmp_path):
+    from dedup_tui.ui.launch import prepare
+
+    spec = prepare(corpus)
+    # a scanned project with every stored pair labelled: duplicates from 0.75 up
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+    project = Project(spec.db)
+    graph = load_graph(project)
+    ids = project.ids_for(list(range(graph.n)))
+    for a, b, j in zip(graph.a.tolist(), graph.b.tolist(), graph.jaccard.tolist()):
+        tuning.set_label(project, ids[a], ids[b], "duplicate" if j >= 0.75 else "not_duplicate", j, author="tester")
+    project.close()
+    app = create_app(spec.db, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await open_tuning(pilot)
+        main = app.main
+        e = screen.report.estimates
+        assert e is not None and e.recommended is not None and e.recommended != main.threshold
+        assert 0.7 <= e.recommended <= 0.8
+        await pilot.press("a")
+        await settle(pilot)
+        assert main.threshold == e.recommended and main.index.threshold == e.recommended
+        c = decisions.cluster_with_decisions(main.project, main.graph, e.recommended, main.policy)
+        assert (main.index.counts.kept, main.index.counts.clusters) == (c.kept_count, c.cluster_count)
+        assert screen.report.threshold == e.recommended
+        # the target precision moves the recommendation; the plots export as SVG
+        await pilot.press("plus", "plus")
+        await settle(pilot)
+        assert screen.report.estimates.target == 0.97
+        await pilot.press("s")
+        assert screen.svg_path.exists() and screen.svg_path.read_text().startswith("<svg")
+        await pilot.press("j")
+        assert len(screen.labels_path.read_text().splitlines()) == len(graph.jaccard)
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_palette_opens_tuning(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"tune: threshold")
+        for _ in range(5):
+            await pilot.pause()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, TuneScreen)
+
+
+async def test_split_and_open_chain(tmp_path):
+    corpus = write_corpus(tmp_path / "chain.jsonl", [{"id": i, "text": t} for i, t in CHAIN])
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.set_threshold(0.7)
+        screen = await open_tuning(pilot)
+        chains = screen.report.chains
+        assert [ch.label_id for ch in chains] == ["c0"]
+        far = chains[0].far
+        await pilot.press("x")
+        await settle(pilot)
+        assert main.index.clustering.cluster[far[0]] != main.index.clustering.cluster[far[1]]
+        # split in two: what is still flagged is a smaller chain
+        assert all(ch.size < 7 for ch in screen.report.chains)
+        # o opens a flagged cluster in the main screen (switching to components): use the old list
+        main.policy = "greedy"
+        screen.report.chains[:] = chains
+        screen.fill_chains()
+        await pilot.press("o")
+        await settle(pilot)
+        assert isinstance(app.screen, MainScreen) and main.policy == "components"
+        assert np.any(main.index.labels == main._label)
