@@ -115,3 +115,38 @@ def test_connected_labels_match_a_plain_union_find():
         rx, ry = find(x), find(y)
         parent[max(rx, ry)] = min(rx, ry)
     assert labels.tolist() == [find(x) for x in range(n)]
+
+
+def _plain_greedy(n, a, b, j):
+    kept = [True] * n
+    keeper = [-1] * n
+    best = [None] * n
+    edges = sorted(zip(b.tolist(), a.tolist(), j.tolist()))
+    for doc in range(n):
+        sims = [(s, -src) for dst, src, s in edges if dst == doc and kept[src]]
+        if sims:
+            s, neg = max(sims)
+            kept[doc], keeper[doc], best[doc] = False, -neg, s
+    return keeper, best
+
+
+@pytest.mark.parametrize("shape", ["random", "chain"])
+def test_vectorised_greedy_equals_the_plain_loop(shape):
+    from dedup_tui.engine.cluster import greedy_keepers
+
+    rng = np.random.default_rng(1)
+    if shape == "chain":  # longer than the vectorised rounds: finished by the loop
+        n = 300
+        a, b = np.arange(n - 1), np.arange(1, n)
+        j = np.round(rng.uniform(0.5, 1.0, n - 1), 2)
+    else:
+        n = 400
+        x, y = rng.integers(0, n, 900), rng.integers(0, n, 900)
+        keep = x != y
+        pairs = {(min(p), max(p)) for p in zip(x[keep].tolist(), y[keep].tolist())}
+        a, b = map(np.array, zip(*sorted(pairs)))
+        j = np.round(rng.uniform(0.5, 1.0, len(a)), 2)  # rounded: ties on similarity happen
+    keeper, best = greedy_keepers(n, a, b, j)
+    want_keeper, want_best = _plain_greedy(n, a, b, j)
+    assert keeper.tolist() == want_keeper
+    assert [None if np.isnan(v) else v for v in best] == want_best

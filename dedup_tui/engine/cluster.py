@@ -105,6 +105,64 @@ def _pair_lookup(a: np.ndarray, b: np.ndarray, j: np.ndarray, n: int):
     return lookup
 
 
+_UNDECIDED, _KEPT, _REMOVED = 0, 1, 2
+# Rounds of the vectorised greedy pass before the rest is finished by a plain loop (a long
+# chain of documents each similar only to the previous one needs one round per link).
+_MAX_ROUNDS = 64
+
+
+def greedy_keepers(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The keep-first greedy pass over edges a < b (all >= the threshold).
+
+    Returns (keeper per node or -1, similarity to it). A document is removed as soon as one
+    earlier neighbour is known to be kept, and kept once every earlier neighbour is decided
+    and none is kept; each vectorised round decides at least the earliest undecided
+    document. The keeper is the kept neighbour of highest similarity, the earliest on ties.
+    """
+    state = np.zeros(n, dtype=np.int8)
+    ea, eb = a, b
+    for _ in range(_MAX_ROUNDS):
+        if not len(eb):
+            break
+        src = state[ea]
+        removed_now = np.zeros(n, dtype=bool)
+        removed_now[eb[src == _KEPT]] = True
+        waiting = np.bincount(eb[src == _UNDECIDED], minlength=n) > 0
+        undecided = state == _UNDECIDED
+        state[undecided & removed_now] = _REMOVED
+        state[undecided & ~removed_now & ~waiting] = _KEPT
+        open_edges = state[eb] == _UNDECIDED
+        ea, eb = ea[open_edges], eb[open_edges]
+    else:
+        _greedy_loop(state, ea, eb)
+    state[state == _UNDECIDED] = _KEPT  # documents with no earlier neighbour
+    keeper = np.full(n, -1, dtype=np.int64)
+    best = np.full(n, np.nan)
+    use = (state[b] == _REMOVED) & (state[a] == _KEPT)
+    ua, ub, uj = a[use], b[use], j[use]
+    order = np.lexsort((ua, -uj, ub))
+    ua, ub, uj = ua[order], ub[order], uj[order]
+    first = np.ones(len(ub), dtype=bool)
+    first[1:] = ub[1:] != ub[:-1]
+    keeper[ub[first]] = ua[first]
+    best[ub[first]] = uj[first]
+    return keeper, best
+
+
+def _greedy_loop(state: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Finish the greedy pass in corpus order over the edges still open."""
+    order = np.lexsort((a, b))
+    a_l, b_l = a[order].tolist(), b[order].tolist()
+    i, m = 0, len(b_l)
+    while i < m:
+        doc = b_l[i]
+        removed = False
+        while i < m and b_l[i] == doc:
+            removed = removed or state[a_l[i]] == _KEPT
+            i += 1
+        state[doc] = _REMOVED if removed else _KEPT
+
+
 def cluster(graph: PairGraph, threshold: float, policy: str = "components",
             split_pairs: set[tuple[int, int]] | None = None) -> Clustering:
     """Cluster every document at `threshold`; split_pairs (ord pairs, a < b) are never joined."""
@@ -132,23 +190,11 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
             # above the threshold that joined the component.
             similarity[idx] = _pair_lookup(graph.a, graph.b, graph.jaccard, n)(keeper[idx], idx)
     else:
-        kept = np.ones(n, dtype=bool)
-        order = np.lexsort((a, b))  # by later doc, then earlier doc (corpus order)
-        a_l, b_l, j_l = a[order].tolist(), b[order].tolist(), j[order].tolist()
-        i, m = 0, len(b_l)
-        while i < m:
-            doc = b_l[i]
-            best, best_a = -1.0, -1
-            while i < m and b_l[i] == doc:
-                other = a_l[i]
-                if kept[other] and j_l[i] > best:
-                    best, best_a = j_l[i], other
-                i += 1
-            if best_a >= 0:
-                kept[doc] = False
-                keeper[doc] = best_a
-                similarity[doc] = best
-                reason[doc] = NEAR
+        keeper_of, best = greedy_keepers(n, a, b, j)
+        removed = keeper_of >= 0
+        keeper[removed] = keeper_of[removed]
+        similarity[removed] = best[removed]
+        reason[removed] = NEAR
     # Exact duplicates collapse first: removed against their first copy, whatever happened to it.
     dup = np.flatnonzero(graph.exact_of >= 0)
     keeper[dup] = graph.exact_of[dup]
