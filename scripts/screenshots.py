@@ -4,7 +4,8 @@
     python scripts/screenshots.py [--out screenshots] [--size 120x36]
 
 Writes SVG (Textual's own export) and, when `rsvg-convert` is installed, PNG beside it:
-main, main-light, pair, scan (a scan in progress), export (the dialog), help.
+main, main-light, pair, scan (a scan in progress), export (the dialog), help, tune (the tuning
+screen after labelling a few borderline pairs) and review (the labelling queue).
 """
 
 from __future__ import annotations
@@ -67,6 +68,34 @@ async def main_screens(corpus: Path, out: Path, size: tuple[int, int]) -> None:
         app.theme = "textual-light"
         await pilot.pause()
         save(app, out, "main-light")
+        app.theme = "textual-dark"
+        await tuning_screens(pilot, out)
+
+
+async def tuning_screens(pilot, out: Path) -> None:
+    """The tuning screen after a reviewer labelled 40 borderline pairs, then the review queue.
+
+    The stand-in reviewer calls a pair a duplicate from Jaccard 0.75 up (the sample's edited
+    copies), so the screenshot shows label statistics and a recommendation.
+    """
+    app = pilot.app
+    await pilot.press("T")
+    await settle(pilot)
+    await pilot.press("l")
+    await pilot.pause()
+    for _ in range(40):
+        q = app.screen.current
+        if q is None:
+            break
+        await pilot.press("d" if q.similarity >= 0.75 else "n")
+    await pilot.press("escape")
+    await settle(pilot)
+    save(app, out, "tune")
+    await pilot.press("l")
+    await pilot.pause()
+    save(app, out, "review")
+    await pilot.press("escape")
+    await settle(pilot)
 
 
 async def scan_screen(corpus: Path, out: Path, size: tuple[int, int]) -> None:

@@ -82,8 +82,8 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
             recommend.append("no threshold reaches it yet", style="italic")
         else:
             recommend.append(f"{e.recommended:.2f}", style="bold reverse")
-            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (≥ {_pct(e.recommended_precision_low)} "
-                             f"from the Wilson bounds), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
+            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
+                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
         out.add_row(recommend)
     if r.shingles:
         s = Text()
@@ -187,6 +187,7 @@ class TuneScreen(Screen):
         self.query_one("#tune-stats", Static).update(stats_renderable(r))
         self.fill_chains()
         self.update_header()
+        self.refresh_bindings()
 
     def fill_chains(self) -> None:
         r = self.report
