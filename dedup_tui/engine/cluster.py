@@ -31,6 +31,17 @@ class PairGraph:
     b: np.ndarray  # int64 later ord
     jaccard: np.ndarray  # float64
 
+    def sorted_keys(self) -> np.ndarray:
+        """a * n + b for every pair; load_graph returns pairs sorted by (a, b), so these are
+        sorted and searchsorted finds a pair's index."""
+        if getattr(self, "_keys", None) is None:
+            keys = self.a * self.n + self.b
+            if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
+                order = np.argsort(keys, kind="stable")
+                self.a, self.b, self.jaccard, keys = self.a[order], self.b[order], self.jaccard[order], keys[order]
+            self._keys = keys
+        return self._keys
+
     def at_least(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keep = self.jaccard >= threshold
         return self.a[keep], self.b[keep], self.jaccard[keep]
@@ -86,20 +97,18 @@ def connected_min_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             parent = grand
 
 
-def _pair_lookup(a: np.ndarray, b: np.ndarray, j: np.ndarray, n: int):
+def _pair_lookup(graph: PairGraph):
     """A function (x, y arrays with x < y) -> stored Jaccard or nan."""
-    keys = a.astype(np.int64) * n + b.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
-    sk, sj = keys[order], j[order]
+    keys = graph.sorted_keys()
 
     def lookup(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        q = x.astype(np.int64) * n + y.astype(np.int64)
-        pos = np.searchsorted(sk, q)
-        pos_c = np.minimum(pos, max(len(sk) - 1, 0))
-        found = (len(sk) > 0) & (sk[pos_c] == q) if len(sk) else np.zeros(len(q), bool)
-        out = np.full(len(q), np.nan)
-        if len(sk):
-            out[found] = sj[pos_c[found]]
+        out = np.full(len(x), np.nan)
+        if not len(keys):
+            return out
+        q = x.astype(np.int64) * graph.n + y.astype(np.int64)
+        pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+        found = keys[pos] == q
+        out[found] = graph.jaccard[pos[found]]
         return out
 
     return lookup
@@ -188,7 +197,7 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
         if len(idx):
             # Any stored pair (>= floor) gives the similarity to the keeper, not only those
             # above the threshold that joined the component.
-            similarity[idx] = _pair_lookup(graph.a, graph.b, graph.jaccard, n)(keeper[idx], idx)
+            similarity[idx] = _pair_lookup(graph)(keeper[idx], idx)
     else:
         keeper_of, best = greedy_keepers(n, a, b, j)
         removed = keeper_of >= 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sqlite3
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -347,6 +348,13 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     control = control or Control()
     if project.document_count() == 0:
         raise ProjectError(f"{project.path}: no documents loaded (run dedup-tui load first)")
+    from .store import WriteGuard
+
+    # Refused while a review app in another process has the project open; held until the end.
+    guard = WriteGuard(project.path).acquire()
+    # A scan killed mid-way left only its 'running' row (its results are written in one
+    # transaction at the end): record it as interrupted; this scan starts from scratch.
+    project.mark_interrupted(project.interrupted_runs("scan"))
     run_id = project.start_run("scan", asdict(settings))
     result = ScanResult()
     t_start = time.perf_counter()
@@ -384,6 +392,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
                              zip(a[order].tolist(), b[order].tolist(), j[order].tolist()))
             conn.execute("CREATE INDEX pairs_b ON pairs(b, a)")
             conn.execute("CREATE INDEX pairs_jaccard ON pairs(jaccard)")
+            _write_pair_arrays(conn, a[order], b[order], j[order])
             result.pairs = len(a)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
@@ -398,6 +407,8 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
         runner.close()
         project.finish_run(run_id, "failed", result.timings, _counts(result))
         raise
+    finally:
+        guard.release()
     return result
 
 
@@ -407,8 +418,45 @@ def _counts(result: ScanResult) -> dict:
     return d
 
 
+_PAIR_ARRAY_CHUNK = 4_000_000
+
+
+def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+    """A packed copy of `pairs` (sorted by a, b) that opens in milliseconds; `pairs` stays
+    the readable source and this table is rewritten with it by every scan."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS pair_arrays (chunk INTEGER PRIMARY KEY, a BLOB NOT NULL, "
+        "b BLOB NOT NULL, jaccard BLOB NOT NULL)"
+    )
+    conn.execute("DELETE FROM pair_arrays")
+    for chunk, s in enumerate(range(0, len(a), _PAIR_ARRAY_CHUNK)):
+        conn.execute(
+            "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
+            (chunk, a[s : s + _PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
+             b[s : s + _PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
+             j[s : s + _PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
+        )
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('pair_arrays_count', ?)", (str(len(a)),))
+
+
+def _read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    expected = project.get_meta("pair_arrays_count")
+    if expected is None:
+        return None
+    try:
+        rows = project.conn.execute("SELECT a, b, jaccard FROM pair_arrays ORDER BY chunk").fetchall()
+    except sqlite3.OperationalError:
+        return None
+    a = np.concatenate([np.frombuffer(r[0], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
+    b = np.concatenate([np.frombuffer(r[1], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
+    j = np.concatenate([np.frombuffer(r[2], "<f8") for r in rows]) if rows else np.empty(0, np.float64)
+    if len(a) != int(expected):
+        return None
+    return a.astype(np.int64), b.astype(np.int64), j.astype(np.float64)
+
+
 def load_graph(project: Project) -> PairGraph:
-    """The stored scan as arrays, for clustering at any threshold >= floor."""
+    """The stored scan as arrays (pairs sorted by a, b), for clustering at any threshold."""
     if project.scan_state == "none":
         raise ProjectError(f"{project.path}: not scanned yet (run dedup-tui scan)")
     n = project.next_ord()
@@ -417,7 +465,10 @@ def load_graph(project: Project) -> PairGraph:
     if rows:
         arr = np.array(rows, dtype=np.int64)
         exact_of[arr[:, 0]] = arr[:, 1]
-    pr = project.conn.execute("SELECT a, b, jaccard FROM pairs").fetchall()
+    packed = _read_pair_arrays(project)
+    if packed is not None:
+        return PairGraph(n, exact_of, *packed)
+    pr = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     if pr:
         a = np.fromiter((r[0] for r in pr), np.int64, len(pr))
         b = np.fromiter((r[1] for r in pr), np.int64, len(pr))
