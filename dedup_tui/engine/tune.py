@@ -160,16 +160,16 @@ def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
             if bits:
                 blocked[y] = blocked.get(y, 0) | (bits & ((1 << r) - 1))
     reps = np.flatnonzero(graph.exact_of < 0)
+    # a document is removed at t when something kept at t blocked it; only blocked ones count
+    gone = [blocked.get(doc, 0) if doc not in kept_bits else all_bits & ~kept_bits[doc]
+            for doc in (blocked.keys() | kept_bits.keys())]
+    gone = [g for g in gone if g]
     removed_at = np.zeros(len(ts), dtype=np.int64)
-    for doc in reps.tolist():
-        bits = kept_bits.get(doc)
-        if bits is None:
-            bits = all_bits & ~blocked.get(doc, 0)
-        gone = all_bits & ~bits
-        while gone:
-            low = gone & -gone
-            removed_at[low.bit_length() - 1] += 1
-            gone ^= low
+    for start in range(0, len(ts), 62):
+        width = min(62, len(ts) - start)
+        chunk = np.fromiter(((g >> start) & ((1 << width) - 1) for g in gone), np.uint64, len(gone))
+        for i in range(width):
+            removed_at[start + i] = int(((chunk >> np.uint64(i)) & np.uint64(1)).sum())
     kept_sorted = len(reps) - removed_at
     out = np.empty(len(ts), dtype=np.int64)
     out[order_t] = kept_sorted

@@ -90,6 +90,8 @@ class HistogramChart(Chart):
         self.lo, self.hi = 0.0, 1.0
         self.curve = None  # callable: similarity array -> probability array
         self.marker: float | None = None
+        self._cache_key: tuple | None = None
+        self._counts = np.zeros(0, dtype=np.int64)
 
     def set_data(self, values: np.ndarray, lo: float, hi: float, curve=None, marker: float | None = None) -> None:
         self.values, self.lo, self.hi, self.curve, self.marker = values, lo, hi, curve, marker
@@ -103,7 +105,12 @@ class HistogramChart(Chart):
         if self.values is None:
             return None
         edges = np.linspace(self.lo, self.hi, width + 1)
-        counts = np.histogram(np.clip(self.values, self.lo, self.hi), bins=edges)[0] if len(self.values) else np.zeros(width)
+        key = (width, id(self.values), self.lo, self.hi)
+        if self._cache_key != key:  # rendering again (a marker move, a resize of height) reuses the counts
+            self._cache_key = key
+            self._counts = (np.histogram(np.clip(self.values, self.lo, self.hi), bins=edges)[0]
+                            if len(self.values) else np.zeros(width, dtype=np.int64))
+        counts = self._counts
         top = float(counts.max()) if len(counts) else 0.0
         scaled = np.log1p(counts) / np.log1p(top) if top > 0 else np.zeros(width)
         eighths = np.round(scaled * height * 8).astype(int)
