@@ -150,3 +150,22 @@ def test_vectorised_greedy_equals_the_plain_loop(shape):
     want_keeper, want_best = _plain_greedy(n, a, b, j)
     assert keeper.tolist() == want_keeper
     assert [None if np.isnan(v) else v for v in best] == want_best
+
+
+def test_oversized_buckets_are_skipped_and_reported(make_project):
+    # A template family: every document shares most of its text, so LSH puts them all in
+    # one bucket per band. With a tiny cap the buckets are skipped and counted, and
+    # whatever is stored is still exact.
+    rng = np.random.RandomState(4)
+    docs = [(f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))
+            for i in range(60)]
+    project = make_project(docs)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="exhaustive"))
+    truth = pair_set(project)
+    result = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh", max_bucket=10))
+    found = pair_set(project)
+    assert result.oversized_buckets > 0 and result.largest_bucket > 10
+    assert result.skipped_candidates >= result.largest_bucket * (result.largest_bucket - 1) // 2
+    assert len(found) < len(truth) and all(truth[p] == j for p, j in found.items())
+    uncapped = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    assert uncapped.oversized_buckets == 0 and len(pair_set(project)) >= 0.99 * len(truth)

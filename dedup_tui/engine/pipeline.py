@@ -26,6 +26,7 @@ DEFAULT_FLOOR = 0.5
 DEFAULT_NUM_PERM = 128
 DEFAULT_SEED = 1
 DEFAULT_K = 5
+DEFAULT_MAX_BUCKET = 20_000
 METHODS = ("auto", "lsh", "exhaustive")
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
@@ -44,6 +45,9 @@ class ScanSettings:
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
     workers: int = 0  # 0: one per core
+    # LSH buckets with more members than this are skipped (their m*(m-1)/2 candidates would
+    # swamp the scan) and reported; their pairs are still found through any other band.
+    max_bucket: int = DEFAULT_MAX_BUCKET
 
     def validate(self) -> None:
         if self.k < 1:
@@ -70,6 +74,8 @@ class ScanResult:
     verified: int = 0
     pairs: int = 0
     oversized_buckets: int = 0
+    largest_bucket: int = 0
+    skipped_candidates: int = 0
     timings: dict = field(default_factory=dict)
 
 
@@ -248,8 +254,11 @@ def find_pairs(
             control.check()
             bk = lsh.band_keys(signatures, band, banding.rows)
             order = np.argsort(bk, kind="stable")
-            first, second, oversized = lsh.pairs_in_runs(order, bk[order])
+            first, second, oversized = lsh.pairs_in_runs(order, bk[order], settings.max_bucket)
             result.oversized_buckets += len(oversized)
+            if len(oversized):
+                result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
+                result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
             result.candidates += len(first)
             lo = np.minimum(first, second)
             hi = np.maximum(first, second)
