@@ -209,7 +209,7 @@ class TuneScreen(Screen):
         t = Text()
         t.append(" TUNING ", style="reverse bold")
         t.append(f" threshold {self.main.threshold:.2f} ", style="bold")
-        t.append(f"({self.main.policy}, [ ] moves it) · target precision {self.target:.0%} (+ -)", style="dim")
+        t.append(f"({self.main.policy}; [ ] moves) · target precision {self.target:.0%} (+ -)", style="dim")
         e = self.report.estimates if self.report is not None else None
         if e is not None and e.recommended is not None:
             t.append("  recommended ", style="dim")
