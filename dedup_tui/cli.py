@@ -151,16 +151,27 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=int, help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Processes for sketching (0: one per core).")
-def scan(db, k, floor, method, num_perm, seed, workers):
+@click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
+def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor)."""
     project = _open_project(db)
-    settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers)
+    for run in project.interrupted_runs("scan"):
+        click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
+                   f"nothing of it was kept, scanning again from the start", err=True)
+    settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
+                                     workers=workers, max_bucket=max_bucket)
     r = _run(pipeline.scan, project, settings)
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
     click.echo(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
         f"{r.pairs:,} near pairs >= {floor} ({r.method}{extra}) in {r.timings.get('total', 0):.2f}s"
     )
+    if r.oversized_buckets:
+        click.echo(
+            f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "
+            f"(largest {r.largest_bucket:,}; {r.skipped_candidates:,} candidate pairs): pairs that share only "
+            f"those buckets may be missing. Raise --max-bucket or --floor.", err=True
+        )
 
 
 @main.command()
@@ -196,7 +207,7 @@ def pairs(db, minimum, out):
 
 @main.command(name="export")
 @click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
-@click.option("--threshold", required=True, type=float, help="Similarity at or above which documents are duplicates.")
+@click.option("--threshold", required=True, type=click.FloatRange(0, 1), help="Similarity at or above which documents are duplicates.")
 @click.option("--policy", default="components", show_default=True, type=click.Choice(POLICIES), help="How clusters are formed.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Kept records, in corpus order.")
 @click.option("--removed", type=click.Path(dir_okay=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
@@ -204,18 +215,20 @@ def pairs(db, minimum, out):
 @click.option("--decisions-log", type=click.Path(dir_okay=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
 @click.option("--manifest", type=click.Path(dir_okay=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
-def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, ignore_decisions):
+@click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
+def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, ignore_decisions, force):
     """Write the curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
     policy unless --ignore-decisions is given. --removed, --decisions-log and --manifest
-    write the optional logs.
+    write the optional logs. Every file is written to a temporary file and renamed into
+    place; existing files are never overwritten without --force.
     """
     from .engine.decisions import export_curated
 
     project = _open_project(db)
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
-             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions)
+             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
     click.echo(
         f"kept {r.kept:,} documents in {out}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied"

@@ -136,5 +136,7 @@ def test_cli_export_honours_decisions(project, tmp_path):
     assert json.loads((tmp_path / "log.jsonl").read_text())["doc_id"] == "a3"
     assert json.loads((tmp_path / "m.json").read_text())["counts"]["kept"] == 3
     result = CliRunner().invoke(main, args + ["--ignore-decisions"])
+    assert result.exit_code == 1 and "already exists (use --force to overwrite)" in result.output
+    result = CliRunner().invoke(main, args + ["--ignore-decisions", "--force"])
     assert result.exit_code == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a1", "b1", "c1"]

@@ -32,14 +32,22 @@ class ExportReport:
 
 
 class _AtomicFile:
-    """Write to a temporary file beside the target; rename into place only on success."""
+    """Write to a temporary file beside the target; rename into place only on success.
 
-    def __init__(self, path: Path, mode: str):
-        self.path = path
+    A crash (even kill -9 or a power cut after the rename) never leaves a half-written file
+    under the final name: it is the old file, or nothing, or the complete new one. With
+    overwrite=False an existing target is never replaced (checked atomically at the rename).
+    """
+
+    def __init__(self, path: Path, mode: str, overwrite: bool = True):
+        self.path = Path(path)
         self.mode = mode
+        self.overwrite = overwrite
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.overwrite and self.path.exists():
+            raise DedupError(f"{self.path}: already exists (use --force to overwrite)")
         fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
         if "b" in self.mode:
             self.fh = os.fdopen(fd, self.mode)
@@ -48,12 +56,39 @@ class _AtomicFile:
         return self.fh
 
     def __exit__(self, exc_type, exc, tb):
-        self.fh.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            os.unlink(self.tmp)
+        try:
+            if exc_type is None:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+            self.fh.close()
+            if exc_type is None:
+                os.chmod(self.tmp, 0o666 & ~_UMASK)
+                if self.overwrite:
+                    os.replace(self.tmp, self.path)
+                else:
+                    try:
+                        os.link(self.tmp, self.path)  # fails if the target appeared meanwhile
+                    except FileExistsError:
+                        raise DedupError(f"{self.path}: already exists (use --force to overwrite)") from None
+                    finally:
+                        os.unlink(self.tmp)
+                return False
+        except BaseException:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+            raise
+        os.unlink(self.tmp)
         return False
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Read once at import (os.umask sets it process-wide): exports get the usual file mode, not mkstemp's 0600.
+_UMASK = _umask()
 
 
 def _sources(project: Project) -> dict[int, dict]:
@@ -116,13 +151,15 @@ def export(
         for t in targets:
             if t.exists():
                 raise DedupError(f"{t}: already exists (use --force to overwrite)")
+    if len({t.resolve() for t in targets}) != len(targets):
+        raise DedupError(f"{out}: the kept records and the removed log cannot be the same file")
     params = project.scan_params() or {}
     fill_missing_similarities(project, clustering, int(params.get("k", 5)))
     sources = _sources(project)
     total = len(clustering.reason)
     kept_count = 0
     if fmt == "jsonl":
-        with _AtomicFile(out, "wb") as fh:
+        with _AtomicFile(out, "wb", overwrite=force) as fh:
             for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
                 src = sources[source_id]
                 if src["format"] == "jsonl" and record is not None:
@@ -135,7 +172,7 @@ def export(
                     control.report("export", ordinal, total)
     elif fmt == "csv":
         fields = _csv_fields(project, clustering, sources)
-        with _AtomicFile(out, "w") as fh:
+        with _AtomicFile(out, "w", overwrite=force) as fh:
             writer = csv.writer(fh)
             writer.writerow(fields)
             for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
@@ -154,12 +191,12 @@ def export(
             raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
         rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
         kept_count = len(rows)
-        with _AtomicFile(out, "wb") as fh:
+        with _AtomicFile(out, "wb", overwrite=force) as fh:
             pq.write_table(pa.Table.from_pylist(rows), fh)
     exact = near = 0
     if removed_out:
         removed = np.flatnonzero(clustering.reason != KEPT)
-        with _AtomicFile(Path(removed_out), "wb") as fh:
+        with _AtomicFile(Path(removed_out), "wb", overwrite=force) as fh:
             for s in range(0, len(removed), 5000):
                 docs = removed[s : s + 5000]
                 ids = project.ids_for(docs.tolist())

@@ -7,17 +7,25 @@ refers to documents by ord, and the views `near_pairs` and `exact_duplicates` sh
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock files, SQLite's own locking only
+    fcntl = None  # type: ignore[assignment]
 
 import sqlite_utils
 
 from .errors import ProjectError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -59,12 +67,14 @@ CREATE INDEX IF NOT EXISTS pairs_jaccard ON pairs(jaccard);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     command TEXT NOT NULL,
-    status TEXT NOT NULL,           -- running | complete | cancelled | failed
+    status TEXT NOT NULL,           -- running | complete | cancelled | failed | interrupted
     started_at TEXT NOT NULL,
     finished_at TEXT,
     params TEXT,                    -- JSON
     timings TEXT,                   -- JSON: seconds per stage
-    counts TEXT                     -- JSON
+    counts TEXT,                    -- JSON
+    pid INTEGER,                    -- process running it: a 'running' row whose process is gone was interrupted
+    host TEXT
 );
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY,
@@ -115,15 +125,222 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (including Ctrl-C)."""
-    conn.execute("BEGIN IMMEDIATE")
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (including Ctrl-C).
+
+    Refused (ProjectLocked) while a review app in another process has the project open."""
+    with WriteGuard(_db_file(conn)):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+
+def _db_file(conn: sqlite3.Connection) -> str | None:
+    for _seq, name, file in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return file or None
+    return None
+
+
+# -- one review app per project ---------------------------------------------------------------
+#
+# The app holds an exclusive flock on PROJECT.db.lock while it runs (the kernel drops it when
+# the process dies, even on kill -9, so a stale lock file never blocks anyone). Headless
+# commands that write (load, scan) take a shared lock on the same file while they write, so
+# they refuse while an app has the project open, and an app refuses while they write.
+# Commands that only read (export, pairs, tune) never look at it.
+
+class ProjectLocked(ProjectError):
+    """Another process has the project open for writing."""
+
+
+_HELD: dict[str, "AppLock"] = {}
+
+
+def lock_path(path: str | Path) -> Path:
+    return Path(str(path) + ".lock")
+
+
+def _key(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+def _owner_text(fd: int) -> str:
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    else:
-        conn.execute("COMMIT")
+        owner = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (OSError, ValueError):
+        owner = {}
+    if not owner:
+        return ""
+    return f" (pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')})"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    fst = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+
+
+class AppLock:
+    """The review app's exclusive lock on a project; `release()` (or process exit) ends it."""
+
+    def __init__(self, path: Path, fd: int | None):
+        self.path, self.fd = path, fd
+
+    @property
+    def held(self) -> bool:
+        return _HELD.get(_key(self.path)) is self
+
+    def release(self) -> None:
+        if _HELD.get(_key(self.path)) is self:
+            del _HELD[_key(self.path)]
+        if self.fd is not None:
+            try:
+                if _same_file(self.fd, lock_path(self.path)):
+                    os.unlink(lock_path(self.path))
+            except OSError:
+                pass
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+    def __enter__(self) -> "AppLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def acquire_app_lock(path: str | Path) -> AppLock:
+    """Lock the project for one review app, or raise ProjectLocked saying who has it."""
+    path = Path(path).resolve()
+    key = _key(path)
+    if key in _HELD:
+        raise ProjectLocked(f"{path.name} is already open in this dedup-tui window; one window per project")
+    if fcntl is None:  # pragma: no cover
+        lock = AppLock(path, None)
+        _HELD[key] = lock
+        return lock
+    lp = lock_path(path)
+    for _attempt in range(20):
+        try:
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            # A read-only folder: no lock file possible; SQLite's locking still keeps the file whole.
+            lock = AppLock(path, None)
+            _HELD[key] = lock
+            return lock
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _owner_text(fd)
+            os.close(fd)
+            if owner:
+                raise ProjectLocked(
+                    f"{path.name} is open in another dedup-tui window{owner}: close that window first, "
+                    f"or review a copy of the file") from None
+            raise ProjectLocked(
+                f"{path.name} is being written by another dedup-tui command (load or scan): "
+                f"wait for it to finish") from None
+        if not _same_file(fd, lp):  # a releasing app unlinked it between our open and flock
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode(), 0)
+        lock = AppLock(path, fd)
+        _HELD[key] = lock
+        return lock
+    raise ProjectLocked(f"{path.name}: could not lock it (another dedup-tui keeps opening it)")
+
+
+def app_lock_held(path: str | Path) -> bool:
+    """Does this process hold the review app's lock on the project?"""
+    return _key(path) in _HELD
+
+
+class WriteGuard:
+    """A shared lock on PROJECT.db.lock while a headless command writes (nested use is fine).
+
+    Raises ProjectLocked when a review app in another process has the project open. Does
+    nothing in the process that holds the app lock, and when no app has ever locked the file.
+    """
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+        self.fd: int | None = None
+
+    def acquire(self) -> "WriteGuard":
+        if self.path is None or fcntl is None or app_lock_held(self.path):
+            return self
+        lp = lock_path(self.path.resolve())
+        for _attempt in range(20):
+            try:
+                fd = os.open(lp, os.O_RDWR)
+            except OSError:
+                return self  # no lock file: no app has the project open
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = _owner_text(fd)
+                os.close(fd)
+                raise ProjectLocked(
+                    f"{self.path.name} is open in the review app{owner}: close it before changing the project "
+                    f"from the command line") from None
+            if _same_file(fd, lp):
+                self.fd = fd
+                return self
+            os.close(fd)  # an app that just closed removed it; look again
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    __del__ = release
+
+    def __enter__(self) -> "WriteGuard":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# -- migrations ------------------------------------------------------------------------------
+#
+# MIGRATIONS[n] turns a schema-n project into a schema n+1 one. Opening an older project
+# copies it to PROJECT.db.schema-N.bak first, then applies every step in one transaction.
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Runs record the process running them, so a scan killed mid-way is recognised."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    if "pid" not in cols:
+        conn.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
+    if "host" not in cols:
+        conn.execute("ALTER TABLE runs ADD COLUMN host TEXT")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migrate_1_to_2,
+}
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 class Project:
@@ -131,6 +348,7 @@ class Project:
 
     def __init__(self, path: str | Path, create: bool = False, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
         existed = self.path.exists() and self.path.stat().st_size > 0
         if not create and not existed:
             raise ProjectError(f"{self.path}: no such project file")
@@ -158,11 +376,43 @@ class Project:
             raise ProjectError(f"{self.path}: not a dedup-tui project (no meta table)") from None
         if row is None:
             raise ProjectError(f"{self.path}: not a dedup-tui project (no schema version)")
-        version = int(row[0])
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise ProjectError(f"{self.path}: not a dedup-tui project (schema version {row[0]!r})") from None
         if version > SCHEMA_VERSION:
             raise ProjectError(
                 f"{self.path}: made by a newer dedup-tui (schema {version}, this one reads {SCHEMA_VERSION}); upgrade dedup-tui"
             )
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older project up to SCHEMA_VERSION: a backup copy, then every step in one transaction."""
+        if version not in MIGRATIONS:
+            raise ProjectError(
+                f"{self.path}: made by an old dedup-tui (schema {version}) that this one cannot upgrade; "
+                f"load the corpus into a new project")
+        if self.readonly:
+            raise ProjectError(
+                f"{self.path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it")
+        backup = self.path.with_name(f"{self.path.name}.schema-{version}.bak")
+        if not backup.exists():
+            tmp = backup.with_name(backup.name + ".part")
+            dst = sqlite3.connect(str(tmp))
+            try:
+                self.conn.backup(dst)
+            finally:
+                dst.close()
+            os.replace(tmp, backup)
+        with transaction(self.conn) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            current = int(row[0])  # re-read: another process may have migrated it meanwhile
+            while current < SCHEMA_VERSION:
+                MIGRATIONS[current](conn)
+                current += 1
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from', ?)", (str(version),))
 
     # -- small helpers --------------------------------------------------------------------
     @property
@@ -238,10 +488,50 @@ class Project:
     # -- runs -----------------------------------------------------------------------------
     def start_run(self, command: str, params: dict) -> int:
         cur = self.conn.execute(
-            "INSERT INTO runs(command, status, started_at, params) VALUES (?, 'running', ?, ?)",
-            (command, now_iso(), json.dumps(params)),
+            "INSERT INTO runs(command, status, started_at, params, pid, host) VALUES (?, 'running', ?, ?, ?, ?)",
+            (command, now_iso(), json.dumps(params), os.getpid(), socket.gethostname()),
         )
         return int(cur.lastrowid)
+
+    def interrupted_runs(self, command: str | None = "scan") -> list[dict]:
+        """Runs still marked 'running' whose process is gone (killed, crashed, power cut).
+
+        Nothing of theirs was written (a scan writes its results in one transaction at the
+        end), so the project holds the previous complete scan, or none."""
+        host = socket.gethostname()
+        out = []
+        q = "SELECT id, command, started_at, params, pid, host FROM runs WHERE status = 'running'"
+        args: tuple = ()
+        if command is not None:
+            q += " AND command = ?"
+            args = (command,)
+        for run_id, cmd, started, params, pid, run_host in self.conn.execute(q + " ORDER BY id", args).fetchall():
+            if pid is not None and run_host == host and _pid_alive(int(pid)):
+                continue  # still running (here or in another process)
+            if pid is not None and run_host not in (None, host):
+                continue  # running on another machine, as far as we can tell
+            out.append({"id": run_id, "command": cmd, "started_at": started,
+                        "params": json.loads(params) if params else None})
+        return out
+
+    def mark_interrupted(self, runs: list[dict]) -> None:
+        for r in runs:
+            self.conn.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = ? WHERE id = ? AND status = 'running'",
+                (now_iso(), r["id"]),
+            )
+
+    def state_message(self) -> str | None:
+        """One line on an unusual state (an interrupted scan), or None when all is well."""
+        runs = self.interrupted_runs("scan")
+        if not runs:
+            return None
+        last = runs[-1]
+        if self.scan_state == "complete":
+            return (f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished. "
+                    f"The results shown are the previous complete scan's; run dedup-tui scan to restart it.")
+        return (f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished; "
+                f"nothing of it was kept and it restarts from the beginning.")
 
     def finish_run(self, run_id: int, status: str, timings: dict | None = None, counts: dict | None = None) -> None:
         self.conn.execute(

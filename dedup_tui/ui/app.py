@@ -5,8 +5,10 @@ from __future__ import annotations
 from textual.app import App
 
 from ..engine.decisions import default_author
+from ..engine.store import AppLock, Project, acquire_app_lock
 from .commands import ActionCommands
 from .launch import OpenSpec
+from .text import literal, literal_line
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 
@@ -18,10 +20,35 @@ class DedupApp(App):
     ENABLE_COMMAND_PALETTE = True
 
     def __init__(self, spec: OpenSpec, author: str | None = None) -> None:
-        super().__init__()
-        self.spec = spec
-        self.author = author or default_author()
-        self.sub_title = str(spec.db.name)
+        # One window per project: raises ProjectLocked (a one-line message) when another
+        # dedup-tui window has it open, or a load/scan command is writing it.
+        self.project_lock: AppLock = acquire_app_lock(spec.db)
+        try:
+            super().__init__()
+            self.spec = spec
+            self.author = author or default_author()
+            self.sub_title = literal_line(spec.db.name)
+            project = Project(spec.db)
+            try:
+                self.state_message = project.state_message()
+            finally:
+                project.close()
+        except BaseException:
+            self.project_lock.release()
+            raise
+
+    def on_mount(self) -> None:
+        if self.state_message:
+            self.notify(self.state_message, title="Scan incomplete", severity="warning", timeout=15, markup=False)
+
+    def on_unmount(self) -> None:
+        self.project_lock.release()
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every notification (ids, notes and error messages come from the corpus) shown inert."""
+        super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
+                       markup=markup)
 
     def get_default_screen(self) -> MainScreen:
         return MainScreen(self.spec)

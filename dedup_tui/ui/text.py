@@ -1,7 +1,19 @@
-"""Showing corpus text literally: control characters become visible escapes.
+"""Showing corpus text literally: control and invisible characters become visible escapes.
 
 Pure functions (no Textual): the display string and where its escapes are, so widgets can
-style them. Corpus text is only ever put into `rich.text.Text(...)`, never parsed as markup.
+style them. Corpus text (and every id, note, path or error message that may contain it) is
+only ever put into `rich.text.Text(...)` after `literal`/`literal_line`, never parsed as markup.
+
+Escaped, so nothing reaches the terminal that it would act on or that hides or reorders text:
+- C0 controls except tab and newline (NUL, BEL, BS, ESC, CR ...), DEL and the C1 controls
+  (U+0080–U+009F, among them CSI U+009B and OSC U+009D): no escape sequence can start;
+- Unicode format characters (category Cf): bidi overrides, embeddings, isolates and marks
+  (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C), zero-width space/joiners
+  (U+200B–U+200D), word joiner and invisible operators (U+2060–U+2064), BOM (U+FEFF),
+  soft hyphen, interlinear annotation and tag characters;
+- line and paragraph separators (U+2028, U+2029) and lone surrogates (from JSON `\\ud800`
+  escapes: they cannot even be encoded for the terminal).
+`literal_line` also escapes tab, newline and carriage return, for one-line places (ids, titles).
 """
 
 from __future__ import annotations
@@ -10,17 +22,64 @@ import re
 
 from rich.text import Text
 
-_CONTROL = [c for c in range(0x20) if c not in (0x09, 0x0A)] + [0x7F] + list(range(0x80, 0xA0))
-# Bidirectional overrides and isolates can reorder what is shown: make them visible too.
-_BIDI = [0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069]
-ESCAPES = {c: f"\\x{c:02x}" for c in _CONTROL} | {c: f"\\u{c:04x}" for c in _BIDI}
-_TABLE = str.maketrans(ESCAPES)
-_PATTERN = re.compile("[" + "".join(re.escape(chr(c)) for c in ESCAPES) + "]")
+# Ranges of code points shown as escapes (inclusive).
+_RANGES = [
+    (0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F),  # C0 (not tab/newline), DEL, C1
+    (0xAD, 0xAD),  # soft hyphen
+    (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0xD800, 0xDFFF),  # lone surrogates
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+]
+
+
+def _class(ranges) -> str:
+    parts = []
+    for lo, hi in ranges:
+        parts.append(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
+    return "[" + "".join(parts) + "]"
+
+
+_PATTERN = re.compile(_class(_RANGES))
+_LINE_PATTERN = re.compile(_class(_RANGES + [(0x09, 0x0A)]))
+
+
+def escape_char(c: str) -> str:
+    """The visible escape of one character: \\x1b, \\u202e, \\U000e0041."""
+    o = ord(c)
+    if o < 0x100:
+        return f"\\x{o:02x}"
+    if o < 0x10000:
+        return f"\\u{o:04x}"
+    return f"\\U{o:08x}"
+
+
+# Kept for callers that look escapes up by code point (the common ones).
+ESCAPES = {c: escape_char(chr(c)) for lo, hi in _RANGES[:3] for c in range(lo, hi + 1)} | {
+    c: escape_char(chr(c)) for c in (0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                                     0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF)
+}
+
+
+def _sub(m: re.Match) -> str:
+    return escape_char(m.group())
 
 
 def literal(text: str) -> str:
-    """The text with every control (C0 except tab/newline, DEL, C1) and bidi override escaped."""
-    return text.translate(_TABLE)
+    """The text with every control (C0 except tab/newline, DEL, C1), invisible format
+    character (bidi, zero-width, BOM ...), line separator and lone surrogate escaped."""
+    return _PATTERN.sub(_sub, text)
+
+
+def literal_line(text: str, width: int | None = None) -> str:
+    """`literal`, with tab, newline and CR escaped too: always one line; cut to width with '…'."""
+    one = _LINE_PATTERN.sub(_sub, str(text))
+    if width is not None and len(one) > width:
+        one = one[: max(width - 1, 0)] + "…"
+    return one
 
 
 def escape_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
@@ -32,7 +91,7 @@ def escape_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
         chunk = text[last : m.start()]
         out.append(chunk)
         pos += len(chunk)
-        esc = ESCAPES[ord(m.group())]
+        esc = escape_char(m.group())
         out.append(esc)
         spans.append((pos, pos + len(esc)))
         pos += len(esc)

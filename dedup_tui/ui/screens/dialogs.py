@@ -13,7 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from ...engine.cluster import POLICIES
+from ...engine.decisions import beside
 from ...engine.export import FORMATS
+from ..text import literal_line
 
 
 class AskScreen(ModalScreen[str | None]):
@@ -27,7 +29,7 @@ class AskScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(self.title_text), classes="dialog-title")
+            yield Label(Text(literal_line(self.title_text, 200)), classes="dialog-title")
             yield Input(self.value, placeholder=self.placeholder, id="ask")
             yield Label("", id="ask-error", classes="error")
             yield Label(Text("enter: OK   esc: cancel", style="dim"))
@@ -60,6 +62,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
     def __init__(self, out: Path, threshold: float, policy: str, floor: float) -> None:
         super().__init__(classes="dialog-screen")
         self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor
+        self._confirmed: tuple | None = None  # (path, logs) the user agreed to overwrite
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="export-dialog"):
@@ -91,6 +94,12 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.submit()
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._confirmed is not None and event.input.id == "export-path":
+            self._confirmed = None
+            self.query_one("#export-ok", Button).label = "Export"
+            self.query_one("#export-error", Static).update("")
+
     def submit(self) -> None:
         error = self.query_one("#export-error", Static)
         path = self.query_one("#export-path", Input).value.strip()
@@ -104,6 +113,17 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             return
         if not path:
             error.update(Text("Give a path to write to"))
+            return
+        logs = self.query_one("#export-logs", Checkbox).value
+        out = Path(path).expanduser()
+        targets = [out] + ([beside(out, "removed.jsonl"), beside(out, "decisions.jsonl"), beside(out, "manifest.json")]
+                           if logs else [])
+        existing = [t for t in targets if t.exists()]
+        if existing and self._confirmed != (str(out), logs):
+            self._confirmed = (str(out), logs)
+            names = ", ".join(literal_line(t.name, 60) for t in existing)
+            error.update(Text(f"Already exists: {names}. Press Overwrite to replace (or change the path)."))
+            self.query_one("#export-ok", Button).label = "Overwrite"
             return
         self.dismiss(ExportRequest(Path(path).expanduser(), str(self.query_one("#export-format", Select).value),
                                    threshold, str(self.query_one("#export-policy", Select).value),

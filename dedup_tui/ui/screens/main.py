@@ -25,6 +25,7 @@ from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress
 from ..model import SORTS, ClusterIndex, build_index
+from ..text import literal_line
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
 from .dialogs import AskScreen, ExportRequest, ExportScreen
@@ -309,20 +310,20 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         t = Text()
-        t.append(doc_id, style="bold")
+        t.append(literal_line(doc_id, 80), style="bold")
         t.append(f"  {length:,} chars · {why(self.index, o, self._label)}")
         if c.keeper[o] >= 0:
             keeper_id = self.project.ids_for([int(c.keeper[o])])[0]
             sim = c.similarity[o]
             t.append(" · duplicate of ")
-            t.append(keeper_id, style="bold")
+            t.append(literal_line(keeper_id, 80), style="bold")
             t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
         notes = self.project.conn.execute(
             "SELECT value FROM decisions WHERE kind = 'note' AND undone = 0 AND doc_id = ? ORDER BY id", (doc_id,)
         ).fetchall()
         for (note,) in notes:
             t.append("\nnote: ", style="italic")
-            t.append(note)
+            t.append(literal_line(note))
         info.update(t)
 
     @on(DataTable.RowHighlighted, "#clusters")

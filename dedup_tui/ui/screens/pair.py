@@ -17,6 +17,7 @@ from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
 from ..diff import diff
 from ..messages import DiffReady
+from ..text import literal_line
 from ..widgets.docview import DocView
 from ..widgets.tables import STATUS, why
 
@@ -148,7 +149,7 @@ class PairScreen(Screen):
             status, style = STATUS[int(index.clustering.reason[o])]
             t = Text()
             t.append(f"{side}: ", style="dim")
-            t.append(doc_id, style="bold")
+            t.append(literal_line(doc_id, 80), style="bold")
             t.append(f"  {status}", style=style)
             t.append(f" · {why(index, o, int(index.clustering.cluster[o]))}", style="italic dim")
             self.query_one(f"#{side}-title", Static).update(t)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
+
+from ..text import literal_line
 
 STAGE_NAMES = {
     "load": "Loading",
@@ -61,7 +64,7 @@ class ScanProgress(Vertical):
     def start(self, title: str) -> None:
         for row in self.query(StageRow):
             row.remove()
-        self.query_one("#progress-title", Static).update(title)
+        self.query_one("#progress-title", Static).update(Text(literal_line(title)))
         self.display = True
 
     def report(self, stage: str, done: int, total: int) -> None:
@@ -78,6 +81,6 @@ class ScanProgress(Vertical):
 
     def stop(self, message: str | None = None) -> None:
         if message:
-            self.query_one("#progress-title", Static).update(message)
+            self.query_one("#progress-title", Static).update(Text(literal_line(message)))
         else:
             self.display = False

@@ -9,7 +9,9 @@ from textual.widgets import DataTable
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
 from ..model import ClusterIndex
-from ..text import snippet
+from ..text import literal_line, snippet
+
+ID_WIDTH = 40  # ids longer than this are cut with '…' in the tables
 
 
 def pane_width(widget) -> int:
@@ -39,6 +41,7 @@ class ClusterTable(DataTable):
         for i in range(start, stop):
             label = int(index.labels[i])
             doc_id, text = previews.get(label, ("?", ""))
+            doc_id = literal_line(doc_id, ID_WIDTH)
             kept = Text(doc_id, style="bold")
             room = max(12, pane_width(self) - 26 - len(doc_id))
             kept.append(Text(" " + snippet(text, room), style="dim"))
@@ -89,11 +92,12 @@ class MemberTable(DataTable):
         self.clear()
         c = index.clustering
         shown = members[: self.LIMIT].tolist()
-        id_width = max((len(rows.get(o, ("",))[0]) for o in shown), default=4)
+        id_width = max((len(literal_line(rows.get(o, ("",))[0], ID_WIDTH)) for o in shown), default=4)
         why_width = max((len(why(index, o, label)) for o in shown), default=4)
         room = max(12, pane_width(self) - 24 - id_width - why_width)
         for o in shown:
             doc_id, _length, text = rows.get(o, ("?", 0, ""))
+            doc_id = literal_line(doc_id, ID_WIDTH)
             status, style = STATUS[int(c.reason[o])]
             decided = "*" if o in index.overrides.decided else ""
             self.add_row(
