@@ -9,7 +9,7 @@ import numpy as np
 from .shingle import FINGERPRINT_BITS
 
 # Elements (both sides of every pair) handled per vectorised verification step.
-_VERIFY_BATCH = 1 << 23
+_VERIFY_BATCH = 1 << 19  # elements per step: cache-sized temporaries measured ~1.5x faster than 8M
 _PAIRS_PER_SORT = (1 << (64 - FINGERPRINT_BITS)) - 1
 
 
