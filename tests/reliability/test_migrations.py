@@ -1,0 +1,144 @@
+"""Projects made by older versions open (migrated in one transaction, after a backup copy);
+projects made by a newer version are refused with a message that says what to do."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from dedup_tui.engine import decisions
+from dedup_tui.engine.errors import ProjectError
+from dedup_tui.engine.store import MIGRATIONS, SCHEMA_VERSION, Project
+
+from .conftest import cli, one_line_error
+
+# The schema dedup-tui wrote as version 1 (before runs recorded their process).
+V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE sources (id INTEGER PRIMARY KEY, path TEXT NOT NULL, format TEXT NOT NULL, sha256 TEXT,
+    size_bytes INTEGER, fields TEXT, id_field TEXT, text_field TEXT, documents INTEGER, skipped_lines TEXT,
+    loaded_at TEXT);
+CREATE TABLE documents (ord INTEGER PRIMARY KEY, doc_id TEXT NOT NULL UNIQUE, source_id INTEGER NOT NULL,
+    line INTEGER, length INTEGER NOT NULL, exact_hash TEXT NOT NULL, exact_of INTEGER, text TEXT NOT NULL,
+    record BLOB);
+CREATE TABLE pairs (a INTEGER NOT NULL, b INTEGER NOT NULL, jaccard REAL NOT NULL, PRIMARY KEY (a, b)) WITHOUT ROWID;
+CREATE INDEX pairs_b ON pairs(b, a);
+CREATE INDEX pairs_jaccard ON pairs(jaccard);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, command TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL,
+    finished_at TEXT, params TEXT, timings TEXT, counts TEXT);
+CREATE TABLE decisions (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, doc_id TEXT, other_id TEXT, value TEXT,
+    threshold REAL, policy TEXT, author TEXT, created_at TEXT NOT NULL, undone INTEGER NOT NULL DEFAULT 0);
+CREATE VIEW near_pairs AS
+    SELECT da.doc_id AS a_id, db.doc_id AS b_id, p.jaccard, p.a, p.b
+    FROM pairs p JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b;
+CREATE VIEW exact_duplicates AS
+    SELECT d.doc_id AS id, k.doc_id AS duplicate_of, d.ord, d.exact_of
+    FROM documents d JOIN documents k ON k.ord = d.exact_of;
+"""
+
+
+def make_v1_project(path, scanned: Project) -> None:
+    """A version-1 project with the documents, pairs and decisions of `scanned`."""
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_SCHEMA)
+    src = scanned.conn
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", [r for r in src.execute("SELECT key, value FROM meta")
+                                                        if r[0] != "pair_arrays_count"])
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    for table, cols in (("sources", "id, path, format, sha256, size_bytes, fields, id_field, text_field, documents, "
+                                    "skipped_lines, loaded_at"),
+                        ("documents", "ord, doc_id, source_id, line, length, exact_hash, exact_of, text, record"),
+                        ("pairs", "a, b, jaccard"),
+                        ("runs", "id, command, status, started_at, finished_at, params, timings, counts"),
+                        ("decisions", "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone")):
+        rows = src.execute(f"SELECT {cols} FROM {table}").fetchall()
+        conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({','.join('?' * len(cols.split(',')))})", rows)
+    conn.commit()
+    conn.close()
+
+
+def dump(db, table, order) -> list:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+
+
+def test_every_old_version_has_a_migration():
+    assert SCHEMA_VERSION == 2 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+
+
+def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
+    project = Project(scanned)
+    decisions.record(project, "keep", "g1-b", author="old-reviewer")
+    decisions.record(project, "note", "g2-a", value="from the old version", author="old-reviewer")
+    old = tmp_path / "old.db"
+    make_v1_project(old, project)
+    project.close()
+    docs, pairs, decs = dump(old, "documents", "ord"), dump(old, "pairs", "a, b"), dump(old, "decisions", "id")
+
+    # A read-only open cannot migrate: it says so instead of half-reading it.
+    with pytest.raises(ProjectError, match="older dedup-tui \\(schema 1\\); open it once for writing"):
+        Project(old, readonly=True)
+
+    migrated = Project(old)
+    try:
+        assert migrated.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert migrated.get_meta("migrated_from") == "1"
+        cols = {r[1] for r in migrated.conn.execute("PRAGMA table_info(runs)")}
+        assert {"pid", "host"} <= cols
+        assert [d.doc_id for d in decisions.active(migrated)] == ["g1-b", "g2-a"]
+    finally:
+        migrated.close()
+    assert dump(old, "documents", "ord") == docs and dump(old, "pairs", "a, b") == pairs
+    assert dump(old, "decisions", "id") == decs
+    backup = tmp_path / "old.db.schema-1.bak"
+    with sqlite3.connect(backup) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+        assert conn.execute("SELECT count(*) FROM decisions").fetchone() == (2,)
+
+    # Everything works on it: scan, export with the old decisions.
+    cli("scan", "--db", old)
+    r = cli("export", "--db", old, "--threshold", "0.8", "--out", tmp_path / "out.jsonl")
+    assert "2 decisions applied" in r.stdout
+    assert dump(old, "decisions", "id") == decs
+
+
+def test_failed_migration_changes_nothing(scanned, tmp_path, monkeypatch):
+    project = Project(scanned)
+    old = tmp_path / "old.db"
+    make_v1_project(old, project)
+    project.close()
+
+    def broken(conn):
+        conn.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(MIGRATIONS, 1, broken)
+    with pytest.raises(RuntimeError):
+        Project(old)
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+        assert "pid" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+
+
+def test_newer_project_is_refused_with_a_clear_message(scanned):
+    with sqlite3.connect(scanned) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    before = [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))]
+    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 2\\); upgrade"):
+        Project(scanned)
+    for args in (["scan", "--db", scanned], ["export", "--db", scanned, "--threshold", "0.9", "--out",
+                                              scanned.with_name("x.jsonl")], ["open", scanned]):
+        r = cli(*args, check=False)
+        assert r.returncode == 1 and "made by a newer dedup-tui (schema 99" in one_line_error(r)
+    assert not scanned.with_name("x.jsonl").exists()
+    assert [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))] \
+        == before
+
+
+@pytest.mark.parametrize("value", ["0", "garbage"])
+def test_unknown_old_version_or_garbage_is_refused(scanned, value):
+    with sqlite3.connect(scanned) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
+    with pytest.raises(ProjectError, match="cannot upgrade|not a dedup-tui project"):
+        Project(scanned)

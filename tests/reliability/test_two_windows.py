@@ -1,0 +1,84 @@
+"""Two app windows on one project: the second is refused with a clear message, and headless
+commands refuse to change a project an app has open (reading it is fine)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from dedup_tui.engine.store import ProjectLocked, WriteGuard, acquire_app_lock, lock_path
+from dedup_tui.ui.app import create_app
+
+from ..ui.conftest import settle
+from .conftest import CLI, cli, one_line_error, review_child, small_corpus, write_jsonl
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock")
+
+
+def test_second_window_in_another_process_is_refused_until_the_first_dies(scanned, child, tmp_path):
+    first = review_child(child, scanned, 1)
+    first.wait_for_line("READY")
+    pid = first.proc.pid
+
+    # A second window: refused with one line naming the holder, exit 1, nothing opened.
+    r = cli("open", scanned, check=False)
+    assert r.returncode == 1
+    line = one_line_error(r)
+    assert "is open in another dedup-tui window" in line and f"pid {pid}" in line
+    r = cli(scanned, check=False)  # `dedup-tui PROJECT.db`
+    assert r.returncode == 1 and "open in another dedup-tui window" in one_line_error(r)
+    with pytest.raises(ProjectLocked, match="open in another dedup-tui window"):
+        create_app(scanned)
+
+    # Headless commands that write refuse; commands that read work.
+    r = cli("scan", "--db", scanned, check=False)
+    assert r.returncode == 1 and "is open in the review app" in one_line_error(r)
+    extra = write_jsonl(tmp_path / "extra.jsonl", [{"id": "new-doc", "text": "a new document"}])
+    r = cli("load", extra, "--db", scanned, check=False)
+    assert r.returncode == 1 and "is open in the review app" in one_line_error(r)
+    cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "out.jsonl")
+    cli("pairs", "--db", scanned, "--out", tmp_path / "pairs.jsonl")
+
+    first.kill9()
+    # kill -9 released the lock (the kernel drops it): the project opens again.
+    cli("scan", "--db", scanned)
+    lock = acquire_app_lock(scanned)
+    lock.release()
+    assert not lock_path(scanned).exists()
+
+
+def test_second_window_in_the_same_process_is_refused(scanned):
+    async def run() -> None:
+        app = create_app(scanned, author="tester")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            with pytest.raises(ProjectLocked, match="already open"):
+                create_app(scanned)
+        # Closed: the lock is gone, a new window opens.
+        app2 = create_app(scanned, author="tester")
+        async with app2.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+
+    asyncio.run(run())
+    assert not lock_path(scanned).exists()
+
+
+def test_app_refused_while_a_command_writes(scanned):
+    # A headless writer (load, scan) holds a shared lock while it writes.
+    lock = acquire_app_lock(scanned)
+    lock.release()
+    lock_path(scanned).touch()  # as left by a window that was killed
+    with WriteGuard(scanned):
+        code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
+                f"try: acquire_app_lock({str(scanned)!r})\n"
+                "except ProjectLocked as e: print(e); sys.exit(3)\n")
+        import subprocess
+
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 3 and "being written by another dedup-tui command" in r.stdout
+    # A stale lock file from a killed window does not block anything.
+    acquire_app_lock(scanned).release()
+    cli("scan", "--db", scanned)
