@@ -13,6 +13,9 @@ class CorpusError(DedupError):
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):  # rebuilt from its parts when it crosses a process boundary
+        return (CorpusError, (self.path, self.line, self.message))
+
 
 class ProjectError(DedupError):
     pass
