@@ -51,6 +51,18 @@ def shingles(norm: str, k: int = K) -> set[str]:
     return {norm[i : i + k] for i in range(len(norm) - k + 1)}
 
 
+def engine_version() -> str:
+    """HEAD commit of the repository, marked dirty when dedup_tui/ has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dedup_tui"], cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+        return head + (" + uncommitted dedup_tui changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def cli_path() -> str:
     exe = Path(sys.executable).parent / "dedup-tui"
     return str(exe) if exe.exists() else (shutil.which("dedup-tui") or "dedup-tui")
@@ -381,7 +393,7 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
             f"{r['recall_near']:.4f} | {speed} |"
         )
     lines.append("")
-    lines.append(f"Machine: {meta['machine']}. {meta['when']}.")
+    lines.append(f"Machine: {meta['machine']}. {meta['when']}. dedup-tui at {meta.get('engine', '?')}.")
     for r in rows:
         if r.get("summary"):
             lines.append(f"`{r['tool']}` said: {r['summary']}")
@@ -432,6 +444,7 @@ def main() -> None:
             f"({time.perf_counter() - t0:.1f}s)")
 
         rows = []
+        engine_at_start = engine_version()
         log("running dedup-tui ...")
         rows.append(run_ours(corpus, work, a.floor, a.timeout, ids, n, log))
         for p in peers:
@@ -463,9 +476,10 @@ def main() -> None:
             for r in rows:
                 if "keys" in r:
                     cand = np.union1d(cand, r["keys"])
-            truth_desc = (f"union of all {n_group:,} planted-group pairs and every pair any tool reported "
-                          f"({len(cand):,} pairs), exact Jaccard each (pairs no tool reported and outside "
-                          f"planted groups are not counted)")
+            planted = f"all {n_group:,} planted-group pairs and " if n_group else ""
+            truth_desc = (f"union of {planted}every pair any tool reported "
+                          f"({len(cand):,} pairs), exact Jaccard each (pairs that no tool reported"
+                          f"{' and outside planted groups' if n_group else ''} are not counted)")
         log(f"oracle over {len(cand):,} pairs ...")
         t1 = time.perf_counter()
         jac, oracle = exact_jaccards(cand, norms, n, a.plain_work, log)
@@ -496,6 +510,7 @@ def main() -> None:
             machine=f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
                     f"numpy {np.__version__}",
             when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            engine=engine_at_start,
             command="python benchmarks/bench_scan.py " + " ".join(sys.argv[1:]),
         )
         table = fmt_table(meta, rows)

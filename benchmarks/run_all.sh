@@ -20,3 +20,4 @@ run short 100000 0.5
 run real 200000 0.8
 run real 200000 0.5
 if [ "${FULL_REAL:-1}" = 1 ]; then run real 841708 0.8; fi
+"$PY" benchmarks/summarize.py > /dev/null
