@@ -169,3 +169,16 @@ def test_oversized_buckets_are_skipped_and_reported(make_project):
     assert len(found) < len(truth) and all(truth[p] == j for p, j in found.items())
     uncapped = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
     assert uncapped.oversized_buckets == 0 and len(pair_set(project)) >= 0.99 * len(truth)
+
+
+@pytest.mark.parametrize("num_perm", [128, 100, 7])
+def test_nibble_agreement_counts_equal_low_nibbles(num_perm):
+    from dedup_tui.engine import lsh
+
+    rng = np.random.default_rng(num_perm)
+    sig = rng.integers(0, 2**32, (400, num_perm), dtype=np.uint64).astype(np.uint32)
+    sig[1::2, : num_perm // 2] = sig[0::2, : num_perm // 2]
+    a = np.arange(0, 400, 2)
+    got = lsh.nibble_agreement(lsh.pack_nibbles(sig), num_perm, a, a + 1)
+    assert np.array_equal(got, ((sig[a] & 15) == (sig[a + 1] & 15)).sum(axis=1))
+    assert got.min() >= num_perm // 2

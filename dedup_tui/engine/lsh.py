@@ -143,15 +143,16 @@ _NIBBLE_LOW = np.uint64(0x1111111111111111)
 def pack_nibbles(signatures: np.ndarray) -> np.ndarray:
     """The low 4 bits of every minimum, 16 to a uint64 word: (n, ceil(num_perm / 16)).
 
-    A quarter of the bytes of the full signature, so the first agreement check over every
-    generated candidate reads far less memory.
+    An eighth of the bytes of the full signature, so the first agreement check over every
+    generated candidate reads far less memory. Built through uint8 (two nibbles a byte) to
+    avoid any (n, num_perm) uint64 temporary.
     """
     n, perms = signatures.shape
     words = -(-perms // 16)
-    padded = np.zeros((n, words * 16), dtype=np.uint64)
-    padded[:, :perms] = signatures & np.uint32(0xF)
-    shifts = (np.arange(16, dtype=np.uint64) * np.uint64(4))
-    return np.bitwise_or.reduce(padded.reshape(n, words, 16) << shifts, axis=2)
+    nib = np.zeros((n, words * 16), dtype=np.uint8)
+    nib[:, :perms] = signatures & np.uint32(0xF)
+    packed = nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))
+    return np.ascontiguousarray(packed).view(np.uint64)
 
 
 def nibble_agreement(packed: np.ndarray, num_perm: int, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
