@@ -137,3 +137,41 @@ def test_every_output_goes_through_the_atomic_writer(scanned, tmp_path, monkeypa
     r = CliRunner().invoke(main, [str(a) for a in export_args(scanned, tmp_path)])
     assert r.exit_code == 0, r.output
     assert sorted(written) == sorted([(n, True) for n in ("kept.jsonl", "removed.jsonl", "log.jsonl", "manifest.json")])
+
+
+def test_app_export_dialog_asks_before_overwriting(scanned, tmp_path):
+    import asyncio
+
+    from textual.widgets import Button, Checkbox, Input
+
+    from dedup_tui.ui.app import create_app
+    from dedup_tui.ui.screens.dialogs import ExportScreen
+
+    from ..ui.conftest import settle
+
+    target = tmp_path / "app-export.jsonl"
+    target.write_text("precious\n")
+
+    async def run() -> None:
+        app = create_app(scanned, author="tester")
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot)
+            await pilot.press("e")
+            await pilot.pause()
+            dialog = app.screen
+            assert isinstance(dialog, ExportScreen)
+            dialog.query_one("#export-path", Input).value = str(target)
+            dialog.query_one("#export-logs", Checkbox).value = False
+            await pilot.click("#export-ok")
+            await pilot.pause()
+            assert app.screen is dialog  # not dismissed: it asks first
+            assert "Already exists: app-export.jsonl" in str(dialog.query_one("#export-error").render())
+            assert str(dialog.query_one("#export-ok", Button).label) == "Overwrite"
+            assert target.read_text() == "precious\n"
+            dialog.query_one("#export-ok", Button).press()  # the second press overwrites
+            await pilot.pause()
+            await settle(pilot)
+            assert not isinstance(app.screen, ExportScreen)
+        assert target.read_text() != "precious\n" and json.loads(target.read_text().splitlines()[0])["id"]
+
+    asyncio.run(run())

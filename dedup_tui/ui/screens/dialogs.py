@@ -95,7 +95,8 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         self.submit()
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if self._confirmed is not None and event.input.id == "export-path":
+        if (self._confirmed is not None and event.input.id == "export-path"
+                and str(Path(event.value.strip()).expanduser()) != self._confirmed[0]):
             self._confirmed = None
             self.query_one("#export-ok", Button).label = "Export"
             self.query_one("#export-error", Static).update("")
