@@ -182,3 +182,25 @@ def test_nibble_agreement_counts_equal_low_nibbles(num_perm):
     got = lsh.nibble_agreement(lsh.pack_nibbles(sig), num_perm, a, a + 1)
     assert np.array_equal(got, ((sig[a] & 15) == (sig[a + 1] & 15)).sum(axis=1))
     assert got.min() >= num_perm // 2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed):
+    from dedup_tui.engine.cluster import maximum_spanning_forest
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    x, y = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
+    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
+    a, b = map(np.array, zip(*pairs))
+    j = np.round(rng.uniform(0.3, 1.0, len(a)), 2)  # ties included
+    keep = maximum_spanning_forest(n, a, b, j)
+    assert len(keep) <= n - 1
+    graph = PairGraph(n, np.full(n, -1), a, b, j)
+    split = {pairs[i] for i in rng.choice(len(pairs), 40, replace=False)}
+    for t in (0.3, 0.5, 0.75, 0.9, 1.0):
+        above = j >= t
+        assert np.array_equal(connected_min_labels(n, a[above], b[above]), connected_min_labels(n, a[keep][j[keep] >= t], b[keep][j[keep] >= t]))
+        c = cluster(graph, t, "components", split_pairs=split)
+        ok = above & np.array([p not in split for p in pairs])
+        assert np.array_equal(c.cluster, connected_min_labels(n, a[ok], b[ok]))

@@ -42,6 +42,26 @@ class PairGraph:
             self._keys = keys
         return self._keys
 
+    def forest(self, split: frozenset = frozenset()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The maximum spanning forest of the pairs, less the `split` ones (ord pairs a < b);
+        the latest one is cached.
+
+        Two documents are connected by pairs >= t exactly when they are connected by forest
+        edges >= t (a maximum spanning forest keeps a widest path between any two nodes), so
+        components at any threshold need only these <= n - 1 edges instead of every pair.
+        """
+        cached = getattr(self, "_forest", None)
+        if cached is None or cached[0] != split:
+            a, b, j = self.a, self.b, self.jaccard
+            if split:
+                banned = np.fromiter((x * self.n + y for x, y in split), dtype=np.int64, count=len(split))
+                ok = ~np.isin(a * self.n + b, banned)
+                a, b, j = a[ok], b[ok], j[ok]
+            keep = maximum_spanning_forest(self.n, a, b, j)
+            cached = (split, (a[keep], b[keep], j[keep]))
+            self._forest = cached
+        return cached[1]
+
     def at_least(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keep = self.jaccard >= threshold
         return self.a[keep], self.b[keep], self.jaccard[keep]
@@ -95,6 +115,45 @@ def connected_min_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             if np.array_equal(grand, parent):
                 break
             parent = grand
+
+
+def maximum_spanning_forest(n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Indices of the edges of a maximum spanning forest, by Borůvka's rounds in numpy.
+
+    Edges are ranked by weight (highest first, then by index), a strict order, so the
+    cheapest-rank edge out of every component is safe to add; each round at least halves
+    the number of components that still have outgoing edges.
+    """
+    m = len(a)
+    if m == 0:
+        return np.empty(0, dtype=np.int64)
+    order = np.lexsort((np.arange(m), -w))
+    rank = np.empty(m, dtype=np.int64)
+    rank[order] = np.arange(m)
+    comp = np.arange(n, dtype=np.int64)
+    live = np.arange(m, dtype=np.int64)
+    chosen = []
+    none = np.iinfo(np.int64).max
+    best = np.full(n, none, dtype=np.int64)
+    while len(live):
+        ca, cb = comp[a[live]], comp[b[live]]
+        cross = ca != cb
+        live, ca, cb = live[cross], ca[cross], cb[cross]
+        if not len(live):
+            break
+        r = rank[live]
+        np.minimum.at(best, ca, r)
+        np.minimum.at(best, cb, r)
+        touched = np.concatenate([ca, cb])
+        picked = best[touched]
+        best[touched] = none
+        picked = np.unique(picked)
+        edges = order[picked]
+        chosen.append(edges)
+        ea, eb = comp[a[edges]], comp[b[edges]]
+        merged = connected_min_labels(n, np.minimum(ea, eb), np.maximum(ea, eb))
+        comp = merged[comp]
+    return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
 
 def _pair_lookup(graph: PairGraph):
@@ -178,18 +237,14 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
     n = graph.n
-    a, b, j = graph.at_least(threshold)
-    if split_pairs:
-        keys = a * n + b
-        banned = np.fromiter((x * n + y for x, y in split_pairs), dtype=np.int64, count=len(split_pairs))
-        ok = ~np.isin(keys, banned)
-        a, b, j = a[ok], b[ok], j[ok]
     keeper = np.full(n, -1, dtype=np.int64)
     similarity = np.full(n, np.nan)
     reason = np.zeros(n, dtype=np.int8)
 
     if policy == "components":
-        labels = connected_min_labels(n, a, b)
+        fa, fb, fj = graph.forest(frozenset(split_pairs or ()))
+        above = fj >= threshold
+        labels = connected_min_labels(n, fa[above], fb[above])
         removed = labels != np.arange(n)
         keeper[removed] = labels[removed]
         reason[removed] = NEAR
@@ -199,6 +254,11 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
             # above the threshold that joined the component.
             similarity[idx] = _pair_lookup(graph)(keeper[idx], idx)
     else:
+        a, b, j = graph.at_least(threshold)
+        if split_pairs:
+            banned = np.fromiter((x * n + y for x, y in split_pairs), dtype=np.int64, count=len(split_pairs))
+            ok = ~np.isin(a * n + b, banned)
+            a, b, j = a[ok], b[ok], j[ok]
         keeper_of, best = greedy_keepers(n, a, b, j)
         removed = keeper_of >= 0
         keeper[removed] = keeper_of[removed]
