@@ -8,7 +8,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ...engine.normalize import normalize
@@ -19,6 +19,7 @@ from ..diff import diff
 from ..messages import DiffReady
 from ..text import literal_line
 from ..widgets.docview import DocView
+from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
 
 
@@ -47,7 +48,7 @@ class PairScreen(Screen):
             with Vertical(classes="side"):
                 yield Static("", id="right-title", classes="pane-title")
                 yield DocView(id="right-doc")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         left, right = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import tune as tuning
@@ -22,6 +22,7 @@ from ..diff import diff
 from ..messages import DiffReady
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView
+from ..widgets.footer import AppFooter
 
 
 class TuneReady(Message):
@@ -124,7 +125,7 @@ class TuneScreen(Screen):
                     yield Static("", id="tune-stats")
                 yield Static("", id="chains-title", classes="pane-title")
                 yield DataTable(id="chains", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#chains", DataTable)
@@ -329,7 +330,7 @@ class ReviewScreen(Screen):
             with Vertical(classes="side"):
                 yield Static("", id="right-title", classes="pane-title")
                 yield DocView(id="right-doc")
-        yield Footer()
+        yield AppFooter()
 
     def on_mount(self) -> None:
         self.refill()

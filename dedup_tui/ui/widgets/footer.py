@@ -1,0 +1,59 @@
+"""A Footer that rebuilds its keys only when what it shows changes.
+
+Textual's Footer recomposes (removes and re-creates every FooterKey, each one restyled) on every
+`bindings_updated` signal: focus changes, screen pushes and each `refresh_bindings()` call, often
+several per user action. Here the signals are coalesced into one check after the next refresh,
+and the keys are rebuilt only when the shown bindings (key, description, enabled) differ from
+the ones on screen. Each new key also starts with the footer's `compact` value, so it is not
+restyled twice on mount (FooterKey's default, then the footer's value through data_bind).
+"""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+
+class AppFooter(Footer):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: tuple | None = None
+        self._pending = False
+
+    def compose(self):
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):  # not data-bound
+                widget.set_reactive(FooterKey.compact, self.compact)
+                widget.set_class(self.compact, "-compact", update=False)
+            yield widget
+
+    def _signature(self) -> tuple:
+        active = self.screen.active_bindings
+        shown = tuple(
+            (binding.key, binding.action, binding.description, binding.key_display, binding.group, enabled, tooltip)
+            for (_node, binding, enabled, tooltip) in active.values()
+            if binding.show
+        )
+        palette = None
+        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            entry = active.get(self.app.COMMAND_PALETTE_BINDING)
+            palette = None if entry is None else (entry[1].key, entry[1].description, entry[2])
+        return shown, palette, self.compact, self.show_command_palette
+
+    def bindings_changed(self, screen) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen and not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._recompose_if_changed)
+
+    async def _recompose_if_changed(self) -> None:
+        self._pending = False
+        if not self.is_attached:
+            return
+        signature = self._signature()
+        if signature == self._shown:
+            return
+        self._shown = signature
+        await self.recompose()
