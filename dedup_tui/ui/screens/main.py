@@ -11,7 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions
@@ -26,6 +26,7 @@ from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress
 from ..model import SORTS, ClusterIndex, build_index
 from ..text import literal_line
+from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
 from .dialogs import AskScreen, ExportRequest, ExportScreen
@@ -36,7 +37,7 @@ DEFAULT_THRESHOLD = 0.8
 class MainScreen(Screen):
     BINDINGS = [a.binding() for a in MAIN_ACTIONS]
     ACTIONS = MAIN_ACTIONS
-    PAGE = 200
+    PAGE = 100
     NARROW = 110
 
     def __init__(self, spec) -> None:
@@ -73,7 +74,7 @@ class MainScreen(Screen):
                 yield Static("", id="members-title", classes="pane-title")
                 yield MemberTable(id="members")
                 yield Static("", id="member-info")
-        yield Footer()
+        yield AppFooter()
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
@@ -190,10 +191,12 @@ class MainScreen(Screen):
             self._clustering_busy = True
             self.recluster(self._generation, self.threshold, self.policy, self.sort)
             return
+        first = self.index is None
         self.index = message.index
         self.update_top()
         self.show_page(keep_selection=True)
-        self.refresh_bindings()
+        if first:  # check_action only depends on whether there is an index (and on scanning)
+            self.refresh_bindings()
         from .pair import PairScreen
 
         if isinstance(self.app.screen, PairScreen):
