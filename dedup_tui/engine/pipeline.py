@@ -7,13 +7,13 @@ import multiprocessing
 import os
 import sqlite3
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import lsh
-from .cluster import PairGraph
+from .cluster import PairGraph, connected_min_labels
 from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
@@ -100,6 +100,54 @@ def _read_texts(db_path: str, ords: np.ndarray) -> list[str]:
     if len(texts) != len(ords):
         raise ProjectError(f"{db_path}: documents changed during the scan")
     return texts
+
+
+def _verify_job(db_path: str, ords: np.ndarray, pa: np.ndarray, pb: np.ndarray, k: int, floor: float):
+    """Exact Jaccard of the pairs (pa[i], pb[i]), all of whose documents are among the sorted
+    ords; returns (jaccard, number of pairs compared). Pairs that the size filter rules out
+    (J <= min(|A|, |B|) / max(|A|, |B|) < floor: exact) get 0 without a comparison."""
+    texts = [normalize(t) for t in _read_texts(db_path, ords)]
+    values, offsets = _concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
+    ra, rb = np.searchsorted(ords, pa), np.searchsorted(ords, pb)
+    sizes = np.diff(offsets)
+    sa, sb = sizes[ra], sizes[rb]
+    possible = np.minimum(sa, sb) >= floor * np.maximum(sa, sb)
+    out = np.zeros(len(pa), dtype=np.float64)
+    out[possible] = verify_pairs(values, offsets, ra[possible], rb[possible])
+    return out, int(possible.sum())
+
+
+def _verification_jobs(reps: np.ndarray, lengths: np.ndarray, ca: np.ndarray, cb: np.ndarray):
+    """Split candidate pairs (indices into reps) into jobs that never share a document's
+    shingles: whole connected components of the candidate graph go to one job, jobs of about
+    CHUNK_CHARS of text. Each job is (sorted ords, pair ords a, pair ords b)."""
+    if not len(ca):
+        return []
+    n = len(reps)
+    comp = connected_min_labels(n, np.minimum(ca, cb), np.maximum(ca, cb))
+    involved = np.unique(np.concatenate([ca, cb]))
+    order = np.argsort(comp[involved], kind="stable")
+    docs, labels = involved[order], comp[involved][order]
+    # Weight short documents as at least CHUNK_CHARS / CHUNK_DOCS so jobs also cap documents.
+    weight = np.maximum(lengths[reps[docs]], CHUNK_CHARS // CHUNK_DOCS)
+    before = np.cumsum(weight) - weight
+    first_of_comp = np.ones(len(docs), dtype=bool)
+    first_of_comp[1:] = labels[1:] != labels[:-1]
+    comp_start = np.maximum.accumulate(np.where(first_of_comp, np.arange(len(docs)), 0))
+    job_of_doc = before[comp_start] // CHUNK_CHARS  # a component's job: where it starts
+    job_of_label = np.zeros(n, dtype=np.int64)
+    job_of_label[labels] = job_of_doc
+    pair_job = job_of_label[comp[ca]]
+    pair_order = np.argsort(pair_job, kind="stable")
+    jobs = []
+    doc_bounds = np.flatnonzero(np.r_[True, job_of_doc[1:] != job_of_doc[:-1], True])
+    sorted_pair_job = pair_job[pair_order]
+    for lo, hi in zip(doc_bounds[:-1], doc_bounds[1:]):
+        job = job_of_doc[lo]
+        p_lo, p_hi = np.searchsorted(sorted_pair_job, [job, job + 1])
+        sel = pair_order[p_lo:p_hi]
+        jobs.append((np.sort(reps[docs[lo:hi]]), reps[ca[sel]], reps[cb[sel]]))
+    return jobs
 
 
 def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: int) -> np.ndarray:
@@ -276,54 +324,21 @@ def find_pairs(
         timings["candidates"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        involved = np.unique(np.concatenate([ca, cb]))
-        inv_chunks = [reps[c] for c in _chunks(involved, lengths[reps])]
+        jobs = _verification_jobs(reps, lengths, ca, cb)
         parts = list(runner.map(
-            _shingle_set_job, [(db_path, c, settings.k) for c in inv_chunks],
-            control, "shingles", len(involved), [len(c) for c in inv_chunks],
+            _verify_job, [(db_path, docs, pa, pb, settings.k, settings.floor) for docs, pa, pb in jobs],
+            control, "verify", len(ca), [len(pa) for _, pa, _ in jobs],
         ))
-        values, offsets = _concat_csr(parts)
-        del parts
-        row_of = np.full(n_reps, -1, dtype=np.int64)
-        row_of[involved] = np.arange(len(involved))
-        ra, rb = row_of[ca], row_of[cb]
-        # Size filter: J(A, B) <= min(|A|, |B|) / max(|A|, |B|), so these pairs cannot reach
-        # the floor; dropping them is exact.
-        sizes = np.diff(offsets)
-        sa, sb = sizes[ra], sizes[rb]
-        possible = np.minimum(sa, sb) >= settings.floor * np.maximum(sa, sb)
-        ca, cb, ra, rb = ca[possible], cb[possible], ra[possible], rb[possible]
-        j = _verify_in_threads(values, offsets, ra, rb, workers, control)
-        result.verified = len(j)
+        pa = np.concatenate([job[1] for job in jobs]) if jobs else np.empty(0, np.int64)
+        pb = np.concatenate([job[2] for job in jobs]) if jobs else np.empty(0, np.int64)
+        j = np.concatenate([part[0] for part in parts]) if parts else np.empty(0, np.float64)
+        result.verified = int(sum(part[1] for part in parts))
         good = j >= settings.floor
         timings["verify"] = time.perf_counter() - t0
-        return reps[ca[good]], reps[cb[good]], j[good]
+        return pa[good], pb[good], j[good]
     finally:
         if own_runner:
             runner.close()
-
-
-def _verify_in_threads(values, offsets, ra, rb, workers: int, control: Control, step: int = 100_000) -> np.ndarray:
-    """Exact Jaccard of every pair; numpy releases the GIL in the sorts and gathers that
-    dominate, so threads share the rows without copying them to processes."""
-    if len(ra) == 0:
-        return np.empty(0, np.float64)
-    starts = list(range(0, len(ra), step))
-    out = np.empty(len(ra), dtype=np.float64)
-
-    def job(s: int) -> int:
-        if control.cancel.is_set():
-            return 0
-        out[s : s + step] = verify_pairs(values, offsets, ra[s : s + step], rb[s : s + step])
-        return min(step, len(ra) - s)
-
-    done = 0
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        for n in pool.map(job, starts):
-            done += n
-            control.report("verify", done, len(ra))
-    control.check()
-    return out
 
 
 def _unique_sorted(x: np.ndarray) -> np.ndarray:
