@@ -204,3 +204,14 @@ def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed)
         c = cluster(graph, t, "components", split_pairs=split)
         ok = above & np.array([p not in split for p in pairs])
         assert np.array_equal(c.cluster, connected_min_labels(n, a[ok], b[ok]))
+
+
+def test_stored_forest_gives_the_same_clusters_as_a_fresh_one(make_project):
+    docs = planted_corpus(80, seed=9)
+    project = make_project(docs)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    stored = pipeline.load_graph(project)
+    assert getattr(stored, "_forest", None) is not None
+    fresh = PairGraph(stored.n, stored.exact_of, stored.a, stored.b, stored.jaccard)
+    for t in (0.3, 0.5, 0.8):
+        assert np.array_equal(cluster(stored, t).cluster, cluster(fresh, t).cluster)

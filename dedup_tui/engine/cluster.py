@@ -62,6 +62,12 @@ class PairGraph:
             self._forest = cached
         return cached[1]
 
+    def use_forest(self, edges: np.ndarray) -> None:
+        """Adopt a stored maximum spanning forest (indices into these pairs)."""
+        if len(edges) and (edges.max() >= len(self.a) or edges.min() < 0):
+            return  # not for these pairs: it will be recomputed when needed
+        self._forest = (frozenset(), (self.a[edges], self.b[edges], self.jaccard[edges]))
+
     def at_least(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keep = self.jaccard >= threshold
         return self.a[keep], self.b[keep], self.jaccard[keep]

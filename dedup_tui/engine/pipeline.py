@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import lsh
-from .cluster import PairGraph, connected_min_labels
+from .cluster import PairGraph, connected_min_labels, maximum_spanning_forest
 from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
@@ -416,7 +416,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
                              zip(a[order].tolist(), b[order].tolist(), j[order].tolist()))
             conn.execute("CREATE INDEX pairs_b ON pairs(b, a)")
             conn.execute("CREATE INDEX pairs_jaccard ON pairs(jaccard)")
-            _write_pair_arrays(conn, a[order], b[order], j[order])
+            _write_pair_arrays(conn, a[order], b[order], j[order], len(exact_of))
             result.pairs = len(a)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
@@ -445,7 +445,7 @@ def _counts(result: ScanResult) -> dict:
 _PAIR_ARRAY_CHUNK = 4_000_000
 
 
-def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, n_docs: int = 0) -> None:
     """A packed copy of `pairs` (sorted by a, b) that opens in milliseconds; `pairs` stays
     the readable source and this table is rewritten with it by every scan."""
     conn.execute(
@@ -460,6 +460,12 @@ def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> Non
              b[s : s + _PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
              j[s : s + _PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
         )
+    # The maximum spanning forest too (indices into the sorted pairs), so the first
+    # components clustering after opening a project is as fast as the later ones.
+    forest = maximum_spanning_forest(n_docs, a, b, j) if n_docs else np.empty(0, np.int64)
+    conn.execute("CREATE TABLE IF NOT EXISTS pair_forest (id INTEGER PRIMARY KEY, edges BLOB NOT NULL)")
+    conn.execute("DELETE FROM pair_forest")
+    conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('pair_arrays_count', ?)", (str(len(a)),))
 
 
@@ -491,7 +497,14 @@ def load_graph(project: Project) -> PairGraph:
         exact_of[arr[:, 0]] = arr[:, 1]
     packed = _read_pair_arrays(project)
     if packed is not None:
-        return PairGraph(n, exact_of, *packed)
+        graph = PairGraph(n, exact_of, *packed)
+        try:
+            row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        if row is not None:
+            graph.use_forest(np.frombuffer(row[0], "<i8").astype(np.int64))
+        return graph
     pr = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     if pr:
         a = np.fromiter((r[0] for r in pr), np.int64, len(pr))
