@@ -6,7 +6,6 @@ import numpy as np
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -18,7 +17,7 @@ from ..actions import PAIR_ACTIONS
 from ..diff import diff
 from ..messages import DiffReady
 from ..text import literal_line
-from ..widgets.docview import DocView
+from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
 
@@ -41,13 +40,7 @@ class PairScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
-        with Container(id="pair-body"):
-            with Vertical(classes="side"):
-                yield Static("", id="left-title", classes="pane-title")
-                yield DocView(id="left-doc")
-            with Vertical(classes="side"):
-                yield Static("", id="right-title", classes="pane-title")
-                yield DocView(id="right-doc")
+        yield from compose_side_by_side()
         yield AppFooter()
 
     def on_mount(self) -> None:

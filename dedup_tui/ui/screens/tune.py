@@ -21,7 +21,7 @@ from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..diff import diff
 from ..messages import DiffReady
 from ..widgets.charts import HistogramChart, LineChart
-from ..widgets.docview import DocView
+from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 
 
@@ -323,13 +323,7 @@ class ReviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="review-header")
-        with Container(id="pair-body"):
-            with Vertical(classes="side"):
-                yield Static("", id="left-title", classes="pane-title")
-                yield DocView(id="left-doc")
-            with Vertical(classes="side"):
-                yield Static("", id="right-title", classes="pane-title")
-                yield DocView(id="right-doc")
+        yield from compose_side_by_side()
         yield AppFooter()
 
     def on_mount(self) -> None:

@@ -8,10 +8,13 @@ classes (`docview--insert` ...) so themes can restyle them.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widgets import Static
 
 from ..diff import shift
 from ..text import escape_spans
@@ -104,3 +107,15 @@ class DocView(ScrollView, can_focus=True):
                 self._cache.clear()
             self._cache[index] = strip
         return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, style)
+
+
+def compose_side_by_side() -> ComposeResult:
+    """The two document panes shared by the pair view and the review queue: #pair-body with a
+    titled #left-doc and #right-doc (styled side by side or stacked by app.tcss)."""
+    with Container(id="pair-body"):
+        with Vertical(classes="side"):
+            yield Static("", id="left-title", classes="pane-title")
+            yield DocView(id="left-doc")
+        with Vertical(classes="side"):
+            yield Static("", id="right-title", classes="pane-title")
+            yield DocView(id="right-doc")
