@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .shingle import _mix64
+
 # Recall-weighted: a missed pair is invisible to the reviewer, a false candidate only costs
 # an exact verification.
 FALSE_NEGATIVE_WEIGHT = 0.99
@@ -53,15 +55,6 @@ def choose_banding(
                 best = (err, bands, rows)
     assert best is not None
     return Banding(best[1], best[2])
-
-
-def _mix64(h: np.ndarray) -> np.ndarray:
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
 
 
 _ROW_MULTIPLIERS = _mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
