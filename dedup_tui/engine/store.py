@@ -467,24 +467,6 @@ class Project:
             out.extend(found[o] for o in chunk)
         return out
 
-    def iter_texts(self, batch: int = 4096, start: int = 0, stop: int | None = None) -> Iterator[list[tuple[int, str]]]:
-        """(ord, text) rows in corpus order, in batches, using keyset pagination."""
-        last = start - 1
-        while True:
-            if stop is None:
-                rows = self.conn.execute(
-                    "SELECT ord, text FROM documents WHERE ord > ? ORDER BY ord LIMIT ?", (last, batch)
-                ).fetchall()
-            else:
-                rows = self.conn.execute(
-                    "SELECT ord, text FROM documents WHERE ord > ? AND ord < ? ORDER BY ord LIMIT ?",
-                    (last, stop, batch),
-                ).fetchall()
-            if not rows:
-                return
-            yield rows
-            last = rows[-1][0]
-
     # -- runs -----------------------------------------------------------------------------
     def start_run(self, command: str, params: dict) -> int:
         cur = self.conn.execute(

@@ -1,0 +1,26 @@
+"""The project file is a plain SQLite database other tools can read (checked with sqlite-utils)."""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+from dedup_tui.engine import pipeline
+
+from .conftest import NEAR_CORPUS
+
+
+def test_project_tables_columns_views_and_indexes_are_readable(make_project):
+    project = make_project(NEAR_CORPUS + [("doc_F", NEAR_CORPUS[0][1])])
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    db = sqlite_utils.Database(project.path)
+    assert {"documents", "pairs", "decisions", "runs", "sources", "meta"} <= set(db.table_names())
+    assert project.db.table_names() == db.table_names()  # the engine's own sqlite-utils view
+    assert {"near_pairs", "exact_duplicates"} <= set(db.view_names())
+    assert {"ord", "doc_id", "text", "record", "exact_hash", "exact_of"} <= set(db["documents"].columns_dict)
+    indexed = {tuple(i.columns) for i in db["pairs"].indexes}
+    assert ("b", "a") in indexed and ("jaccard",) in indexed
+    assert [tuple(r.values()) for r in db.query("SELECT a_id, b_id, round(jaccard, 4) FROM near_pairs ORDER BY a, b")] == [
+        ("doc_A", "doc_B", 0.3065), ("doc_C", "doc_D", 0.6452)]
+    assert list(db.query("SELECT id, duplicate_of FROM exact_duplicates")) == [{"id": "doc_F", "duplicate_of": "doc_A"}]
+    run = next(db.query("SELECT status, params, timings FROM runs WHERE command = 'scan'"))
+    assert run["status"] == "complete" and '"floor": 0.3' in run["params"] and '"compare"' in run["timings"]
