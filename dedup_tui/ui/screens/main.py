@@ -119,7 +119,7 @@ class MainScreen(Screen):
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             self.post_message(GraphReady(graph, floor, scan_it))
         except Cancelled:
-            self.post_message(PipelineStopped("Cancelled: the project is unchanged. f5 scans again.", True))
+            self.post_message(PipelineStopped("Cancelled: the project is unchanged. Reopen it (or run dedup-tui scan) to scan again.", True))
         except DedupError as exc:
             self.post_message(PipelineStopped(str(exc), False))
         finally:
