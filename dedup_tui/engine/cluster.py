@@ -62,6 +62,17 @@ class PairGraph:
             self._forest = cached
         return cached[1]
 
+    def forest_nodes(self, split: frozenset = frozenset()):
+        """The forest on compact node ids: (nodes touched, sorted; edge ends as indices into
+        them; weights). Components then walk only these nodes, not every document."""
+        fa, fb, fj = self.forest(split)
+        cached = getattr(self, "_forest_nodes", None)
+        if cached is None or cached[0] is not fa:
+            nodes = np.unique(np.concatenate([fa, fb]))
+            cached = (fa, (nodes, np.searchsorted(nodes, fa), np.searchsorted(nodes, fb), fj))
+            self._forest_nodes = cached
+        return cached[1]
+
     def use_forest(self, edges: np.ndarray) -> None:
         """Adopt a stored maximum spanning forest (indices into these pairs)."""
         if len(edges) and (edges.max() >= len(self.a) or edges.min() < 0):
@@ -248,9 +259,11 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
     reason = np.zeros(n, dtype=np.int8)
 
     if policy == "components":
-        fa, fb, fj = graph.forest(frozenset(split_pairs or ()))
+        nodes, ca, cb, fj = graph.forest_nodes(frozenset(split_pairs or ()))
         above = fj >= threshold
-        labels = connected_min_labels(n, fa[above], fb[above])
+        labels = np.arange(n, dtype=np.int64)
+        # nodes are sorted, so the smallest compact id of a component is its smallest ord
+        labels[nodes] = nodes[connected_min_labels(len(nodes), ca[above], cb[above])]
         removed = labels != np.arange(n)
         keeper[removed] = labels[removed]
         reason[removed] = NEAR
