@@ -366,3 +366,23 @@ def test_literal_escapes():
     shown, spans = escape_spans("x\x1by")
     assert shown == "x\\x1by" and spans == [(1, 5)]
     assert snippet("[bold]\n  hi", 20) == "[bold] hi"
+
+
+async def test_diff_on_the_kept_row_compares_it_with_its_closest_member(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        label = int(main.index.labels[0])
+        main.page = 0
+        main.show_page()
+        main.query_one("#clusters").move_cursor(row=0)
+        await pilot.pause()
+        await pilot.press("tab", "home", "d")  # the members table's first row is the kept one
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen)
+        assert screen.left == label and screen.right != label
+        c = main.index.clustering
+        best = max((o for o in main.index.members(label) if o != label), key=lambda o: c.similarity[o])
+        assert c.similarity[screen.right] == c.similarity[best]

@@ -506,6 +506,8 @@ class MainScreen(Screen):
         members = self.index.members(self._label)
         if len(members) < 2:
             return
+        if self.kept_of(o) == o:  # the kept document itself: compare it with its closest member
+            o = next((int(m) for m in members if self.kept_of(int(m)) != int(m)), o)
         from .pair import PairScreen
 
         self.app.push_screen(PairScreen(self, self._label, o))
