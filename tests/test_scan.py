@@ -215,3 +215,12 @@ def test_stored_forest_gives_the_same_clusters_as_a_fresh_one(make_project):
     fresh = PairGraph(stored.n, stored.exact_of, stored.a, stored.b, stored.jaccard)
     for t in (0.3, 0.5, 0.8):
         assert np.array_equal(cluster(stored, t).cluster, cluster(fresh, t).cluster)
+
+
+def test_a_pair_exactly_at_the_floor_survives_the_size_filter(make_project):
+    # One set inside the other, 3 of 10 shingles: J = 3/10, exactly the floor and exactly the
+    # size bound, so the pair must be verified and stored.
+    docs = [("a", "abcdefghijklmn"), ("b", "abcdefg")]
+    project = make_project(docs)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="lsh", num_perm=256))
+    assert pair_set(project) == {(0, 1): 0.3}

@@ -111,7 +111,9 @@ def _verify_job(db_path: str, ords: np.ndarray, pa: np.ndarray, pb: np.ndarray, 
     ra, rb = np.searchsorted(ords, pa), np.searchsorted(ords, pb)
     sizes = np.diff(offsets)
     sa, sb = sizes[ra], sizes[rb]
-    possible = np.minimum(sa, sb) >= floor * np.maximum(sa, sb)
+    # As a division: J = inter/union <= min/max, and both are correctly rounded divisions, so
+    # J >= floor implies passing whatever the rounding.
+    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= floor
     out = np.zeros(len(pa), dtype=np.float64)
     out[possible] = verify_pairs(values, offsets, ra[possible], rb[possible])
     return out, int(possible.sum())
