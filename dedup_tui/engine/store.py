@@ -449,20 +449,18 @@ class Project:
         return 0 if row[0] is None else row[0] + 1
 
     def ids_for(self, ords) -> list[str]:
-        out = []
-        for chunk_start in range(0, len(ords), 500):
-            chunk = [int(o) for o in ords[chunk_start : chunk_start + 500]]
-            q = f"SELECT ord, doc_id FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
-            found = dict(self.conn.execute(q, chunk).fetchall())
-            out.extend(found[o] for o in chunk)
-        return out
+        """Document ids of the given ords, in the order given."""
+        return self._column_for("doc_id", ords)
 
     def texts_for(self, ords) -> list[str]:
         """Texts of the given ords, in the order given."""
-        out: list[str] = []
+        return self._column_for("text", ords)
+
+    def _column_for(self, column: str, ords) -> list:
+        out: list = []
         for chunk_start in range(0, len(ords), 500):
             chunk = [int(o) for o in ords[chunk_start : chunk_start + 500]]
-            q = f"SELECT ord, text FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
+            q = f"SELECT ord, {column} FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
             found = dict(self.conn.execute(q, chunk).fetchall())
             out.extend(found[o] for o in chunk)
         return out
