@@ -157,7 +157,10 @@ async def until(pilot, cond, timeout: float = 30.0) -> None:
     while not cond():
         if time.perf_counter() > deadline:
             raise Timeout(getattr(cond, "__doc__", None) or "condition")
-        await pilot.pause(POLL)
+        # A bare sleep: the app's own message loop runs meanwhile. (pilot.pause would also walk
+        # every widget and queue a callback on each, every poll, taking the GIL from the worker
+        # thread being timed.)
+        await asyncio.sleep(POLL)
     await pilot.pause(0)  # layout + compositor render of the new state (headless: rendered, not written)
 
 

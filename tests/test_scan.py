@@ -130,22 +130,30 @@ def _plain_greedy(n, a, b, j):
     return keeper, best
 
 
-@pytest.mark.parametrize("shape", ["random", "chain"])
-def test_vectorised_greedy_equals_the_plain_loop(shape):
-    from dedup_tui.engine.cluster import greedy_keepers
-
-    rng = np.random.default_rng(1)
-    if shape == "chain":  # longer than the vectorised rounds: finished by the loop
+def _greedy_graph(shape, rng):
+    if shape == "chain":
         n = 300
         a, b = np.arange(n - 1), np.arange(1, n)
-        j = np.round(rng.uniform(0.5, 1.0, n - 1), 2)
-    else:
-        n = 400
-        x, y = rng.integers(0, n, 900), rng.integers(0, n, 900)
-        keep = x != y
-        pairs = {(min(p), max(p)) for p in zip(x[keep].tolist(), y[keep].tolist())}
-        a, b = map(np.array, zip(*sorted(pairs)))
-        j = np.round(rng.uniform(0.5, 1.0, len(a)), 2)  # rounded: ties on similarity happen
+        return n, a, b, np.round(rng.uniform(0.5, 1.0, n - 1), 2)
+    n = 400
+    x, y = rng.integers(0, n, 900), rng.integers(0, n, 900)
+    keep = x != y
+    pairs = {(min(p), max(p)) for p in zip(x[keep].tolist(), y[keep].tolist())}
+    a, b = map(np.array, zip(*sorted(pairs)))
+    return n, a, b, np.round(rng.uniform(0.5, 1.0, len(a)), 2)  # rounded: ties on similarity happen
+
+
+# max_rounds None: the default (a chain of 300 outlasts it and is finished by the loop); small
+# counts hand the loop documents left undecided whose earlier neighbours were all removed.
+@pytest.mark.parametrize("max_rounds", [None, 1, 2, 3])
+@pytest.mark.parametrize("shape", ["random", "chain"])
+def test_vectorised_greedy_equals_the_plain_loop(shape, max_rounds, monkeypatch):
+    from dedup_tui.engine import cluster as cluster_module
+    from dedup_tui.engine.cluster import greedy_keepers
+
+    if max_rounds is not None:
+        monkeypatch.setattr(cluster_module, "_MAX_ROUNDS", max_rounds)
+    n, a, b, j = _greedy_graph(shape, np.random.default_rng(1))
     keeper, best = greedy_keepers(n, a, b, j)
     want_keeper, want_best = _plain_greedy(n, a, b, j)
     assert keeper.tolist() == want_keeper
