@@ -232,3 +232,14 @@ def test_a_pair_exactly_at_the_floor_survives_the_size_filter(make_project):
     project = make_project(docs)
     pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="lsh", num_perm=256))
     assert pair_set(project) == {(0, 1): 0.3}
+
+
+def test_stored_exact_array_equals_the_documents_column(make_project):
+    docs = [("a", "Same text."), ("b", "other words here"), ("c", "same   TEXT."), ("d", "same text."),
+            ("e", "other words here!")]
+    project = make_project(docs)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.5))
+    from_blob = pipeline.load_graph(project).exact_of
+    project.conn.execute("DROP TABLE exact_array")  # an older project: read from the column
+    from_column = pipeline.load_graph(project).exact_of
+    assert from_blob.tolist() == from_column.tolist() == [-1, -1, 0, 0, -1]

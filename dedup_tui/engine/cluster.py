@@ -77,8 +77,11 @@ class PairGraph:
             compact = np.full(self.n, -1, dtype=np.int64)
             compact[nodes] = np.arange(len(nodes))
             pa, pb = compact[self.a], compact[self.b]
-            inside = (pa >= 0) & (pb >= 0)  # a split pair may leave an end outside the forest
-            pairs = (pa[inside], pb[inside], self.b[inside], self.jaccard[inside])
+            if split:  # a split pair may leave an end outside the forest
+                inside = (pa >= 0) & (pb >= 0)
+                pairs = (pa[inside], pb[inside], self.b[inside], self.jaccard[inside])
+            else:  # the forest spans every pair's ends
+                pairs = (pa, pb, self.b, self.jaccard)
             cached = (fa, (nodes, compact[fa], compact[fb], fj, pairs))
             self._forest_nodes = cached
         return cached[1]

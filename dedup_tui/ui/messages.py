@@ -23,9 +23,12 @@ class StageProgress(Message):
 class GraphReady(Message):
     """The project is loaded and scanned; its pairs are in memory."""
 
-    def __init__(self, graph: PairGraph, floor: float, scanned_now: bool) -> None:
+    def __init__(self, graph: PairGraph, floor: float, scanned_now: bool, index=None) -> None:
         super().__init__()
         self.graph, self.floor, self.scanned_now = graph, floor, scanned_now
+        # The first clustering, built in the same worker (threshold, policy and sort as they
+        # were when it started), so opening a project costs one thread hand-off, not two.
+        self.index = index
 
 
 class PipelineStopped(Message):

@@ -117,7 +117,10 @@ class MainScreen(Screen):
             control.report("graph", 0, 0)
             graph = load_graph(project)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
-            self.post_message(GraphReady(graph, floor, scan_it))
+            threshold, policy, sort = min(max(self.threshold, floor), 1.0), self.policy, self.sort
+            overrides = Overrides.load(project)
+            clustering = cluster_with_decisions(project, graph, threshold, policy, overrides=overrides)
+            self.post_message(GraphReady(graph, floor, scan_it, build_index(graph, clustering, overrides, sort)))
         except Cancelled:
             self.post_message(PipelineStopped("Cancelled: the project is unchanged. Reopen it (or run dedup-tui scan) to scan again.", True))
         except DedupError as exc:
@@ -134,7 +137,13 @@ class MainScreen(Screen):
         self.threshold = min(max(self.threshold, self.floor), 1.0)
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
-        self.schedule_recluster()
+        index = message.index
+        if index is not None and not self._clustering_busy and \
+                (index.threshold, index.policy, index.sort) == (self.threshold, self.policy, self.sort):
+            self._generation += 1
+            self.show_index(index)
+        else:
+            self.schedule_recluster()
 
     def on_pipeline_stopped(self, message: PipelineStopped) -> None:
         self.scanning = False
@@ -191,8 +200,11 @@ class MainScreen(Screen):
             self._clustering_busy = True
             self.recluster(self._generation, self.threshold, self.policy, self.sort)
             return
+        self.show_index(message.index)
+
+    def show_index(self, index) -> None:
         first = self.index is None
-        self.index = message.index
+        self.index = index
         self.update_top()
         self.show_page(keep_selection=True)
         if first:  # check_action only depends on whether there is an index (and on scanning)
