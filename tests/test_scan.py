@@ -243,3 +243,32 @@ def test_stored_exact_array_equals_the_documents_column(make_project):
     project.conn.execute("DROP TABLE exact_array")  # an older project: read from the column
     from_column = pipeline.load_graph(project).exact_of
     assert from_blob.tolist() == from_column.tolist() == [-1, -1, 0, 0, -1]
+
+
+@pytest.mark.parametrize("max_bucket", [0, 100])
+def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
+    """Small buckets (walked by offset) and large ones (compared in blocks) give exactly the
+    pairs a plain double loop gives, and buckets above max_bucket are skipped and reported."""
+    from dedup_tui.engine import lsh
+
+    rng = np.random.default_rng(7)
+    n, num_perm = 600, 32
+    # bucket sizes 1..5 for most documents, one of 150 (> _SMALL_RUN, > max_bucket 100) and one of 60
+    keys = np.concatenate([rng.integers(0, 120, 390), np.full(150, 10**6), np.full(60, 10**7)]).astype(np.uint64)
+    keys = rng.permutation(keys)
+    sig = rng.integers(0, 4, (n, num_perm)).astype(np.uint32)  # few values: agreement varies widely
+    packed = lsh.pack_nibbles(sig)
+    min_agree = 10
+    got, generated, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
+    sizes = {k: int((keys == k).sum()) for k in np.unique(keys).tolist()}
+    want, want_generated = set(), 0
+    for x in range(n):
+        for y in range(x + 1, n):
+            if keys[x] == keys[y] and not (max_bucket and sizes[int(keys[x])] > max_bucket):
+                want_generated += 1
+                if int(((sig[x] & 15) == (sig[y] & 15)).sum()) >= min_agree:
+                    want.add(x * n + y)
+    assert sorted(got.tolist()) == sorted(want) and len(got) == len(want)
+    assert generated == want_generated
+    assert sorted(oversized.tolist()) == ([150] if max_bucket else [])
+    assert 0 < len(want) < want_generated  # the prefilter both keeps and drops pairs here

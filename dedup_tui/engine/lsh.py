@@ -70,48 +70,6 @@ def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
     return _mix64(key)
 
 
-def pairs_in_runs(order: np.ndarray, sorted_keys: np.ndarray, max_bucket: int = 0):
-    """All (i, j) pairs of items sharing a key; order sorts items by key.
-
-    Buckets larger than max_bucket (when > 0) are skipped and reported by the caller.
-    Returns (first, second, oversized_bucket_sizes).
-    """
-    n = len(sorted_keys)
-    if n < 2:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    boundary = np.empty(n, dtype=bool)
-    boundary[0] = True
-    boundary[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    run_start = np.flatnonzero(boundary)
-    run_len = np.diff(np.append(run_start, n))
-    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
-    usable = run_len >= 2
-    if max_bucket > 0:
-        usable &= run_len <= max_bucket
-    if not usable.any():
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, oversized
-    starts, lens = run_start[usable], run_len[usable]
-    # Positions (in sorted order) of every member of a usable run, with its run length and
-    # its index inside the run.
-    member_pos = np.repeat(starts, lens) + (np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens))
-    member_len = np.repeat(lens, lens)
-    member_rank = member_pos - np.repeat(starts, lens)
-    firsts, seconds = [], []
-    d = 1
-    active = np.arange(len(member_pos))
-    while len(active):
-        active = active[member_rank[active] + d < member_len[active]]
-        if not len(active):
-            break
-        pos = member_pos[active]
-        firsts.append(order[pos])
-        seconds.append(order[pos + d])
-        d += 1
-    return np.concatenate(firsts), np.concatenate(seconds), oversized
-
-
 def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits: int = 32) -> int:
     """Fewest agreeing signature positions worth an exact check.
 
@@ -167,3 +125,86 @@ def signature_agreement(signatures: np.ndarray, a: np.ndarray, b: np.ndarray, ch
     for s in range(0, len(a), chunk):
         out[s : s + chunk] = (signatures[a[s : s + chunk]] == signatures[b[s : s + chunk]]).sum(axis=1)
     return out
+
+
+def _nibble_agreement_rows(x: np.ndarray, num_perm: int) -> np.ndarray:
+    """Equal 4-bit minima per row of XORed packed words (..., words); padding subtracted."""
+    pad = x.shape[-1] * 16 - num_perm
+    x |= x >> np.uint64(1)
+    x |= x >> np.uint64(2)
+    x &= _NIBBLE_LOW
+    return x.shape[-1] * 16 - pad - np.bitwise_count(x).sum(axis=-1, dtype=np.int32)
+
+
+# Runs up to this size are walked by offset (pairs i, i + d for d = 1, 2, ...); larger ones in
+# square blocks, so a bucket of thousands costs a few dozen numpy calls, not one per offset.
+_SMALL_RUN = 48
+_BLOCK_ROWS = 64
+
+
+def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agree: int, max_bucket: int = 0):
+    """Pairs of documents sharing this band's key whose 4-bit signatures agree in at least
+    min_agree positions, as lo * n + hi (lo < hi, indices into keys).
+
+    Returns (survivor keys, candidate pairs generated, oversized bucket sizes). Documents are
+    put in key order once and their packed signatures with them, so every comparison reads
+    neighbouring rows of memory instead of two random ones.
+    """
+    n = len(keys)
+    empty = np.empty(0, dtype=np.int64)
+    if n < 2:
+        return empty, 0, empty
+    order = np.argsort(keys)
+    skeys = keys[order]
+    boundary = np.empty(n, dtype=bool)
+    boundary[0] = True
+    boundary[1:] = skeys[1:] != skeys[:-1]
+    run_start = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_start, n))
+    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else empty
+    usable = run_len >= 2
+    if max_bucket > 0:
+        usable &= run_len <= max_bucket
+    starts, lens = run_start[usable], run_len[usable]
+    if not len(starts):
+        return empty, 0, oversized
+    members = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    ps = packed[order[members]]  # members' packed rows, in key order
+    out: list[np.ndarray] = []
+    generated = 0
+
+    def emit(i: np.ndarray, j: np.ndarray) -> None:
+        a, b = order[members[i]], order[members[j]]
+        out.append(np.minimum(a, b) * n + np.maximum(a, b))
+
+    # positions (in `members`) of each usable run's start
+    local_start = np.cumsum(lens) - lens
+    small = lens <= _SMALL_RUN
+    if small.any():
+        s_start, s_len = local_start[small], lens[small]
+        pos = np.repeat(s_start - np.cumsum(s_len) + s_len, s_len) + np.arange(s_len.sum())
+        end = np.repeat(s_start + s_len, s_len)
+        d = 1
+        while len(pos):
+            keep = pos + d < end
+            pos, end = pos[keep], end[keep]
+            if not len(pos):
+                break
+            generated += len(pos)
+            ok = _nibble_agreement_rows(ps[pos] ^ ps[pos + d], num_perm) >= min_agree
+            emit(pos[ok], pos[ok] + d)
+            d += 1
+    for s, m in zip(local_start[~small].tolist(), lens[~small].tolist()):
+        block = ps[s : s + m]
+        generated += m * (m - 1) // 2
+        for r0 in range(0, m - 1, _BLOCK_ROWS):
+            r1 = min(r0 + _BLOCK_ROWS, m - 1)
+            # rows r0..r1-1 against every later member of the run
+            agree = _nibble_agreement_rows(block[r0:r1, None, :] ^ block[None, r0 + 1 :, :], num_perm)
+            i, j = np.nonzero(agree >= min_agree)
+            j = j + r0 + 1
+            i = i + r0
+            later = j > i
+            emit(s + i[later], s + j[later])
+    result = np.concatenate(out) if out else empty
+    return result, generated, oversized

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import sqlite3
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -35,6 +37,13 @@ EXHAUSTIVE_WORK_LIMIT = 3e8
 POOL_MIN_CHARS = 8_000_000
 CHUNK_DOCS = 8192
 CHUNK_CHARS = 4_000_000
+VERIFY_JOB_CHARS = 8_000_000
+# A pair exactly at the floor is dropped by each signature-agreement prefilter (4-bit, then
+# 32-bit) with probability below this, before exact verification; pairs above the floor far
+# less often. (LSH banding itself misses ~0.5% of pairs exactly at the floor.) On 200k real
+# summaries at 0.5, 1e-3 instead of 1e-5 cut exact verifications by a third and lost 11 of
+# 513,831 pairs.
+PREFILTER_TAIL = 1e-3
 
 
 @dataclass
@@ -120,36 +129,21 @@ def _verify_job(db_path: str, ords: np.ndarray, pa: np.ndarray, pb: np.ndarray, 
 
 
 def _verification_jobs(reps: np.ndarray, lengths: np.ndarray, ca: np.ndarray, cb: np.ndarray):
-    """Split candidate pairs (indices into reps) into jobs that never share a document's
-    shingles: whole connected components of the candidate graph go to one job, jobs of about
-    CHUNK_CHARS of text. Each job is (sorted ords, pair ords a, pair ords b)."""
+    """Split candidate pairs (indices into reps) into jobs of about VERIFY_JOB_CHARS of text
+    compared (both sides of every pair). Pairs go component by component of the candidate
+    graph, by first document inside one, so a job's pairs share most of their documents and
+    each is shingled once per job; a large component (a template family) is split over several
+    jobs rather than leaving the other cores idle. Each job is (sorted ords, pair ords a, b)."""
     if not len(ca):
         return []
-    n = len(reps)
-    comp = connected_min_labels(n, np.minimum(ca, cb), np.maximum(ca, cb))
-    involved = np.unique(np.concatenate([ca, cb]))
-    order = np.argsort(comp[involved], kind="stable")
-    docs, labels = involved[order], comp[involved][order]
-    # Weight short documents as at least CHUNK_CHARS / CHUNK_DOCS so jobs also cap documents.
-    weight = np.maximum(lengths[reps[docs]], CHUNK_CHARS // CHUNK_DOCS)
-    before = np.cumsum(weight) - weight
-    first_of_comp = np.ones(len(docs), dtype=bool)
-    first_of_comp[1:] = labels[1:] != labels[:-1]
-    comp_start = np.maximum.accumulate(np.where(first_of_comp, np.arange(len(docs)), 0))
-    job_of_doc = before[comp_start] // CHUNK_CHARS  # a component's job: where it starts
-    job_of_label = np.zeros(n, dtype=np.int64)
-    job_of_label[labels] = job_of_doc
-    pair_job = job_of_label[comp[ca]]
-    pair_order = np.argsort(pair_job, kind="stable")
-    jobs = []
-    doc_bounds = np.flatnonzero(np.r_[True, job_of_doc[1:] != job_of_doc[:-1], True])
-    sorted_pair_job = pair_job[pair_order]
-    for lo, hi in zip(doc_bounds[:-1], doc_bounds[1:]):
-        job = job_of_doc[lo]
-        p_lo, p_hi = np.searchsorted(sorted_pair_job, [job, job + 1])
-        sel = pair_order[p_lo:p_hi]
-        jobs.append((np.sort(reps[docs[lo:hi]]), reps[ca[sel]], reps[cb[sel]]))
-    return jobs
+    comp = connected_min_labels(len(reps), np.minimum(ca, cb), np.maximum(ca, cb))
+    order = np.lexsort((cb, ca, comp[ca]))
+    pa, pb = reps[ca[order]], reps[cb[order]]
+    work = lengths[pa] + lengths[pb] + 1
+    job = (np.cumsum(work) - work) // VERIFY_JOB_CHARS
+    bounds = np.flatnonzero(np.r_[True, job[1:] != job[:-1], True])
+    return [(_unique_sorted(np.concatenate([pa[lo:hi], pb[lo:hi]])), pa[lo:hi], pb[lo:hi])
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: int) -> np.ndarray:
@@ -161,6 +155,36 @@ def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: 
 def _shingle_set_job(db_path: str, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     texts = [normalize(t) for t in _read_texts(db_path, ords)]
     return _concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
+
+
+_PACKED_CACHE: dict[str, np.ndarray] = {}
+
+
+def _band_job(packed, keys: np.ndarray, num_perm: int, min_agree: int, max_bucket: int):
+    """One LSH band's candidates that pass the 4-bit agreement prefilter. `packed` is the
+    array itself, or in a worker process the path of its .npy copy (mapped once per process)."""
+    if isinstance(packed, str):
+        if packed not in _PACKED_CACHE:
+            _PACKED_CACHE.clear()
+            _PACKED_CACHE[packed] = np.load(packed, mmap_mode="r")
+        packed = _PACKED_CACHE[packed]
+    return lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
+
+
+@contextlib.contextmanager
+def _shared_array(array: np.ndarray, to_file: bool):
+    """The array, or (for worker processes) the path of a temporary .npy copy of it that every
+    worker maps instead of receiving its own pickled copy with each job."""
+    if not to_file:
+        yield array
+        return
+    fd, path = tempfile.mkstemp(prefix="dedup-tui-", suffix=".npy")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array)
+        yield path
+    finally:
+        os.unlink(path)
 
 
 # -- orchestration --------------------------------------------------------------------------
@@ -297,29 +321,24 @@ def find_pairs(
         timings["signatures"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        packed = lsh.pack_nibbles(signatures)
-        nibble_min = lsh.min_matches_to_verify(settings.num_perm, settings.floor, bits=4)
+        nibble_min = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         survivors: list[np.ndarray] = []
-        for band in range(banding.bands):
-            control.check()
-            bk = lsh.band_keys(signatures, band, banding.rows)
-            order = np.argsort(bk, kind="stable")
-            first, second, oversized = lsh.pairs_in_runs(order, bk[order], settings.max_bucket)
-            result.oversized_buckets += len(oversized)
-            if len(oversized):
-                result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
-                result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
-            result.candidates += len(first)
-            lo = np.minimum(first, second)
-            hi = np.maximum(first, second)
-            ok = lsh.nibble_agreement(packed, settings.num_perm, lo, hi) >= nibble_min
-            survivors.append(lo[ok] * n_reps + hi[ok])
-            control.report("candidates", band + 1, banding.bands)
+        with _shared_array(lsh.pack_nibbles(signatures), runner.pool is not None) as packed:
+            jobs = ((packed, lsh.band_keys(signatures, band, banding.rows), settings.num_perm, nibble_min,
+                     settings.max_bucket) for band in range(banding.bands))
+            for kept, generated, oversized in runner.map(_band_job, jobs, control, "candidates", banding.bands,
+                                                         [1] * banding.bands):
+                result.oversized_buckets += len(oversized)
+                if len(oversized):
+                    result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
+                    result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
+                result.candidates += generated
+                survivors.append(kept)
         cand = _unique_sorted(np.concatenate(survivors)) if survivors else np.empty(0, np.int64)
-        del survivors, packed
+        del survivors
         ca, cb = cand // n_reps, cand % n_reps
         agree = lsh.signature_agreement(signatures, ca, cb)
-        keep = agree >= lsh.min_matches_to_verify(settings.num_perm, settings.floor)
+        keep = agree >= lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL)
         ca, cb = ca[keep], cb[keep]
         result.prefiltered = result.candidates - len(ca)
         del signatures, cand, agree
