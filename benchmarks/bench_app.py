@@ -43,38 +43,22 @@ import corpora  # noqa: E402  (owned by bench_scan; only imported)
 OUT = REPO / "benchmarks" / "out"
 RESULTS = REPO / "benchmarks" / "results"
 
-# Near-variant operations for the top-up documents (short texts: sentence ops make no sense).
-VARIANT_OPS = [
-    ("exact", 0.0), ("case_space", 0.0),
-    ("char", 0.02), ("char", 0.04), ("char", 0.08), ("char", 0.15),
-    ("word", 0.1), ("word", 0.2), ("word", 0.3),
-    ("truncate", 0.1), ("truncate", 0.3),
-]
-
-
 def cli() -> list[str]:
     exe = Path(sys.executable).with_name("dedup-tui")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "dedup_tui"]
 
 
 def build_corpus(path: Path, n_docs: int, seed: int) -> dict:
-    """All real summaries plus near-variants of random ones, up to n_docs; returns stats."""
-    texts = corpora.read_summaries()
-    rng = random.Random(seed)
-    src = corpora.SentenceSource(seed)
-    pool = [i for i, t in enumerate(texts) if len(t) >= 30]
+    """All real summaries plus near-variants of random ones, up to n_docs (the same corpus as
+    bench_scan.py --kind realplus); returns stats."""
+    recs = corpora.real_plus_variants(n_docs, seed)
     tmp = path.with_suffix(".tmp")
-    n_var = max(0, n_docs - len(texts))
     with open(tmp, "w", encoding="utf-8") as fh:
-        for i, t in enumerate(texts):
-            fh.write(json.dumps({"id": f"r{i:07d}", "text": t}, ensure_ascii=False) + "\n")
-        for j in range(n_var):
-            op, strength = rng.choice(VARIANT_OPS)
-            base = texts[rng.choice(pool)]
-            fh.write(json.dumps({"id": f"v{j:07d}", "text": corpora.make_variant(rng, src, base, op, strength)},
-                                ensure_ascii=False) + "\n")
+        for r in recs:
+            fh.write(json.dumps({"id": r["id"], "text": r["text"]}, ensure_ascii=False) + "\n")
     tmp.replace(path)
-    return {"real": len(texts), "variants": n_var}
+    variants = sum(r["id"].startswith("v") for r in recs)
+    return {"real": len(recs) - variants, "variants": variants}
 
 
 def ensure_project(n_docs: int, seed: int, rebuild: bool = False) -> Path:

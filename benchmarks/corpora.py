@@ -202,8 +202,38 @@ def make_variant(rng: random.Random, src: SentenceSource, text: str, op: str, st
     raise ValueError(op)
 
 
+# Near-variant operations for short texts (sentence operations make no sense on one line).
+SHORT_VARIANT_OPS = [
+    ("exact", 0.0), ("case_space", 0.0),
+    ("char", 0.02), ("char", 0.04), ("char", 0.08), ("char", 0.15),
+    ("word", 0.1), ("word", 0.2), ("word", 0.3),
+    ("truncate", 0.1), ("truncate", 0.3),
+]
+
+
+def real_plus_variants(n_docs: int, seed: int = 0) -> list[dict]:
+    """Every real summary, then near-variants of random ones up to n_docs: a million short
+    documents with real template families plus planted near-duplicates. A variant's group is
+    its original's id (originals are their own group)."""
+    texts = read_summaries()
+    rng = random.Random(seed)
+    src = SentenceSource(seed)
+    pool = [i for i, t in enumerate(texts) if len(t) >= 30]
+    out = [{"id": f"r{i:07d}", "text": t, "group": f"r{i:07d}"} for i, t in enumerate(texts[:n_docs])]
+    for j in range(max(0, n_docs - len(texts))):
+        op, strength = rng.choice(SHORT_VARIANT_OPS)
+        base = rng.choice(pool)
+        out.append({"id": f"v{j:07d}", "text": make_variant(rng, src, texts[base], op, strength),
+                    "group": f"r{base:07d}"})
+    return out
+
+
 def generate(kind: str, n_docs: int, seed: int = 0) -> list[dict]:
     """n_docs records {"id", "text", "group"} (deterministic for (kind, n_docs, seed))."""
+    if kind == "realplus" and summaries_path() is not None:
+        return real_plus_variants(n_docs, seed)
+    if kind == "realplus":
+        kind = "short"
     if kind == "real":
         if summaries_path() is None:
             kind = "short"
@@ -252,7 +282,7 @@ def write_jsonl(records: list[dict], path: str | Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kind", choices=["long", "short", "real"], default="long")
+    ap.add_argument("--kind", choices=["long", "short", "real", "realplus"], default="long")
     ap.add_argument("--docs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
