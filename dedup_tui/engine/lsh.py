@@ -107,23 +107,10 @@ def pack_nibbles(signatures: np.ndarray) -> np.ndarray:
 
 
 def nibble_agreement(packed: np.ndarray, num_perm: int, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
-    """Number of equal 4-bit minima for each pair (padding nibbles are equal and subtracted)."""
-    pad = packed.shape[1] * 16 - num_perm
+    """Number of equal 4-bit minima for each pair of rows (a[i], b[i])."""
     out = np.empty(len(a), dtype=np.int32)
     for s in range(0, len(a), chunk):
-        x = packed[a[s : s + chunk]] ^ packed[b[s : s + chunk]]
-        x |= x >> np.uint64(1)
-        x |= x >> np.uint64(2)
-        x &= _NIBBLE_LOW
-        out[s : s + chunk] = packed.shape[1] * 16 - pad - np.bitwise_count(x).sum(axis=1, dtype=np.int32)
-    return out
-
-
-def signature_agreement(signatures: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
-    """Number of equal signature positions for each candidate pair."""
-    out = np.empty(len(a), dtype=np.int32)
-    for s in range(0, len(a), chunk):
-        out[s : s + chunk] = (signatures[a[s : s + chunk]] == signatures[b[s : s + chunk]]).sum(axis=1)
+        out[s : s + chunk] = _nibble_agreement_rows(packed[a[s : s + chunk]] ^ packed[b[s : s + chunk]], num_perm)
     return out
 
 
@@ -146,9 +133,9 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
     """Pairs of documents sharing this band's key whose 4-bit signatures agree in at least
     min_agree positions, as lo * n + hi (lo < hi, indices into keys).
 
-    Returns (survivor keys, candidate pairs generated, oversized bucket sizes). Documents are
-    put in key order once and their packed signatures with them, so every comparison reads
-    neighbouring rows of memory instead of two random ones.
+    Returns (sorted survivor keys, candidate pairs generated, oversized bucket sizes).
+    Documents are put in key order once and their packed signatures with them, so every
+    comparison reads neighbouring rows of memory instead of two random ones.
     """
     n = len(keys)
     empty = np.empty(0, dtype=np.int64)
@@ -207,4 +194,5 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
             later = j > i
             emit(s + i[later], s + j[later])
     result = np.concatenate(out) if out else empty
+    result.sort()
     return result, generated, oversized

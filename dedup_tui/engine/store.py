@@ -63,7 +63,6 @@ CREATE TABLE IF NOT EXISTS pairs (
     PRIMARY KEY (a, b)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS pairs_b ON pairs(b, a);
-CREATE INDEX IF NOT EXISTS pairs_jaccard ON pairs(jaccard);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     command TEXT NOT NULL,
