@@ -7,11 +7,12 @@ cd "$(dirname "$0")/.."
 R=benchmarks/results
 mkdir -p "$R"
 TIMEOUT=${TIMEOUT:-600}
-run() {  # kind docs floor
-  local name="$1-$2-$3"
+run() {  # kind docs floor [more bench_scan options]
+  local name="$1-$2-$3" kind=$1 docs=$2 floor=$3
+  shift 3
   rm -f "$R/$name.md"
-  "$PY" benchmarks/bench_scan.py --kind "$1" --docs "$2" --floor "$3" --timeout "$TIMEOUT" \
-      --out-md "$R/$name.md" --out-json "$R/$name.json"
+  "$PY" benchmarks/bench_scan.py --kind "$kind" --docs "$docs" --floor "$floor" --timeout "$TIMEOUT" \
+      --out-md "$R/$name.md" --out-json "$R/$name.json" "$@"
 }
 run long 10000 0.8
 run long 10000 0.5
@@ -19,5 +20,11 @@ run short 100000 0.8
 run short 100000 0.5
 run real 200000 0.8
 run real 200000 0.5
-if [ "${FULL_REAL:-1}" = 1 ]; then run real 841708 0.8; fi
+if [ "${FULL:-1}" = 1 ]; then  # the scaling issue's sizes (~20 min; datasketch would take ~7 min each)
+  run real 841708 0.8 --peers rensa
+  run real 841708 0.5 --peers rensa
+  run realplus 1000000 0.5 --peers rensa
+  run long 100000 0.8 --peers rensa --oracle-sample 500000
+  run long 100000 0.5 --peers rensa --oracle-sample 500000
+fi
 "$PY" benchmarks/summarize.py > /dev/null
