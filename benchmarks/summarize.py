@@ -53,7 +53,8 @@ def main() -> None:
     machines = sorted({m["machine"] for _, m, _ in runs})
     engines = sorted({m.get("engine", "?") for _, m, _ in runs})
     out += ["", f"Machine: {'; '.join(machines)} (shared with other work: timings are noisy).",
-            f"dedup-tui versions measured: {', '.join(engines)} (the engine changed during the runs).", ""]
+            f"dedup-tui versions measured: {', '.join(engines)}"
+            + (" (the engine changed during the runs)." if len(engines) > 1 else "."), ""]
     (RESULTS / "README.md").write_text("\n".join(out))
     print("\n".join(out))
 
