@@ -272,3 +272,17 @@ def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
     assert generated == want_generated
     assert sorted(oversized.tolist()) == ([150] if max_bucket else [])
     assert 0 < len(want) < want_generated  # the prefilter both keeps and drops pairs here
+
+
+def test_pool_workers_leave_ctrl_c_to_the_parent_and_abort_stops_running_jobs():
+    import signal
+    import time
+
+    runner = pipeline._Runner(2, use_pool=True)
+    try:
+        assert runner.pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
+        job = runner.pool.submit(time.sleep, 120)  # stands for a long band or verification job
+    finally:
+        runner.close(abort=True)  # must not wait for the job to finish
+    assert runner.pool is None and job.done()
+    assert job.cancelled() or job.exception() is not None  # stopped, not finished

@@ -6,6 +6,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import sqlite3
 import tempfile
 import time
@@ -194,6 +195,12 @@ def _warm_up() -> None:
     return None
 
 
+def _worker_init() -> None:
+    # Ctrl-C is the parent's to handle (it cancels the scan and stops the workers); a worker
+    # interrupted mid-job could leave the pool waiting for a result that never comes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Runner:
     """Runs chunk jobs in a process pool (or inline for small work), in order, cancellably."""
 
@@ -202,7 +209,8 @@ class _Runner:
         if use_pool and workers > 1:
             # spawn, not fork: the app scans from a thread, and forking a threaded process
             # can deadlock. Warm the workers up now so their start overlaps the caller's work.
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_worker_init)
             for _ in range(workers):
                 self.pool.submit(_warm_up)
         self.workers = workers
@@ -234,8 +242,14 @@ class _Runner:
             control.report(stage, done, total)
             yield result
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Shut the pool down; abort (cancel, error, Ctrl-C) stops running jobs at once
+        instead of waiting for them."""
         if self.pool is not None:
+            if abort:
+                # ProcessPoolExecutor has no public way to stop running work before 3.14.
+                for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+                    proc.terminate()
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
@@ -451,12 +465,12 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
             project.set_meta(scan_state="complete", scan_params=json.dumps(params))
             project.finish_run(run_id, "complete", result.timings, _counts(result))
-    except Cancelled:
-        runner.close()
+    except (Cancelled, KeyboardInterrupt):
+        runner.close(abort=True)
         project.finish_run(run_id, "cancelled", result.timings, _counts(result))
         raise
     except BaseException:
-        runner.close()
+        runner.close(abort=True)
         project.finish_run(run_id, "failed", result.timings, _counts(result))
         raise
     finally:
