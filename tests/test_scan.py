@@ -286,3 +286,25 @@ def test_pool_workers_leave_ctrl_c_to_the_parent_and_abort_stops_running_jobs():
         runner.close(abort=True)  # must not wait for the job to finish
     assert runner.pool is None and job.done()
     assert job.cancelled() or job.exception() is not None  # stopped, not finished
+
+
+def test_a_pool_starts_when_stderr_has_no_file_descriptor():
+    """Inside the Textual app sys.stderr is a capture whose fileno() is -1; multiprocessing's
+    resource tracker passed that on and every pooled scan from the app failed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Capture:\n"
+        "    def write(self, s): return len(s)\n"
+        "    def flush(self): pass\n"
+        "    def fileno(self): return -1\n"
+        "sys.stderr = Capture()\n"
+        "from dedup_tui.engine import pipeline\n"
+        "runner = pipeline._Runner(2, use_pool=True)\n"
+        "print(runner.pool.submit(abs, -3).result())\n"
+        "runner.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr[-2000:]

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -195,6 +196,32 @@ def _warm_up() -> None:
     return None
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with a usable stderr. It hands its process
+    sys.stderr.fileno(), and inside the Textual app sys.stderr is a capture whose fileno() is
+    -1, which made every pooled scan from the app fail ("bad value(s) in fds_to_keep")."""
+    from multiprocessing import resource_tracker
+
+    def usable(stream) -> bool:
+        try:
+            return stream is not None and stream.fileno() >= 0
+        except Exception:  # no fileno at all: the tracker skips such a stream itself
+            return stream is not None
+    if usable(sys.stderr):
+        return
+    saved, devnull = sys.stderr, None
+    if usable(sys.__stderr__):
+        sys.stderr = sys.__stderr__
+    else:
+        sys.stderr = devnull = open(os.devnull, "w")
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = saved
+        if devnull is not None:
+            devnull.close()
+
+
 def _worker_init() -> None:
     # Ctrl-C is the parent's to handle (it cancels the scan and stops the workers); a worker
     # interrupted mid-job could leave the pool waiting for a result that never comes.
@@ -209,6 +236,7 @@ class _Runner:
         if use_pool and workers > 1:
             # spawn, not fork: the app scans from a thread, and forking a threaded process
             # can deadlock. Warm the workers up now so their start overlaps the caller's work.
+            _start_resource_tracker()
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_worker_init)
             for _ in range(workers):
