@@ -52,11 +52,7 @@ class PairGraph:
         """
         cached = getattr(self, "_forest", None)
         if cached is None or cached[0] != split:
-            a, b, j = self.a, self.b, self.jaccard
-            if split:
-                banned = np.fromiter((x * self.n + y for x, y in split), dtype=np.int64, count=len(split))
-                ok = ~np.isin(a * self.n + b, banned)
-                a, b, j = a[ok], b[ok], j[ok]
+            a, b, j = self.without(split)
             keep = maximum_spanning_forest(self.n, a, b, j)
             cached = (split, (a[keep], b[keep], j[keep]))
             self._forest = cached
@@ -92,9 +88,14 @@ class PairGraph:
             return  # not for these pairs: it will be recomputed when needed
         self._forest = (frozenset(), (self.a[edges], self.b[edges], self.jaccard[edges]))
 
-    def at_least(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        keep = self.jaccard >= threshold
-        return self.a[keep], self.b[keep], self.jaccard[keep]
+    def without(self, split_pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs (a, b, jaccard) less the `split_pairs` ones (ord pairs a < b)."""
+        a, b, j = self.a, self.b, self.jaccard
+        if split_pairs:
+            banned = np.fromiter((x * self.n + y for x, y in split_pairs), dtype=np.int64, count=len(split_pairs))
+            ok = ~np.isin(a * self.n + b, banned)
+            a, b, j = a[ok], b[ok], j[ok]
+        return a, b, j
 
 
 @dataclass
@@ -184,23 +185,6 @@ def maximum_spanning_forest(n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray)
         merged = connected_min_labels(n, np.minimum(ea, eb), np.maximum(ea, eb))
         comp = merged[comp]
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
-
-
-def _pair_lookup(graph: PairGraph):
-    """A function (x, y arrays with x < y) -> stored Jaccard or nan."""
-    keys = graph.sorted_keys()
-
-    def lookup(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        out = np.full(len(x), np.nan)
-        if not len(keys):
-            return out
-        q = x.astype(np.int64) * graph.n + y.astype(np.int64)
-        pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
-        found = keys[pos] == q
-        out[found] = graph.jaccard[pos[found]]
-        return out
-
-    return lookup
 
 
 _UNDECIDED, _KEPT, _REMOVED = 0, 1, 2
@@ -296,11 +280,9 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
         to_keeper = root[pb] == pa
         similarity[pb_ord[to_keeper]] = pj[to_keeper]
     else:
-        a, b, j = graph.at_least(threshold)
-        if split_pairs:
-            banned = np.fromiter((x * n + y for x, y in split_pairs), dtype=np.int64, count=len(split_pairs))
-            ok = ~np.isin(a * n + b, banned)
-            a, b, j = a[ok], b[ok], j[ok]
+        a, b, j = graph.without(split_pairs)
+        above = j >= threshold
+        a, b, j = a[above], b[above], j[above]
         keeper_of, best = greedy_keepers(n, a, b, j)
         removed = keeper_of >= 0
         keeper[removed] = keeper_of[removed]

@@ -206,11 +206,10 @@ class _PairIndex:
 
     def __init__(self, graph: PairGraph):
         self.graph = graph
-        n = max(graph.n, 1)
-        self.n = n
-        keys = graph.a.astype(np.int64) * n + graph.b.astype(np.int64)
-        order = np.argsort(keys, kind="stable")
-        self.keys, self.j = keys[order], graph.jaccard[order]
+        self.n = graph.n
+        # the graph's own cached keys (sorting its pairs if needed), not a sort on every call
+        self.keys = graph.sorted_keys()
+        self.j = graph.jaccard
 
     def similarity(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         rx, ry = _roots(self.graph, x), _roots(self.graph, y)

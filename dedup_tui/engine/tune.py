@@ -91,23 +91,13 @@ def histogram(graph: PairGraph, floor: float, bins: int = 20) -> Histogram:
     return Histogram(edges, counts.astype(np.int64))
 
 
-def _without(graph: PairGraph, split_pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    a, b, j = graph.a, graph.b, graph.jaccard
-    if split_pairs:
-        n = max(graph.n, 1)
-        banned = np.fromiter((x * n + y for x, y in split_pairs), np.int64, len(split_pairs))
-        ok = ~np.isin(a * n + b, banned)
-        a, b, j = a[ok], b[ok], j[ok]
-    return a, b, j
-
-
 def kept_components(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
     """Documents kept by the components policy at every threshold, in one union-find pass.
 
     Pairs by descending similarity; each union joining two components removes one kept
     document. Kept at t = representatives - unions among pairs >= t.
     """
-    a, b, j = _without(graph, split_pairs)
+    a, b, j = graph.without(split_pairs)
     reps = int((graph.exact_of < 0).sum())
     order = np.argsort(-j, kind="stable")
     parent = list(range(graph.n))
@@ -145,7 +135,7 @@ def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
     t = np.asarray(thresholds, dtype=np.float64)
     order_t = np.argsort(t, kind="stable")
     ts = t[order_t]
-    a, b, j = _without(graph, split_pairs)
+    a, b, j = graph.without(split_pairs)
     all_bits = (1 << len(ts)) - 1
     # bits of the thresholds (in ascending order) that a similarity reaches
     reach = np.searchsorted(ts, j, side="right")
@@ -621,7 +611,7 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
     if not len(candidates):
         return []
     candidates = candidates[np.lexsort((candidates, -sizes[candidates]))]
-    a, b, j = _without(graph, split_pairs)
+    a, b, j = graph.without(split_pairs)
     same = labels_[a] == labels_[b]
     a, b, j = a[same], b[same], j[same]
     order = np.argsort(labels_[a], kind="stable")
