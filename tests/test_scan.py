@@ -187,7 +187,8 @@ def test_nibble_agreement_counts_equal_low_nibbles(num_perm):
     sig = rng.integers(0, 2**32, (400, num_perm), dtype=np.uint64).astype(np.uint32)
     sig[1::2, : num_perm // 2] = sig[0::2, : num_perm // 2]
     a = np.arange(0, 400, 2)
-    got = lsh.nibble_agreement(lsh.pack_nibbles(sig), num_perm, a, a + 1)
+    packed = lsh.pack_nibbles(sig)
+    got = lsh.nibble_agreement_rows(packed[a] ^ packed[a + 1], num_perm)
     assert np.array_equal(got, ((sig[a] & 15) == (sig[a + 1] & 15)).sum(axis=1))
     assert got.min() >= num_perm // 2
 

@@ -106,16 +106,9 @@ def pack_nibbles(signatures: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed).view(np.uint64)
 
 
-def nibble_agreement(packed: np.ndarray, num_perm: int, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
-    """Number of equal 4-bit minima for each pair of rows (a[i], b[i])."""
-    out = np.empty(len(a), dtype=np.int32)
-    for s in range(0, len(a), chunk):
-        out[s : s + chunk] = _nibble_agreement_rows(packed[a[s : s + chunk]] ^ packed[b[s : s + chunk]], num_perm)
-    return out
-
-
-def _nibble_agreement_rows(x: np.ndarray, num_perm: int) -> np.ndarray:
-    """Equal 4-bit minima per row of XORed packed words (..., words); padding subtracted."""
+def nibble_agreement_rows(x: np.ndarray, num_perm: int) -> np.ndarray:
+    """Equal 4-bit minima per row of XORed packed words (..., words), overwriting x; padding
+    subtracted."""
     pad = x.shape[-1] * 16 - num_perm
     x |= x >> np.uint64(1)
     x |= x >> np.uint64(2)
@@ -178,7 +171,7 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
             if not len(pos):
                 break
             generated += len(pos)
-            ok = _nibble_agreement_rows(ps[pos] ^ ps[pos + d], num_perm) >= min_agree
+            ok = nibble_agreement_rows(ps[pos] ^ ps[pos + d], num_perm) >= min_agree
             emit(pos[ok], pos[ok] + d)
             d += 1
     for s, m in zip(local_start[~small].tolist(), lens[~small].tolist()):
@@ -187,7 +180,7 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
         for r0 in range(0, m - 1, _BLOCK_ROWS):
             r1 = min(r0 + _BLOCK_ROWS, m - 1)
             # rows r0..r1-1 against every later member of the run
-            agree = _nibble_agreement_rows(block[r0:r1, None, :] ^ block[None, r0 + 1 :, :], num_perm)
+            agree = nibble_agreement_rows(block[r0:r1, None, :] ^ block[None, r0 + 1 :, :], num_perm)
             i, j = np.nonzero(agree >= min_agree)
             j = j + r0 + 1
             i = i + r0

@@ -381,11 +381,8 @@ def find_pairs(
         # Each band's survivors come sorted; a stable sort (timsort) merges the sorted runs in
         # a few passes, ~2.5x faster than sorting from scratch. A pair is in every band it
         # collides in (about 5 on average here), so this is where duplicates go.
-        cand = np.concatenate(survivors) if survivors else np.empty(0, np.int64)
+        cand = _unique_sorted(np.concatenate(survivors), kind="stable") if survivors else np.empty(0, np.int64)
         del survivors
-        cand.sort(kind="stable")
-        if len(cand) > 1:
-            cand = cand[np.r_[True, cand[1:] != cand[:-1]]]
         ca, cb = cand // n_reps, cand % n_reps
         result.prefiltered = result.candidates - len(ca)
         del cand
@@ -409,14 +406,12 @@ def find_pairs(
             runner.close()
 
 
-def _unique_sorted(x: np.ndarray) -> np.ndarray:
-    x = np.sort(x)
+def _unique_sorted(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
+    """The distinct values of x, sorted. Sorts x in place: pass an array of your own."""
+    x.sort(kind=kind)
     if len(x) < 2:
         return x
-    keep = np.empty(len(x), dtype=bool)
-    keep[0] = True
-    keep[1:] = x[1:] != x[:-1]
-    return x[keep]
+    return x[np.r_[True, x[1:] != x[:-1]]]
 
 
 def _concat_csr(parts):
