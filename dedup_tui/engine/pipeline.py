@@ -482,6 +482,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             conn.execute("CREATE INDEX pairs_b ON pairs(b, a)")
             _write_pair_arrays(conn, a[order], b[order], j[order], len(exact_of))
             _write_exact_array(conn, exact_of)
+            conn.execute("DROP TABLE IF EXISTS view_snapshot")  # views of the previous scan
             result.pairs = len(a)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start

@@ -432,6 +432,27 @@ class Project:
             [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in values.items()],
         )
 
+    # -- the last view the review app showed, so reopening shows it without re-clustering --
+    def save_view_snapshot(self, key: str, data: bytes) -> None:
+        """One snapshot per project (the newest wins); `key` says what it is valid for."""
+        self.conn.execute("CREATE TABLE IF NOT EXISTS view_snapshot "
+                          "(id INTEGER PRIMARY KEY CHECK (id = 0), key TEXT NOT NULL, data BLOB NOT NULL)")
+        self.conn.execute("INSERT OR REPLACE INTO view_snapshot(id, key, data) VALUES (0, ?, ?)", (key, data))
+
+    def view_snapshot(self, key: str) -> bytes | None:
+        """The stored snapshot if it was saved under exactly this key."""
+        try:
+            row = self.conn.execute("SELECT data FROM view_snapshot WHERE id = 0 AND key = ?", (key,)).fetchone()
+        except sqlite3.OperationalError:  # no snapshot table yet
+            return None
+        return row[0] if row else None
+
+    def last_complete_scan(self) -> int | None:
+        """Id of the run that wrote the current scan."""
+        row = self.conn.execute(
+            "SELECT max(id) FROM runs WHERE command = 'scan' AND status = 'complete'").fetchone()
+        return row[0]
+
     def scan_params(self) -> dict | None:
         raw = self.get_meta("scan_params")
         return json.loads(raw) if raw else None

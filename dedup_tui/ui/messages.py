@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from textual.message import Message
 
 from ..engine.cluster import PairGraph
@@ -29,6 +31,15 @@ class GraphReady(Message):
         # The first clustering, built in the same worker (threshold, policy and sort as they
         # were when it started), so opening a project costs one thread hand-off, not two.
         self.index = index
+
+
+class ViewReady(Message):
+    """The project's stored view snapshot, shown while its pairs are still being read."""
+
+    def __init__(self, index: ClusterIndex, floor: float, painted: threading.Event) -> None:
+        super().__init__()
+        self.index, self.floor = index, floor
+        self.painted = painted  # set once the view is on screen (or is not going to be)
 
 
 class PipelineStopped(Message):

@@ -6,12 +6,15 @@ through `labels` a few hundred rows at a time and never hold the whole list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..engine.cluster import KEPT, Clustering, PairGraph
 from ..engine.decisions import Overrides
+from ..engine.store import Project
 
 SORTS = {
     "size": "largest first",
@@ -156,3 +159,94 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
     order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold)
     return ClusterIndex(c.threshold, c.policy, sort, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels)
+
+
+# -- snapshots: the last view, stored in the project so that reopening it shows the list at once --
+_SNAPSHOT_FORMAT = 1
+
+
+def view_key(project: Project, overrides: Overrides, threshold: float, policy: str, sort: str) -> str:
+    """Everything a ClusterIndex depends on: the scan, the documents, the active decisions
+    (as resolved to ords), threshold, policy and sort."""
+    decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
+                          sorted(overrides.accepted), sorted(overrides.decided)])
+    return json.dumps({
+        "format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
+        "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
+        "threshold": round(float(threshold), 4), "policy": policy, "sort": sort,
+    }, sort_keys=True)
+
+
+def _pack_arrays(arrays: dict[str, np.ndarray], meta: dict) -> bytes:
+    """A JSON header (meta, and each array's dtype, length and offset), then the raw arrays:
+    decoded by np.frombuffer without copies."""
+    layout, offset = {}, 0
+    for name, arr in arrays.items():
+        layout[name] = (arr.dtype.str, len(arr), offset)
+        offset += arr.nbytes
+    header = json.dumps({"meta": meta, "arrays": layout}).encode()
+    return b"".join([len(header).to_bytes(8, "little"), header, *(np.ascontiguousarray(a).tobytes() for a in arrays.values())])
+
+
+def _unpack_arrays(data: bytes) -> tuple[dict[str, np.ndarray], dict]:
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    base = 8 + size
+    arrays = {}
+    for name, (dtype, length, offset) in header["arrays"].items():
+        arrays[name] = np.frombuffer(data, dtype=np.dtype(dtype), count=length, offset=base + offset)
+    return arrays, header["meta"]
+
+
+def snapshot_bytes(index: ClusterIndex) -> bytes:
+    """The clustering only where a document is not a plain singleton (a few hundred thousand of
+    a million), the list's arrays whole; ords as int32 while they fit."""
+    c = index.clustering
+    n = len(c.cluster)
+    ord_type = np.int32 if n < 2**31 else np.int64
+    touched = np.flatnonzero((c.keeper >= 0) | (c.reason != KEPT) | (c.cluster != np.arange(n))
+                             | ~np.isnan(c.similarity))
+    ords = {"touched": touched, "keeper": c.keeper[touched], "cluster": c.cluster[touched], "labels": index.labels,
+            "sizes": index.sizes, "by_cluster": index._by_cluster, "sorted_labels": index._sorted_labels}
+    arrays = {name: a.astype(ord_type) for name, a in ords.items()}
+    arrays |= {"similarity": c.similarity[touched], "reason": c.reason[touched], "max_sim": index.max_sim,
+               "min_sim": index.min_sim, "decided": index.decided}
+    meta = {"documents": n, "threshold": index.threshold, "policy": index.policy, "sort": index.sort,
+            "counts": asdict(index.counts)}
+    return _pack_arrays(arrays, meta)
+
+
+def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | None:
+    """The ClusterIndex saved by snapshot_bytes, or None if the data is not a readable snapshot."""
+    try:
+        z, meta = _unpack_arrays(data)
+        n = int(meta["documents"])
+        touched = z["touched"]
+        keeper = np.full(n, -1, dtype=np.int64)
+        similarity = np.full(n, np.nan)
+        reason = np.zeros(n, dtype=np.int8)
+        cluster = np.arange(n, dtype=np.int64)
+        keeper[touched], similarity[touched] = z["keeper"], z["similarity"]
+        reason[touched], cluster[touched] = z["reason"], z["cluster"]
+        clustering = Clustering(meta["threshold"], meta["policy"], keeper, similarity, reason, cluster)
+        as_ords = {name: z[name].astype(np.int64) for name in ("labels", "sizes", "by_cluster", "sorted_labels")}
+        return ClusterIndex(meta["threshold"], meta["policy"], meta["sort"], clustering, overrides,
+                            Counts(**meta["counts"]), as_ords["labels"], as_ords["sizes"], z["max_sim"],
+                            z["min_sim"], z["decided"], as_ords["by_cluster"], as_ords["sorted_labels"])
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def save_snapshot(project: Project, index: ClusterIndex) -> str:
+    """Store the index as the project's view snapshot; returns its key."""
+    key = view_key(project, index.overrides, index.threshold, index.policy, index.sort)
+    project.save_view_snapshot(key, snapshot_bytes(index))
+    return key
+
+
+def load_snapshot(project: Project, overrides: Overrides, threshold: float, policy: str,
+                  sort: str) -> tuple[ClusterIndex | None, str]:
+    """The stored index for exactly this view (else None), and the view's key."""
+    key = view_key(project, overrides, threshold, policy, sort)
+    data = project.view_snapshot(key)
+    return (index_from_snapshot(data, overrides) if data is not None else None), key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 
 import numpy as np
@@ -23,8 +24,8 @@ from ...engine.pipeline import ScanSettings, load_graph, scan
 from ...engine.progress import Control
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
-from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress
-from ..model import SORTS, ClusterIndex, build_index
+from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
+from ..model import SORTS, ClusterIndex, build_index, load_snapshot, save_snapshot, view_key
 from ..text import literal_line
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
@@ -58,6 +59,8 @@ class MainScreen(Screen):
         self._clustering_busy = False
         self._dirty = False
         self._focus_doc: int | None = None  # document to select after the next re-clustering
+        self._snapshot_generation: int | None = None  # _generation when a stored view was shown
+        self._snapshot_key: str | None = None  # key of the view snapshot the project holds
         self._label: int | None = None  # selected cluster
 
     # -- layout -------------------------------------------------------------------------
@@ -115,12 +118,27 @@ class MainScreen(Screen):
             if scan_it or project.scan_state != "complete":
                 scan(project, self.spec.scan_settings or ScanSettings(), control)
             control.report("graph", 0, 0)
-            graph = load_graph(project)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             threshold, policy, sort = min(max(self.threshold, floor), 1.0), self.policy, self.sort
             overrides = Overrides.load(project)
+            # Reopening: the view stored when the app last showed it comes up at once; the pairs
+            # (hundreds of ms at a million documents) are read meanwhile, for the next change.
+            stored, key = load_snapshot(project, overrides, threshold, policy, sort)
+            if stored is not None:
+                self._snapshot_key = key
+                painted = threading.Event()
+                self.post_message(ViewReady(stored, floor, painted))
+                # Reading the pairs competes with the first paint of the list for the GIL: start
+                # once the list is on screen (bounded, in case the view is not shown at all).
+                painted.wait(timeout=1.0)
+            graph = load_graph(project)
+            if stored is not None:
+                self.post_message(GraphReady(graph, floor, scan_it))
+                return
             clustering = cluster_with_decisions(project, graph, threshold, policy, overrides=overrides)
-            self.post_message(GraphReady(graph, floor, scan_it, build_index(graph, clustering, overrides, sort)))
+            index = build_index(graph, clustering, overrides, sort)
+            self.post_message(GraphReady(graph, floor, scan_it, index))
+            self._snapshot_key = save_snapshot(project, index)
         except Cancelled:
             self.post_message(PipelineStopped("Cancelled: the project is unchanged. Reopen it (or run dedup-tui scan) to scan again.", True))
         except DedupError as exc:
@@ -131,6 +149,17 @@ class MainScreen(Screen):
     def on_stage_progress(self, message: StageProgress) -> None:
         self.query_one("#progress", ScanProgress).report(message.stage, message.done, message.total)
 
+    def on_view_ready(self, message: ViewReady) -> None:
+        index = message.index
+        self.floor = message.floor
+        self.threshold = min(max(self.threshold, self.floor), 1.0)
+        if self.index is None and (index.threshold, index.policy, index.sort) == (self.threshold, self.policy, self.sort):
+            self._snapshot_generation = self._generation
+            self.show_index(index)
+            self.call_after_refresh(message.painted.set)
+        else:
+            message.painted.set()
+
     def on_graph_ready(self, message: GraphReady) -> None:
         self.scanning = False
         self.graph, self.floor = message.graph, message.floor
@@ -138,12 +167,38 @@ class MainScreen(Screen):
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
         index = message.index
+        if index is None and self._snapshot_generation == self._generation:
+            return  # the stored view on screen is still what the settings ask for
         if index is not None and not self._clustering_busy and \
                 (index.threshold, index.policy, index.sort) == (self.threshold, self.policy, self.sort):
             self._generation += 1
             self.show_index(index)
         else:
             self.schedule_recluster()
+
+    def on_unmount(self) -> None:
+        self.save_view()
+
+    def exact_root(self, o: int) -> int:
+        """The first copy of this document's text (itself if it is the first)."""
+        if self.graph is not None:
+            ex = self.graph.exact_of
+        else:  # the stored view is on screen and the pairs are still being read
+            row = self.project.conn.execute("SELECT exact_of FROM documents WHERE ord = ?", (o,)).fetchone()
+            ex = {o: -1 if row is None or row[0] is None else row[0]}
+        return int(ex[o]) if ex[o] >= 0 else o
+
+    def save_view(self) -> None:
+        """Store the view on screen for the next opening, unless it is stored already or stale."""
+        index = self.index
+        if index is None or self.project is None or self._clustering_busy or self._dirty or \
+                (index.threshold, index.policy, index.sort) != (self.threshold, self.policy, self.sort):
+            return
+        try:
+            if view_key(self.project, index.overrides, index.threshold, index.policy, index.sort) != self._snapshot_key:
+                self._snapshot_key = save_snapshot(self.project, index)
+        except sqlite3.Error:
+            pass  # only a shortcut for the next opening: the project itself is unaffected
 
     def on_pipeline_stopped(self, message: PipelineStopped) -> None:
         self.scanning = False
@@ -378,8 +433,10 @@ class MainScreen(Screen):
             return self.scanning
         if action == "rescan":
             return not self.scanning
+        if action == "tune":  # works on the stored pairs themselves
+            return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "undo", "redo", "tune"):
+                      "page", "cycle_sort", "undo", "redo"):
             return None if self.index is None else True
         return True
 
@@ -470,9 +527,7 @@ class MainScreen(Screen):
         if other == o:
             self.notify("This is the kept document: select another member to split it off", severity="warning")
             return
-        ex = self.graph.exact_of
-        root = lambda x: int(ex[x]) if ex[x] >= 0 else x  # noqa: E731
-        if root(o) == root(other):
+        if self.exact_root(o) == self.exact_root(other):
             self.notify("These have the same text: exact copies cannot be split (use k or x)", severity="warning")
             return
         self.decide("not_duplicate", min(o, other), max(o, other))

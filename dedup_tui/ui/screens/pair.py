@@ -86,8 +86,7 @@ class PairScreen(Screen):
         self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0)
 
     def _stored_jaccard(self) -> float | None:
-        ex = self.main.graph.exact_of
-        a, b = (int(ex[o]) if ex[o] >= 0 else o for o in (self.left, self.right))
+        a, b = (self.main.exact_root(o) for o in (self.left, self.right))
         if a == b:
             return 1.0
         row = self.main.project.conn.execute(

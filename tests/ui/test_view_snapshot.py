@@ -1,0 +1,115 @@
+"""Reopening a project shows the view stored when it was last shown, and only while it is valid."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dedup_tui.engine import decisions
+from dedup_tui.engine.decisions import Overrides, cluster_with_decisions
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+from dedup_tui.engine.store import Project
+from dedup_tui.ui.app import create_app
+from dedup_tui.ui.messages import GraphReady, ViewReady
+from dedup_tui.ui.model import build_index, index_from_snapshot, load_snapshot, save_snapshot, snapshot_bytes
+
+from .conftest import settle
+
+
+def scanned(tmp_path, corpus):
+    db = tmp_path / "snap.db"
+    project = Project(db, create=True)
+    load_corpus(project, [corpus])
+    scan(project, ScanSettings())
+    return db, project
+
+
+def assert_same_index(got, want):
+    for name in ("labels", "sizes", "max_sim", "min_sim", "decided", "_by_cluster", "_sorted_labels"):
+        assert np.array_equal(getattr(got, name), getattr(want, name), equal_nan=True), name
+    for name in ("keeper", "similarity", "reason", "cluster"):
+        assert np.array_equal(getattr(got.clustering, name), getattr(want.clustering, name), equal_nan=True), name
+    assert got.counts == want.counts
+    assert (got.threshold, got.policy, got.sort) == (want.threshold, want.policy, want.sort)
+
+
+def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
+    db, project = scanned(tmp_path, corpus)
+    graph = load_graph(project)
+    first = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy"), Overrides.load(project))
+    label = int(first.labels[0])
+    members = first.members(label)
+    ids = project.ids_for([int(m) for m in members[:2]])
+    decisions.record(project, "keep", ids[1], threshold=0.7, policy="greedy")
+    decisions.record(project, "remove", ids[0], threshold=0.7, policy="greedy")
+    ov = Overrides.load(project)
+    want = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy", overrides=ov), ov, "low")
+    assert (want.clustering.reason == decisions.REVIEWER).any()
+    got = index_from_snapshot(snapshot_bytes(want), ov)
+    assert_same_index(got, want)
+    assert list(got.members(label)) == list(want.members(label))
+    # garbage is not a snapshot
+    assert index_from_snapshot(b"\x00" * 20, ov) is None
+    assert index_from_snapshot(snapshot_bytes(want)[:-9], ov) is None
+    project.close()
+
+
+def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(tmp_path, corpus):
+    db, project = scanned(tmp_path, corpus)
+    graph = load_graph(project)
+    ov = Overrides.load(project)
+    index = build_index(graph, cluster_with_decisions(project, graph, 0.8, "components", overrides=ov), ov)
+    save_snapshot(project, index)
+    assert load_snapshot(project, ov, 0.8, "components", "size")[0] is not None
+    for other_view in ((0.81, "components", "size"), (0.8, "greedy", "size"), (0.8, "components", "high")):
+        assert load_snapshot(project, ov, *other_view)[0] is None
+    # a decision changes what the view would show
+    decisions.record(project, "remove", project.ids_for([int(index.labels[0])])[0])
+    ov2 = Overrides.load(project)
+    assert load_snapshot(project, ov2, 0.8, "components", "size")[0] is None
+    decisions.undo(project)
+    assert load_snapshot(project, Overrides.load(project), 0.8, "components", "size")[0] is not None
+    # a new scan replaces the pairs the view was built from
+    scan(project, ScanSettings(floor=0.6))
+    assert load_snapshot(project, Overrides.load(project), 0.8, "components", "size")[0] is None
+    project.close()
+
+
+async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, corpus):
+    db, project = scanned(tmp_path, corpus)
+    project.close()
+    app = create_app(db, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("right_square_bracket", "p")
+        await settle(pilot)
+        main = app.main
+        assert (main.threshold, main.policy) == (0.81, "greedy")
+        expected = main.index
+    # closing stored the view on screen; reopening shows it before the pairs are read
+    messages = []
+    app = create_app(db, author="tester")
+    async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
+        await settle(pilot)
+        main = app.main
+        ours = list({id(m): m for m in messages if isinstance(m, (ViewReady, GraphReady))}.values())  # bubbled: once
+        assert [type(m) for m in ours] == [ViewReady, GraphReady]
+        view = next(m for m in messages if isinstance(m, ViewReady))
+        assert next(m for m in messages if isinstance(m, GraphReady)).index is None
+        assert main.index is view.index and main.graph is not None
+        assert_same_index(main.index, expected)
+        assert main.query_one("#clusters").row_count == min(len(expected.labels), main.PAGE)
+        # the next change re-clusters from the pairs as usual
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+        assert main.index.threshold == 0.8 and main.index is not view.index
+    # a decision made elsewhere meanwhile: the stored view is not used
+    project = Project(db)
+    decisions.record(project, "remove", project.ids_for([int(expected.labels[0])])[0])
+    project.close()
+    messages = []
+    app = create_app(db, author="tester")
+    async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
+        await settle(pilot)
+        assert not any(isinstance(m, ViewReady) for m in messages)
+        assert app.main.index.clustering.reason[int(expected.labels[0])] == decisions.REVIEWER
