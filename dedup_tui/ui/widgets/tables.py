@@ -22,9 +22,47 @@ def pane_width(widget) -> int:
     return width if width < 110 else width // 2
 
 
-class FixedWidthTable(DataTable):
-    """A DataTable whose columns all have set widths (set before each fill), so new rows are not
-    measured cell by cell on idle: only the virtual size is updated."""
+class RowTable(DataTable):
+    """A DataTable whose rows are each one pre-laid-out cell (fields padded to set widths), so
+    drawing a row renders one cell, not one per field: DataTable's per-cell rendering was most of
+    the time of every page, sort and threshold change. The header is laid out the same way. New
+    rows are not measured on idle: the single column's width is set before each fill."""
+
+    GAP = "  "  # between fields: what DataTable's one cell of padding each side gives
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.add_column(Text(""), key="row", width=1)
+
+    def layout_row(self, fields: list[tuple[Text, int, str]]) -> Text:
+        """(text, width, justify) fields side by side, each padded (in cells) to its width."""
+        row = Text()
+        for i, (text, width, justify) in enumerate(fields):
+            if i:
+                row.append(self.GAP)
+            text = text.copy()
+            pad = width - text.cell_len
+            if pad < 0:
+                text.truncate(width)
+            elif pad and justify == "right":
+                text = Text(" " * pad) + text
+            elif pad and i < len(fields) - 1:
+                text.append(" " * pad)
+            row.append_text(text)
+        return row
+
+    def set_rows(self, header: Text, rows: list[tuple[Text, str]]) -> None:
+        """Replace every row; `rows` are (laid-out text, row key)."""
+        self.clear()
+        column = self.columns["row"]  # type: ignore[index]
+        width = max([header.cell_len, *(text.cell_len for text, _key in rows)])
+        column.label = header
+        if column.width != width or column.auto_width:
+            column.width, column.auto_width = width, False
+        self._require_update_dimensions = True
+        self.refresh()
+        for text, key in rows:
+            self.add_row(text, key=key)
 
     def _update_dimensions(self, new_rows) -> None:
         if self._labelled_row_exists or any(c.auto_width for c in self.columns.values()):
@@ -35,34 +73,18 @@ class FixedWidthTable(DataTable):
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
 
-    def set_widths(self, widths: dict[str, int]) -> None:
-        """Column widths (content cells) by key; call before adding rows."""
-        for key, width in widths.items():
-            column = self.columns[key]  # type: ignore[index]
-            if column.width != width or column.auto_width:
-                column.width, column.auto_width = width, False
-                self._require_update_dimensions = True
-                self.refresh()
-
 
 def _sim(value: float) -> Text:
-    return Text("  —" if np.isnan(value) else f"{value:.2f}", justify="right")
+    return Text("—" if np.isnan(value) else f"{value:.2f}")
 
 
-class ClusterTable(FixedWidthTable):
+class ClusterTable(RowTable):
     """One page of clusters; row keys are the clusters' labels (kept document ords)."""
 
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
+    def on_mount(self) -> None:  # (RowTable's on_mount runs too: Textual calls each class's handler)
         self.zebra_stripes = True
-        self.add_column(Text("✓"), key="decided", width=1)
-        self.add_column(Text("size", justify="right"), key="size", width=4)
-        self.add_column(Text("max"), key="max", width=4)
-        self.add_column(Text("min"), key="min", width=4)
-        self.add_column(Text("kept document"), key="kept", width=13)
 
     def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]]) -> None:
-        self.clear()
         rows = []
         for i in range(start, stop):
             label = int(index.labels[i])
@@ -71,18 +93,17 @@ class ClusterTable(FixedWidthTable):
             kept = Text(doc_id, style="bold")
             room = max(12, pane_width(self) - 26 - len(doc_id))
             kept.append(Text(" " + snippet(text, room), style="dim"))
-            rows.append((i, label, kept))
-        # the widest cell or the header, as DataTable would measure it, without measuring each cell
-        self.set_widths({"kept": max([13, *(cell_len(kept.plain) for _i, _l, kept in rows)])})
-        for i, label, kept in rows:
-            self.add_row(
-                Text("✓" if index.decided[i] else "·", style="green" if index.decided[i] else "dim"),
-                Text(str(int(index.sizes[i])), justify="right"),
-                _sim(float(index.max_sim[i])),
-                _sim(float(index.min_sim[i])),
-                kept,
-                key=str(label),
-            )
+            decided = bool(index.decided[i])
+            rows.append((self.layout_row([
+                (Text("✓" if decided else "·", style="green" if decided else "dim"), 1, "left"),
+                (Text(str(int(index.sizes[i]))), 4, "right"),
+                (_sim(float(index.max_sim[i])), 4, "right"),
+                (_sim(float(index.min_sim[i])), 4, "right"),
+                (kept, kept.cell_len, "left"),
+            ]), str(label)))
+        header = self.layout_row([(Text("✓"), 1, "left"), (Text("size"), 4, "right"), (Text("max"), 4, "left"),
+                                  (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
+        self.set_rows(header, rows)
 
 
 STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near", "yellow"),
@@ -105,7 +126,7 @@ def why(index: ClusterIndex, ord_: int, label: int) -> str:
     return f"near duplicate (≥ {index.threshold:.2f})"
 
 
-class MemberTable(FixedWidthTable):
+class MemberTable(RowTable):
     """Members of one cluster (the first LIMIT of them); row keys are document ords."""
 
     LIMIT = 50
@@ -113,14 +134,6 @@ class MemberTable(FixedWidthTable):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._shown_rows: list | None = None
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.add_column(Text("status"), key="status", width=7)
-        self.add_column(Text("sim"), key="sim", width=4)
-        self.add_column(Text("id"), key="id", width=4)
-        self.add_column(Text("why"), key="why", width=4)
-        self.add_column(Text("text"), key="text", width=12)
 
     def clear(self, columns: bool = False):
         self._shown_rows = None
@@ -140,22 +153,18 @@ class MemberTable(FixedWidthTable):
             status, style = STATUS[int(c.reason[o])]
             decided = "*" if o in index.overrides.decided else ""
             sim = float(c.similarity[o])
-            plain.append((o, status + decided, style, "  —" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
+            plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
-        # what DataTable would measure (the widest cell or the header), without measuring each cell
-        widths = {"id": max([2, *(cell_len(p[4]) for p in plain)]), "why": max([3, *(cell_len(p[5]) for p in plain)]),
-                  "text": max([4, *(cell_len(p[6]) for p in plain)])}
-        if plain == self._shown_rows and all(self.columns[k].width == w for k, w in widths.items()):  # type: ignore[index]
+        if plain == self._shown_rows:
             return
-        self.clear()
-        self.set_widths(widths)
-        for o, status, style, sim, doc_id, reason, text in plain:
-            self.add_row(
-                Text(status, style=style),
-                Text(sim, justify="right"),
-                Text(doc_id),
-                Text(reason, style="italic"),
-                Text(text, style="dim"),
-                key=str(o),
-            )
+        # the widest cell or the header, as DataTable would measure a column
+        id_w = max([2, *(cell_len(p[4]) for p in plain)])
+        why_w = max([3, *(cell_len(p[5]) for p in plain)])
+        laid = [(self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
+                                  (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
+                                  (Text(text, style="dim"), cell_len(text), "left")]), str(o))
+                for o, status, style, sim, doc_id, reason, text in plain]
+        header = self.layout_row([(Text("status"), 7, "left"), (Text("sim"), 4, "left"), (Text("id"), id_w, "left"),
+                                  (Text("why"), why_w, "left"), (Text("text"), 4, "left")])
+        self.set_rows(header, laid)
         self._shown_rows = plain
