@@ -215,6 +215,39 @@ def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed)
         assert np.array_equal(c.cluster, connected_min_labels(n, a[ok], b[ok]))
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computation(seed):
+    """Keeper = first document of the component, similarity = the stored pair (keeper, doc) if
+    any (whether or not it is above the threshold), exact copies follow their first copy. At high
+    thresholds few documents are removed and their pairs are looked up; at low ones all pairs are
+    passed over once: both ways are exercised here."""
+    rng = np.random.default_rng(seed)
+    reps, n = 300, 340
+    x, y = rng.integers(0, reps, 1200), rng.integers(0, reps, 1200)
+    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
+    a, b = map(np.array, zip(*pairs))
+    j = np.round(rng.uniform(0.3, 1.0, len(a)), 2)
+    exact_of = np.full(n, -1)
+    exact_of[reps:] = rng.integers(0, reps, n - reps)  # copies of earlier documents
+    graph = PairGraph(n, exact_of, a, b, j)
+    stored = dict(zip(pairs, j.tolist()))
+    for t in (0.3, 0.6, 0.9, 0.97, 1.0):
+        c = cluster(graph, t, "components")
+        above = j >= t
+        comp = connected_min_labels(n, a[above], b[above])
+        for d in range(reps):
+            if comp[d] == d:
+                assert c.keeper[d] == -1 and c.reason[d] == 0 and np.isnan(c.similarity[d])
+            else:
+                assert c.keeper[d] == comp[d] and c.reason[d] == 2
+                want = stored.get((int(comp[d]), d))
+                assert (np.isnan(c.similarity[d]) if want is None else c.similarity[d] == want), (t, d)
+            assert c.cluster[d] == comp[d]
+        for d in range(reps, n):
+            assert c.keeper[d] == exact_of[d] and c.similarity[d] == 1.0 and c.reason[d] == 1
+            assert c.cluster[d] == comp[exact_of[d]]
+
+
 def test_stored_forest_gives_the_same_clusters_as_a_fresh_one(make_project):
     docs = planted_corpus(80, seed=9)
     project = make_project(docs)

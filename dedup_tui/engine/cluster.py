@@ -60,8 +60,9 @@ class PairGraph:
 
     def forest_nodes(self, split: frozenset = frozenset()):
         """The forest on compact node ids: (nodes touched, sorted; edge ends as indices into
-        them; weights; stored pairs between two of these nodes as (compact a, compact b, ord b,
-        jaccard)). Components then walk only these nodes, not every document."""
+        them and weights, heaviest edge first; stored pairs between two of these nodes as
+        (compact a, compact b, ord b, jaccard)). Components then walk only these nodes, not
+        every document."""
         fa, fb, fj = self.forest(split)
         cached = getattr(self, "_forest_nodes", None)
         if cached is None or cached[0] is not fa:
@@ -78,7 +79,9 @@ class PairGraph:
                 pairs = (pa[inside], pb[inside], self.b[inside], self.jaccard[inside])
             else:  # the forest spans every pair's ends
                 pairs = (pa, pb, self.b, self.jaccard)
-            cached = (fa, (nodes, compact[fa], compact[fb], fj, pairs))
+            # Heaviest edges first: the edges at or above any threshold are then a prefix.
+            order = np.argsort(-fj, kind="stable")
+            cached = (fa, (nodes, compact[fa][order], compact[fb][order], fj[order], pairs))
             self._forest_nodes = cached
         return cached[1]
 
@@ -266,25 +269,41 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
 
     if policy == "components":
         nodes, ca, cb, fj, (pa, pb, pb_ord, pj) = graph.forest_nodes(frozenset(split_pairs or ()))
-        above = fj >= threshold
-        # Compact ids are in ord order, so a component's smallest compact id is its first document.
-        root = connected_min_labels(len(nodes), ca[above], cb[above])
-        moved = np.flatnonzero(root != np.arange(len(nodes)))
-        removed = nodes[moved]
-        keeper[removed] = nodes[root[moved]]
+        above = int(np.searchsorted(-fj, -threshold, side="right"))  # fj is sorted high to low
+        ea, eb = ca[:above], cb[:above]
+        # Only the nodes those edges touch can leave their singleton; label components among them.
+        # Compact ids are in ord order, so a component's smallest id is its first document.
+        touched = np.zeros(len(nodes), dtype=bool)
+        touched[ea] = True
+        touched[eb] = True
+        sub = np.flatnonzero(touched)
+        local = np.empty(len(nodes), dtype=np.int64)
+        local[sub] = np.arange(len(sub))
+        sub_root = connected_min_labels(len(sub), local[ea], local[eb])
+        moved_local = np.flatnonzero(sub_root != np.arange(len(sub)))
+        moved, root_of_moved = sub[moved_local], sub[sub_root[moved_local]]
+        removed, keepers = nodes[moved], nodes[root_of_moved]
+        keeper[removed] = keepers
         reason[removed] = NEAR
         # Any stored pair (>= floor) gives the similarity to the keeper, not only those above
-        # the threshold that joined the component. Pairs are unique and a < b, so each removed
-        # document meets its keeper in at most one pair; one pass over the pairs (in compact ids:
-        # a smaller array to look up) finds them all.
-        to_keeper = root[pb] == pa
-        similarity[pb_ord[to_keeper]] = pj[to_keeper]
+        # the threshold that joined the component.
+        if len(removed) * 16 < len(pa):  # few removed documents: look their pairs up
+            keys = graph.sorted_keys()
+            wanted = keepers * n + removed
+            at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+            found = keys[at] == wanted
+            similarity[removed[found]] = graph.jaccard[at[found]]
+        else:  # one pass over the pairs in compact ids (a smaller array to look up)
+            root = np.arange(len(nodes))
+            root[moved] = root_of_moved
+            to_keeper = root[pb] == pa
+            similarity[pb_ord[to_keeper]] = pj[to_keeper]
     else:
         a, b, j = graph.without(split_pairs)
         above = j >= threshold
         a, b, j = a[above], b[above], j[above]
         keeper_of, best = greedy_keepers(n, a, b, j)
-        removed = keeper_of >= 0
+        removed = np.flatnonzero(keeper_of >= 0)
         keeper[removed] = keeper_of[removed]
         similarity[removed] = best[removed]
         reason[removed] = NEAR
@@ -294,8 +313,7 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
     similarity[dup] = 1.0
     reason[dup] = EXACT
     cluster_of = np.arange(n, dtype=np.int64)
-    rem = keeper >= 0
-    cluster_of[rem] = keeper[rem]
+    cluster_of[removed] = keeper[removed]
     # An exact duplicate of a near-removed document belongs to that document's cluster.
-    cluster_of = cluster_of[cluster_of]
+    cluster_of[dup] = cluster_of[graph.exact_of[dup]]
     return Clustering(threshold, policy, keeper, similarity, reason, cluster_of)
