@@ -85,6 +85,12 @@ class PairGraph:
             self._forest_nodes = cached
         return cached[1]
 
+    def warm(self, policy: str, split_pairs=()) -> None:
+        """Build what re-clustering under this policy reuses (cached), ahead of the first use."""
+        self.sorted_keys()
+        if policy == "components":
+            self.forest_nodes(frozenset(split_pairs))
+
     def use_forest(self, edges: np.ndarray) -> None:
         """Adopt a stored maximum spanning forest (indices into these pairs)."""
         if len(edges) and (edges.max() >= len(self.a) or edges.min() < 0):

@@ -61,6 +61,7 @@ class MainScreen(Screen):
         self._focus_doc: int | None = None  # document to select after the next re-clustering
         self._snapshot_generation: int | None = None  # _generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
+        self._opening = False  # reading a scanned project (not loading or scanning it)
         self._label: int | None = None  # selected cluster
 
     # -- layout -------------------------------------------------------------------------
@@ -93,14 +94,17 @@ class MainScreen(Screen):
             self.policy = state.get("policy", self.policy) if state.get("policy") in POLICIES else self.policy
         self.query_one("#progress", ScanProgress).display = False
         self.update_top()
-        needs_scan = bool(self.spec.corpus) or self.project.document_count() == 0 or self.project.scan_state != "complete"
+        has_documents = self.project.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+        needs_scan = bool(self.spec.corpus) or not has_documents or self.project.scan_state != "complete"
         self.start_pipeline(load=bool(self.spec.corpus), scan_it=needs_scan)
         self.query_one("#clusters", ClusterTable).focus()
 
     # -- background pipeline ------------------------------------------------------------
     def start_pipeline(self, load: bool, scan_it: bool) -> None:
+        self._opening = not (load or scan_it)
         self._cancel = threading.Event()
         self.scanning = True
+        self.update_top()
         if scan_it:
             what = "Loading and scanning" if load else "Scanning"
             self.query_one("#progress", ScanProgress).start(f"{what} {self.spec.db.name} — esc cancels")
@@ -132,6 +136,7 @@ class MainScreen(Screen):
                 # once the list is on screen (bounded, in case the view is not shown at all).
                 painted.wait(timeout=1.0)
             graph = load_graph(project)
+            graph.warm(policy, overrides.split_pairs)  # the first threshold change should not pay for these
             if stored is not None:
                 self.post_message(GraphReady(graph, floor, scan_it))
                 return
@@ -283,7 +288,7 @@ class MainScreen(Screen):
         self.query_one("#threshold", Static).update(t)
         s = Text()
         if self.index is None:
-            s.append("Scanning…" if self.scanning else "No clusters yet", style="dim")
+            s.append(("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet", style="dim")
         else:
             c = self.index.counts
             stale = self.index.threshold != self.threshold or self.index.policy != self.policy
