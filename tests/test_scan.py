@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -342,3 +344,16 @@ def test_a_pool_starts_when_stderr_has_no_file_descriptor():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr[-2000:]
+
+
+def test_orphaned_shared_arrays_of_dead_scans_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = [f"dedup-tui-{dead.pid}-abc.npy", f"dedup-tui-{os.getpid()}-def.npy", "dedup-tui-notes.npy", "other-1.npy"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    assert pipeline._remove_orphaned_arrays(str(tmp_path)) == [names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

@@ -24,7 +24,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import batches_by_length, shingle_hashes, shingle_sets
 from .similarity import all_pairs_at_least, verify_pairs
-from .store import Project, transaction
+from .store import Project, _pid_alive, transaction
 
 DEFAULT_FLOOR = 0.5
 DEFAULT_NUM_PERM = 128
@@ -174,6 +174,29 @@ def _band_job(packed, keys: np.ndarray, num_perm: int, min_agree: int, max_bucke
     return lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
 
 
+_SHARED_PREFIX = "dedup-tui-"
+
+
+def _remove_orphaned_arrays(directory: str | None = None) -> list[str]:
+    """Delete the shared-array files of scans whose process is gone (killed before its cleanup
+    ran: ~60 MB at a million documents). Names carry the owner's pid; returns what was removed."""
+    directory = directory or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(_SHARED_PREFIX) and name.endswith(".npy")):
+            continue
+        pid = name[len(_SHARED_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+    return removed
+
+
 @contextlib.contextmanager
 def _shared_array(array: np.ndarray, to_file: bool):
     """The array, or (for worker processes) the path of a temporary .npy copy of it that every
@@ -181,7 +204,8 @@ def _shared_array(array: np.ndarray, to_file: bool):
     if not to_file:
         yield array
         return
-    fd, path = tempfile.mkstemp(prefix="dedup-tui-", suffix=".npy")
+    _remove_orphaned_arrays()
+    fd, path = tempfile.mkstemp(prefix=f"{_SHARED_PREFIX}{os.getpid()}-", suffix=".npy")
     try:
         with os.fdopen(fd, "wb") as fh:
             np.save(fh, array)
