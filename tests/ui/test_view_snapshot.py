@@ -113,3 +113,53 @@ async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, co
         await settle(pilot)
         assert not any(isinstance(m, ViewReady) for m in messages)
         assert app.main.index.clustering.reason[int(expected.labels[0])] == decisions.REVIEWER
+
+
+async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
+    import random
+
+    from dedup_tui.ui.widgets.tables import MemberTable
+
+    from .conftest import WORDS, write_corpus
+
+    rng = random.Random(5)
+    base = [rng.choice(WORDS) for _ in range(60)]
+    docs = []
+    for i in range(260):  # a template family: one word changed in each copy
+        words = list(base)
+        words[rng.randrange(60)] = f"w{i}"
+        docs.append({"id": f"t{i:03d}", "text": " ".join(words)})
+    docs.append({"id": "other", "text": "something else entirely, not like the rest at all"})
+    corpus = write_corpus(tmp_path / "family.jsonl", docs)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        label = int(main.index.labels[0])
+        members = main.index.members(label)
+        assert len(members) == 260
+        table = main.query_one("#members", MemberTable)
+
+        def shown_keys():
+            return [int(table.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(table.row_count)]
+
+        assert shown_keys() == members[: MemberTable.CHUNK].tolist()
+        assert "100 shown, more as you scroll" in str(main.query_one("#members-title").render())
+        table.focus()
+        await pilot.press("end")  # the last row shown: the next chunk comes in below it
+        assert table.cursor_row == MemberTable.CHUNK - 1
+        assert shown_keys() == members[: 2 * MemberTable.CHUNK].tolist()
+        await pilot.press("end", "end")
+        assert shown_keys() == members.tolist() and table.cursor_row == len(members) - 1
+        await pilot.press("home")
+        assert table.cursor_row == 0
+        assert "more as you scroll" not in str(main.query_one("#members-title").render())
+        # a decision on a member beyond the first chunk keeps it selected after re-clustering
+        target = int(members[150])
+        table.move_cursor(row=150)
+        await pilot.pause()
+        assert main.selected_doc() == target
+        await pilot.press("x")
+        await settle(pilot)
+        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        assert main.selected_doc() == target and table.row_count >= 151

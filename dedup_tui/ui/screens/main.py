@@ -359,22 +359,24 @@ class MainScreen(Screen):
         index = self.index
         members = index.members(label)
         table = self.query_one("#members", MemberTable)
-        rows = self._previews(members[: MemberTable.LIMIT].tolist(), 240)
-        focus_doc = self._focus_doc
-        table.fill(index, label, members, rows)
+        focus_doc, self._focus_doc = self._focus_doc, None
+        hit = np.flatnonzero(members == focus_doc) if focus_doc is not None else np.empty(0, np.int64)
+        # enough chunks to show the document to focus
+        count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
+        rows = self._previews(members[:count].tolist(), 240)
+        table.fill(index, label, members, rows, count)
+        self.update_members_title()
+        table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
+        self.show_member_info()
+
+    def update_members_title(self) -> None:
+        table = self.query_one("#members", MemberTable)
         title = Text()
-        title.append(f"{len(members):,} members", style="bold")
-        if len(members) > MemberTable.LIMIT:
-            title.append(f" (first {MemberTable.LIMIT} shown)", style="dim")
+        title.append(f"{table.total:,} members", style="bold")
+        if table.loaded < table.total:
+            title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
         title.append("  enter/d: diff with kept · k keep · x remove · n not dup", style="dim")
         self.query_one("#members-title", Static).update(title)
-        row = 0
-        if focus_doc is not None:
-            hit = np.flatnonzero(members[: MemberTable.LIMIT] == focus_doc)
-            row = int(hit[0]) if len(hit) else 0
-            self._focus_doc = None
-        table.move_cursor(row=row, animate=False)
-        self.show_member_info()
 
     def show_member_info(self) -> None:
         o = self.selected_doc()
@@ -410,6 +412,10 @@ class MainScreen(Screen):
 
     @on(DataTable.RowHighlighted, "#members")
     def _member_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one("#members", MemberTable)
+        if table.wants_more():
+            table.extend(self._previews(table.pending(), 240))
+            self.update_members_title()
         self.show_member_info()
 
     @on(DataTable.RowSelected, "#clusters")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding
 from textual.geometry import Size
 from textual.widgets import DataTable
 
@@ -29,6 +30,9 @@ class RowTable(DataTable):
     rows are not measured on idle: the single column's width is set before each fill."""
 
     GAP = "  "  # between fields: what DataTable's one cell of padding each side gives
+    # In a list, home/end go to the first/last row (DataTable scrolls sideways on them).
+    BINDINGS = [Binding("home", "scroll_top", "First row", show=False),
+                Binding("end", "scroll_bottom", "Last row", show=False)]
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -127,44 +131,98 @@ def why(index: ClusterIndex, ord_: int, label: int) -> str:
 
 
 class MemberTable(RowTable):
-    """Members of one cluster (the first LIMIT of them); row keys are document ords."""
+    """Members of one cluster, CHUNK rows at a time: more are added as the cursor nears the end
+    of those shown (a template family can have thousands). Row keys are document ords."""
 
-    LIMIT = 50
+    CHUNK = 100
+    NEAR_END = 10  # rows from the end at which the next chunk is added
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._shown_rows: list | None = None
+        self._shown_rows: list | None = None  # the shown rows' plain fields
+        self._members = np.empty(0, dtype=np.int64)
+        self._cluster_context: tuple | None = None  # (index, label, room for the text snippet)
+        self._widths: tuple[int, int] | None = None  # id and why field widths in use
+
+    @property
+    def loaded(self) -> int:
+        return len(self._shown_rows or ())
+
+    @property
+    def total(self) -> int:
+        return len(self._members)
+
+    def pending(self) -> list[int]:
+        """Ords of the next chunk not shown yet."""
+        return self._members[self.loaded : self.loaded + self.CHUNK].tolist()
+
+    def wants_more(self) -> bool:
+        return self.loaded < self.total and self.cursor_row >= self.row_count - self.NEAR_END
 
     def clear(self, columns: bool = False):
         self._shown_rows = None
         return super().clear(columns)
 
-    def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]]) -> None:
-        """Show the members; when every row would be the same as the ones shown, keep them."""
+    def _plain(self, ords: list[int], rows: dict[int, tuple[str, int, str]]):
+        index, label, room = self._cluster_context
         c = index.clustering
-        shown = members[: self.LIMIT].tolist()
-        ids = [literal_line(rows.get(o, ("?",))[0], ID_WIDTH) for o in shown]
-        whys = [why(index, o, label) for o in shown]
-        id_width = max(map(len, ids), default=4)
-        why_width = max(map(len, whys), default=4)
-        room = max(12, pane_width(self) - 24 - id_width - why_width)
+        ids = [literal_line(rows.get(o, ("?",))[0], ID_WIDTH) for o in ords]
+        whys = [why(index, o, label) for o in ords]
+        if room is None:  # the first chunk sets the snippets' length for the cluster
+            room = max(12, pane_width(self) - 24 - max(map(len, ids), default=4) - max(map(len, whys), default=4))
+            self._cluster_context = (index, label, room)
         plain = []
-        for o, doc_id, reason in zip(shown, ids, whys):
+        for o, doc_id, reason in zip(ords, ids, whys):
             status, style = STATUS[int(c.reason[o])]
             decided = "*" if o in index.overrides.decided else ""
             sim = float(c.similarity[o])
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
-        if plain == self._shown_rows:
-            return
-        # the widest cell or the header, as DataTable would measure a column
-        id_w = max([2, *(cell_len(p[4]) for p in plain)])
-        why_w = max([3, *(cell_len(p[5]) for p in plain)])
-        laid = [(self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
-                                  (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
-                                  (Text(text, style="dim"), cell_len(text), "left")]), str(o))
-                for o, status, style, sim, doc_id, reason, text in plain]
+        return plain
+
+    def _laid(self, row, id_w: int, why_w: int) -> tuple[Text, str]:
+        o, status, style, sim, doc_id, reason, text = row
+        return self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
+                                (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
+                                (Text(text, style="dim"), cell_len(text), "left")]), str(o)
+
+    @staticmethod
+    def _field_widths(plain) -> tuple[int, int]:
+        """The widest id and why (or the header), as DataTable would measure a column."""
+        return max([2, *(cell_len(p[4]) for p in plain)]), max([3, *(cell_len(p[5]) for p in plain)])
+
+    def _lay_out(self, plain) -> None:
+        id_w, why_w = self._field_widths(plain)
         header = self.layout_row([(Text("status"), 7, "left"), (Text("sim"), 4, "left"), (Text("id"), id_w, "left"),
                                   (Text("why"), why_w, "left"), (Text("text"), 4, "left")])
-        self.set_rows(header, laid)
+        self.set_rows(header, [self._laid(p, id_w, why_w) for p in plain])
+        self._shown_rows, self._widths = plain, (id_w, why_w)
+
+    def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
+             count: int | None = None) -> None:
+        """Show the first `count` (default CHUNK) members; when every row would be the same as
+        the ones shown, keep them."""
+        self._cluster_context = (index, label, None)
+        self._members = members
+        plain = self._plain(members[: count or self.CHUNK].tolist(), rows)
+        if plain == self._shown_rows:
+            return
+        self._lay_out(plain)
+
+    def extend(self, rows: dict[int, tuple[str, int, str]]) -> None:
+        """Add the next chunk of members (`rows`: previews of `pending()`)."""
+        more = self._plain(self.pending(), rows)
+        plain = (self._shown_rows or []) + more
+        if self._field_widths(plain) != self._widths:  # a wider id or reason: lay every row out again
+            cursor = self.cursor_row
+            self._lay_out(plain)
+            self.move_cursor(row=cursor, animate=False)
+            return
+        column = self.columns["row"]  # type: ignore[index]
+        for row in more:
+            text, key = self._laid(row, *self._widths)
+            if text.cell_len > column.width:
+                column.width = text.cell_len
+                self._require_update_dimensions = True
+            self.add_row(text, key=key)
         self._shown_rows = plain
