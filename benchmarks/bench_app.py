@@ -5,6 +5,9 @@ time.perf_counter(), from the key press (or app start) until what the user sees 
 
 * open      -- app start until the cluster list is populated
 * threshold -- `]` / `[` until the summary line and the cluster list show the new threshold
+  (the app prepares the next ±0.01 step each way while idle, and the timing starts once it has:
+  this is the step as seen by a reviewer who pauses between key presses); `}` / `{` (±0.05)
+  are not prepared ahead, so they time a whole re-clustering
 * policy    -- `p` until the summary and the list show the other policy
 * page      -- `>` until the cluster list shows the next page
 * sort      -- `s` until the list is re-sorted
@@ -148,7 +151,8 @@ async def until(pilot, cond, timeout: float = 30.0) -> None:
     await pilot.pause(0)  # layout + compositor render of the new state (headless: rendered, not written)
 
 
-CHARS = {"right_square_bracket": "]", "left_square_bracket": "[", "greater_than_sign": ">",
+CHARS = {"right_square_bracket": "]", "left_square_bracket": "[", "right_curly_bracket": "}",
+         "left_curly_bracket": "{", "greater_than_sign": ">",
          "less_than_sign": "<", "p": "p", "s": "s", "d": "d"}
 
 
@@ -286,6 +290,12 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             for key, step in [("right_square_bracket", 0.01)] * repeat + [("left_square_bracket", -0.01)] * repeat:
                 target = round(main.threshold + step, 2)
                 await timed(f"threshold `{']' if step > 0 else '['}` (±0.01)", [key],
+                            lambda: reflects(main, target, main.policy))
+            # threshold ±0.05: a step the app has not prepared ahead (a full re-clustering)
+            for i in range(repeat):
+                key, step = ("right_curly_bracket", 0.05) if i % 2 == 0 else ("left_curly_bracket", -0.05)
+                target = round(main.threshold + step, 2)
+                await timed("threshold `}` / `{` (±0.05, not prepared ahead)", [key],
                             lambda: reflects(main, target, main.policy))
             # policy: alternate components -> greedy -> components ...
             for _ in range(repeat):

@@ -7,6 +7,9 @@ through `labels` a few hundred rows at a time and never hold the whole list.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 import json
 from dataclasses import asdict, dataclass
 
@@ -250,3 +253,46 @@ def load_snapshot(project: Project, overrides: Overrides, threshold: float, poli
     key = view_key(project, overrides, threshold, policy, sort)
     data = project.view_snapshot(key)
     return (index_from_snapshot(data, overrides) if data is not None else None), key
+
+
+class PreparedViews:
+    """Cluster indexes by view key: computed on demand or ahead of time (the next threshold
+    step each way), shared between worker threads. A worker asking for a view another one is
+    computing waits for that result instead of computing it again."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._done: OrderedDict[str, ClusterIndex] = OrderedDict()
+        self._running: dict[str, threading.Event] = {}
+
+    def has(self, key: str) -> bool:
+        with self._lock:
+            return key in self._done or key in self._running
+
+    def get(self, key: str, compute: Callable[[], ClusterIndex]) -> ClusterIndex:
+        while True:
+            with self._lock:
+                if key in self._done:
+                    self._done.move_to_end(key)
+                    return self._done[key]
+                running = self._running.get(key)
+                if running is None:
+                    running = self._running[key] = threading.Event()
+                    break
+            running.wait()  # computed by another worker; if that failed, the loop computes it here
+        try:
+            index = compute()
+            with self._lock:
+                self._done[key] = index
+                while len(self._done) > self._keep:
+                    self._done.popitem(last=False)
+            return index
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            running.set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._done.clear()

@@ -163,3 +163,35 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
         assert main.selected_doc() == target and table.row_count >= 151
+
+
+async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
+    from dedup_tui.ui.model import view_key
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        await pilot.press("right_square_bracket")  # 0.81: prepares 0.82 (this way) and 0.80
+        await settle(pilot)
+        project = Project(main.spec.db)
+
+        def key(t):
+            return view_key(project, decisions.Overrides.load(project), t, main.policy, main.sort)
+
+        assert main._views.has(key(0.82)) and main._views.has(key(0.8))
+        prepared = main._views.get(key(0.82), lambda: None)
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert main.threshold == 0.82 and main.index is prepared
+        graph = load_graph(project)
+        fresh = build_index(graph, cluster_with_decisions(project, graph, 0.82, main.policy), Overrides.load(project))
+        assert_same_index(main.index, fresh)
+        # a decision makes every prepared view stale: the next step re-clusters with it
+        doc = int(main.index.labels[0])
+        decisions.record(project, "remove", project.ids_for([doc])[0])
+        assert not main._views.has(key(0.83))
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert main.index.clustering.reason[doc] == decisions.REVIEWER
+        project.close()

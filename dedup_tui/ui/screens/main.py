@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 
 import numpy as np
 from rich.text import Text
@@ -25,7 +26,7 @@ from ...engine.progress import Control
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..model import SORTS, ClusterIndex, build_index, load_snapshot, save_snapshot, view_key
+from ..model import SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key
 from ..text import literal_line
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
@@ -62,6 +63,8 @@ class MainScreen(Screen):
         self._snapshot_generation: int | None = None  # _generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
         self._opening = False  # reading a scanned project (not loading or scanning it)
+        self._views = PreparedViews()  # cluster indexes computed (or prepared ahead) for this graph
+        self._last_step = 0.0  # the last threshold move, for which way to prepare first
         self._label: int | None = None  # selected cluster
 
     # -- layout -------------------------------------------------------------------------
@@ -168,6 +171,7 @@ class MainScreen(Screen):
     def on_graph_ready(self, message: GraphReady) -> None:
         self.scanning = False
         self.graph, self.floor = message.graph, message.floor
+        self._views = PreparedViews()  # views of another graph are of no use
         self.threshold = min(max(self.threshold, self.floor), 1.0)
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
@@ -243,15 +247,34 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="cluster", exit_on_error=False)
     def recluster(self, generation: int, threshold: float, policy: str, sort: str) -> None:
+        graph, views = self.graph, self._views
         project = Project(self.spec.db, readonly=False)
         try:
             overrides = Overrides.load(project)
-            clustering = cluster_with_decisions(project, self.graph, threshold, policy, overrides=overrides)
+
+            def view(t: float) -> tuple[str, Callable[[], ClusterIndex]]:
+                def compute() -> ClusterIndex:
+                    clustering = cluster_with_decisions(project, graph, t, policy, overrides=overrides)
+                    return build_index(graph, clustering, overrides, sort)
+                return view_key(project, overrides, t, policy, sort), compute
+
+            index = views.get(*view(threshold))
+            worker = get_current_worker()
+            if worker.is_cancelled:
+                return
+            self.post_message(Reclustered(generation, index))
+            # While the reviewer looks, prepare the next step each way (the direction of the last
+            # move first), so holding ] or [ shows each step without waiting for a re-clustering.
+            step = 0.01 if self._last_step >= 0 else -0.01
+            for t in (round(threshold + step, 4), round(threshold - step, 4)):
+                if worker.is_cancelled or generation != self._generation:
+                    return
+                if self.floor <= t <= 1.0:
+                    key, compute = view(t)
+                    if not views.has(key):
+                        views.get(key, compute)
         finally:
             project.close()
-        index = build_index(self.graph, clustering, overrides, sort)
-        if not get_current_worker().is_cancelled:
-            self.post_message(Reclustered(generation, index))
 
     def on_reclustered(self, message: Reclustered) -> None:
         self._clustering_busy = False
@@ -460,6 +483,7 @@ class MainScreen(Screen):
             if self.floor and value == self.floor:
                 self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
             return
+        self._last_step = value - self.threshold
         self.threshold = value
         self._remember_state()
         self.schedule_recluster()
