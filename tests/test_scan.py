@@ -250,6 +250,33 @@ def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computat
             assert c.cluster[d] == comp[exact_of[d]]
 
 
+@pytest.mark.parametrize("seed", [5, 6, 7, 8])
+def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
+    """Split decisions update the stored forest (cut, then reconnect across the cuts) instead of
+    rebuilding it: the result must be the very forest a rebuild gives, ties included."""
+    from dedup_tui.engine.cluster import maximum_spanning_forest
+
+    rng = np.random.default_rng(seed)
+    n = 200
+    x, y = rng.integers(0, n, 900), rng.integers(0, n, 900)
+    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
+    a, b = map(np.array, zip(*pairs))
+    j = np.round(rng.uniform(0.5, 1.0, len(a)), 1)  # many ties
+    graph = PairGraph(n, np.full(n, -1), a, b, j)
+    base = set(maximum_spanning_forest(n, a, b, j).tolist())
+    in_forest = [p for i, p in enumerate(pairs) if i in base]
+    others = [p for i, p in enumerate(pairs) if i not in base]
+    for k in (1, 3, 12, 40):
+        split = set(map(tuple, rng.permutation(in_forest)[:k].tolist())) | set(map(tuple, rng.permutation(others)[:k].tolist()))
+        split.add((0, n - 1) if (0, n - 1) not in pairs else (1, n - 1))  # maybe not a stored pair at all
+        ok = np.flatnonzero([p not in split for p in pairs])
+        rebuilt = ok[maximum_spanning_forest(n, a[ok], b[ok], j[ok])]
+        fa, fb, fj = graph.forest(frozenset(split))
+        got = sorted(zip(fa.tolist(), fb.tolist()))
+        assert got == sorted((pairs[i] for i in rebuilt)), k
+        assert np.array_equal(np.sort(fj), np.sort(j[rebuilt]))
+
+
 def test_stored_forest_gives_the_same_clusters_as_a_fresh_one(make_project):
     docs = planted_corpus(80, seed=9)
     project = make_project(docs)
