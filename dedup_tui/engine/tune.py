@@ -92,35 +92,18 @@ def histogram(graph: PairGraph, floor: float, bins: int = 20) -> Histogram:
 
 
 def kept_components(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
-    """Documents kept by the components policy at every threshold, in one union-find pass.
+    """Documents kept by the components policy at every threshold.
 
-    Pairs by descending similarity; each union joining two components removes one kept
-    document. Kept at t = representatives - unions among pairs >= t.
+    The pairs >= t and the spanning forest's edges >= t connect the same documents, and forest
+    edges never close a cycle, so each one >= t joins two components and removes one kept
+    document: kept at t = representatives - forest edges >= t. (Was a union-find pass over
+    every pair: 2 s at a million documents; this is milliseconds.)
     """
-    a, b, j = graph.without(split_pairs)
+    _fa, _fb, fj = graph.forest(frozenset(split_pairs or ()))
     reps = int((graph.exact_of < 0).sum())
-    order = np.argsort(-j, kind="stable")
-    parent = list(range(graph.n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    merged = np.zeros(len(order) + 1, dtype=np.int64)  # unions among the first i pairs
-    count = 0
-    for i, (x, y) in enumerate(zip(a[order].tolist(), b[order].tolist())):
-        rx, ry = find(x), find(y)
-        if rx != ry:
-            parent[max(rx, ry)] = min(rx, ry)
-            count += 1
-        merged[i + 1] = count
-    desc = j[order]
+    weights = np.sort(fj)
     t = np.asarray(thresholds, dtype=np.float64)
-    # pairs with j >= t are a prefix of the descending order
-    n_at_least = len(desc) - np.searchsorted(desc[::-1], t, side="left")
-    return reps - merged[n_at_least]
+    return reps - (len(weights) - np.searchsorted(weights, t, side="left"))
 
 
 def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
