@@ -180,6 +180,7 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
             return view_key(project, decisions.Overrides.load(project), t, main.policy, main.sort)
 
         assert main._views.has(key(0.82)) and main._views.has(key(0.8))
+        assert main._views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.sort))
         prepared = main._views.get(key(0.82), lambda: None)
         await pilot.press("right_square_bracket")
         await settle(pilot)

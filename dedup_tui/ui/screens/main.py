@@ -252,11 +252,11 @@ class MainScreen(Screen):
         try:
             overrides = Overrides.load(project)
 
-            def view(t: float) -> tuple[str, Callable[[], ClusterIndex]]:
+            def view(t: float, pol: str = policy) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
-                    clustering = cluster_with_decisions(project, graph, t, policy, overrides=overrides)
+                    clustering = cluster_with_decisions(project, graph, t, pol, overrides=overrides)
                     return build_index(graph, clustering, overrides, sort)
-                return view_key(project, overrides, t, policy, sort), compute
+                return view_key(project, overrides, t, pol, sort), compute
 
             index = views.get(*view(threshold))
             worker = get_current_worker()
@@ -264,13 +264,15 @@ class MainScreen(Screen):
                 return
             self.post_message(Reclustered(generation, index))
             # While the reviewer looks, prepare the next step each way (the direction of the last
-            # move first), so holding ] or [ shows each step without waiting for a re-clustering.
+            # move first), then the other policy, so holding ] or [ (or pressing p) shows the
+            # result without waiting for a re-clustering.
             step = 0.01 if self._last_step >= 0 else -0.01
-            for t in (round(threshold + step, 4), round(threshold - step, 4)):
+            other = POLICIES[(POLICIES.index(policy) + 1) % len(POLICIES)]
+            for t, pol in ((round(threshold + step, 4), policy), (round(threshold - step, 4), policy), (threshold, other)):
                 if worker.is_cancelled or generation != self._generation:
                     return
                 if self.floor <= t <= 1.0:
-                    key, compute = view(t)
+                    key, compute = view(t, pol)
                     if not views.has(key):
                         views.get(key, compute)
         finally:
