@@ -87,6 +87,13 @@ def test_sweeps_with_exact_copies_and_splits(make_project):
             want = [cluster(graph, float(t), policy, split_pairs=s).kept_count for t in ts]
             assert list(got) == want, (policy, s)
     assert list(tune.kept_greedy(graph, ts)) == [len(greedy_keep_first(docs, 5, float(t))[0]) for t in ts]
+    # the report's sweep is computed once per graph, floor and split set
+    plain = tune.cached_sweep(graph, 0.3)
+    assert tune.cached_sweep(graph, 0.3) is plain
+    with_split = tune.cached_sweep(graph, 0.3, split)
+    assert with_split is not plain
+    assert list(with_split.greedy) == list(tune.sweep(graph, 0.3, split_pairs=split).greedy)
+    assert list(tune.cached_sweep(graph, 0.3).components) == list(plain.components)
 
 
 def test_histogram_and_s_curve(synth_project):

@@ -165,6 +165,23 @@ def sweep(graph: PairGraph, floor: float, step: float = 0.01, split_pairs=None) 
     return Sweep(ts, kept_components(graph, ts, split_pairs), kept_greedy(graph, ts, split_pairs))
 
 
+_SWEEPS: dict[tuple, tuple[PairGraph, Sweep]] = {}  # the latest sweep, by (id(graph), floor, splits)
+
+
+def cached_sweep(graph: PairGraph, floor: float, split_pairs=None) -> Sweep:
+    """sweep() of this graph, floor and split pairs, computed once: it does not depend on the
+    threshold, and its greedy pass takes seconds at a million documents, so moving the
+    threshold in the tuning screen must not redo it."""
+    key = (id(graph), floor, frozenset(split_pairs or ()))
+    hit = _SWEEPS.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    result = sweep(graph, floor, split_pairs=split_pairs)
+    _SWEEPS.clear()
+    _SWEEPS[key] = (graph, result)
+    return result
+
+
 def s_curve(scan_params: dict | None, points: int = 21) -> tuple[np.ndarray, np.ndarray, int, int] | None:
     """(similarities, probability of becoming a candidate, bands, rows); None when the scan
     compared every pair exhaustively (its recall is 1 everywhere)."""
@@ -687,7 +704,7 @@ def report(project: Project, graph: PairGraph, threshold: float, target: float =
         pairs=int(len(graph.jaccard)),
         documents=graph.n,
         histogram=histogram(graph, floor, bins),
-        sweep=sweep(graph, floor, split_pairs=split),
+        sweep=cached_sweep(graph, floor, split),
         curve=s_curve(params),
         estimates=estimate(graph, floor, labelled, target),
         label_counts=counts,
