@@ -42,6 +42,20 @@ class PairGraph:
             self._keys = keys
         return self._keys
 
+    def pair_index(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each (x[i], y[i]) with x < y: its index among the pairs and whether it is a
+        stored pair."""
+        wanted = np.asarray(x, dtype=np.int64) * self.n + np.asarray(y, dtype=np.int64)
+        return _positions(self.sorted_keys(), wanted)
+
+    def _split_indices(self, split_pairs) -> np.ndarray:
+        """Indices of the split pairs (ord pairs a < b) that are stored pairs."""
+        if not split_pairs:
+            return np.empty(0, dtype=np.int64)
+        x, y = np.array(sorted(split_pairs), dtype=np.int64).reshape(-1, 2).T
+        at, found = self.pair_index(x, y)
+        return at[found]
+
     def forest(self, split: frozenset = frozenset()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The maximum spanning forest of the pairs, less the `split` ones (ord pairs a < b);
         the latest one is cached.
@@ -74,9 +88,7 @@ class PairGraph:
         base = self._base_forest()
         if not split:
             return base
-        keys = self.sorted_keys()
-        wanted = np.fromiter((x * self.n + y for x, y in split), dtype=np.int64, count=len(split))
-        split_idx = np.searchsorted(keys, wanted)[_members(wanted, keys)]  # the split pairs that are stored
+        split_idx = np.sort(self._split_indices(split))
         cut = split_idx[_members(split_idx, base)]
         if not len(cut):
             return base
@@ -88,14 +100,13 @@ class PairGraph:
         keep = np.setdiff1d(base, cut, assume_unique=True)
         local_keep = keep[in_affected[self.a[keep]]]
         nodes = np.flatnonzero(in_affected)
-        compact = np.full(self.n, -1, dtype=np.int64)
-        compact[nodes] = np.arange(len(nodes))
+        compact = _compact_ids(nodes, self.n)
         side = np.full(self.n, -1, dtype=np.int64)
         side[nodes] = connected_min_labels(len(nodes), compact[self.a[local_keep]], compact[self.b[local_keep]])
         candidates = np.flatnonzero(in_affected[self.a])  # a pair's two ends are in one tree
         la, lb = side[self.a[candidates]], side[self.b[candidates]]
         across = la != lb
-        across[_members(candidates, np.sort(split_idx))] = False
+        across[_members(candidates, split_idx)] = False
         crossing = candidates[across]  # index order: the same tie-break as a full rebuild
         joined = maximum_spanning_forest(len(nodes), la[across], lb[across], self.jaccard[crossing])
         return np.sort(np.concatenate([keep, crossing[joined]]))
@@ -109,9 +120,9 @@ class PairGraph:
 
     def forest_nodes(self, split: frozenset = frozenset()):
         """The forest on compact node ids: (nodes touched, sorted; edge ends as indices into
-        them and weights, heaviest edge first; stored pairs between two of these nodes as
-        (compact a, compact b, ord b, jaccard)). Components then walk only these nodes, not
-        every document."""
+        them and weights, heaviest edge first; every stored pair as (compact a, compact b, ord b,
+        jaccard), a compact id being -1 for an end outside the forest). Components then walk only
+        these nodes, not every document."""
         fa, fb, fj = self.forest(split)
         cached = getattr(self, "_forest_nodes", None)
         if cached is None or cached[0] is not fa:
@@ -120,8 +131,7 @@ class PairGraph:
             touched[fa] = True
             touched[fb] = True
             nodes = np.flatnonzero(touched)
-            compact = np.full(self.n, -1, dtype=np.int64)
-            compact[nodes] = np.arange(len(nodes))
+            compact = _compact_ids(nodes, self.n)
             # (A split pair may leave an end outside the forest: its compact id is then -1.)
             pairs = (compact[self.a], compact[self.b], self.b, self.jaccard)
             # Heaviest edges first: the edges at or above any threshold are then a prefix.
@@ -150,20 +160,32 @@ class PairGraph:
 
     def without(self, split_pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pairs (a, b, jaccard) less the `split_pairs` ones (ord pairs a < b)."""
-        a, b, j = self.a, self.b, self.jaccard
-        if split_pairs:
-            banned = np.fromiter((x * self.n + y for x, y in split_pairs), dtype=np.int64, count=len(split_pairs))
-            ok = ~np.isin(a * self.n + b, banned)
-            a, b, j = a[ok], b[ok], j[ok]
-        return a, b, j
+        if not split_pairs:
+            return self.a, self.b, self.jaccard
+        ok = np.ones(len(self.a), dtype=bool)
+        ok[self._split_indices(split_pairs)] = False
+        return self.a[ok], self.b[ok], self.jaccard[ok]
+
+
+def _positions(sorted_y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each x[i]: its index in sorted_y and whether it is there (binary search: fast for any
+    sizes; where it is not there, the index means nothing)."""
+    if not len(sorted_y):
+        return np.zeros(len(x), dtype=np.int64), np.zeros(len(x), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_y, x), len(sorted_y) - 1)
+    return at, sorted_y[at] == x
 
 
 def _members(x: np.ndarray, sorted_y: np.ndarray) -> np.ndarray:
-    """x[i] in sorted_y, for each i (binary search: fast for any sizes)."""
-    if not len(sorted_y):
-        return np.zeros(len(x), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_y, x), len(sorted_y) - 1)
-    return sorted_y[at] == x
+    """x[i] in sorted_y, for each i."""
+    return _positions(sorted_y, x)[1]
+
+
+def _compact_ids(nodes: np.ndarray, n: int) -> np.ndarray:
+    """Per node 0..n-1: its index in the sorted `nodes`, or -1 if it is not one of them."""
+    compact = np.full(n, -1, dtype=np.int64)
+    compact[nodes] = np.arange(len(nodes))
+    return compact
 
 
 @dataclass
@@ -342,8 +364,7 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
         touched[ea] = True
         touched[eb] = True
         sub = np.flatnonzero(touched)
-        local = np.empty(len(nodes), dtype=np.int64)
-        local[sub] = np.arange(len(sub))
+        local = _compact_ids(sub, len(nodes))
         sub_root = connected_min_labels(len(sub), local[ea], local[eb])
         moved_local = np.flatnonzero(sub_root != np.arange(len(sub)))
         moved, root_of_moved = sub[moved_local], sub[sub_root[moved_local]]
@@ -353,10 +374,7 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
         # Any stored pair (>= floor) gives the similarity to the keeper, not only those above
         # the threshold that joined the component.
         if len(removed) * 16 < len(pa):  # few removed documents: look their pairs up
-            keys = graph.sorted_keys()
-            wanted = keepers * n + removed
-            at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-            found = keys[at] == wanted
+            at, found = graph.pair_index(keepers, removed)
             similarity[removed[found]] = graph.jaccard[at[found]]
         else:  # one pass over the pairs in compact ids (a smaller array to look up)
             root = np.arange(len(nodes) + 1)

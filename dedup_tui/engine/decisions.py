@@ -206,22 +206,15 @@ class _PairIndex:
 
     def __init__(self, graph: PairGraph):
         self.graph = graph
-        self.n = graph.n
-        # the graph's own cached keys (sorting its pairs if needed), not a sort on every call
-        self.keys = graph.sorted_keys()
-        self.j = graph.jaccard
 
     def similarity(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         rx, ry = _roots(self.graph, x), _roots(self.graph, y)
         out = np.full(len(rx), np.nan)
         same = rx == ry
         out[same] = 1.0
-        lo, hi = np.minimum(rx, ry), np.maximum(rx, ry)
-        q = lo * self.n + hi
-        if len(self.keys):
-            pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
-            found = (self.keys[pos] == q) & ~same
-            out[found] = self.j[pos[found]]
+        at, found = self.graph.pair_index(np.minimum(rx, ry), np.maximum(rx, ry))
+        found &= ~same
+        out[found] = self.graph.jaccard[at[found]]
         return out
 
 
