@@ -7,10 +7,10 @@ through `labels` a few hundred rows at a time and never hold the whole list.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -168,16 +168,23 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
 _SNAPSHOT_FORMAT = 1
 
 
-def view_key(project: Project, overrides: Overrides, threshold: float, policy: str, sort: str) -> str:
-    """Everything a ClusterIndex depends on: the scan, the documents, the active decisions
-    (as resolved to ords), threshold, policy and sort."""
+def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, str], str]:
+    """Keys of the views of this project's scan and these decisions: key(threshold, policy,
+    sort) names everything a ClusterIndex depends on. (The project is read and the decisions
+    digested once, for all the views a worker prepares.)"""
     decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
                           sorted(overrides.accepted), sorted(overrides.decided)])
-    return json.dumps({
-        "format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
-        "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
-        "threshold": round(float(threshold), 4), "policy": policy, "sort": sort,
-    }, sort_keys=True)
+    base = {"format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
+            "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest()}
+
+    def key(threshold: float, policy: str, sort: str) -> str:
+        return json.dumps(base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": sort},
+                          sort_keys=True)
+    return key
+
+
+def view_key(project: Project, overrides: Overrides, threshold: float, policy: str, sort: str) -> str:
+    return view_keys(project, overrides)(threshold, policy, sort)
 
 
 def _pack_arrays(arrays: dict[str, np.ndarray], meta: dict) -> bytes:
@@ -292,7 +299,3 @@ class PreparedViews:
             with self._lock:
                 self._running.pop(key, None)
             running.set()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._done.clear()

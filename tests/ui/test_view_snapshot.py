@@ -145,6 +145,16 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
 
         assert shown_keys() == members[: MemberTable.CHUNK].tolist()
         assert "100 shown, more as you scroll" in str(main.query_one("#members-title").render())
+        # a chunk with longer ids widens the id field of every row shown, not only its own
+        table.extend({o: (f"a-much-longer-id-{o}", 10, "text") for o in table.pending()})
+        rows = [table.get_row_at(r)[0].plain for r in range(table.row_count)]
+        assert table.row_count == 2 * MemberTable.CHUNK
+        why_at = {next(row.index(w) for w in ("first in corpus", "same text", "near duplicate") if w in row)
+                  for row in rows}
+        assert len(why_at) == 1
+        main.show_members(label)  # back to the first chunk, with the real ids
+        await pilot.pause()
+        assert shown_keys() == members[: MemberTable.CHUNK].tolist()
         table.focus()
         await pilot.press("end")  # the last row shown: the next chunk comes in below it
         assert table.cursor_row == MemberTable.CHUNK - 1

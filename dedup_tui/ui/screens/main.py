@@ -26,7 +26,8 @@ from ...engine.progress import Control
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..model import SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key
+from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
+                     view_keys)
 from ..text import literal_line
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
@@ -191,11 +192,11 @@ class MainScreen(Screen):
     def exact_root(self, o: int) -> int:
         """The first copy of this document's text (itself if it is the first)."""
         if self.graph is not None:
-            ex = self.graph.exact_of
+            first = int(self.graph.exact_of[o])
         else:  # the stored view is on screen and the pairs are still being read
             row = self.project.conn.execute("SELECT exact_of FROM documents WHERE ord = ?", (o,)).fetchone()
-            ex = {o: -1 if row is None or row[0] is None else row[0]}
-        return int(ex[o]) if ex[o] >= 0 else o
+            first = -1 if row is None or row[0] is None else int(row[0])
+        return first if first >= 0 else o
 
     def save_view(self) -> None:
         """Store the view on screen for the next opening, unless it is stored already or stale."""
@@ -251,12 +252,13 @@ class MainScreen(Screen):
         project = Project(self.spec.db, readonly=False)
         try:
             overrides = Overrides.load(project)
+            key_of = view_keys(project, overrides)
 
             def view(t: float, pol: str = policy) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
                     clustering = cluster_with_decisions(project, graph, t, pol, overrides=overrides)
                     return build_index(graph, clustering, overrides, sort)
-                return view_key(project, overrides, t, pol, sort), compute
+                return key_of(t, pol, sort), compute
 
             index = views.get(*view(threshold))
             worker = get_current_worker()

@@ -58,15 +58,24 @@ class RowTable(DataTable):
     def set_rows(self, header: Text, rows: list[tuple[Text, str]]) -> None:
         """Replace every row; `rows` are (laid-out text, row key)."""
         self.clear()
+        self.columns["row"].label = header  # type: ignore[index]
+        self._fit_column(max([header.cell_len, *(text.cell_len for text, _key in rows)]), shrink=True)
+        self.append_rows(rows)
+
+    def append_rows(self, rows: list[tuple[Text, str]]) -> None:
+        """Append rows (laid-out text, row key), widening the column if one is wider."""
+        self._fit_column(max((text.cell_len for text, _key in rows), default=0))
+        for text, key in rows:
+            self.add_row(text, key=key)
+
+    def _fit_column(self, width: int, shrink: bool = False) -> None:
         column = self.columns["row"]  # type: ignore[index]
-        width = max([header.cell_len, *(text.cell_len for text, _key in rows)])
-        column.label = header
+        if not shrink:
+            width = max(width, column.width)
         if column.width != width or column.auto_width:
             column.width, column.auto_width = width, False
         self._require_update_dimensions = True
         self.refresh()
-        for text, key in rows:
-            self.add_row(text, key=key)
 
     def _update_dimensions(self, new_rows) -> None:
         if self._labelled_row_exists or any(c.auto_width for c in self.columns.values()):
@@ -142,7 +151,6 @@ class MemberTable(RowTable):
         self._shown_rows: list | None = None  # the shown rows' plain fields
         self._members = np.empty(0, dtype=np.int64)
         self._cluster_context: tuple | None = None  # (index, label, room for the text snippet)
-        self._widths: tuple[int, int] | None = None  # id and why field widths in use
 
     @property
     def loaded(self) -> int:
@@ -196,7 +204,7 @@ class MemberTable(RowTable):
         header = self.layout_row([(Text("status"), 7, "left"), (Text("sim"), 4, "left"), (Text("id"), id_w, "left"),
                                   (Text("why"), why_w, "left"), (Text("text"), 4, "left")])
         self.set_rows(header, [self._laid(p, id_w, why_w) for p in plain])
-        self._shown_rows, self._widths = plain, (id_w, why_w)
+        self._shown_rows = plain
 
     def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
              count: int | None = None) -> None:
@@ -211,18 +219,13 @@ class MemberTable(RowTable):
 
     def extend(self, rows: dict[int, tuple[str, int, str]]) -> None:
         """Add the next chunk of members (`rows`: previews of `pending()`)."""
+        shown = self._shown_rows or []
         more = self._plain(self.pending(), rows)
-        plain = (self._shown_rows or []) + more
-        if self._field_widths(plain) != self._widths:  # a wider id or reason: lay every row out again
+        widths = self._field_widths(shown + more)
+        if widths != self._field_widths(shown):  # a wider id or reason: lay every row out again
             cursor = self.cursor_row
-            self._lay_out(plain)
+            self._lay_out(shown + more)
             self.move_cursor(row=cursor, animate=False)
             return
-        column = self.columns["row"]  # type: ignore[index]
-        for row in more:
-            text, key = self._laid(row, *self._widths)
-            if text.cell_len > column.width:
-                column.width = text.cell_len
-                self._require_update_dimensions = True
-            self.add_row(text, key=key)
-        self._shown_rows = plain
+        self.append_rows([self._laid(row, *widths) for row in more])
+        self._shown_rows = shown + more
