@@ -195,16 +195,22 @@ def test_nibble_agreement_counts_equal_low_nibbles(num_perm):
     assert got.min() >= num_perm // 2
 
 
+def random_pairs(rng, nodes: int, draws: int, low: float, decimals: int):
+    """Distinct random pairs (x < y) among `nodes` documents, sorted, with rounded similarities
+    in [low, 1] (rounding makes ties): (pairs, a, b, jaccard)."""
+    x, y = rng.integers(0, nodes, draws), rng.integers(0, nodes, draws)
+    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
+    a, b = map(np.array, zip(*pairs))
+    return pairs, a, b, np.round(rng.uniform(low, 1.0, len(a)), decimals)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed):
     from dedup_tui.engine.cluster import maximum_spanning_forest
 
     rng = np.random.default_rng(seed)
     n = 300
-    x, y = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
-    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
-    a, b = map(np.array, zip(*pairs))
-    j = np.round(rng.uniform(0.3, 1.0, len(a)), 2)  # ties included
+    pairs, a, b, j = random_pairs(rng, n, 1500, low=0.3, decimals=2)  # ties included
     keep = maximum_spanning_forest(n, a, b, j)
     assert len(keep) <= n - 1
     graph = PairGraph(n, np.full(n, -1), a, b, j)
@@ -225,10 +231,7 @@ def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computat
     passed over once: both ways are exercised here."""
     rng = np.random.default_rng(seed)
     reps, n = 300, 340
-    x, y = rng.integers(0, reps, 1200), rng.integers(0, reps, 1200)
-    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
-    a, b = map(np.array, zip(*pairs))
-    j = np.round(rng.uniform(0.3, 1.0, len(a)), 2)
+    pairs, a, b, j = random_pairs(rng, reps, 1200, low=0.3, decimals=2)
     exact_of = np.full(n, -1)
     exact_of[reps:] = rng.integers(0, reps, n - reps)  # copies of earlier documents
     graph = PairGraph(n, exact_of, a, b, j)
@@ -258,10 +261,7 @@ def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
 
     rng = np.random.default_rng(seed)
     n = 200
-    x, y = rng.integers(0, n, 900), rng.integers(0, n, 900)
-    pairs = sorted({(min(p), max(p)) for p in zip(x.tolist(), y.tolist()) if p[0] != p[1]})
-    a, b = map(np.array, zip(*pairs))
-    j = np.round(rng.uniform(0.5, 1.0, len(a)), 1)  # many ties
+    pairs, a, b, j = random_pairs(rng, n, 900, low=0.5, decimals=1)  # many ties
     graph = PairGraph(n, np.full(n, -1), a, b, j)
     base = set(maximum_spanning_forest(n, a, b, j).tolist())
     in_forest = [p for i, p in enumerate(pairs) if i in base]
