@@ -1,6 +1,6 @@
 """Deterministic benchmark corpora with planted near-duplicates and a ground-truth group.
 
-Three kinds:
+Kinds:
 
 * ``long``  -- ~4 KB documents built from sentences (real package summaries when
   ../shared/corpora/package_summaries.jsonl.gz is present, else sentences of a generated
@@ -8,6 +8,18 @@ Three kinds:
 * ``short`` -- ~200-character documents from the same sentence source;
 * ``real``  -- the real package summaries themselves (first N lines, no planting; the
   ``group`` field is null). Falls back to ``short`` when the file is absent.
+* ``realplus`` -- every real summary plus generated near-variants of them up to N;
+* ``template`` -- 2-6 KB documentation pages (CLI manual pages): ~80% rendered from 20-40
+  templates (fixed boilerplate with slots for command, version, path and option names;
+  optional and reordered sections; an option table; each page documents one of the
+  template's commands; some pages are revisions of an earlier one), the rest unique pages.
+  Millions of pairs >= 0.5 at 20k pages; group = the template ("t07") or "u<i>";
+* ``families`` -- 150-800-character package descriptions (mean ~430): 45% in families of
+  near-copies (sizes at quantiles of a power law, 10 to ~1,100 members at 64k documents,
+  scaled with the corpus) sharing most text with their own names, versions and word edits;
+  the rest singletons. ~1M pairs >= 0.5 at 64k; group = "f<i>" or "s<i>".
+
+``benchmarks/corpus_shape.py`` measures the near-duplicate shape of any kind.
 
 In ``long`` and ``short`` about 45% of the documents belong to planted groups: an original
 plus 1-5 variants made by one noise operation each (exact copy, case/whitespace change,
@@ -24,10 +36,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import random
 import re
 from pathlib import Path
+from statistics import NormalDist
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARIES = REPO.parent / "shared" / "corpora" / "package_summaries.jsonl.gz"
@@ -228,6 +242,218 @@ def real_plus_variants(n_docs: int, seed: int = 0) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# "template": documentation pages rendered from a few dozen templates, plus unique pages.
+# ---------------------------------------------------------------------------------------
+
+TEMPLATE_PAGE_CHARS = (2000, 6000)
+TEMPLATED_FRACTION = 0.8
+TEMPLATE_SPREAD = 0.8  # sigma of the log-normal template popularity
+TEMPLATE_REVISIONS = 0.15  # share of templated pages that are a revision of an earlier page
+
+_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "den", "var", "zel", "an", "or", "ix", "um",
+              "bre", "sto", "fa", "tor", "win", "ep", "yo", "sh", "gr", "kl", "v", "t", "s", "d"]
+_NAME_PARTS = ["sync", "backup", "log", "net", "conf", "pkg", "dock", "stat", "mon", "auth", "cert", "db",
+               "proxy", "mirror", "index", "build", "deploy", "fetch", "watch", "trace", "cache", "queue",
+               "mail", "dns", "disk", "vol", "snap", "repo", "test", "lint", "fmt", "run", "serve", "shell",
+               "crypt", "key", "user", "host", "time", "job", "task", "flow", "graph", "map", "scan", "diff"]
+_NAME_PREFIXES = ["", "", "", "x", "py", "go", "k", "n", "fs", "lib", "pg", "git-", "ng", "open", "q"]
+_OPT_WORDS = ["verbose", "quiet", "output", "input", "format", "config", "dry-run", "force", "recursive",
+              "timeout", "retries", "port", "host", "user", "log-level", "no-color", "jobs", "cache-dir",
+              "prefix", "include", "exclude", "since", "until", "limit", "sort", "reverse", "json", "yaml",
+              "strict", "watch", "all", "depth", "follow", "interval", "listen", "bind", "tls", "cert",
+              "key-file", "profile", "region", "namespace", "label", "selector", "workers", "batch-size",
+              "compress", "checksum", "keep", "prune", "offset", "encoding", "separator", "template"]
+_ARGS = ["FILE", "DIR", "N", "SECONDS", "PATTERN", "URL", "NAME", "LEVEL", "FORMAT", "PATH", "KEY=VALUE",
+         "HOST:PORT", "SIZE", "DATE", "ID", "EXPR"]
+_PATHS = ["/etc/{c}/{c}.conf", "~/.config/{c}/config.toml", "/var/lib/{c}", "/usr/share/doc/{c}",
+          "/var/log/{c}.log", "$XDG_CACHE_HOME/{c}", "/run/{c}.pid", "/opt/{c}/bin/{c}", "{c}.yaml",
+          "/usr/local/etc/{c}rc", "~/.{c}_history", "/srv/{c}/data"]
+_VALUES = ["3", "10", "30s", "5m", "json", "yaml", "debug", "info", "./out", "/tmp/x", "origin", "main",
+           "eu-west-1", "localhost:8080", "0.0.0.0:9000", "'*.log'", "2024-01-01", "4", "64M", "utf-8"]
+
+
+def _name(rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return rng.choice(_NAME_PREFIXES) + rng.choice(_NAME_PARTS) + (rng.choice(_NAME_PARTS) if rng.random() < 0.4 else "")
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4)))
+
+
+def _version(rng: random.Random) -> str:
+    return f"{rng.randint(0, 12)}.{rng.randint(0, 30)}.{rng.randint(0, 20)}"
+
+
+def _slotted(rng: random.Random, text: str, slots: list[str], n: int) -> list[str]:
+    """Words of text with n slot markers (filled per page) put at random word positions."""
+    words = text.split(" ")
+    for _ in range(n):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(slots))
+    return words
+
+
+class _Command:
+    def __init__(self, rng: random.Random, src: SentenceSource, tpl: "_Template"):
+        self.name = _name(rng)
+        self.tagline = src.sentence()
+        self.args = " ".join(rng.sample(_ARGS, rng.randint(0, 2)))
+        scale = tpl.cmd_scale
+        self.description = src.document(int(rng.randint(150, 500) * scale))
+        own = range(tpl.core, len(tpl.options))
+        self.options = list(range(tpl.core)) + rng.sample(own, rng.randint(2, min(8, len(own))))
+        self.extra = src.document(int(rng.randint(100, 400) * scale))  # notes, present in most of its pages
+
+
+class _Template:
+    """A documentation page shape: boilerplate paragraphs with slots, optional and movable
+    sections, an option table, commands that fill it (each page documents one command)."""
+
+    SLOTS = ["§cmd§", "§version§", "§path§", "§project§", "§opt§"]
+
+    def __init__(self, rng: random.Random, src: SentenceSource):
+        self.project = _name(rng).capitalize()
+        self.style = rng.choice(["man", "md", "rst"])
+        self.section = rng.choice(["1", "1", "8", "5"])
+        self.options = [("--" + w, rng.choice(_ARGS) if rng.random() < 0.6 else "", src.sentence())
+                        for w in rng.sample(_OPT_WORDS, rng.randint(14, 30))]
+        # boilerplate budget: how much of a page is the template's fixed text; how much of it is
+        # the command's own (loose templates: pages of different commands share less)
+        self.boiler_chars = rng.randint(1000, 2600)
+        self.cmd_scale = rng.uniform(0.2, 1.5)
+        self.core = rng.randint(2, 8)  # the first `core` options are on every page
+        self.sections = []  # (heading, kind, payload, probability present, movable)
+        left, i = self.boiler_chars, 0
+        while left > 0:
+            size = min(left, rng.randint(150, 700))
+            text = src.document(size)
+            self.sections.append((f"{rng.choice(['About', 'Usage notes', 'Behaviour', 'Details', 'Caveats', 'Security', 'Compatibility', 'Performance', 'Configuration', 'Bugs', 'History'])}",
+                                  "boiler", _slotted(rng, text, self.SLOTS, max(1, size // 150)),
+                                  1.0 if i < 2 or rng.random() < 0.6 else rng.uniform(0.5, 0.95), i >= 1))
+            left -= size
+            i += 1
+        self.sections += [
+            ("Files", "files", rng.sample(_PATHS, rng.randint(2, 5)), rng.uniform(0.5, 1.0), True),
+            ("Environment", "env", [rng.choice(_OPT_WORDS).upper().replace("-", "_") for _ in range(rng.randint(1, 4))],
+             rng.uniform(0.5, 1.0), True),
+            ("Examples", "examples", None, rng.uniform(0.6, 1.0), True),
+            ("Notes", "notes", None, 1.0, True),
+        ]
+        self.exit_text = _slotted(rng, src.document(rng.randint(100, 300)), self.SLOTS, 1)
+        self.commands = [_Command(rng, src, self) for _ in range(rng.randint(4, 30))]
+        self.cmd_cum = []
+        acc = 0.0
+        for i in range(len(self.commands)):
+            acc += 1.0 / (i + 1)
+            self.cmd_cum.append(acc)
+        # share of fresh text per page: some templates are tight, some loose
+        self.fresh = (rng.uniform(0.0, 0.03), rng.uniform(0.05, 0.25))
+
+    def heading(self, title: str) -> str:
+        if self.style == "man":
+            return title.upper()
+        if self.style == "md":
+            return "## " + title
+        return title + "\n" + "-" * len(title)
+
+    def page(self, rng: random.Random, src: SentenceSource) -> str:
+        cmd = rng.choices(self.commands, cum_weights=self.cmd_cum, k=1)[0]
+        version = _version(rng)
+        vals = {"§cmd§": cmd.name, "§version§": version, "§project§": self.project,
+                "§path§": rng.choice(_PATHS).format(c=cmd.name)}
+
+        def fill(words: list[str]) -> str:
+            return " ".join(vals.get(w, w) if w != "§opt§" else rng.choice(self.options)[0] for w in words)
+
+        opts = [self.options[i] for i in cmd.options if rng.random() > 0.08]
+        opts += rng.sample(self.options, rng.randint(0, 1))
+        if self.style == "man":
+            head = f"{cmd.name.upper()}({self.section})    {self.project} Manual    {cmd.name.upper()}({self.section})"
+        elif self.style == "md":
+            head = f"# {cmd.name} — {cmd.tagline}"
+        else:
+            head = f"{cmd.name} {version} documentation\n" + "=" * 30
+        fixed_top = [head, self.heading("Name") + "\n" + f"{cmd.name} - {cmd.tagline}",
+                     self.heading("Synopsis") + "\n" + f"{cmd.name} [OPTIONS] {cmd.args}".rstrip() + "\n"
+                     + "\n".join(f"{cmd.name} {o} {a}".rstrip() for o, a, _ in opts[:3]),
+                     self.heading("Description") + "\n" + cmd.description,
+                     self.heading("Options") + "\n" + "\n".join(f"  {o} {a}".rstrip() + f"\n      {d}" for o, a, d in opts)]
+        fresh_share = rng.uniform(*self.fresh)
+        body = []
+        for title, kind, payload, prob, movable in self.sections:
+            if prob < 1.0 and rng.random() > prob:
+                continue
+            if kind == "boiler":
+                text = fill(payload)
+            elif kind == "files":
+                text = "\n".join(p.format(c=cmd.name) for p in payload)
+            elif kind == "env":
+                text = "\n".join(f"{cmd.name.upper().replace('-', '_')}_{v}" for v in payload)
+            elif kind == "examples":
+                text = "\n".join(f"$ {cmd.name} {rng.choice(opts or self.options)[0]} {rng.choice(_VALUES)}"
+                                 for _ in range(rng.randint(2, 5)))
+            else:  # notes: the command's own notes sometimes, then fresh text
+                parts = [cmd.extra] if rng.random() < 0.85 else []
+                parts.append(src.document(int(fresh_share * self.boiler_chars) + 1))
+                text = " ".join(parts)
+            body.append((movable, self.heading(title) + "\n" + text))
+        movable_idx = [i for i, (m, _) in enumerate(body) if m]
+        if rng.random() < 0.5 and len(movable_idx) > 1:  # reorder the movable sections
+            moved = [body[i] for i in movable_idx]
+            rng.shuffle(moved)
+            for i, item in zip(movable_idx, moved):
+                body[i] = item
+        tail = [self.heading("Exit status") + "\n" + fill(self.exit_text),
+                self.heading("See also") + "\n" + ", ".join(
+                    f"{c.name}({self.section})" for c in rng.sample(self.commands, min(len(self.commands), rng.randint(1, 5)))),
+                f"{self.project} {version}    {rng.randint(2015, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"]
+        text = "\n\n".join(fixed_top + [t for _, t in body] + tail)
+        lo, hi = TEMPLATE_PAGE_CHARS
+        if len(text) < lo:
+            text += "\n\n" + self.heading("More") + "\n" + src.document(lo - len(text))
+        if len(text) > hi:
+            cut = text.rfind("\n\n", 0, hi)
+            text = text[: cut if cut > lo else hi]
+        return text
+
+
+def template_pages(n_docs: int, seed: int = 0) -> list[dict]:
+    """Documentation pages: ~80% rendered from 20-40 templates (group "t<template>"), the rest
+    unique pages of sentences (group "u<i>"). Pages are 2-6 KB."""
+    rng = random.Random(f"template-{seed}")
+    src = SentenceSource(seed)
+    src.rng = random.Random(f"template-src-{seed}")
+    templates = [_Template(rng, src) for _ in range(rng.randint(20, 40))]
+    # template popularity: log-normal quantiles (the same unevenness for every seed)
+    weights = [math.exp(TEMPLATE_SPREAD * NormalDist().inv_cdf((i + 0.5) / len(templates)))
+               for i in range(len(templates))]
+    rng.shuffle(weights)
+    n_tpl = round(n_docs * TEMPLATED_FRACTION)
+    docs: list[tuple[str, str]] = []
+    rendered: list[list[str]] = [[] for _ in templates]
+    for t in rng.choices(range(len(templates)), weights=weights, k=n_tpl):
+        if rendered[t] and rng.random() < TEMPLATE_REVISIONS:
+            # a revision of an earlier page: another version, a few words changed
+            prev = rng.choice(rendered[t])
+            m = re.search(r"\b\d+\.\d+\.\d+\b", prev)
+            text = prev.replace(m.group(0), _version(rng)) if m else prev
+            text = _word_edits(rng, src, text, rng.uniform(0.002, 0.03))
+        else:
+            text = templates[t].page(rng, src)
+        rendered[t].append(text)
+        docs.append((f"t{t:02d}", text))
+    lo, hi = TEMPLATE_PAGE_CHARS
+    for i in range(n_docs - n_tpl):
+        paras = []
+        target = rng.randint(lo, hi)
+        size = 0
+        while size < target:
+            p = src.document(rng.randint(200, 900))
+            paras.append(p)
+            size += len(p) + 2
+        docs.append((f"u{i}", ("# " + src.sentence().rstrip(".") + "\n\n" + "\n\n".join(paras))[:hi]))
+    rng.shuffle(docs)
+    return [{"id": f"p{i:07d}", "text": t, "group": g} for i, (g, t) in enumerate(docs)]
+
+
 def generate(kind: str, n_docs: int, seed: int = 0) -> list[dict]:
     """n_docs records {"id", "text", "group"} (deterministic for (kind, n_docs, seed))."""
     if kind == "realplus" and summaries_path() is not None:
@@ -240,6 +466,10 @@ def generate(kind: str, n_docs: int, seed: int = 0) -> list[dict]:
         else:
             texts = read_summaries(n_docs)
             return [{"id": f"r{i:07d}", "text": t, "group": None} for i, t in enumerate(texts)]
+    if kind == "template":
+        return template_pages(n_docs, seed)
+    if kind == "families":
+        return family_descriptions(n_docs, seed)
     if kind not in ("long", "short"):
         raise ValueError(f"unknown corpus kind {kind!r}")
     rng = random.Random(seed)
@@ -270,6 +500,107 @@ def generate(kind: str, n_docs: int, seed: int = 0) -> list[dict]:
     return [{"id": f"d{i:07d}", "text": t, "group": grp} for i, (grp, t) in enumerate(docs)]
 
 
+# ---------------------------------------------------------------------------------------
+# "families": short package descriptions with dense near-duplicate families.
+# ---------------------------------------------------------------------------------------
+
+FAMILY_CHARS = (150, 800, 340)  # triangular(low, high, mode): mean ~430
+FAMILY_FRACTION = 0.45  # share of documents in families; the rest are singletons
+FAMILY_SIZES_AT_64K = (10, 2000)  # family sizes scale with the corpus (x n/64,000)
+FAMILY_TAIL = 1.5  # P(size > s) ~ s^-1.5
+_LICENSES = ["MIT", "BSD-3-Clause", "Apache-2.0", "GPL-3.0-or-later", "MPL-2.0", "ISC", "LGPL-2.1"]
+_DESC_SHAPES = [
+    "{name}: {body} Install with `pip install {name}=={version}`.",
+    "{name} {version} - {body} License: {license}.",
+    "{body} This is {name} version {version}.",
+    "# {name}\n\n{body}\n\nInstallation: pip install {name}\nLicense: {license}",
+    "{name} — {body} Requires Python >= 3.{py}. Version {version}.",
+]
+
+
+def _family_sizes(n_docs: int) -> list[int]:
+    """Family sizes at quantiles of a truncated power law (not random draws: the shape is the
+    same for every seed), scaled to the corpus, summing to about FAMILY_FRACTION * n_docs."""
+    lo, hi = FAMILY_SIZES_AT_64K
+    a = FAMILY_TAIL
+
+    def inv(u: float) -> float:  # inverse CDF of the density ~ s^-(a+1) on [lo, hi]
+        return (lo ** -a - u * (lo ** -a - hi ** -a)) ** (-1 / a)
+
+    scale = n_docs / 64_000
+    target = FAMILY_FRACTION * n_docs
+    m = 200
+    mean = sum(inv((i + 0.5) / m) for i in range(m)) / m
+    m = max(1, round(target / (mean * scale)))
+    sizes = [max(2, round(inv((i + 0.5) / m) * scale)) for i in range(m)]
+    return sorted(sizes, reverse=True)
+
+
+def _package_body(rng: random.Random, src: SentenceSource, target: int) -> str:
+    if rng.random() < 0.3:  # a feature list
+        items = []
+        size = 0
+        while size < target * 0.6:
+            s = src.sentence()
+            items.append("- " + s)
+            size += len(s) + 3
+        return src.sentence() + "\nFeatures:\n" + "\n".join(items)
+    return src.document(target)
+
+
+def _description(rng: random.Random, src: SentenceSource, shape: str, name: str, version: str,
+                 body: str) -> str:
+    text = (shape.replace("{name}", name).replace("{version}", version).replace("{body}", body)
+            .replace("{license}", rng.choice(_LICENSES)).replace("{py}", str(rng.randint(7, 12))))
+    hi = FAMILY_CHARS[1]
+    return text if len(text) <= hi else text[: max(text.rfind(" ", 0, hi), hi // 2)]
+
+
+def family_descriptions(n_docs: int, seed: int = 0) -> list[dict]:
+    """Package descriptions (150-800 characters, mean ~430): families of near-copies (a base
+    text, a few branches of it, members of a branch with their own name, version and small
+    word edits; group "f<i>"), and singletons (group "s<i>")."""
+    rng = random.Random(f"families-{seed}")
+    src = SentenceSource(seed)
+    src.rng = random.Random(f"families-src-{seed}")
+    lo, hi, mode = FAMILY_CHARS
+    docs: list[tuple[str, str]] = []
+    for f, size in enumerate(_family_sizes(n_docs)):
+        if len(docs) + size > n_docs:
+            size = n_docs - len(docs)
+            if size <= 0:
+                break
+        target = int(rng.triangular(lo, hi, mode))
+        shape = rng.choice(_DESC_SHAPES)
+        stem = _name(rng)
+        body = _package_body(rng, src, max(60, target - 60))
+        # how far the branches and the members drift from the base: per family
+        branch_edit = rng.uniform(0.0, 0.3)
+        member_edit = rng.uniform(0.0, 0.12)
+        branches = [body] + [_word_edits(rng, src, body, branch_edit) if branch_edit > 0.01 else body
+                             for _ in range(max(0, round(size ** 0.5 / 3)))]
+        for _ in range(size):
+            text = rng.choice(branches)
+            if member_edit > 0.005 and rng.random() < 0.8:
+                text = _word_edits(rng, src, text, rng.uniform(0, member_edit))
+            if rng.random() < 0.15:  # a sentence more
+                text = text + " " + src.sentence()
+            name = stem + rng.choice(["-", "_", "", "."]) + _name(rng) if rng.random() < 0.9 else stem
+            docs.append((f"f{f}", _description(rng, src, shape, name, _version(rng), text)))
+    i = 0
+    while len(docs) < n_docs:
+        target = int(rng.triangular(lo, hi, mode))
+        text = _description(rng, src, rng.choice(_DESC_SHAPES), _name(rng), _version(rng),
+                            _package_body(rng, src, max(60, target - 60)))
+        docs.append((f"s{i}", text))
+        i += 1
+    rng.shuffle(docs)
+    return [{"id": f"k{i:07d}", "text": t, "group": g} for i, (g, t) in enumerate(docs)]
+
+
+KINDS = ["long", "short", "real", "realplus", "template", "families"]
+
+
 def write_jsonl(records: list[dict], path: str | Path) -> int:
     """Write records as JSONL; returns the number of bytes of text (UTF-8)."""
     total = 0
@@ -282,7 +613,7 @@ def write_jsonl(records: list[dict], path: str | Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kind", choices=["long", "short", "real", "realplus"], default="long")
+    ap.add_argument("--kind", choices=KINDS, default="long")
     ap.add_argument("--docs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
