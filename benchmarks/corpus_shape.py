@@ -60,13 +60,13 @@ def main() -> None:
           f"largest {gs[:8]}); within-group pairs {sum(g * (g - 1) // 2 for g in gs):,}")
 
     t1 = time.perf_counter()
-    codes = oracle.shingle_codes(norms)
+    enc = oracle.Encoder(norms)
     rng = np.random.default_rng(a.seed)
     sample = reps if d <= a.sample else np.sort(rng.choice(reps, a.sample, replace=False))
-    pa, pb, pj, work = oracle.sample_truth(codes, reps, sample, min(floors))
+    pa, pb, pj, work = oracle.sample_truth(enc, norms, reps, sample, min(floors))
     p = oracle.touch_probability(len(sample), d)
     exact = len(sample) == d
-    print(f"oracle ({codes.method}): {'every pair' if exact else f'{len(sample):,} sampled texts against all'}, "
+    print(f"oracle ({enc.method}): {'every pair' if exact else f'{len(sample):,} sampled texts against all'}, "
           f"{work:.3g} intersection work, {time.perf_counter() - t1:.1f}s")
     all_pairs = d * (d - 1) // 2
     g_arr = np.array([hash(g) for g in groups], np.int64)
@@ -87,7 +87,11 @@ def main() -> None:
         for k, gi in enumerate(pick.tolist()):
             x, y = rng.choice(len(members[gi]), 2, replace=False)
             xa[k], xb[k] = members[gi][x], members[gi][y]
-        j = oracle.pair_jaccard(codes, xa, xb)
+        involved = np.unique(np.concatenate([xa, xb]))
+        row = np.zeros(n, np.int64)
+        row[involved] = np.arange(len(involved))
+        codes = enc.codes([norms[i] for i in involved.tolist()])
+        j = oracle.pair_jaccard(codes, row[xa], row[xb])
         edges = [0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0001]
         hist = np.histogram(j, edges)[0] / len(j)
         print("within-group pair Jaccard (sample of %d): " % len(j)

@@ -2,10 +2,10 @@
 
 The definition is the engine's plain one (``dedup_tui.engine.sets``): normalise (lowercase,
 strip, collapse whitespace runs), take the set of character 5-shingles (a text shorter than 5
-characters is one shingle), Jaccard = |A & B| / |A | B|. Here every shingle is packed into an
-exact 64-bit code (each character gets a dense id of at most 12 bits; corpora with more than
-4,095 distinct characters fall back to numbering the shingle strings with a dict), so the sets
-are sorted int64 arrays and the arithmetic is exact, not a hash estimate.
+characters is one shingle), Jaccard = |A & B| / |A | B|. Here every shingle gets an exact
+64-bit code (five 12-bit character ids packed; shingles with one of the rarest characters of
+a corpus with more than 4,094 distinct ones are numbered through a dict), so the sets are
+sorted int64 arrays and the arithmetic is exact, not a hash estimate.
 
 ``sample_truth`` compares a set of "sample" texts with every text of the corpus through an
 inverted index of the sample's shingles: the work is the summed size of all the pairs'
@@ -18,6 +18,7 @@ precision are estimated from.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 from numba import njit
@@ -46,29 +47,42 @@ def plain_jaccard(a: str, b: str, k: int = K) -> float:
 
 
 @njit(cache=True)
-def _pack_codes(ids, starts, k, bits, out, out_off):
+def _pack_codes(ids, starts, k, bits, esc, out, out_off, flags):
     """Sorted unique packed k-shingle codes of each text (ids: 1-based char ids, texts
-    concatenated, text d is ids[starts[d]:starts[d+1]])."""
+    concatenated, text d is ids[starts[d]:starts[d+1]]). Shingles holding the escape id (a
+    rare character) are left out and their text flagged."""
     mask = (np.int64(1) << (k * bits)) - 1
     pos = 0
     for d in range(len(starts) - 1):
         s, e = starts[d], starts[d + 1]
         out_off[d] = pos
+        flags[d] = False
         if e - s < k:  # one shingle: the whole text; leading zero ids keep it apart from k-grams
             c = np.int64(0)
             for i in range(s, e):
+                if ids[i] == esc:
+                    flags[d] = True
                 c = (c << bits) | ids[i]
-            out[pos] = c
-            pos += 1
+            if not flags[d]:
+                out[pos] = c
+                pos += 1
             continue
         c = np.int64(0)
+        last_esc = s - k
         for i in range(s, s + k - 1):
+            if ids[i] == esc:
+                last_esc = i
             c = (c << bits) | ids[i]
         begin = pos
         for i in range(s + k - 1, e):
+            if ids[i] == esc:
+                last_esc = i
             c = ((c << bits) | ids[i]) & mask
-            out[pos] = c
-            pos += 1
+            if last_esc > i - k:
+                flags[d] = True
+            else:
+                out[pos] = c
+                pos += 1
         seg = np.sort(out[begin:pos])
         w = begin
         for j in range(len(seg)):
@@ -81,10 +95,10 @@ def _pack_codes(ids, starts, k, bits, out, out_off):
 
 
 class Codes:
-    """Sorted unique shingle codes of a list of normalised texts, CSR (values, offsets)."""
+    """Sorted unique shingle codes of a list of texts, CSR (values, offsets)."""
 
-    def __init__(self, values: np.ndarray, offsets: np.ndarray, method: str):
-        self.values, self.offsets, self.method = values, offsets, method
+    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+        self.values, self.offsets = values, offsets
 
     def sizes(self) -> np.ndarray:
         return np.diff(self.offsets)
@@ -93,52 +107,87 @@ class Codes:
         return self.values[self.offsets[i] : self.offsets[i + 1]]
 
 
-def shingle_codes(norms: list[str], k: int = K, chunk_chars: int = 8_000_000) -> Codes:
-    """Exact shingle sets of normalised texts as sorted int64 codes."""
-    alphabet = set()
-    for t in norms:
-        alphabet.update(t)
-    bits = max(1, len(alphabet).bit_length())
-    if bits > _MAX_BITS:
-        return _dict_codes(norms, k)
-    chars = sorted(alphabet)
-    table = np.zeros(max((ord(c) for c in chars), default=0) + 1, np.int64)
-    table[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
-    parts, offs, total = [], [np.zeros(1, np.int64)], 0
-    i = 0
-    while i < len(norms):
-        j, size = i, 0
-        while j < len(norms) and (j == i or size + len(norms[j]) <= chunk_chars):
-            size += len(norms[j])
-            j += 1
-        batch = norms[i:j]
-        lens = np.fromiter((len(t) for t in batch), np.int64, len(batch))
-        starts = np.zeros(len(batch) + 1, np.int64)
-        np.cumsum(lens, out=starts[1:])
-        cps = np.frombuffer("".join(batch).encode("utf-32-le"), np.uint32)
-        ids = table[cps]
-        out = np.empty(int(np.maximum(lens - k + 1, 1).sum()), np.int64)
-        out_off = np.empty(len(batch) + 1, np.int64)
-        used = _pack_codes(ids, starts, k, bits, out, out_off)
-        parts.append(out[:used].copy())
-        offs.append(out_off[1:] + total)
-        total += used
-        i = j
-    return Codes(np.concatenate(parts) if parts else np.zeros(0, np.int64), np.concatenate(offs),
-                 f"packed {bits}-bit character ids")
+_RARE_BASE = 1 << 60  # codes of shingles holding a rare character: above every packed code
 
 
-def _dict_codes(norms: list[str], k: int) -> Codes:
-    ids: dict[str, int] = {}
-    parts, offs, total = [], [0], 0
-    for t in norms:
-        row = np.fromiter((ids.setdefault(s, len(ids)) for s in shingle_set(t, k)), np.int64)
-        row.sort()
-        parts.append(row)
-        total += len(row)
-        offs.append(total)
-    return Codes(np.concatenate(parts) if parts else np.zeros(0, np.int64), np.array(offs, np.int64),
-                 "numbered shingle strings")
+class Encoder:
+    """Exact shingle codes for one corpus. The (up to) 4,094 most frequent characters get ids
+    of at most 12 bits and a shingle of them is its 60-bit packed code; a shingle holding
+    any other character is numbered in a dict (code 2^60 + its number). Codes of different
+    calls on the same encoder are comparable."""
+
+    def __init__(self, norms: list[str], k: int = K):
+        self.k = k
+        counts: Counter = Counter()
+        for t in norms:
+            counts.update(t)
+        limit = (1 << _MAX_BITS) - 1
+        if len(counts) <= limit:
+            chars = sorted(counts)
+            self.bits, self.esc = max(1, len(chars).bit_length()), -1
+            self.rare_chars: frozenset = frozenset()
+        else:
+            chars = sorted(c for c, _ in counts.most_common(limit - 1))
+            self.bits, self.esc = _MAX_BITS, limit
+            self.rare_chars = frozenset(counts) - frozenset(chars)
+        self.table = np.full(max(ord(c) for c in counts) + 1 if counts else 1, self.esc, np.int64)
+        if chars:
+            self.table[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
+        self.rare: dict[str, int] = {}
+        self.method = (f"packed {self.bits}-bit character ids"
+                       + (f", {len(self.rare_chars):,} rare characters numbered" if self.rare_chars else ""))
+
+    def _rare_codes(self, text: str) -> list[int]:
+        k, rare, rc = self.k, self.rare, self.rare_chars
+        if len(text) < k:
+            return [_RARE_BASE + rare.setdefault(text, len(rare))]
+        out = {_RARE_BASE + rare.setdefault(w, len(rare))
+               for w in (text[i : i + k] for i in range(len(text) - k + 1)) if not rc.isdisjoint(w)}
+        return sorted(out)
+
+    def codes(self, norms: list[str], chunk_chars: int = 8_000_000) -> Codes:
+        """Sorted unique shingle codes of each normalised text."""
+        k = self.k
+        parts, offs, total = [], [np.zeros(1, np.int64)], 0
+        i = 0
+        while i < len(norms):
+            j, size = i, 0
+            while j < len(norms) and (j == i or size + len(norms[j]) <= chunk_chars):
+                size += len(norms[j])
+                j += 1
+            batch = norms[i:j]
+            lens = np.fromiter((len(t) for t in batch), np.int64, len(batch))
+            starts = np.zeros(len(batch) + 1, np.int64)
+            np.cumsum(lens, out=starts[1:])
+            cps = np.frombuffer("".join(batch).encode("utf-32-le"), np.uint32)
+            ids = self.table[cps]
+            out = np.empty(int(np.maximum(lens - k + 1, 1).sum()), np.int64)
+            out_off = np.empty(len(batch) + 1, np.int64)
+            flags = np.empty(len(batch), np.bool_)
+            used = _pack_codes(ids, starts, k, self.bits, self.esc, out, out_off, flags)
+            if flags.any():  # append the rare shingles' codes (all above the packed ones)
+                rows, new_off, acc = [], np.zeros(len(batch) + 1, np.int64), 0
+                for d in range(len(batch)):
+                    row = out[out_off[d] : out_off[d + 1]]
+                    if flags[d]:
+                        row = np.concatenate([row, np.array(self._rare_codes(batch[d]), np.int64)])
+                    rows.append(row)
+                    acc += len(row)
+                    new_off[d + 1] = acc
+                vals, out_off = np.concatenate(rows), new_off
+            else:
+                vals = out[:used].copy()
+            parts.append(vals)
+            offs.append(out_off[1:] + total)
+            total += len(vals)
+            i = j
+        return Codes(np.concatenate(parts) if parts else np.zeros(0, np.int64), np.concatenate(offs))
+
+
+def shingle_codes(norms: list[str], k: int = K) -> tuple[Encoder, Codes]:
+    """An encoder for the corpus and the codes of every text."""
+    enc = Encoder(norms, k)
+    return enc, enc.codes(norms)
 
 
 @njit(cache=True)
@@ -168,63 +217,51 @@ def pair_jaccard(codes: Codes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def sample_truth(codes: Codes, rows: np.ndarray, sample: np.ndarray, min_j: float,
-                 chunk_codes: int = 20_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Every pair (s, r) with s in `sample`, r in `rows` (row indices into codes; sample must
-    be a subset of rows), s != r, and exact Jaccard >= min_j, each pair once.
-    Returns (a, b, jaccard, work) with a = the sample member (for pairs of two sample
-    members, the earlier row is a)."""
+def sample_truth(enc: Encoder, norms: list[str], rows: np.ndarray, sample: np.ndarray, min_j: float,
+                 chunk_docs: int = 20_000) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every pair (s, r) with s in `sample`, r in `rows` (indices into norms; sample must be
+    a subset of rows), s != r, and exact Jaccard >= min_j, each pair once. The corpus side is
+    encoded a slice at a time (memory stays bounded). Returns (a, b, jaccard, work): a is
+    the sample member (for pairs of two sample members, the earlier index), work the summed
+    intersection sizes (the cost)."""
     rows = np.asarray(rows, np.int64)
     sample = np.asarray(sample, np.int64)
     z = np.zeros(0, np.int64)
     if len(sample) == 0 or len(rows) == 0:
         return z, z, np.zeros(0, np.float64), 0
-    s_vals = [codes.row(int(s)) for s in sample]
-    s_size = np.array([len(v) for v in s_vals], np.int64)
-    allv = np.concatenate(s_vals)
+    sc = enc.codes([norms[i] for i in sample.tolist()])
+    s_size = sc.sizes()
     owner = np.repeat(np.arange(len(sample), dtype=np.int64), s_size)
-    ucodes, inv = np.unique(allv, return_inverse=True)
-    order = np.argsort(inv, kind="stable")
-    post = owner[order]
+    ucodes, inv = np.unique(sc.values, return_inverse=True)
+    post = owner[np.argsort(inv, kind="stable")]
     post_off = np.zeros(len(ucodes) + 1, np.int64)
     np.cumsum(np.bincount(inv, minlength=len(ucodes)), out=post_off[1:])
-    in_sample = np.zeros(len(codes.offsets) - 1, np.bool_)
+    del sc, owner, inv
+    in_sample = np.zeros(len(norms), np.bool_)
     in_sample[sample] = True
-    # The corpus side in slices of rows (bounded memory): a compact CSR of the slice's codes,
-    # each code's index in the sample's code list (-1: no sample text has it).
-    out_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     total_work = 0
     cap = max(1_000_000, 4 * len(sample))
-    lo = 0
-    while lo < len(rows):
-        hi, n_codes = lo, 0
-        while hi < len(rows) and (hi == lo or n_codes < chunk_codes):
-            r = rows[hi]
-            n_codes += int(codes.offsets[r + 1] - codes.offsets[r])
-            hi += 1
-        chunk = rows[lo:hi]
-        sizes = codes.offsets[chunk + 1] - codes.offsets[chunk]
-        offs = np.zeros(len(chunk) + 1, np.int64)
-        np.cumsum(sizes, out=offs[1:])
-        idx = np.repeat(codes.offsets[chunk] - offs[:-1], sizes) + np.arange(offs[-1], dtype=np.int64)
-        vals = codes.values[idx]
-        pos = np.searchsorted(ucodes, vals)
+    for lo in range(0, len(rows), chunk_docs):
+        chunk = rows[lo : lo + chunk_docs]
+        cc = enc.codes([norms[i] for i in chunk.tolist()])
+        # each code's index in the sample's code list, -1 when no sample text has it
+        pos = np.searchsorted(ucodes, cc.values)
         pos_c = np.minimum(pos, len(ucodes) - 1)
-        uidx = np.where((pos < len(ucodes)) & (ucodes[pos_c] == vals), pos, -1)
-        local_in_sample = in_sample[chunk]
+        uidx = np.where((pos < len(ucodes)) & (ucodes[pos_c] == cc.values), pos, -1)
+        chunk_in_sample = in_sample[chunk]
         start = 0
         while start < len(chunk):
             out_a = np.empty(cap, np.int64)
             out_b = np.empty(cap, np.int64)
             out_j = np.empty(cap, np.float64)
-            n_out, start, work = _sample_pass(offs, chunk, start, uidx, post_off, post, sample, s_size,
-                                              local_in_sample, min_j, out_a, out_b, out_j)
+            n_out, start, work = _sample_pass(cc.offsets, chunk, start, uidx, post_off, post, sample, s_size,
+                                              chunk_in_sample, min_j, out_a, out_b, out_j)
             total_work += work
-            out_parts.append((out_a[:n_out].copy(), out_b[:n_out].copy(), out_j[:n_out].copy()))
-        lo = hi
-    a = np.concatenate([p[0] for p in out_parts])
-    b = np.concatenate([p[1] for p in out_parts])
-    j = np.concatenate([p[2] for p in out_parts])
+            parts.append((out_a[:n_out].copy(), out_b[:n_out].copy(), out_j[:n_out].copy()))
+    a = np.concatenate([p[0] for p in parts])
+    b = np.concatenate([p[1] for p in parts])
+    j = np.concatenate([p[2] for p in parts])
     return a, b, j, total_work
 
 
