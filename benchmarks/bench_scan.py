@@ -169,15 +169,22 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _rss_kb(pid: int) -> int:
+def _mem_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process in kB. VmHWM is the peak of its own address space since its
+    exec; ru_maxrss is not usable here: Linux starts a child's from the RSS of the process it
+    was forked from (a child of this parent would report the parent's hundreds of MB)."""
+    rss = hwm = 0
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+                elif line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                    break
     except OSError:
         pass
-    return 0
+    return rss, hwm
 
 
 class Measured:
@@ -188,37 +195,37 @@ class Measured:
 
 
 def run_measured(cmd: list[str], timeout: float, cwd: str | None = None) -> Measured:
-    """Run cmd, sampling the summed RSS of its process tree every 50 ms; kill its process
-    group on timeout. maxrss is the kernel's peak for the largest single process."""
+    """Run cmd, sampling its process tree every 50 ms: the peak of the summed RSS, and the
+    largest single process's own peak (VmHWM); kill its process group on timeout."""
     out_f = tempfile.TemporaryFile()
     err_f = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=cwd, start_new_session=True)
-    peak = 0
+    peak = hwm = 0
     timed_out = False
     status = None
-    ru = None
     while True:
-        pid, st, r = os.wait4(proc.pid, os.WNOHANG)
+        pid, st, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
-            status, ru = st, r
+            status = st
             break
-        peak = max(peak, sum(_rss_kb(p) for p in _tree(proc.pid)))
+        mem = [_mem_kb(p) for p in _tree(proc.pid)]
+        peak = max(peak, sum(r for r, _ in mem))
+        hwm = max([hwm] + [h for _, h in mem])
         if time.perf_counter() - t0 > timeout:
             timed_out = True
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            _, status, ru = os.wait4(proc.pid, 0)
+            _, status, _ = os.wait4(proc.pid, 0)
             break
         time.sleep(0.05)
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     out_f.seek(0)
     err_f.seek(0)
-    maxrss = ru.ru_maxrss / 1024 if ru else 0.0
-    return Measured(seconds, max(peak / 1024, maxrss), maxrss, proc.returncode, timed_out,
+    return Measured(seconds, max(peak, hwm) / 1024, hwm / 1024, proc.returncode, timed_out,
                     out_f.read().decode(errors="replace"), err_f.read().decode(errors="replace"))
 
 
