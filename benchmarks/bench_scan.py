@@ -1,29 +1,30 @@
 """Benchmark our scan against datasketch MinHashLSH and rensa on the same corpus, same run.
 
     python benchmarks/bench_scan.py --kind long --docs 10000 --floor 0.8
+    python benchmarks/bench_scan.py --kind template --docs 2000 --floor 0.5
     python benchmarks/bench_scan.py --kind real --docs 200000 --floor 0.5 --timeout 900
 
 Each tool runs end to end in its own subprocess (reading the same JSONL file), timed from the
-parent, with peak memory sampled over the whole process tree. Pairs are compared at the level
-of distinct normalised texts (exact duplicates collapsed to their first document), and recall
-is measured against an exact answer; see benchmarks/README.md for every column.
+parent, with peak memory sampled over the whole process tree. The peers run their leanest
+usage and only count their candidates while timed; afterwards (untimed) they list the
+candidates of a sample of query documents. Pairs are compared at the level of distinct
+normalised texts (exact duplicates collapsed to their first document), and recall and
+precision are measured against the exact Jaccard of every pair touching that sample (every
+pair when the corpus is small); see benchmarks/README.md for every column.
 """
 
 from __future__ import annotations
 
 import argparse
-import array
 import json
 import os
 import platform
-import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,21 +35,10 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import corpora  # noqa: E402
+import peers  # noqa: E402
 
-NUM_PERM = 128
-K = 5
-_WS = re.compile(r"\s+")
-
-
-def normalize(text: str) -> str:
-    """Same definition as the engine: lowercase, strip, collapse whitespace runs."""
-    return _WS.sub(" ", text.lower().strip())
-
-
-def shingles(norm: str, k: int = K) -> set[str]:
-    if len(norm) < k:
-        return {norm}
-    return {norm[i : i + k] for i in range(len(norm) - k + 1)}
+NUM_PERM, K = peers.NUM_PERM, peers.K
+normalize = peers.normalize
 
 
 def engine_version() -> str:
@@ -69,7 +59,7 @@ def cli_path() -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Peers: run inside a child process (`bench_scan.py _peer ...`), their normal usage.
+# Peers: each runs in its own process (peers.py), their leanest normal usage.
 # ---------------------------------------------------------------------------------------
 
 def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
@@ -87,68 +77,6 @@ def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
             if best is None or err < best[0]:
                 best = (err, b, r)
     return best[1], best[2]
-
-
-def _read_corpus(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line)["text"] for line in fh]
-
-
-def peer_main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tool")
-    ap.add_argument("corpus")
-    ap.add_argument("floor", type=float)
-    ap.add_argument("out")
-    a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    texts = _read_corpus(a.corpus)
-    n = len(texts)
-    keys = array.array("q")  # every query's result keys, concatenated
-    counts = array.array("q")
-    info = {}
-    if a.tool == "datasketch":
-        from datasketch import MinHash, MinHashLSH
-
-        lsh = MinHashLSH(threshold=a.floor, num_perm=NUM_PERM)
-        info["banding"] = f"{lsh.b}x{lsh.r}"
-        sigs = []
-        for i, t in enumerate(texts):
-            m = MinHash(num_perm=NUM_PERM)
-            m.update_batch([s.encode("utf-8") for s in shingles(normalize(t))])
-            lsh.insert(i, m)
-            sigs.append(m)
-        t_index = time.perf_counter()
-        for m in sigs:
-            r = lsh.query(m)
-            keys.extend(r)
-            counts.append(len(r))
-    elif a.tool == "rensa":
-        from rensa import RMinHash, RMinHashLSH
-
-        b, r = _peer_banding(a.floor, divisors_only=True)
-        info["banding"] = f"{b}x{r}"
-        lsh = RMinHashLSH(threshold=a.floor, num_perm=NUM_PERM, num_bands=b)
-        sigs = []
-        chunk = 10_000
-        for s in range(0, n, chunk):
-            batch = RMinHash.from_token_sets(
-                [list(shingles(normalize(t))) for t in texts[s : s + chunk]], num_perm=NUM_PERM, seed=42
-            )
-            lsh.insert_many(batch, start_key=s)
-            sigs.extend(batch)
-        t_index = time.perf_counter()
-        for s in range(0, n, chunk):
-            for res in lsh.query_all(sigs[s : s + chunk]):
-                keys.extend(res)
-                counts.append(len(res))
-    else:
-        raise SystemExit(f"unknown peer {a.tool}")
-    t_end = time.perf_counter()
-    np.save(a.out + ".keys.npy", np.frombuffer(keys, dtype=np.int64))
-    np.save(a.out + ".counts.npy", np.frombuffer(counts, dtype=np.int64))
-    info.update(index_s=t_index - t0, query_s=t_end - t_index)
-    Path(a.out + ".json").write_text(json.dumps(info))
 
 
 # ---------------------------------------------------------------------------------------
@@ -189,31 +117,50 @@ def _mem_kb(pid: int) -> tuple[int, int]:
 
 class Measured:
     def __init__(self, seconds: float, peak_tree_mb: float, maxrss_mb: float, rc: int | None,
-                 timed_out: bool, stdout: str, stderr: str):
+                 timed_out: bool, stdout: str, stderr: str, untimed_s: float = 0.0):
         self.seconds, self.peak_tree_mb, self.maxrss_mb = seconds, peak_tree_mb, maxrss_mb
         self.rc, self.timed_out, self.stdout, self.stderr = rc, timed_out, stdout, stderr
+        self.untimed_s = untimed_s
 
 
-def run_measured(cmd: list[str], timeout: float, cwd: str | None = None) -> Measured:
+def run_measured(cmd: list[str], timeout: float, cwd: str | None = None, mark: str | None = None) -> Measured:
     """Run cmd, sampling its process tree every 50 ms: the peak of the summed RSS, and the
-    largest single process's own peak (VmHWM); kill its process group on timeout."""
+    largest single process's own peak (VmHWM); kill its process group on timeout.
+
+    With `mark`, the child writes that file when its timed part is over ({"t": its
+    CLOCK_MONOTONIC time, "hwm_kb": its own peak so far}): the time and the memory are taken
+    up to that moment, and what the child does afterwards (untimed bookkeeping for the
+    benchmark) gets its own `timeout` and counts for neither."""
     out_f = tempfile.TemporaryFile()
     err_f = tempfile.TemporaryFile()
-    t0 = time.perf_counter()
+    clock = lambda: time.clock_gettime(time.CLOCK_MONOTONIC)  # noqa: E731
+    t0 = clock()
     proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=cwd, start_new_session=True)
     peak = hwm = 0
     timed_out = False
     status = None
+    marked = None  # seconds at the mark
+
+    def read_mark() -> float:
+        nonlocal hwm
+        m = json.loads(Path(mark).read_text())
+        hwm = max(hwm, m["hwm_kb"])
+        return m["t"] - t0
+
     while True:
         pid, st, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             status = st
             break
-        mem = [_mem_kb(p) for p in _tree(proc.pid)]
-        peak = max(peak, sum(r for r, _ in mem))
-        hwm = max([hwm] + [h for _, h in mem])
-        if time.perf_counter() - t0 > timeout:
-            timed_out = True
+        if mark and marked is None and os.path.exists(mark):
+            marked = read_mark()
+        if marked is None:
+            mem = [_mem_kb(p) for p in _tree(proc.pid)]
+            peak = max(peak, sum(r for r, _ in mem))
+            hwm = max([hwm] + [h for _, h in mem])
+        deadline = timeout if marked is None else marked + timeout
+        if clock() - t0 > deadline:
+            timed_out = marked is None
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -221,12 +168,18 @@ def run_measured(cmd: list[str], timeout: float, cwd: str | None = None) -> Meas
             _, status, _ = os.wait4(proc.pid, 0)
             break
         time.sleep(0.05)
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     out_f.seek(0)
     err_f.seek(0)
-    return Measured(seconds, max(peak, hwm) / 1024, hwm / 1024, proc.returncode, timed_out,
-                    out_f.read().decode(errors="replace"), err_f.read().decode(errors="replace"))
+    stdout, stderr = out_f.read().decode(errors="replace"), err_f.read().decode(errors="replace")
+    if mark and marked is None and os.path.exists(mark):  # finished between two samples
+        marked = read_mark()
+    untimed = 0.0
+    if marked is not None:
+        seconds, untimed = marked, seconds - marked
+    return Measured(seconds, max(peak, hwm) / 1024, hwm / 1024, proc.returncode, timed_out, stdout, stderr,
+                    untimed_s=untimed)
 
 
 # ---------------------------------------------------------------------------------------
@@ -243,67 +196,6 @@ def pair_keys(a: np.ndarray, b: np.ndarray, rep: np.ndarray, n: int) -> np.ndarr
     if len(k) > 1:
         k = k[np.concatenate(([True], k[1:] != k[:-1]))]
     return k
-
-
-def group_pairs(groups: list, rep: np.ndarray, n: int) -> np.ndarray:
-    by: dict = {}
-    for i, g in enumerate(groups):
-        if g is not None:
-            by.setdefault(g, []).append(i)
-    a, b = [], []
-    for members in by.values():
-        rs = sorted(set(rep[members].tolist()))
-        for x in range(len(rs)):
-            for y in range(x + 1, len(rs)):
-                a.append(rs[x])
-                b.append(rs[y])
-    return pair_keys(np.array(a, np.int64), np.array(b, np.int64), rep, n)
-
-
-def exact_jaccards(keys: np.ndarray, norms: list[str], n: int, plain_work: float, log) -> tuple[np.ndarray, str]:
-    """Exact Jaccard of each pair key. Up to plain_work (pairs x mean shingles per text): the
-    engine's plain set functions (sets.shingle_set / sets.jaccard). Beyond: the engine's
-    vectorised verification (48-bit fingerprints), spot-checked against the plain functions
-    on 5,000 random pairs."""
-    from dedup_tui.engine import sets
-
-    a, b = keys // n, keys % n
-    mean_shingles = sum(len(t) for t in norms) / max(len(norms), 1)
-    if len(keys) * mean_shingles <= plain_work:
-        out = np.empty(len(keys), np.float64)
-        cur, cur_set = -1, None
-        cache: dict[int, set] = {}
-        for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
-            if x != cur:
-                cur, cur_set = x, sets.shingle_set(norms[x], K)
-                if len(cache) > 20_000:
-                    cache.clear()
-            sy = cache.get(y)
-            if sy is None:
-                sy = sets.shingle_set(norms[y], K)
-                if len(norms[y]) < 1000:
-                    cache[y] = sy
-            out[i] = sets.jaccard(cur_set, sy)
-        return out, "plain sets"
-    from dedup_tui.engine.shingle import shingle_sets
-    from dedup_tui.engine.similarity import verify_pairs
-
-    involved = np.unique(np.concatenate([a, b]))
-    row = np.full(n, -1, np.int64)
-    row[involved] = np.arange(len(involved))
-    values, offsets = shingle_sets([norms[i] for i in involved.tolist()], K)
-    out = np.empty(len(keys), np.float64)
-    step = 500_000
-    for s in range(0, len(keys), step):
-        out[s : s + step] = verify_pairs(values, offsets, row[a[s : s + step]], row[b[s : s + step]])
-    rng = np.random.default_rng(0)
-    sample = rng.choice(len(keys), size=min(5000, len(keys)), replace=False)
-    bad = sum(
-        abs(sets.jaccard(sets.shingle_set(norms[int(a[i])], K), sets.shingle_set(norms[int(b[i])], K)) - out[i]) > 1e-12
-        for i in sample
-    )
-    log(f"  oracle: {len(keys):,} pairs by vectorised verification; plain-set spot check: {bad} of {len(sample)} differ")
-    return out, f"vectorised ({bad}/{len(sample)} spot-check mismatches)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -351,22 +243,24 @@ def run_ours(corpus: Path, work: Path, floor: float, timeout: float, ids: dict, 
     return res
 
 
-def run_peer(tool: str, corpus: Path, work: Path, floor: float, timeout: float, log) -> dict:
+def run_peer(tool: str, corpus: Path, work: Path, floor: float, timeout: float, queries: Path, log) -> dict:
     out = work / tool
-    m = run_measured([sys.executable, str(Path(__file__).resolve()), "_peer", tool, str(corpus), str(floor), str(out)],
-                     timeout)
-    res = {"tool": tool, "seconds": m.seconds, "peak_mb": m.peak_tree_mb, "maxrss_mb": m.maxrss_mb}
+    mark = work / f"{tool}.mark"
+    cmd = [sys.executable, str(HERE / "peers.py"), tool, str(corpus), str(floor), str(out),
+           "--mark", str(mark), "--queries", str(queries)]
+    if tool == "rensa":
+        cmd += ["--bands", str(_peer_banding(floor, divisors_only=True)[0])]
+    m = run_measured(cmd, timeout, mark=str(mark))
+    res = {"tool": tool, "seconds": m.seconds, "peak_mb": m.peak_tree_mb, "maxrss_mb": m.maxrss_mb,
+           "untimed_s": m.untimed_s}
     if m.timed_out or m.rc != 0:
         res["status"] = "timeout" if m.timed_out else f"error rc={m.rc}"
         if not m.timed_out:
-            log(f"  {tool} failed: {m.stderr[-2000:]}")
+            log(f"  {tool} failed{' after its timed part' if m.untimed_s else ''}: {m.stderr[-2000:]}")
         return res
-    info = json.loads(Path(str(out) + ".json").read_text())
-    keys = np.load(str(out) + ".keys.npy")
-    counts = np.load(str(out) + ".counts.npy")
-    res.update(info)
-    res["raw_a"] = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-    res["raw_b"] = keys
+    res.update(json.loads(Path(str(out) + ".json").read_text()))
+    res["q_found"] = np.load(str(out) + ".keys.npy")
+    res["q_counts"] = np.load(str(out) + ".counts.npy")
     res["status"] = "ok"
     return res
 
@@ -376,8 +270,7 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
         f"### {meta['kind']} corpus: {meta['docs']:,} docs, {meta['mb']:.1f} MB of text "
         f"(mean {meta['mean_chars']:.0f} chars; {meta['distinct']:,} distinct normalised texts), floor {meta['floor']}",
         "",
-        f"Truth: {meta['truth']} — {meta['truth_pairs']:,} pairs of distinct texts with Jaccard >= {meta['floor']}, "
-        f"{meta['truth_near']:,} of them in [{meta['floor']}, {meta['floor'] + 0.05:.2f}). Jaccard by {meta['oracle']}.",
+        f"Truth: {meta['truth']}",
         "",
         "| tool | method | wall s | docs/s | MB/s | peak MB | pairs reported | precision | recall | recall near floor | vs fastest peer |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -400,35 +293,37 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
             f"{r['recall_near']:.4f} | {speed} |"
         )
     lines.append("")
+    if meta.get("sampled"):
+        lines.append(f"Precision and recall are estimated on the pairs touching the {meta['truth_sample']:,} sampled "
+                     "texts (ours from its full output; the peers' from the candidates of the sampled queries, "
+                     "listed after their timer stopped).")
+    lines.append("Peers: wall s and peak MB stop when every query's candidates are counted; listing candidates "
+                 "for the benchmark's bookkeeping afterwards is not timed.")
     lines.append(f"Machine: {meta['machine']}. {meta['when']}. dedup-tui at {meta.get('engine', '?')}.")
     for r in rows:
         if r.get("summary"):
             lines.append(f"`{r['tool']}` said: {r['summary']}")
+        if r.get("hits") is not None:
+            lines.append(f"`{r['tool']}`: {r['hits']:,} query results ({(r['hits'] - r['docs']) // 2:,} candidate pairs "
+                         f"of documents), index {r['index_s']:.1f} s + query {r['query_s']:.1f} s inside the process.")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "_peer":
-        peer_main(sys.argv[2:])
-        return
     ap = argparse.ArgumentParser(description="Compare dedup-tui's scan with datasketch and rensa.")
     ap.add_argument("--docs", type=int, default=2000, help="corpus size (documents)")
-    ap.add_argument("--kind", choices=["long", "short", "real", "realplus"], default="long")
+    ap.add_argument("--kind", choices=corpora.KINDS, default="long")
     ap.add_argument("--floor", type=float, default=0.8, help="similarity floor / LSH threshold")
     ap.add_argument("--peers", default="datasketch,rensa", help="comma list: datasketch,rensa (empty for none)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per tool before it is reported as timeout")
-    ap.add_argument("--truth", choices=["auto", "exhaustive", "union"], default="auto",
-                    help="exact answer: our --method exhaustive scan, or exact Jaccard of planted-group pairs "
-                         "plus every reported pair (auto: exhaustive when its work is small)")
-    ap.add_argument("--exhaustive-work", type=float, default=3e10,
-                    help="auto uses the exhaustive truth below this (pairs x mean shingles)")
-    ap.add_argument("--plain-work", type=float, default=3e8,
-                    help="compute the oracle with the plain set functions up to this much work "
-                         "(pairs x mean shingles), above it with the vectorised verification")
-    ap.add_argument("--oracle-sample", type=int, default=5_000_000,
-                    help="a tool reporting more pairs than this has only a uniform sample of them "
-                         "verified exactly (its precision is the sample's)")
+    ap.add_argument("--truth-sample", type=int, default=2000,
+                    help="the exact answer compares this many random distinct texts with every text; recall "
+                         "and precision are measured on the pairs touching them")
+    ap.add_argument("--truth-all-work", type=float, default=2e10,
+                    help="compare every pair instead when distinct texts x characters of text is at most this "
+                         "(or there are at most --truth-sample distinct texts)")
+    ap.add_argument("--oracle-sample", type=int, help=argparse.SUPPRESS)  # the old union oracle's; ignored
     ap.add_argument("--out-json", help="write all measurements here")
     ap.add_argument("--out-md", help="append the Markdown table here")
     ap.add_argument("--workdir", help="directory for the temporary corpus and projects (default: a temp dir)")
@@ -437,6 +332,8 @@ def main() -> None:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if a.oracle_sample is not None:
+        log("note: --oracle-sample is ignored (the exact answer is now --truth-sample texts against all)")
     peers = [p for p in a.peers.split(",") if p]
     work = Path(tempfile.mkdtemp(prefix="dedup-bench-", dir=a.workdir))
     try:
@@ -449,8 +346,21 @@ def main() -> None:
         first: dict[str, int] = {}
         rep = np.fromiter((first.setdefault(t, i) for i, t in enumerate(norms)), np.int64, n)
         ids = {r["id"]: i for i, r in enumerate(recs)}
-        groups = [r["group"] for r in recs]
-        log(f"corpus {a.kind}: {n:,} docs, {text_bytes / 1e6:.1f} MB, {len(first):,} distinct texts "
+        del recs
+        reps = np.flatnonzero(rep == np.arange(n))
+        distinct = len(reps)
+        mult = np.bincount(rep, minlength=n)  # documents sharing each representative's text
+        total_chars = sum(len(norms[i]) for i in reps.tolist())
+        sampled = distinct > a.truth_sample and distinct * total_chars > a.truth_all_work
+        rng = np.random.default_rng(a.seed)
+        sample = np.sort(rng.choice(reps, a.truth_sample, replace=False)) if sampled else reps
+        in_sample = np.zeros(n, np.bool_)
+        in_sample[sample] = True
+        # The peers list (untimed) the candidates of the sampled texts, for recall and precision,
+        # and of the texts with exact duplicates, to count their pairs between distinct texts.
+        queries = np.union1d(sample, np.flatnonzero(mult > 1))
+        np.save(work / "queries.npy", queries)
+        log(f"corpus {a.kind}: {n:,} docs, {text_bytes / 1e6:.1f} MB, {distinct:,} distinct texts "
             f"({time.perf_counter() - t0:.1f}s)")
 
         rows = []
@@ -459,77 +369,91 @@ def main() -> None:
         rows.append(run_ours(corpus, work, a.floor, a.timeout, ids, n, log))
         for p in peers:
             log(f"running {p} ...")
-            rows.append(run_peer(p, corpus, work, a.floor, a.timeout, log))
+            rows.append(run_peer(p, corpus, work, a.floor, a.timeout, work / "queries.npy", log))
         for r in rows:
-            if r.get("status") == "ok":
-                r["keys"] = pair_keys(r.pop("raw_a"), r.pop("raw_b"), rep, n)
-            log(f"  {r['tool']}: {r.get('status')} {r.get('seconds', 0):.1f}s peak {r.get('peak_mb', 0):.0f} MB")
+            log(f"  {r['tool']}: {r.get('status')} {r.get('seconds', 0):.1f}s peak {r.get('peak_mb', 0):.0f} MB"
+                + (f" (then {r['untimed_s']:.1f}s untimed)" if r.get("untimed_s") else ""))
 
-        # The exact answer.
-        distinct = len(first)
-        mean_shingles = float(np.mean([max(len(t) - K + 1, 1) for t in norms]))
-        work_est = distinct * (distinct - 1) / 2 * mean_shingles
-        truth_mode = a.truth
-        if truth_mode == "auto":
-            truth_mode = "exhaustive" if work_est <= a.exhaustive_work else "union"
-        if truth_mode == "exhaustive":
-            log(f"exact answer: exhaustive scan ({work_est:.2g} work) ...")
-            ex = run_ours(corpus, work, a.floor, 1e9, ids, n, log, method="exhaustive", label="exhaustive")
-            if ex.get("status") != "ok":
-                raise SystemExit("exhaustive scan failed")
-            truth_keys = pair_keys(ex["raw_a"], ex["raw_b"], rep, n)
-            cand = truth_keys
-            truth_desc = f"our `--method exhaustive` scan ({ex['seconds']:.0f} s)"
-        else:
-            cand = group_pairs(groups, rep, n)
-            n_group = len(cand)
-            sampled = []
-            rng = np.random.default_rng(a.seed)
-            for r in rows:
-                if "keys" in r:
-                    keys = r["keys"]
-                    # A peer's candidates, too many to verify: a uniform sample of them. (Ours
-                    # are all kept: they are verified pairs and the recall of everyone rests on them.)
-                    if len(keys) > a.oracle_sample and r["tool"] != "dedup-tui":
-                        keys = np.sort(rng.choice(keys, a.oracle_sample, replace=False))
-                        r["sample"] = keys
-                        sampled.append(f"{r['tool']} ({len(r['keys']):,} pairs)")
-                    cand = np.union1d(cand, keys)
-            planted = f"all {n_group:,} planted-group pairs and " if n_group else ""
-            truth_desc = (f"union of {planted}every pair any tool reported "
-                          f"({len(cand):,} pairs), exact Jaccard each (pairs that no tool reported"
-                          f"{' and outside planted groups' if n_group else ''} are not counted)")
-            if sampled:
-                truth_desc += (f"; for {', '.join(sampled)} a uniform sample of {a.oracle_sample:,} of its pairs "
-                               "stands for all of them: its precision is the sample's")
-        log(f"oracle over {len(cand):,} pairs ...")
+        # The exact answer: every pair touching the sample (every pair when not sampled).
+        import oracle  # numba: only the parent needs it
+        log(f"exact answer: {len(sample):,} of {distinct:,} distinct texts against all ...")
         t1 = time.perf_counter()
-        jac, oracle = exact_jaccards(cand, norms, n, a.plain_work, log)
-        log(f"  oracle {time.perf_counter() - t1:.1f}s")
-        if truth_mode == "exhaustive":
-            bad = int((jac < a.floor - 1e-12).sum())
-            if bad:
-                log(f"  WARNING: exhaustive scan returned {bad} pairs below the floor by the plain oracle")
-        good = jac >= a.floor
-        truth = cand[good]
-        near = cand[good & (jac < a.floor + 0.05)]
-        jac_of = dict()  # only used for precision below via searchsorted
+        enc = oracle.Encoder(norms)
+        ta, tb, tj, owork = oracle.sample_truth(enc, norms, reps, sample, a.floor)
+        tkeys = np.minimum(ta, tb) * n + np.maximum(ta, tb)
+        order = np.argsort(tkeys)
+        tkeys, tj = tkeys[order], tj[order]
+        del ta, tb, order
+        near = tkeys[tj < a.floor + 0.05]
+        oracle_s = time.perf_counter() - t1
+        log(f"  {len(tkeys):,} pairs >= {a.floor}, {owork:.3g} intersection work, {oracle_s:.1f}s ({enc.method})")
+
+        def touching(keys: np.ndarray) -> np.ndarray:
+            return keys[in_sample[keys // n] | in_sample[keys % n]]
+
+        checked_keys = []
         for r in rows:
-            if "keys" not in r:
+            if r.get("status") != "ok":
                 continue
-            k = r["keys"]
-            r["pairs"] = len(k)
-            hit = np.isin(truth, k, assume_unique=True)
-            r["recall"] = float(hit.mean()) if len(truth) else 1.0
-            r["recall_near"] = float(np.isin(near, k, assume_unique=True).mean()) if len(near) else 1.0
-            checked = r.pop("sample", k)
-            r["precision"] = float(np.isin(checked, truth, assume_unique=True).mean()) if len(checked) else 1.0
+            if "raw_a" in r:  # ours: every pair it reported
+                keys = pair_keys(r.pop("raw_a"), r.pop("raw_b"), rep, n)
+                r["pairs"] = len(keys)
+                ks = touching(keys)
+                del keys
+            else:  # a peer: the candidate lists of the queries
+                found = pair_keys(np.repeat(queries, r.pop("q_counts")), r.pop("q_found"), rep, n)
+                # Pairs between distinct texts: its document pairs, minus the pairs of copies of one
+                # text, minus the extra copies of pairs whose texts have copies (all among `found`:
+                # a candidate of a text with copies is in that text's own list, LSH is symmetric).
+                dup = found[(mult[found // n] > 1) | (mult[found % n] > 1)]
+                r["pairs"] = int((r["hits"] - n) // 2 - (mult * (mult - 1) // 2).sum()
+                                 - (mult[dup // n] * mult[dup % n] - 1).sum())
+                ks = touching(found)
+                del found, dup
+            hit = np.isin(tkeys, ks, assume_unique=True)
+            r["recall"] = float(hit.mean()) if len(tkeys) else 1.0
+            r["recall_near"] = float(np.isin(near, ks, assume_unique=True).mean()) if len(near) else 1.0
+            good = np.isin(ks, tkeys, assume_unique=True)
+            r["precision"] = float(good.mean()) if len(ks) else 1.0
             r["missed"] = int((~hit).sum())
-        del jac_of
+            r["measured_pairs"] = int(len(ks))
+            if r["tool"] == "dedup-tui" and not good.all():
+                bad = ks[~good][:5]
+                log(f"  WARNING: {int((~good).sum()):,} of our pairs touching the sample are below the floor by "
+                    f"the oracle, e.g. " + ", ".join(
+                        f"({k // n}, {k % n}) plain Jaccard {oracle.plain_jaccard(norms[k // n], norms[k % n]):.4f}"
+                        for k in bad.tolist()))
+            checked_keys.append(ks[rng.choice(len(ks), min(100, len(ks)), replace=False)] if len(ks) else ks)
+        # Spot check of the oracle against plain Python sets: truth pairs and reported pairs.
+        spot = np.unique(np.concatenate(checked_keys + [tkeys[rng.choice(len(tkeys), min(200, len(tkeys)),
+                                                                          replace=False)]]))
+        tset = dict(zip(tkeys.tolist(), tj.tolist()))
+        mismatches = 0
+        for k in spot.tolist():
+            j = oracle.plain_jaccard(norms[k // n], norms[k % n])
+            if (k in tset and abs(tset[k] - j) > 1e-12) or (k not in tset and j >= a.floor):
+                mismatches += 1
+        if mismatches:
+            log(f"  WARNING: the oracle disagrees with plain sets on {mismatches} of {len(spot)} pairs")
+        near_desc = f"{len(near):,} of them in [{a.floor}, {a.floor + 0.05:.2f})"
+        spot_desc = f"spot check against plain Python sets: {mismatches}/{len(spot)} differ"
+        if sampled:
+            p_touch = oracle.touch_probability(len(sample), distinct)
+            truth_desc = (f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of a uniform sample of "
+                          f"{len(sample):,} of the {distinct:,} distinct texts against all of them — "
+                          f"{len(tkeys):,} pairs with Jaccard >= {a.floor} touch the sample "
+                          f"(~{len(tkeys) / p_touch:,.0f} estimated in the corpus), {near_desc}; {spot_desc}.")
+        else:
+            p_touch = 1.0
+            truth_desc = (f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of every pair of the "
+                          f"{distinct:,} distinct texts — {len(tkeys):,} pairs with Jaccard >= {a.floor}, "
+                          f"{near_desc}; {spot_desc}.")
         meta = dict(
             kind=a.kind + ("" if a.kind not in ("real", "realplus") or corpora.summaries_path() else " (fallback: short)"),
             docs=n, mb=text_bytes / 1e6, mean_chars=text_bytes / max(n, 1), distinct=distinct, floor=a.floor,
-            truth=truth_desc, truth_pairs=len(truth), truth_near=len(near), oracle=oracle,
+            truth=truth_desc, truth_pairs=len(tkeys), truth_near=len(near), sampled=sampled,
+            truth_sample=len(sample), truth_pairs_estimated=len(tkeys) / p_touch, oracle=enc.method,
+            oracle_mismatches=mismatches,
             machine=f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
                     f"numpy {np.__version__}",
             when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -542,8 +466,7 @@ def main() -> None:
             with open(a.out_md, "a") as fh:
                 fh.write(f"`{meta['command']}`\n\n" + table + "\n")
         if a.out_json:
-            clean = [{k: v for k, v in r.items() if k != "keys"} for r in rows]
-            Path(a.out_json).write_text(json.dumps({"meta": meta, "rows": clean}, indent=2))
+            Path(a.out_json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

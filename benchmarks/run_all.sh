@@ -20,11 +20,13 @@ run short 100000 0.8
 run short 100000 0.5
 run real 200000 0.8
 run real 200000 0.5
+run template 20000 0.5
+run families 64000 0.5
 if [ "${FULL:-1}" = 1 ]; then  # the scaling issue's sizes (~20 min; datasketch would take ~7 min each)
   run real 841708 0.8 --peers rensa
   run real 841708 0.5 --peers rensa
   run realplus 1000000 0.5 --peers rensa
-  run long 100000 0.8 --peers rensa --oracle-sample 500000
-  run long 100000 0.5 --peers rensa --oracle-sample 500000
+  run long 100000 0.8 --peers rensa
+  run long 100000 0.5 --peers rensa
 fi
 "$PY" benchmarks/summarize.py > /dev/null

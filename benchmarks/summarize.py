@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ORDER = {"long": 0, "short": 1, "real": 2, "realplus": 3}
+ORDER = {"long": 0, "short": 1, "real": 2, "realplus": 3, "template": 4, "families": 5}
 
 
 def cell(rows: dict, tool: str, fmt) -> str:
