@@ -150,7 +150,7 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
 @click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=int, help="Seed of the MinHash permutations.")
-@click.option("--workers", default=0, type=click.IntRange(0, 64), help="Processes for sketching (0: one per core).")
+@click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
 def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor)."""

@@ -337,50 +337,32 @@ def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
     assert 0 < len(want) < want_generated  # the prefilter both keeps and drops pairs here
 
 
-def test_pool_workers_leave_ctrl_c_to_the_parent_and_abort_stops_running_jobs():
-    import signal
-    import time
+def test_scan_threads_stop_between_jobs_on_cancel():
+    import threading
 
-    runner = pipeline._Runner(2, use_pool=True)
+    from dedup_tui.engine.errors import Cancelled
+    from dedup_tui.engine.progress import Control
+
+    control = Control()
+    started = []
+    release = threading.Event()
+
+    def job(i):
+        started.append(i)
+        if i == 0:
+            release.wait(10)
+        return i
+
+    threads = pipeline._Threads(2)
+    results = []
     try:
-        assert runner.pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
-        job = runner.pool.submit(time.sleep, 120)  # stands for a long band or verification job
+        it = threads.map(job, ((i,) for i in range(1000)), control)
+        release.set()
+        results.append(next(it))
+        control.cancel.set()
+        with pytest.raises(Cancelled):
+            next(it)
     finally:
-        runner.close(abort=True)  # must not wait for the job to finish
-    assert runner.pool is None and job.done()
-    assert job.cancelled() or job.exception() is not None  # stopped, not finished
-
-
-def test_a_pool_starts_when_stderr_has_no_file_descriptor():
-    """Inside the Textual app sys.stderr is a capture whose fileno() is -1; multiprocessing's
-    resource tracker passed that on and every pooled scan from the app failed."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "class Capture:\n"
-        "    def write(self, s): return len(s)\n"
-        "    def flush(self): pass\n"
-        "    def fileno(self): return -1\n"
-        "sys.stderr = Capture()\n"
-        "from dedup_tui.engine import pipeline\n"
-        "runner = pipeline._Runner(2, use_pool=True)\n"
-        "print(runner.pool.submit(abs, -3).result())\n"
-        "runner.close()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr[-2000:]
-
-
-def test_orphaned_shared_arrays_of_dead_scans_are_removed(tmp_path):
-    import subprocess
-    import sys
-
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    names = [f"dedup-tui-{dead.pid}-abc.npy", f"dedup-tui-{os.getpid()}-def.npy", "dedup-tui-notes.npy", "other-1.npy"]
-    for name in names:
-        (tmp_path / name).write_bytes(b"x")
-    assert pipeline._remove_orphaned_arrays(str(tmp_path)) == [names[0]]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+        threads.close()
+    assert results == [0]
+    assert len(started) < 10  # only the window of jobs ahead ran, not the other ~990

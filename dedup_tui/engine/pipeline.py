@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing
 import os
-import signal
 import sqlite3
-import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import lsh
-from .cluster import PairGraph, connected_min_labels, maximum_spanning_forest
+from .cluster import PairGraph, maximum_spanning_forest
 from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
 from .progress import Control
-from .shingle import batches_by_length, shingle_hashes, shingle_sets
-from .similarity import all_pairs_at_least, verify_pairs
-from .store import Project, _pid_alive, transaction
+from .shingle import batches_by_length, shingle_sets
+from .similarity import all_pairs_at_least, jaccard_from_counts
+from .store import Project, transaction
 
 DEFAULT_FLOOR = 0.5
 DEFAULT_NUM_PERM = 128
@@ -35,11 +30,18 @@ METHODS = ("auto", "lsh", "exhaustive")
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
 EXHAUSTIVE_WORK_LIMIT = 3e8
-# Below this much text (characters) a process pool costs more to start than it saves.
-POOL_MIN_CHARS = 8_000_000
 CHUNK_DOCS = 8192
-CHUNK_CHARS = 4_000_000
-VERIFY_JOB_CHARS = 8_000_000
+CHUNK_CHARS = 2_000_000
+# Verification: a job of separate small components shingles at most this much text...
+VERIFY_JOB_CHARS = 4_000_000
+# ... and compares about this many fingerprints (both sides of every pair; ~0.1 s), so a
+# cancel is honoured within a second.
+VERIFY_JOB_WORK = 60_000_000
+# A component of the candidate graph with at least this many pairs (a template family) is
+# shingled once and its pairs are shared out among the threads.
+BIG_COMPONENT_PAIRS = 20_000
+# Survivors one band kernel call may write before it returns (8 bytes each).
+BAND_BUFFER = 1 << 21
 # A pair exactly at the floor is dropped by the signature-agreement prefilter (equal low
 # 4 bits of the minima) with probability below this, before exact verification; pairs above
 # the floor far less often. (LSH banding itself misses ~0.5% of pairs exactly at the floor.)
@@ -56,7 +58,7 @@ class ScanSettings:
     method: str = "auto"
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
-    workers: int = 0  # 0: one per core
+    workers: int = 0  # threads running compiled kernels; 0: one per core
     # LSH buckets with more members than this are skipped (their m*(m-1)/2 candidates would
     # swamp the scan) and reported; their pairs are still found through any other band.
     max_bucket: int = DEFAULT_MAX_BUCKET
@@ -91,219 +93,69 @@ class ScanResult:
     timings: dict = field(default_factory=dict)
 
 
-# -- work that runs in worker processes ------------------------------------------------------
+# -- reading texts ---------------------------------------------------------------------------
 
-def _read_texts(db_path: str, ords: np.ndarray) -> list[str]:
+def _read_texts(project: Project, ords: np.ndarray) -> list[str]:
     """Texts of sorted ords: one range scan when they are dense, id look-ups when sparse."""
-    project = Project(db_path, readonly=True)
-    try:
-        lo, hi = int(ords[0]), int(ords[-1])
-        if len(ords) * 4 >= hi - lo + 1:
-            wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
-            texts = [
-                t for o, t in project.conn.execute(
-                    "SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
-                if wanted is None or o in wanted
-            ]
-        else:
-            texts = project.texts_for(ords.tolist())
-    finally:
-        project.close()
+    lo, hi = int(ords[0]), int(ords[-1])
+    if len(ords) * 4 >= hi - lo + 1:
+        wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
+        texts = [
+            t for o, t in project.conn.execute(
+                "SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+            if wanted is None or o in wanted
+        ]
+    else:
+        texts = project.texts_for(ords.tolist())
     if len(texts) != len(ords):
-        raise ProjectError(f"{db_path}: documents changed during the scan")
+        raise ProjectError(f"{project.path}: documents changed during the scan")
     return texts
 
 
-def _verify_job(db_path: str, ords: np.ndarray, pa: np.ndarray, pb: np.ndarray, k: int, floor: float):
-    """Exact Jaccard of the pairs (pa[i], pb[i]), all of whose documents are among the sorted
-    ords; returns (jaccard, number of pairs compared). Pairs that the size filter rules out
-    (J <= min(|A|, |B|) / max(|A|, |B|) < floor: exact) get 0 without a comparison."""
-    texts = [normalize(t) for t in _read_texts(db_path, ords)]
-    values, offsets = _concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
-    ra, rb = np.searchsorted(ords, pa), np.searchsorted(ords, pb)
-    sizes = np.diff(offsets)
-    sa, sb = sizes[ra], sizes[rb]
-    # As a division: J = inter/union <= min/max, and both are correctly rounded divisions, so
-    # J >= floor implies passing whatever the rounding.
-    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= floor
-    out = np.zeros(len(pa), dtype=np.float64)
-    out[possible] = verify_pairs(values, offsets, ra[possible], rb[possible])
-    return out, int(possible.sum())
-
-
-def _verification_jobs(reps: np.ndarray, lengths: np.ndarray, ca: np.ndarray, cb: np.ndarray):
-    """Split candidate pairs (indices into reps) into jobs of about VERIFY_JOB_CHARS of text
-    compared (both sides of every pair). Pairs go component by component of the candidate
-    graph, by first document inside one, so a job's pairs share most of their documents and
-    each is shingled once per job; a large component (a template family) is split over several
-    jobs rather than leaving the other cores idle. Each job is (sorted ords, pair ords a, b)."""
-    if not len(ca):
-        return []
-    comp = connected_min_labels(len(reps), np.minimum(ca, cb), np.maximum(ca, cb))
-    order = np.lexsort((cb, ca, comp[ca]))
-    pa, pb = reps[ca[order]], reps[cb[order]]
-    work = lengths[pa] + lengths[pb] + 1
-    job = (np.cumsum(work) - work) // VERIFY_JOB_CHARS
-    bounds = np.flatnonzero(np.r_[True, job[1:] != job[:-1], True])
-    return [(_unique_sorted(np.concatenate([pa[lo:hi], pb[lo:hi]])), pa[lo:hi], pb[lo:hi])
-            for lo, hi in zip(bounds[:-1], bounds[1:])]
-
-
-def _signature_job(db_path: str, ords: np.ndarray, k: int, num_perm: int, seed: int) -> np.ndarray:
-    texts = [normalize(t) for t in _read_texts(db_path, ords)]
-    hasher = MinHasher(num_perm, seed)
-    return np.concatenate([hasher.signatures(*shingle_hashes(texts[b], k)) for b in batches_by_length(texts)])
-
-
-def _shingle_set_job(db_path: str, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    texts = [normalize(t) for t in _read_texts(db_path, ords)]
+def _shingle_set_job(project: Project, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    texts = [normalize(t) for t in _read_texts(project, ords)]
     return _concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
 
 
-_PACKED_CACHE: dict[str, np.ndarray] = {}
+class _Threads:
+    """Runs jobs on threads (the compiled kernels release the GIL), a few ahead of the one
+    being waited for, in order; checks for a cancel between results."""
 
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dedup-scan")
 
-def _band_job(packed, keys: np.ndarray, num_perm: int, min_agree: int, max_bucket: int):
-    """One LSH band's candidates that pass the 4-bit agreement prefilter. `packed` is the
-    array itself, or in a worker process the path of its .npy copy (mapped once per process)."""
-    if isinstance(packed, str):
-        if packed not in _PACKED_CACHE:
-            _PACKED_CACHE.clear()
-            _PACKED_CACHE[packed] = np.load(packed, mmap_mode="r")
-        packed = _PACKED_CACHE[packed]
-    return lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
-
-
-_SHARED_PREFIX = "dedup-tui-"
-
-
-def _remove_orphaned_arrays(directory: str | None = None) -> list[str]:
-    """Delete the shared-array files of scans whose process is gone (killed before its cleanup
-    ran: ~60 MB at a million documents). Names carry the owner's pid; returns what was removed."""
-    directory = directory or tempfile.gettempdir()
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        if not (name.startswith(_SHARED_PREFIX) and name.endswith(".npy")):
-            continue
-        pid = name[len(_SHARED_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, name))
-                removed.append(name)
-    return removed
-
-
-@contextlib.contextmanager
-def _shared_array(array: np.ndarray, to_file: bool):
-    """The array, or (for worker processes) the path of a temporary .npy copy of it that every
-    worker maps instead of receiving its own pickled copy with each job."""
-    if not to_file:
-        yield array
-        return
-    _remove_orphaned_arrays()
-    fd, path = tempfile.mkstemp(prefix=f"{_SHARED_PREFIX}{os.getpid()}-", suffix=".npy")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array)
-        yield path
-    finally:
-        os.unlink(path)
-
-
-# -- orchestration --------------------------------------------------------------------------
-
-def _warm_up() -> None:
-    return None
-
-
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker with a usable stderr. It hands its process
-    sys.stderr.fileno(), and inside the Textual app sys.stderr is a capture whose fileno() is
-    -1, which made every pooled scan from the app fail ("bad value(s) in fds_to_keep")."""
-    from multiprocessing import resource_tracker
-
-    def usable(stream) -> bool:
-        try:
-            return stream is not None and stream.fileno() >= 0
-        except Exception:  # no fileno at all: the tracker skips such a stream itself
-            return stream is not None
-    if usable(sys.stderr):
-        return
-    saved, devnull = sys.stderr, None
-    if usable(sys.__stderr__):
-        sys.stderr = sys.__stderr__
-    else:
-        sys.stderr = devnull = open(os.devnull, "w")
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        sys.stderr = saved
-        if devnull is not None:
-            devnull.close()
-
-
-def _worker_init() -> None:
-    # Ctrl-C is the parent's to handle (it cancels the scan and stops the workers); a worker
-    # interrupted mid-job could leave the pool waiting for a result that never comes.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-class _Runner:
-    """Runs chunk jobs in a process pool (or inline for small work), in order, cancellably."""
-
-    def __init__(self, workers: int, use_pool: bool):
-        self.pool = None
-        if use_pool and workers > 1:
-            # spawn, not fork: the app scans from a thread, and forking a threaded process
-            # can deadlock. Warm the workers up now so their start overlaps the caller's work.
-            _start_resource_tracker()
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_worker_init)
-            for _ in range(workers):
-                self.pool.submit(_warm_up)
-        self.workers = workers
-
-    def map(self, fn, chunks, control: Control, stage: str, total: int, sizes):
+    def map(self, fn, jobs, control: Control, stage: str = "", total: int = 0, sizes=None):
+        """Yield fn(*job) for each job, in order; report (stage, done, total) with done the sum
+        of `sizes` of the finished jobs (when stage is given)."""
+        pending: list = []
+        sizes_it = iter(sizes) if sizes is not None else None
         done = 0
-        if self.pool is None:
-            for chunk, size in zip(chunks, sizes):
-                control.check()
-                yield fn(*chunk)
-                done += size
-                control.report(stage, done, total)
-            return
-        pending = []
-        it = iter(zip(chunks, sizes))
         window = self.workers * 2
-        for chunk, size in it:
-            pending.append((self.pool.submit(fn, *chunk), size))
-            if len(pending) >= window:
-                break
-        while pending:
-            control.check()
-            fut, size = pending.pop(0)
-            result = fut.result()
-            nxt = next(it, None)
-            if nxt is not None:
-                pending.append((self.pool.submit(fn, *nxt[0]), nxt[1]))
-            done += size
-            control.report(stage, done, total)
-            yield result
+        it = iter(jobs)
+        try:
+            for job in it:
+                pending.append((self.pool.submit(fn, *job), next(sizes_it) if sizes_it else 1))
+                if len(pending) >= window:
+                    break
+            while pending:
+                control.check()
+                fut, size = pending.pop(0)
+                result = fut.result()
+                job = next(it, None)
+                if job is not None:
+                    pending.append((self.pool.submit(fn, *job), next(sizes_it) if sizes_it else 1))
+                done += size
+                if stage:
+                    control.report(stage, done, total)
+                yield result
+        finally:
+            for fut, _ in pending:
+                fut.cancel()
 
-    def close(self, abort: bool = False) -> None:
-        """Shut the pool down; abort (cancel, error, Ctrl-C) stops running jobs at once
-        instead of waiting for them."""
-        if self.pool is not None:
-            if abort:
-                # ProcessPoolExecutor has no public way to stop running work before 3.14.
-                for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
-                    proc.terminate()
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+    def close(self) -> None:
+        # Running jobs are short (bounded work per kernel call): wait for them.
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
@@ -337,97 +189,249 @@ def _chunks(ords: np.ndarray, lengths: np.ndarray, max_docs: int = CHUNK_DOCS, m
 
 def find_pairs(
     project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
-    result: ScanResult, runner: _Runner | None = None,
+    result: ScanResult,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents."""
-    db_path = str(project.path)
     n_reps = len(reps)
     empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if n_reps < 2:
         result.method = settings.method if settings.method != "auto" else "exhaustive"
         return empty
-    workers = settings.workers or os.cpu_count() or 1
     method = settings.method
     if method == "auto":
         avg_len = float(lengths[reps].mean())
         work = n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
         method = "exhaustive" if work <= EXHAUSTIVE_WORK_LIMIT else "lsh"
     result.method = method
-    own_runner = runner is None
-    runner = runner or _Runner(workers, use_pool=False)
-    timings = result.timings
+    if method == "exhaustive":
+        return _exhaustive_pairs(project, reps, lengths, settings, control, result)
+    threads = _Threads(settings.workers or os.cpu_count() or 1)
     try:
-        if method == "exhaustive":
-            t0 = time.perf_counter()
-            chunks = _chunks(reps, lengths)
-            parts = list(runner.map(_shingle_set_job, [(db_path, c, settings.k) for c in chunks],
-                                    control, "shingles", n_reps, [len(c) for c in chunks]))
-            values, offsets = _concat_csr(parts)
-            timings["shingles"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ia, ib, j = all_pairs_at_least(
-                values, offsets, settings.floor,
-                progress=lambda d, t: control.report("compare", d, t),
-                should_stop=control.cancel.is_set,
-            )
-            control.check()
-            timings["compare"] = time.perf_counter() - t0
-            result.verified = n_reps * (n_reps - 1) // 2
-            return reps[ia], reps[ib], j
-
-        banding = lsh.choose_banding(settings.floor, settings.num_perm)
-        result.bands, result.rows = banding.bands, banding.rows
-        t0 = time.perf_counter()
-        chunks = _chunks(reps, lengths)
-        sig_parts = list(runner.map(
-            _signature_job, [(db_path, c, settings.k, settings.num_perm, settings.seed) for c in chunks],
-            control, "signatures", n_reps, [len(c) for c in chunks],
-        ))
-        signatures = np.concatenate(sig_parts) if sig_parts else np.empty((0, settings.num_perm), np.uint32)
-        del sig_parts
-        timings["signatures"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        nibble_min = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
-        survivors: list[np.ndarray] = []
-        with _shared_array(lsh.pack_nibbles(signatures), runner.pool is not None) as packed:
-            jobs = ((packed, lsh.band_keys(signatures, band, banding.rows), settings.num_perm, nibble_min,
-                     settings.max_bucket) for band in range(banding.bands))
-            for kept, generated, oversized in runner.map(_band_job, jobs, control, "candidates", banding.bands,
-                                                         [1] * banding.bands):
-                result.oversized_buckets += len(oversized)
-                if len(oversized):
-                    result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
-                    result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
-                result.candidates += generated
-                survivors.append(kept)
-        del signatures
-        # Each band's survivors come sorted; a stable sort (timsort) merges the sorted runs in
-        # a few passes, ~2.5x faster than sorting from scratch. A pair is in every band it
-        # collides in (about 5 on average here), so this is where duplicates go.
-        cand = _unique_sorted(np.concatenate(survivors), kind="stable") if survivors else np.empty(0, np.int64)
-        del survivors
-        ca, cb = cand // n_reps, cand % n_reps
-        result.prefiltered = result.candidates - len(ca)
-        del cand
-        timings["candidates"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        jobs = _verification_jobs(reps, lengths, ca, cb)
-        parts = list(runner.map(
-            _verify_job, [(db_path, docs, pa, pb, settings.k, settings.floor) for docs, pa, pb in jobs],
-            control, "verify", len(ca), [len(pa) for _, pa, _ in jobs],
-        ))
-        pa = np.concatenate([job[1] for job in jobs]) if jobs else np.empty(0, np.int64)
-        pb = np.concatenate([job[2] for job in jobs]) if jobs else np.empty(0, np.int64)
-        j = np.concatenate([part[0] for part in parts]) if parts else np.empty(0, np.float64)
-        result.verified = int(sum(part[1] for part in parts))
-        good = j >= settings.floor
-        timings["verify"] = time.perf_counter() - t0
-        return pa[good], pb[good], j[good]
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads)
     finally:
-        if own_runner:
-            runner.close()
+        threads.close()
+
+
+def _exhaustive_pairs(project, reps, lengths, settings, control, result):
+    """Every pair compared (numpy; small corpora: no compiled kernels to load)."""
+    timings = result.timings
+    t0 = time.perf_counter()
+    parts = []
+    done = 0
+    for chunk in _chunks(reps, lengths):
+        control.check()
+        parts.append(_shingle_set_job(project, chunk, settings.k))
+        done += len(chunk)
+        control.report("shingles", done, len(reps))
+    values, offsets = _concat_csr(parts)
+    timings["shingles"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ia, ib, j = all_pairs_at_least(
+        values, offsets, settings.floor,
+        progress=lambda d, t: control.report("compare", d, t),
+        should_stop=control.cancel.is_set,
+    )
+    control.check()
+    timings["compare"] = time.perf_counter() - t0
+    result.verified = len(reps) * (len(reps) - 1) // 2
+    return reps[ia], reps[ib], j
+
+
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
+    from . import kernels  # compiled kernels: loaded only when a scan needs them
+
+    n_reps = len(reps)
+    timings = result.timings
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    result.bands, result.rows = banding.bands, banding.rows
+
+    # Signatures: this thread reads and normalises chunks of texts (Python) while the
+    # threads hash them (compiled), and keeps them as UTF-8 for verification.
+    t0 = time.perf_counter()
+    hasher = MinHasher(settings.num_perm, settings.seed)
+    perm_a = np.ascontiguousarray(hasher._a[:, 0])
+    perm_b = np.ascontiguousarray(hasher._b[:, 0])
+    signatures = np.empty((n_reps, settings.num_perm), np.uint32)
+    chunks = _chunks(reps, lengths)
+    texts: list[kernels.TextBuffer] = []
+
+    def read_chunks():
+        row = 0
+        for chunk in chunks:
+            control.check()
+            buf = kernels.TextBuffer.from_texts([normalize(t) for t in _read_texts(project, chunk)])
+            texts.append(buf)
+            yield buf, row
+            row += len(chunk)
+
+    def sign(buf, row):
+        kernels.signatures(buf.data, buf.offsets, np.arange(len(buf)), settings.k, perm_a, perm_b,
+                           signatures[row:row + len(buf)])
+
+    for _ in threads.map(sign, read_chunks(), control, "signatures", n_reps, [len(c) for c in chunks]):
+        pass
+    text = kernels.TextBuffer.concat(texts)
+    del texts
+    timings["signatures"] = time.perf_counter() - t0
+
+    # Candidates: per band, documents sorted by band key; one compiled pass over each bucket
+    # applies the 4-bit agreement prefilter and reports a pair only in the first band that
+    # reports it, so the bands' survivors hardly overlap.
+    t0 = time.perf_counter()
+    min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+    packed = lsh.pack_nibbles(signatures)
+    band_state = np.zeros(banding.bands, np.int8)  # 0 unknown, 1 reports its pairs, 2 skipped a bucket
+
+    def band_job(band):
+        keys = lsh.band_keys(signatures, band, banding.rows)
+        order = np.argsort(keys)
+        skeys = keys[order]
+        del keys
+        boundary = np.empty(n_reps, dtype=bool)
+        boundary[0] = True
+        np.not_equal(skeys[1:], skeys[:-1], out=boundary[1:])
+        run_start = np.flatnonzero(boundary)
+        run_len = np.diff(np.append(run_start, n_reps))
+        oversized = run_len[run_len > settings.max_bucket] if settings.max_bucket > 0 else run_len[:0]
+        usable = run_len >= 2
+        if settings.max_bucket > 0:
+            usable &= run_len <= settings.max_bucket
+        band_state[band] = 2 if len(oversized) else 1
+        run_start, run_len = run_start[usable], run_len[usable]
+        generated = int((run_len * (run_len - 1) // 2).sum())
+        parts = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(run_start):
+            if control.cancel.is_set():
+                break
+            out = np.empty(BAND_BUFFER, np.int64)
+            written = kernels.band_survivors(order, run_start, run_len, packed, settings.num_perm, min_agree,
+                                             signatures, band, banding.rows, band_state, n_reps, out, resume)
+            parts.append(out[:written].copy())
+        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
+
+    survivors = []
+    for kept, generated, oversized in threads.map(band_job, ((b,) for b in range(banding.bands)), control,
+                                                  "candidates", banding.bands):
+        result.oversized_buckets += len(oversized)
+        if len(oversized):
+            result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
+            result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
+        result.candidates += generated
+        survivors.append(kept)
+    del signatures, packed
+    cand = _unique_sorted(np.concatenate(survivors)) if survivors else np.empty(0, np.int64)
+    del survivors
+    ca, cb = cand // n_reps, cand % n_reps
+    del cand
+    result.prefiltered = result.candidates - len(ca)
+    timings["candidates"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pa, pb, j, compared = _verify(text, reps, ca, cb, settings, control, threads, kernels)
+    result.verified = compared
+    good = j >= settings.floor
+    timings["verify"] = time.perf_counter() - t0
+    return pa[good], pb[good], j[good]
+
+
+def _verify(text, reps, ca, cb, settings, control, threads, kernels):
+    """Exact Jaccard of every candidate pair (indices into reps, ca < cb, sorted).
+
+    Pairs go component by component of the candidate graph. A big component (a template
+    family) is shingled once and its pairs shared out among the threads, as bitsets over the
+    family's shared fingerprints when that is cheaper than merging; small components are
+    packed into jobs that shingle their own documents. Pairs that the size filter rules out
+    (J <= min(|A|, |B|) / max(|A|, |B|) < floor, exact) get 0 without a comparison.
+    Returns (ord a, ord b, jaccard, pairs compared) in the order of the pairs processed.
+    """
+    n_reps = len(reps)
+    total = len(ca)
+    if not total:
+        e = np.empty(0, np.int64)
+        return e, e, np.empty(0, np.float64), 0
+    labels = kernels.component_labels(n_reps, ca, cb)
+    order = kernels.order_by_label(labels, ca)
+    ca, cb = ca[order], cb[order]
+    del order
+    comp = labels[ca]
+    bounds = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1], True])
+    comp_pairs = np.diff(bounds)
+    byte_len = np.diff(text.offsets)
+
+    def rows_job(docs):
+        return kernels.shingle_rows(text, docs, settings.k)
+
+    def compare(values, offsets, ra, rb):
+        sizes = np.diff(offsets)
+        sa, sb = sizes[ra], sizes[rb]
+        # As a division: J = inter/union <= min/max, both correctly rounded, so J >= floor
+        # implies passing whatever the rounding.
+        possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= settings.floor
+        out = np.zeros(len(ra), np.float64)
+        if possible.all():
+            inter = kernels.intersections(values, offsets, ra, rb)
+            out = jaccard_from_counts(inter, sa, sb)
+        elif possible.any():
+            inter = kernels.intersections(values, offsets, ra[possible], rb[possible])
+            out[possible] = jaccard_from_counts(inter, sa[possible], sb[possible])
+        return out, int(possible.sum())
+
+    def small_job(lo, hi):
+        docs = _unique_sorted(np.concatenate([ca[lo:hi], cb[lo:hi]]))
+        values, offsets = rows_job(docs)
+        return compare(values, offsets, np.searchsorted(docs, ca[lo:hi]), np.searchsorted(docs, cb[lo:hi]))
+
+    results = np.zeros(total, np.float64)
+    compared = 0
+    done = 0
+    big = np.flatnonzero(comp_pairs >= BIG_COMPONENT_PAIRS)
+    # Small components, packed into jobs in order.
+    small_ranges = []
+    start = None
+    chars = 0
+    pairs = 0
+    big_set = set(big.tolist())
+    for c in range(len(comp_pairs)):
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        if c in big_set:
+            if start is not None:
+                small_ranges.append((start, lo))
+                start = None
+            continue
+        if start is None:
+            start, chars, pairs = lo, 0, 0
+        chars += int(byte_len[ca[lo:hi]].sum() + byte_len[cb[lo:hi]].sum())
+        pairs += hi - lo
+        if chars >= VERIFY_JOB_CHARS or pairs >= 1_000_000:
+            small_ranges.append((start, hi))
+            start = None
+    if start is not None:
+        small_ranges.append((start, int(bounds[-1])))
+    for (lo, hi), (j, n_compared) in zip(small_ranges, threads.map(small_job, small_ranges, control)):
+        results[lo:hi] = j
+        compared += n_compared
+        done += hi - lo
+        control.report("verify", done, total)
+
+    for c in big.tolist():
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        docs = _unique_sorted(np.concatenate([ca[lo:hi], cb[lo:hi]]))
+        doc_chunks = _chunks(docs, byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
+        values, offsets = _concat_csr(list(threads.map(rows_job, ((d,) for d in doc_chunks), control)))
+        ra, rb = np.searchsorted(docs, ca[lo:hi]), np.searchsorted(docs, cb[lo:hi])
+        sizes = np.diff(offsets)
+        work = sizes[ra] + sizes[rb]
+        cut = (np.cumsum(work) - work) // VERIFY_JOB_WORK
+        piece = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True])
+        ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
+        for (plo, phi), (j, n_compared) in zip(
+                ranges, threads.map(lambda x, y: compare(values, offsets, ra[x:y], rb[x:y]), ranges, control)):
+            results[lo + plo:lo + phi] = j
+            compared += n_compared
+            done += phi - plo
+            control.report("verify", done, total)
+    return reps[ca], reps[cb], results, compared
 
 
 def _unique_sorted(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
@@ -469,9 +473,6 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     run_id = project.start_run("scan", asdict(settings))
     result = ScanResult()
     t_start = time.perf_counter()
-    total_chars = project.conn.execute("SELECT total(length) FROM documents").fetchone()[0]
-    workers = settings.workers or os.cpu_count() or 1
-    runner = _Runner(workers, use_pool=total_chars >= POOL_MIN_CHARS and settings.method != "exhaustive")
     try:
         t0 = time.perf_counter()
         control.report("exact", 0, 0)
@@ -482,8 +483,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
         reps = np.flatnonzero(exact_of < 0)
         result.representatives = len(reps)
         result.timings["exact"] = time.perf_counter() - t0
-        a, b, j = find_pairs(project, reps, lengths, settings, control, result, runner)
-        runner.close()
+        a, b, j = find_pairs(project, reps, lengths, settings, control, result)
         control.check()
         t0 = time.perf_counter()
         control.report("write", 0, len(a))
@@ -514,11 +514,9 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             project.set_meta(scan_state="complete", scan_params=json.dumps(params))
             project.finish_run(run_id, "complete", result.timings, _counts(result))
     except (Cancelled, KeyboardInterrupt):
-        runner.close(abort=True)
         project.finish_run(run_id, "cancelled", result.timings, _counts(result))
         raise
     except BaseException:
-        runner.close(abort=True)
         project.finish_run(run_id, "failed", result.timings, _counts(result))
         raise
     finally:

@@ -1,0 +1,74 @@
+"""numba set-up for the engine's compiled kernels: a cache directory that always works, and
+the decorator every kernel uses.
+
+numba caches compiled kernels next to their module when that folder is writable, which it is
+not in a read-only site-packages; with no writable place at all, `cache=True` fails at import
+("no locator available"). So, unless the user chose NUMBA_CACHE_DIR, kernels are cached under
+the user's cache folder (or a per-user temporary folder), and when no folder is writable they
+are compiled without a cache: a missing cache costs time, never an error.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _writable_dir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def cache_dir() -> str | None:
+    """The folder compiled kernels are cached in (None: no cache)."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    if chosen:
+        return chosen
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    for candidate in (Path(base) / "dedup-tui" / "numba", Path(tempfile.gettempdir()) / f"dedup-tui-numba-{uid}"):
+        if _writable_dir(candidate):
+            return str(candidate)
+    return None
+
+
+CACHE_DIR = cache_dir()
+if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):
+    os.environ["NUMBA_CACHE_DIR"] = CACHE_DIR
+
+import numba  # noqa: E402  (after NUMBA_CACHE_DIR is set: numba reads it at import)
+from llvmlite import ir  # noqa: E402
+from numba import types  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+if CACHE_DIR:
+    # numba may have been imported before us (then it read the environment already).
+    numba.config.CACHE_DIR = CACHE_DIR
+
+
+def kernel(fn):
+    """njit with nogil (the scan runs kernels from threads), cached when a cache folder works."""
+    if CACHE_DIR:
+        try:
+            return numba.njit(cache=True, nogil=True)(fn)
+        except Exception:  # e.g. "no locator available": compile without a cache instead
+            pass
+    return numba.njit(cache=False, nogil=True)(fn)
+
+
+@intrinsic
+def popcount64(typingctx, x):
+    """Number of set bits of a uint64 (LLVM's ctpop: one instruction where the CPU has it)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.uint64)
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, [value])
+
+    return types.uint64(x), codegen

@@ -1,0 +1,441 @@
+"""Compiled kernels for the scan's hot loops (numba, nogil: the scan runs them from threads).
+
+Texts reach the kernels as one UTF-8 buffer with byte offsets (`TextBuffer`): about the size
+of the text, where code points would take four times that. Every kernel has a plain reference
+it is tested against (tests/test_kernels.py):
+
+- `signatures`          ~ MinHasher.signatures(*shingle.shingle_hashes(texts, k))
+- `shingle_rows`        ~ shingle.shingle_sets(texts, k)
+- `intersections`       ~ similarity.intersection_sizes (a merge, or bitsets over a shared
+                          vocabulary when many pairs share few documents)
+- `band_survivors`      ~ lsh.band_candidates, each pair reported in its first band only
+- `component_labels`    ~ cluster.connected_min_labels
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel, popcount64
+
+_BASE = np.uint64(0x9E3779B97F4A7C15)
+_SHORT_TAG = np.uint64(0xD6E8FEB86659FD93)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_ONE = np.uint64(1)
+_NIBBLE_LOW = np.uint64(0x1111111111111111)
+
+
+class TextBuffer:
+    """Normalised texts as one UTF-8 byte array and n + 1 byte offsets."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data, self.offsets = data, offsets
+
+    @classmethod
+    def from_texts(cls, texts: list[str]) -> "TextBuffer":
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return cls(data, offsets)
+
+    @classmethod
+    def concat(cls, parts: list["TextBuffer"]) -> "TextBuffer":
+        if not parts:
+            return cls(np.empty(0, np.uint8), np.zeros(1, np.int64))
+        data = np.concatenate([p.data for p in parts])
+        sizes = np.concatenate([np.diff(p.offsets) for p in parts])
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return cls(data, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes + self.offsets.nbytes
+
+
+# -- shingle hashes ----------------------------------------------------------------------------
+
+@kernel
+def _mix64(h):
+    h ^= h >> np.uint64(30)
+    h *= _MIX1
+    h ^= h >> np.uint64(27)
+    h *= _MIX2
+    h ^= h >> np.uint64(31)
+    return h
+
+
+@kernel
+def _decode(data, lo, hi, cps):
+    """Code points of data[lo:hi] (valid UTF-8, lone surrogates allowed) into cps; count."""
+    n = 0
+    i = lo
+    while i < hi:
+        c = np.uint32(data[i])
+        if c < 0x80:
+            i += 1
+        elif c < 0xE0:
+            c = ((c & 0x1F) << 6) | (data[i + 1] & 0x3F)
+            i += 2
+        elif c < 0xF0:
+            c = ((c & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F)
+            i += 3
+        else:
+            c = ((c & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) | (data[i + 3] & 0x3F)
+            i += 4
+        cps[n] = c
+        n += 1
+    return n
+
+
+@kernel
+def _window_hashes(cps, n, k, out):
+    """The shingle hashes of a text of n code points (shingle.shingle_hashes): one per
+    k-window, or one for the whole text when it is shorter than k. Returns the count."""
+    if n < k:
+        h = np.uint64(0)
+        for i in range(n):
+            h = h * _BASE + np.uint64(cps[i]) + _ONE
+        out[0] = _mix64(h ^ _SHORT_TAG ^ np.uint64(n))
+        return 1
+    top = _ONE  # BASE ** (k - 1), wrapping
+    for _ in range(k - 1):
+        top *= _BASE
+    h = np.uint64(0)
+    for i in range(k):
+        h = h * _BASE + np.uint64(cps[i]) + _ONE
+    out[0] = _mix64(h)
+    for s in range(1, n - k + 1):
+        h = (h - (np.uint64(cps[s - 1]) + _ONE) * top) * _BASE + np.uint64(cps[s + k - 1]) + _ONE
+        out[s] = _mix64(h)
+    return n - k + 1
+
+
+@kernel
+def _longest(offsets, docs):
+    longest = 1
+    for d in docs:
+        size = offsets[d + 1] - offsets[d]
+        if size > longest:
+            longest = size
+    return longest
+
+
+@kernel
+def signatures(data, offsets, docs, k, a, b, out):
+    """MinHash signatures of the texts `docs` into out (len(docs), num_perm):
+    min over shingle hashes h of (a_j * (h >> 32) + b_j) mod 2^32 (minhash.MinHasher)."""
+    longest = _longest(offsets, docs)
+    cps = np.empty(longest, np.uint32)
+    hashes = np.empty(longest, np.uint64)
+    perms = a.shape[0]
+    sig = np.empty(perms, np.uint32)
+    for row in range(docs.shape[0]):
+        d = docs[row]
+        n = _decode(data, offsets[d], offsets[d + 1], cps)
+        count = _window_hashes(cps, n, k, hashes)
+        for j in range(perms):
+            sig[j] = 0xFFFFFFFF
+        for s in range(count):
+            x = np.uint32(hashes[s] >> np.uint64(32))
+            for j in range(perms):
+                v = np.uint32(a[j] * x + b[j])
+                if v < sig[j]:
+                    sig[j] = v
+        for j in range(perms):
+            out[row, j] = sig[j]
+
+
+@kernel
+def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits):
+    """(row << fingerprint_bits) | (hash >> (64 - fingerprint_bits)) for every shingle of each
+    text of docs (rows numbered from 0), repeats included, unsorted."""
+    upper = 0
+    for d in docs:
+        upper += max(offsets[d + 1] - offsets[d] - k + 1, 1)  # bytes >= code points
+    keys = np.empty(upper, np.uint64)
+    longest = _longest(offsets, docs)
+    cps = np.empty(longest, np.uint32)
+    hashes = np.empty(longest, np.uint64)
+    shift = np.uint64(64 - fingerprint_bits)
+    pos = 0
+    for row in range(docs.shape[0]):
+        d = docs[row]
+        n = _decode(data, offsets[d], offsets[d + 1], cps)
+        count = _window_hashes(cps, n, k, hashes)
+        tag = np.uint64(row) << np.uint64(fingerprint_bits)
+        for s in range(count):
+            keys[pos] = tag | (hashes[s] >> shift)
+            pos += 1
+    return keys[:pos]
+
+
+@kernel
+def _split_sorted_keys(keys, rows, fingerprint_bits):
+    """Sorted packed keys -> repeat-free fingerprints per row (CSR)."""
+    values = np.empty(keys.shape[0], np.uint64)
+    row_offsets = np.zeros(rows + 1, np.int64)
+    mask = (np.uint64(1) << np.uint64(fingerprint_bits)) - np.uint64(1)
+    pos = 0
+    for i in range(keys.shape[0]):
+        if i and keys[i] == keys[i - 1]:
+            continue
+        values[pos] = keys[i] & mask
+        row_offsets[np.int64(keys[i] >> np.uint64(fingerprint_bits)) + 1] += 1
+        pos += 1
+    for r in range(rows):
+        row_offsets[r + 1] += row_offsets[r]
+    return values[:pos], row_offsets
+
+
+FINGERPRINT_BITS = 48
+_ROWS_PER_SORT = (1 << (64 - FINGERPRINT_BITS)) - 1
+
+
+def shingle_rows(text: TextBuffer, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's set of 48-bit shingle fingerprints (the top bits of the shingle hash),
+    sorted and repeat-free, as CSR (values, row offsets) in the order of `docs`
+    (= shingle.shingle_sets). Sorting is numpy's (faster than a compiled one here)."""
+    docs = np.ascontiguousarray(docs, dtype=np.int64)
+    values_parts, size_parts = [], []
+    for lo in range(0, len(docs), _ROWS_PER_SORT):
+        part = docs[lo:lo + _ROWS_PER_SORT]
+        keys = _packed_fingerprints(text.data, text.offsets, part, k, FINGERPRINT_BITS)
+        keys.sort()
+        values, row_offsets = _split_sorted_keys(keys, len(part), FINGERPRINT_BITS)
+        values_parts.append(values)
+        size_parts.append(np.diff(row_offsets))
+    if not values_parts:
+        return np.empty(0, np.uint64), np.zeros(1, np.int64)
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum(np.concatenate(size_parts), out=offsets[1:])
+    return np.concatenate(values_parts) if len(values_parts) > 1 else values_parts[0], offsets
+
+
+# -- exact intersections -----------------------------------------------------------------------
+
+@kernel
+def merge_intersections(values, offsets, ra, rb, out):
+    """|A ∩ B| of sorted repeat-free rows ra[p], rb[p] by a branch-free merge."""
+    for p in range(ra.shape[0]):
+        i, i_end = offsets[ra[p]], offsets[ra[p] + 1]
+        j, j_end = offsets[rb[p]], offsets[rb[p] + 1]
+        common = 0
+        while i < i_end and j < j_end:
+            x = values[i]
+            y = values[j]
+            common += x == y
+            i += x <= y
+            j += y <= x
+        out[p] = common
+
+
+@kernel
+def _bitset_rows(values, offsets, rows, vocab, words):
+    """Rows as bitsets over vocab (one bit per vocabulary entry they contain)."""
+    bits = np.zeros((rows.shape[0], words), np.uint64)
+    for r in range(rows.shape[0]):
+        i, i_end = offsets[rows[r]], offsets[rows[r] + 1]
+        v = 0
+        nv = vocab.shape[0]
+        while i < i_end and v < nv:
+            x = values[i]
+            y = vocab[v]
+            if x == y:
+                bits[r, v >> 6] |= np.uint64(1) << np.uint64(v & 63)
+                i += 1
+                v += 1
+            elif x < y:
+                i += 1
+            else:
+                v += 1
+    return bits
+
+
+@kernel
+def _bitset_intersections(bits, la, lb, out):
+    words = bits.shape[1]
+    for p in range(la.shape[0]):
+        x = bits[la[p]]
+        y = bits[lb[p]]
+        common = np.uint64(0)
+        for w in range(words):
+            common += popcount64(x[w] & y[w])
+        out[p] = common
+
+
+# A job's bitsets may take this much memory; above it, the merge is used.
+BITSET_MAX_BYTES = 256 << 20
+
+
+class _Plan:
+    """How one batch of pairs is intersected (see intersections)."""
+
+    def __init__(self, values, offsets, ra, rb, method=None):
+        self.sizes = np.diff(offsets)
+        self.merge_work = int(self.sizes[ra].sum() + self.sizes[rb].sum())
+        self.in_pair = np.zeros(len(self.sizes), dtype=bool)
+        self.in_pair[ra] = True
+        self.in_pair[rb] = True
+        self.used = np.flatnonzero(self.in_pair)
+        used_values = int(self.sizes[self.used].sum())
+        self.vocab = None
+        # The vocabulary sorts every used fingerprint once: worth it only when the pairs
+        # revisit their rows many times.
+        if method == "merge" or (method is None and self.merge_work < 8 * used_values):
+            self.method = "merge"
+            return
+        sizes = self.sizes[self.used]
+        gathered = values[np.repeat(offsets[self.used] - np.cumsum(sizes) + sizes, sizes) + np.arange(used_values)]
+        gathered.sort()
+        repeated = gathered[1:][gathered[1:] == gathered[:-1]]
+        del gathered
+        self.vocab = repeated[np.r_[True, repeated[1:] != repeated[:-1]]] if len(repeated) else repeated
+        self.words = max(1, (len(self.vocab) + 63) // 64)
+        # Per pair: `words` AND + popcount, against a merge's branch-free step per fingerprint.
+        too_big = len(self.used) * self.words * 8 > BITSET_MAX_BYTES
+        if method == "bitset" or (method is None and self.words * len(ra) < 4 * self.merge_work and not too_big):
+            self.method = "bitset"
+        else:
+            self.method = "merge"
+
+
+def choose_method(values, offsets, ra, rb) -> str:
+    """'bitset' or 'merge': what intersections() would use for these pairs."""
+    return _Plan(values, offsets, np.asarray(ra), np.asarray(rb)).method
+
+
+def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: np.ndarray,
+                  method: str | None = None) -> np.ndarray:
+    """|A ∩ B| for each pair of rows (ra[p], rb[p]) of sorted, repeat-free CSR rows.
+
+    Many pairs over few documents (a template family: hundreds of pages that are all near each
+    other) are intersected as bitsets over the fingerprints that occur in at least two of the
+    rows (the only ones an intersection can count): an AND and a popcount per 64 fingerprints
+    instead of a step per fingerprint. Otherwise, a merge. `method` forces one (tests).
+    """
+    ra = np.ascontiguousarray(ra, dtype=np.int64)
+    rb = np.ascontiguousarray(rb, dtype=np.int64)
+    out = np.zeros(len(ra), np.int64)
+    if not len(ra):
+        return out
+    plan = _Plan(values, offsets, ra, rb, method)
+    if plan.method == "merge":
+        merge_intersections(values, offsets, ra, rb, out)
+        return out
+    local = np.cumsum(plan.in_pair) - 1
+    bits = _bitset_rows(values, offsets, plan.used, plan.vocab, plan.words)
+    _bitset_intersections(bits, local[ra], local[rb], out)
+    self_pair = ra == rb  # a row with itself: its fingerprints need not be in the vocabulary
+    out[self_pair] = plan.sizes[ra[self_pair]]
+    return out
+
+
+# -- LSH bands ---------------------------------------------------------------------------------
+
+@kernel
+def _nibble_agreement(packed, x, y, perms):
+    words = packed.shape[1]
+    differ = 0
+    for w in range(words):
+        v = packed[x, w] ^ packed[y, w]
+        v |= v >> np.uint64(1)
+        v |= v >> np.uint64(2)
+        differ += popcount64(v & _NIBBLE_LOW)
+    return perms - differ  # padding nibbles are zero on both sides: never differ
+
+
+@kernel
+def _collide_earlier(sig, x, y, band, rows, band_state):
+    """Whether x and y share a band before `band` that reports its own pairs (state 1: no
+    bucket in it was skipped as oversized)."""
+    for c in range(band):
+        if band_state[c] != 1:
+            continue
+        same = True
+        for col in range(c * rows, (c + 1) * rows):
+            if sig[x, col] != sig[y, col]:
+                same = False
+                break
+        if same:
+            return True
+    return False
+
+
+@kernel
+def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, band, rows, band_state,
+                   n, out, resume):
+    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) whose 4-bit
+    signatures agree in >= min_agree positions and that share no earlier band already reporting
+    them, as lo * n + hi, into out.
+
+    resume = [run, i, j]: where to start, updated in place to where to go on when out is full
+    (run == len(run_start): done). Returns the number written.
+    """
+    written = 0
+    capacity = out.shape[0]
+    r0, i0, j0 = resume[0], resume[1], resume[2]
+    for r in range(r0, run_start.shape[0]):
+        s = run_start[r]
+        m = run_len[r]
+        for i in range(i0 if r == r0 else 0, m - 1):
+            x = order[s + i]
+            for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
+                y = order[s + j]
+                if _nibble_agreement(packed, x, y, perms) < min_agree:
+                    continue
+                if band and _collide_earlier(sig, x, y, band, rows, band_state):
+                    continue
+                if written == capacity:
+                    resume[0], resume[1], resume[2] = r, i, j
+                    return written
+                out[written] = x * n + y if x < y else y * n + x
+                written += 1
+    resume[0], resume[1], resume[2] = run_start.shape[0], 0, 0
+    return written
+
+
+# -- components --------------------------------------------------------------------------------
+
+@kernel
+def component_labels(n, a, b):
+    """Every node labelled with the smallest node of its connected component (union-find)."""
+    parent = np.arange(n)
+    for e in range(a.shape[0]):
+        x = a[e]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        y = b[e]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    for v in range(n):  # parents are always smaller: one forward pass resolves every root
+        parent[v] = parent[parent[v]]
+    return parent
+
+
+@kernel
+def order_by_label(labels, a):
+    """A stable order of the pairs by labels[a] (a counting sort)."""
+    n = labels.shape[0]
+    counts = np.zeros(n + 1, np.int64)
+    for p in range(a.shape[0]):
+        counts[labels[a[p]] + 1] += 1
+    for v in range(n):
+        counts[v + 1] += counts[v]
+    order = np.empty(a.shape[0], np.int64)
+    for p in range(a.shape[0]):
+        lab = labels[a[p]]
+        order[counts[lab]] = p
+        counts[lab] += 1
+    return order

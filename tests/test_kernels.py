@@ -1,0 +1,168 @@
+"""Every compiled kernel equals its plain (numpy / Python) reference, on random and adversarial
+inputs: empty and one-shingle texts, texts shorter than k, astral and surrogate code points,
+identical rows, a row with itself, oversized buckets and a 10 MB document."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from dedup_tui.engine import kernels, lsh, shingle
+from dedup_tui.engine.cluster import connected_min_labels
+from dedup_tui.engine.minhash import MinHasher
+from dedup_tui.engine.normalize import normalize
+from dedup_tui.engine.sets import jaccard, shingle_set
+from dedup_tui.engine.similarity import intersection_sizes
+
+ALPHABET = "ab cd\u00e9\u00df\u4e2d\U0001f600\ud800\x00\n"
+
+
+def _texts(seed: int, count: int = 400, longest: int = 80) -> list[str]:
+    rng = random.Random(seed)
+    fixed = ["", "\x00", " ", "a", "abcd", "abcde", "abcdef", "\U0001f600" * 7, "\ud800\udc00x", "aaaaaaaaaa"]
+    rand = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, longest))) for _ in range(count)]
+    return [normalize(t) for t in fixed + rand]
+
+
+def _family(seed: int, members: int = 60) -> list[str]:
+    """Near-identical long texts (one template, varied slots): the bitset path's case."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(300)]
+    base = [rng.choice(words) for _ in range(400)]
+    out = []
+    for _ in range(members):
+        doc = list(base)
+        for _ in range(rng.randint(0, 30)):
+            doc[rng.randrange(len(doc))] = rng.choice(words)
+        out.append(" ".join(doc))
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 3, 5, 9])
+@pytest.mark.parametrize("num_perm", [1, 7, 128])
+def test_signatures_equal_minhasher_over_shingle_hashes(k, num_perm):
+    texts = _texts(k * 31 + num_perm)
+    hasher = MinHasher(num_perm, seed=k)
+    expected = hasher.signatures(*shingle.shingle_hashes(texts, k))
+    buf = kernels.TextBuffer.from_texts(texts)
+    got = np.empty((len(texts), num_perm), np.uint32)
+    kernels.signatures(buf.data, buf.offsets, np.arange(len(texts)), k,
+                       np.ascontiguousarray(hasher._a[:, 0]), np.ascontiguousarray(hasher._b[:, 0]), got)
+    assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 12])
+def test_shingle_rows_equal_shingle_sets(k):
+    texts = _texts(k, longest=200)
+    buf = kernels.TextBuffer.from_texts(texts)
+    values, offsets = kernels.shingle_rows(buf, np.arange(len(texts)), k)
+    want_values, want_offsets = shingle.shingle_sets(texts, k)
+    assert np.array_equal(offsets, want_offsets)
+    assert np.array_equal(values, want_values)
+    # and in any order of documents, repeats included
+    docs = np.array([5, 3, 3, 0, len(texts) - 1])
+    values, offsets = kernels.shingle_rows(buf, docs, k)
+    sub_values, sub_offsets = shingle.shingle_sets([texts[d] for d in docs], k)
+    assert np.array_equal(values, sub_values) and np.array_equal(offsets, sub_offsets)
+
+
+def test_a_ten_megabyte_document():
+    rng = np.random.default_rng(3)
+    big = normalize("".join(np.array(list("abcdefgh \u00e9\u4e2d"))[rng.integers(0, 11, 10_000_000)]))
+    texts = [big, big[: len(big) // 2] + "tail", "short"]
+    buf = kernels.TextBuffer.from_texts(texts)
+    values, offsets = kernels.shingle_rows(buf, np.arange(3), 5)
+    want_values, want_offsets = shingle.shingle_sets(texts, 5)
+    assert np.array_equal(values, want_values) and np.array_equal(offsets, want_offsets)
+    hasher = MinHasher(16, seed=2)
+    got = np.empty((3, 16), np.uint32)
+    kernels.signatures(buf.data, buf.offsets, np.arange(3), 5, np.ascontiguousarray(hasher._a[:, 0]),
+                       np.ascontiguousarray(hasher._b[:, 0]), got)
+    assert np.array_equal(got, hasher.signatures(*shingle.shingle_hashes(texts, 5)))
+    inter = kernels.intersections(values, offsets, np.array([0, 0]), np.array([1, 0]))
+    assert np.array_equal(inter, intersection_sizes(values, offsets, np.array([0, 0]), np.array([1, 0])))
+
+
+def _pairs(rng: random.Random, n: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    a = np.array([rng.randrange(n) for _ in range(count)], dtype=np.int64)
+    b = np.array([rng.randrange(n) for _ in range(count)], dtype=np.int64)
+    return a, b
+
+
+@pytest.mark.parametrize("method", ["merge", "bitset", None])
+def test_intersections_equal_the_sort_merge_reference(method):
+    rng = random.Random(7)
+    texts = _texts(11) + _family(5) + _family(6, members=3) + ["same text"] * 3
+    values, offsets = shingle.shingle_sets(texts, 5)
+    a, b = _pairs(rng, len(texts), 5000)
+    family = np.arange(len(texts) - 66, len(texts) - 3)
+    fa = np.repeat(family, len(family))
+    fb = np.tile(family, len(family))  # every pair of the family, each row with itself too
+    a, b = np.concatenate([a, fa, [len(texts) - 1]]), np.concatenate([b, fb, [len(texts) - 2]])
+    got = kernels.intersections(values, offsets, a, b, method=method)
+    assert np.array_equal(got, intersection_sizes(values, offsets, a, b))
+    assert got[-1] == offsets[-1] - offsets[-2]  # identical rows
+
+
+def test_dense_family_takes_the_bitset_path_and_exact_jaccard_matches_sets():
+    texts = _family(9, members=80)
+    values, offsets = shingle.shingle_sets(texts, 5)
+    a, b = np.triu_indices(len(texts), 1)
+    assert kernels.choose_method(values, offsets, a, b) == "bitset"
+    inter = kernels.intersections(values, offsets, a, b)
+    sizes = np.diff(offsets)
+    for x, y, i in list(zip(a, b, inter))[::97]:
+        want = jaccard(shingle_set(texts[x], 5), shingle_set(texts[y], 5))
+        assert i / (sizes[x] + sizes[y] - i) == want
+
+
+@pytest.mark.parametrize("max_bucket", [0, 40])
+def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
+    rng = np.random.default_rng(1)
+    n, num_perm, rows, bands = 600, 24, 3, 8
+    # Few distinct values per position, so documents share bands often; a block of identical
+    # signatures makes a bucket bigger than max_bucket in every band.
+    sig = rng.integers(0, 4, size=(n, num_perm)).astype(np.uint32)
+    sig[100:160] = sig[100]
+    packed = lsh.pack_nibbles(sig)
+    min_agree = 10
+    band_state = np.zeros(bands, np.int8)
+    got = []
+    want: set[int] = set()
+    for band in range(bands):
+        keys = lsh.band_keys(sig, band, rows)
+        ref, _, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
+        want.update(ref.tolist())
+        order = np.argsort(keys, kind="stable")
+        skeys = keys[order]
+        run_start = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
+        run_len = np.diff(np.append(run_start, n))
+        usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket else True)
+        band_state[band] = 2 if len(oversized) else 1
+        starts, lens = run_start[usable], run_len[usable]
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(starts):
+            out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
+            written = kernels.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, band, rows,
+                                             band_state, n, out, resume)
+            got.extend(out[:written].tolist())
+    if not max_bucket:
+        assert len(got) == len(set(got))  # first reporting band only
+    # (A band that skipped a bucket does not count as reporting its pairs: later bands
+    # report them again, and the scan removes the repeats.)
+    assert set(got) == want
+    assert len(want) > 100
+
+
+def test_components_and_order_by_label_equal_references():
+    rng = np.random.default_rng(4)
+    n = 5000
+    a = rng.integers(0, n, 3000)
+    b = rng.integers(0, n, 3000)
+    labels = kernels.component_labels(n, a, b)
+    assert np.array_equal(labels, connected_min_labels(n, a, b))
+    order = kernels.order_by_label(labels, a)
+    assert np.array_equal(order, np.argsort(labels[a], kind="stable"))
+    assert np.array_equal(kernels.component_labels(3, a[:0], b[:0]), np.arange(3))
