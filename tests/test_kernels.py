@@ -166,3 +166,15 @@ def test_components_and_order_by_label_equal_references():
     order = kernels.order_by_label(labels, a)
     assert np.array_equal(order, np.argsort(labels[a], kind="stable"))
     assert np.array_equal(kernels.component_labels(3, a[:0], b[:0]), np.arange(3))
+
+
+def test_spanning_forest_equals_boruvka_reference():
+    from dedup_tui.engine.cluster import maximum_spanning_forest
+
+    rng = np.random.default_rng(8)
+    n = 3000
+    a = rng.integers(0, n, 20000)
+    b = rng.integers(0, n, 20000)
+    w = np.round(rng.random(20000), 2)  # many ties: the order by index must decide them
+    assert np.array_equal(kernels.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
+    assert len(kernels.spanning_forest(n, a[:0], b[:0], w[:0])) == 0

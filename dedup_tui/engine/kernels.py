@@ -236,25 +236,43 @@ def merge_intersections(values, offsets, ra, rb, out):
 
 
 @kernel
-def _bitset_rows(values, offsets, rows, vocab, words):
-    """Rows as bitsets over vocab (one bit per vocabulary entry they contain)."""
-    bits = np.zeros((rows.shape[0], words), np.uint64)
-    for r in range(rows.shape[0]):
-        i, i_end = offsets[rows[r]], offsets[rows[r] + 1]
-        v = 0
-        nv = vocab.shape[0]
+def _bitset_rows(values, offsets, rows, vocab, bits, first):
+    """bits[r - first] = rows[r] as a bitset over vocab (a bit per vocabulary entry it holds),
+    for r in [first, first + len(bits))."""
+    nv = vocab.shape[0]
+    for out_row in range(bits.shape[0]):
+        row = rows[first + out_row]
+        i, i_end = offsets[row], offsets[row + 1]
+        if i == i_end:
+            continue
+        # both sorted: binary search the first, then walk (vocab is far longer than one row)
+        lo, hi = 0, nv
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if vocab[mid] < values[i]:
+                lo = mid + 1
+            else:
+                hi = mid
+        v = lo
         while i < i_end and v < nv:
             x = values[i]
             y = vocab[v]
             if x == y:
-                bits[r, v >> 6] |= np.uint64(1) << np.uint64(v & 63)
+                bits[out_row, v >> 6] |= np.uint64(1) << np.uint64(v & 63)
                 i += 1
                 v += 1
             elif x < y:
                 i += 1
             else:
-                v += 1
-    return bits
+                # skip ahead in vocab by binary search for x
+                lo, hi = v + 1, nv
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if vocab[mid] < x:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                v = lo
 
 
 @kernel
@@ -269,71 +287,95 @@ def _bitset_intersections(bits, la, lb, out):
         out[p] = common
 
 
-# A job's bitsets may take this much memory; above it, the merge is used.
-BITSET_MAX_BYTES = 256 << 20
+# A batch's bitsets may take this much memory; above it, the merge is used.
+BITSET_MAX_BYTES = 512 << 20
+_BITSET_ROWS_PER_JOB = 512
 
 
-class _Plan:
-    """How one batch of pairs is intersected (see intersections)."""
+def _serial_map(fn, jobs):
+    return [fn(*job) for job in jobs]
 
-    def __init__(self, values, offsets, ra, rb, method=None):
+
+class Intersector:
+    """|A ∩ B| for pairs (ra[p], rb[p]) of sorted, repeat-free CSR rows, prepared once and
+    then computed in slices (so threads can share the pairs of one template family).
+
+    Many pairs over few documents (a template family: hundreds of pages that are all near each
+    other) are intersected as bitsets over the fingerprints that occur in at least two of the
+    used rows (the only ones an intersection can count): an AND and a popcount per 64
+    fingerprints instead of a merge step per fingerprint. Otherwise, a merge. `method` forces
+    one (tests); `parallel_map(fn, jobs)` may run the bitset construction on threads.
+    """
+
+    def __init__(self, values, offsets, ra, rb, method: str | None = None, parallel_map=_serial_map):
+        self.values, self.offsets = values, offsets
+        self.ra = np.ascontiguousarray(ra, dtype=np.int64)
+        self.rb = np.ascontiguousarray(rb, dtype=np.int64)
         self.sizes = np.diff(offsets)
-        self.merge_work = int(self.sizes[ra].sum() + self.sizes[rb].sum())
-        self.in_pair = np.zeros(len(self.sizes), dtype=bool)
-        self.in_pair[ra] = True
-        self.in_pair[rb] = True
-        self.used = np.flatnonzero(self.in_pair)
-        used_values = int(self.sizes[self.used].sum())
-        self.vocab = None
+        self.method = "merge"
+        if not len(self.ra):
+            return
+        self.merge_work = int(self.sizes[self.ra].sum() + self.sizes[self.rb].sum())
+        in_pair = np.zeros(len(self.sizes), dtype=bool)
+        in_pair[self.ra] = True
+        in_pair[self.rb] = True
+        used = np.flatnonzero(in_pair)
+        used_values = int(self.sizes[used].sum())
         # The vocabulary sorts every used fingerprint once: worth it only when the pairs
         # revisit their rows many times.
         if method == "merge" or (method is None and self.merge_work < 8 * used_values):
-            self.method = "merge"
             return
-        sizes = self.sizes[self.used]
-        gathered = values[np.repeat(offsets[self.used] - np.cumsum(sizes) + sizes, sizes) + np.arange(used_values)]
+        sizes = self.sizes[used]
+        gathered = values[np.repeat(offsets[used] - np.cumsum(sizes) + sizes, sizes) + np.arange(used_values)]
         gathered.sort()
         repeated = gathered[1:][gathered[1:] == gathered[:-1]]
         del gathered
-        self.vocab = repeated[np.r_[True, repeated[1:] != repeated[:-1]]] if len(repeated) else repeated
-        self.words = max(1, (len(self.vocab) + 63) // 64)
+        vocab = repeated[np.r_[True, repeated[1:] != repeated[:-1]]] if len(repeated) else repeated
+        words = max(1, (len(vocab) + 63) // 64)
         # Per pair: `words` AND + popcount, against a merge's branch-free step per fingerprint.
-        too_big = len(self.used) * self.words * 8 > BITSET_MAX_BYTES
-        if method == "bitset" or (method is None and self.words * len(ra) < 4 * self.merge_work and not too_big):
-            self.method = "bitset"
-        else:
-            self.method = "merge"
+        too_big = len(used) * words * 8 > BITSET_MAX_BYTES
+        if method != "bitset" and (words * len(self.ra) >= 4 * self.merge_work or too_big):
+            return
+        self.method = "bitset"
+        self.words = words
+        self.bits = np.zeros((len(used), words), np.uint64)
+        starts = range(0, len(used), _BITSET_ROWS_PER_JOB)
+        parallel_map(lambda lo: _bitset_rows(values, offsets, used, vocab, self.bits[lo:lo + _BITSET_ROWS_PER_JOB], lo),
+                     [(lo,) for lo in starts])
+        local = np.cumsum(in_pair) - 1
+        self.la, self.lb = local[self.ra], local[self.rb]
+
+    def pair_cost(self) -> np.ndarray:
+        """Relative cost of each pair (to cut the pairs into jobs of equal work)."""
+        if self.method == "bitset":
+            return np.full(len(self.ra), self.words // 4 + 1, dtype=np.int64)
+        return self.sizes[self.ra] + self.sizes[self.rb]
+
+    def __call__(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        hi = len(self.ra) if hi is None else hi
+        out = np.zeros(hi - lo, np.int64)
+        if hi <= lo:
+            return out
+        if self.method == "merge":
+            merge_intersections(self.values, self.offsets, self.ra[lo:hi], self.rb[lo:hi], out)
+            return out
+        _bitset_intersections(self.bits, self.la[lo:hi], self.lb[lo:hi], out)
+        # a row with itself: its unrepeated fingerprints are not in the vocabulary
+        self_pair = np.flatnonzero(self.ra[lo:hi] == self.rb[lo:hi])
+        out[self_pair] = self.sizes[self.ra[lo:hi][self_pair]]
+        return out
 
 
 def choose_method(values, offsets, ra, rb) -> str:
     """'bitset' or 'merge': what intersections() would use for these pairs."""
-    return _Plan(values, offsets, np.asarray(ra), np.asarray(rb)).method
+    return Intersector(values, offsets, ra, rb).method
 
 
 def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: np.ndarray,
                   method: str | None = None) -> np.ndarray:
-    """|A ∩ B| for each pair of rows (ra[p], rb[p]) of sorted, repeat-free CSR rows.
-
-    Many pairs over few documents (a template family: hundreds of pages that are all near each
-    other) are intersected as bitsets over the fingerprints that occur in at least two of the
-    rows (the only ones an intersection can count): an AND and a popcount per 64 fingerprints
-    instead of a step per fingerprint. Otherwise, a merge. `method` forces one (tests).
-    """
-    ra = np.ascontiguousarray(ra, dtype=np.int64)
-    rb = np.ascontiguousarray(rb, dtype=np.int64)
-    out = np.zeros(len(ra), np.int64)
-    if not len(ra):
-        return out
-    plan = _Plan(values, offsets, ra, rb, method)
-    if plan.method == "merge":
-        merge_intersections(values, offsets, ra, rb, out)
-        return out
-    local = np.cumsum(plan.in_pair) - 1
-    bits = _bitset_rows(values, offsets, plan.used, plan.vocab, plan.words)
-    _bitset_intersections(bits, local[ra], local[rb], out)
-    self_pair = ra == rb  # a row with itself: its fingerprints need not be in the vocabulary
-    out[self_pair] = plan.sizes[ra[self_pair]]
-    return out
+    """|A ∩ B| for each pair of rows (ra[p], rb[p]) of sorted, repeat-free CSR rows (see
+    Intersector)."""
+    return Intersector(values, offsets, ra, rb, method)()
 
 
 # -- LSH bands ---------------------------------------------------------------------------------
@@ -439,3 +481,39 @@ def order_by_label(labels, a):
         order[counts[lab]] = p
         counts[lab] += 1
     return order
+
+
+@kernel
+def _kruskal(n, a, b, order):
+    parent = np.arange(n)
+    chosen = np.empty(min(n, order.shape[0]), np.int64)
+    count = 0
+    for e in order:
+        x = a[e]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        y = b[e]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x != y:
+            if x < y:
+                parent[y] = x
+            else:
+                parent[x] = y
+            chosen[count] = e
+            count += 1
+    return chosen[:count]
+
+
+def spanning_forest(n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Sorted indices of the edges of the maximum spanning forest (= cluster.
+    maximum_spanning_forest): Kruskal over edges ranked by weight, highest first, then by
+    index, a strict order, so the forest is unique."""
+    if not len(a):
+        return np.empty(0, np.int64)
+    order = np.argsort(-w, kind="stable")
+    chosen = _kruskal(n, np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64), order)
+    chosen.sort()
+    return chosen

@@ -419,18 +419,30 @@ def _verify(text, reps, ca, cb, settings, control, threads, kernels):
         docs = _unique_sorted(np.concatenate([ca[lo:hi], cb[lo:hi]]))
         doc_chunks = _chunks(docs, byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
         values, offsets = _concat_csr(list(threads.map(rows_job, ((d,) for d in doc_chunks), control)))
-        ra, rb = np.searchsorted(docs, ca[lo:hi]), np.searchsorted(docs, cb[lo:hi])
+        local = np.empty(n_reps, np.int64)
+        local[docs] = np.arange(len(docs))
+        ra, rb = local[ca[lo:hi]], local[cb[lo:hi]]
+        del local
         sizes = np.diff(offsets)
-        work = sizes[ra] + sizes[rb]
+        sa, sb = sizes[ra], sizes[rb]
+        possible = np.flatnonzero(np.minimum(sa, sb) / np.maximum(sa, sb) >= settings.floor)
+        control.check()
+        inter = kernels.Intersector(values, offsets, ra[possible], rb[possible],
+                                    parallel_map=lambda fn, jobs: list(threads.map(fn, jobs, control)))
+        work = inter.pair_cost()
         cut = (np.cumsum(work) - work) // VERIFY_JOB_WORK
         piece = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True])
         ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
-        for (plo, phi), (j, n_compared) in zip(
-                ranges, threads.map(lambda x, y: compare(values, offsets, ra[x:y], rb[x:y]), ranges, control)):
-            results[lo + plo:lo + phi] = j
-            compared += n_compared
+        j = np.zeros(hi - lo, np.float64)
+        for (plo, phi), counts in zip(ranges, threads.map(inter, ranges, control)):
+            idx = possible[plo:phi]
+            j[idx] = jaccard_from_counts(counts, sa[idx], sb[idx])
             done += phi - plo
             control.report("verify", done, total)
+        results[lo:hi] = j
+        compared += len(possible)
+        done += (hi - lo) - len(possible)
+        del inter, values, offsets
     return reps[ca], reps[cb], results, compared
 
 
@@ -494,17 +506,20 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?",
                              zip(exact_of[dups].tolist(), dups.tolist()))
             conn.execute("DELETE FROM pairs")
-            # Bulk insert in primary-key order without the secondary indexes, then rebuild
-            # them: several times faster than maintaining them row by row.
+            # Bulk insert in primary-key order. (No secondary indexes: pairs_b, by b, cost
+            # ~2 s at millions of pairs and nothing reads by b; the app reads pair_arrays.)
             conn.execute("DROP INDEX IF EXISTS pairs_b")
             conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
-            order = np.lexsort((b, a))
-            conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
-                             zip(a[order].tolist(), b[order].tolist(), j[order].tolist()))
-            # (No index on jaccard: reading pairs above a threshold scans them in (a, b) order
-            # anyway, and building it cost 1.6 s of a 1.8M-pair scan.)
-            conn.execute("CREATE INDEX pairs_b ON pairs(b, a)")
-            _write_pair_arrays(conn, a[order], b[order], j[order], len(exact_of))
+            order = np.argsort(a * len(exact_of) + b)
+            a, b, j = a[order], b[order], j[order]
+            del order
+            # The spanning forest is computed on a thread while SQLite inserts (which releases
+            # the GIL while it writes).
+            with ThreadPoolExecutor(1) as side:
+                forest = side.submit(_spanning_forest, len(exact_of), a, b, j)
+                conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
+                                 zip(a.tolist(), b.tolist(), j.tolist()))
+                _write_pair_arrays(conn, a, b, j, forest.result())
             _write_exact_array(conn, exact_of)
             conn.execute("DROP TABLE IF EXISTS view_snapshot")  # views of the previous scan
             result.pairs = len(a)
@@ -533,9 +548,19 @@ def _counts(result: ScanResult) -> dict:
 _PAIR_ARRAY_CHUNK = 4_000_000
 
 
-def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, n_docs: int = 0) -> None:
+def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
+    if len(a) < 50_000:  # no compiled kernel to load for a small scan
+        return maximum_spanning_forest(n_docs, a, b, j)
+    from .kernels import spanning_forest
+
+    return spanning_forest(n_docs, a, b, j)
+
+
+def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> None:
     """A packed copy of `pairs` (sorted by a, b) that opens in milliseconds; `pairs` stays
-    the readable source and this table is rewritten with it by every scan."""
+    the readable source and this table is rewritten with it by every scan. The maximum
+    spanning forest too (indices into the sorted pairs), so the first components clustering
+    after opening a project is as fast as the later ones."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS pair_arrays (chunk INTEGER PRIMARY KEY, a BLOB NOT NULL, "
         "b BLOB NOT NULL, jaccard BLOB NOT NULL)"
@@ -548,9 +573,6 @@ def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, n_docs
              b[s : s + _PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
              j[s : s + _PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
         )
-    # The maximum spanning forest too (indices into the sorted pairs), so the first
-    # components clustering after opening a project is as fast as the later ones.
-    forest = maximum_spanning_forest(n_docs, a, b, j) if n_docs else np.empty(0, np.int64)
     conn.execute("CREATE TABLE IF NOT EXISTS pair_forest (id INTEGER PRIMARY KEY, edges BLOB NOT NULL)")
     conn.execute("DELETE FROM pair_forest")
     conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))

@@ -62,7 +62,6 @@ CREATE TABLE IF NOT EXISTS pairs (
     jaccard REAL NOT NULL,          -- exact Jaccard of the k-shingle sets
     PRIMARY KEY (a, b)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS pairs_b ON pairs(b, a);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     command TEXT NOT NULL,
