@@ -320,41 +320,60 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
         result.candidates += generated
         survivors.append(kept)
     del signatures, packed
-    cand = _unique_sorted(np.concatenate(survivors)) if survivors else np.empty(0, np.int64)
-    del survivors
-    ca, cb = cand // n_reps, cand % n_reps
-    del cand
-    result.prefiltered = result.candidates - len(ca)
+    # Every pair is reported by one band (by several only after a skipped bucket): the merge
+    # of the bands' survivors removes those repeats. The list is handed over, not copied.
+    pairs = _CandidatePairs(survivors, n_reps)
+    result.prefiltered = result.candidates - pairs.count
     timings["candidates"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    pa, pb, j, compared = _verify(text, reps, ca, cb, settings, control, threads, kernels)
+    pa, pb, j, compared = _verify(text, reps, pairs, settings, control, threads, kernels)
     result.verified = compared
-    good = j >= settings.floor
     timings["verify"] = time.perf_counter() - t0
-    return pa[good], pb[good], j[good]
+    return pa, pb, j
 
 
-def _verify(text, reps, ca, cb, settings, control, threads, kernels):
-    """Exact Jaccard of every candidate pair (indices into reps, ca < cb, sorted).
+class _CandidatePairs:
+    """Unique candidate pairs (lo, hi), indices into reps, merged from per-band arrays of
+    lo * n + hi; take() hands the arrays over so the caller holds the only reference."""
+
+    def __init__(self, parts: list[np.ndarray], n: int):
+        keys = _unique_sorted(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        parts.clear()
+        self.count = len(keys)
+        lo = keys // n
+        np.remainder(keys, n, out=keys)
+        self._arrays = [lo, keys]
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = self._arrays
+        self._arrays = []
+        return lo, hi
+
+
+def _verify(text, reps, pairs, settings, control, threads, kernels):
+    """The candidate pairs whose exact Jaccard is >= the floor.
 
     Pairs go component by component of the candidate graph. A big component (a template
     family) is shingled once and its pairs shared out among the threads, as bitsets over the
     family's shared fingerprints when that is cheaper than merging; small components are
     packed into jobs that shingle their own documents. Pairs that the size filter rules out
     (J <= min(|A|, |B|) / max(|A|, |B|) < floor, exact) get 0 without a comparison.
-    Returns (ord a, ord b, jaccard, pairs compared) in the order of the pairs processed.
+    Returns (ord a, ord b, jaccard, pairs compared).
     """
     n_reps = len(reps)
+    ca, cb = pairs.take()
     total = len(ca)
     if not total:
         e = np.empty(0, np.int64)
         return e, e, np.empty(0, np.float64), 0
     labels = kernels.component_labels(n_reps, ca, cb)
     order = kernels.order_by_label(labels, ca)
-    ca, cb = ca[order], cb[order]
+    ca = ca[order]
+    cb = cb[order]
     del order
     comp = labels[ca]
+    del labels
     bounds = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1], True])
     comp_pairs = np.diff(bounds)
     byte_len = np.diff(text.offsets)
@@ -378,38 +397,39 @@ def _verify(text, reps, ca, cb, settings, control, threads, kernels):
         return out, int(possible.sum())
 
     def small_job(lo, hi):
-        docs = _unique_sorted(np.concatenate([ca[lo:hi], cb[lo:hi]]))
+        idx = small[lo:hi]
+        pa, pb = ca[idx], cb[idx]
+        docs = _unique_sorted(np.concatenate([pa, pb]))
         values, offsets = rows_job(docs)
-        return compare(values, offsets, np.searchsorted(docs, ca[lo:hi]), np.searchsorted(docs, cb[lo:hi]))
+        return compare(values, offsets, np.searchsorted(docs, pa), np.searchsorted(docs, pb))
 
     results = np.zeros(total, np.float64)
     compared = 0
     done = 0
-    big = np.flatnonzero(comp_pairs >= BIG_COMPONENT_PAIRS)
-    # Small components, packed into jobs in order.
-    small_ranges = []
-    start = None
-    chars = 0
-    pairs = 0
-    big_set = set(big.tolist())
-    for c in range(len(comp_pairs)):
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        if c in big_set:
-            if start is not None:
-                small_ranges.append((start, lo))
-                start = None
-            continue
-        if start is None:
-            start, chars, pairs = lo, 0, 0
-        chars += int(byte_len[ca[lo:hi]].sum() + byte_len[cb[lo:hi]].sum())
-        pairs += hi - lo
-        if chars >= VERIFY_JOB_CHARS or pairs >= 1_000_000:
-            small_ranges.append((start, hi))
-            start = None
-    if start is not None:
-        small_ranges.append((start, int(bounds[-1])))
-    for (lo, hi), (j, n_compared) in zip(small_ranges, threads.map(small_job, small_ranges, control)):
-        results[lo:hi] = j
+    big_comp = comp_pairs >= BIG_COMPONENT_PAIRS
+    big = np.flatnonzero(big_comp)
+    # Small components, packed in order into jobs of about VERIFY_JOB_CHARS of text compared
+    # (both sides of every pair), a component never split.
+    small = np.flatnonzero(~np.repeat(big_comp, comp_pairs)) if len(big) else np.arange(total)
+    ranges = []
+    if len(small):
+        small_comp = comp[small]
+        starts = np.flatnonzero(np.r_[True, small_comp[1:] != small_comp[:-1]])
+        del small_comp
+        work = byte_len[ca[small]]
+        work += byte_len[cb[small]]
+        work += 1
+        first_work = work[starts]
+        np.cumsum(work, out=work)
+        job_of_comp = (work[starts] - first_work) // VERIFY_JOB_CHARS
+        del work
+        job = np.repeat(job_of_comp, np.diff(np.r_[starts, len(small)]))
+        cuts = np.flatnonzero(np.r_[True, job[1:] != job[:-1], True])
+        ranges = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+        del job
+    del comp
+    for (lo, hi), (j, n_compared) in zip(ranges, threads.map(small_job, ranges, control)):
+        results[small[lo:hi]] = j
         compared += n_compared
         done += hi - lo
         control.report("verify", done, total)
@@ -443,7 +463,8 @@ def _verify(text, reps, ca, cb, settings, control, threads, kernels):
         compared += len(possible)
         done += (hi - lo) - len(possible)
         del inter, values, offsets
-    return reps[ca], reps[cb], results, compared
+    good = np.flatnonzero(results >= settings.floor)
+    return reps[ca[good]], reps[cb[good]], results[good], compared
 
 
 def _unique_sorted(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
