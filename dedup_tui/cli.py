@@ -16,7 +16,7 @@ from .engine.cluster import POLICIES, cluster
 from .engine.errors import Cancelled, DedupError
 from .engine.export import FORMATS, check_threshold, export
 from .engine.ingest import load_corpus
-from .engine.progress import Control
+from .engine.progress import Control, describe_rate
 from .engine.store import Project
 
 
@@ -40,14 +40,14 @@ class _TerminalProgress:
         elif now - self.last < 0.1 and done != total:
             return
         self.last = now
-        rate = done / max(now - self.started, 1e-9)
+        rate = describe_rate(done, total, now - self.started)
         if total:
             width = 30
-            filled = int(width * done / total)
+            filled = int(width * min(done, total) / total)
             bar = "█" * filled + "░" * (width - filled)
-            line = f"{stage:<11} {bar} {done:,}/{total:,} ({rate:,.0f}/s)"
+            line = f"{stage:<11} {bar} {done:,}/{total:,}  {rate}"
         else:
-            line = f"{stage:<11} {done:,} ({rate:,.0f}/s)"
+            line = f"{stage:<11} {done:,}  {rate}"
         sys.stderr.write("\r" + line + "\x1b[K")
         sys.stderr.flush()
 

@@ -28,3 +28,25 @@ class Control:
     def check(self) -> None:
         if self.cancel.is_set():
             raise Cancelled("cancelled")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def describe_rate(done: int, total: int, elapsed: float) -> str:
+    """'12,345/s  0:42  ~3 min left': rate, elapsed time and, once the rate means something
+    (a second in), the time left. Shared by the terminal and the app."""
+    parts = []
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if elapsed >= 0.5 and done:
+        parts.append(f"{rate:,.0f}/s")
+    minutes, seconds = divmod(int(elapsed), 60)
+    parts.append(f"{minutes}:{seconds:02d}")
+    if total and 0 < done < total and elapsed >= 1.0:
+        parts.append(f"~{_duration((total - done) / rate)} left")
+    return "  ".join(parts)

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
 
+from ...engine.progress import describe_rate
 from ..text import literal_line
 
 STAGE_NAMES = {
@@ -32,6 +33,7 @@ class StageRow(Horizontal):
         self.bar = ProgressBar(total=None, show_eta=False, classes="stage-bar")
         self.counts = Label("", classes="stage-counts")
         self.done, self.total = 0, 0
+        self.finished: float | None = None  # a finished stage keeps its final rate
 
     def compose(self) -> ComposeResult:
         yield Label(STAGE_NAMES.get(self.stage, self.stage), classes="stage-name")
@@ -46,11 +48,13 @@ class StageRow(Horizontal):
         if not self.is_mounted:
             return
         self.bar.update(total=total or None, progress=done)
-        elapsed = max(time.perf_counter() - self.started, 1e-6)
+        elapsed = (self.finished or time.perf_counter()) - self.started
         counts = f"{done:,}/{total:,}" if total else f"{done:,}"
-        self.counts.update(f"{counts}  {done / elapsed:,.0f}/s")
+        self.counts.update(f"{counts}  {describe_rate(done, total, elapsed)}")
 
     def complete(self) -> None:
+        if self.finished is None:
+            self.finished = time.perf_counter()
         total = self.total or max(self.done, 1)
         self.update(total, total)
 
