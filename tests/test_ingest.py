@@ -546,3 +546,15 @@ def test_kill_9_during_load_leaves_previous_documents(tmp_path):
     assert [d[1:] for d in documents(db)] == [d[1:] for d in before]
     assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
     project.close()
+
+
+@pytest.mark.parametrize("record, what", [
+    ('{"id": "a", "text": "bad \\ud800 text"}', "text"),
+    ('{"id": "bad\\udc00id", "text": "fine"}', "id"),
+])
+def test_an_unpaired_surrogate_escape_in_jsonl_is_a_one_line_error(tmp_path, record, what):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "ok", "text": "fine \\u00e9 text"}\n' + record + "\n", encoding="utf-8")
+    r = cli("load", str(corpus), "--db", str(tmp_path / "c.db"))
+    message = assert_one_error_line(r, corpus, 2)
+    assert f"{what} contains an unpaired surrogate" in message

@@ -97,7 +97,7 @@ def _json_type(value) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _field_id(value, line: int, id_field: str) -> str | None:
+def _field_id(value, line: int, id_field: str, check_encodable: bool = True) -> str | None:
     if value is None:
         raise _Bad(line, f"id field {_show(id_field)} is null")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -105,7 +105,8 @@ def _field_id(value, line: int, id_field: str) -> str | None:
     value = str(value)
     if not value:
         raise _Bad(line, f"id field {_show(id_field)} is empty")
-    _check_encodable(value, line, "id")
+    if check_encodable:
+        _check_encodable(value, line, "id")
     return value
 
 
@@ -134,20 +135,23 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                     raise _Bad(lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(obj, dict):
                     raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
+                # The line is valid UTF-8, so an unpaired surrogate can only come from a \u escape.
+                escaped = b"\\u" in raw
                 text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)
                 if has_id_field is None:
                     has_id_field, decided_at = id_field in obj, lineno
                 if has_id_field:
                     if id_field not in obj:
                         raise _Bad(lineno, f"id field {_show(id_field)} is missing (line {decided_at} has one)")
-                    doc_id = _field_id(obj[id_field], lineno, id_field)
+                    doc_id = _field_id(obj[id_field], lineno, id_field, escaped)
                 elif id_field in obj:
                     # ids come from line numbers only when no record has one: never drop a user's id
                     raise _Bad(lineno, f"id field {_show(id_field)} is present, but line {decided_at} has none "
                                        "(give every record an id, or none)")
                 else:
                     doc_id = None
-                _check_encodable(text, lineno)
+                if escaped:
+                    _check_encodable(text, lineno)
                 yield Record(lineno, doc_id, text, raw)
             except _Bad as bad:
                 errors.append(bad)
