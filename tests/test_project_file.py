@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlite_utils
 
 from dedup_tui.engine import pipeline
@@ -25,3 +26,16 @@ def test_project_tables_columns_views_and_indexes_are_readable(make_project):
     assert list(db.query("SELECT id, duplicate_of FROM exact_duplicates")) == [{"id": "doc_F", "duplicate_of": "doc_A"}]
     run = next(db.query("SELECT status, params, timings FROM runs WHERE command = 'scan'"))
     assert run["status"] == "complete" and '"floor": 0.3' in run["params"] and '"compare"' in run["timings"]
+
+
+@pytest.mark.parametrize("count", [0, 1, 49, 50, 51, 233])
+def test_insert_rows_writes_every_row_once_in_order(tmp_path, count):
+    import sqlite3
+
+    from dedup_tui.engine.store import insert_rows
+
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("CREATE TABLE t (x INTEGER, y TEXT, z BLOB)")
+    rows = [(i, f"text {i} 'quoted' [b]", bytes([i % 256])) for i in range(count)]
+    insert_rows(conn, "INSERT INTO t(x, y, z)", rows)
+    assert conn.execute("SELECT x, y, z FROM t ORDER BY rowid").fetchall() == rows

@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import CorpusError, DedupError
 from .normalize import exact_key
 from .progress import Control
-from .store import Project, now_iso, transaction
+from .store import Project, insert_rows, now_iso, transaction
 
 BATCH = 5000
 TEXT_SUFFIXES = {".txt", ".text", ".md"}
@@ -387,9 +387,8 @@ def load_corpus(
                             else:
                                 kept.append(row)
                         batch = kept
-                conn.executemany(
-                    "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                insert_rows(
+                    conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)",
                     [(next_ord + i, doc_id, text, source_id, line, record, exact_key(text), len(text))
                      for i, (doc_id, text, line, record) in enumerate(batch)],
                 )

@@ -547,8 +547,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             # the GIL while it writes).
             with ThreadPoolExecutor(1) as side:
                 forest = side.submit(_spanning_forest, len(exact_of), a, b, j)
-                conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
-                                 zip(a.tolist(), b.tolist(), j.tolist()))
+                _insert_pairs(conn, a, b, j)
                 _write_pair_arrays(conn, a, b, j, forest.result())
             _write_exact_array(conn, exact_of)
             conn.execute("DROP TABLE IF EXISTS view_snapshot")  # views of the previous scan
@@ -576,6 +575,29 @@ def _counts(result: ScanResult) -> dict:
 
 
 _PAIR_ARRAY_CHUNK = 4_000_000
+
+
+_ROWS_PER_INSERT = 100
+_INSERT_CHUNK = 100_000  # rows turned into Python objects at a time
+
+
+def _insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+    """INSERT the pairs, 100 rows per statement: SQLite's per-statement cost was more than
+    half of a row-per-statement insert (2.3x faster at millions of pairs)."""
+    many = "INSERT INTO pairs(a, b, jaccard) VALUES " + ",".join(["(?, ?, ?)"] * _ROWS_PER_INSERT)
+    for lo in range(0, len(a), _INSERT_CHUNK):
+        hi = min(lo + _INSERT_CHUNK, len(a))
+        full = lo + (hi - lo) // _ROWS_PER_INSERT * _ROWS_PER_INSERT
+        flat = np.empty(3 * (full - lo), dtype=object)
+        flat[0::3] = a[lo:full].tolist()
+        flat[1::3] = b[lo:full].tolist()
+        flat[2::3] = j[lo:full].tolist()
+        values = flat.tolist()
+        del flat
+        step = 3 * _ROWS_PER_INSERT
+        conn.executemany(many, (values[i:i + step] for i in range(0, len(values), step)))
+        conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
+                         zip(a[full:hi].tolist(), b[full:hi].tolist(), j[full:hi].tolist()))
 
 
 def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ refers to documents by ord, and the views `near_pairs` and `exact_duplicates` sh
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -94,6 +95,22 @@ CREATE VIEW IF NOT EXISTS exact_duplicates AS
     SELECT d.doc_id AS id, k.doc_id AS duplicate_of, d.ord, d.exact_of
     FROM documents d JOIN documents k ON k.ord = d.exact_of;
 """
+
+
+def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_statement: int = 50) -> None:
+    """`insert` ("INSERT INTO t(c1, c2)") of every row, many rows per statement: SQLite's
+    per-statement cost is most of a small row's insert."""
+    if not rows:
+        return
+    width = len(rows[0])
+    one = "(" + ", ".join(["?"] * width) + ")"
+    full = len(rows) // per_statement * per_statement
+    if full:
+        flat = list(itertools.chain.from_iterable(rows[:full]))
+        step = width * per_statement
+        conn.executemany(f"{insert} VALUES " + ",".join([one] * per_statement),
+                         (flat[i:i + step] for i in range(0, len(flat), step)))
+    conn.executemany(f"{insert} VALUES {one}", rows[full:])
 
 
 def now_iso() -> str:
