@@ -178,3 +178,39 @@ def test_spanning_forest_equals_boruvka_reference():
     w = np.round(rng.random(20000), 2)  # many ties: the order by index must decide them
     assert np.array_equal(kernels.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
     assert len(kernels.spanning_forest(n, a[:0], b[:0], w[:0])) == 0
+
+
+_CALL_A_KERNEL = (
+    "import numpy as np\n"
+    "from dedup_tui.engine import _jit, kernels\n"
+    "buf = kernels.TextBuffer.from_texts(['near duplicate text', 'near duplicate texts'])\n"
+    "values, offsets = kernels.shingle_rows(buf, np.arange(2), 5)\n"
+    "print(_jit.CACHE_DIR, int(kernels.intersections(values, offsets, np.array([0]), np.array([1]))[0]))\n"
+)
+
+
+def _run_python(code: str, env_changes: dict) -> str:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(env_changes)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_kernels_are_cached_under_the_users_cache_folder(tmp_path):
+    out = _run_python(_CALL_A_KERNEL, {"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    folder = tmp_path / "cache" / "dedup-tui" / "numba"
+    assert out == f"{folder} 15"
+    assert any(p.suffix == ".nbi" for p in folder.rglob("*"))  # numba's cache index was written
+
+
+def test_no_writable_cache_folder_only_costs_time(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = f"import tempfile\ntempfile.tempdir = {str(blocker / 'tmp')!r}\n" + _CALL_A_KERNEL
+    out = _run_python(code, {"XDG_CACHE_HOME": str(blocker / "cache")})
+    assert out == "None 15"  # no cache folder, compiled in memory, same answer
