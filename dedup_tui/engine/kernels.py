@@ -287,6 +287,18 @@ def _bitset_intersections(bits, la, lb, out):
         out[p] = common
 
 
+@kernel
+def _bits_from_groups(keys, starts, lens, bits):
+    """keys: sorted (fingerprint << 16 | row); group v (keys[starts[v]:starts[v] + lens[v]],
+    one fingerprint) sets bit v of each of its rows."""
+    for v in range(starts.shape[0]):
+        word = v >> 6
+        bit = np.uint64(1) << np.uint64(v & 63)
+        for i in range(starts[v], starts[v] + lens[v]):
+            bits[np.int64(keys[i] & np.uint64(0xFFFF)), word] |= bit
+
+
+_ROW_MASK = 0xFFFF
 # A batch's bitsets may take this much memory; above it, the merge is used.
 BITSET_MAX_BYTES = 512 << 20
 _BITSET_ROWS_PER_JOB = 512
@@ -327,11 +339,24 @@ class Intersector:
             return
         sizes = self.sizes[used]
         gathered = values[np.repeat(offsets[used] - np.cumsum(sizes) + sizes, sizes) + np.arange(used_values)]
-        gathered.sort()
-        repeated = gathered[1:][gathered[1:] == gathered[:-1]]
-        del gathered
-        vocab = repeated[np.r_[True, repeated[1:] != repeated[:-1]]] if len(repeated) else repeated
-        words = max(1, (len(vocab) + 63) // 64)
+        if len(used) <= _ROW_MASK:
+            # Fingerprints are 48 bits: the row fits in the low 16, so one sort groups each
+            # fingerprint with the rows that hold it, and the bitsets fill in one pass.
+            gathered <<= np.uint64(16)
+            gathered |= np.repeat(np.arange(len(used), dtype=np.uint64), sizes)
+            gathered.sort()
+            fingerprint = gathered >> np.uint64(16)
+            group_start = np.flatnonzero(np.r_[True, fingerprint[1:] != fingerprint[:-1]])
+            del fingerprint
+            group_len = np.diff(np.append(group_start, len(gathered)))
+            shared = group_len >= 2
+            vocab_size = int(shared.sum())
+        else:
+            gathered.sort()
+            repeated = gathered[1:][gathered[1:] == gathered[:-1]]
+            vocab = repeated[np.r_[True, repeated[1:] != repeated[:-1]]] if len(repeated) else repeated
+            vocab_size = len(vocab)
+        words = max(1, (vocab_size + 63) // 64)
         # Per pair: `words` AND + popcount, against a merge's branch-free step per fingerprint.
         too_big = len(used) * words * 8 > BITSET_MAX_BYTES
         if method != "bitset" and (words * len(self.ra) >= 4 * self.merge_work or too_big):
@@ -339,9 +364,14 @@ class Intersector:
         self.method = "bitset"
         self.words = words
         self.bits = np.zeros((len(used), words), np.uint64)
-        starts = range(0, len(used), _BITSET_ROWS_PER_JOB)
-        parallel_map(lambda lo: _bitset_rows(values, offsets, used, vocab, self.bits[lo:lo + _BITSET_ROWS_PER_JOB], lo),
-                     [(lo,) for lo in starts])
+        if len(used) <= _ROW_MASK:
+            _bits_from_groups(gathered, group_start[shared], group_len[shared], self.bits)
+        else:
+            del gathered
+            starts = range(0, len(used), _BITSET_ROWS_PER_JOB)
+            parallel_map(lambda lo: _bitset_rows(values, offsets, used, vocab,
+                                                 self.bits[lo:lo + _BITSET_ROWS_PER_JOB], lo),
+                         [(lo,) for lo in starts])
         local = np.cumsum(in_pair) - 1
         self.la, self.lb = local[self.ra], local[self.rb]
 

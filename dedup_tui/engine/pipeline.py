@@ -445,7 +445,11 @@ def _verify(text, reps, pairs, settings, control, threads, kernels):
 
     for c in big.tolist():
         lo, hi = int(bounds[c]), int(bounds[c + 1])
-        docs = _unique_sorted(np.concatenate([ca[lo:hi], cb[lo:hi]]))
+        in_comp = np.zeros(n_reps, dtype=bool)
+        in_comp[ca[lo:hi]] = True
+        in_comp[cb[lo:hi]] = True
+        docs = np.flatnonzero(in_comp)
+        del in_comp
         doc_chunks = _chunks(docs, byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
         values, offsets = _concat_csr(list(threads.map(rows_job, ((d,) for d in doc_chunks), control)))
         local = np.empty(n_reps, np.int64)
@@ -463,9 +467,12 @@ def _verify(text, reps, pairs, settings, control, threads, kernels):
         piece = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True])
         ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
         j = np.zeros(hi - lo, np.float64)
-        for (plo, phi), counts in zip(ranges, threads.map(inter, ranges, control)):
+
+        def piece_job(plo, phi, inter=inter, possible=possible, sa=sa, sb=sb, j=j):
             idx = possible[plo:phi]
-            j[idx] = jaccard_from_counts(counts, sa[idx], sb[idx])
+            j[idx] = jaccard_from_counts(inter(plo, phi), sa[idx], sb[idx])
+
+        for (plo, phi), _ in zip(ranges, threads.map(piece_job, ranges, control)):
             done += phi - plo
             control.report("verify", done, total)
         results[lo:hi] = j
@@ -540,7 +547,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             # ~2 s at millions of pairs and nothing reads by b; the app reads pair_arrays.)
             conn.execute("DROP INDEX IF EXISTS pairs_b")
             conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
-            order = np.argsort(a * len(exact_of) + b)
+            order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
             a, b, j = a[order], b[order], j[order]
             del order
             # The spanning forest is computed on a thread while SQLite inserts (which releases
