@@ -217,3 +217,19 @@ def test_no_writable_cache_folder_only_costs_time(tmp_path):
     code = f"import tempfile\ntempfile.tempdir = {str(blocker / 'tmp')!r}\n" + _CALL_A_KERNEL
     out = _run_python(code, {"XDG_CACHE_HOME": str(blocker / "cache")})
     assert out == "None 15"  # no cache folder, compiled in memory, same answer
+
+
+def test_short_texts_never_share_a_shingle_hash():
+    """Every text shorter than k is one shingle, itself: distinct texts must hash apart. With the
+    length XORed in, "" and "\\x00" collided and got Jaccard 1.0 (exact: 0)."""
+    import itertools
+
+    alphabet = ["\x00", "\x01", " ", "a", "\u00e9", "\U0001f600"]
+    texts = [""] + ["".join(p) for n in (1, 2, 3) for p in itertools.product(alphabet, repeat=n)]
+    hashes, offsets = shingle.shingle_hashes(texts, 4)
+    assert np.array_equal(np.diff(offsets), np.ones(len(texts)))
+    assert len(set(hashes.tolist())) == len(texts)
+    buf = kernels.TextBuffer.from_texts(texts)
+    values, _ = kernels.shingle_rows(buf, np.arange(len(texts)), 4)
+    assert np.array_equal(values, hashes >> np.uint64(16))
+    assert len(set(values.tolist())) == len(texts)

@@ -20,6 +20,7 @@ from ._jit import kernel, popcount64
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _SHORT_TAG = np.uint64(0xD6E8FEB86659FD93)
+_LENGTH_MULT = np.uint64(0xC2B2AE3D27D4EB4F)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _ONE = np.uint64(1)
@@ -101,7 +102,7 @@ def _window_hashes(cps, n, k, out):
         h = np.uint64(0)
         for i in range(n):
             h = h * _BASE + np.uint64(cps[i]) + _ONE
-        out[0] = _mix64(h ^ _SHORT_TAG ^ np.uint64(n))
+        out[0] = _mix64((h ^ _SHORT_TAG) + np.uint64(n) * _LENGTH_MULT)
         return 1
     top = _ONE  # BASE ** (k - 1), wrapping
     for _ in range(k - 1):

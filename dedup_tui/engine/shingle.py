@@ -12,6 +12,8 @@ import numpy as np
 _U64 = np.uint64
 _BASE = _U64(0x9E3779B97F4A7C15)  # odd multiplier for the polynomial over code points
 _SHORT_TAG = _U64(0xD6E8FEB86659FD93)  # separates "whole text shorter than k" from k-windows
+# The length is added, not XORed: with XOR, "" and "\x00" (h = 0 and 1, lengths 0 and 1) shared a hash.
+_LENGTH_MULT = _U64(0xC2B2AE3D27D4EB4F)
 
 
 def _mix64(h: np.ndarray) -> np.ndarray:
@@ -54,7 +56,7 @@ def _short_text_hash(cps: np.ndarray) -> np.uint64:
     with np.errstate(over="ignore"):
         for c in cps.astype(np.uint64):
             h = h * _BASE + c + _U64(1)
-        arr = np.array([h ^ _SHORT_TAG ^ _U64(len(cps))], dtype=np.uint64)
+        arr = np.array([(h ^ _SHORT_TAG) + _U64(len(cps)) * _LENGTH_MULT], dtype=np.uint64)
     return _mix64(arr)[0]
 
 
