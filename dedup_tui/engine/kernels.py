@@ -476,22 +476,29 @@ def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, ban
 # -- components --------------------------------------------------------------------------------
 
 @kernel
+def _union(parent, x, y):
+    """Join the sets of x and y under the smaller root (path halving); False if already one."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    while parent[y] != y:
+        parent[y] = parent[parent[y]]
+        y = parent[y]
+    if x == y:
+        return False
+    if x < y:
+        parent[y] = x
+    else:
+        parent[x] = y
+    return True
+
+
+@kernel
 def component_labels(n, a, b):
     """Every node labelled with the smallest node of its connected component (union-find)."""
     parent = np.arange(n)
     for e in range(a.shape[0]):
-        x = a[e]
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        y = b[e]
-        while parent[y] != y:
-            parent[y] = parent[parent[y]]
-            y = parent[y]
-        if x < y:
-            parent[y] = x
-        elif y < x:
-            parent[x] = y
+        _union(parent, a[e], b[e])
     for v in range(n):  # parents are always smaller: one forward pass resolves every root
         parent[v] = parent[parent[v]]
     return parent
@@ -520,19 +527,7 @@ def _kruskal(n, a, b, order):
     chosen = np.empty(min(n, order.shape[0]), np.int64)
     count = 0
     for e in order:
-        x = a[e]
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        y = b[e]
-        while parent[y] != y:
-            parent[y] = parent[parent[y]]
-            y = parent[y]
-        if x != y:
-            if x < y:
-                parent[y] = x
-            else:
-                parent[x] = y
+        if _union(parent, a[e], b[e]):
             chosen[count] = e
             count += 1
     return chosen[:count]
