@@ -558,3 +558,21 @@ def test_an_unpaired_surrogate_escape_in_jsonl_is_a_one_line_error(tmp_path, rec
     r = cli("load", str(corpus), "--db", str(tmp_path / "c.db"))
     message = assert_one_error_line(r, corpus, 2)
     assert f"{what} contains an unpaired surrogate" in message
+
+
+@pytest.mark.parametrize("line", [
+    '{"a": 1}', ' {"a": 1}', '{"a": 1}  ', '\t{"a": [1, 2.5e3, "x\\u00e9"]}\r ', '{"a": 1} x', '{"a": 1}\u00a0',
+    '{"a": 1}{"b": 2}', '', '  ', '{"a": }', '"s"', 'NaN', '[1, 2]',
+])
+def test_fast_json_line_parse_equals_json_loads(line):
+    from dedup_tui.engine.ingest import _parse_json_line
+
+    try:
+        want = ("ok", json.loads(line))
+    except json.JSONDecodeError as exc:
+        want = ("error", exc.msg, exc.colno)
+    try:
+        got = ("ok", _parse_json_line(line))
+    except json.JSONDecodeError as exc:
+        got = ("error", exc.msg, exc.colno)
+    assert got == want

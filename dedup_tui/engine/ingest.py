@@ -10,6 +10,7 @@ import csv
 import gzip
 import hashlib
 import json
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -110,6 +111,23 @@ def _field_id(value, line: int, id_field: str, check_encodable: bool = True) -> 
     return value
 
 
+_RAW_DECODE = json.JSONDecoder().raw_decode
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json.loads allows around a value
+
+
+def _parse_json_line(line: str):
+    """json.loads(line), ~2x faster on the common case (no whitespace before the value): the
+    decoder is called directly. Anything unusual goes through json.loads, for its own result or
+    error message."""
+    try:
+        obj, end = _RAW_DECODE(line)
+    except json.JSONDecodeError:
+        return json.loads(line)
+    if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):
+        return json.loads(line)
+    return obj
+
+
 def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
     has_id_field: bool | None = None
@@ -130,7 +148,7 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                 except UnicodeDecodeError as exc:
                     raise _Bad(lineno, f"invalid UTF-8 at byte {exc.start}") from None
                 try:
-                    obj = json.loads(line)
+                    obj = _parse_json_line(line)
                 except json.JSONDecodeError as exc:
                     raise _Bad(lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(obj, dict):
