@@ -483,9 +483,9 @@ def _verify(text, reps, pairs, settings, control, threads, kernels):
     return reps[ca[good]], reps[cb[good]], results[good], compared
 
 
-def _unique_sorted(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
+def _unique_sorted(x: np.ndarray) -> np.ndarray:
     """The distinct values of x, sorted. Sorts x in place: pass an array of your own."""
-    x.sort(kind=kind)
+    x.sort()
     if len(x) < 2:
         return x
     return x[np.r_[True, x[1:] != x[:-1]]]
