@@ -233,3 +233,35 @@ def test_short_texts_never_share_a_shingle_hash():
     values, _ = kernels.shingle_rows(buf, np.arange(len(texts)), 4)
     assert np.array_equal(values, hashes >> np.uint64(16))
     assert len(set(values.tolist())) == len(texts)
+
+
+def test_normalized_buffer_equals_normalize():
+    """The compiled pass against str.lower/split/join: every ASCII byte (the information
+    separators \x1c-\x1f are whitespace to Python), every Unicode whitespace, letters whose lower
+    case changes UTF-8 size (Kelvin sign, Ⱥ) or is two code points (İ) or depends on context (Σ),
+    astral cased letters, surrogates, a sample of every code point, and a 10 MB text."""
+    rng = random.Random(11)
+    ascii_all = [chr(c) for c in range(128)]
+    texts = ["", " ", "\x1c\x1d\x1e\x1f", "\t A\x0bB\x0c\rC \n", "\x00", "ABC", "  lead", "trail  ",
+             "İstanbul \u00a0 X", "\u2028Y\u0085Z", "\ud800 Q"]
+    texts += ["".join(rng.choice(ascii_all) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    tricky = spaces + list("aBΣσİıK\u212aȺⱥẞß\U00010400\U0001e900Ǆǅ\ud800\udfff\x00é") + ["\U0001f600"]
+    texts += ["".join(rng.choice(tricky) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    every = [chr(c) for c in range(0x110000)]
+    rng.shuffle(every)
+    texts += ["".join(every[i:i + 500]) for i in range(0, len(every), 500)]
+    texts.append(("Word\x1f " * 2_000_000)[:10_000_000])
+    rng.shuffle(texts)
+    buf = kernels.normalized_buffer(texts)
+    got = [bytes(buf.data[s:e]).decode("utf-8", "surrogatepass") for s, e in zip(buf.offsets, buf.offsets[1:])]
+    assert got == [normalize(t) for t in texts]
+
+
+def test_exact_keys_compiled_equals_plain():
+    from dedup_tui.engine.normalize import _COMPILED_MIN_CHARS, exact_key, exact_keys
+
+    rng = random.Random(5)
+    texts = ["".join(rng.choice("Ab \t\x1fé\u00a0") for _ in range(rng.randint(0, 200))) for _ in range(4000)]
+    assert sum(map(len, texts)) >= _COMPILED_MIN_CHARS  # the compiled path is the one tested
+    assert exact_keys(texts) == [exact_key(t) for t in texts]

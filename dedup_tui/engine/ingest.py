@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorpusError, DedupError
-from .normalize import exact_key
+from .normalize import exact_keys
 from .progress import Control
 from .store import Project, insert_rows, now_iso, transaction
 
@@ -405,10 +405,11 @@ def load_corpus(
                             else:
                                 kept.append(row)
                         batch = kept
+                keys = exact_keys([row[1] for row in batch])
                 insert_rows(
                     conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)",
-                    [(next_ord + i, doc_id, text, source_id, line, record, exact_key(text), len(text))
-                     for i, (doc_id, text, line, record) in enumerate(batch)],
+                    [(next_ord + i, doc_id, text, source_id, line, record, key, len(text))
+                     for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))],
                 )
                 next_ord += len(batch)
                 count += len(batch)

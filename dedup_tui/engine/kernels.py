@@ -4,6 +4,7 @@ Texts reach the kernels as one UTF-8 buffer with byte offsets (`TextBuffer`): ab
 of the text, where code points would take four times that. Every kernel has a plain reference
 it is tested against (tests/test_kernels.py):
 
+- `normalized_buffer`   ~ [normalize(t) for t in texts], UTF-8 encoded
 - `signatures`          ~ MinHasher.signatures(*shingle.shingle_hashes(texts, k))
 - `shingle_rows`        ~ shingle.shingle_sets(texts, k)
 - `intersections`       ~ similarity.intersection_sizes (a merge, or bitsets over a shared
@@ -57,6 +58,132 @@ class TextBuffer:
     @property
     def nbytes(self) -> int:
         return self.data.nbytes + self.offsets.nbytes
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+_case_tables: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Python's own str.lower() of every code point (-1 where a byte loop cannot follow it:
+    "İ" lowers to two code points, a capital sigma's lower case depends on its neighbours, and
+    two letters grow in UTF-8), and str.isspace() (the whitespace str.split() splits on)."""
+    global _case_tables
+    if _case_tables is None:
+        lower = np.array([ord(low) if len(low := chr(c).lower()) == 1 else -1 for c in range(0x110000)], np.int32)
+        lower[0x3A3] = -1
+
+        def utf8_len(x):
+            return np.where(x < 0x80, 1, np.where(x < 0x800, 2, np.where(x < 0x10000, 3, 4)))
+
+        lower[(lower >= 0) & (utf8_len(lower) > utf8_len(np.arange(0x110000)))] = -1
+        space = np.array([chr(c).isspace() for c in range(0x10000)], np.bool_)
+        _case_tables = lower, space
+    return _case_tables
+
+
+@kernel
+def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
+    """Lowercase, strip and collapse whitespace of each UTF-8 document into `out`. A document
+    with a code point whose lower case is not one code point of at most its UTF-8 size is left
+    empty and marked in `fallback`, for Python to normalise."""
+    w = 0
+    n_docs = len(offsets) - 1
+    for d in range(n_docs):
+        out_offsets[d] = w
+        first = w
+        gap = False
+        i = offsets[d]
+        end = offsets[d + 1]
+        while i < end:
+            b0 = np.int64(data[i])
+            if b0 < 0x80:
+                cp, size = b0, 1
+            elif b0 < 0xE0:
+                cp, size = ((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+            elif b0 < 0xF0:
+                cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+                size = 3
+            else:
+                cp = (((b0 & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+                      | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+                size = 4
+            i += size
+            if cp < 0x10000 and space[cp]:
+                gap = True
+                continue
+            low = np.int64(lower[cp])
+            if low < 0:
+                fallback[d] = True
+                w = first
+                break
+            if gap and w > first:
+                out[w] = 32
+                w += 1
+            gap = False
+            if low == cp:
+                for j in range(i - size, i):
+                    out[w] = data[j]
+                    w += 1
+            elif low < 0x80:
+                out[w] = low
+                w += 1
+            elif low < 0x800:
+                out[w] = 0xC0 | (low >> 6)
+                out[w + 1] = 0x80 | (low & 0x3F)
+                w += 2
+            elif low < 0x10000:
+                out[w] = 0xE0 | (low >> 12)
+                out[w + 1] = 0x80 | ((low >> 6) & 0x3F)
+                out[w + 2] = 0x80 | (low & 0x3F)
+                w += 3
+            else:
+                out[w] = 0xF0 | (low >> 18)
+                out[w + 1] = 0x80 | ((low >> 12) & 0x3F)
+                out[w + 2] = 0x80 | ((low >> 6) & 0x3F)
+                out[w + 3] = 0x80 | (low & 0x3F)
+                w += 4
+    out_offsets[n_docs] = w
+
+
+@kernel
+def _splice(data, offsets, replace, extra, extra_offsets, out, out_offsets):
+    """Documents of (data, offsets), those marked in `replace` taken in turn from extra."""
+    w = 0
+    e = 0
+    for d in range(len(offsets) - 1):
+        out_offsets[d] = w
+        if replace[d]:
+            src, start, end = extra, extra_offsets[e], extra_offsets[e + 1]
+            e += 1
+        else:
+            src, start, end = data, offsets[d], offsets[d + 1]
+        for i in range(start, end):
+            out[w] = src[i]
+            w += 1
+    out_offsets[len(offsets) - 1] = w
+
+
+def normalized_buffer(texts: list[str]) -> TextBuffer:
+    """The normalised texts (see normalize.normalize) as one UTF-8 buffer, by a compiled pass
+    over their UTF-8 with Python's own case and whitespace tables; the rare text the pass cannot
+    follow (see _unicode_tables) by Python."""
+    from .normalize import normalize
+
+    lower, space = _unicode_tables()
+    raw = TextBuffer.from_texts(texts)
+    out = np.empty(len(raw.data), dtype=np.uint8)
+    out_offsets = np.empty(len(texts) + 1, dtype=np.int64)
+    fallback = np.zeros(len(texts), dtype=np.bool_)
+    _normalize_utf8(raw.data, raw.offsets, lower, space, out, out_offsets, fallback)
+    if not fallback.any():
+        return TextBuffer(out[: out_offsets[-1]], out_offsets)
+    extra = TextBuffer.from_texts([normalize(texts[d]) for d in np.flatnonzero(fallback)])
+    final = np.empty(int(out_offsets[-1]) + len(extra.data), dtype=np.uint8)
+    final_offsets = np.empty(len(texts) + 1, dtype=np.int64)
+    _splice(out, out_offsets, fallback, extra.data, extra.offsets, final, final_offsets)
+    return TextBuffer(final, final_offsets)
 
 
 # -- shingle hashes ----------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
         row = 0
         for chunk in chunks:
             control.check()
-            buf = kernels.TextBuffer.from_texts([normalize(t) for t in _read_texts(project, chunk)])
+            buf = kernels.normalized_buffer(_read_texts(project, chunk))
             texts.append(buf)
             yield buf, row
             row += len(chunk)
