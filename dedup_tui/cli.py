@@ -16,6 +16,7 @@ from .engine.cluster import POLICIES, cluster
 from .engine.errors import Cancelled, DedupError
 from .engine.export import FORMATS, check_threshold, export
 from .engine.ingest import load_corpus
+from .engine.outputs import OutputError, check_outputs, project_protected
 from .engine.progress import Control, describe_rate
 from .engine.store import Project
 
@@ -97,6 +98,9 @@ def _run(fn, *args, **kwargs):
     except Cancelled:
         progress.close()
         _fail("cancelled; the project is unchanged", 130)
+    except OutputError as exc:
+        progress.close()
+        _fail(str(exc) + (" (use --force to overwrite)" if exc.exists else ""))
     except DedupError as exc:
         progress.close()
         _fail(str(exc))
@@ -119,7 +123,7 @@ def _open_project(db: str, create: bool = False) -> Project:
 @main.command()
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False))
 @click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file to create or add to.")
-@click.option("--id-field", default="id", show_default=True, help="Field holding the document id (missing: the line number).")
+@click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the document text.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping.")
 def load(corpus, db, id_field, text_field, skip_bad):
@@ -149,7 +153,7 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
 @click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
 @click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
-@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=int, help="Seed of the MinHash permutations.")
+@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
 def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
@@ -178,7 +182,8 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
 @click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
 @click.option("--min", "minimum", default=None, type=click.FloatRange(0, 1), help="Lowest Jaccard to write (default: the floor).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line.")
-def pairs(db, minimum, out):
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def pairs(db, minimum, out, force):
     """Write verified near-duplicate pairs, a before b in corpus order."""
     project = _open_project(db)
     if project.scan_params() is None:
@@ -187,21 +192,9 @@ def pairs(db, minimum, out):
     if minimum is not None and minimum < floor:
         _fail(f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
               f"(rescan with --floor {minimum})")
-    minimum = minimum if minimum is not None else 0.0
-    from .engine.export import _AtomicFile
+    from .engine.export import write_pairs
 
-    def write() -> int:
-        count = 0
-        with _AtomicFile(Path(out), "wb") as fh:
-            rows = project.conn.execute(
-                "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,)
-            )
-            for a_id, b_id, j in rows:
-                fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
-                count += 1
-        return count
-
-    count = _run(lambda control: write())
+    count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
     click.echo(f"wrote {count:,} pairs to {out}")
 
 
@@ -241,16 +234,19 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
 @click.option("--noise", default=0.15, show_default=True, type=click.FloatRange(0, 1), help="Fraction of characters replaced in each copy.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL with id, text, group.")
-def synth(n_unique, copies, noise, seed, out):
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def synth(n_unique, copies, noise, seed, out, force):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
     from .engine.synth import synthetic_corpus
 
-    from .engine.export import _AtomicFile
+    from .engine.export import AtomicFile
+    from .engine.outputs import check_outputs
 
     docs = synthetic_corpus(n_unique, copies, noise, seed)
 
     def write(control) -> None:
-        with _AtomicFile(Path(out), "w") as fh:
+        check_outputs({"corpus": out}, force)
+        with AtomicFile(Path(out), "w", overwrite=force) as fh:
             for d in docs:
                 fh.write(json.dumps(d) + "\n")
 
@@ -282,7 +278,8 @@ def open_cmd(path, db):
 @click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
 @click.option("--chain-margin", default=0.2, show_default=True, type=click.FloatRange(0, 1),
               help="Flag clusters whose most distant members are this far below the threshold.")
-def tune(db, threshold, target_precision, labels_out, bins, chain_margin):
+@click.option("--force", is_flag=True, help="Overwrite the labels file if it exists.")
+def tune(db, threshold, target_precision, labels_out, bins, chain_margin, force):
     """Evidence for choosing a threshold: similarity histogram, kept documents per threshold for
     both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
     shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
@@ -291,6 +288,8 @@ def tune(db, threshold, target_precision, labels_out, bins, chain_margin):
     project = _open_project(db)
 
     def work(control):
+        if labels_out:  # refuse a bad path before the work, not after
+            check_outputs({"labels": labels_out}, force, project_protected(project))
         graph = pipeline.load_graph(project)
         t = threshold
         if t is None:
@@ -298,7 +297,7 @@ def tune(db, threshold, target_precision, labels_out, bins, chain_margin):
             t = float(state.get("threshold", 0.8))
         check_threshold(project, t)
         report = tuning.report(project, graph, t, target_precision, bins=bins, margin=chain_margin)
-        written = tuning.export_labels(project, labels_out) if labels_out else None
+        written = tuning.export_labels(project, labels_out, force=force) if labels_out else None
         return report, written
 
     report, written = _run(work)

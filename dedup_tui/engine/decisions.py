@@ -26,7 +26,8 @@ import numpy as np
 
 from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster
 from .errors import DedupError
-from .export import ExportReport, _AtomicFile, check_threshold, export
+from .outputs import check_outputs, project_protected
+from .export import ExportReport, AtomicFile, check_threshold, export
 from .progress import Control
 from .store import Project, now_iso, transaction
 
@@ -289,16 +290,17 @@ class CuratedExport:
 
 
 def beside(out: str | Path, suffix: str) -> Path:
-    """`curated.jsonl` -> `curated.<suffix>` (e.g. removed.jsonl, decisions.jsonl, manifest.json)."""
+    """`curated.jsonl` -> `curated.<suffix>` (e.g. removed.jsonl, decisions.jsonl, manifest.json).
+    The whole stem is kept (`sample.v2.jsonl` -> `sample.v2.removed.jsonl`), so no two outputs
+    and no output and its own log share a name."""
     out = Path(out)
-    stem = out.name.split(".")[0] or out.name
-    return out.with_name(f"{stem}.{suffix}")
+    return out.with_name(f"{out.stem or out.name}.{suffix}")
 
 
 def write_removed(project: Project, clustering: Clustering, path: str | Path) -> None:
     """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer."""
     removed = np.flatnonzero(clustering.reason != KEPT)
-    with _AtomicFile(Path(path), "wb") as fh:
+    with AtomicFile(Path(path), "wb") as fh:
         for s in range(0, len(removed), 5000):
             docs = removed[s : s + 5000]
             ids = project.ids_for(docs.tolist())
@@ -319,7 +321,7 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path) ->
 def write_decisions_log(project: Project, path: str | Path, include_undone: bool = True) -> int:
     """Every decision, oldest first: who, what, when, and whether it is still in force."""
     decisions = all_decisions(project) if include_undone else active(project)
-    with _AtomicFile(Path(path), "wb") as fh:
+    with AtomicFile(Path(path), "wb") as fh:
         for d in decisions:
             row = asdict(d)
             row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
@@ -381,15 +383,13 @@ def export_curated(
     from .pipeline import load_graph
 
     check_threshold(project, threshold)
+    check_outputs({"kept records": out, "removed log": removed_out, "decisions log": decisions_out,
+                   "manifest": manifest_out}, force, project_protected(project))
     graph = graph if graph is not None else load_graph(project)
     if use_decisions:
         clustering = cluster_with_decisions(project, graph, threshold, policy)
     else:
         clustering = cluster(graph, threshold, policy)
-    if not force:
-        for t in (removed_out, decisions_out, manifest_out):
-            if t and Path(t).exists():
-                raise DedupError(f"{t}: already exists (use --force to overwrite)")
     # The engine writes the kept records (and fills in missing similarities); the removed log
     # is written here because reviewer removals have reasons the engine does not know.
     report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
@@ -416,7 +416,7 @@ def export_curated(
         outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
         data = manifest(project, clustering, threshold, policy, outputs)
-        with _AtomicFile(Path(manifest_out), "w") as fh:
+        with AtomicFile(Path(manifest_out), "w") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.write("\n")
     return result

@@ -14,6 +14,7 @@ import numpy as np
 
 from .cluster import EXACT, KEPT, REASONS, Clustering
 from .errors import DedupError, ProjectError
+from .outputs import OutputError, check_outputs, project_protected
 from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
@@ -31,7 +32,7 @@ class ExportReport:
     near: int
 
 
-class _AtomicFile:
+class AtomicFile:
     """Write to a temporary file beside the target; rename into place only on success.
 
     A crash (even kill -9 or a power cut after the rename) never leaves a half-written file
@@ -47,7 +48,7 @@ class _AtomicFile:
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.overwrite and self.path.exists():
-            raise DedupError(f"{self.path}: already exists (use --force to overwrite)")
+            raise OutputError(f"{self.path}: already exists", exists=True)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
         if "b" in self.mode:
             self.fh = os.fdopen(fd, self.mode)
@@ -69,7 +70,7 @@ class _AtomicFile:
                     try:
                         os.link(self.tmp, self.path)  # fails if the target appeared meanwhile
                     except FileExistsError:
-                        raise DedupError(f"{self.path}: already exists (use --force to overwrite)") from None
+                        raise OutputError(f"{self.path}: already exists", exists=True) from None
                     finally:
                         os.unlink(self.tmp)
                 return False
@@ -146,20 +147,14 @@ def export(
     if fmt not in FORMATS:
         raise DedupError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     out = Path(out)
-    targets = [out] + ([Path(removed_out)] if removed_out else [])
-    if not force:
-        for t in targets:
-            if t.exists():
-                raise DedupError(f"{t}: already exists (use --force to overwrite)")
-    if len({t.resolve() for t in targets}) != len(targets):
-        raise DedupError(f"{out}: the kept records and the removed log cannot be the same file")
+    check_outputs({"kept records": out, "removed log": removed_out}, force, project_protected(project))
     params = project.scan_params() or {}
     fill_missing_similarities(project, clustering, int(params.get("k", 5)))
     sources = _sources(project)
     total = len(clustering.reason)
     kept_count = 0
     if fmt == "jsonl":
-        with _AtomicFile(out, "wb", overwrite=force) as fh:
+        with AtomicFile(out, "wb", overwrite=force) as fh:
             for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
                 src = sources[source_id]
                 if src["format"] == "jsonl" and record is not None:
@@ -172,7 +167,7 @@ def export(
                     control.report("export", ordinal, total)
     elif fmt == "csv":
         fields = _csv_fields(project, clustering, sources)
-        with _AtomicFile(out, "w", overwrite=force) as fh:
+        with AtomicFile(out, "w", overwrite=force) as fh:
             writer = csv.writer(fh)
             writer.writerow(fields)
             for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
@@ -191,12 +186,12 @@ def export(
             raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
         rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
         kept_count = len(rows)
-        with _AtomicFile(out, "wb", overwrite=force) as fh:
+        with AtomicFile(out, "wb", overwrite=force) as fh:
             pq.write_table(pa.Table.from_pylist(rows), fh)
     exact = near = 0
     if removed_out:
         removed = np.flatnonzero(clustering.reason != KEPT)
-        with _AtomicFile(Path(removed_out), "wb", overwrite=force) as fh:
+        with AtomicFile(Path(removed_out), "wb", overwrite=force) as fh:
             for s in range(0, len(removed), 5000):
                 docs = removed[s : s + 5000]
                 ids = project.ids_for(docs.tolist())
@@ -246,3 +241,21 @@ def check_threshold(project: Project, threshold: float) -> None:
         )
 
 
+
+
+def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: bool = False,
+                control: Control | None = None) -> int:
+    """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"}, a before b in
+    corpus order; returns how many."""
+    control = control or Control()
+    check_outputs({"pairs": out}, force, project_protected(project))
+    count = 0
+    with AtomicFile(Path(out), "wb", overwrite=force) as fh:
+        rows = project.conn.execute(
+            "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,))
+        for a_id, b_id, j in rows:
+            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
+            count += 1
+            if count % 100_000 == 0:
+                control.check()
+    return count

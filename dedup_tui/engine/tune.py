@@ -279,12 +279,14 @@ def remove_label(project: Project, a_id: str, b_id: str) -> None:
         conn.execute("DELETE FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id))
 
 
-def export_labels(project: Project, path: str | Path) -> int:
+def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
     """One {"a", "b", "label", "similarity", "time", "author"} a line, oldest first."""
-    from .export import _AtomicFile
+    from .export import AtomicFile
+    from .outputs import check_outputs, project_protected
 
+    check_outputs({"labels": path}, force, project_protected(project))
     rows = labels(project)
-    with _AtomicFile(Path(path), "w") as fh:
+    with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
             fh.write(json.dumps({"a": lab.a_id, "b": lab.b_id, "label": lab.label, "similarity": lab.similarity,
                                  "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")

@@ -15,6 +15,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 from ...engine.cluster import POLICIES
 from ...engine.decisions import beside
 from ...engine.export import FORMATS
+from ...engine.outputs import OutputError, check_outputs
 from ..text import literal_line
 
 
@@ -59,9 +60,11 @@ class ExportRequest:
 class ExportScreen(ModalScreen[ExportRequest | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, out: Path, threshold: float, policy: str, floor: float) -> None:
+    def __init__(self, out: Path, threshold: float, policy: str, floor: float,
+                 protected: dict[Path, str] | None = None) -> None:
         super().__init__(classes="dialog-screen")
         self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor
+        self.protected = protected or {}  # the project and its corpus: never written
         self._confirmed: tuple | None = None  # (path, logs) the user agreed to overwrite
 
     def compose(self) -> ComposeResult:
@@ -116,9 +119,22 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             error.update(Text("Give a path to write to"))
             return
         logs = self.query_one("#export-logs", Checkbox).value
+        fmt = str(self.query_one("#export-format", Select).value)
         out = Path(path).expanduser()
-        targets = [out] + ([beside(out, "removed.jsonl"), beside(out, "decisions.jsonl"), beside(out, "manifest.json")]
-                           if logs else [])
+        suffix = out.suffix.lower().lstrip(".")
+        if suffix in FORMATS and suffix != fmt:
+            error.update(Text(f"The path ends in .{suffix} but the format is {fmt}: change one of them"))
+            return
+        outputs = {"kept records": out}
+        if logs:
+            outputs |= {"removed log": beside(out, "removed.jsonl"), "decisions log": beside(out, "decisions.jsonl"),
+                        "manifest": beside(out, "manifest.json")}
+        try:
+            check_outputs(outputs, True, self.protected)
+        except OutputError as exc:
+            error.update(Text(str(exc)))
+            return
+        targets = list(outputs.values())
         existing = [t for t in targets if t.exists()]
         if existing and self._confirmed != (str(out), logs):
             self._confirmed = (str(out), logs)
@@ -126,7 +142,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             error.update(Text(f"Already exists: {names}. Press Overwrite to replace (or change the path)."))
             self.query_one("#export-ok", Button).label = "Overwrite"
             return
-        self.dismiss(ExportRequest(Path(path).expanduser(), str(self.query_one("#export-format", Select).value),
+        self.dismiss(ExportRequest(out, fmt,
                                    threshold, str(self.query_one("#export-policy", Select).value),
                                    self.query_one("#export-logs", Checkbox).value))
 

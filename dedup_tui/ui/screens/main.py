@@ -23,6 +23,7 @@ from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
 from ...engine.pipeline import ScanSettings, load_graph, scan
 from ...engine.progress import Control
+from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
@@ -625,10 +626,11 @@ class MainScreen(Screen):
 
     # export
     def action_export(self) -> None:
-        default = self.spec.db.with_name(self.spec.db.name.split(".")[0] + ".curated.jsonl")
+        default = self.spec.db.with_name(self.spec.db.stem + ".curated.jsonl")
         if self.last_export is not None:
             default = self.last_export
-        self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor), self._export_chosen)
+        self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor,
+                                          project_protected(self.project)), self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
         if request is None:

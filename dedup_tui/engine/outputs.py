@@ -1,0 +1,104 @@
+"""Which files a command may write: never the project, its companions or its corpus, never one
+file for two outputs, and never an existing file unless the caller says to replace it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import DedupError
+
+# Files SQLite and dedup-tui keep beside a project.
+PROJECT_COMPANIONS = ("", "-wal", "-shm", "-journal", ".lock")
+
+
+class OutputError(DedupError):
+    """An output path that must not be written. `exists` is set when only replacing it was refused."""
+
+    def __init__(self, message: str, exists: bool = False):
+        super().__init__(message)
+        self.exists = exists
+
+
+def _identity(path: Path) -> tuple:
+    """What makes two paths one file: (device, inode) when it exists (hard links, symlinks,
+    `..`), else the resolved path."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", str(path.resolve()))
+
+
+def protected_files(project_path: str | Path | None, sources: Iterable[str] = ()) -> dict[Path, str]:
+    """The project file and its companions, and the corpus files it was loaded from, each with
+    what it is."""
+    out: dict[Path, str] = {}
+    if project_path is not None:
+        for suffix in PROJECT_COMPANIONS:
+            out[Path(str(project_path) + suffix)] = f"the project's {suffix.lstrip('-.')} file" if suffix else "the project"
+    for s in sources:
+        out[Path(s)] = "a corpus file the project was loaded from"
+    return out
+
+
+def check_outputs(outputs: dict[str, str | Path | None], force: bool,
+                  protected: dict[Path, str] | None = None) -> None:
+    """Raise OutputError unless every named output may be written.
+
+    `outputs` maps what a file is ("kept records", "removed log") to its path (None: not asked
+    for). Refused: a protected file (even via a link or another spelling), two outputs on one
+    file, a folder, and an existing file unless `force`.
+    """
+    guarded: dict[tuple, str] = {}
+    for p, label in (protected or {}).items():
+        guarded.setdefault(_identity(Path(p)), label)
+        guarded.setdefault(("path", str(Path(p).resolve())), label)
+    seen: dict[tuple, str] = {}
+    for what, path in outputs.items():
+        if path is None or str(path) == "":
+            continue
+        path = Path(path)
+        ident = _identity(path)
+        label = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
+        if label:
+            raise OutputError(f"{path}: is {label}; choose another file for the {what}")
+        if ident in seen:
+            raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
+        seen[ident] = what
+        database = _database_of(path)
+        if database is not None:
+            what_it_is = ("a SQLite database (a dedup-tui project?)" if database == path
+                          else f"a companion file of the SQLite database {database}")
+            raise OutputError(f"{path}: is {what_it_is}; choose another file for the {what}")
+        if path.is_dir():
+            raise OutputError(f"{path}: is a folder; the {what} needs a file name")
+        if path.exists() and not force:
+            raise OutputError(f"{path}: already exists", exists=True)
+
+
+def _database_of(path: Path) -> Path | None:
+    """The SQLite database this path is (itself) or belongs to (its -wal, -shm, -journal or
+    .lock file), or None. Any project, not only the one a command was given."""
+    if _sqlite_file(path):
+        return path
+    for suffix in PROJECT_COMPANIONS[1:]:
+        if str(path).endswith(suffix) and _sqlite_file(base := Path(str(path)[: -len(suffix)])):
+            return base
+    return None
+
+
+def _sqlite_file(path: Path) -> bool:
+    """True when path is an existing SQLite database file (by its header)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def project_protected(project) -> dict[Path, str]:
+    """protected_files of an open Project (its path and its sources' paths)."""
+    rows = project.conn.execute("SELECT path FROM sources").fetchall()
+    return protected_files(project.path, [r[0] for r in rows])
