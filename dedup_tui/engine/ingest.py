@@ -128,7 +128,7 @@ def _parse_json_line(line: str):
     return obj
 
 
-def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
+def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False) -> Iterator[Record]:
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
     has_id_field: bool | None = None
     decided_at = 0
@@ -158,6 +158,9 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list) -> Iter
                 text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)
                 if has_id_field is None:
                     has_id_field, decided_at = id_field in obj, lineno
+                    if id_required and not has_id_field:
+                        raise CorpusError(str(path), lineno, f"no id field {_show(id_field)} (the record's fields: "
+                                          f"{', '.join(_show(k, 40) for k in list(obj)[:20])[:200]})")
                 if has_id_field:
                     if id_field not in obj:
                         raise _Bad(lineno, f"id field {_show(id_field)} is missing (line {decided_at} has one)")
@@ -198,7 +201,8 @@ def _decoded_lines(fb, invalid_lines: list[int]) -> Iterator[str]:
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
-def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter: str) -> Iterator[Record]:
+def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter: str,
+             id_required: bool = False) -> Iterator[Record]:
     """Header row, then one record a row (quoted newlines allowed); streams the file."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # the default (128 KiB) rejects long documents
@@ -221,6 +225,9 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
             raise CorpusError(str(path), 1, f"column names used twice: {', '.join(_show(h, 40) for h in doubled)[:200]}")
         text_col = header.index(text_field)
         id_col = header.index(id_field) if id_field in header else None
+        if id_required and id_col is None:
+            shown = ", ".join(_show(h, 40) for h in header)
+            raise CorpusError(str(path), 1, f"no id column {_show(id_field)} (columns: {shown[:200]})")
         yield header  # type: ignore[misc]  # first item: the header, for the source row
         start_line = reader.line_num + 1
         while True:
@@ -266,17 +273,15 @@ def read_text_folder(path: Path, errors: list) -> Iterator[Record]:
         except OSError as exc:
             errors.append(_Bad(number, f"{rel}: cannot read ({exc.strerror})"))
             continue
-        if data.startswith(b"\xef\xbb\xbf"):
-            data = data[3:]
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8")  # a leading U+FEFF is part of the text: kept, as in every format
         except UnicodeDecodeError as exc:
             errors.append(_Bad(number, f"{rel}: invalid UTF-8 at byte {exc.start}"))
             continue
         yield Record(number, rel, text, None)
 
 
-def read_parquet(path: Path, id_field: str, text_field: str, errors: list) -> Iterator[Record]:
+def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False) -> Iterator[Record]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -288,9 +293,14 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list) -> It
     names = pf.schema_arrow.names
     if text_field not in names:
         raise CorpusError(str(path), None, f"no {_show(text_field)} column")
+    doubled = sorted({h for h in names if names.count(h) > 1})
+    if doubled:
+        raise CorpusError(str(path), None, f"column names used twice: {', '.join(_show(h, 40) for h in doubled)[:200]}")
+    if id_required and id_field not in names:
+        raise CorpusError(str(path), None, f"no id column {_show(id_field)} (columns: {', '.join(_show(h, 40) for h in names)[:200]})")
     yield names  # type: ignore[misc]
     row_number = 0
-    for batch in pf.iter_batches(batch_size=BATCH):
+    for batch in _parquet_batches(path, pf, lambda: row_number):
         for obj in batch.to_pylist():
             row_number += 1
             try:
@@ -319,10 +329,23 @@ def _file_sha256(path: Path) -> tuple[str | None, int | None]:
         raise CorpusError(str(path), None, f"cannot read ({_one_line(exc)})") from None
 
 
+def _parquet_batches(path: Path, pf, rows_read) -> Iterator:
+    """pf's record batches; a corrupt page or invalid UTF-8 becomes a CorpusError at the row reached."""
+    batches = pf.iter_batches(batch_size=BATCH)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as exc:  # ArrowInvalid, ArrowIOError, OSError: pyarrow's reading failures
+            raise CorpusError(str(path), rows_read() + 1, f"cannot read this row group ({_one_line(exc)})") from None
+        yield batch
+
+
 def load_corpus(
     project: Project,
     paths: list[str | Path],
-    id_field: str = "id",
+    id_field: str | None = None,
     text_field: str = "text",
     skip_bad: bool = False,
     control: Control | None = None,
@@ -335,6 +358,9 @@ def load_corpus(
     that cannot be read at all, is still an error.
     """
     control = control or Control()
+    # No id field named: "id" where the records have one, else line numbers. A named one must exist.
+    id_required = id_field is not None
+    id_field = id_field if id_field is not None else "id"
     report = LoadReport()
     paths = [Path(p) for p in paths]
     formats = []
@@ -359,11 +385,11 @@ def load_corpus(
                 fmt = "jsonl"
                 hint = " (a single .txt file is read as JSON Lines; for plain text give a folder of .txt files)"
             if fmt == "jsonl":
-                records = read_jsonl(path, id_field, text_field, errors)
+                records = read_jsonl(path, id_field, text_field, errors, id_required)
             elif fmt in ("csv", "tsv"):
-                records = read_csv(path, id_field, text_field, errors, "," if fmt == "csv" else "\t")
+                records = read_csv(path, id_field, text_field, errors, "," if fmt == "csv" else "\t", id_required)
             elif fmt == "parquet":
-                records = read_parquet(path, id_field, text_field, errors)
+                records = read_parquet(path, id_field, text_field, errors, id_required)
             else:
                 records = read_text_folder(path, errors)
             records = _guarded(path, records, errors)
@@ -377,7 +403,10 @@ def load_corpus(
                 (str(path.resolve()), fmt, sha, size, json.dumps(fields) if fields else None, id_field, text_field, now_iso()),
             )
             source_id = cur.lastrowid
-            prefix = f"{path.name}:" if multi else ""
+            # Generated ids (line numbers) are prefixed by the file's name when several files go
+            # into one project; by its path where two given files share a name.
+            same_name = sum(q.name == path.name for q in paths) > 1
+            prefix = (f"{path}:" if same_name else f"{path.name}:") if multi else ""
             count = 0
             batch: list[tuple] = []  # (doc_id, text, line, record)
             reported = 0

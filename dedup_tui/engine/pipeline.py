@@ -65,13 +65,23 @@ class ScanSettings:
 
     def validate(self) -> None:
         if self.k < 1:
-            raise ProjectError("--k must be at least 1")
+            raise SettingsError("k", "the shingle size must be at least 1")
         if not 0.0 < self.floor <= 1.0:
-            raise ProjectError("--floor must be in (0, 1]")
+            raise SettingsError("floor", "the floor must be in (0, 1]")
         if self.method not in METHODS:
-            raise ProjectError(f"--method must be one of {', '.join(METHODS)}")
+            raise SettingsError("method", f"the method must be one of {', '.join(METHODS)}")
         if not 1 <= self.num_perm <= 1024:
-            raise ProjectError("--num-perm must be between 1 and 1024")
+            raise SettingsError("num_perm", "the number of permutations must be between 1 and 1024")
+        if not 0 <= self.seed < 2**63:
+            raise SettingsError("seed", "the seed must be between 0 and 2^63 - 1")
+
+
+class SettingsError(ProjectError):
+    """A scan setting out of range; `setting` names the ScanSettings field."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(message)
+        self.setting = setting
 
 
 @dataclass
@@ -525,6 +535,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     try:
         t0 = time.perf_counter()
         control.report("exact", 0, 0)
+        documents_before = _documents_version(project)
         exact_of, lengths = exact_groups(project)
         result.documents = len(exact_of)
         result.exact_duplicates = int((exact_of >= 0).sum())
@@ -538,6 +549,9 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
         control.report("write", 0, len(a))
         with transaction(project.conn):
             conn = project.conn
+            if _documents_version(project) != documents_before:
+                raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                                   f"would leave them unscanned, so it was not kept. Scan again.")
             conn.execute("UPDATE documents SET exact_of = NULL WHERE exact_of IS NOT NULL")
             dups = np.flatnonzero(exact_of >= 0)
             conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?",
@@ -573,6 +587,13 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     finally:
         guard.release()
     return result
+
+
+def _documents_version(project: Project) -> tuple:
+    """Changes whenever documents are added (loads only append, in one transaction)."""
+    return project.conn.execute(
+        "SELECT (SELECT count(*) FROM documents), (SELECT max(ord) FROM documents), (SELECT max(id) FROM sources)"
+    ).fetchone()
 
 
 def _counts(result: ScanResult) -> dict:

@@ -130,7 +130,8 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
         conn.execute("PRAGMA busy_timeout = 10000")
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            # FULL: a committed transaction (a decision) survives a power cut, not only a crash.
+            conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from dedup_tui.cli import main
 from dedup_tui.engine import decisions, export as export_mod
 from dedup_tui.engine.errors import DedupError
-from dedup_tui.engine.export import _AtomicFile
+from dedup_tui.engine.export import AtomicFile
 from dedup_tui.engine.store import Project
 
 from .conftest import CLI, cli, one_line_error
@@ -87,12 +87,12 @@ def test_failure_in_any_output_leaves_no_partial_file(scanned, tmp_path, monkeyp
 def test_no_clobber_is_atomic_at_the_rename(tmp_path):
     target = tmp_path / "f.jsonl"
     with pytest.raises(DedupError, match="already exists"):
-        with _AtomicFile(target, "w", overwrite=False) as fh:
+        with AtomicFile(target, "w", overwrite=False) as fh:
             fh.write("new\n")
             target.write_text("appeared meanwhile\n")  # another program created it
     assert target.read_text() == "appeared meanwhile\n"
     assert [p.name for p in tmp_path.iterdir()] == ["f.jsonl"]
-    with _AtomicFile(target, "w") as fh:
+    with AtomicFile(target, "w") as fh:
         fh.write("replaced\n")
     assert target.read_text() == "replaced\n"
     assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~export_mod._UMASK)
@@ -106,8 +106,8 @@ def test_kill_9_during_export_never_leaves_a_half_file_under_the_final_name(tmp_
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from dedup_tui.engine.export import _AtomicFile\n"
-        "with _AtomicFile(Path(sys.argv[1]), 'w') as fh:\n"
+        "from dedup_tui.engine.export import AtomicFile\n"
+        "with AtomicFile(Path(sys.argv[1]), 'w') as fh:\n"
         "    for i in range(10**9):\n"
         "        fh.write('{\"id\": %d}\\n' % i)\n"
         "        if i == 1000:\n"
@@ -127,13 +127,13 @@ def test_kill_9_during_export_never_leaves_a_half_file_under_the_final_name(tmp_
 def test_every_output_goes_through_the_atomic_writer(scanned, tmp_path, monkeypatch):
     """kept, removed, decisions log and manifest: each one a temporary file renamed into place."""
     written = []
-    real_exit = _AtomicFile.__exit__
+    real_exit = AtomicFile.__exit__
 
     def spy(self, *exc):
         written.append((self.path.name, os.path.exists(self.tmp)))
         return real_exit(self, *exc)
 
-    monkeypatch.setattr(_AtomicFile, "__exit__", spy)
+    monkeypatch.setattr(AtomicFile, "__exit__", spy)
     r = CliRunner().invoke(main, [str(a) for a in export_args(scanned, tmp_path)])
     assert r.exit_code == 0, r.output
     assert sorted(written) == sorted([(n, True) for n in ("kept.jsonl", "removed.jsonl", "log.jsonl", "manifest.json")])

@@ -1,0 +1,163 @@
+"""The promises issue's attack list, each reproduction now asserting the promise: no command writes
+onto the project, its companions or its corpus, or one file for two outputs; a scan is not kept
+when documents were loaded under it; one BOM rule; a named id field must exist; scan settings out
+of range are usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dedup_tui.cli import main
+from dedup_tui.engine import pipeline
+from dedup_tui.engine.errors import ProjectError
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.store import Project
+
+from ..conftest import NEAR_CORPUS, write_jsonl
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+@pytest.fixture
+def project_files(tmp_path):
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS + [("dup", NEAR_CORPUS[0][1] + "!")])
+    db = tmp_path / "P.db"
+    assert run("load", corpus, "--db", db).exit_code == 0
+    assert run("scan", "--db", db).exit_code == 0
+    return tmp_path, corpus, db
+
+
+def _fingerprint(*paths: Path) -> list[bytes | None]:
+    return [p.read_bytes() if p.exists() else None for p in paths]
+
+
+@pytest.mark.parametrize("args", [
+    ("pairs", "--db", "{db}", "--out", "{db}"),
+    ("pairs", "--db", "{db}", "--out", "{db}", "--force"),
+    ("pairs", "--db", "{db}", "--out", "{db}-wal", "--force"),
+    ("pairs", "--db", "{db}", "--out", "{db}.lock", "--force"),
+    ("pairs", "--db", "{db}", "--out", "{corpus}", "--force"),
+    ("tune", "--db", "{db}", "--labels-out", "{db}"),
+    ("tune", "--db", "{db}", "--labels-out", "{db}", "--force"),
+    ("synth", "--out", "{db}", "--force"),
+    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{db}", "--force"),
+    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{corpus}", "--force"),
+    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "k.jsonl", "--removed", "{db}", "--force"),
+])
+def test_no_command_writes_onto_the_project_or_its_corpus(project_files, args, monkeypatch):
+    tmp, corpus, db = project_files
+    monkeypatch.chdir(tmp)
+    before = _fingerprint(corpus)
+    pairs_before = Project(db).conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
+    result = run(*[a.format(db=db, corpus=corpus) for a in args])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert _fingerprint(corpus) == before
+    project = Project(db)  # still a project, with its documents and pairs
+    assert project.document_count() == len(NEAR_CORPUS) + 1
+    assert project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0] == pairs_before
+
+
+@pytest.mark.parametrize("log", ["--removed", "--decisions-log", "--manifest"])
+def test_export_refuses_one_file_for_two_outputs(project_files, log):
+    tmp, _corpus, db = project_files
+    out = tmp / "k.jsonl"
+    result = run("export", "--db", db, "--threshold", "0.5", "--out", out, log, tmp / "." / "k.jsonl", "--force")
+    assert result.exit_code == 1
+    assert "each needs its own file" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("cmd", [("pairs", "--out"), ("tune", "--labels-out"), ("synth", "--out")])
+def test_existing_outputs_need_force(project_files, cmd):
+    tmp, _corpus, db = project_files
+    target = tmp / "exists.jsonl"
+    target.write_text("precious\n")
+    args = [cmd[0]] + ([] if cmd[0] == "synth" else ["--db", db]) + [cmd[1], target]
+    refused = run(*args)
+    assert refused.exit_code == 1 and "already exists (use --force to overwrite)" in refused.output
+    assert target.read_text() == "precious\n"
+    assert run(*args, "--force").exit_code == 0
+    assert target.read_text() != "precious\n"
+
+
+def test_beside_keeps_the_whole_stem():
+    from dedup_tui.engine.decisions import beside
+
+    assert beside("sample.curated.jsonl", "removed.jsonl").name == "sample.curated.removed.jsonl"
+    assert beside("foo.removed.jsonl", "removed.jsonl").name == "foo.removed.removed.jsonl"
+    assert beside("plain", "manifest.json").name == "plain.manifest.json"
+
+
+def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeypatch):
+    corpus = write_jsonl(tmp_path / "a.jsonl", NEAR_CORPUS)
+    later = write_jsonl(tmp_path / "b.jsonl", [("late", NEAR_CORPUS[0][1])])
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [corpus])
+    real_find_pairs = pipeline.find_pairs
+
+    def find_pairs_then_a_load_lands(*args, **kwargs):
+        out = real_find_pairs(*args, **kwargs)
+        other = Project(tmp_path / "p.db")  # another process's load, between the scan's read and write
+        load_corpus(other, [later])
+        other.close()
+        return out
+
+    monkeypatch.setattr(pipeline, "find_pairs", find_pairs_then_a_load_lands)
+    with pytest.raises(ProjectError, match="loaded while this scan ran"):
+        pipeline.scan(project, pipeline.ScanSettings())
+    assert project.scan_state != "complete"
+    monkeypatch.setattr(pipeline, "find_pairs", real_find_pairs)
+    result = pipeline.scan(project, pipeline.ScanSettings())
+    assert result.exact_duplicates == 1  # the late copy is found by the next scan
+
+
+def test_bom_is_text_in_every_format(tmp_path):
+    """A U+FEFF that starts a document's text is kept whatever the format; one before a JSONL
+    file's first record is the file's encoding mark."""
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes("\ufeffhello world".encode())
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "a", "text": "\ufeffhello world"}).encode() + b"\n")
+    texts = []
+    for i, src in enumerate([folder, jsonl]):
+        project = Project(tmp_path / f"p{i}.db", create=True)
+        load_corpus(project, [src])
+        texts.append(project.conn.execute("SELECT text FROM documents").fetchone()[0])
+    assert texts == ["\ufeffhello world", "\ufeffhello world"]
+
+
+def test_a_named_id_field_must_exist(tmp_path):
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"uid": "x", "text": "hello"}])
+    result = run("load", corpus, "--db", tmp_path / "p.db", "--id-field", "uuid")
+    assert result.exit_code == 1
+    assert 'c.jsonl:1: no id field "uuid"' in result.output
+    assert not (tmp_path / "p.db").exists()
+    assert run("load", corpus, "--db", tmp_path / "p.db", "--id-field", "uid").exit_code == 0
+    assert Project(tmp_path / "p.db").ids_for([0]) == ["x"]
+
+
+def test_same_file_names_in_two_folders_get_distinct_ids(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.jsonl").write_text(json.dumps({"text": f"text {sub}"}) + "\n")
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [tmp_path / "a" / "data.jsonl", tmp_path / "b" / "data.jsonl"])
+    ids = project.ids_for([0, 1])
+    assert len(set(ids)) == 2 and all(i.endswith("data.jsonl:1") for i in ids)
+
+
+@pytest.mark.parametrize("args", [("--seed", "-1"), ("--seed", str(2**64)), ("--k", "0")])
+def test_scan_settings_out_of_range_are_usage_errors(project_files, args):
+    _tmp, _corpus, db = project_files
+    assert run("scan", "--db", db, *args).exit_code == 2
