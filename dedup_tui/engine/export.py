@@ -184,10 +184,13 @@ def export(
             import pyarrow.parquet as pq
         except ImportError:
             raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
-        rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
-        kept_count = len(rows)
+        table = _parquet_rows_unchanged(project, clustering)
+        if table is None:
+            rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
+            table = pa.Table.from_pylist(rows)
+        kept_count = table.num_rows
         with AtomicFile(out, "wb", overwrite=force) as fh:
-            pq.write_table(pa.Table.from_pylist(rows), fh)
+            pq.write_table(table, fh)
     exact = near = 0
     if removed_out:
         removed = np.flatnonzero(clustering.reason != KEPT)
@@ -207,6 +210,31 @@ def export(
         exact = int((clustering.reason == EXACT).sum())
         near = int(len(clustering.reason) - kept_count - exact)
     return ExportReport(kept_count, exact + near, exact, near)
+
+
+def _parquet_rows_unchanged(project: Project, clustering: Clustering):
+    """The kept rows taken from the Parquet files themselves (every type, value and the schema
+    as they were), when every source is Parquet with one schema; else None."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .ingest import _file_sha256
+
+    rows = project.conn.execute("SELECT id, format, path, sha256 FROM sources ORDER BY id").fetchall()
+    if not rows or any(fmt != "parquet" for _id, fmt, _p, _s in rows):
+        return None
+    kept = set(np.flatnonzero(clustering.reason == KEPT).tolist())
+    tables = []
+    for source_id, _fmt, path, sha in rows:
+        if _file_sha256(Path(path))[0] != sha:
+            raise DedupError(f"{path}: changed since it was loaded (its SHA-256 differs), so its rows cannot be "
+                             f"exported unchanged as Parquet; restore it, or export as JSONL or CSV")
+        lines = [line for o, line in project.conn.execute(
+            "SELECT ord, line FROM documents WHERE source_id = ? ORDER BY ord", (source_id,)) if o in kept]
+        tables.append(pq.read_table(path).take(pa.array([line - 1 for line in lines], pa.int64())))
+    if any(t.schema != tables[0].schema for t in tables[1:]):
+        return None
+    return pa.concat_tables(tables)
 
 
 def _csv_cell(value) -> str:

@@ -82,7 +82,21 @@ def _show(value: object, limit: int = 80) -> str:
 _MISSING = object()
 
 
+class _LongNumber(str):
+    """A JSON integer too long for int() (over 4,300 digits), kept as its digits: the record is
+    stored byte for byte anyway; only an id or text may not be one."""
+
+
+def _parse_int(digits: str):
+    return int(digits) if len(digits.lstrip("-")) <= 4300 else _LongNumber(digits)
+
+
+_LONG_NUMBER_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
 def _field_text(value, line: int, text_field: str) -> str:
+    if isinstance(value, _LongNumber):
+        raise _Bad(line, f"text field {_show(text_field)} is a number of {len(value):,} digits, not a string")
     if value is _MISSING:
         raise _Bad(line, f"text field {_show(text_field)} is missing")
     if value is None:
@@ -101,6 +115,8 @@ def _json_type(value) -> str:
 def _field_id(value, line: int, id_field: str, check_encodable: bool = True) -> str | None:
     if value is None:
         raise _Bad(line, f"id field {_show(id_field)} is null")
+    if isinstance(value, _LongNumber):
+        raise _Bad(line, f"id field {_show(id_field)} is a number of {len(value):,} digits (at most 4,300)")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _Bad(line, f"id field {_show(id_field)} is {_json_type(value)}, not a string or integer")
     value = str(value)
@@ -123,6 +139,8 @@ def _parse_json_line(line: str):
         obj, end = _RAW_DECODE(line)
     except json.JSONDecodeError:
         return json.loads(line)
+    except ValueError:  # an integer over Python's 4,300-digit conversion limit
+        return _LONG_NUMBER_DECODER.decode(line)
     if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):
         return json.loads(line)
     return obj
@@ -151,6 +169,8 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                     obj = _parse_json_line(line)
                 except json.JSONDecodeError as exc:
                     raise _Bad(lineno, f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+                except RecursionError:
+                    raise _Bad(lineno, "JSON nested too deeply to read (thousands of levels)") from None
                 if not isinstance(obj, dict):
                     raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
                 # The line is valid UTF-8, so an unpaired surrogate can only come from a \u escape.
@@ -301,14 +321,30 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
     yield names  # type: ignore[misc]
     row_number = 0
     for batch in _parquet_batches(path, pf, lambda: row_number):
-        for obj in batch.to_pylist():
+        for obj in _parquet_rows(batch):
             row_number += 1
             try:
+                if obj is None:
+                    raise _Bad(row_number, "invalid UTF-8 in a string column")
                 text = _field_text(obj.get(text_field, _MISSING), row_number, text_field)
                 doc_id = _field_id(obj[id_field], row_number, id_field) if id_field in names else None
                 yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"))
             except _Bad as bad:
                 errors.append(bad)
+
+
+def _parquet_rows(batch) -> list:
+    """The batch's rows as dicts; None for a row with invalid UTF-8 in a string column."""
+    try:
+        return batch.to_pylist()
+    except UnicodeDecodeError:
+        rows = []
+        for i in range(batch.num_rows):
+            try:
+                rows.append(batch.slice(i, 1).to_pylist()[0])
+            except UnicodeDecodeError:
+                rows.append(None)
+        return rows
 
 
 def _one_line(exc: BaseException) -> str:

@@ -248,10 +248,13 @@ def acquire_app_lock(path: str | Path) -> AppLock:
         try:
             fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
-            # A read-only folder: no lock file possible; SQLite's locking still keeps the file whole.
-            lock = AppLock(path, None)
-            _HELD[key] = lock
-            return lock
+            try:  # a lock file we may not write: flock works on a read-only descriptor too
+                fd = os.open(lp, os.O_RDONLY)
+            except OSError:
+                # A read-only folder: no lock file possible; SQLite's locking still keeps the file whole.
+                lock = AppLock(path, None)
+                _HELD[key] = lock
+                return lock
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -267,8 +270,11 @@ def acquire_app_lock(path: str | Path) -> AppLock:
         if not _same_file(fd, lp):  # a releasing app unlinked it between our open and flock
             os.close(fd)
             continue
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode(), 0)
+        except OSError:
+            pass  # read-only lock file: locked all the same, without the owner's name
         lock = AppLock(path, fd)
         _HELD[key] = lock
         return lock
@@ -296,10 +302,14 @@ class WriteGuard:
             return self
         lp = lock_path(self.path.resolve())
         for _attempt in range(20):
+            # Created when missing: an app that opens meanwhile must find our lock, not a new file.
             try:
-                fd = os.open(lp, os.O_RDWR)
+                fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError:
-                return self  # no lock file: no app has the project open
+                try:  # a lock file we may not write still takes a lock
+                    fd = os.open(lp, os.O_RDONLY)
+                except OSError:
+                    return self  # a read-only folder without one: no app can lock it either
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -316,6 +326,12 @@ class WriteGuard:
 
     def release(self) -> None:
         if self.fd is not None:
+            try:  # the last holder removes the lock file (openers re-check it is the same file)
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _same_file(self.fd, lock_path(self.path.resolve())):
+                    os.unlink(lock_path(self.path.resolve()))
+            except OSError:
+                pass
             os.close(self.fd)
             self.fd = None
 

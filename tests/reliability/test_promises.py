@@ -161,3 +161,64 @@ def test_same_file_names_in_two_folders_get_distinct_ids(tmp_path):
 def test_scan_settings_out_of_range_are_usage_errors(project_files, args):
     _tmp, _corpus, db = project_files
     assert run("scan", "--db", db, *args).exit_code == 2
+
+
+def test_parquet_export_keeps_every_type(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import datetime
+    import decimal
+
+    texts = [t for _id, t in NEAR_CORPUS] + [NEAR_CORPUS[0][1]]  # the last one an exact copy: removed
+    n = len(texts)
+    table = pa.table({
+        "id": [f"d{i}" for i in range(n)],
+        "text": texts,
+        "when": pa.array([datetime.datetime(2020, 1, i + 1, 12, 30) for i in range(n)], pa.timestamp("us")),
+        "price": pa.array([decimal.Decimal(f"{i}.25") for i in range(n)], pa.decimal128(10, 2)),
+        "blob": pa.array([bytes([255, i]) for i in range(n)], pa.binary()),
+        "tags": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int16())),
+    })
+    src = tmp_path / "c.parquet"
+    pq.write_table(table, src)
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [src])
+    pipeline.scan(project, pipeline.ScanSettings())
+    from dedup_tui.engine.decisions import export_curated
+
+    result = export_curated(project, 0.99, "components", tmp_path / "out.parquet", fmt="parquet")
+    assert result.kept == n - 1
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.schema == table.schema
+    assert got.to_pylist() == table.slice(0, n - 1).to_pylist()
+
+
+def test_huge_integers_and_deep_nesting_are_one_line_errors_or_kept(tmp_path):
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"id": "a", "text": "x", "n": ' + "9" * 5000 + "}\n")
+    assert run("load", big, "--db", tmp_path / "big.db").exit_code == 0  # an extra field: the record is kept whole
+    assert run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 1  # not scanned
+    assert run("scan", "--db", tmp_path / "big.db").exit_code == 0
+    assert run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 0
+    assert (tmp_path / "o.jsonl").read_bytes() == big.read_bytes()
+    for name, line, message in [
+        ("id", '{"text": "x", "id": ' + "9" * 5000 + "}", 'id field "id" is a number of 5,000 digits'),
+        ("deep", '{"id": "a", "text": "x", "n": ' + "[" * 100000 + "]" * 100000 + "}", "nested too deeply"),
+    ]:
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(line + "\n")
+        result = run("load", path, "--db", tmp_path / f"{name}.db")
+        assert result.exit_code == 1 and f"{name}.jsonl:1: " in result.output and message in result.output
+        assert not (tmp_path / f"{name}.db").exists()
+
+
+def test_parquet_with_invalid_utf8_is_a_one_line_error(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    bad = pa.array([b"fine text", b"bad \xff"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"id": ["a", "b"], "text": bad}), tmp_path / "c.parquet")
+    result = run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db")
+    assert result.exit_code == 1 and "c.parquet:2: invalid UTF-8" in result.output
+    assert not (tmp_path / "p.db").exists()
+    assert run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db", "--skip-bad").exit_code == 0
+    assert Project(tmp_path / "p.db").document_count() == 1

@@ -82,3 +82,49 @@ def test_app_refused_while_a_command_writes(scanned):
     # A stale lock file from a killed window does not block anything.
     acquire_app_lock(scanned).release()
     cli("scan", "--db", scanned)
+
+
+def _app_lock_in_child(path) -> "subprocess.CompletedProcess":
+    import subprocess
+
+    code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
+            f"try: acquire_app_lock({str(path)!r})\n"
+            "except ProjectLocked as e: print(e); sys.exit(3)\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_writer_locks_even_without_a_lock_file(scanned):
+    """No lock file yet (no app ever opened the project): a writer creates it, so an app that
+    starts during a long scan is refused at once instead of the scan failing at its end."""
+    assert not lock_path(scanned).exists()
+    with WriteGuard(scanned):
+        assert lock_path(scanned).exists()
+        r = _app_lock_in_child(scanned)
+        assert r.returncode == 3 and "being written by another dedup-tui command" in r.stdout
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write any file")
+def test_an_unwritable_lock_file_still_locks(scanned):
+    lock_path(scanned).touch()
+    os.chmod(lock_path(scanned), 0o444)
+    with WriteGuard(scanned):
+        r = _app_lock_in_child(scanned)
+        assert r.returncode == 3
+
+
+def test_a_read_only_lock_descriptor_still_locks(scanned, monkeypatch):
+    """The unwritable-lock-file case where the tests run as root: opening for writing fails."""
+    lock_path(scanned).touch()
+    real_open = os.open
+
+    def no_write_open(path, flags, *args):
+        if str(path).endswith(".lock") and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_write_open)
+    with WriteGuard(scanned) as guard:
+        assert guard.fd is not None
+        monkeypatch.setattr(os, "open", real_open)
+        r = _app_lock_in_child(scanned)
+        assert r.returncode == 3
