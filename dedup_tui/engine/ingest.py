@@ -394,6 +394,7 @@ def load_corpus(
     that cannot be read at all, is still an error.
     """
     control = control or Control()
+    project.check_writable("loaded into")
     # No id field named: "id" where the records have one, else line numbers. A named one must exist.
     id_required = id_field is not None
     id_field = id_field if id_field is not None else "id"

@@ -525,6 +525,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     from .store import WriteGuard
 
     # Refused while a review app in another process has the project open; held until the end.
+    project.check_writable("scanned")
     guard = WriteGuard(project.path).acquire()
     # A scan killed mid-way left only its 'running' row (its results are written in one
     # transaction at the end): record it as interrupted; this scan starts from scratch.
@@ -571,7 +572,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
                 _insert_pairs(conn, a, b, j)
                 _write_pair_arrays(conn, a, b, j, forest.result())
             _write_exact_array(conn, exact_of)
-            conn.execute("DROP TABLE IF EXISTS view_snapshot")  # views of the previous scan
+            conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
             result.pairs = len(a)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
@@ -641,10 +642,6 @@ def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest
     the readable source and this table is rewritten with it by every scan. The maximum
     spanning forest too (indices into the sorted pairs), so the first components clustering
     after opening a project is as fast as the later ones."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS pair_arrays (chunk INTEGER PRIMARY KEY, a BLOB NOT NULL, "
-        "b BLOB NOT NULL, jaccard BLOB NOT NULL)"
-    )
     conn.execute("DELETE FROM pair_arrays")
     for chunk, s in enumerate(range(0, len(a), _PAIR_ARRAY_CHUNK)):
         conn.execute(
@@ -653,7 +650,6 @@ def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest
              b[s : s + _PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
              j[s : s + _PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
         )
-    conn.execute("CREATE TABLE IF NOT EXISTS pair_forest (id INTEGER PRIMARY KEY, edges BLOB NOT NULL)")
     conn.execute("DELETE FROM pair_forest")
     conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('pair_arrays_count', ?)", (str(len(a)),))
@@ -662,7 +658,6 @@ def _write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest
 def _write_exact_array(conn, exact_of: np.ndarray) -> None:
     """exact_of (one int64 per ord, -1 for first copies) as one blob: a 1M-document project
     opens ~150 ms sooner than when it is read back row by row from `documents`."""
-    conn.execute("CREATE TABLE IF NOT EXISTS exact_array (id INTEGER PRIMARY KEY, exact_of BLOB NOT NULL)")
     conn.execute("INSERT OR REPLACE INTO exact_array(id, exact_of) VALUES (0, ?)", (exact_of.astype("<i8").tobytes(),))
 
 
@@ -672,9 +667,12 @@ def _read_exact_array(project: Project, n: int) -> np.ndarray | None:
         row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
     except sqlite3.OperationalError:
         return None
-    if row is None or len(row[0]) != 8 * n:
+    if row is None or not isinstance(row[0], bytes) or len(row[0]) != 8 * n:
         return None
-    return np.frombuffer(row[0], "<i8").astype(np.int64)
+    exact_of = np.frombuffer(row[0], "<i8").astype(np.int64)
+    if n and ((exact_of < -1) | (exact_of >= np.arange(n))).any():  # a first copy comes earlier
+        return None
+    return exact_of
 
 
 def _read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -685,6 +683,8 @@ def _read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndar
         rows = project.conn.execute("SELECT a, b, jaccard FROM pair_arrays ORDER BY chunk").fetchall()
     except sqlite3.OperationalError:
         return None
+    if any(not isinstance(x, bytes) or len(x) % 8 for r in rows for x in r):
+        return None  # not what a scan wrote: read the pairs table instead
     a = np.concatenate([np.frombuffer(r[0], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
     b = np.concatenate([np.frombuffer(r[1], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
     j = np.concatenate([np.frombuffer(r[2], "<f8") for r in rows]) if rows else np.empty(0, np.float64)
@@ -706,14 +706,16 @@ def load_graph(project: Project) -> PairGraph:
             arr = np.array(rows, dtype=np.int64)
             exact_of[arr[:, 0]] = arr[:, 1]
     packed = _read_pair_arrays(project)
-    if packed is not None:
+    if packed is not None and _valid_pairs(n, *packed):
         graph = PairGraph(n, exact_of, *packed)
         try:
             row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
         except sqlite3.OperationalError:
             row = None
-        if row is not None:
-            graph.use_forest(np.frombuffer(row[0], "<i8").astype(np.int64))
+        if row is not None and isinstance(row[0], bytes) and len(row[0]) % 8 == 0:
+            forest = np.frombuffer(row[0], "<i8").astype(np.int64)
+            if len(forest) < max(n, 1) and (len(forest) == 0 or (forest.min() >= 0 and forest.max() < len(packed[0]))):
+                graph.use_forest(forest)
         return graph
     pr = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     if pr:
@@ -723,4 +725,19 @@ def load_graph(project: Project) -> PairGraph:
     else:
         a = b = np.empty(0, np.int64)
         j = np.empty(0, np.float64)
+    if not _valid_pairs(n, a, b, j):
+        raise ProjectError(f"{project.path}: damaged: the pairs table refers to documents that do not exist or "
+                           f"holds similarities outside [0, 1]; scan again")
     return PairGraph(n, exact_of, a, b, j)
+
+
+def _valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
+    """What a scan writes: a < b < n, similarities in [0, 1], sorted by (a, b)."""
+    if not len(a):
+        return True
+    if not (len(a) == len(b) == len(j)) or a.min() < 0 or b.max() >= n or (a >= b).any():
+        return False
+    if not ((j >= 0) & (j <= 1)).all():
+        return False
+    key = a * n + b
+    return bool((key[1:] > key[:-1]).all())

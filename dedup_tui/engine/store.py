@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -26,7 +27,7 @@ import sqlite_utils
 
 from .errors import ProjectError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -88,6 +89,23 @@ CREATE TABLE IF NOT EXISTS decisions (
     undone INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS decisions_doc ON decisions(doc_id);
+CREATE TABLE IF NOT EXISTS labels (
+    a_id TEXT NOT NULL,             -- earlier document of the pair (corpus order), by id
+    b_id TEXT NOT NULL,             -- later document
+    label TEXT NOT NULL,            -- duplicate | not_duplicate | skip
+    similarity REAL,                -- stored Jaccard of the pair when labelled
+    threshold REAL,                 -- threshold in force when labelled
+    author TEXT,
+    created_at TEXT NOT NULL,
+    decision_id INTEGER,            -- the not_duplicate decision a "not a duplicate" label recorded
+    PRIMARY KEY (a_id, b_id)
+);
+-- Packed copies written by each scan, so a project opens in milliseconds (pairs stays the source):
+CREATE TABLE IF NOT EXISTS pair_arrays (chunk INTEGER PRIMARY KEY, a BLOB NOT NULL, b BLOB NOT NULL, jaccard BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pair_forest (id INTEGER PRIMARY KEY, edges BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS exact_array (id INTEGER PRIMARY KEY, exact_of BLOB NOT NULL);
+-- The review app's last view, shown at once when the project is reopened:
+CREATE TABLE IF NOT EXISTS view_snapshot (id INTEGER PRIMARY KEY CHECK (id = 0), key TEXT NOT NULL, data BLOB NOT NULL);
 CREATE VIEW IF NOT EXISTS near_pairs AS
     SELECT da.doc_id AS a_id, db.doc_id AS b_id, p.jaccard, p.a, p.b
     FROM pairs p JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b;
@@ -95,6 +113,10 @@ CREATE VIEW IF NOT EXISTS exact_duplicates AS
     SELECT d.doc_id AS id, k.doc_id AS duplicate_of, d.ord, d.exact_of
     FROM documents d JOIN documents k ON k.ord = d.exact_of;
 """
+
+
+_SCHEMA_TABLES = re.findall(r"CREATE (?:TABLE|VIEW) IF NOT EXISTS (\w+)", _SCHEMA)
+_CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "near_pairs", "exact_duplicates"]
 
 
 def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_statement: int = 50) -> None:
@@ -143,13 +165,29 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (including Ctrl-C).
 
-    Refused (ProjectLocked) while a review app in another process has the project open."""
+    Refused (ProjectLocked) while a review app in another process has the project open.
+    Inside another transaction it is part of that one (committed or rolled back with it)."""
+    if conn.in_transaction:
+        yield conn
+        return
     with WriteGuard(_db_file(conn)):
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc):
+                raise ProjectError(f"{_db_file(conn) or 'the project'}: read-only (the file or its folder cannot "
+                                   f"be written), so it cannot be changed") from None
+            raise
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full does): the original error is the
+            # one to report, never "cannot rollback - no transaction is active".
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             raise
         else:
             conn.execute("COMMIT")
@@ -358,9 +396,22 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN host TEXT")
 
 
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Tables that were created when first needed are now in the schema (created if missing)."""
+    for stmt in _SCHEMA.split(";\n"):
+        if stmt.strip() and "CREATE TABLE" in stmt:
+            conn.execute(stmt)
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
 }
+
+
+def _writable(path: Path) -> bool:
+    folder = path.resolve().parent
+    return os.access(path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -380,11 +431,15 @@ class Project:
 
     def __init__(self, path: str | Path, create: bool = False, readonly: bool = False):
         self.path = Path(path)
-        self.readonly = readonly
         existed = self.path.exists() and self.path.stat().st_size > 0
         if not create and not existed:
+            if self.path.is_file():
+                raise ProjectError(f"{self.path}: empty file, not a dedup-tui project")
             raise ProjectError(f"{self.path}: no such project file")
-        self.conn = connect(self.path, create=create, readonly=readonly)
+        # A project we may not write (its file or, for SQLite's -wal/-shm files, its folder) is
+        # opened read-only: every command that only reads works, and a write says why it cannot.
+        self.readonly = readonly or (existed and not _writable(self.path))
+        self.conn = connect(self.path, create=create, readonly=self.readonly)
         if existed:
             self._check_schema()
         elif create:
@@ -418,6 +473,12 @@ class Project:
             )
         if version < SCHEMA_VERSION:
             self._migrate(version)
+        present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
+        missing = [t for t in needed if t not in present]
+        if missing:
+            raise ProjectError(f"{self.path}: damaged dedup-tui project: no {', '.join(missing)} "
+                               f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project")
 
     def _migrate(self, version: int) -> None:
         """Bring an older project up to SCHEMA_VERSION: a backup copy, then every step in one transaction."""
@@ -426,17 +487,24 @@ class Project:
                 f"{self.path}: made by an old dedup-tui (schema {version}) that this one cannot upgrade; "
                 f"load the corpus into a new project")
         if self.readonly:
+            if version >= 2:
+                return  # schema 2 lacks only tables its readers treat as empty: readable as it is
             raise ProjectError(
                 f"{self.path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it")
         backup = self.path.with_name(f"{self.path.name}.schema-{version}.bak")
         if not backup.exists():
             tmp = backup.with_name(backup.name + ".part")
-            dst = sqlite3.connect(str(tmp))
             try:
-                self.conn.backup(dst)
-            finally:
-                dst.close()
-            os.replace(tmp, backup)
+                dst = sqlite3.connect(str(tmp))
+                try:
+                    self.conn.backup(dst)
+                finally:
+                    dst.close()
+                os.replace(tmp, backup)
+            except (OSError, sqlite3.Error) as exc:
+                tmp.unlink(missing_ok=True)
+                raise ProjectError(f"{self.path}: could not write the backup copy {backup.name} before upgrading the "
+                                   f"project ({exc}); the project is unchanged") from None
         with transaction(self.conn) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             current = int(row[0])  # re-read: another process may have migrated it meanwhile
@@ -445,6 +513,12 @@ class Project:
                 current += 1
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from', ?)", (str(version),))
+
+    def check_writable(self, doing: str) -> None:
+        """Raise ProjectError (saying why) when this project was opened read-only."""
+        if self.readonly:
+            raise ProjectError(f"{self.path}: read-only (the file or its folder cannot be written), so it cannot "
+                               f"be {doing}")
 
     # -- small helpers --------------------------------------------------------------------
     @property
@@ -468,8 +542,6 @@ class Project:
     # -- the last view the review app showed, so reopening shows it without re-clustering --
     def save_view_snapshot(self, key: str, data: bytes) -> None:
         """One snapshot per project (the newest wins); `key` says what it is valid for."""
-        self.conn.execute("CREATE TABLE IF NOT EXISTS view_snapshot "
-                          "(id INTEGER PRIMARY KEY CHECK (id = 0), key TEXT NOT NULL, data BLOB NOT NULL)")
         self.conn.execute("INSERT OR REPLACE INTO view_snapshot(id, key, data) VALUES (0, ?, ?)", (key, data))
 
     def view_snapshot(self, key: str) -> bytes | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,19 +41,6 @@ DEFAULT_TARGET_PRECISION = 0.95
 BIN_WIDTH = 0.05
 SHINGLE_KS = (3, 5, 7, 9, 12)
 
-_LABELS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS labels (
-    a_id TEXT NOT NULL,             -- earlier document of the pair (corpus order), by id
-    b_id TEXT NOT NULL,             -- later document
-    label TEXT NOT NULL,            -- duplicate | not_duplicate | skip
-    similarity REAL,                -- stored Jaccard of the pair when labelled
-    threshold REAL,                 -- threshold in force when labelled
-    author TEXT,
-    created_at TEXT NOT NULL,
-    decision_id INTEGER,            -- the not_duplicate decision a "not a duplicate" label recorded
-    PRIMARY KEY (a_id, b_id)
-)
-"""
 
 
 # -- grids --------------------------------------------------------------------------------
@@ -195,10 +183,6 @@ def s_curve(scan_params: dict | None, points: int = 21) -> tuple[np.ndarray, np.
 
 # -- labels ---------------------------------------------------------------------------------
 
-def ensure_labels(project: Project) -> None:
-    project.conn.execute(_LABELS_SCHEMA)
-
-
 @dataclass
 class Label:
     a_id: str
@@ -212,10 +196,12 @@ class Label:
 
 
 def labels(project: Project) -> list[Label]:
-    ensure_labels(project)
-    rows = project.conn.execute(
-        "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels ORDER BY created_at, rowid"
-    ).fetchall()
+    try:
+        rows = project.conn.execute(
+            "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels "
+            "ORDER BY created_at, rowid").fetchall()
+    except sqlite3.OperationalError:  # a schema-2 project opened read-only has no labels table
+        return []
     return [Label(*r) for r in rows]
 
 
@@ -245,21 +231,20 @@ def set_label(project: Project, a_id: str, b_id: str, label: str, similarity: fl
     """
     if label not in LABELS:
         raise decisions.DedupError(f"unknown label {label!r} (choose from {', '.join(LABELS)})")
-    ensure_labels(project)
     a_id, b_id = _ordered(project, a_id, b_id)
     author = author or decisions.default_author()
-    old = project.conn.execute("SELECT label, decision_id FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id)).fetchone()
-    decision_id = old[1] if old and old[0] == "not_duplicate" else None
-    if old and old[0] == "not_duplicate" and label != "not_duplicate" and old[1] is not None:
-        # withdrawn, not undone: it must not come back with redo
-        project.conn.execute("UPDATE decisions SET undone = ? WHERE id = ? AND undone = 0", (decisions.DISCARDED, old[1]))
-        decision_id = None
-    if label == "not_duplicate" and not _split_active(project, a_id, b_id):
-        d = decisions.record(project, "not_duplicate", a_id, b_id, value="label", threshold=threshold,
-                             policy=policy, author=author)
-        decision_id = d.id
     created = now_iso()
-    with transaction(project.conn) as conn:
+    with transaction(project.conn) as conn:  # the label and the decision it records: one commit
+        old = conn.execute("SELECT label, decision_id FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id)).fetchone()
+        decision_id = old[1] if old and old[0] == "not_duplicate" else None
+        if old and old[0] == "not_duplicate" and label != "not_duplicate" and old[1] is not None:
+            # withdrawn, not undone: it must not come back with redo
+            conn.execute("UPDATE decisions SET undone = ? WHERE id = ? AND undone = 0", (decisions.DISCARDED, old[1]))
+            decision_id = None
+        if label == "not_duplicate" and not _split_active(project, a_id, b_id):
+            d = decisions.record(project, "not_duplicate", a_id, b_id, value="label", threshold=threshold,
+                                 policy=policy, author=author)
+            decision_id = d.id
         conn.execute(
             "INSERT OR REPLACE INTO labels(a_id, b_id, label, similarity, threshold, author, created_at, decision_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -270,7 +255,6 @@ def set_label(project: Project, a_id: str, b_id: str, label: str, similarity: fl
 
 def remove_label(project: Project, a_id: str, b_id: str) -> None:
     """Forget a pair's label (and withdraw the decision a "not a duplicate" label recorded)."""
-    ensure_labels(project)
     a_id, b_id = _ordered(project, a_id, b_id)
     row = project.conn.execute("SELECT decision_id FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id)).fetchone()
     with transaction(project.conn) as conn:

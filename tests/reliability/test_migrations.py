@@ -64,7 +64,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 2 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 3 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -125,7 +125,7 @@ def test_newer_project_is_refused_with_a_clear_message(scanned):
     with sqlite3.connect(scanned) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     before = [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))]
-    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 2\\); upgrade"):
+    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 3\\); upgrade"):
         Project(scanned)
     for args in (["scan", "--db", scanned], ["export", "--db", scanned, "--threshold", "0.9", "--out",
                                               scanned.with_name("x.jsonl")], ["open", scanned]):
@@ -142,3 +142,15 @@ def test_unknown_old_version_or_garbage_is_refused(scanned, value):
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
     with pytest.raises(ProjectError, match="cannot upgrade|not a dedup-tui project"):
         Project(scanned)
+
+
+def test_every_table_is_in_the_schema_after_migration(scanned, tmp_path):
+    """A version-1 project migrated to the current schema has every table a fresh one has,
+    so nothing is created on the fly (a read-only project can be read by every command)."""
+    fresh = Project(tmp_path / "fresh.db", create=True)
+    tables = {r[0] for r in fresh.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    assert {"labels", "view_snapshot", "pair_arrays", "pair_forest", "exact_array"} <= tables
+    old = tmp_path / "old.db"
+    make_v1_project(old, Project(scanned))
+    migrated = Project(old)
+    assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables

@@ -6,6 +6,7 @@ of range are usage errors."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,106 @@ def test_parquet_with_invalid_utf8_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "p.db").exists()
     assert run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db", "--skip-bad").exit_code == 0
     assert Project(tmp_path / "p.db").document_count() == 1
+
+
+def test_an_empty_file_is_not_a_project(tmp_path):
+    (tmp_path / "x.db").touch()
+    result = run("scan", "--db", tmp_path / "x.db")
+    assert result.exit_code == 1 and "x.db: empty file, not a dedup-tui project" in result.output
+
+
+def test_a_read_only_project_is_read_by_every_command_that_reads(project_files, monkeypatch):
+    """A project whose file or folder cannot be written (simulated: the tests may run as root,
+    who can write anything) opens read-only: reading commands work, writing ones say why not."""
+    tmp, corpus, db = project_files
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).resolve() in (
+        db.resolve(), db.resolve().parent) and mode & os.W_OK else real_access(p, mode, **kw))
+    assert run("tune", "--db", db, "--labels-out", tmp / "labels.jsonl").exit_code == 0
+    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
+    assert run("pairs", "--db", db, "--out", tmp / "p.jsonl").exit_code == 0
+    result = run("scan", "--db", db)
+    assert result.exit_code == 1 and "read-only" in result.output and result.output.count("\n") == 1
+
+
+def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypatch):
+    """Disk full while the backup copy is written (SQLite's max_page_count on the copy): a
+    one-line error, no .bak or .bak.part left, the project unchanged and upgradable later."""
+    import sqlite3
+
+    from dedup_tui.engine import store
+
+    _tmp, _corpus, db = project_files
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("DROP TABLE labels")
+
+    class TinyDisk:
+        def __getattr__(self, name):
+            return getattr(sqlite3, name)
+
+        def connect(self, path, *args, **kwargs):
+            conn = sqlite3.connect(path, *args, **kwargs)
+            if str(path).endswith(".part"):
+                conn.execute("PRAGMA max_page_count = 2")
+            return conn
+
+    monkeypatch.setattr(store, "sqlite3", TinyDisk())
+    with pytest.raises(ProjectError, match="could not write the backup copy .*unchanged"):
+        store.Project(db)
+    assert not list(db.parent.glob("*.bak*"))
+    monkeypatch.undo()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert store.Project(db).get_meta("schema_version") == str(store.SCHEMA_VERSION)
+
+
+def test_disk_full_during_a_load_says_so(tmp_path):
+    """SQLite's max_page_count stands in for a full disk: the load fails with the real reason,
+    one line, and the project keeps what it had."""
+    from dedup_tui.engine.errors import DedupError
+
+    first = write_jsonl(tmp_path / "a.jsonl", NEAR_CORPUS)
+    big = write_jsonl(tmp_path / "b.jsonl", [(f"big{i}", f"document {i} " + "x" * 2000) for i in range(400)])
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [first])
+    pages = project.conn.execute("PRAGMA page_count").fetchone()[0]
+    project.conn.execute(f"PRAGMA max_page_count = {pages + 20}")
+    with pytest.raises(Exception) as caught:
+        load_corpus(project, [big])
+    assert "full" in str(caught.value) and "no transaction" not in str(caught.value)
+    assert project.document_count() == len(NEAR_CORPUS)
+    assert not project.conn.in_transaction
+
+
+@pytest.mark.parametrize("tamper", [
+    "UPDATE pair_arrays SET a = x'0102'",                     # not a whole number of int64s
+    "UPDATE pair_arrays SET a = zeroblob(length(a))",         # a = 0 everywhere: a >= b for some pairs
+    "UPDATE pair_forest SET edges = x'ffffffffffffff7f'",     # an edge index far out of range
+    "UPDATE exact_array SET exact_of = x'05'",                # wrong size
+])
+def test_tampered_packed_tables_are_ignored_for_the_pairs_table(project_files, tamper):
+    import sqlite3
+
+    tmp, _corpus, db = project_files
+    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "before.jsonl",
+               "--removed", tmp / "before.removed.jsonl").exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute(tamper)
+    for cmd in (["tune", "--db", db],
+                ["export", "--db", db, "--threshold", "0.5", "--out", tmp / "after.jsonl", "--removed",
+                 tmp / "after.removed.jsonl", "--force"]):
+        assert run(*cmd).exit_code == 0
+    assert (tmp / "after.jsonl").read_bytes() == (tmp / "before.jsonl").read_bytes()
+    assert (tmp / "after.removed.jsonl").read_bytes() == (tmp / "before.removed.jsonl").read_bytes()
+
+
+def test_a_project_missing_a_table_is_named_damaged(project_files):
+    import sqlite3
+
+    _tmp, _corpus, db = project_files
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE runs")
+    for cmd in (["scan", "--db", db], ["tune", "--db", db]):
+        result = run(*cmd)
+        assert result.exit_code == 1 and "damaged dedup-tui project: no runs table" in result.output
