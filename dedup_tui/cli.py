@@ -13,6 +13,7 @@ import click
 
 from .engine import pipeline
 from .engine.cluster import POLICIES, cluster
+from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
 from .engine.export import FORMATS, check_threshold, export
 from .engine.ingest import load_corpus
@@ -59,9 +60,9 @@ class _TerminalProgress:
         self.stage = None
 
 
-def _one_line(message: str) -> str:
-    """The message on one line, with control characters (newlines, escapes) shown as escapes."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(message))
+def _one_line(message) -> str:
+    """The message on one line, with control and invisible characters shown as escapes."""
+    return literal_line(str(message))
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -139,7 +140,7 @@ def load(corpus, db, id_field, text_field, skip_bad):
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(db + suffix).unlink(missing_ok=True)
         raise
-    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {db}")
+    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {_one_line(db)}")
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
         reason = report.reasons.get(path)
@@ -195,7 +196,7 @@ def pairs(db, minimum, out, force):
     from .engine.export import write_pairs
 
     count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
-    click.echo(f"wrote {count:,} pairs to {out}")
+    click.echo(f"wrote {count:,} pairs to {_one_line(out)}")
 
 
 @main.command(name="export")
@@ -223,7 +224,7 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
     click.echo(
-        f"kept {r.kept:,} documents in {out}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
+        f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied"
     )
 
@@ -251,7 +252,7 @@ def synth(n_unique, copies, noise, seed, out, force):
                 fh.write(json.dumps(d) + "\n")
 
     _run(write)
-    click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {out}")
+    click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {_one_line(out)}")
 
 
 @main.command(name="open")
@@ -303,4 +304,4 @@ def tune(db, threshold, target_precision, labels_out, bins, chain_margin, force)
     report, written = _run(work)
     click.echo(tuning.format_report(report))
     if labels_out:
-        click.echo(f"\nwrote {written:,} labels to {labels_out}")
+        click.echo(f"\nwrote {written:,} labels to {_one_line(labels_out)}")

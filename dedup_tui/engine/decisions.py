@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster
+from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
 from .export import ExportReport, AtomicFile, check_threshold, export
@@ -53,13 +54,15 @@ class Decision:
     undone: int = 0
 
     def describe(self) -> str:
+        """One line for people (ids and notes escaped: they come from the corpus or a reviewer)."""
+        doc, other = literal_line(self.doc_id or ""), literal_line(self.other_id or "")
         if self.kind == "not_duplicate":
-            return f"not a duplicate: {self.doc_id} / {self.other_id}"
+            return f"not a duplicate: {doc} / {other}"
         if self.kind == "note":
-            return f"note on {self.doc_id}: {self.value}"
+            return f"note on {doc}: {literal_line(self.value or '')}"
         if self.kind == "accept":
-            return f"accept cluster of {self.doc_id}"
-        return f"{self.kind} {self.doc_id}"
+            return f"accept cluster of {doc}"
+        return f"{self.kind} {doc}"
 
 
 _COLUMNS = "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone"

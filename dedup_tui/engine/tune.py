@@ -33,6 +33,7 @@ from . import decisions
 from .cluster import PairGraph, cluster
 from .lsh import candidate_probability
 from .sets import jaccard, shingle_set
+from .display import literal_line
 from .store import Project, now_iso, transaction
 from .synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
 
@@ -789,7 +790,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
             "fall far below the threshold, largest first")
         for ch in r.chains[:20]:
             weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
-            add(f"  {ch.label_id}  size {ch.size:,}  weakest {weakest} ({ch.far_ids[0]} / {ch.far_ids[1]})  "
+            add(f"  {literal_line(ch.label_id)}  size {ch.size:,}  weakest {weakest} "
+                f"({literal_line(ch.far_ids[0])} / {literal_line(ch.far_ids[1])})  "
                 f"links to cut: {len(ch.cut)}")
         if len(r.chains) > 20:
             add(f"  … and {len(r.chains) - 20} more")

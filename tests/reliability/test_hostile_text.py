@@ -203,3 +203,59 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     assert rows[0] == [id_field, text_field, "o'k"] and rows[1][0] == b
     assert project.conn.execute("SELECT count(*) FROM documents").fetchone() == (3,)
     project.close()
+
+
+def _hostile_chain_corpus(tmp_path):
+    from ..test_tune import CHAIN
+
+    hostile = {"c0": "c0\x1b]2;PWNED\x07", "c6": "c6\x1b[2J"}
+    return write_jsonl(tmp_path / "chain.jsonl", [{"id": hostile.get(i, i), "text": t} for i, t in CHAIN])
+
+
+def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
+    """The chain table and the review queue's titles show ids: escaped, never sent raw."""
+    from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+
+    corpus = _hostile_chain_corpus(tmp_path)
+
+    async def drive() -> tuple[list[str], list[str]]:
+        app = create_app(corpus, author="tester")
+        async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
+            await settle(pilot)
+            app.main.set_threshold(0.7)
+            await settle(pilot)
+            await pilot.press("T")
+            await settle(pilot)
+            assert isinstance(app.screen, TuneScreen)
+            assert [ch.label_id for ch in app.screen.report.chains] == ["c0\x1b]2;PWNED\x07"]
+            tune_rows = assert_inert(terminal_bytes(app))
+            await pilot.press("l")
+            await settle(pilot)
+            review = app.screen
+            assert isinstance(review, ReviewScreen)
+            while review.current is not None and not any(
+                    "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])):
+                await pilot.press("s")
+                await settle(pilot)
+            assert review.current is not None  # a pair with a hostile id is on screen
+            return tune_rows, assert_inert(terminal_bytes(app))
+
+    tune_rows, queue_rows = asyncio.run(drive())
+    assert "c0\\x1b]2;PWNED\\x07" in "\n".join(tune_rows)
+    assert "\\x1b" in "\n".join(queue_rows)
+
+
+def test_hostile_ids_in_the_cli_tune_report_are_inert(tmp_path):
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main
+
+    corpus = _hostile_chain_corpus(tmp_path)
+    db = tmp_path / "p.db"
+    runner = CliRunner()
+    assert runner.invoke(main, ["load", str(corpus), "--db", str(db)]).exit_code == 0
+    assert runner.invoke(main, ["scan", "--db", str(db)]).exit_code == 0
+    result = runner.invoke(main, ["tune", "--db", str(db), "--threshold", "0.7"])
+    assert result.exit_code == 0
+    assert "c0\\x1b]2;PWNED\\x07" in result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output

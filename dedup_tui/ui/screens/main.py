@@ -590,7 +590,7 @@ class MainScreen(Screen):
                 self.decide("note", o, value=value)
 
         doc_id = self.project.ids_for([o])[0]
-        self.app.push_screen(AskScreen(f"Note on {doc_id}", placeholder="why this decision?"), done)
+        self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
         d = decisions.undo(self.project)

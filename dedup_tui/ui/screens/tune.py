@@ -20,6 +20,7 @@ from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..diff import diff
 from ..messages import DiffReady
+from ..text import literal_line
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
@@ -197,8 +198,9 @@ class TuneScreen(Screen):
         table.clear()
         for i, ch in enumerate(r.chains):
             weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
-            table.add_row(Text(ch.label_id), f"{ch.size:,}", weakest,
-                          Text(f"{ch.far_ids[0]} / {ch.far_ids[1]}"), str(len(ch.cut)), key=str(i))
+            table.add_row(Text(literal_line(ch.label_id, 60)), f"{ch.size:,}", weakest,
+                          Text(f"{literal_line(ch.far_ids[0], 40)} / {literal_line(ch.far_ids[1], 40)}"),
+                          str(len(ch.cut)), key=str(i))
         if r.chains:
             table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
         title = Text()
@@ -271,7 +273,7 @@ class TuneScreen(Screen):
         if ch is None:
             return
         n = tuning.split_chain(self.main.project, ch, self.main.threshold, self.main.policy, author=self.app.author)
-        self.notify(f"Split {ch.label_id}'s cluster: {n} links marked not a duplicate (u on the main screen undoes)",
+        self.notify(f"Split {literal_line(ch.label_id, 80)}'s cluster: {n} links marked not a duplicate (u on the main screen undoes)",
                     markup=False, timeout=4)
         self.main.schedule_recluster()
         self.refresh_report()
@@ -378,7 +380,7 @@ class ReviewScreen(Screen):
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
             t.append(f"{side}: ", style="dim")
-            t.append(doc_id, style="bold")
+            t.append(literal_line(doc_id, 80), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
 
@@ -439,7 +441,7 @@ class ReviewScreen(Screen):
         if back is not None:
             self.pos = back
         self.show_next()
-        self.notify(f"Took back: {label} for {a_id} / {b_id}", markup=False, timeout=2)
+        self.notify(f"Took back: {label} for {literal_line(a_id, 80)} / {literal_line(b_id, 80)}", markup=False, timeout=2)
 
     def action_toggle_layout(self) -> None:
         self.layout_choice = "side" if self.has_class("-stacked") else "stacked"
