@@ -14,7 +14,7 @@ from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
-from ..diff import diff
+from ..diff import DiffCancelled, diff
 from ..messages import DiffReady
 from ..text import literal_line
 from ..widgets.docview import DocView, compose_side_by_side
@@ -96,7 +96,11 @@ class PairScreen(Screen):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:
         """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
-        result = diff(left, right)
+        worker = get_current_worker()
+        try:
+            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
+        except DiffCancelled:
+            return
         if k:
             values, offsets = shingle_sets([normalize(left), normalize(right)], k)
             result.jaccard = float(verify_pairs(values, offsets, np.array([0]), np.array([1]))[0])

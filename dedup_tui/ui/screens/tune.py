@@ -18,7 +18,7 @@ from ...engine import tune as tuning
 from ...engine.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
-from ..diff import diff
+from ..diff import DiffCancelled, diff
 from ..messages import DiffReady
 from ..text import literal_line
 from ..widgets.charts import HistogramChart, LineChart
@@ -386,7 +386,11 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str) -> None:
-        result = diff(left, right)
+        worker = get_current_worker()
+        try:
+            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
+        except DiffCancelled:
+            return
         if not get_current_worker().is_cancelled:
             self.post_message(DiffReady(key, result))
 

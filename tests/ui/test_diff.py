@@ -1,0 +1,66 @@
+"""The diff behind the pair view: short texts word by word (with characters), long ones aligned
+by units first so that two 2 MB near-duplicates take about a second, not minutes, and stop when
+the view closes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dedup_tui.ui.diff import CHANGE, DELETE, INSERT, WORD_DIFF_MAX_TOKENS, DiffCancelled, diff
+
+
+def _long_pair(seed: int, words: int, sentences: bool = True):
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(3000)]
+    base = []
+    for _ in range(words):
+        base.append(rng.choice(vocab))
+        if sentences and rng.random() < 0.05:
+            base.append("end.")
+    changed = sorted(rng.sample(range(len(base)), 200))
+    other = list(base)
+    for i in changed:
+        other[i] = "CHANGED"
+    left, right = " ".join(base), " ".join(other)
+    starts, pos = [], 0
+    for w in other:
+        starts.append(pos)
+        pos += len(w) + 1
+    return left, right, [starts[i] for i in changed]
+
+
+@pytest.mark.parametrize("sentences", [True, False])
+def test_long_texts_every_change_is_marked_and_little_else(sentences):
+    left, right, changed_at = _long_pair(1, 60_000, sentences)
+    result = diff(left, right)
+    assert 60_000 > WORD_DIFF_MAX_TOKENS  # the long path is the one tested
+    marked = [(s, e) for s, e, kind in result.right if kind in (CHANGE, INSERT)]
+    for pos in changed_at:
+        assert any(s <= pos < e for s, e in marked), pos
+    assert sum(e - s for s, e in marked) < 0.05 * len(right)
+    assert all(kind in (CHANGE, DELETE) for _s, _e, kind in result.left)
+
+
+def test_identical_long_texts_have_no_differences():
+    left, _right, _ = _long_pair(2, 40_000)
+    assert diff(left, left).left == [] and diff(left, left).right == []
+
+
+def test_a_long_diff_stops_when_cancelled():
+    left, right, _ = _long_pair(3, 60_000)
+    calls = []
+
+    def cancelled() -> bool:
+        calls.append(1)
+        return len(calls) > 1
+
+    with pytest.raises(DiffCancelled):
+        diff(left, right, cancelled=cancelled)
+    assert len(calls) == 2  # it checked again after the first block, and stopped there
+
+
+def test_short_texts_still_get_character_highlights():
+    result = diff("the quick brown fox", "the quick brawn fox")
+    assert (10, 15, CHANGE) in result.left and any(kind == "char" for *_x, kind in result.left)
