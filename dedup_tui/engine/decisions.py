@@ -145,7 +145,13 @@ def can_redo(project: Project) -> bool:
     return project.conn.execute("SELECT 1 FROM decisions WHERE undone = ? LIMIT 1", (UNDONE,)).fetchone() is not None
 
 
-def _ords_for_ids(project: Project, ids) -> dict[str, int]:
+def notes_for(project: Project, doc_id: str) -> list[str]:
+    """The active notes on a document, oldest first."""
+    return [r[0] for r in project.conn.execute(
+        "SELECT value FROM decisions WHERE kind = 'note' AND undone = 0 AND doc_id = ? ORDER BY id", (doc_id,))]
+
+
+def ords_for_ids(project: Project, ids) -> dict[str, int]:
     ids = list(dict.fromkeys(i for i in ids if i is not None))
     out: dict[str, int] = {}
     for s in range(0, len(ids), 500):
@@ -168,7 +174,7 @@ class Overrides:
     @classmethod
     def load(cls, project: Project) -> "Overrides":
         decisions = active(project)
-        ords = _ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions])
+        ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions])
         state: dict[int, str] = {}
         split: set[tuple[int, int]] = set()
         accepted: set[int] = set()
@@ -194,7 +200,7 @@ class Overrides:
         if accepted:
             # Member ids of accepted clusters may not have been looked up yet.
             extra = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
-            decided.update(_ords_for_ids(project, extra).values())
+            decided.update(ords_for_ids(project, extra).values())
         keep = {o for o, k in state.items() if k == "keep"}
         remove = {o for o, k in state.items() if k == "remove"}
         return cls(keep, remove, split, accepted, decided)

@@ -573,6 +573,31 @@ class Project:
         row = self.conn.execute("SELECT max(ord) FROM documents").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
+    def has_documents(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+
+    def exact_of(self, o: int) -> int:
+        """The ord of the first copy of this document's text, or -1 when it is a first copy."""
+        row = self.conn.execute("SELECT exact_of FROM documents WHERE ord = ?", (int(o),)).fetchone()
+        return -1 if row is None or row[0] is None else int(row[0])
+
+    def stored_jaccard(self, a: int, b: int) -> float | None:
+        """The stored pair's exact Jaccard, or None when the scan stored no such pair."""
+        row = self.conn.execute("SELECT jaccard FROM pairs WHERE a = ? AND b = ?", (min(a, b), max(a, b))).fetchone()
+        return float(row[0]) if row else None
+
+    def previews(self, ords, chars: int = 200) -> dict[int, tuple[str, int, str]]:
+        """ord -> (doc_id, length, the text's first `chars` characters)."""
+        out: dict[int, tuple[str, int, str]] = {}
+        ords = [int(o) for o in ords]
+        for s in range(0, len(ords), 500):
+            chunk = ords[s : s + 500]
+            q = (f"SELECT ord, doc_id, length, substr(text, 1, ?) FROM documents "
+                 f"WHERE ord IN ({','.join('?' * len(chunk))})")
+            for o, doc_id, length, text in self.conn.execute(q, [int(chars), *chunk]):
+                out[o] = (doc_id, length, text)
+        return out
+
     def ids_for(self, ords) -> list[str]:
         """Document ids of the given ords, in the order given."""
         return self._column_for("doc_id", ords)

@@ -207,7 +207,7 @@ def labels(project: Project) -> list[Label]:
 
 
 def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
-    ords = decisions._ords_for_ids(project, [a_id, b_id])
+    ords = decisions.ords_for_ids(project, [a_id, b_id])
     if a_id not in ords or b_id not in ords:
         missing = a_id if a_id not in ords else b_id
         raise decisions.DedupError(f"no document {missing!r} in the project")
@@ -372,7 +372,7 @@ def label_pairs(project: Project, graph: PairGraph) -> list[tuple[int, int, floa
     labs = labels(project)
     if not labs:
         return []
-    ords = decisions._ords_for_ids(project, [x.a_id for x in labs] + [x.b_id for x in labs])
+    ords = decisions.ords_for_ids(project, [x.a_id for x in labs] + [x.b_id for x in labs])
     index = decisions._PairIndex(graph)
     out = []
     for lab in labs:

@@ -9,6 +9,7 @@ from ..engine.store import AppLock, Project, acquire_app_lock
 from .commands import ActionCommands
 from .launch import OpenSpec
 from .text import literal, literal_line
+from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 
@@ -26,6 +27,7 @@ class DedupApp(App):
         try:
             super().__init__()
             self.spec = spec
+            self.writer = ProjectWriter(self, spec.db)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
             project = Project(spec.db)
@@ -42,7 +44,10 @@ class DedupApp(App):
             self.notify(self.state_message, title="Scan incomplete", severity="warning", timeout=15, markup=False)
 
     def on_unmount(self) -> None:
-        self.project_lock.release()
+        try:
+            self.writer.close()  # every decision asked for is written before the lock goes
+        finally:
+            self.project_lock.release()
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:

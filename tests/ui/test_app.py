@@ -386,3 +386,41 @@ async def test_diff_on_the_kept_row_compares_it_with_its_closest_member(corpus):
         c = main.index.clustering
         best = max((o for o in main.index.members(label) if o != label), key=lambda o: c.similarity[o])
         assert c.similarity[screen.right] == c.similarity[best]
+
+
+async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path, monkeypatch):
+    """Another process holds the project's write lock (a long load): `x` and `]` are handled at
+    once (the UI thread never waits on SQLite), the decision is reported not saved, and once the
+    lock is gone the same key saves it."""
+    import sqlite3
+
+    from dedup_tui.ui import writer
+
+    monkeypatch.setattr(writer, "BUSY_TIMEOUT_MS", 100)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        await pilot.press("tab", "down")
+        target = main.selected_doc()
+        threshold = main.threshold
+        other = sqlite3.connect(app.spec.db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the write lock, as a load holds it
+        try:
+            await pilot.press("x", "]")
+            assert main.threshold == pytest.approx(threshold + 0.01)  # handled while the write waits
+            await settle(pilot)
+            messages = [n.message for n in app._notifications]
+            assert any("Not saved: the project is busy" in m and "remove decision" in m for m in messages)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        project = Project(app.spec.db)
+        assert decisions.active(project) == []
+        main.query_one("#members").focus()
+        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main._label)].index(target)
+                                               if target in main.index.members(main._label) else 0)
+        await pilot.press("x")
+        await settle(pilot)
+        assert [d.kind for d in decisions.active(project)] == ["remove"]
+        project.close()

@@ -62,7 +62,7 @@ async def test_label_keys(corpus):
         await settle(pilot)
         assert app.screen is tune_screen
         assert tune_screen.report.label_counts == {"duplicate": 1, "not_duplicate": 1, "skip": 0}
-        o = decisions._ords_for_ids(project, [na, nb])
+        o = decisions.ords_for_ids(project, [na, nb])
         assert (o[na], o[nb]) in main.index.overrides.split_pairs
 
 

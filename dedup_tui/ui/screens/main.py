@@ -99,7 +99,7 @@ class MainScreen(Screen):
             self.policy = state.get("policy", self.policy) if state.get("policy") in POLICIES else self.policy
         self.query_one("#progress", ScanProgress).display = False
         self.update_top()
-        has_documents = self.project.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+        has_documents = self.project.has_documents()
         needs_scan = bool(self.spec.corpus) or not has_documents or self.project.scan_state != "complete"
         self.start_pipeline(load=bool(self.spec.corpus), scan_it=needs_scan)
         self.query_one("#clusters", ClusterTable).focus()
@@ -195,8 +195,7 @@ class MainScreen(Screen):
         if self.graph is not None:
             first = int(self.graph.exact_of[o])
         else:  # the stored view is on screen and the pairs are still being read
-            row = self.project.conn.execute("SELECT exact_of FROM documents WHERE ord = ?", (o,)).fetchone()
-            first = -1 if row is None or row[0] is None else int(row[0])
+            first = self.project.exact_of(o)
         return first if first >= 0 else o
 
     def save_view(self) -> None:
@@ -206,10 +205,11 @@ class MainScreen(Screen):
                 (index.threshold, index.policy, index.sort) != (self.threshold, self.policy, self.sort):
             return
         try:
-            if view_key(self.project, index.overrides, index.threshold, index.policy, index.sort) != self._snapshot_key:
-                self._snapshot_key = save_snapshot(self.project, index)
+            stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.sort) != self._snapshot_key
         except sqlite3.Error:
-            pass  # only a shortcut for the next opening: the project itself is unaffected
+            return
+        if stale:  # only a shortcut for the next opening: a failure leaves the project unaffected
+            self.app.writer.submit(lambda project: save_snapshot(project, index), what="the view for the next opening")
 
     def on_pipeline_stopped(self, message: PipelineStopped) -> None:
         self.scanning = False
@@ -338,13 +338,7 @@ class MainScreen(Screen):
         self.query_one("#summary", Static).update(s)
 
     def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
-        out: dict[int, tuple[str, int, str]] = {}
-        for s in range(0, len(ords), 500):
-            chunk = ords[s : s + 500]
-            q = f"SELECT ord, doc_id, length, substr(text, 1, {chars}) FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
-            for o, doc_id, length, text in self.project.conn.execute(q, chunk):
-                out[o] = (doc_id, length, text)
-        return out
+        return self.project.previews(ords, chars)
 
     @property
     def pages(self) -> int:
@@ -423,10 +417,7 @@ class MainScreen(Screen):
             t.append(" · duplicate of ")
             t.append(literal_line(keeper_id, 80), style="bold")
             t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
-        notes = self.project.conn.execute(
-            "SELECT value FROM decisions WHERE kind = 'note' AND undone = 0 AND doc_id = ? ORDER BY id", (doc_id,)
-        ).fetchall()
-        for (note,) in notes:
+        for note in decisions.notes_for(self.project, doc_id):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))
         info.update(t)
@@ -531,17 +522,23 @@ class MainScreen(Screen):
             self.show_page()
 
     def _remember_state(self) -> None:
-        self.project.set_meta(ui_state=json.dumps({"threshold": self.threshold, "policy": self.policy}))
+        state = json.dumps({"threshold": self.threshold, "policy": self.policy})
+        self.app.writer.submit(lambda project: project.set_meta(ui_state=state), what="the threshold and policy")
 
-    # decisions
+    # decisions: written by the app's writer thread; the view follows once they are saved
     def decide(self, kind: str, o: int, other: int | None = None, value: str | None = None) -> None:
         doc_id = self.project.ids_for([o])[0]
         other_id = self.project.ids_for([other])[0] if other is not None else None
-        d = decisions.record(self.project, kind, doc_id, other_id, value, self.threshold, self.policy,
-                             author=self.app.author)
-        self.notify(f"Saved: {d.describe()}", markup=False, timeout=3)
-        self._focus_doc = o
-        self.schedule_recluster()
+        threshold, policy, author = self.threshold, self.policy, self.app.author
+
+        def saved(d: decisions.Decision) -> None:
+            self.notify(f"Saved: {d.describe()}", markup=False, timeout=3)
+            self._focus_doc = o
+            self.schedule_recluster()
+
+        self.app.writer.submit(
+            lambda project: decisions.record(project, kind, doc_id, other_id, value, threshold, policy, author=author),
+            saved, what=f"the {kind.replace('_', ' ')} decision")
 
     def _need_doc(self) -> int | None:
         o = self.selected_doc()
@@ -593,15 +590,13 @@ class MainScreen(Screen):
         self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
-        d = decisions.undo(self.project)
-        self.notify("Nothing to undo" if d is None else f"Undone: {d.describe()}", markup=False, timeout=3)
-        if d is not None:
-            self._focus_doc = self.selected_doc()
-            self.schedule_recluster()
+        self.app.writer.submit(decisions.undo, lambda d: self._undone(d, "Undone", "Nothing to undo"), what="the undo")
 
     def action_redo(self) -> None:
-        d = decisions.redo(self.project)
-        self.notify("Nothing to redo" if d is None else f"Redone: {d.describe()}", markup=False, timeout=3)
+        self.app.writer.submit(decisions.redo, lambda d: self._undone(d, "Redone", "Nothing to redo"), what="the redo")
+
+    def _undone(self, d: decisions.Decision | None, done: str, nothing: str) -> None:
+        self.notify(nothing if d is None else f"{done}: {d.describe()}", markup=False, timeout=3)
         if d is not None:
             self._focus_doc = self.selected_doc()
             self.schedule_recluster()

@@ -89,9 +89,7 @@ class PairScreen(Screen):
         a, b = (self.main.exact_root(o) for o in (self.left, self.right))
         if a == b:
             return 1.0
-        row = self.main.project.conn.execute(
-            "SELECT jaccard FROM pairs WHERE a = ? AND b = ?", (min(a, b), max(a, b))).fetchone()
-        return float(row[0]) if row else None
+        return self.main.project.stored_jaccard(a, b)
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import tune as tuning
+from ...engine.decisions import ords_for_ids
 from ...engine.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
@@ -272,11 +273,16 @@ class TuneScreen(Screen):
         ch = self.selected_chain()
         if ch is None:
             return
-        n = tuning.split_chain(self.main.project, ch, self.main.threshold, self.main.policy, author=self.app.author)
-        self.notify(f"Split {literal_line(ch.label_id, 80)}'s cluster: {n} links marked not a duplicate (u on the main screen undoes)",
-                    markup=False, timeout=4)
-        self.main.schedule_recluster()
-        self.refresh_report()
+        threshold, policy, author = self.main.threshold, self.main.policy, self.app.author
+
+        def split(n: int) -> None:
+            self.notify(f"Split {literal_line(ch.label_id, 80)}'s cluster: {n} links marked not a duplicate "
+                        f"(u on the main screen undoes)", markup=False, timeout=4)
+            self.main.schedule_recluster()
+            self.refresh_report()
+
+        self.app.writer.submit(lambda project: tuning.split_chain(project, ch, threshold, policy, author=author),
+                               split, what="the split")
 
     def action_open_chain(self) -> None:
         ch = self.selected_chain()
@@ -338,10 +344,9 @@ class ReviewScreen(Screen):
         self.set_class(stacked, "-stacked")
 
     def _labelled_ords(self) -> set[tuple[int, int]]:
-        from ...engine.decisions import _ords_for_ids
 
         labs = tuning.labels(self.main.project)
-        ords = _ords_for_ids(self.main.project, [x.a_id for x in labs] + [x.b_id for x in labs])
+        ords = ords_for_ids(self.main.project, [x.a_id for x in labs] + [x.b_id for x in labs])
         return {(ords[x.a_id], ords[x.b_id]) for x in labs if x.a_id in ords and x.b_id in ords}
 
     def refill(self) -> None:
@@ -421,8 +426,9 @@ class ReviewScreen(Screen):
         q = self.current
         if q is None:
             return
-        tuning.set_label(self.main.project, self._ids[0], self._ids[1], label, q.similarity, self.threshold,
-                         self.main.policy, author=self.app.author)
+        a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.main.policy, self.app.author
+        self.app.writer.submit(lambda project: tuning.set_label(project, a_id, b_id, label, q.similarity, threshold,
+                                                                policy, author=author), what="the label")
         self.done.append((self._ids[0], self._ids[1], label))
         if label == "not_duplicate":
             self.changed_decisions = True
@@ -434,13 +440,12 @@ class ReviewScreen(Screen):
             self.notify("No label to take back in this session", severity="warning")
             return
         a_id, b_id, label = self.done.pop()
-        tuning.remove_label(self.main.project, a_id, b_id)
+        self.app.writer.submit(lambda project: tuning.remove_label(project, a_id, b_id), what="taking the label back")
         if label == "not_duplicate":
             self.changed_decisions = True
         # show that pair again
-        ords = self.main.project.conn.execute(
-            "SELECT ord FROM documents WHERE doc_id IN (?, ?) ORDER BY ord", (a_id, b_id)).fetchall()
-        a, b = ords[0][0], ords[1][0]
+        found = ords_for_ids(self.main.project, [a_id, b_id])
+        a, b = sorted((found[a_id], found[b_id]))
         back = next((i for i, q in enumerate(self.queue) if (q.a, q.b) == (a, b)), None)
         if back is not None:
             self.pos = back
@@ -452,6 +457,6 @@ class ReviewScreen(Screen):
         self.on_resize()
 
     def action_close(self) -> None:
-        if self.changed_decisions:
-            self.main.schedule_recluster()
+        if self.changed_decisions:  # after the labels queued before it are written
+            self.app.writer.submit(lambda project: None, lambda _r: self.main.schedule_recluster(), what="the view")
         self.dismiss()
