@@ -573,6 +573,11 @@ class Project:
         row = self.conn.execute("SELECT max(ord) FROM documents").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
+    def sources(self) -> list[dict]:
+        """The loaded files, oldest first: path (resolved), format, sha256, size, loaded_at."""
+        rows = self.conn.execute("SELECT path, format, sha256, size_bytes, loaded_at FROM sources ORDER BY id").fetchall()
+        return [dict(zip(("path", "format", "sha256", "size_bytes", "loaded_at"), r)) for r in rows]
+
     def has_documents(self) -> bool:
         return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
 

@@ -40,6 +40,8 @@ class DedupApp(App):
             raise
 
     def on_mount(self) -> None:
+        if self.spec.warning:
+            self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
             self.notify(self.state_message, title="Scan incomplete", severity="warning", timeout=15, markup=False)
 

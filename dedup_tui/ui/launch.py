@@ -22,6 +22,7 @@ class OpenSpec:
     corpus: list[Path] = field(default_factory=list)  # files to load first (empty: already loaded)
     load_options: dict = field(default_factory=dict)
     scan_settings: ScanSettings | None = None
+    warning: str | None = None  # shown when the app opens (e.g. the corpus changed since it was loaded)
 
 
 def sample_dir() -> Path:
@@ -40,9 +41,10 @@ def sample_dir() -> Path:
 
 
 def project_beside(corpus: Path) -> Path:
-    """notes.jsonl -> notes.db; a folder docs/ -> docs.db beside it."""
+    """notes.jsonl -> notes.db, pkg.v2.jsonl -> pkg.v2.db (the whole stem: two versions of a
+    corpus never share a project); a folder docs/ -> docs.db beside it."""
     corpus = corpus.resolve()
-    stem = corpus.name.split(".")[0] or corpus.name
+    stem = corpus.name if corpus.is_dir() else (corpus.stem or corpus.name)
     return corpus.parent / f"{stem}.db"
 
 
@@ -78,9 +80,30 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     project = Project(target, create=True)
     try:
         loaded = project.document_count() > 0
+        warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()
-    return OpenSpec(target, [] if loaded else [path], load_options)
+    return OpenSpec(target, [] if loaded else [path], load_options, warning=warning)
+
+
+def _check_corpus(project: Project, corpus: Path) -> str | None:
+    """Refuse a project that was loaded from other files; a warning when this corpus changed
+    since it was loaded (its SHA-256 is in `sources`)."""
+    from ..engine.ingest import _file_sha256
+
+    sources = project.sources()
+    resolved = str(corpus.resolve())
+    mine = [s for s in sources if s["path"] == resolved]
+    if not mine:
+        shown = ", ".join(Path(s["path"]).name for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
+        raise ProjectError(f"{project.path}: holds documents loaded from {shown}, not from {corpus}; open that "
+                           f"project as it is (dedup-tui {project.path}) or choose another with --db")
+    sha = mine[-1]["sha256"]
+    if sha and _file_sha256(corpus)[0] != sha:
+        return (f"{corpus.name} changed since it was loaded ({mine[-1]['loaded_at']}): this project shows the "
+                f"documents as they were then. To review the new version, load it into a new project "
+                f"(dedup-tui {corpus} --db NEW.db).")
+    return None
 
 
 def launch(path: str | None = None, db: str | None = None) -> None:

@@ -326,3 +326,20 @@ def test_a_project_missing_a_table_is_named_damaged(project_files):
     for cmd in (["scan", "--db", db], ["tune", "--db", db]):
         result = run(*cmd)
         assert result.exit_code == 1 and "damaged dedup-tui project: no runs table" in result.output
+
+
+def test_two_versions_of_a_corpus_get_two_projects_and_a_foreign_project_is_refused(tmp_path):
+    from dedup_tui.ui.launch import prepare
+
+    v1 = write_jsonl(tmp_path / "pkg.v1.jsonl", NEAR_CORPUS)
+    v2 = write_jsonl(tmp_path / "pkg.v2.jsonl", NEAR_CORPUS[:2])
+    s1, s2 = prepare(v1), prepare(v2)
+    assert (s1.db.name, s2.db.name) == ("pkg.v1.db", "pkg.v2.db")
+    project = Project(s1.db)
+    load_corpus(project, [v1])
+    project.close()
+    with pytest.raises(ProjectError, match="holds documents loaded from pkg.v1.jsonl, not from .*pkg.v2.jsonl"):
+        prepare(v2, db=s1.db)
+    assert prepare(v1).warning is None
+    v1.write_text(v1.read_text() + json.dumps({"id": "new", "text": "a new one"}) + "\n")
+    assert "pkg.v1.jsonl changed since it was loaded" in prepare(v1).warning

@@ -113,8 +113,8 @@ class TuneScreen(Screen):
         self.report: tuning.TuneReport | None = None
         self.target = tuning.DEFAULT_TARGET_PRECISION
         self._generation = 0
-        self.svg_path = main.spec.db.with_name(main.spec.db.name.split(".")[0] + ".tuning.svg")
-        self.labels_path = main.spec.db.with_name(main.spec.db.name.split(".")[0] + ".labels.jsonl")
+        self.svg_path = main.spec.db.with_name(main.spec.db.stem + ".tuning.svg")
+        self.labels_path = main.spec.db.with_name(main.spec.db.stem + ".labels.jsonl")
 
     def compose(self) -> ComposeResult:
         yield Static("", id="tune-header")
