@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from textual.binding import Binding
@@ -17,10 +18,24 @@ class Act:
     section: str
     show: bool = True
     priority: bool = False
+    screen: str = "main"  # the binding id's prefix: ids are unique across the app
+    variant: str = ""  # tells apart two bindings of one action (enter and d both open the pair)
+
+    @property
+    def id(self) -> str:
+        """The binding id a keymap file names, e.g. main.remove, main.threshold-up-0.01."""
+        name, _, args = self.action.removeprefix("app.").partition("(")
+        args = args.rstrip(")").strip("'\"")
+        if args.startswith("-"):
+            args = "down-" + args[1:]
+        elif args and args[0].isdigit():
+            args = "up-" + args
+        slug = "-".join(x for x in (name.replace("_", "-"), args.replace("_", "-"), self.variant) if x)
+        return f"{self.screen}.{slug}"
 
     def binding(self) -> Binding:
         return Binding(self.key, self.action, self.description, show=self.show, key_display=self.display,
-                       id=self.action.split("(")[0], priority=self.priority)
+                       id=self.id, priority=self.priority)
 
 
 MAIN_ACTIONS = [
@@ -37,7 +52,8 @@ MAIN_ACTIONS = [
     Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters"),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
     Act("less_than_sign", "page(-1)", "Prev page", "<", "clusters: previous page", "Clusters", show=False),
-    Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document", "Clusters", show=False),
+    Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document", "Clusters", show=False,
+        variant="enter"),
     Act("d", "open_pair", "Diff", "d", "pair: compare with the kept document", "Clusters"),
     Act("k", "keep", "Keep", "k", "decide: keep this document (kept in its cluster)", "Decisions"),
     Act("x", "remove", "Remove", "x", "decide: remove this document", "Decisions"),
@@ -51,40 +67,40 @@ MAIN_ACTIONS = [
 ]
 
 PAIR_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "pair: back to the clusters", "Pair view"),
-    Act("greater_than_sign", "step(1)", "Next member", ">", "pair: next member", "Pair view"),
-    Act("less_than_sign", "step(-1)", "Prev member", "<", "pair: previous member", "Pair view"),
-    Act("k", "keep", "Keep right", "k", "decide: keep the right-hand document", "Pair view"),
-    Act("x", "remove", "Remove right", "x", "decide: remove the right-hand document", "Pair view"),
-    Act("n", "not_duplicate", "Not dup", "n", "decide: this pair is not a duplicate", "Pair view"),
-    Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view"),
-    Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view"),
-    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False),
+    Act("escape,q", "close", "Back", "esc", "pair: back to the clusters", "Pair view", screen="pair"),
+    Act("greater_than_sign", "step(1)", "Next member", ">", "pair: next member", "Pair view", screen="pair"),
+    Act("less_than_sign", "step(-1)", "Prev member", "<", "pair: previous member", "Pair view", screen="pair"),
+    Act("k", "keep", "Keep right", "k", "decide: keep the right-hand document", "Pair view", screen="pair"),
+    Act("x", "remove", "Remove right", "x", "decide: remove the right-hand document", "Pair view", screen="pair"),
+    Act("n", "not_duplicate", "Not dup", "n", "decide: this pair is not a duplicate", "Pair view", screen="pair"),
+    Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
+    Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", screen="pair"),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 
 TUNE_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "tune: back to the clusters", "Tuning"),
-    Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning"),
-    Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning"),
-    Act("plus,equals_sign", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning"),
-    Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning"),
-    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Tuning", show=False),
-    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Tuning", show=False),
-    Act("x", "split_chain", "Split chain", "x", "tune: split the chained cluster (weakest links not dup)", "Tuning"),
-    Act("o,enter", "open_chain", "Open", "o", "tune: open the chained cluster in the main screen", "Tuning"),
-    Act("s", "save_svg", "Save SVG", "s", "tune: save the tuning screen as SVG", "Tuning"),
-    Act("j", "export_labels", "Labels JSONL", "j", "tune: export the labels as JSONL", "Tuning", show=False),
-    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Tuning", show=False),
+    Act("escape,q", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
+    Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
+    Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning", screen="tune"),
+    Act("plus,equals_sign", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
+    Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning", screen="tune"),
+    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),
+    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
+    Act("x", "split_chain", "Split chain", "x", "tune: split the chained cluster (weakest links not dup)", "Tuning", screen="tune"),
+    Act("o,enter", "open_chain", "Open", "o", "tune: open the chained cluster in the main screen", "Tuning", screen="tune"),
+    Act("s", "save_svg", "Save SVG", "s", "tune: save the tuning screen as SVG", "Tuning", screen="tune"),
+    Act("j", "export_labels", "Labels JSONL", "j", "tune: export the labels as JSONL", "Tuning", show=False, screen="tune"),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Tuning", show=False, screen="tune"),
 ]
 
 REVIEW_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "label: back to the tuning screen", "Labelling"),
-    Act("d,y", "label('duplicate')", "Duplicate", "d", "label: this pair is a duplicate", "Labelling"),
-    Act("n", "label('not_duplicate')", "Not dup", "n", "label: this pair is not a duplicate (splits it)", "Labelling"),
-    Act("s", "label('skip')", "Skip", "s", "label: skip this pair (not counted)", "Labelling"),
-    Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling"),
-    Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False),
-    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False),
+    Act("escape,q", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="review"),
+    Act("d,y", "label('duplicate')", "Duplicate", "d", "label: this pair is a duplicate", "Labelling", screen="review"),
+    Act("n", "label('not_duplicate')", "Not dup", "n", "label: this pair is not a duplicate (splits it)", "Labelling", screen="review"),
+    Act("s", "label('skip')", "Skip", "s", "label: skip this pair (not counted)", "Labelling", screen="review"),
+    Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling", screen="review"),
+    Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False, screen="review"),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False, screen="review"),
 ]
 
 EXTRA_KEYS = [

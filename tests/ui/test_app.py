@@ -424,3 +424,29 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
         await settle(pilot)
         assert [d.kind for d in decisions.active(project)] == ["remove"]
         project.close()
+
+
+def test_binding_ids_are_unique():
+    from dedup_tui.ui.actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
+
+    ids = [a.id for a in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS]
+    assert len(ids) == len(set(ids))
+    assert {"main.remove", "main.threshold-up-0.01", "main.threshold-down-0.01", "pair.keep",
+            "review.label-not-duplicate"} <= set(ids)
+
+
+async def test_a_keymap_file_remaps_a_key(corpus, tmp_path, monkeypatch):
+    keymap = tmp_path / "keymap.json"
+    keymap.write_text(json.dumps({"main.remove": "delete", "main.no-such-action": "z"}))
+    monkeypatch.setenv("DEDUP_TUI_KEYMAP", str(keymap))
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert any("unknown binding ids ignored: main.no-such-action" in n.message for n in app._notifications)
+        await pilot.press("tab", "down")
+        target = app.main.selected_doc()
+        await pilot.press("delete")
+        await settle(pilot)
+        project = Project(app.spec.db)
+        assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [("remove", project.ids_for([target])[0])]
+        project.close()

@@ -4,14 +4,12 @@ Textual's Footer recomposes (removes and re-creates every FooterKey, each one re
 `bindings_updated` signal: focus changes, screen pushes and each `refresh_bindings()` call, often
 several per user action. Here the signals are coalesced into one check after the next refresh,
 and the keys are rebuilt only when the shown bindings (key, description, enabled) differ from
-the ones on screen. Each new key also starts with the footer's `compact` value, so it is not
-restyled twice on mount (FooterKey's default, then the footer's value through data_bind).
+the ones on screen.
 """
 
 from __future__ import annotations
 
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 
 class AppFooter(Footer):
@@ -19,13 +17,6 @@ class AppFooter(Footer):
         super().__init__(*args, **kwargs)
         self._shown: tuple | None = None
         self._pending = False
-
-    def compose(self):
-        for widget in super().compose():
-            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):  # not data-bound
-                widget.set_reactive(FooterKey.compact, self.compact)
-                widget.set_class(self.compact, "-compact", update=False)
-            yield widget
 
     def _signature(self) -> tuple:
         active = self.screen.active_bindings
