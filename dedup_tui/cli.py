@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -70,10 +72,26 @@ def _fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
+class _Fraction(click.FloatRange):
+    """A number in [0, 1] (or (0, 1] with min_open); NaN is refused as the usage error it is."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number in [0, 1]", param, ctx)
+        return number
+
+
 class _Main(click.Group):
     """`dedup-tui PATH` and bare `dedup-tui` mean `dedup-tui open ...`."""
 
     def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-") and not Path(args[0]).exists():
+            close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=0.6)
+            if close:
+                click.echo(f"error: {_one_line(args[0])}: no such command or file (did you mean `dedup-tui {close[0]}`?)",
+                           err=True)
+                sys.exit(2)
         if not args or (args[0] not in self.commands and not args[0].startswith("-")):
             args = ["open", *args]
         return super().parse_args(ctx, args)
@@ -122,8 +140,8 @@ def _open_project(db: str, create: bool = False) -> Project:
 
 
 @main.command()
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file to create or add to.")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create or add to.")
 @click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the document text.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping.")
@@ -149,9 +167,9 @@ def load(corpus, db, id_field, text_field, skip_bad):
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
 @click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
-@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=click.FloatRange(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
+@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
 @click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
 @click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
@@ -180,9 +198,9 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
-@click.option("--min", "minimum", default=None, type=click.FloatRange(0, 1), help="Lowest Jaccard to write (default: the floor).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line.")
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
+@click.option("--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def pairs(db, minimum, out, force):
     """Write verified near-duplicate pairs, a before b in corpus order."""
@@ -200,14 +218,14 @@ def pairs(db, minimum, out, force):
 
 
 @main.command(name="export")
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file.")
-@click.option("--threshold", required=True, type=click.FloatRange(0, 1), help="Similarity at or above which documents are duplicates.")
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
+@click.option("--threshold", required=True, type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates.")
 @click.option("--policy", default="components", show_default=True, type=click.Choice(POLICIES), help="How clusters are formed.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Kept records, in corpus order.")
-@click.option("--removed", type=click.Path(dir_okay=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order.")
+@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
 @click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
-@click.option("--decisions-log", type=click.Path(dir_okay=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
-@click.option("--manifest", type=click.Path(dir_okay=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
+@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
+@click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, ignore_decisions, force):
@@ -232,9 +250,9 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
 @main.command()
 @click.option("--n-unique", default=50, show_default=True, type=click.IntRange(1), help="Base documents.")
 @click.option("--copies", default=3, show_default=True, type=click.IntRange(1), help="Documents per base (the base and its noisy copies).")
-@click.option("--noise", default=0.15, show_default=True, type=click.FloatRange(0, 1), help="Fraction of characters replaced in each copy.")
+@click.option("--noise", default=0.15, show_default=True, type=_Fraction(0, 1), help="Fraction of characters replaced in each copy.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output JSONL with id, text, group.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL with id, text, group.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def synth(n_unique, copies, noise, seed, out, force):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
@@ -256,8 +274,8 @@ def synth(n_unique, copies, noise, seed, out, force):
 
 
 @main.command(name="open")
-@click.argument("path", required=False, type=click.Path())
-@click.option("--db", type=click.Path(dir_okay=False), help="Project file to create for a corpus (default: beside it).")
+@click.argument("path", required=False, type=click.Path(readable=False))
+@click.option("--db", type=click.Path(dir_okay=False, readable=False), help="Project file to create for a corpus (default: beside it).")
 def open_cmd(path, db):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
     try:
@@ -271,11 +289,11 @@ def open_cmd(path, db):
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="Project file (scanned).")
-@click.option("--threshold", type=float, help="Threshold to report at (default: the app's current one, else 0.8).")
-@click.option("--target-precision", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True),
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file (scanned).")
+@click.option("--threshold", type=_Fraction(0, 1), help="Threshold to report at (default: the app's current one, else 0.8).")
+@click.option("--target-precision", default=0.95, show_default=True, type=_Fraction(0, 1, min_open=True),
               help="Precision the recommended threshold must reach (estimated from your labels).")
-@click.option("--labels-out", type=click.Path(dir_okay=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author}.")
+@click.option("--labels-out", type=click.Path(dir_okay=False, readable=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author}.")
 @click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
 @click.option("--chain-margin", default=0.2, show_default=True, type=click.FloatRange(0, 1),
               help="Flag clusters whose most distant members are this far below the threshold.")

@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import tempfile
+from glob import escape as glob_escape
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,16 @@ class ExportReport:
     near: int
 
 
+def _remove_orphan_parts(path: Path) -> None:
+    """Temporary files a killed writer of this path left (named with its pid, now gone)."""
+    from .store import pid_alive
+
+    for part in path.parent.glob(f".{glob_escape(path.name)}.*.part"):
+        pid = part.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            part.unlink(missing_ok=True)
+
+
 class AtomicFile:
     """Write to a temporary file beside the target; rename into place only on success.
 
@@ -49,7 +60,9 @@ class AtomicFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.overwrite and self.path.exists():
             raise OutputError(f"{self.path}: already exists", exists=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
+        _remove_orphan_parts(self.path)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.{os.getpid()}.", suffix=".part",
+                                        dir=self.path.parent)
         if "b" in self.mode:
             self.fh = os.fdopen(fd, self.mode)
         else:
@@ -265,7 +278,7 @@ def check_threshold(project: Project, threshold: float) -> None:
     if threshold < floor:
         raise ProjectError(
             f"threshold {threshold} is below the scan's floor {floor}: pairs under the floor were never stored "
-            f"(rescan with --floor {threshold})"
+            f"(scan again with a floor of at most {threshold})"
         )
 
 

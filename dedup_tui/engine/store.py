@@ -414,7 +414,7 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:
@@ -641,7 +641,7 @@ class Project:
             q += " AND command = ?"
             args = (command,)
         for run_id, cmd, started, params, pid, run_host in self.conn.execute(q + " ORDER BY id", args).fetchall():
-            if pid is not None and run_host == host and _pid_alive(int(pid)):
+            if pid is not None and run_host == host and pid_alive(int(pid)):
                 continue  # still running (here or in another process)
             if pid is not None and run_host not in (None, host):
                 continue  # running on another machine, as far as we can tell

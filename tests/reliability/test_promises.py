@@ -343,3 +343,47 @@ def test_two_versions_of_a_corpus_get_two_projects_and_a_foreign_project_is_refu
     assert prepare(v1).warning is None
     v1.write_text(v1.read_text() + json.dumps({"id": "new", "text": "a new one"}) + "\n")
     assert "pkg.v1.jsonl changed since it was loaded" in prepare(v1).warning
+
+
+def test_an_unreadable_corpus_is_an_error_not_a_usage_error(tmp_path, monkeypatch):
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
+    real_open = open
+
+    def no_read(path, *args, **kwargs):
+        if str(path) == str(corpus):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **k: False if str(p) == str(corpus) else real_access(p, m, **k))
+    monkeypatch.setattr("builtins.open", no_read)
+    result = run("load", corpus, "--db", tmp_path / "p.db")
+    assert result.exit_code == 1 and result.output.startswith(f"error: {corpus}") and "Permission denied" in result.output
+
+
+@pytest.mark.parametrize("args", [("pairs", "--db", "P.db", "--min", "nan", "--out", "x.jsonl"),
+                                  ("tune", "--db", "P.db", "--threshold", "1.5"),
+                                  ("export", "--db", "P.db", "--threshold", "nan", "--out", "x.jsonl")])
+def test_bad_numbers_are_usage_errors(project_files, args, monkeypatch):
+    monkeypatch.chdir(project_files[0])
+    assert run(*args).exit_code == 2
+
+
+def test_a_mistyped_command_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("exprot")
+    assert result.exit_code == 2 and "did you mean `dedup-tui export`" in result.output
+
+
+def test_an_export_removes_the_part_files_a_killed_export_left(project_files):
+    tmp, _corpus, db = project_files
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp / f".k.jsonl.{int(dead.stdout)}.abc123.part"
+    orphan.write_text("half a file")
+    live = tmp / f".k.jsonl.{os.getpid()}.xyz.part"  # a writer still running: left alone
+    live.write_text("in progress")
+    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
+    assert not orphan.exists() and live.exists()
