@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
+import numpy as np
 import pytest
 from textual.widgets import Input
 
@@ -131,8 +132,15 @@ async def test_decide_undo_redo(corpus):
         assert [(d.kind, d.doc_id, d.author) for d in active] == [("keep", other_id, "tester")]
         # the kept document changed; the cluster follows it and stays selected
         assert main.index.clustering.keeper[other] == -1
-        assert main._label == other and main.selected_doc() == other
+        # the cluster follows it, and the cursor moved on to the next member without a decision
+        assert main._label == other
+        moved_to = main.selected_doc()
+        assert moved_to != other and main.index.clustering.keeper[moved_to] == other
+        assert moved_to not in main.index.overrides.decided
         assert main.index.decided[main.index.position(other)]
+        main.query_one("#members").move_cursor(row=0)  # back to the kept one
+        await pilot.pause()
+        assert main.selected_doc() == other
         c = decisions.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
         assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
         # remove the new kept document: the next member takes over
@@ -273,9 +281,10 @@ async def test_export_dialog_writes_files(corpus, tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         main = app.main
-        await pilot.press("tab", "down", "k")
-        await settle(pilot)
+        await pilot.press("tab", "down")
         kept_doc = main.project.ids_for([main.selected_doc()])[0]
+        await pilot.press("k")
+        await settle(pilot)
         await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)
@@ -449,4 +458,46 @@ async def test_a_keymap_file_remaps_a_key(corpus, tmp_path, monkeypatch):
         await settle(pilot)
         project = Project(app.spec.db)
         assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [("remove", project.ids_for([target])[0])]
+        project.close()
+
+
+async def test_triage_on_one_screen(corpus):
+    """The preview shows the selected member against its kept document with the differences
+    marked; each decision moves the cursor to the next member without one, then to the next
+    cluster without one, so a reviewer goes through clusters with x / k alone."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        # a cluster with a near (not exact) member
+        c = main.index.clustering
+        near = next(int(m) for m in np.flatnonzero(c.keeper >= 0)
+                    if main.exact_root(int(m)) != main.exact_root(int(c.keeper[m])))
+        main.query_one("#clusters").move_cursor(row=main.index.position(int(c.cluster[near])))
+        await pilot.pause()
+        await pilot.press("tab")
+        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main._label)].index(near))
+        await pilot.pause()
+        member = main.selected_doc()
+        assert member == near
+        kept = int(main.index.clustering.keeper[member])
+        kept_view, member_view = main.query_one("#preview-kept", DocView), main.query_one("#preview-member", DocView)
+        assert (kept_view.text, member_view.text) == tuple(main.project.texts_for([kept, member]))
+        assert member_view._spans and kept_view._spans  # the differences are marked on both sides
+        first_label = main._label
+        main.query_one("#members").move_cursor(row=1)  # the first member after the kept one
+        await pilot.pause()
+        members = [int(m) for m in main.index.members(first_label)]
+        undecided = [m for m in members if main.index.clustering.keeper[m] >= 0]
+        for expected_next in undecided[1:]:
+            await pilot.press("x")
+            await settle(pilot)
+            assert main.selected_doc() == expected_next
+        await pilot.press("x")  # the cluster's last undecided member: on to the next cluster
+        await settle(pilot)
+        assert main._label != first_label
+        assert not main.index.decided[main.index.position(main._label)]
+        assert main.index.clustering.keeper[main.selected_doc()] >= 0  # a member to decide on
+        project = Project(app.spec.db)
+        assert sorted(d.doc_id for d in decisions.active(project)) == sorted(project.ids_for(undecided))
         project.close()

@@ -11,7 +11,7 @@ import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Container, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
@@ -30,6 +30,9 @@ from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered,
 from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
                      view_keys)
 from ..text import literal_line
+from ..diff import DiffCancelled, diff
+from ..messages import DiffReady
+from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
@@ -83,10 +86,17 @@ class MainScreen(Screen):
                 yield Static("", id="members-title", classes="pane-title")
                 yield MemberTable(id="members")
                 yield Static("", id="member-info")
+                yield Static("", id="preview-title", classes="pane-title")
+                with Horizontal(id="preview"):
+                    yield DocView(id="preview-kept", classes="side")
+                    yield DocView(id="preview-member", classes="side")
         yield AppFooter()
+
+    SHORT = 30  # rows: below this the triage preview gives its room to the lists
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
+        self.set_class(self.size.height < self.SHORT, "-short")
         if self.index is not None:
             self.call_after_refresh(self.show_page, True)
 
@@ -324,7 +334,8 @@ class MainScreen(Screen):
                 (f"{c.documents:,}", " documents"),
                 (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
                 (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {self.index.threshold:.2f}"),
-                (f"{c.clusters:,}", f" clusters ({c.decided_clusters:,} decided)"),
+                (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, "
+                                    f"{c.clusters - c.decided_clusters:,} to review"),
                 (f"{c.kept:,}", " kept"),
                 (f"{c.removed:,}", " removed"),
             ]
@@ -421,9 +432,65 @@ class MainScreen(Screen):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))
         info.update(t)
+        self.show_preview(o)
+
+    # -- triage preview: the selected member against its kept document, differences marked --
+    PREVIEW_SYNC_CHARS = 4000  # below this the diff is computed at once (a few ms)
+
+    def show_preview(self, o: int) -> None:
+        c = self.index.clustering
+        kept = int(c.keeper[o]) if c.keeper[o] >= 0 else None
+        if kept is None:  # the kept document itself: show it beside its closest member
+            members = self.index.members(self._label)
+            others = [int(m) for m in members if int(m) != o]
+            kept, o = o, (max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else o)
+        left, right = self.project.texts_for([kept, o])
+        ids = self.project.ids_for([kept, o])
+        title = Text()
+        title.append("kept ", style="dim")
+        title.append(literal_line(ids[0], 40), style="bold")
+        if o != kept:
+            title.append("  ·  this member ", style="dim")
+            title.append(literal_line(ids[1], 40), style="bold")
+            sim = c.similarity[o]
+            if not np.isnan(sim):
+                title.append(f"  Jaccard {sim:.2f}", style="dim")
+        self.query_one("#preview-title", Static).update(title)
+        kept_view, member_view = self.query_one("#preview-kept", DocView), self.query_one("#preview-member", DocView)
+        self._preview_key = (kept, o)
+        if o == kept:
+            kept_view.set_document(left)
+            member_view.set_document("")
+            return
+        if len(left) + len(right) <= self.PREVIEW_SYNC_CHARS:
+            result = diff(left, right)
+            kept_view.set_document(left, result.left)
+            member_view.set_document(right, result.right)
+            return
+        kept_view.set_document(left)
+        member_view.set_document(right)
+        self.compute_preview((kept, o), left, right)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def compute_preview(self, key: tuple, left: str, right: str) -> None:
+        worker = get_current_worker()
+        try:
+            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
+        except DiffCancelled:
+            return
+        if not worker.is_cancelled:
+            self.post_message(DiffReady(key, result))
+
+    def on_diff_ready(self, message: DiffReady) -> None:
+        if message.key != getattr(self, "_preview_key", None):
+            return
+        self.query_one("#preview-kept", DocView).set_spans(message.result.left)
+        self.query_one("#preview-member", DocView).set_spans(message.result.right)
 
     @on(DataTable.RowHighlighted, "#clusters")
     def _cluster_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row != event.data_table.cursor_row:
+            return  # stale: posted while the page was refilled, before the cursor was put back
         if self.index is not None and event.row_key is not None and event.row_key.value is not None:
             label = int(event.row_key.value)
             if label != self._label:
@@ -526,19 +593,49 @@ class MainScreen(Screen):
         self.app.writer.submit(lambda project: project.set_meta(ui_state=state), what="the threshold and policy")
 
     # decisions: written by the app's writer thread; the view follows once they are saved
-    def decide(self, kind: str, o: int, other: int | None = None, value: str | None = None) -> None:
+    def decide(self, kind: str, o: int, other: int | None = None, value: str | None = None,
+               cursor: int | None = None) -> None:
+        """Record a decision on document o (and other); then the cursor moves on from `cursor`
+        (default o) to the next undecided member or cluster."""
         doc_id = self.project.ids_for([o])[0]
         other_id = self.project.ids_for([other])[0] if other is not None else None
         threshold, policy, author = self.threshold, self.policy, self.app.author
 
+        after = (self._next_undecided(o if cursor is None else cursor, whole_cluster=kind == "accept")
+                 if kind in ("keep", "remove", "not_duplicate", "accept") else None)  # a note stays put
+
         def saved(d: decisions.Decision) -> None:
             self.notify(f"Saved: {d.describe()}", markup=False, timeout=3)
-            self._focus_doc = o
+            self._focus_doc = after if after is not None else o
             self.schedule_recluster()
 
         self.app.writer.submit(
             lambda project: decisions.record(project, kind, doc_id, other_id, value, threshold, policy, author=author),
             saved, what=f"the {kind.replace('_', ' ')} decision")
+
+    def _next_undecided(self, o: int, whole_cluster: bool = False) -> int | None:
+        """Where the cursor goes after a decision on `o`: the next member of this cluster no
+        decision names yet, else the next cluster (in list order) with no decision, else None."""
+        index = self.index
+        if index is None or self._label is None:
+            return None
+        decided = index.overrides.decided | {o}
+        if not whole_cluster:
+            members = [int(m) for m in index.members(self._label)]
+            start = members.index(o) + 1 if o in members else 0
+            for m in members[start:] + members[:start]:
+                if m not in decided and index.clustering.keeper[m] >= 0:
+                    return m
+        pos = index.position(self._label)
+        if pos is None:
+            return None
+        labels = index.labels
+        for p in list(range(pos + 1, len(labels))) + list(range(0, pos)):
+            if not index.decided[p]:
+                members = index.members(int(labels[p]))
+                removed = [int(m) for m in members if index.clustering.keeper[m] >= 0]
+                return removed[0] if removed else int(labels[p])
+        return None
 
     def _need_doc(self) -> int | None:
         o = self.selected_doc()
@@ -567,8 +664,7 @@ class MainScreen(Screen):
         if self.exact_root(o) == self.exact_root(other):
             self.notify("These have the same text: exact copies cannot be split (use k or x)", severity="warning")
             return
-        self.decide("not_duplicate", min(o, other), max(o, other))
-        self._focus_doc = o
+        self.decide("not_duplicate", min(o, other), max(o, other), cursor=o)
 
     def action_accept(self) -> None:
         if self._label is None:
