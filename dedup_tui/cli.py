@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
 
 from .engine import pipeline
 from .engine.cluster import POLICIES, cluster
@@ -20,45 +22,58 @@ from .engine.errors import Cancelled, DedupError
 from .engine.export import FORMATS, check_threshold, export
 from .engine.ingest import load_corpus
 from .engine.outputs import OutputError, check_outputs, project_protected
-from .engine.progress import Control, describe_rate
+from .engine.progress import STAGE_NAMES, Control, describe_rate
 from .engine.store import Project
 
 
 class _TerminalProgress:
-    """One self-rewriting line on stderr when it is a terminal; silent otherwise."""
+    """rich.progress on stderr when it is a terminal (silent otherwise): one row per stage, named
+    as in the app, with counts, rate, elapsed time and time left; a finished stage keeps its
+    final numbers."""
 
     def __init__(self) -> None:
         self.enabled = sys.stderr.isatty()
-        self.stage = None
-        self.started = time.perf_counter()
-        self.last = 0.0
+        self.progress: Progress | None = None
+        self.task = None
+        self.stage: str | None = None
+        self.started = 0.0
+        self.last = (0, 0)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if not self.enabled:
             return
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description:<14}"), BarColumn(bar_width=30),
+                                     TextColumn("{task.fields[counts]}"), TextColumn("{task.fields[rate]}", style="dim"),
+                                     console=Console(stderr=True), refresh_per_second=8)
+            self.progress.start()
         now = time.perf_counter()
         if stage != self.stage:
-            if self.stage is not None:
-                sys.stderr.write("\n")
+            self._finish()
             self.stage, self.started = stage, now
-        elif now - self.last < 0.1 and done != total:
-            return
-        self.last = now
-        rate = describe_rate(done, total, now - self.started)
-        if total:
-            width = 30
-            filled = int(width * min(done, total) / total)
-            bar = "█" * filled + "░" * (width - filled)
-            line = f"{stage:<11} {bar} {done:,}/{total:,}  {rate}"
-        else:
-            line = f"{stage:<11} {done:,}  {rate}"
-        sys.stderr.write("\r" + line + "\x1b[K")
-        sys.stderr.flush()
+            self.task = self.progress.add_task(STAGE_NAMES.get(stage, stage), total=total or None, counts="", rate="")
+        self._show(done, total, now)
+
+    def _show(self, done: int, total: int, now: float) -> None:
+        self.last = (done, total)
+        counts = f"{done:,}/{total:,}" if total else f"{done:,}"
+        self.progress.update(self.task, completed=done, total=total or None, counts=counts,
+                             rate=describe_rate(done, total, now - self.started))
+
+    def _finish(self, complete: bool = True) -> None:
+        """Freeze the stage's row: complete when the next stage began, as it was otherwise."""
+        if self.task is not None:
+            done, total = self.last
+            if complete:
+                done = total = total or done
+            self._show(done, total, time.perf_counter())
+            self.task = None
 
     def close(self) -> None:
-        if self.enabled and self.stage is not None:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        if self.progress is not None:
+            self._finish(complete=False)
+            self.progress.stop()
+            self.progress = None
         self.stage = None
 
 
@@ -219,8 +234,8 @@ def pairs(db, minimum, out, force):
 
 @main.command(name="export")
 @click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
-@click.option("--threshold", required=True, type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates.")
-@click.option("--policy", default="components", show_default=True, type=click.Choice(POLICIES), help="How clusters are formed.")
+@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
+@click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order.")
 @click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
 @click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
@@ -239,6 +254,21 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     from .engine.decisions import export_curated
 
     project = _open_project(db)
+    reviewed = json.loads(project.get_meta("ui_state") or "{}")
+    chosen = []
+    if threshold is None:
+        if "threshold" not in reviewed:
+            _fail(f"{db}: give --threshold (the project was never reviewed in the app, so it has none of its own)", 2)
+        threshold = float(reviewed["threshold"])
+        chosen.append(f"threshold {threshold:.2f}")
+    if policy is None:
+        if reviewed.get("policy") in POLICIES:
+            policy = reviewed["policy"]
+            chosen.append(f"policy {policy}")
+        else:
+            policy = "components"
+    if chosen:
+        click.echo(f"using {' and '.join(chosen)}, as the project was last reviewed", err=True)
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
     click.echo(

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dedup_tui.cli import main
+from dedup_tui.engine.store import Project
 
 from .conftest import NEAR_CORPUS, write_jsonl
 
@@ -67,7 +68,6 @@ def test_every_command_has_help():
     ["scan", "--db", "x.db", "--num-perm", "abc"],
     ["pairs", "--out", "p.jsonl"],
     ["pairs", "--db", "x.db", "--out", "p.jsonl", "--min", "1.5"],
-    ["export", "--db", "x.db", "--out", "k.jsonl"],             # missing --threshold
     ["export", "--threshold", "0.5", "--out", "k.jsonl"],
     ["export", "--db", "x.db", "--threshold", "0.5", "--out", "k.jsonl", "--policy", "random"],
     ["synth", "--out", "s.jsonl", "--noise", "2"],
@@ -225,3 +225,18 @@ def test_valid_jsonl_round_trips_byte_exact(lines):
         with sqlite3.connect(db) as conn:
             stored = [row[0] for row in conn.execute("SELECT text FROM documents ORDER BY ord")]
         assert stored == [json.loads(line)["text"] for line in lines]
+
+
+def test_export_defaults_to_the_last_review(scanned, tmp_path):
+    """Without --threshold / --policy, export uses what the app last reviewed with, and says so;
+    a project never reviewed needs --threshold (a usage error without it)."""
+    scanned, _ids = scanned
+    r = cli("export", "--db", scanned, "--out", tmp_path / "a.jsonl")
+    assert r.exit_code == 2 and "give --threshold" in r.output
+    project = Project(scanned)
+    project.set_meta(ui_state=json.dumps({"threshold": 0.6, "policy": "greedy"}))
+    project.close()
+    r = ok("export", "--db", scanned, "--out", tmp_path / "b.jsonl", "--manifest", tmp_path / "b.manifest.json")
+    assert "using threshold 0.60 and policy greedy, as the project was last reviewed" in r.output
+    manifest = json.loads((tmp_path / "b.manifest.json").read_text())
+    assert (manifest["threshold"], manifest["policy"]) == (0.6, "greedy")

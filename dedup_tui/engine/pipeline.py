@@ -574,6 +574,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             _write_exact_array(conn, exact_of)
             conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
             result.pairs = len(a)
+            control.report("write", len(a), len(a))
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
             params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}

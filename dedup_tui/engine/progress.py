@@ -7,6 +7,20 @@ from collections.abc import Callable
 
 from .errors import Cancelled
 
+# What each stage is called wherever it is shown (the CLI's progress and the app's).
+STAGE_NAMES = {
+    "load": "Loading",
+    "exact": "Exact copies",
+    "shingles": "Shingling",
+    "signatures": "MinHash",
+    "candidates": "LSH bands",
+    "compare": "Comparing",
+    "verify": "Verifying",
+    "write": "Saving",
+    "graph": "Reading pairs",
+    "export": "Exporting",
+}
+
 # progress(stage, done, total): total may be 0 when unknown.
 ProgressFn = Callable[[str, int, int], None]
 

@@ -67,7 +67,7 @@ MAIN_ACTIONS = [
 ]
 
 PAIR_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "pair: back to the clusters", "Pair view", screen="pair"),
+    Act("escape", "close", "Back", "esc", "pair: back to the clusters", "Pair view", screen="pair"),
     Act("greater_than_sign", "step(1)", "Next member", ">", "pair: next member", "Pair view", screen="pair"),
     Act("less_than_sign", "step(-1)", "Prev member", "<", "pair: previous member", "Pair view", screen="pair"),
     Act("k", "keep", "Keep right", "k", "decide: keep the right-hand document", "Pair view", screen="pair"),
@@ -79,10 +79,10 @@ PAIR_ACTIONS = [
 ]
 
 TUNE_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
+    Act("escape", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
     Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
     Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning", screen="tune"),
-    Act("plus,equals_sign", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
+    Act("plus", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
     Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning", screen="tune"),
     Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),
     Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
@@ -94,7 +94,7 @@ TUNE_ACTIONS = [
 ]
 
 REVIEW_ACTIONS = [
-    Act("escape,q", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="review"),
+    Act("escape", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="review"),
     Act("d,y", "label('duplicate')", "Duplicate", "d", "label: this pair is a duplicate", "Labelling", screen="review"),
     Act("n", "label('not_duplicate')", "Not dup", "n", "label: this pair is not a duplicate (splits it)", "Labelling", screen="review"),
     Act("s", "label('skip')", "Skip", "s", "label: skip this pair (not counted)", "Labelling", screen="review"),

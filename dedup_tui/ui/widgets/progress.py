@@ -9,20 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
 
-from ...engine.progress import describe_rate
+from ...engine.progress import STAGE_NAMES, describe_rate
 from ..text import literal_line
 
-STAGE_NAMES = {
-    "load": "Loading",
-    "exact": "Exact copies",
-    "shingles": "Shingling",
-    "signatures": "MinHash",
-    "candidates": "LSH bands",
-    "compare": "Comparing",
-    "verify": "Verifying",
-    "write": "Saving",
-    "graph": "Reading pairs",
-}
 
 
 class StageRow(Horizontal):
