@@ -38,23 +38,25 @@ class Act:
                        id=self.id, priority=self.priority)
 
 
+# The main footer shows the decisions (and help, quit); the threshold, policy, sort and diff keys
+# are shown where they act (the threshold bar, the list titles), so every key fits at 80 columns.
 MAIN_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "General"),
     Act("ctrl+p", "app.command_palette", "Palette", "^p", "app: command palette (every action, by name)", "General", show=False),
     Act("q", "app.quit", "Quit", "q", "app: quit", "General"),
     Act("escape", "cancel_scan", "Cancel scan", "esc", "scan: cancel", "General"),
-    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Threshold"),
-    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Threshold"),
+    Act("right_square_bracket", "threshold(0.01)", "+.01", "]", "threshold: raise by 0.01", "Threshold", show=False),
+    Act("left_square_bracket", "threshold(-0.01)", "-.01", "[", "threshold: lower by 0.01", "Threshold", show=False),
     Act("right_curly_bracket", "threshold(0.05)", "+.05", "}", "threshold: raise by 0.05", "Threshold", show=False),
     Act("left_curly_bracket", "threshold(-0.05)", "-.05", "{", "threshold: lower by 0.05", "Threshold", show=False),
     Act("t", "type_threshold", "Set threshold", "t", "threshold: type a value", "Threshold", show=False),
-    Act("p", "toggle_policy", "Policy", "p", "policy: switch components / greedy", "Threshold"),
-    Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters"),
+    Act("p", "toggle_policy", "Policy", "p", "policy: switch components / greedy", "Threshold", show=False),
+    Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters", show=False),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
     Act("less_than_sign", "page(-1)", "Prev page", "<", "clusters: previous page", "Clusters", show=False),
     Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document", "Clusters", show=False,
         variant="enter"),
-    Act("d", "open_pair", "Diff", "d", "pair: compare with the kept document", "Clusters"),
+    Act("d", "open_pair", "Diff", "d", "pair: compare with the kept document", "Clusters", show=False),
     Act("k", "keep", "Keep", "k", "decide: keep this document (kept in its cluster)", "Decisions"),
     Act("x", "remove", "Remove", "x", "decide: remove this document", "Decisions"),
     Act("n", "not_duplicate", "Not dup", "n", "decide: pair is not a duplicate (split it off)", "Decisions"),
@@ -68,10 +70,10 @@ MAIN_ACTIONS = [
 
 PAIR_ACTIONS = [
     Act("escape", "close", "Back", "esc", "pair: back to the clusters", "Pair view", screen="pair"),
-    Act("greater_than_sign", "step(1)", "Next member", ">", "pair: next member", "Pair view", screen="pair"),
-    Act("less_than_sign", "step(-1)", "Prev member", "<", "pair: previous member", "Pair view", screen="pair"),
-    Act("k", "keep", "Keep right", "k", "decide: keep the right-hand document", "Pair view", screen="pair"),
-    Act("x", "remove", "Remove right", "x", "decide: remove the right-hand document", "Pair view", screen="pair"),
+    Act("greater_than_sign", "step(1)", "Next", ">", "pair: next member", "Pair view", screen="pair"),
+    Act("less_than_sign", "step(-1)", "Prev", "<", "pair: previous member", "Pair view", screen="pair"),
+    Act("k", "keep", "Keep", "k", "decide: keep the right-hand document", "Pair view", screen="pair"),
+    Act("x", "remove", "Remove", "x", "decide: remove the right-hand document", "Pair view", screen="pair"),
     Act("n", "not_duplicate", "Not dup", "n", "decide: this pair is not a duplicate", "Pair view", screen="pair"),
     Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
     Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", screen="pair"),
@@ -84,8 +86,8 @@ TUNE_ACTIONS = [
     Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning", screen="tune"),
     Act("plus", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
     Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning", screen="tune"),
-    Act("right_square_bracket", "threshold(0.01)", "Thr +.01", "]", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),
-    Act("left_square_bracket", "threshold(-0.01)", "Thr -.01", "[", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
+    Act("right_square_bracket", "threshold(0.01)", "+.01", "]", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),
+    Act("left_square_bracket", "threshold(-0.01)", "-.01", "[", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
     Act("x", "split_chain", "Split chain", "x", "tune: split the chained cluster (weakest links not dup)", "Tuning", screen="tune"),
     Act("o,enter", "open_chain", "Open", "o", "tune: open the chained cluster in the main screen", "Tuning", screen="tune"),
     Act("s", "save_svg", "Save SVG", "s", "tune: save the tuning screen as SVG", "Tuning", screen="tune"),

@@ -501,3 +501,20 @@ async def test_triage_on_one_screen(corpus):
         project = Project(app.spec.db)
         assert sorted(d.doc_id for d in decisions.active(project)) == sorted(project.ids_for(undecided))
         project.close()
+
+
+@pytest.mark.parametrize("screen_keys", [(), ("tab", "down", "d")])
+async def test_every_footer_key_is_visible_at_80x24(corpus, screen_keys):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        if screen_keys:
+            await pilot.press(*screen_keys)
+            await settle(pilot)
+        footer = app.screen.query_one("AppFooter")
+        keys = [k for k in footer.query("FooterKey") if not k.has_class("-command-palette")]
+        assert len(keys) >= 6
+        palette = footer.query("FooterKey.-command-palette")
+        right_edge = palette.first().region.x if palette else 80
+        for key in keys:
+            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)

@@ -18,6 +18,11 @@ class AppFooter(Footer):
         self._shown: tuple | None = None
         self._pending = False
 
+    COMPACT_BELOW = 120  # columns: narrower terminals get the compact footer, so every key fits at 80
+
+    def on_resize(self) -> None:
+        self.compact = self.app.size.width < self.COMPACT_BELOW
+
     def _signature(self) -> tuple:
         active = self.screen.active_bindings
         shown = tuple(
