@@ -518,3 +518,22 @@ async def test_every_footer_key_is_visible_at_80x24(corpus, screen_keys):
         right_edge = palette.first().region.x if palette else 80
         for key in keys:
             assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+
+
+async def test_the_pair_view_never_hides_a_character(tmp_path):
+    """Two ~15 KB near-duplicates: every wrapped line fits the width left by the scrollbar, no
+    horizontal scrollbar, and the lines hold every character of both documents."""
+    words = " ".join(f"word{i % 97}x{i}" for i in range(1500))
+    docs = [{"id": "a", "text": words}, {"id": "b", "text": words.replace("word5x", "WORD5x")}]
+    app = create_app(write_corpus(tmp_path / "long.jsonl", docs), author="tester")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down", "d")
+        await settle(pilot)
+        assert isinstance(app.screen, PairScreen)
+        for view_id, text in (("#left-doc", docs[0]["text"]), ("#right-doc", docs[1]["text"])):
+            view = app.screen.query_one(view_id, DocView)
+            width = view.scrollable_content_region.width
+            assert view.max_scroll_y > 0 and view.max_scroll_x == 0
+            assert all(line.cell_len <= width for line in view._lines)
+            assert "".join(line.plain for line in view._lines).replace(" ", "") == text.replace(" ", "")
