@@ -306,14 +306,18 @@ def synth(n_unique, copies, noise, seed, out, force):
 @main.command(name="open")
 @click.argument("path", required=False, type=click.Path(readable=False))
 @click.option("--db", type=click.Path(dir_okay=False, readable=False), help="Project file to create for a corpus (default: beside it).")
-def open_cmd(path, db):
+@click.option("--id-field", default=None, help="Corpus: field holding the document id (as for load).")
+@click.option("--text-field", default="text", show_default=True, help="Corpus: field holding the document text.")
+@click.option("--skip-bad", is_flag=True, help="Corpus: skip bad records instead of stopping.")
+def open_cmd(path, db, id_field, text_field, skip_bad):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
     try:
         from .ui.launch import launch
     except ImportError as exc:  # pragma: no cover - the UI ships with the package
         _fail(f"the review app is unavailable ({exc})")
     try:
-        launch(path, db)
+        options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad}
+        launch(path, db, **{k: v for k, v in options.items() if v not in (None, False, "text")})
     except DedupError as exc:
         _fail(str(exc))
 

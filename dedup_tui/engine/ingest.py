@@ -534,6 +534,35 @@ def _lines(lines: list[int], limit: int = 20) -> str:
     return ", ".join(map(str, lines[:limit])) + (" ..." if len(lines) > limit else "")
 
 
+def check_corpus(path: str | Path, id_field: str | None = None, text_field: str = "text",
+                 skip_bad: bool = False) -> None:
+    """Raise CorpusError when the corpus cannot load at all: a missing text or id field or
+    column, an unreadable file, or (without skip_bad) a bad first record. Reads only the start,
+    so a caller (the app) can refuse at once instead of after creating a project."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(str(path), None, "no such file or folder")
+    fmt = detect_format(path)
+    errors: list[_Bad] = []
+    id_required = id_field is not None
+    field = id_field if id_field is not None else "id"
+    if fmt in ("jsonl", "jsonl-or-text"):
+        records = read_jsonl(path, field, text_field, errors, id_required)
+    elif fmt in ("csv", "tsv"):
+        records = read_csv(path, field, text_field, errors, "," if fmt == "csv" else "\t", id_required)
+    elif fmt == "parquet":
+        records = read_parquet(path, field, text_field, errors, id_required)
+    else:
+        records = read_text_folder(path, errors)
+    for item in _guarded(path, records, errors):
+        if isinstance(item, Record):
+            break
+        if errors:
+            break
+    if errors and not skip_bad:
+        raise CorpusError(str(path), errors[0].line, errors[0].message)
+
+
 def _guarded(path: Path, records: Iterator, errors: list[_Bad]) -> Iterator:
     """The reader's items, with read failures (I/O errors, a broken .gz) turned into a CorpusError."""
     last = 0

@@ -77,6 +77,10 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
         Project(path).close()  # checks that it is a project
         return OpenSpec(path.resolve())
     target = Path(db).expanduser().resolve() if db else project_beside(path)
+    if not target.exists():  # a new project: refuse a corpus that cannot load before creating it
+        from ..engine.ingest import check_corpus
+
+        check_corpus(path, **load_options)
     project = Project(target, create=True)
     try:
         loaded = project.document_count() > 0
@@ -106,7 +110,7 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
     return None
 
 
-def launch(path: str | None = None, db: str | None = None) -> None:
+def launch(path: str | None = None, db: str | None = None, **load_options) -> None:
     from .app import DedupApp
 
-    DedupApp(prepare(path, db)).run()
+    DedupApp(prepare(path, db, **load_options)).run()

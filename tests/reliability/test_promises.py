@@ -387,3 +387,22 @@ def test_an_export_removes_the_part_files_a_killed_export_left(project_files):
     live.write_text("in progress")
     assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
     assert not orphan.exists() and live.exists()
+
+
+def test_opening_a_corpus_that_cannot_load_refuses_at_once_and_leaves_nothing(tmp_path):
+    """`dedup-tui content.csv` whose text column is `body`: one line naming the file, no empty
+    project left behind; with --text-field it opens (the app loads with that field)."""
+    from dedup_tui.ui.launch import prepare
+
+    corpus = tmp_path / "content.csv"
+    corpus.write_text("id,body\na,hello there\nb,general kenobi\n")
+    result = run(corpus)
+    assert result.exit_code == 1 and 'content.csv:1: no "text" column' in result.output
+    assert not (tmp_path / "content.db").exists()
+    spec = prepare(corpus, text_field="body")
+    assert spec.load_options == {"text_field": "body"} and spec.corpus == [corpus]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    result = run(bad)
+    assert result.exit_code == 1 and "bad.jsonl:1: malformed JSON" in result.output
+    assert not (tmp_path / "bad.db").exists()

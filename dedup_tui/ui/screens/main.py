@@ -223,6 +223,7 @@ class MainScreen(Screen):
 
     def on_pipeline_stopped(self, message: PipelineStopped) -> None:
         self.scanning = False
+        self.update_top()
         self.query_one("#progress", ScanProgress).stop(message.reason)
         self.notify(message.reason, severity="warning" if message.cancelled else "error", markup=False)
         self.refresh_bindings()
