@@ -140,3 +140,32 @@ def test_cli_export_honours_decisions(project, tmp_path):
     result = CliRunner().invoke(main, args + ["--ignore-decisions", "--force"])
     assert result.exit_code == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a1", "b1", "c1"]
+
+
+def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_linked(make_project, tmp_path):
+    """A ~ B ~ C, and A ~ C too. The reviewer says A / C is not a duplicate: C stays in A's
+    cluster through B, its row says so (via B at their similarity) and never cites A / C."""
+    from dedup_tui.engine.cluster import strongest_links
+    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+
+    words = [f"w{i}" for i in range(60)]
+    a = " ".join(words)
+    b = " ".join(words[:20] + ["CHANGED"] + words[21:])
+    c = " ".join(words[:20] + ["CHANGED"] + words[21:40] + ["AGAIN"] + words[41:])
+    project = make_project([("A", a), ("B", b), ("C", c)])
+    scan(project, ScanSettings(floor=0.3, method="exhaustive"))
+    graph = load_graph(project)
+    sim = {(int(x), int(y)): float(j) for x, y, j in zip(graph.a, graph.b, graph.jaccard)}
+    threshold = round(min(sim.values()) - 0.01, 2)
+    assert dec.cluster_with_decisions(project, graph, threshold, "components").similarity[2] == sim[(0, 2)]
+    dec.record(project, "not_duplicate", "A", "C", author="t")
+    c_ = dec.cluster_with_decisions(project, graph, threshold, "components")
+    assert c_.keeper[2] == 0 and np.isnan(c_.similarity[2])
+    via, via_sim = strongest_links(graph, c_, [2])
+    assert (int(via[0]), float(via_sim[0])) == (1, sim[(1, 2)])
+    out = tmp_path / "k.jsonl"
+    dec.export_curated(project, threshold, "components", out, removed_out=tmp_path / "r.jsonl")
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
+    assert rows["C"]["duplicate_of"] == "A" and rows["C"]["similarity"] is None
+    assert (rows["C"]["via"], rows["C"]["via_similarity"]) == ("B", sim[(1, 2)])
+    assert sim[(0, 2)] not in [v for r in rows.values() for v in r.values()]

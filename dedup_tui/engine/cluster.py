@@ -196,6 +196,17 @@ class Clustering:
     similarity: np.ndarray  # float64: Jaccard to the keeper (1.0 exact; nan if no stored pair)
     reason: np.ndarray  # int8: KEPT, EXACT or NEAR
     cluster: np.ndarray  # int64: ord of the cluster's kept document (own ord for singletons)
+    # Pairs a reviewer said are not duplicates: never cited as a document's similarity.
+    split_pairs: frozenset = frozenset()
+
+    def rejected_keeper_pair(self, docs: np.ndarray) -> np.ndarray:
+        """Which of `docs` have a keeper they were declared not a duplicate of."""
+        docs = np.asarray(docs, dtype=np.int64)
+        if not self.split_pairs:
+            return np.zeros(len(docs), dtype=bool)
+        k = self.keeper[docs]
+        return np.array([(min(x, y), max(x, y)) in self.split_pairs for x, y in zip(docs.tolist(), k.tolist())],
+                        dtype=bool)
 
     @property
     def kept_count(self) -> int:
@@ -400,4 +411,49 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
     cluster_of[removed] = keeper[removed]
     # An exact duplicate of a near-removed document belongs to that document's cluster.
     cluster_of[dup] = cluster_of[graph.exact_of[dup]]
-    return Clustering(threshold, policy, keeper, similarity, reason, cluster_of)
+    return forget_rejected(Clustering(threshold, policy, keeper, similarity, reason, cluster_of,
+                                      frozenset(split_pairs or ())))
+
+
+def forget_rejected(c: Clustering) -> Clustering:
+    """A pair a reviewer rejected is never a document's similarity to its keeper (nan instead:
+    the document is in the cluster through other members; see strongest_links)."""
+    for x, y in c.split_pairs:
+        for doc, other in ((y, x), (x, y)):
+            if c.keeper[doc] == other and c.reason[doc] != EXACT:
+                c.similarity[doc] = np.nan
+    return c
+
+
+def strongest_links(graph: PairGraph, clustering: Clustering, docs) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `docs`, how it is joined to its cluster: the other member it shares its
+    highest-similarity pair with, at or above the threshold and not rejected by a reviewer (-1
+    and nan when it has none, e.g. an exact copy or a kept document)."""
+    docs = np.asarray(docs, dtype=np.int64)
+    via = np.full(len(docs), -1, dtype=np.int64)
+    via_sim = np.full(len(docs), np.nan)
+    if not len(docs) or not len(graph.a):
+        return via, via_sim
+    a, b, j = graph.without(clustering.split_pairs)
+    wanted = np.zeros(graph.n, dtype=bool)
+    wanted[docs] = True
+    keep = (j >= clustering.threshold) & (wanted[a] | wanted[b])
+    a, b, j = a[keep], b[keep], j[keep]
+    same = clustering.cluster[a] == clustering.cluster[b]
+    a, b, j = a[same], b[same], j[same]
+    src = np.concatenate([a, b])
+    dst = np.concatenate([b, a])
+    sim = np.concatenate([j, j])
+    mine = wanted[src]
+    src, dst, sim = src[mine], dst[mine], sim[mine]
+    if not len(src):
+        return via, via_sim
+    order = np.lexsort((dst, -sim, src))  # per document: highest similarity, then earliest
+    src, dst, sim = src[order], dst[order], sim[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = src[1:] != src[:-1]
+    best_of = dict(zip(src[first].tolist(), zip(dst[first].tolist(), sim[first].tolist())))
+    for i, d in enumerate(docs.tolist()):
+        if d in best_of:
+            via[i], via_sim[i] = best_of[d]
+    return via, via_sim

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster
+from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster, forget_rejected, strongest_links
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
@@ -270,7 +270,7 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
                 c.reason[m] = REVIEWER
                 if rep < 0:
                     c.keeper[m], c.similarity[m] = -1, np.nan
-    return c
+    return forget_rejected(c)
 
 
 def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: str = "components",
@@ -306,8 +306,11 @@ def beside(out: str | Path, suffix: str) -> Path:
     return out.with_name(f"{out.stem or out.name}.{suffix}")
 
 
-def write_removed(project: Project, clustering: Clustering, path: str | Path) -> None:
-    """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer."""
+def write_removed(project: Project, clustering: Clustering, path: str | Path, graph: PairGraph | None = None) -> None:
+    """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer. A near
+    duplicate joined to its kept document through other members (no pair of its own at the
+    threshold with it, or one a reviewer rejected) also has `via` and `via_similarity`: the
+    member it is most similar to and that similarity. A rejected pair is never cited."""
     removed = np.flatnonzero(clustering.reason != KEPT)
     with AtomicFile(Path(path), "wb") as fh:
         for s in range(0, len(removed), 5000):
@@ -316,6 +319,14 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path) ->
             keepers = clustering.keeper[docs]
             has = keepers >= 0
             keeper_ids = iter(project.ids_for(keepers[has].tolist()))
+            sims = clustering.similarity[docs]
+            chained = (clustering.reason[docs] == NEAR) & ~(sims >= clustering.threshold)
+            links = {}
+            if graph is not None and chained.any():
+                via, via_sim = strongest_links(graph, clustering, docs[chained])
+                via_ids = project.ids_for([int(v) for v in via if v >= 0])
+                it = iter(via_ids)
+                links = {int(d): (next(it), float(vs)) for d, v, vs in zip(docs[chained], via, via_sim) if v >= 0}
             for d, doc_id, h in zip(docs.tolist(), ids, has.tolist()):
                 sim = float(clustering.similarity[d])
                 row = {
@@ -324,6 +335,8 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path) ->
                     "similarity": None if np.isnan(sim) else sim,
                     "reason": REASON_NAMES[int(clustering.reason[d])],
                 }
+                if d in links:
+                    row["via"], row["via_similarity"] = links[d]
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
@@ -403,7 +416,7 @@ def export_curated(
     # is written here because reviewer removals have reasons the engine does not know.
     report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
     if removed_out:
-        write_removed(project, clustering, removed_out)
+        write_removed(project, clustering, removed_out, graph)
     n_decisions = len(active(project))
     if decisions_out:
         write_decisions_log(project, decisions_out)

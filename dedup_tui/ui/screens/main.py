@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions
-from ...engine.cluster import POLICIES, PairGraph
+from ...engine.cluster import NEAR, POLICIES, PairGraph, strongest_links
 from ...engine.decisions import Overrides, cluster_with_decisions
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
@@ -428,7 +428,16 @@ class MainScreen(Screen):
             sim = c.similarity[o]
             t.append(" · duplicate of ")
             t.append(literal_line(keeper_id, 80), style="bold")
-            t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
+            if sim >= self.index.threshold or c.reason[o] != NEAR or self.graph is None:
+                t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
+            else:  # chained: say through whom (a pair the reviewer rejected is never cited)
+                via, via_sim = strongest_links(self.graph, c, [o])
+                if via[0] >= 0:
+                    t.append(" · linked via ")
+                    t.append(literal_line(self.project.ids_for([int(via[0])])[0], 60), style="bold")
+                    t.append(f" ({via_sim[0]:.2f})")
+                    if not np.isnan(sim):
+                        t.append(f"; {sim:.2f} with the kept one", style="dim")
         for note in decisions.notes_for(self.project, doc_id):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))

@@ -136,6 +136,9 @@ def why(index: ClusterIndex, ord_: int, label: int) -> str:
         return "kept"
     if reason == EXACT:
         return "same text as the kept one"
+    sim = c.similarity[ord_]
+    if not sim >= index.threshold:  # no pair of its own with the kept one at the threshold (or a rejected one)
+        return "linked via another member"
     return f"near duplicate (≥ {index.threshold:.2f})"
 
 
