@@ -220,12 +220,14 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
 def pairs(db, minimum, out, force):
     """Write verified near-duplicate pairs, a before b in corpus order."""
     project = _open_project(db)
-    if project.scan_params() is None:
-        _fail(f"{db}: not scanned yet (run dedup-tui scan)")
-    floor = float(project.scan_params()["floor"])
+    try:
+        project.require_current_scan()
+        floor = float(project.scan_params()["floor"])
+    except DedupError as exc:
+        _fail(str(exc))
     if minimum is not None and minimum < floor:
         _fail(f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
-              f"(rescan with --floor {minimum})")
+              f"(rescan with a lower --floor)")
     from .engine.export import write_pairs
 
     count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
@@ -329,7 +331,7 @@ def open_cmd(path, db, id_field, text_field, skip_bad):
               help="Precision the recommended threshold must reach (estimated from your labels).")
 @click.option("--labels-out", type=click.Path(dir_okay=False, readable=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author}.")
 @click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
-@click.option("--chain-margin", default=0.2, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--chain-margin", default=0.2, show_default=True, type=_Fraction(0, 1),
               help="Flag clusters whose most distant members are this far below the threshold.")
 @click.option("--force", is_flag=True, help="Overwrite the labels file if it exists.")
 def tune(db, threshold, target_precision, labels_out, bins, chain_margin, force):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .cluster import EXACT, KEPT, REASONS, Clustering
 from .errors import DedupError, ProjectError
+from .ingest import parse_record
 from .outputs import OutputError, check_outputs, project_protected
 from .normalize import normalize
 from .progress import Control
@@ -112,13 +113,22 @@ def _sources(project: Project) -> dict[int, dict]:
 
 def _as_object(source: dict, doc_id: str, text: str, record: bytes | None) -> dict:
     fmt = source["format"]
-    if fmt == "jsonl" and record is not None:
-        return json.loads(record)
+    if fmt in ("jsonl", "parquet") and record is not None:
+        return parse_record(record)
     if fmt in ("csv", "tsv") and record is not None:
-        return dict(zip(source["fields"], json.loads(record)))
-    if fmt == "parquet" and record is not None:
-        return json.loads(record)
+        return dict(zip(source["fields"], parse_record(record)))
     return {"id": doc_id, "text": text}
+
+
+def _json_safe(value):
+    """JSON has no NaN or infinity: written as null (JSON Lines must stay valid JSON)."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> Iterator[tuple]:
@@ -174,7 +184,8 @@ def export(
                 if src["format"] == "jsonl" and record is not None:
                     fh.write(bytes(record) + b"\n")
                 else:
-                    fh.write(json.dumps(_as_object(src, doc_id, text, record), ensure_ascii=False).encode("utf-8") + b"\n")
+                    obj = _json_safe(_as_object(src, doc_id, text, record))
+                    fh.write(json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n")
                 kept_count += 1
                 if kept_count % 10000 == 0:
                     control.check()
@@ -187,7 +198,7 @@ def export(
             for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
                 src = sources[source_id]
                 if src["format"] in ("csv", "tsv") and src["fields"] == fields and record is not None:
-                    writer.writerow(json.loads(record))
+                    writer.writerow(parse_record(record))
                 else:
                     obj = _as_object(src, doc_id, text, record)
                     writer.writerow([_csv_cell(obj.get(f)) for f in fields])
@@ -270,6 +281,7 @@ def _csv_fields(project: Project, clustering: Clustering, sources: dict[int, dic
 
 
 def check_threshold(project: Project, threshold: float) -> None:
+    project.require_current_scan()
     params = project.scan_params()
     if params is None:
         raise ProjectError(f"{project.path}: not scanned yet (run dedup-tui scan)")
@@ -279,7 +291,7 @@ def check_threshold(project: Project, threshold: float) -> None:
     if threshold < floor:
         raise ProjectError(
             f"threshold {threshold} is below the scan's floor {floor}: pairs under the floor were never stored "
-            f"(scan again with a floor of at most {threshold})"
+            f"(scan again with a lower floor)"
         )
 
 
@@ -290,6 +302,7 @@ def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: 
     """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"}, a before b in
     corpus order; returns how many."""
     control = control or Control()
+    project.require_current_scan()
     check_outputs({"pairs": out}, force, project_protected(project))
     count = 0
     with AtomicFile(Path(out), "wb", overwrite=force) as fh:

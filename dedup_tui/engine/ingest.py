@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import base64
 import json
 import re
 import sys
@@ -92,6 +93,28 @@ def _parse_int(digits: str):
 
 
 _LONG_NUMBER_DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
+def parse_record(raw: bytes | str):
+    """A stored JSON record (a JSONL line, a CSV or Parquet row) as Python objects; integers too
+    long for int() stay digit strings, as at load."""
+    text = raw.decode("utf-8", "surrogatepass") if isinstance(raw, (bytes, bytearray, memoryview)) else raw
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        return _LONG_NUMBER_DECODER.decode(text)
+
+
+def _json_default(value):
+    """JSON for Parquet values JSON has no type for: binary as base64, dates and times in ISO
+    8601, decimals and anything else as their exact string."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
 
 
 def _field_text(value, line: int, text_field: str) -> str:
@@ -328,7 +351,7 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
                     raise _Bad(row_number, "invalid UTF-8 in a string column")
                 text = _field_text(obj.get(text_field, _MISSING), row_number, text_field)
                 doc_id = _field_id(obj[id_field], row_number, id_field) if id_field in names else None
-                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"))
+                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=_json_default).encode("utf-8"))
             except _Bad as bad:
                 errors.append(bad)
 
@@ -413,8 +436,13 @@ def load_corpus(
         next_ord = project.next_ord()
         seen_ids: set[str] = set()
         existing = project.document_count() > 0
+        loaded = {(row[0], row[1]): row[2] for row in conn.execute("SELECT path, sha256, loaded_at FROM sources")}
         for path, fmt in zip(paths, formats):
             sha, size = _file_sha256(path)
+            if sha is not None and (str(path.resolve()), sha) in loaded:
+                raise CorpusError(str(path), None, f"already loaded into this project "
+                                  f"({loaded[(str(path.resolve()), sha)]}); loading it again would add every "
+                                  f"document twice")
             errors: list[_Bad] = []
             fields = None
             hint = ""
@@ -428,6 +456,9 @@ def load_corpus(
             elif fmt == "parquet":
                 records = read_parquet(path, id_field, text_field, errors, id_required)
             else:
+                if id_required or text_field != "text":
+                    raise CorpusError(str(path), None, "a folder of .txt files has no fields: each file is one "
+                                      "document, its id the file's path (drop --id-field / --text-field)")
                 records = read_text_folder(path, errors)
             records = _guarded(path, records, errors)
             if fmt in ("csv", "tsv", "parquet"):

@@ -696,8 +696,7 @@ def _read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def load_graph(project: Project) -> PairGraph:
     """The stored scan as arrays (pairs sorted by a, b), for clustering at any threshold."""
-    if project.scan_state == "none":
-        raise ProjectError(f"{project.path}: not scanned yet (run dedup-tui scan)")
+    project.require_current_scan()
     n = project.next_ord()
     exact_of = _read_exact_array(project, n)
     if exact_of is None:
@@ -715,7 +714,8 @@ def load_graph(project: Project) -> PairGraph:
             row = None
         if row is not None and isinstance(row[0], bytes) and len(row[0]) % 8 == 0:
             forest = np.frombuffer(row[0], "<i8").astype(np.int64)
-            if len(forest) < max(n, 1) and (len(forest) == 0 or (forest.min() >= 0 and forest.max() < len(packed[0]))):
+            if len(forest) < max(n, 1) and (len(forest) == 0 or (forest.min() >= 0 and forest.max() < len(packed[0])
+                                                                  and len(np.unique(forest)) == len(forest))):
                 graph.use_forest(forest)
         return graph
     pr = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()

@@ -14,6 +14,7 @@ import shutil
 import socket
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,7 +147,16 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
         raise ProjectError(f"{path}: no such project file")
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+            uri = "file:" + urllib.parse.quote(str(path.resolve()))
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError:
+                # A WAL project in a folder we cannot write: SQLite cannot create its -shm file.
+                # Opened as immutable (nothing else can be writing it there), it reads as saved.
+                conn.close()
+                conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None,
+                                       check_same_thread=False)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
@@ -560,7 +570,25 @@ class Project:
 
     def scan_params(self) -> dict | None:
         raw = self.get_meta("scan_params")
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            params = json.loads(raw)
+            if isinstance(params, dict) and 0 < float(params.get("floor", 0.5)) <= 1 and int(params.get("k", 5)) >= 1:
+                return params
+        except (ValueError, TypeError):
+            pass
+        raise ProjectError(f"{self.path}: damaged dedup-tui project: its scan parameters cannot be read; "
+                           f"scan again (dedup-tui scan)")
+
+    def require_current_scan(self) -> None:
+        """Raise ProjectError unless the stored scan covers every document now in the project."""
+        state = self.scan_state
+        if state == "none":
+            raise ProjectError(f"{self.path}: not scanned yet (run dedup-tui scan)")
+        if state == "stale":
+            raise ProjectError(f"{self.path}: documents were loaded after the last scan, so its results leave "
+                               f"them out; scan again (dedup-tui scan)")
 
     @property
     def scan_state(self) -> str:

@@ -58,8 +58,25 @@ class DedupApp(App):
     def on_unmount(self) -> None:
         try:
             self.writer.close()  # every decision asked for is written before the lock goes
+            self._remove_if_nothing_loaded()
         finally:
             self.project_lock.release()
+
+    def _remove_if_nothing_loaded(self) -> None:
+        """A project made for this opening whose load failed or was cancelled is not left behind."""
+        if not self.spec.created:
+            return
+        main = self.screen_stack[0] if self.screen_stack else None
+        if getattr(main, "project", None) is not None:
+            main.project.close()
+        project = Project(self.spec.db)
+        try:
+            empty = not project.has_documents()
+        finally:
+            project.close()
+        if empty:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(self.spec.db) + suffix).unlink(missing_ok=True)
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:

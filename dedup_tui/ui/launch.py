@@ -23,6 +23,7 @@ class OpenSpec:
     load_options: dict = field(default_factory=dict)
     scan_settings: ScanSettings | None = None
     warning: str | None = None  # shown when the app opens (e.g. the corpus changed since it was loaded)
+    created: bool = False  # the project file was made for this opening (removed again if nothing loads)
 
 
 def sample_dir() -> Path:
@@ -77,7 +78,8 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
         Project(path).close()  # checks that it is a project
         return OpenSpec(path.resolve())
     target = Path(db).expanduser().resolve() if db else project_beside(path)
-    if not target.exists():  # a new project: refuse a corpus that cannot load before creating it
+    created = not target.exists()
+    if created:  # a new project: refuse a corpus that cannot load before creating it
         from ..engine.ingest import check_corpus
 
         check_corpus(path, **load_options)
@@ -87,7 +89,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
         warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()
-    return OpenSpec(target, [] if loaded else [path], load_options, warning=warning)
+    return OpenSpec(target, [] if loaded else [path], load_options, warning=warning, created=created)
 
 
 def _check_corpus(project: Project, corpus: Path) -> str | None:

@@ -406,3 +406,66 @@ def test_opening_a_corpus_that_cannot_load_refuses_at_once_and_leaves_nothing(tm
     result = run(bad)
     assert result.exit_code == 1 and "bad.jsonl:1: malformed JSON" in result.output
     assert not (tmp_path / "bad.db").exists()
+
+
+def test_results_of_a_scan_that_misses_documents_are_refused(project_files):
+    """Documents loaded after the scan: export, pairs and tune say to scan again (they would
+    keep the new copies without a word)."""
+    tmp, _corpus, db = project_files
+    more = write_jsonl(tmp / "more.jsonl", [("copy", NEAR_CORPUS[0][1])])
+    assert run("load", more, "--db", db).exit_code == 0
+    for cmd in (["export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl"],
+                ["pairs", "--db", db, "--out", tmp / "p.jsonl"], ["tune", "--db", db]):
+        result = run(*cmd)
+        assert result.exit_code == 1 and "documents were loaded after the last scan" in result.output
+    assert run("scan", "--db", db).exit_code == 0
+    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
+
+
+def test_damaged_scan_parameters_are_named(project_files):
+    import sqlite3
+
+    _tmp, _corpus, db = project_files
+    for value in ("garbage", "[]", '{"floor": "x"}'):
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'scan_params'", (value,))
+        for cmd in (["tune", "--db", db], ["export", "--db", db, "--threshold", "0.5", "--out", "k.jsonl"]):
+            result = run(*cmd)
+            assert result.exit_code == 1 and "scan parameters cannot be read" in result.output
+
+
+def test_the_same_file_is_not_loaded_twice(project_files):
+    _tmp, corpus, db = project_files
+    result = run("load", corpus, "--db", db)
+    assert result.exit_code == 1 and "already loaded into this project" in result.output
+    assert Project(db).document_count() == len(NEAR_CORPUS) + 1
+
+
+def test_a_text_folder_has_no_fields(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("hello")
+    result = run("load", tmp_path / "docs", "--db", tmp_path / "p.db", "--text-field", "body")
+    assert result.exit_code == 1 and "a folder of .txt files has no fields" in result.output
+
+
+def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"id": "a", "text": "hello there", "n": ' + "9" * 5000 + "}\n")
+    assert run("load", big, "--db", tmp_path / "b.db").exit_code == 0
+    assert run("scan", "--db", tmp_path / "b.db").exit_code == 0
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / f"b.{fmt}"
+        assert run("export", "--db", tmp_path / "b.db", "--threshold", "0.9", "--out", out, "--format", fmt).exit_code == 0
+    assert "9" * 5000 in (tmp_path / "b.csv").read_text()
+    table = pa.table({"id": ["x", "y"], "text": ["one text here", "another text"], "blob": [b"\xff\x00", b"ok"],
+                      "score": [float("nan"), 1.5]})
+    pq.write_table(table, tmp_path / "c.parquet")
+    assert run("load", tmp_path / "c.parquet", "--db", tmp_path / "c.db").exit_code == 0
+    assert run("scan", "--db", tmp_path / "c.db").exit_code == 0
+    assert run("export", "--db", tmp_path / "c.db", "--threshold", "0.9", "--out", tmp_path / "c.jsonl").exit_code == 0
+    rows = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]  # valid JSON: no NaN
+    import base64
+
+    assert rows[0]["score"] is None and base64.b64decode(rows[0]["blob"]) == b"\xff\x00"
