@@ -606,6 +606,20 @@ class Project:
         rows = self.conn.execute("SELECT path, format, sha256, size_bytes, loaded_at FROM sources ORDER BY id").fetchall()
         return [dict(zip(("path", "format", "sha256", "size_bytes", "loaded_at"), r)) for r in rows]
 
+    def find_documents(self, query: str, limit: int = 20) -> list[int]:
+        """Ords of documents whose id is `query`, else whose id starts with it, else whose text
+        contains it (case-insensitively for ASCII letters), in corpus order."""
+        row = self.conn.execute("SELECT ord FROM documents WHERE doc_id = ?", (query,)).fetchone()
+        if row:
+            return [row[0]]
+        escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self.conn.execute("SELECT ord FROM documents WHERE doc_id LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?",
+                                 (escaped + "%", limit)).fetchall()
+        if not rows:
+            rows = self.conn.execute("SELECT ord FROM documents WHERE text LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?",
+                                     ("%" + escaped + "%", limit)).fetchall()
+        return [r[0] for r in rows]
+
     def has_documents(self) -> bool:
         return self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
 

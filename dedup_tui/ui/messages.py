@@ -66,3 +66,11 @@ class ExportFinished(Message):
     def __init__(self, result) -> None:
         super().__init__()
         self.result = result
+
+
+class SearchDone(Message):
+    """A document search ended: the first document found (its ord), or None."""
+
+    def __init__(self, query: str, ord_: int | None) -> None:
+        super().__init__()
+        self.query, self.ord = query, ord_

@@ -537,3 +537,61 @@ async def test_the_pair_view_never_hides_a_character(tmp_path):
             assert view.max_scroll_y > 0 and view.max_scroll_x == 0
             assert all(line.cell_len <= width for line in view._lines)
             assert "".join(line.plain for line in view._lines).replace(" ", "") == text.replace(" ", "")
+
+
+async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        c = main.index.clustering
+        labels = [int(x) for x in main.index.labels]
+        target_label = labels[-1]  # the last cluster in the list, likely off the first rows
+        member = int(next(m for m in main.index.members(target_label) if c.keeper[m] >= 0))
+        doc_id, text = main.project.ids_for([member])[0], main.project.texts_for([member])[0]
+        for query in (doc_id, text[5:40].upper()):
+            main.query_one("#clusters").move_cursor(row=0)
+            await pilot.pause()
+            await pilot.press("slash")
+            await pilot.pause()
+            app.screen.query_one(Input).value = query
+            await pilot.press("enter")
+            await settle(pilot)
+            assert main._label == target_label
+            found = main.selected_doc()
+            assert found == member or query != doc_id  # by id: that very document
+            assert text[5:40].lower() in main.project.texts_for([found])[0].lower()
+        await pilot.press("slash")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "no such words anywhere 123"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert any("No document has the id or text" in n.message for n in app._notifications)
+
+
+async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
+    """esc during the first scan of a new corpus: the message says the documents are loaded and
+    R scans again; R then gives the clusters."""
+    from dedup_tui.ui.screens import main as main_module
+
+    from .conftest import corpus_docs
+
+    real_scan, calls = main_module.scan, []
+
+    def scan_cancelled_once(project, settings, control):
+        calls.append(1)
+        if len(calls) == 1:
+            raise Cancelled("cancelled")
+        return real_scan(project, settings, control)
+
+    monkeypatch.setattr(main_module, "scan", scan_cancelled_once)
+    app = create_app(write_corpus(tmp_path / "c.jsonl", corpus_docs()), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        assert main.index is None
+        assert any("the documents are loaded" in n.message and "Press R to scan again" in n.message
+                   for n in app._notifications)
+        await pilot.press("R")
+        await settle(pilot)
+        assert main.index is not None and main.index.counts.clusters > 0 and len(calls) == 2

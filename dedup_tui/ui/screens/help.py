@@ -30,6 +30,33 @@ def keys_table() -> Table:
     return table
 
 
+GLOSSARY = [
+    ("similarity", "Jaccard of the two texts' sets of 5-character pieces (shingles), after lowercasing "
+                   "and collapsing whitespace: 1.0 is the same text."),
+    ("threshold", "the similarity at or above which two documents count as duplicates (] [ } { t)."),
+    ("floor", "the lowest similarity the scan stored: the threshold cannot go below it without a rescan."),
+    ("cluster", "documents joined by duplicate pairs at the threshold; one of them is kept."),
+    ("kept", "the cluster's document that stays in the export: the first in corpus order, unless you "
+             "keep another (k)."),
+    ("policy", "how clusters form. components: every chain of duplicate pairs joins one cluster. "
+               "greedy: in corpus order, a document is removed if it is a duplicate of one already kept."),
+    ("chained", "a member in its cluster through other members, not by its own pair with the kept one "
+                "(\"linked via ...\"): worth a look when the ends of the chain differ a lot."),
+    ("exact", "the same text after normalisation: always removed against its first copy."),
+    ("decided", "a cluster or document with a decision of yours (k, x, n, a): it overrides the policy "
+                "in every export."),
+]
+
+
+def glossary_table() -> Table:
+    table = Table(box=None, expand=True, show_header=False, padding=(0, 1))
+    table.add_column("Word", no_wrap=True, style="bold")
+    table.add_column("Meaning")
+    for word, meaning in GLOSSARY:
+        table.add_row(Text(word), Text(meaning))
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,f1,question_mark", "close", "Close")]
 
@@ -37,6 +64,8 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help"):
             yield Static(Text("dedup-tui keys", style="bold"), id="help-title")
             yield Static(keys_table())
+            yield Static(Text("Words", style="bold"), id="glossary-title")
+            yield Static(glossary_table())
             yield Static(Text(
                 "Decisions are saved in the project at once and follow document ids, so they survive "
                 "threshold changes and restarts. esc closes this help.", style="dim"))

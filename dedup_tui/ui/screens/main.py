@@ -31,7 +31,7 @@ from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snaps
                      view_keys)
 from ..text import literal_line
 from ..diff import DiffCancelled, diff
-from ..messages import DiffReady
+from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
@@ -160,9 +160,12 @@ class MainScreen(Screen):
             self.post_message(GraphReady(graph, floor, scan_it, index))
             self._snapshot_key = save_snapshot(project, index)
         except Cancelled:
-            self.post_message(PipelineStopped("Cancelled: the project is unchanged. Reopen it (or run dedup-tui scan) to scan again.", True))
+            loaded = project.has_documents()
+            self.post_message(PipelineStopped(
+                ("Cancelled: the documents are loaded, the scan did not finish. " if load and loaded else
+                 "Cancelled: the project is unchanged. ") + "Press R to scan again.", True))
         except DedupError as exc:
-            self.post_message(PipelineStopped(str(exc), False))
+            self.post_message(PipelineStopped(str(exc) + " (R scans again)", False))
         finally:
             project.close()
 
@@ -234,7 +237,43 @@ class MainScreen(Screen):
 
     def action_rescan(self) -> None:
         if not self.scanning:
-            self.start_pipeline(load=bool(self.spec.corpus), scan_it=True)
+            load = bool(self.spec.corpus) and not self.project.has_documents()
+            self.start_pipeline(load=load, scan_it=True)
+
+    # -- search: a document by id or text, then its cluster ----------------------------------
+    def action_search(self) -> None:
+        def done(query: str | None) -> None:
+            if query:
+                self.run_search(query)
+
+        self.app.push_screen(AskScreen("Find a document (id, or words from its text)", placeholder="id or text"), done)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def run_search(self, query: str) -> None:
+        project = Project(self.spec.db)
+        try:
+            found = project.find_documents(query, limit=1)
+        finally:
+            project.close()
+        self.post_message(SearchDone(query, found[0] if found else None))
+
+    def on_search_done(self, message: "SearchDone") -> None:
+        shown = literal_line(message.query, 60)
+        if message.ord is None:
+            self.notify(f"No document has the id or text {shown!r}", severity="warning", markup=False)
+            return
+        o, index = message.ord, self.index
+        if index is None:
+            return
+        label = int(index.clustering.cluster[o])
+        if index.position(label) is None:
+            why_alone = "it is removed by the reviewer" if index.clustering.reason[o] else "it has no duplicate"
+            self.notify(f"{literal_line(self.project.ids_for([o])[0], 60)}: in no cluster at "
+                        f"{index.threshold:.2f} ({why_alone})", markup=False)
+            return
+        self._focus_doc = o
+        self.show_page(keep_selection=True)
+        self.query_one("#members", MemberTable).focus()
 
     def on_worker_state_changed(self, event) -> None:
         if event.state == WorkerState.ERROR:
@@ -540,6 +579,8 @@ class MainScreen(Screen):
             return self.scanning
         if action == "rescan":
             return not self.scanning
+        if action == "search":
+            return None if self.index is None else True
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "accept", "note", "open_pair", "export",
