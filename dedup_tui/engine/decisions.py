@@ -52,6 +52,8 @@ class Decision:
     author: str | None
     created_at: str
     undone: int = 0
+    batch: int | None = None
+    batch_size: int = 1  # set by undo/redo of a bulk action: how many decisions the step took
 
     def describe(self) -> str:
         """One line for people (ids and notes escaped: they come from the corpus or a reviewer)."""
@@ -61,11 +63,11 @@ class Decision:
         if self.kind == "note":
             return f"note on {doc}: {literal_line(self.value or '')}"
         if self.kind == "accept":
-            return f"accept cluster of {doc}"
+            return f"accept {self.batch_size:,} clusters" if self.batch_size > 1 else f"accept cluster of {doc}"
         return f"{self.kind} {doc}"
 
 
-_COLUMNS = "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone"
+_COLUMNS = "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch"
 
 
 def default_author() -> str:
@@ -108,23 +110,53 @@ def _row(r) -> Decision:
 
 
 def undo(project: Project) -> Decision | None:
-    """Undo the newest active decision; returns it, or None when there is nothing to undo."""
+    """Undo the newest active decision (with the rest of its bulk action); returns it, or None
+    when there is nothing to undo."""
     with transaction(project.conn) as conn:
         r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = 0 ORDER BY id DESC LIMIT 1").fetchone()
         if r is None:
             return None
-        conn.execute("UPDATE decisions SET undone = ? WHERE id = ?", (UNDONE, r[0]))
-    return _row(r)
+        d = _row(r)
+        if d.batch is None:
+            conn.execute("UPDATE decisions SET undone = ? WHERE id = ?", (UNDONE, d.id))
+        else:
+            d.batch_size = conn.execute("UPDATE decisions SET undone = ? WHERE batch = ? AND undone = 0",
+                                        (UNDONE, d.batch)).rowcount
+    return d
 
 
 def redo(project: Project) -> Decision | None:
-    """Bring back the most recently undone decision; None when there is nothing to redo."""
+    """Bring back the most recently undone decision (with the rest of its bulk action)."""
     with transaction(project.conn) as conn:
         r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = ? ORDER BY id ASC LIMIT 1", (UNDONE,)).fetchone()
         if r is None:
             return None
-        conn.execute("UPDATE decisions SET undone = 0 WHERE id = ?", (r[0],))
-    return _row(r)
+        d = _row(r)
+        if d.batch is None:
+            conn.execute("UPDATE decisions SET undone = 0 WHERE id = ?", (d.id,))
+        else:
+            d.batch_size = conn.execute("UPDATE decisions SET undone = 0 WHERE batch = ? AND undone = ?",
+                                        (d.batch, UNDONE)).rowcount
+    return d
+
+
+def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
+                    policy: str | None = None, author: str | None = None) -> int:
+    """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
+    step. Returns how many were accepted."""
+    if not clusters:
+        return 0
+    author = author or default_author()
+    created = now_iso()
+    with transaction(project.conn) as conn:
+        conn.execute("UPDATE decisions SET undone = ? WHERE undone = ?", (DISCARDED, UNDONE))
+        batch = (conn.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0])
+        conn.executemany(
+            "INSERT INTO decisions(kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch) "
+            "VALUES ('accept', ?, NULL, ?, ?, ?, ?, ?, 0, ?)",
+            [(kept, json.dumps(ids, ensure_ascii=False), threshold, policy, author, created, batch)
+             for kept, ids in clusters])
+    return len(clusters)
 
 
 def active(project: Project) -> list[Decision]:

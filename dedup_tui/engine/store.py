@@ -87,7 +87,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     policy TEXT,
     author TEXT,
     created_at TEXT NOT NULL,
-    undone INTEGER NOT NULL DEFAULT 0
+    undone INTEGER NOT NULL DEFAULT 0,
+    batch INTEGER                   -- decisions made by one bulk action share it: one undo step
 );
 CREATE INDEX IF NOT EXISTS decisions_doc ON decisions(doc_id);
 CREATE TABLE IF NOT EXISTS labels (
@@ -407,10 +408,13 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
-    """Tables that were created when first needed are now in the schema (created if missing)."""
+    """Tables that were created when first needed are now in the schema (created if missing);
+    decisions get a batch (bulk actions undo in one step)."""
     for stmt in _SCHEMA.split(";\n"):
         if stmt.strip() and "CREATE TABLE" in stmt:
             conn.execute(stmt)
+    if "batch" not in {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}:
+        conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {

@@ -16,7 +16,7 @@ from dedup_tui.engine.pipeline import load_graph
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import StageProgress
-from dedup_tui.ui.screens.dialogs import ExportScreen
+from dedup_tui.ui.screens.dialogs import AskScreen, ExportScreen
 from dedup_tui.ui.screens.help import HelpScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
@@ -595,3 +595,34 @@ async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
         await pilot.press("R")
         await settle(pilot)
         assert main.index is not None and main.index.counts.clusters > 0 and len(calls) == 2
+
+
+async def test_bulk_accept_counts_first_and_undoes_in_one_step(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        exact_only = int((main.index.min_sim >= 1.0).sum())
+        assert exact_only >= 2
+        await pilot.press("A")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "1"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, AskScreen)  # the count comes first
+        assert f"Accept {exact_only:,} clusters" in str(app.screen.title_text)
+        app.screen.query_one(Input).value = "yes"
+        await pilot.press("enter")
+        await settle(pilot)
+        project = Project(app.spec.db)
+        accepted = decisions.active(project)
+        assert len(accepted) == exact_only and {d.kind for d in accepted} == {"accept"}
+        assert len({d.batch for d in accepted}) == 1
+        assert main.index.counts.decided_clusters == exact_only
+        await pilot.press("u")  # one step takes them all back
+        await settle(pilot)
+        assert decisions.active(project) == [] and main.index.counts.decided_clusters == 0
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(decisions.active(project)) == exact_only
+        project.close()

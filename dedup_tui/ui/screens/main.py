@@ -583,7 +583,7 @@ class MainScreen(Screen):
             return None if self.index is None else True
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
-        if action in ("keep", "remove", "not_duplicate", "accept", "note", "open_pair", "export",
+        if action in ("keep", "remove", "not_duplicate", "accept", "bulk_accept", "note", "open_pair", "export",
                       "page", "cycle_sort", "undo", "redo"):
             return None if self.index is None else True
         return True
@@ -723,6 +723,52 @@ class MainScreen(Screen):
         members = self.index.members(self._label)
         ids = self.project.ids_for(members.tolist())
         self.decide("accept", self._label, value=json.dumps(ids, ensure_ascii=False))
+
+    def action_bulk_accept(self) -> None:
+        """Accept many clusters at once, with their count shown first; one undo step takes it back."""
+        def valid(text: str) -> str | None:
+            try:
+                v = float(text)
+            except ValueError:
+                return "Type a number such as 0.95 (1 = exact copies only)"
+            return None if self.floor <= v <= 1.0 else f"Between the scan's floor {self.floor:.2f} and 1"
+
+        def chosen(text: str | None) -> None:
+            if not text or self.index is None:
+                return
+            index, at_least = self.index, float(text)
+            picked = np.flatnonzero(~index.decided & (index.min_sim >= at_least - 1e-9))
+            if not len(picked):
+                self.notify(f"No undecided cluster has all its similarities ≥ {at_least:.2f}", severity="warning")
+                return
+            labels = [int(index.labels[p]) for p in picked]
+            removed = int(index.sizes[picked].sum()) - len(picked)
+
+            def confirmed(answer: str | None) -> None:
+                if answer:
+                    self._accept_many(labels)
+
+            self.app.push_screen(AskScreen(
+                f"Accept {len(labels):,} clusters ({removed:,} documents removed)? Type yes (u undoes it in one step)",
+                placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
+                "Type yes to accept them, esc to cancel"), confirmed)
+
+        self.app.push_screen(AskScreen("Accept every undecided cluster whose lowest similarity is at least "
+                                       "(1 = exact copies only)", "1.00", validate=valid), chosen)
+
+    def _accept_many(self, labels: list[int]) -> None:
+        index, threshold, policy, author = self.index, self.threshold, self.policy, self.app.author
+        members = [index.members(label).tolist() for label in labels]
+
+        def job(project: Project) -> int:
+            clusters = [(project.ids_for([label])[0], project.ids_for(ms)) for label, ms in zip(labels, members)]
+            return decisions.accept_clusters(project, clusters, threshold, policy, author=author)
+
+        def saved(n: int) -> None:
+            self.notify(f"Saved: accepted {n:,} clusters (u undoes them in one step)", timeout=4)
+            self.schedule_recluster()
+
+        self.app.writer.submit(job, saved, what="the bulk accept")
 
     def action_note(self) -> None:
         o = self._need_doc()
