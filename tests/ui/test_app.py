@@ -626,3 +626,33 @@ async def test_bulk_accept_counts_first_and_undoes_in_one_step(corpus):
         await settle(pilot)
         assert len(decisions.active(project)) == exact_only
         project.close()
+
+
+async def test_the_pair_view_moves_on_after_a_decision(corpus):
+    """x in the pair view: the next member without a decision is shown, with the member counter;
+    k: the document just kept is on the left and the next undecided member on the right."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        label = next(int(x) for x, size in zip(main.index.labels, main.index.sizes) if size >= 3)
+        main.query_one("#clusters").move_cursor(row=main.index.position(label))
+        await pilot.pause()
+        members = [int(m) for m in main.index.members(label)]
+        await pilot.press("tab", "down", "d")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen) and (screen.left, screen.right) == (label, members[1])
+        await pilot.press("x")
+        await settle(pilot)
+        assert app.screen is screen and (screen.left, screen.right) == (label, members[2])
+        assert "member 2/" in str(screen.query_one("#pair-header").render())
+        await pilot.press("k")  # keep members[2]: it becomes the kept one, on the left
+        await settle(pilot)
+        assert screen.left == members[2] and screen.right not in (members[1], members[2])
+        assert main.index.clustering.keeper[screen.right] == members[2]
+        assert screen.query_one("#left-doc", DocView).text == main.project.texts_for([members[2]])[0]
+        before = screen.right
+        await pilot.press(">")
+        await settle(pilot)
+        assert screen.left == members[2] and (screen.right != before or len(screen.members()) == 1)

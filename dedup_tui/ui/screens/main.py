@@ -350,7 +350,7 @@ class MainScreen(Screen):
         from .pair import PairScreen
 
         if isinstance(self.app.screen, PairScreen):
-            self.app.screen.refresh_view()
+            self.app.screen.index_changed()
 
     # -- showing --------------------------------------------------------------------------
     def update_top(self) -> None:

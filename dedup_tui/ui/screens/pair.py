@@ -37,6 +37,7 @@ class PairScreen(Screen):
         self.jaccard: float | None = None
         self._key: tuple = ()
         self._syncing = False
+        self._advance = False  # after a decision here: show the next undecided member when it is saved
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
@@ -172,13 +173,46 @@ class PairScreen(Screen):
         self.load_pair()
 
     def action_keep(self) -> None:
+        self._advance = True
         self.main.action_keep(self.right)
 
     def action_remove(self) -> None:
+        self._advance = True
         self.main.action_remove(self.right)
 
     def action_not_duplicate(self) -> None:
+        self._advance = True
         self.main.action_not_duplicate(self.right, self.left)
+
+    def index_changed(self) -> None:
+        """The clustering changed (a decision, a threshold): follow the right-hand document to its
+        cluster, keep its kept document on the left, and after a decision made here move on to
+        the next member without one."""
+        index = self.main.index
+        if index is None:
+            return
+        c = index.clustering
+        self.label = int(c.cluster[self.right])
+        kept = self.main.kept_of(self.right)
+        if self._advance:
+            self._advance = False
+            members = [int(m) for m in index.members(self.label)]
+            start = members.index(self.right) + 1 if self.right in members else 0
+            nxt = next((m for m in members[start:] + members[:start]
+                        if m != kept and c.keeper[m] >= 0 and m not in index.overrides.decided), None)
+            if nxt is not None:
+                self.right = nxt
+                kept = self.main.kept_of(nxt)
+        if kept == self.right:  # the right-hand one is now the kept one: show it against a member
+            others = [int(m) for m in index.members(self.label) if int(m) != kept]
+            if others:
+                self.left, self.right = kept, others[0]
+        else:
+            self.left = kept
+        if (self.left, self.right) != self._key:
+            self.load_pair()
+        else:
+            self.refresh_view()
 
     def action_undo(self) -> None:
         self.main.action_undo()
