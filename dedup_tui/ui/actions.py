@@ -80,6 +80,7 @@ PAIR_ACTIONS = [
     Act("n", "not_duplicate", "Not dup", "n", "decide: this pair is not a duplicate", "Pair view", screen="pair"),
     Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
     Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", screen="pair"),
+    Act("c", "toggle_normalized", "Ignore case", "c", "pair: ignore differences of case and spacing (as the similarity does)", "Pair view", show=False, screen="pair"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 

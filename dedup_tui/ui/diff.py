@@ -41,7 +41,14 @@ class DiffCancelled(Exception):
     """The caller's `cancelled()` said stop (the pair view was closed)."""
 
 
-def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda: False) -> DiffResult:
+def _match_keys(tokens: list[str]) -> list[str]:
+    """What tokens are compared by when differences of case and spacing are ignored (the
+    similarity measure ignores them too): lowercase words, one space for any whitespace."""
+    return [" " if t.isspace() else t.lower() for t in tokens]
+
+
+def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda: False,
+         normalized: bool = False) -> DiffResult:
     """Ranges of `left` deleted/changed and of `right` inserted/changed (whitespace-only ignored).
 
     Long texts are first aligned by units (sentences, lines, and content-defined cuts inside
@@ -52,11 +59,13 @@ def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda
         char_level = max(len(left), len(right)) <= SHORT_TEXT
     lt, ls = _tokens(left)
     rt, rs = _tokens(right)
+    if normalized:
+        lt, rt = _match_keys(lt), _match_keys(rt)
     out = DiffResult()
     if len(lt) + len(rt) <= WORD_DIFF_MAX_TOKENS:
         sm = SequenceMatcher(None, lt, rt, autojunk=len(lt) + len(rt) > 4000)
         out.ratio = sm.ratio()
-        _add_word_opcodes(out, left, right, ls, rs, sm.get_opcodes(), 0, 0, char_level)
+        _add_word_opcodes(out, left, right, ls, rs, sm.get_opcodes(), 0, 0, char_level, normalized)
         return out
     lcut, rcut = _unit_starts(lt), _unit_starts(rt)
     lu = ["".join(lt[a:b]) for a, b in zip(lcut, lcut[1:])]
@@ -73,7 +82,7 @@ def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda
         t1, t2, u1, u2 = lcut[i1], lcut[i2], rcut[j1], rcut[j2]
         if tag == "replace" and (t2 - t1) + (u2 - u1) <= BLOCK_MAX_TOKENS:
             sm = SequenceMatcher(None, lt[t1:t2], rt[u1:u2], autojunk=False)
-            _add_word_opcodes(out, left, right, ls, rs, sm.get_opcodes(), t1, u1, char_level)
+            _add_word_opcodes(out, left, right, ls, rs, sm.get_opcodes(), t1, u1, char_level, normalized)
             continue
         a0, a1, b0, b1 = ls[t1], ls[t2], rs[u1], rs[u2]
         if a1 > a0 and left[a0:a1].strip():
@@ -101,7 +110,7 @@ def _unit_starts(tokens: list[str]) -> list[int]:
 
 
 def _add_word_opcodes(out: DiffResult, left: str, right: str, ls: list[int], rs: list[int], opcodes,
-                      i_off: int, j_off: int, char_level: bool) -> None:
+                      i_off: int, j_off: int, char_level: bool, normalized: bool = False) -> None:
     for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
             continue
@@ -117,7 +126,12 @@ def _add_word_opcodes(out: DiffResult, left: str, right: str, ls: list[int], rs:
             out.left.append((a0, a1, CHANGE))
             out.right.append((b0, b1, CHANGE))
             if char_level:
-                cm = SequenceMatcher(None, left[a0:a1], right[b0:b1], autojunk=False)
+                x, y = left[a0:a1], right[b0:b1]
+                if normalized:  # same length after lower() for nearly all text; else no char marks
+                    lx, ly = x.lower(), y.lower()
+                    if len(lx) == len(x) and len(ly) == len(y):
+                        x, y = lx, ly
+                cm = SequenceMatcher(None, x, y, autojunk=False)
                 for ctag, c1, c2, d1, d2 in cm.get_opcodes():
                     if ctag == "equal":
                         continue

@@ -656,3 +656,24 @@ async def test_the_pair_view_moves_on_after_a_decision(corpus):
         await pilot.press(">")
         await settle(pilot)
         assert screen.left == members[2] and (screen.right != before or len(screen.members()) == 1)
+
+
+async def test_pair_view_case_toggle_and_stacked_titles(tmp_path):
+    words = " ".join(f"word{i}" for i in range(80))
+    docs = [{"id": "a", "text": "The Library opens at nine on Mondays. " + words + " and closes at five"},
+            {"id": "b", "text": "the library opens at nine on mondays. " + words + " and closes at six"}]
+    app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
+    async with app.run_test(size=(90, 30)) as pilot:  # narrow: stacked
+        await settle(pilot)
+        await pilot.press("tab", "down", "d")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen) and screen.has_class("-stacked")
+        assert str(screen.query_one("#left-title").render()).startswith("top:")
+        right = screen.query_one("#right-doc", DocView)
+        marked = lambda: {right.text[s:e] for s, e, kind in right._spans if kind != "char"}  # noqa: E731
+        assert "the" in {m.strip() for m in marked()}  # case differences shown by default
+        await pilot.press("c")
+        await settle(pilot)
+        assert {m.strip() for m in marked()} == {"six"}
+        assert "case and spacing ignored" in str(screen.query_one("#pair-header").render())

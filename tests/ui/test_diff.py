@@ -64,3 +64,14 @@ def test_a_long_diff_stops_when_cancelled():
 def test_short_texts_still_get_character_highlights():
     result = diff("the quick brown fox", "the quick brawn fox")
     assert (10, 15, CHANGE) in result.left and any(kind == "char" for *_x, kind in result.left)
+
+
+def test_normalized_diff_ignores_case_and_spacing_only():
+    left, right = "The Quick  brown fox\njumps", "the quick brown fox jumps over"
+    plain = diff(left, right)
+    assert any(kind == CHANGE for *_x, kind in plain.left)  # "The Quick" differs in case
+    same = diff(left, right, normalized=True)
+    assert same.left == [] and [(right[s:e].strip(), kind) for s, e, kind in same.right] == [("over", INSERT)]
+    long_left = (left + " ") * 3000
+    long_right = (right.replace("over", "") + " ") * 3000
+    assert diff(long_left, long_right, normalized=True).left == []  # the long path too

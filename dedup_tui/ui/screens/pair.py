@@ -38,6 +38,7 @@ class PairScreen(Screen):
         self._key: tuple = ()
         self._syncing = False
         self._advance = False  # after a decision here: show the next undecided member when it is saved
+        self.normalized = False  # c: ignore differences of case and spacing, as the similarity does
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
@@ -53,6 +54,7 @@ class PairScreen(Screen):
 
     def on_resize(self) -> None:
         self._apply_layout()
+        self.refresh_view()
 
     def _apply_layout(self) -> None:
         stacked = self.size.width < self.NARROW if self.layout_choice is None else self.layout_choice == "stacked"
@@ -97,7 +99,7 @@ class PairScreen(Screen):
         """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
         worker = get_current_worker()
         try:
-            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
+            result = diff(left, right, cancelled=lambda: worker.is_cancelled, normalized=self.normalized)
         except DiffCancelled:
             return
         if k:
@@ -128,6 +130,8 @@ class PairScreen(Screen):
         if getattr(self, "jaccard_computed", False):
             header.append("(below the scan's floor, computed now) ", style="dim")
         header.append(f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
+        if self.normalized:
+            header.append(" · case and spacing ignored (c)", style="dim")
         members = self.members()
         pos = np.flatnonzero(members == self.right)
         if len(pos):
@@ -144,7 +148,8 @@ class PairScreen(Screen):
         for side, o, doc_id in (("left", self.left, ids[0]), ("right", self.right, ids[1])):
             status, style = STATUS[int(index.clustering.reason[o])]
             t = Text()
-            t.append(f"{side}: ", style="dim")
+            t.append(f"{({'left': 'top', 'right': 'bottom'}[side] if self.has_class('-stacked') else side)}: ",
+                     style="dim")
             t.append(literal_line(doc_id, 80), style="bold")
             t.append(f"  {status}", style=style)
             t.append(f" · {why(index, o, int(index.clustering.cluster[o]))}", style="italic dim")
@@ -161,6 +166,11 @@ class PairScreen(Screen):
         stacked = self.has_class("-stacked")
         self.layout_choice = "side" if stacked else "stacked"
         self._apply_layout()
+        self.refresh_view()
+
+    def action_toggle_normalized(self) -> None:
+        self.normalized = not self.normalized
+        self.load_pair()
 
     def action_step(self, delta: int) -> None:
         members = self.members()
