@@ -14,6 +14,7 @@ from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 from .commands import ActionCommands
 from .launch import OpenSpec
 from .text import literal, literal_line
+from .state import ReviewState
 from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
@@ -32,6 +33,7 @@ class DedupApp(App):
         try:
             super().__init__()
             self.spec = spec
+            self.review = ReviewState(spec)
             self.writer = ProjectWriter(self, spec.db)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
@@ -66,9 +68,8 @@ class DedupApp(App):
         """A project made for this opening whose load failed or was cancelled is not left behind."""
         if not self.spec.created:
             return
-        main = self.screen_stack[0] if self.screen_stack else None
-        if getattr(main, "project", None) is not None:
-            main.project.close()
+        if self.review.project is not None:
+            self.review.project.close()
         project = Project(self.spec.db)
         try:
             empty = not project.has_documents()
@@ -85,7 +86,7 @@ class DedupApp(App):
                        markup=markup)
 
     def get_default_screen(self) -> MainScreen:
-        return MainScreen(self.spec)
+        return MainScreen(self.spec, self.review)
 
     @property
     def main(self) -> MainScreen:

@@ -29,6 +29,7 @@ from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
 from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
                      view_keys)
+from ..state import ReviewChanged, ReviewState
 from ..text import literal_line
 from ..diff import DiffCancelled, diff
 from ..messages import DiffReady, SearchDone
@@ -38,7 +39,6 @@ from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
 from .dialogs import AskScreen, ExportRequest, ExportScreen
 
-DEFAULT_THRESHOLD = 0.8
 
 
 class MainScreen(Screen):
@@ -47,16 +47,11 @@ class MainScreen(Screen):
     PAGE = 100
     NARROW = 110
 
-    def __init__(self, spec) -> None:
+    def __init__(self, spec, review: ReviewState) -> None:
         super().__init__()
         self.spec = spec
-        self.project: Project | None = None
-        self.graph: PairGraph | None = None
-        self.index: ClusterIndex | None = None
-        self.floor = 0.0
-        self.threshold = DEFAULT_THRESHOLD
-        self.policy = "components"
-        self.sort = "size"
+        self.review = review
+        review.attach(self)
         self.page = 0
         self.scanning = False
         self.last_export = None
@@ -71,6 +66,29 @@ class MainScreen(Screen):
         self._views = PreparedViews()  # cluster indexes computed (or prepared ahead) for this graph
         self._last_step = 0.0  # the last threshold move, for which way to prepare first
         self._label: int | None = None  # selected cluster
+
+    # The review's state lives in the app's ReviewState; the main screen is its controller.
+    project = property(lambda self: self.review.project, lambda self, v: setattr(self.review, "project", v))
+    graph = property(lambda self: self.review.graph, lambda self, v: setattr(self.review, "graph", v))
+    index = property(lambda self: self.review.index, lambda self, v: setattr(self.review, "index", v))
+    threshold = property(lambda self: self.review.threshold, lambda self, v: setattr(self.review, "threshold", v))
+    policy = property(lambda self: self.review.policy, lambda self, v: setattr(self.review, "policy", v))
+    sort = property(lambda self: self.review.sort, lambda self, v: setattr(self.review, "sort", v))
+    floor = property(lambda self: self.review.floor, lambda self, v: setattr(self.review, "floor", v))
+
+    def kept_of(self, o: int) -> int:
+        return self.review.kept_of(o)
+
+    def exact_root(self, o: int) -> int:
+        return self.review.exact_root(o)
+
+    def remember_state(self) -> None:
+        self._remember_state()
+
+    def show_document(self, o: int, now: bool = True) -> None:
+        self._focus_doc = o
+        if now and self.index is not None:
+            self.show_page(keep_selection=True)
 
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -202,14 +220,6 @@ class MainScreen(Screen):
 
     def on_unmount(self) -> None:
         self.save_view()
-
-    def exact_root(self, o: int) -> int:
-        """The first copy of this document's text (itself if it is the first)."""
-        if self.graph is not None:
-            first = int(self.graph.exact_of[o])
-        else:  # the stored view is on screen and the pairs are still being read
-            first = self.project.exact_of(o)
-        return first if first >= 0 else o
 
     def save_view(self) -> None:
         """Store the view on screen for the next opening, unless it is stored already or stale."""
@@ -347,10 +357,8 @@ class MainScreen(Screen):
         self.show_page(keep_selection=True)
         if first:  # check_action only depends on whether there is an index (and on scanning)
             self.refresh_bindings()
-        from .pair import PairScreen
-
-        if isinstance(self.app.screen, PairScreen):
-            self.app.screen.index_changed()
+        if self.app.screen is not self:  # a screen on top (pair view, tuning) follows the new clustering
+            self.app.screen.post_message(ReviewChanged())
 
     # -- showing --------------------------------------------------------------------------
     def update_top(self) -> None:
@@ -568,10 +576,6 @@ class MainScreen(Screen):
             return None
         key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key
         return int(key.value)
-
-    def kept_of(self, o: int) -> int:
-        c = self.index.clustering
-        return int(c.keeper[o]) if c.keeper[o] >= 0 else int(c.cluster[o])
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -805,12 +809,12 @@ class MainScreen(Screen):
             o = next((int(m) for m in members if self.kept_of(int(m)) != int(m)), o)
         from .pair import PairScreen
 
-        self.app.push_screen(PairScreen(self, self._label, o))
+        self.app.push_screen(PairScreen(self.review, self._label, o))
 
     def action_tune(self) -> None:
         from .tune import TuneScreen
 
-        self.app.push_screen(TuneScreen(self))
+        self.app.push_screen(TuneScreen(self.review))
 
     # export
     def action_export(self) -> None:

@@ -16,6 +16,7 @@ from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
 from ..diff import DiffCancelled, diff
 from ..messages import DiffReady
+from ..state import ReviewChanged
 from ..text import literal_line
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
@@ -27,12 +28,12 @@ class PairScreen(Screen):
     ACTIONS = PAIR_ACTIONS
     NARROW = 100
 
-    def __init__(self, main, label: int, right: int) -> None:
+    def __init__(self, review, label: int, right: int) -> None:
         super().__init__()
-        self.main = main
+        self.review = review
         self.label = label
         self.right = right
-        self.left = main.kept_of(right)
+        self.left = review.kept_of(right)
         self.layout_choice: str | None = None  # None: automatic by width
         self.jaccard: float | None = None
         self._key: tuple = ()
@@ -73,11 +74,11 @@ class PairScreen(Screen):
 
     # -- content -------------------------------------------------------------------------
     def members(self) -> np.ndarray:
-        members = self.main.index.members(self.label)
+        members = self.review.index.members(self.label)
         return members[members != self.left]
 
     def load_pair(self) -> None:
-        project = self.main.project
+        project = self.review.project
         left_text, right_text = project.texts_for([self.left, self.right])
         self.query_one("#left-doc", DocView).set_document(left_text)
         self.query_one("#right-doc", DocView).set_document(right_text)
@@ -89,10 +90,10 @@ class PairScreen(Screen):
         self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0)
 
     def _stored_jaccard(self) -> float | None:
-        a, b = (self.main.exact_root(o) for o in (self.left, self.right))
+        a, b = (self.review.exact_root(o) for o in (self.left, self.right))
         if a == b:
             return 1.0
-        return self.main.project.stored_jaccard(a, b)
+        return self.review.project.stored_jaccard(a, b)
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:
@@ -119,11 +120,11 @@ class PairScreen(Screen):
         self.refresh_view()
 
     def refresh_view(self) -> None:
-        """Header and titles from the main screen's current clustering (after decisions too)."""
-        index = self.main.index
+        """Header and titles from the review's current clustering (after decisions too)."""
+        index = self.review.index
         if index is None:
             return
-        ids = self.main.project.ids_for([self.left, self.right])
+        ids = self.review.project.ids_for([self.left, self.right])
         header = Text()
         header.append(" JACCARD ", style="reverse bold")
         header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
@@ -179,31 +180,34 @@ class PairScreen(Screen):
         pos = np.flatnonzero(members == self.right)
         i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
         self.right = int(members[i])
-        self.left = self.main.kept_of(self.right)
+        self.left = self.review.kept_of(self.right)
         self.load_pair()
 
     def action_keep(self) -> None:
         self._advance = True
-        self.main.action_keep(self.right)
+        self.review.keep(self.right)
 
     def action_remove(self) -> None:
         self._advance = True
-        self.main.action_remove(self.right)
+        self.review.remove(self.right)
 
     def action_not_duplicate(self) -> None:
         self._advance = True
-        self.main.action_not_duplicate(self.right, self.left)
+        self.review.not_duplicate(self.right, self.left)
+
+    def on_review_changed(self, _message: ReviewChanged) -> None:
+        self.index_changed()
 
     def index_changed(self) -> None:
         """The clustering changed (a decision, a threshold): follow the right-hand document to its
         cluster, keep its kept document on the left, and after a decision made here move on to
         the next member without one."""
-        index = self.main.index
+        index = self.review.index
         if index is None:
             return
         c = index.clustering
         self.label = int(c.cluster[self.right])
-        kept = self.main.kept_of(self.right)
+        kept = self.review.kept_of(self.right)
         if self._advance:
             self._advance = False
             members = [int(m) for m in index.members(self.label)]
@@ -212,7 +216,7 @@ class PairScreen(Screen):
                         if m != kept and c.keeper[m] >= 0 and m not in index.overrides.decided), None)
             if nxt is not None:
                 self.right = nxt
-                kept = self.main.kept_of(nxt)
+                kept = self.review.kept_of(nxt)
         if kept == self.right:  # the right-hand one is now the kept one: show it against a member
             others = [int(m) for m in index.members(self.label) if int(m) != kept]
             if others:
@@ -225,4 +229,4 @@ class PairScreen(Screen):
             self.refresh_view()
 
     def action_undo(self) -> None:
-        self.main.action_undo()
+        self.review.undo()

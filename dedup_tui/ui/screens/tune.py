@@ -107,14 +107,14 @@ class TuneScreen(Screen):
     ACTIONS = TUNE_ACTIONS
     NARROW = 110
 
-    def __init__(self, main) -> None:
+    def __init__(self, review) -> None:
         super().__init__()
-        self.main = main
+        self.review = review
         self.report: tuning.TuneReport | None = None
         self.target = tuning.DEFAULT_TARGET_PRECISION
         self._generation = 0
-        self.svg_path = main.spec.db.with_name(main.spec.db.stem + ".tuning.svg")
-        self.labels_path = main.spec.db.with_name(main.spec.db.stem + ".labels.jsonl")
+        self.svg_path = review.spec.db.with_name(review.spec.db.stem + ".tuning.svg")
+        self.labels_path = review.spec.db.with_name(review.spec.db.stem + ".labels.jsonl")
 
     def compose(self) -> ComposeResult:
         yield Static("", id="tune-header")
@@ -147,13 +147,13 @@ class TuneScreen(Screen):
     def refresh_report(self) -> None:
         self._generation += 1
         self.update_header()
-        self.compute(self._generation, self.main.threshold, self.target)
+        self.compute(self._generation, self.review.threshold, self.target)
 
     @work(thread=True, exclusive=True, group="tune", exit_on_error=False)
     def compute(self, generation: int, threshold: float, target: float) -> None:
-        project = Project(self.main.spec.db)
+        project = Project(self.review.spec.db)
         try:
-            report = tuning.report(project, self.main.graph, threshold, target)
+            report = tuning.report(project, self.review.graph, threshold, target)
         finally:
             project.close()
         if not get_current_worker().is_cancelled:
@@ -177,7 +177,7 @@ class TuneScreen(Screen):
         else:
             title.append("  exhaustive scan: all found", style="dim")
         hist.chart_title = title
-        hist.set_data(self.main.graph.jaccard, r.floor, 1.0, curve, r.threshold)
+        hist.set_data(self.review.graph.jaccard, r.floor, 1.0, curve, r.threshold)
         sweep = self.query_one("#sweep", LineChart)
         k_c, k_g = r.sweep.at(r.threshold)
         st = Text("Kept documents ", style="bold")
@@ -212,14 +212,14 @@ class TuneScreen(Screen):
     def update_header(self) -> None:
         t = Text()
         t.append(" TUNING ", style="reverse bold")
-        t.append(f" threshold {self.main.threshold:.2f} ", style="bold")
-        t.append(f"({self.main.policy}; [ ] moves) · target precision {self.target:.0%} (+ -)", style="dim")
+        t.append(f" threshold {self.review.threshold:.2f} ", style="bold")
+        t.append(f"({self.review.policy}; [ ] moves) · target precision {self.target:.0%} (+ -)", style="dim")
         e = self.report.estimates if self.report is not None else None
         if e is not None and e.recommended is not None:
             t.append("  recommended ", style="dim")
             t.append(f"{e.recommended:.2f}", style="bold")
             t.append(" (a)", style="dim")
-        if self.report is None or self.report.threshold != self.main.threshold or (
+        if self.report is None or self.report.threshold != self.review.threshold or (
                 self.report.estimates is not None and self.report.estimates.target != self.target):
             t.append("  computing…", style="dim italic")
         t.append("\nl: label borderline pairs · s: save SVG · j: labels JSONL · esc: back", style="dim")
@@ -243,20 +243,20 @@ class TuneScreen(Screen):
         self.dismiss()
 
     def action_review(self) -> None:
-        self.app.push_screen(ReviewScreen(self.main, self.main.threshold))
+        self.app.push_screen(ReviewScreen(self.review, self.review.threshold))
 
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
         if e is None or e.recommended is None:
             self.notify("No recommendation yet: label pairs first (l)", severity="warning")
             return
-        self.main.set_threshold(e.recommended)
+        self.review.set_threshold(e.recommended)
         self.notify(f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
                     f"recall {_pct(e.recommended_recall)}", timeout=4)
         self.refresh_report()
 
     def action_threshold(self, delta: float) -> None:
-        self.main.action_threshold(delta)
+        self.review.step_threshold(delta)
         self.refresh_report()
 
     def action_target(self, delta: float) -> None:
@@ -273,12 +273,12 @@ class TuneScreen(Screen):
         ch = self.selected_chain()
         if ch is None:
             return
-        threshold, policy, author = self.main.threshold, self.main.policy, self.app.author
+        threshold, policy, author = self.review.threshold, self.review.policy, self.app.author
 
         def split(n: int) -> None:
             self.notify(f"Split {literal_line(ch.label_id, 80)}'s cluster: {n} links marked not a duplicate "
                         f"(u on the main screen undoes)", markup=False, timeout=4)
-            self.main.schedule_recluster()
+            self.review.recluster()
             self.refresh_report()
 
         self.app.writer.submit(lambda project: tuning.split_chain(project, ch, threshold, policy, author=author),
@@ -288,15 +288,13 @@ class TuneScreen(Screen):
         ch = self.selected_chain()
         if ch is None:
             return
-        main = self.main
-        main._focus_doc = ch.label
-        if main.policy != "components":
-            main.policy = "components"
-            main._remember_state()
+        review = self.review
+        if review.policy != "components":
             self.notify("Chains are components clusters: policy switched to components", timeout=3)
-            main.schedule_recluster()
-        elif main.index is not None:
-            main.show_page(keep_selection=True)
+            review.show_document(ch.label, now=False)  # selected once the re-clustering is shown
+            review.set_policy("components")
+        else:
+            review.show_document(ch.label)
         self.dismiss()
 
     def action_save_svg(self) -> None:
@@ -304,7 +302,7 @@ class TuneScreen(Screen):
         self.notify(f"Saved {path}", markup=False, timeout=4)
 
     def action_export_labels(self) -> None:
-        n = tuning.export_labels(self.main.project, self.labels_path)
+        n = tuning.export_labels(self.review.project, self.labels_path)
         self.notify(f"Wrote {n:,} labels to {self.labels_path}", markup=False, timeout=4)
 
 
@@ -316,9 +314,9 @@ class ReviewScreen(Screen):
     NARROW = 100
     SYNC_DIFF_CHARS = 20_000  # shorter pairs are diffed at once, longer ones in a worker
 
-    def __init__(self, main, threshold: float) -> None:
+    def __init__(self, review, threshold: float) -> None:
         super().__init__()
-        self.main = main
+        self.review = review
         self.threshold = threshold
         self.queue: list[tuning.QueuePair] = []
         self.pos = 0
@@ -345,14 +343,14 @@ class ReviewScreen(Screen):
 
     def _labelled_ords(self) -> set[tuple[int, int]]:
 
-        labs = tuning.labels(self.main.project)
-        ords = ords_for_ids(self.main.project, [x.a_id for x in labs] + [x.b_id for x in labs])
+        labs = tuning.labels(self.review.project)
+        ords = ords_for_ids(self.review.project, [x.a_id for x in labs] + [x.b_id for x in labs])
         return {(ords[x.a_id], ords[x.b_id]) for x in labs if x.a_id in ords and x.b_id in ords}
 
     def refill(self) -> None:
-        floor, exclude = self.main.floor, self._labelled_ords()
+        floor, exclude = self.review.floor, self._labelled_ords()
         for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
-            self.queue = tuning.review_queue(self.main.graph, self.threshold, floor, per_bin=10, span=span,
+            self.queue = tuning.review_queue(self.review.graph, self.threshold, floor, per_bin=10, span=span,
                                              exclude=exclude, seed=self._round)
             if self.queue:
                 break
@@ -369,7 +367,7 @@ class ReviewScreen(Screen):
             self.update_header("Every stored pair is labelled. esc: back to the tuning screen.")
             return
         q = self.current = self.queue[self.pos]
-        project = self.main.project
+        project = self.review.project
         self._ids = tuple(project.ids_for([q.a, q.b]))
         left, right = project.texts_for([q.a, q.b])
         lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
@@ -409,7 +407,7 @@ class ReviewScreen(Screen):
         t.append(" LABEL ", style="reverse bold")
         q = self.current
         if q is not None:
-            edges = tuning.bin_edges(self.main.floor)
+            edges = tuning.bin_edges(self.review.floor)
             t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
             t.append(f" bin {edges[q.bin]:.2f}–{edges[q.bin + 1]:.2f} · threshold {self.threshold:.2f} · "
                      f"pair {self.pos + 1}/{len(self.queue)}", style="dim")
@@ -426,7 +424,7 @@ class ReviewScreen(Screen):
         q = self.current
         if q is None:
             return
-        a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.main.policy, self.app.author
+        a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.review.policy, self.app.author
         self.app.writer.submit(lambda project: tuning.set_label(project, a_id, b_id, label, q.similarity, threshold,
                                                                 policy, author=author), what="the label")
         self.done.append((self._ids[0], self._ids[1], label))
@@ -444,7 +442,7 @@ class ReviewScreen(Screen):
         if label == "not_duplicate":
             self.changed_decisions = True
         # show that pair again
-        found = ords_for_ids(self.main.project, [a_id, b_id])
+        found = ords_for_ids(self.review.project, [a_id, b_id])
         a, b = sorted((found[a_id], found[b_id]))
         back = next((i for i, q in enumerate(self.queue) if (q.a, q.b) == (a, b)), None)
         if back is not None:
@@ -458,5 +456,5 @@ class ReviewScreen(Screen):
 
     def action_close(self) -> None:
         if self.changed_decisions:  # after the labels queued before it are written
-            self.app.writer.submit(lambda project: None, lambda _r: self.main.schedule_recluster(), what="the view")
+            self.app.writer.submit(lambda project: None, lambda _r: self.review.recluster(), what="the view")
         self.dismiss()
