@@ -17,6 +17,7 @@ class AppFooter(Footer):
         super().__init__(*args, **kwargs)
         self._shown: tuple | None = None
         self._pending = False
+        self._composed_once = False
 
     COMPACT_BELOW = 120  # columns: narrower terminals get the compact footer, so every key fits at 80
 
@@ -37,7 +38,10 @@ class AppFooter(Footer):
         return shown, palette, self.compact, self.show_command_palette
 
     def bindings_changed(self, screen) -> None:
-        self._bindings_ready = True
+        if not self._composed_once:  # Footer's own first composition (it shows nothing before)
+            self._composed_once = True
+            super().bindings_changed(screen)
+            return
         if not screen.app.app_focus:
             return
         if self.is_attached and screen is self.screen and not self._pending:

@@ -26,8 +26,8 @@ def pane_width(widget) -> int:
 class RowTable(DataTable):
     """A DataTable whose rows are each one pre-laid-out cell (fields padded to set widths), so
     drawing a row renders one cell, not one per field: DataTable's per-cell rendering was most of
-    the time of every page, sort and threshold change. The header is laid out the same way. New
-    rows are not measured on idle: the single column's width is set before each fill."""
+    the time of every page, sort and threshold change. The header is laid out the same way; the
+    single column's width is set before each fill."""
 
     GAP = "  "  # between fields: what DataTable's one cell of padding each side gives
     # In a list, home/end go to the first/last row (DataTable scrolls sideways on them).
@@ -74,17 +74,10 @@ class RowTable(DataTable):
             width = max(width, column.width)
         if column.width != width or column.auto_width:
             column.width, column.auto_width = width, False
-        self._require_update_dimensions = True
-        self.refresh()
-
-    def _update_dimensions(self, new_rows) -> None:
-        if self._labelled_row_exists or any(c.auto_width for c in self.columns.values()):
-            super()._update_dimensions(new_rows)
-            return
-        new_rows.clear()
-        width = sum(c.get_render_width(self) for c in self.columns.values()) + self._row_label_column_width
+        # The scrollable size follows the one column's width (public API: no re-measuring of rows).
         header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(width, self._total_row_height + header)
+        self.virtual_size = Size(sum(c.get_render_width(self) for c in self.columns.values()), self.row_count + header)
+        self.refresh()
 
 
 def _sim(value: float) -> Text:
