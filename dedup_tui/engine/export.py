@@ -243,7 +243,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .ingest import _file_sha256
+    from .ingest import file_sha256
 
     rows = project.conn.execute("SELECT id, format, path, sha256 FROM sources ORDER BY id").fetchall()
     if not rows or any(fmt != "parquet" for _id, fmt, _p, _s in rows):
@@ -251,7 +251,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
     kept = set(np.flatnonzero(clustering.reason == KEPT).tolist())
     tables = []
     for source_id, _fmt, path, sha in rows:
-        if _file_sha256(Path(path))[0] != sha:
+        if file_sha256(Path(path))[0] != sha:
             raise DedupError(f"{path}: changed since it was loaded (its SHA-256 differs), so its rows cannot be "
                              f"exported unchanged as Parquet; restore it, or export as JSONL or CSV")
         lines = [line for o, line in project.conn.execute(

@@ -375,7 +375,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(text).split())
 
 
-def _file_sha256(path: Path) -> tuple[str | None, int | None]:
+def file_sha256(path: Path) -> tuple[str | None, int | None]:
     if path.is_dir():
         return None, None
     h = hashlib.sha256()
@@ -438,7 +438,7 @@ def load_corpus(
         existing = project.document_count() > 0
         loaded = {(row[0], row[1]): row[2] for row in conn.execute("SELECT path, sha256, loaded_at FROM sources")}
         for path, fmt in zip(paths, formats):
-            sha, size = _file_sha256(path)
+            sha, size = file_sha256(path)
             if sha is not None and (str(path.resolve()), sha) in loaded:
                 raise CorpusError(str(path), None, f"already loaded into this project "
                                   f"({loaded[(str(path.resolve()), sha)]}); loading it again would add every "
@@ -458,7 +458,7 @@ def load_corpus(
             else:
                 if id_required or text_field != "text":
                     raise CorpusError(str(path), None, "a folder of .txt files has no fields: each file is one "
-                                      "document, its id the file's path (drop --id-field / --text-field)")
+                                      "document, its id the file's path; the id and text fields do not apply")
                 records = read_text_folder(path, errors)
             records = _guarded(path, records, errors)
             if fmt in ("csv", "tsv", "parquet"):

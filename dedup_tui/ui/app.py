@@ -37,11 +37,8 @@ class DedupApp(App):
             self.writer = ProjectWriter(self, spec.db)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
-            project = Project(spec.db)
-            try:
+            with Project(spec.db) as project:
                 self.state_message = project.state_message()
-            finally:
-                project.close()
         except BaseException:
             self.project_lock.release()
             raise
@@ -70,11 +67,8 @@ class DedupApp(App):
             return
         if self.review.project is not None:
             self.review.project.close()
-        project = Project(self.spec.db)
-        try:
+        with Project(self.spec.db) as project:
             empty = not project.has_documents()
-        finally:
-            project.close()
         if empty:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(self.spec.db) + suffix).unlink(missing_ok=True)

@@ -95,7 +95,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
 def _check_corpus(project: Project, corpus: Path) -> str | None:
     """Refuse a project that was loaded from other files; a warning when this corpus changed
     since it was loaded (its SHA-256 is in `sources`)."""
-    from ..engine.ingest import _file_sha256
+    from ..engine.ingest import file_sha256
 
     sources = project.sources()
     resolved = str(corpus.resolve())
@@ -105,7 +105,7 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
         raise ProjectError(f"{project.path}: holds documents loaded from {shown}, not from {corpus}; open that "
                            f"project as it is (dedup-tui {project.path}) or choose another with --db")
     sha = mine[-1]["sha256"]
-    if sha and _file_sha256(corpus)[0] != sha:
+    if sha and file_sha256(corpus)[0] != sha:
         return (f"{corpus.name} changed since it was loaded ({mine[-1]['loaded_at']}): this project shows the "
                 f"documents as they were then. To review the new version, load it into a new project "
                 f"(dedup-tui {corpus} --db NEW.db).")

@@ -260,11 +260,8 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, query: str) -> None:
-        project = Project(self.spec.db)
-        try:
+        with Project(self.spec.db) as project:
             found = project.find_documents(query, limit=1)
-        finally:
-            project.close()
         self.post_message(SearchDone(query, found[0] if found else None))
 
     def on_search_done(self, message: "SearchDone") -> None:
