@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from .engine import pipeline
-from .engine.cluster import POLICIES, cluster
+from .engine.cluster import POLICIES
 from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
-from .engine.export import FORMATS, check_threshold, export
+from .engine.export import FORMATS, check_threshold
 from .engine.ingest import load_corpus
 from .engine.outputs import OutputError, check_outputs, project_protected
 from .engine.progress import STAGE_NAMES, Control, describe_rate

@@ -449,18 +449,7 @@ def load_corpus(
             if fmt == "jsonl-or-text":
                 fmt = "jsonl"
                 hint = " (a single .txt file is read as JSON Lines; for plain text give a folder of .txt files)"
-            if fmt == "jsonl":
-                records = read_jsonl(path, id_field, text_field, errors, id_required)
-            elif fmt in ("csv", "tsv"):
-                records = read_csv(path, id_field, text_field, errors, "," if fmt == "csv" else "\t", id_required)
-            elif fmt == "parquet":
-                records = read_parquet(path, id_field, text_field, errors, id_required)
-            else:
-                if id_required or text_field != "text":
-                    raise CorpusError(str(path), None, "a folder of .txt files has no fields: each file is one "
-                                      "document, its id the file's path; the id and text fields do not apply")
-                records = read_text_folder(path, errors)
-            records = _guarded(path, records, errors)
+            records = _guarded(path, _reader(path, fmt, id_field, text_field, errors, id_required), errors)
             if fmt in ("csv", "tsv", "parquet"):
                 fields = next(records, None)
                 if fields is None:
@@ -565,6 +554,20 @@ def _lines(lines: list[int], limit: int = 20) -> str:
     return ", ".join(map(str, lines[:limit])) + (" ..." if len(lines) > limit else "")
 
 
+def _reader(path: Path, fmt: str, id_field: str, text_field: str, errors: list, id_required: bool) -> Iterator:
+    """The records of one file (for CSV/TSV/Parquet, its column names first)."""
+    if fmt in ("jsonl", "jsonl-or-text"):
+        return read_jsonl(path, id_field, text_field, errors, id_required)
+    if fmt in ("csv", "tsv"):
+        return read_csv(path, id_field, text_field, errors, "," if fmt == "csv" else "\t", id_required)
+    if fmt == "parquet":
+        return read_parquet(path, id_field, text_field, errors, id_required)
+    if id_required or text_field != "text":
+        raise CorpusError(str(path), None, "a folder of .txt files has no fields: each file is one "
+                          "document, its id the file's path; the id and text fields do not apply")
+    return read_text_folder(path, errors)
+
+
 def check_corpus(path: str | Path, id_field: str | None = None, text_field: str = "text",
                  skip_bad: bool = False) -> None:
     """Raise CorpusError when the corpus cannot load at all: a missing text or id field or
@@ -577,15 +580,7 @@ def check_corpus(path: str | Path, id_field: str | None = None, text_field: str 
     errors: list[_Bad] = []
     id_required = id_field is not None
     field = id_field if id_field is not None else "id"
-    if fmt in ("jsonl", "jsonl-or-text"):
-        records = read_jsonl(path, field, text_field, errors, id_required)
-    elif fmt in ("csv", "tsv"):
-        records = read_csv(path, field, text_field, errors, "," if fmt == "csv" else "\t", id_required)
-    elif fmt == "parquet":
-        records = read_parquet(path, field, text_field, errors, id_required)
-    else:
-        records = read_text_folder(path, errors)
-    for item in _guarded(path, records, errors):
+    for item in _guarded(path, _reader(path, fmt, field, text_field, errors, id_required), errors):
         if isinstance(item, Record):
             break
         if errors:

@@ -10,7 +10,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import socket
 import sqlite3
 import time

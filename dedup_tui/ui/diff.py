@@ -92,6 +92,18 @@ def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda
     return out
 
 
+def diff_in_worker(left: str, right: str, normalized: bool = False) -> DiffResult | None:
+    """diff() in a Textual thread worker: None when the worker was cancelled (its screen closed)."""
+    from textual.worker import get_current_worker
+
+    worker = get_current_worker()
+    try:
+        result = diff(left, right, cancelled=lambda: worker.is_cancelled, normalized=normalized)
+    except DiffCancelled:
+        return None
+    return None if worker.is_cancelled else result
+
+
 def _unit_starts(tokens: list[str]) -> list[int]:
     """Token indices where units start (and len(tokens) at the end). A unit ends after a line
     break, a sentence's end, or a word whose CRC is 0 mod 32 (content-defined: two texts cut the

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions
-from ...engine.cluster import NEAR, POLICIES, PairGraph, strongest_links
+from ...engine.cluster import NEAR, POLICIES, strongest_links
 from ...engine.decisions import Overrides, cluster_with_decisions
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
@@ -31,7 +31,7 @@ from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snaps
                      view_keys)
 from ..state import ReviewChanged, ReviewState
 from ..text import literal_line
-from ..diff import DiffCancelled, diff
+from ..diff import diff, diff_in_worker
 from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
@@ -527,12 +527,8 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def compute_preview(self, key: tuple, left: str, right: str) -> None:
-        worker = get_current_worker()
-        try:
-            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
-        except DiffCancelled:
-            return
-        if not worker.is_cancelled:
+        result = diff_in_worker(left, right)
+        if result is not None:
             self.post_message(DiffReady(key, result))
 
     def on_diff_ready(self, message: DiffReady) -> None:

@@ -14,7 +14,7 @@ from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
-from ..diff import DiffCancelled, diff
+from ..diff import diff_in_worker
 from ..messages import DiffReady
 from ..state import ReviewChanged
 from ..text import literal_line
@@ -98,10 +98,8 @@ class PairScreen(Screen):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:
         """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
-        worker = get_current_worker()
-        try:
-            result = diff(left, right, cancelled=lambda: worker.is_cancelled, normalized=self.normalized)
-        except DiffCancelled:
+        result = diff_in_worker(left, right, self.normalized)
+        if result is None:
             return
         if k:
             values, offsets = shingle_sets([normalize(left), normalize(right)], k)

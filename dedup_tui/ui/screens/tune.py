@@ -3,7 +3,6 @@ borderline review queue. Numbers come from engine.tune, computed in worker threa
 
 from __future__ import annotations
 
-import numpy as np
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -19,7 +18,7 @@ from ...engine.decisions import ords_for_ids
 from ...engine.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
-from ..diff import DiffCancelled, diff
+from ..diff import diff, diff_in_worker
 from ..messages import DiffReady
 from ..text import literal_line
 from ..widgets.charts import HistogramChart, LineChart
@@ -389,12 +388,8 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str) -> None:
-        worker = get_current_worker()
-        try:
-            result = diff(left, right, cancelled=lambda: worker.is_cancelled)
-        except DiffCancelled:
-            return
-        if not get_current_worker().is_cancelled:
+        result = diff_in_worker(left, right)
+        if result is not None:
             self.post_message(DiffReady(key, result))
 
     def on_diff_ready(self, message: DiffReady) -> None:
