@@ -12,6 +12,8 @@ time.perf_counter(), from the key press (or app start) until what the user sees 
 * page      -- `>` until the cluster list shows the next page
 * sort      -- `s` until the list is re-sorted
 * pair      -- `d` on a member until the pair view's diff is rendered
+* decide    -- `x` on a member until the removal is saved (writer thread), re-clustered and the
+  cursor is on the next member; `u` until it is undone
 
 each repeated several times (median and max in ms), plus the engine calls underneath
 (`pipeline.load_graph`, `cluster.cluster` at several thresholds for both policies).
@@ -153,7 +155,7 @@ async def until(pilot, cond, timeout: float = 30.0) -> None:
 
 CHARS = {"right_square_bracket": "]", "left_square_bracket": "[", "right_curly_bracket": "}",
          "left_curly_bracket": "{", "greater_than_sign": ">",
-         "less_than_sign": "<", "p": "p", "s": "s", "d": "d"}
+         "less_than_sign": "<", "p": "p", "s": "s", "d": "d", "x": "x", "u": "u"}
 
 
 def send_key(app, key: str) -> None:
@@ -311,9 +313,25 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             for _ in range(repeat):
                 await timed("sort `s`", ["s"], lambda: main.page == 0 and main.index.sort == main.sort
                             and reflects(main, main.threshold, main.policy))
-            # pair view: a member (not the kept one) of a different cluster each time
+            # decisions: `x` on a member until it is saved, re-clustered and the cursor has moved on to
+            # the next member without a decision; then `u` until the removal is undone
+            from dedup_tui.engine.decisions import REVIEWER
+
             clusters = main.query_one("#clusters")
             members = main.query_one("#members")
+            for i in range(repeat):
+                clusters.focus()
+                clusters.move_cursor(row=i * 5 % max(1, clusters.row_count), animate=False)
+                await settle(pilot)
+                members.focus()
+                members.move_cursor(row=1, animate=False)
+                await settle(pilot)
+                o = main.selected_doc()
+                await timed("remove `x` (saved, re-clustered, cursor on the next member)", ["x"],
+                            lambda: main.index.clustering.reason[o] == REVIEWER and main.selected_doc() != o)
+                await timed("undo `u` (saved, re-clustered)", ["u"],
+                            lambda: main.index.clustering.reason[o] != REVIEWER)
+            # pair view: a member (not the kept one) of a different cluster each time
             for i in range(repeat):
                 clusters.focus()
                 clusters.move_cursor(row=i * 7 % max(1, clusters.row_count), animate=False)

@@ -120,6 +120,24 @@ def _as_object(source: dict, doc_id: str, text: str, record: bytes | None) -> di
     return {"id": doc_id, "text": text}
 
 
+def _table_from_rows(rows: list[dict]):
+    """An Arrow table of JSON-like records, one column per field in first-seen order. A column
+    Arrow cannot type as it is (an integer beyond 64 bits, numbers mixed with text) becomes
+    text: its strings as they are, other values as their JSON."""
+    import pyarrow as pa
+
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    columns = {}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            columns[name] = pa.array([v if v is None or isinstance(v, str) else json.dumps(_json_safe(v), ensure_ascii=False)
+                                      for v in values], pa.string())
+    return pa.table(columns) if names else pa.table({})
+
+
 def _json_safe(value):
     """JSON has no NaN or infinity: written as null (JSON Lines must stay valid JSON)."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
@@ -212,7 +230,7 @@ def export(
         table = _parquet_rows_unchanged(project, clustering)
         if table is None:
             rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
-            table = pa.Table.from_pylist(rows)
+            table = _table_from_rows(rows)
         kept_count = table.num_rows
         with AtomicFile(out, "wb", overwrite=force) as fh:
             pq.write_table(table, fh)

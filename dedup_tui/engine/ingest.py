@@ -117,6 +117,24 @@ def _json_default(value):
     return str(value)
 
 
+def _check_repeated_fields(line: str, fields: tuple[str, ...], lineno: int) -> None:
+    """A record naming its text or id field twice is refused (json keeps the last silently).
+    The full check runs only when a field's name appears twice in the line at all."""
+    quoted = [json.dumps(f) for f in fields]
+    if not any(line.count(q) > 1 for q in quoted):
+        return
+    top: list = []
+
+    def pairs_hook(pairs):
+        top[:] = [k for k, _v in pairs]  # the outermost object is the last one built
+        return dict(pairs)
+
+    json.loads(line, object_pairs_hook=pairs_hook)
+    for field in fields:
+        if top.count(field) > 1:
+            raise _Bad(lineno, f"field {_show(field)} appears {top.count(field)} times in the record")
+
+
 def _field_text(value, line: int, text_field: str) -> str:
     if isinstance(value, _LongNumber):
         raise _Bad(line, f"text field {_show(text_field)} is a number of {len(value):,} digits, not a string")
@@ -196,6 +214,7 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                     raise _Bad(lineno, "JSON nested too deeply to read (thousands of levels)") from None
                 if not isinstance(obj, dict):
                     raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
+                _check_repeated_fields(line, (text_field, id_field), lineno)
                 # The line is valid UTF-8, so an unpaired surrogate can only come from a \u escape.
                 escaped = b"\\u" in raw
                 text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)

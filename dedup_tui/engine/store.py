@@ -583,9 +583,9 @@ class Project:
             return None
         try:
             params = json.loads(raw)
-            if isinstance(params, dict) and 0 < float(params.get("floor", 0.5)) <= 1 and int(params.get("k", 5)) >= 1:
+            if isinstance(params, dict) and 0 < float(params["floor"]) <= 1 and int(params["k"]) >= 1:
                 return params
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, KeyError):
             pass
         raise ProjectError(f"{self.path}: damaged dedup-tui project: its scan parameters cannot be read; "
                            f"scan again (dedup-tui scan)")

@@ -469,3 +469,37 @@ def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
     import base64
 
     assert rows[0]["score"] is None and base64.b64decode(rows[0]["blob"]) == b"\xff\x00"
+
+
+def test_parquet_export_of_numbers_arrow_cannot_type(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    corpus = tmp_path / "n.jsonl"
+    corpus.write_text("\n".join([
+        '{"id": "a", "text": "first document text", "n": ' + "9" * 5000 + '}',
+        '{"id": "b", "text": "second document text", "n": 5}',
+        '{"id": "c", "text": "third document text", "n": 18446744073709551615}',
+    ]) + "\n")
+    db = tmp_path / "n.db"
+    assert run("load", corpus, "--db", db).exit_code == 0 and run("scan", "--db", db).exit_code == 0
+    assert run("export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "n.parquet", "--format", "parquet").exit_code == 0
+    assert pq.read_table(tmp_path / "n.parquet").column("n").to_pylist() == ["9" * 5000, "5", "18446744073709551615"]
+
+
+def test_empty_scan_parameters_are_damaged(project_files):
+    import sqlite3
+
+    _tmp, _corpus, db = project_files
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '{}' WHERE key = 'scan_params'")
+    result = run("tune", "--db", db)
+    assert result.exit_code == 1 and "scan parameters cannot be read" in result.output
+
+
+def test_a_jsonl_record_naming_its_text_or_id_twice_is_refused(tmp_path):
+    corpus = tmp_path / "d.jsonl"
+    corpus.write_text('{"id": "1", "text": "first", "text": "second"}\n')
+    result = run("load", corpus, "--db", tmp_path / "d.db")
+    assert result.exit_code == 1 and 'd.jsonl:1: field "text" appears 2 times' in result.output
+    fine = tmp_path / "f.jsonl"  # the name inside a value or a nested object is fine
+    fine.write_text('{"id": "1", "text": "the word \\"text\\" here", "meta": {"text": "x"}}\n')
+    assert run("load", fine, "--db", tmp_path / "f.db").exit_code == 0
