@@ -25,6 +25,28 @@ SORTS = {
     "low": "lowest similarity first",
     "borderline": "closest to the threshold first",
 }
+# A view is "sort" or "sort:filter"; the filter keeps some clusters of the list (the counts in the
+# summary stay those of every cluster).
+FILTERS = {
+    "all": "every cluster",
+    "undecided": "clusters without a decision",
+    "near": "clusters with a near (not exact) duplicate",
+    "exact": "clusters of exact copies only",
+}
+
+
+def split_view(view: str) -> tuple[str, str]:
+    sort, _, flt = view.partition(":")
+    return sort, flt or "all"
+
+
+def join_view(sort: str, flt: str) -> str:
+    return sort if flt == "all" else f"{sort}:{flt}"
+
+
+def describe_view(view: str) -> str:
+    sort, flt = split_view(view)
+    return SORTS[sort] + ("" if flt == "all" else f"; only {FILTERS[flt]}")
 
 
 @dataclass
@@ -76,24 +98,40 @@ class ClusterIndex:
         return int(hit[0]) if len(hit) else None
 
     def with_sort(self, sort: str) -> "ClusterIndex":
-        order = sort_order(sort, self.labels, self.sizes, self.max_sim, self.min_sim, self.threshold)
+        """The same clusters in another order (the filter part of `sort` must be the same)."""
+        order = sort_order(sort, self.labels, self.sizes, self.max_sim, self.min_sim, self.threshold, self.decided)
         return ClusterIndex(self.threshold, self.policy, sort, self.clustering, self.overrides, self.counts,
                             self.labels[order], self.sizes[order], self.max_sim[order], self.min_sim[order],
                             self.decided[order], self._by_cluster, self._sorted_labels)
 
 
-def sort_order(sort: str, labels, sizes, max_sim, min_sim, threshold) -> np.ndarray:
+def sort_order(view: str, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
+    """Positions of the clusters to list, in the view's order (the filter drops some)."""
+    sort, flt = split_view(view)
     hi = np.nan_to_num(max_sim, nan=0.0)
     lo = np.nan_to_num(min_sim, nan=1.0)
     if sort == "size":
-        return np.lexsort((labels, -sizes))
-    if sort == "high":
-        return np.lexsort((labels, -hi))
-    if sort == "low":
-        return np.lexsort((labels, lo))
-    if sort == "borderline":
-        return np.lexsort((labels, np.abs(lo - threshold)))
-    raise ValueError(f"unknown sort {sort!r}")
+        order = np.lexsort((labels, -sizes))
+    elif sort == "high":
+        order = np.lexsort((labels, -hi))
+    elif sort == "low":
+        order = np.lexsort((labels, lo))
+    elif sort == "borderline":
+        order = np.lexsort((labels, np.abs(lo - threshold)))
+    else:
+        raise ValueError(f"unknown sort {sort!r}")
+    if flt == "all":
+        return order
+    exact = np.asarray(min_sim) >= 1.0  # every removed member has the kept one's text (nan: chained)
+    if flt == "undecided":
+        keep = ~np.asarray(decided, dtype=bool) if decided is not None else np.ones(len(labels), bool)
+    elif flt == "exact":
+        keep = exact
+    elif flt == "near":
+        keep = ~exact
+    else:
+        raise ValueError(f"unknown filter {flt!r}")
+    return order[keep[order]]
 
 
 _GRAPH_COUNTS: dict[int, tuple[PairGraph, int, int, int]] = {}  # id(graph) -> (graph, exact groups, copies, pairs)
@@ -159,7 +197,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
         decided_clusters=int(decided.sum()),
     )
     sizes = sizes_all[labels]
-    order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold)
+    order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold, decided)
     return ClusterIndex(c.threshold, c.policy, sort, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels)
 

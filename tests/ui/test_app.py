@@ -677,3 +677,32 @@ async def test_pair_view_case_toggle_and_stacked_titles(tmp_path):
         await settle(pilot)
         assert {m.strip() for m in marked()} == {"six"}
         assert "case and spacing ignored" in str(screen.query_one("#pair-header").render())
+
+
+async def test_filters_undecided_near_and_exact(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        total = main.index.counts.clusters
+        exact_only = int((main.index.min_sim >= 1.0).sum())
+        await pilot.press("f")  # undecided: every cluster, none decided yet
+        await settle(pilot)
+        assert main.sort == "size:undecided" and len(main.index.labels) == total
+        await pilot.press("tab", "a")  # accept the selected cluster: it leaves the list
+        await settle(pilot)
+        assert len(main.index.labels) == total - 1 and not main.index.decided.any()
+        assert main.index.counts.clusters == total  # the summary still counts them all
+        await pilot.press("f")  # with a near duplicate
+        await settle(pilot)
+        assert len(main.index.labels) == total - exact_only and not (main.index.min_sim >= 1.0).any()
+        await pilot.press("f")  # exact copies only
+        await settle(pilot)
+        assert len(main.index.labels) == exact_only and (main.index.min_sim >= 1.0).all()
+        await pilot.press("s")  # the sort changes within the filter
+        await settle(pilot)
+        assert main.sort == "high:exact" and len(main.index.labels) == exact_only
+        await pilot.press("f")  # back to every cluster
+        await settle(pilot)
+        assert main.sort == "high" and len(main.index.labels) == total
+        assert "only clusters" not in str(main.query_one("#clusters-title").render())

@@ -27,7 +27,7 @@ from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..model import (SORTS, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
+from ..model import (FILTERS, SORTS, describe_view, join_view, split_view, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
                      view_keys)
 from ..state import ReviewChanged, ReviewState
 from ..text import literal_line
@@ -421,7 +421,7 @@ class MainScreen(Screen):
         table.fill(index, start, stop, previews)
         title = Text()
         title.append(f"Clusters {start + 1 if stop else 0:,}–{stop:,} of {len(index.labels):,}", style="bold")
-        title.append(f"  page {self.page + 1}/{self.pages} (< >) · sort: {SORTS[self.sort]} (s)", style="dim")
+        title.append(f"  page {self.page + 1}/{self.pages} (< >) · {describe_view(self.sort)} (s, f)", style="dim")
         self.query_one("#clusters-title", Static).update(title)
         if stop > start:
             table.move_cursor(row=min(target_row, stop - start - 1), animate=False)
@@ -581,7 +581,7 @@ class MainScreen(Screen):
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "accept", "bulk_accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "undo", "redo"):
+                      "page", "cycle_sort", "cycle_filter", "undo", "redo"):
             return None if self.index is None else True
         return True
 
@@ -622,13 +622,24 @@ class MainScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         keys = list(SORTS)
-        self.sort = keys[(keys.index(self.sort) + 1) % len(keys)]
+        sort, flt = split_view(self.sort)
+        self.sort = join_view(keys[(keys.index(sort) + 1) % len(keys)], flt)
         if self.index is not None:
             self.index = self.index.with_sort(self.sort)
             self.page = 0
             self._focus_doc = None
             self.show_page(keep_selection=False)
-        self.notify(f"Sorted: {SORTS[self.sort]}", timeout=2)
+        self.notify(f"Sorted: {SORTS[split_view(self.sort)[0]]}", timeout=2)
+
+    def action_cycle_filter(self) -> None:
+        """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only."""
+        keys = list(FILTERS)
+        sort, flt = split_view(self.sort)
+        flt = keys[(keys.index(flt) + 1) % len(keys)]
+        self.sort = join_view(sort, flt)
+        self.page = 0
+        self.schedule_recluster()  # the list is rebuilt from the clustering (the filter dropped some)
+        self.notify(f"Showing {FILTERS[flt]}", timeout=2)
 
     def action_page(self, delta: int) -> None:
         new = min(max(self.page + delta, 0), self.pages - 1)
