@@ -243,9 +243,10 @@ def pairs(db, minimum, out, force):
 @click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
 @click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
+@click.option("--keep", "keep", type=click.Choice(["first", "longest"]), help="Which document a cluster keeps when no reviewer chose; saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
-def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, ignore_decisions, force):
+def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions, force):
     """Write the curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
@@ -271,6 +272,10 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
             policy = "components"
     if chosen:
         click.echo(f"using {' and '.join(chosen)}, as the project was last reviewed", err=True)
+    if keep is not None:
+        from .engine.decisions import set_keep_rule
+
+        _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
     click.echo(

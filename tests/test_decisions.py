@@ -169,3 +169,35 @@ def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_link
     assert rows["C"]["duplicate_of"] == "A" and rows["C"]["similarity"] is None
     assert (rows["C"]["via"], rows["C"]["via_similarity"]) == ("B", sim[(1, 2)])
     assert sim[(0, 2)] not in [v for r in rows.values() for v in r.values()]
+
+
+def test_keep_longest_rule_is_honoured_by_both_policies_and_exports(make_project, tmp_path):
+    """With the keep rule 'longest', each cluster keeps its longest text (earliest on ties)
+    instead of the first; the clusters themselves do not change; a reviewer's keep still wins;
+    the export and its manifest follow the rule."""
+    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+
+    base = " ".join(f"w{i}" for i in range(50))
+    docs = [("short", base), ("longer", base + " extra words"), ("longest", base + " extra words and more"),
+            ("tie", base + " extra words and mor!"), ("alone", "something else entirely")]
+    project = make_project(docs)
+    scan(project, ScanSettings(floor=0.5, method="exhaustive"))
+    graph = load_graph(project)
+    for policy in ("components", "greedy"):
+        first = dec.cluster_with_decisions(project, graph, 0.7, policy)
+        dec.set_keep_rule(project, "longest")
+        longest = dec.cluster_with_decisions(project, graph, 0.7, policy)
+        dec.set_keep_rule(project, "first")
+        kept_first = [project.ids_for([o])[0] for o in np.flatnonzero(first.reason == KEPT)]
+        kept_longest = [project.ids_for([o])[0] for o in np.flatnonzero(longest.reason == KEPT)]
+        assert "short" in kept_first and "longest" in kept_longest and "tie" not in kept_longest
+        assert first.kept_count == longest.kept_count  # the same clusters, another document kept
+        assert longest.kept_by == "longest"
+    dec.set_keep_rule(project, "longest")
+    dec.record(project, "keep", "longer", author="t")  # the reviewer's choice wins over the rule
+    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    assert c.reason[1] == KEPT and c.keeper[2] == 1
+    out = tmp_path / "k.jsonl"
+    dec.export_curated(project, 0.7, "components", out, manifest_out=tmp_path / "m.json")
+    assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == {"longer", "alone"}
+    assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "longest"

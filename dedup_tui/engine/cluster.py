@@ -198,6 +198,7 @@ class Clustering:
     cluster: np.ndarray  # int64: ord of the cluster's kept document (own ord for singletons)
     # Pairs a reviewer said are not duplicates: never cited as a document's similarity.
     split_pairs: frozenset = frozenset()
+    kept_by: str = "first"  # which document a cluster keeps: "first" in corpus order, or "longest"
 
     def rejected_keeper_pair(self, docs: np.ndarray) -> np.ndarray:
         """Which of `docs` have a keeper they were declared not a duplicate of."""

@@ -305,11 +305,74 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     return forget_rejected(c)
 
 
+KEEP_RULES = {
+    "first": "the first in corpus order",
+    "longest": "the longest text (the earliest on ties)",
+}
+
+
+def keep_rule(project: Project) -> str:
+    """Which document of a cluster is kept when no reviewer chose: the project's setting."""
+    rule = project.get_meta("keep_rule") or "first"
+    return rule if rule in KEEP_RULES else "first"
+
+
+def set_keep_rule(project: Project, rule: str) -> None:
+    if rule not in KEEP_RULES:
+        raise DedupError(f"unknown keep rule {rule!r} (choose from {', '.join(KEEP_RULES)})")
+    with transaction(project.conn):
+        project.set_meta(keep_rule=rule)
+
+
+def _lengths(project: Project, graph: PairGraph) -> np.ndarray:
+    """Characters of every document's text (read once per graph)."""
+    cached = getattr(graph, "_lengths", None)
+    if cached is None or len(cached) != graph.n:
+        rows = project.conn.execute("SELECT length FROM documents ORDER BY ord").fetchall()
+        cached = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        graph._lengths = cached
+    return cached
+
+
+def keep_longest(graph: PairGraph, c: Clustering, lengths: np.ndarray) -> Clustering:
+    """Re-centre every cluster on its longest text (the earliest on ties), in place: the
+    clusters stay, their kept document changes. Exact copies of the new kept one are exact, the
+    others near with their stored similarity to it (nan when there is none)."""
+    c.kept_by = "longest"
+    sizes = np.bincount(c.cluster, minlength=len(c.cluster))
+    members = np.flatnonzero(sizes[c.cluster] >= 2)
+    if not len(members):
+        return c
+    order = np.lexsort((members, -lengths[members], c.cluster[members]))  # per cluster: longest, earliest
+    ordered = members[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = c.cluster[ordered[1:]] != c.cluster[ordered[:-1]]
+    rep_of = np.full(len(c.cluster), -1, dtype=np.int64)
+    rep_of[c.cluster[ordered[first]]] = ordered[first]
+    new_rep = rep_of[c.cluster[members]]
+    moved = members[new_rep != c.cluster[members]]  # members of clusters whose kept one changes
+    if not len(moved):
+        return c
+    reps = rep_of[c.cluster[moved]]
+    is_rep = moved == reps
+    others, their_rep = moved[~is_rep], reps[~is_rep]
+    c.keeper[moved[is_rep]], c.reason[moved[is_rep]], c.similarity[moved[is_rep]] = -1, KEPT, np.nan
+    c.keeper[others] = their_rep
+    same_text = _roots(graph, others) == _roots(graph, their_rep)
+    c.reason[others] = np.where(same_text, EXACT, NEAR)
+    c.similarity[others] = _PairIndex(graph).similarity(their_rep, others)
+    c.cluster[moved] = reps
+    return forget_rejected(c)
+
+
 def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: str = "components",
                            overrides: Overrides | None = None) -> Clustering:
-    """cluster() with the project's not-duplicate splits, then its keep/remove overrides."""
+    """cluster() with the project's not-duplicate splits, then its keep rule (which document a
+    cluster keeps), then the reviewer's keep/remove overrides."""
     ov = overrides if overrides is not None else Overrides.load(project)
     c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
+    if keep_rule(project) == "longest":
+        c = keep_longest(graph, c, _lengths(project, graph))
     return apply_overrides(graph, c, ov)
 
 
@@ -405,6 +468,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "scan_params": project.scan_params(),
         "threshold": threshold,
         "policy": policy,
+        "keep_rule": keep_rule(project),
         "counts": {
             "documents": int(len(reason)),
             "kept": int((reason == KEPT).sum()),

@@ -486,6 +486,11 @@ class Project:
             )
         if version < SCHEMA_VERSION:
             self._migrate(version)
+        if version == SCHEMA_VERSION and not self.readonly and "batch" not in {
+                r[1] for r in self.conn.execute("PRAGMA table_info(decisions)")}:
+            # schema 3 as first written (during its development) lacked decisions.batch
+            with transaction(self.conn) as conn:
+                conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
         missing = [t for t in needed if t not in present]

@@ -53,6 +53,7 @@ MAIN_ACTIONS = [
     Act("t", "type_threshold", "Set threshold", "t", "threshold: type a value", "Threshold", show=False),
     Act("p", "toggle_policy", "Policy", "p", "policy: switch components / greedy", "Threshold", show=False),
     Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters", show=False),
+    Act("K", "cycle_keep_rule", "Keep rule", "K", "clusters: keep the first in corpus order / the longest text (when you did not choose)", "Clusters", show=False),
     Act("f", "cycle_filter", "Filter", "f", "clusters: show all / undecided / with a near duplicate / exact copies only", "Clusters", show=False),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
     Act("less_than_sign", "page(-1)", "Prev page", "<", "clusters: previous page", "Clusters", show=False),

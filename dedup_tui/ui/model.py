@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..engine.cluster import KEPT, Clustering, PairGraph
-from ..engine.decisions import Overrides
+from ..engine.decisions import keep_rule, Overrides
 from ..engine.store import Project
 
 SORTS = {
@@ -213,7 +213,8 @@ def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, s
     decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
                           sorted(overrides.accepted), sorted(overrides.decided)])
     base = {"format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
-            "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest()}
+            "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
+            "keep_rule": keep_rule(project)}
 
     def key(threshold: float, policy: str, sort: str) -> str:
         return json.dumps(base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": sort},

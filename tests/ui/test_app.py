@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Input
 
 from dedup_tui.engine import decisions
-from dedup_tui.engine.cluster import cluster
+from dedup_tui.engine.cluster import KEPT, cluster
 from dedup_tui.engine.errors import Cancelled
 from dedup_tui.engine.pipeline import load_graph
 from dedup_tui.engine.store import Project
@@ -706,3 +706,26 @@ async def test_filters_undecided_near_and_exact(corpus):
         await settle(pilot)
         assert main.sort == "high" and len(main.index.labels) == total
         assert "only clusters" not in str(main.query_one("#clusters-title").render())
+
+
+async def test_keep_rule_key_changes_which_document_each_cluster_keeps(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        before = main.index.clustering.keeper.copy()
+        await pilot.press("K")
+        await settle(pilot)
+        project = Project(app.spec.db)
+        assert decisions.keep_rule(project) == "longest" and main.index.clustering.kept_by == "longest"
+        c = main.index.clustering
+        lengths = np.array([len(t) for t in project.texts_for(list(range(len(c.cluster))))])
+        for label in main.index.labels:
+            members = np.flatnonzero(c.cluster == label)
+            assert c.reason[label] == KEPT and lengths[label] == lengths[members].max()
+        assert main.index.counts.clusters == len(np.unique(before[before >= 0]))  # same clusters
+        await pilot.press("K")  # back to the first in corpus order
+        await settle(pilot)
+        assert decisions.keep_rule(project) == "first"
+        assert (main.index.clustering.keeper == before).all()
+        project.close()

@@ -581,7 +581,7 @@ class MainScreen(Screen):
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "accept", "bulk_accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "cycle_filter", "undo", "redo"):
+                      "page", "cycle_sort", "cycle_filter", "cycle_keep_rule", "undo", "redo"):
             return None if self.index is None else True
         return True
 
@@ -630,6 +630,19 @@ class MainScreen(Screen):
             self._focus_doc = None
             self.show_page(keep_selection=False)
         self.notify(f"Sorted: {SORTS[split_view(self.sort)[0]]}", timeout=2)
+
+    def action_cycle_keep_rule(self) -> None:
+        """Which document a cluster keeps when the reviewer did not choose, for the project (the
+        app, the policies and every export follow it)."""
+        rules = list(decisions.KEEP_RULES)
+        rule = rules[(rules.index(decisions.keep_rule(self.project)) + 1) % len(rules)]
+
+        def saved(_result) -> None:
+            self._views = PreparedViews()  # every prepared view kept the other rule's documents
+            self.notify(f"Each cluster keeps {decisions.KEEP_RULES[rule]} (unless you chose)", timeout=4)
+            self.schedule_recluster()
+
+        self.app.writer.submit(lambda project: decisions.set_keep_rule(project, rule), saved, what="the keep rule")
 
     def action_cycle_filter(self) -> None:
         """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only."""

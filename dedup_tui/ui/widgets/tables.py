@@ -122,7 +122,9 @@ def why(index: ClusterIndex, ord_: int, label: int) -> str:
     if reason == KEPT:
         if ord_ in ov.keep:
             return "reviewer's choice"
-        return "first in corpus order" if ord_ == label else "kept (others removed)"
+        if ord_ != label:
+            return "kept (others removed)"
+        return "longest text" if c.kept_by == "longest" else "first in corpus order"
     if reason == REVIEWER:
         return "removed by reviewer"
     if ord_ in ov.keep:
