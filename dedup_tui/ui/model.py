@@ -45,8 +45,9 @@ def join_view(sort: str, flt: str) -> str:
 
 
 def describe_view(view: str) -> str:
+    """Short, for the list's title: 'largest first', 'largest first · undecided'."""
     sort, flt = split_view(view)
-    return SORTS[sort] + ("" if flt == "all" else f"; only {FILTERS[flt]}")
+    return SORTS[sort] + ("" if flt == "all" else f" · {flt} only")
 
 
 @dataclass
