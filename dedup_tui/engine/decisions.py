@@ -407,6 +407,12 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
     threshold with it, or one a reviewer rejected) also has `via` and `via_similarity`: the
     member it is most similar to and that similarity. A rejected pair is never cited."""
     removed = np.flatnonzero(clustering.reason != KEPT)
+    # The chained members' links, all in one pass over the pairs (not one pass per batch).
+    chained = removed[(clustering.reason[removed] == NEAR) & ~(clustering.similarity[removed] >= clustering.threshold)]
+    link_of: dict[int, tuple[int, float]] = {}
+    if graph is not None and len(chained):
+        via, via_sim = strongest_links(graph, clustering, chained)
+        link_of = {int(d): (int(v), float(vs)) for d, v, vs in zip(chained, via, via_sim) if v >= 0}
     with AtomicFile(Path(path), "wb") as fh:
         for s in range(0, len(removed), 5000):
             docs = removed[s : s + 5000]
@@ -414,14 +420,9 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
             keepers = clustering.keeper[docs]
             has = keepers >= 0
             keeper_ids = iter(project.ids_for(keepers[has].tolist()))
-            sims = clustering.similarity[docs]
-            chained = (clustering.reason[docs] == NEAR) & ~(sims >= clustering.threshold)
-            links = {}
-            if graph is not None and chained.any():
-                via, via_sim = strongest_links(graph, clustering, docs[chained])
-                via_ids = project.ids_for([int(v) for v in via if v >= 0])
-                it = iter(via_ids)
-                links = {int(d): (next(it), float(vs)) for d, v, vs in zip(docs[chained], via, via_sim) if v >= 0}
+            here = [int(d) for d in docs if int(d) in link_of]
+            via_ids = project.ids_for([link_of[d][0] for d in here])
+            links = {d: (via_id, link_of[d][1]) for d, via_id in zip(here, via_ids)}
             for d, doc_id, h in zip(docs.tolist(), ids, has.tolist()):
                 sim = float(clustering.similarity[d])
                 row = {
@@ -443,6 +444,7 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
             row = asdict(d)
             row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
             row.pop("undone")
+            row.pop("batch_size")  # only meaningful for an undo or redo just made
             fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
     return len(decisions)
 
