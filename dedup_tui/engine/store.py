@@ -412,7 +412,16 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     for stmt in _SCHEMA.split(";\n"):
         if stmt.strip() and "CREATE TABLE" in stmt:
             conn.execute(stmt)
-    if "batch" not in {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}:
+    _add_decision_batch(conn)
+
+
+def _has_decision_batch(conn: sqlite3.Connection) -> bool:
+    return "batch" in {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
+
+
+def _add_decision_batch(conn: sqlite3.Connection) -> None:
+    """decisions.batch, where it is missing (also in a schema-3 project made before it was added)."""
+    if not _has_decision_batch(conn):
         conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
 
 
@@ -486,11 +495,9 @@ class Project:
             )
         if version < SCHEMA_VERSION:
             self._migrate(version)
-        if version == SCHEMA_VERSION and not self.readonly and "batch" not in {
-                r[1] for r in self.conn.execute("PRAGMA table_info(decisions)")}:
-            # schema 3 as first written (during its development) lacked decisions.batch
-            with transaction(self.conn) as conn:
-                conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
+        if version == SCHEMA_VERSION and not self.readonly and not _has_decision_batch(self.conn):
+            with transaction(self.conn) as conn:  # schema 3 as first written lacked it
+                _add_decision_batch(conn)
         present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
         missing = [t for t in needed if t not in present]
