@@ -112,6 +112,13 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
     return None
 
 
+def default_export_path(db: Path) -> Path:
+    """Where the export dialog proposes to write: beside the project, except for the bundled
+    sample, whose project lives in a hidden data folder: there, the current folder."""
+    folder = Path.cwd() if db.resolve().parent == sample_dir().resolve() else db.parent
+    return folder / f"{db.stem}.curated.jsonl"
+
+
 def launch(path: str | None = None, db: str | None = None, **load_options) -> None:
     from .app import DedupApp
 

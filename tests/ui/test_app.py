@@ -729,3 +729,14 @@ async def test_keep_rule_key_changes_which_document_each_cluster_keeps(corpus):
         assert decisions.keep_rule(project) == "first"
         assert (main.index.clustering.keeper == before).all()
         project.close()
+
+
+def test_the_sample_exports_to_the_current_folder_not_its_hidden_one(tmp_path, monkeypatch):
+    from dedup_tui.ui.launch import default_export_path, prepare
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    sample = prepare()
+    assert default_export_path(sample.db) == tmp_path / "notes.curated.jsonl"
+    other = tmp_path / "work" / "corpus.db"
+    assert default_export_path(other) == tmp_path / "work" / "corpus.curated.jsonl"

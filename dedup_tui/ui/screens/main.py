@@ -29,6 +29,7 @@ from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
 from ..model import (FILTERS, SORTS, describe_view, join_view, split_view, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
                      view_keys)
+from ..launch import default_export_path
 from ..state import ReviewChanged, ReviewState
 from ..text import literal_line
 from ..diff import diff, diff_in_worker
@@ -835,7 +836,7 @@ class MainScreen(Screen):
 
     # export
     def action_export(self) -> None:
-        default = self.spec.db.with_name(self.spec.db.stem + ".curated.jsonl")
+        default = default_export_path(self.spec.db)
         if self.last_export is not None:
             default = self.last_export
         self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor,
