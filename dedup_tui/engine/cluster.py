@@ -200,14 +200,10 @@ class Clustering:
     split_pairs: frozenset = frozenset()
     kept_by: str = "first"  # which document a cluster keeps: "first" in corpus order, or "longest"
 
-    def rejected_keeper_pair(self, docs: np.ndarray) -> np.ndarray:
-        """Which of `docs` have a keeper they were declared not a duplicate of."""
-        docs = np.asarray(docs, dtype=np.int64)
-        if not self.split_pairs:
-            return np.zeros(len(docs), dtype=bool)
-        k = self.keeper[docs]
-        return np.array([(min(x, y), max(x, y)) in self.split_pairs for x, y in zip(docs.tolist(), k.tolist())],
-                        dtype=bool)
+    def rejected_members(self) -> np.ndarray:
+        """Documents whose keeper is one a reviewer declared them not a duplicate of."""
+        return np.array([doc for x, y in self.split_pairs for doc, other in ((y, x), (x, y))
+                         if self.keeper[doc] == other], dtype=np.int64)
 
     @property
     def kept_count(self) -> int:
@@ -419,10 +415,8 @@ def cluster(graph: PairGraph, threshold: float, policy: str = "components",
 def forget_rejected(c: Clustering) -> Clustering:
     """A pair a reviewer rejected is never a document's similarity to its keeper (nan instead:
     the document is in the cluster through other members; see strongest_links)."""
-    for x, y in c.split_pairs:
-        for doc, other in ((y, x), (x, y)):
-            if c.keeper[doc] == other and c.reason[doc] != EXACT:
-                c.similarity[doc] = np.nan
+    docs = c.rejected_members()
+    c.similarity[docs[c.reason[docs] != EXACT]] = np.nan
     return c
 
 

@@ -165,7 +165,7 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
 def fill_missing_similarities(project: Project, clustering: Clustering, k: int) -> None:
     """Components can remove a document with no stored pair to its keeper: compute it exactly."""
     missing = np.flatnonzero((clustering.keeper >= 0) & np.isnan(clustering.similarity))
-    missing = missing[~clustering.rejected_keeper_pair(missing)]  # never cite a rejected pair
+    missing = missing[~np.isin(missing, clustering.rejected_members())]  # never cite a rejected pair
     step = 5000
     for s in range(0, len(missing), step):
         docs = missing[s : s + step]

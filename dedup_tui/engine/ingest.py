@@ -99,12 +99,7 @@ def parse_record(raw: bytes | str):
     """A stored JSON record (a JSONL line, a CSV or Parquet row) as Python objects; integers too
     long for int() stay digit strings, as at load."""
     text = raw.decode("utf-8", "surrogatepass") if isinstance(raw, (bytes, bytearray, memoryview)) else raw
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            raise
-        return _LONG_NUMBER_DECODER.decode(text)
+    return _parse_json_line(text)
 
 
 def _json_default(value):
