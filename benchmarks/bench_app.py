@@ -319,13 +319,18 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
 
             clusters = main.query_one("#clusters")
             members = main.query_one("#members")
-            for i in range(repeat):
+
+            async def select_second_member(cluster_row: int) -> None:
+                """The first member after the kept one, of the cluster at this row of the list."""
                 clusters.focus()
-                clusters.move_cursor(row=i * 5 % max(1, clusters.row_count), animate=False)
+                clusters.move_cursor(row=cluster_row % max(1, clusters.row_count), animate=False)
                 await settle(pilot)
                 members.focus()
                 members.move_cursor(row=1, animate=False)
                 await settle(pilot)
+
+            for i in range(repeat):
+                await select_second_member(i * 5)
                 o = main.selected_doc()
                 await timed("remove `x` (saved, re-clustered, cursor on the next member)", ["x"],
                             lambda: main.index.clustering.reason[o] == REVIEWER and main.selected_doc() != o)
@@ -333,12 +338,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
                             lambda: main.index.clustering.reason[o] != REVIEWER)
             # pair view: a member (not the kept one) of a different cluster each time
             for i in range(repeat):
-                clusters.focus()
-                clusters.move_cursor(row=i * 7 % max(1, clusters.row_count), animate=False)
-                await settle(pilot)
-                members.focus()
-                members.move_cursor(row=1, animate=False)
-                await settle(pilot)
+                await select_second_member(i * 7)
                 before = shown["n"]
                 await timed("open pair `d` (diff rendered)", ["d"],
                             lambda: isinstance(app.screen, PairScreen) and shown["n"] > before)
