@@ -265,3 +265,13 @@ def test_exact_keys_compiled_equals_plain():
     texts = ["".join(rng.choice("Ab \t\x1fé\u00a0") for _ in range(rng.randint(0, 200))) for _ in range(4000)]
     assert sum(map(len, texts)) >= _COMPILED_MIN_CHARS  # the compiled path is the one tested
     assert exact_keys(texts) == [exact_key(t) for t in texts]
+
+
+def test_normalized_buffer_of_an_ascii_only_batch():
+    """An all-ASCII batch runs on the 128-entry tables: every ASCII character, as normalize()."""
+    rng = random.Random(3)
+    texts = ["".join(rng.choice([chr(c) for c in range(128)]) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    texts += ["", "\x1c\x1d\x1e\x1f", " A\tB\x0bC "]
+    buf = kernels.normalized_buffer(texts)
+    got = [bytes(buf.data[s:e]).decode("ascii") for s, e in zip(buf.offsets, buf.offsets[1:])]
+    assert got == [normalize(t) for t in texts]

@@ -114,10 +114,7 @@ def _json_default(value):
 
 def _check_repeated_fields(line: str, fields: tuple[str, ...], lineno: int) -> None:
     """A record naming its text or id field twice is refused (json keeps the last silently).
-    The full check runs only when a field's name appears twice in the line at all."""
-    quoted = [json.dumps(f) for f in fields]
-    if not any(line.count(q) > 1 for q in quoted):
-        return
+    Called only for a line in which a field's quoted name appears twice at all."""
     top: list = []
 
     def pairs_hook(pairs):
@@ -186,6 +183,7 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
     has_id_field: bool | None = None
     decided_at = 0
+    quoted_text, quoted_id = json.dumps(text_field), json.dumps(id_field)
     with _open_binary(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -209,7 +207,8 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                     raise _Bad(lineno, "JSON nested too deeply to read (thousands of levels)") from None
                 if not isinstance(obj, dict):
                     raise _Bad(lineno, f"expected a JSON object, got {_json_type(obj)}")
-                _check_repeated_fields(line, (text_field, id_field), lineno)
+                if line.count(quoted_text) > 1 or line.count(quoted_id) > 1:  # cheap: most lines
+                    _check_repeated_fields(line, (text_field, id_field), lineno)
                 # The line is valid UTF-8, so an unpaired surrogate can only come from a \u escape.
                 escaped = b"\\u" in raw
                 text = _field_text(obj.get(text_field, _MISSING), lineno, text_field)

@@ -83,6 +83,10 @@ def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
     return _case_tables
 
 
+_ASCII_TABLES = (np.array([ord(chr(c).lower()) for c in range(128)], np.int32),
+                 np.array([chr(c).isspace() for c in range(128)], np.bool_))
+
+
 @kernel
 def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
     """Lowercase, strip and collapse whitespace of each UTF-8 document into `out`. A document
@@ -171,8 +175,9 @@ def normalized_buffer(texts: list[str]) -> TextBuffer:
     follow (see _unicode_tables) by Python."""
     from .normalize import normalize
 
-    lower, space = _unicode_tables()
     raw = TextBuffer.from_texts(texts)
+    # An ASCII-only batch needs the tables' first 128 entries only: no need to build the rest.
+    lower, space = _ASCII_TABLES if not len(raw.data) or raw.data.max() < 0x80 else _unicode_tables()
     out = np.empty(len(raw.data), dtype=np.uint8)
     out_offsets = np.empty(len(texts) + 1, dtype=np.int64)
     fallback = np.zeros(len(texts), dtype=np.bool_)
