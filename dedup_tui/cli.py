@@ -154,14 +154,21 @@ def _open_project(db: str, create: bool = False) -> Project:
         _fail(str(exc))
 
 
-@main.command()
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create or add to.")
-@click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the document text.")
-@click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping.")
-def load(corpus, db, id_field, text_field, skip_bad):
-    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+_LOAD_OPTIONS = [
+    click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]"),
+    click.option("--text-field", default="text", show_default=True, help="Field holding the document text."),
+    click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping."),
+]
+
+
+def _load_options(fn):
+    for option in reversed(_LOAD_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
+    """Load the corpus files into the project (created if needed) and report; the project stays open."""
     created = not Path(db).exists()
     project = _open_project(db, create=True)
     try:
@@ -179,6 +186,16 @@ def load(corpus, db, id_field, text_field, skip_bad):
         reason = report.reasons.get(path)
         click.echo(f"skipped {len(lines):,} bad record(s) in {_one_line(path)}: lines {shown}"
                    + (f" (first: {_one_line(reason)})" if reason else ""))
+    return project
+
+
+@main.command()
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create or add to.")
+@_load_options
+def load(corpus, db, id_field, text_field, skip_bad):
+    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+    _load_into(db, corpus, id_field, text_field, skip_bad).close()
 
 
 @main.command()
@@ -190,9 +207,17 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
-def scan(db, k, floor, method, num_perm, seed, workers, max_bucket):
-    """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor)."""
-    project = _open_project(db)
+@click.argument("corpus", nargs=-1, type=click.Path(exists=False, readable=False))
+@_load_options
+def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad):
+    """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor).
+
+    Given CORPUS files, loads them into the project first (created if needed), as `load`
+    does, in the same run.
+    """
+    if not corpus and (id_field is not None or text_field != "text" or skip_bad):
+        _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
+    project = _load_into(db, corpus, id_field, text_field, skip_bad) if corpus else _open_project(db)
     for run in project.interrupted_runs("scan"):
         click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
                    f"nothing of it was kept, scanning again from the start", err=True)

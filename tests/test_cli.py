@@ -240,3 +240,23 @@ def test_export_defaults_to_the_last_review(scanned, tmp_path):
     assert "using threshold 0.60 and policy greedy, as the project was last reviewed" in r.output
     manifest = json.loads((tmp_path / "b.manifest.json").read_text())
     assert (manifest["threshold"], manifest["policy"]) == (0.6, "greedy")
+
+
+def test_scan_given_a_corpus_loads_it_first_in_the_same_run(tmp_path, scanned):
+    db_two_steps, ids = scanned
+    docs = NEAR_CORPUS + [("dup_A", "The quick brown fox jumps over the lazy dog"), ("late_B", "A quick brown fox leaped over the sleeping dog!")]
+    corpus = write_jsonl(tmp_path / "c2.jsonl", docs)
+    db = tmp_path / "one.db"
+    r = ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive", corpus)
+    assert r.output.startswith(f"loaded {len(docs)} documents")
+    pairs = "SELECT a, b, jaccard FROM pairs ORDER BY a, b"
+    with sqlite3.connect(db) as one, sqlite3.connect(db_two_steps) as two:
+        assert one.execute(pairs).fetchall() == two.execute(pairs).fetchall() != []
+        assert one.execute("SELECT doc_id FROM documents ORDER BY ord").fetchall() == [(i,) for i in ids]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "text": "fine"}\n{"id": "y", "text": \n', encoding="utf-8")
+    r = cli("scan", "--db", tmp_path / "new.db", bad)
+    assert r.exit_code == 1 and f"{bad}:2:" in r.output and not (tmp_path / "new.db").exists()
+    r = cli("scan", "--db", db, "--text-field", "body")
+    assert r.exit_code == 2 and "CORPUS" in r.output

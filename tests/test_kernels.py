@@ -258,6 +258,21 @@ def test_normalized_buffer_equals_normalize():
     assert got == [normalize(t) for t in texts]
 
 
+def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
+    """The tables built from one lower() of all code points equal a lower() per code point;
+    only the code points a byte loop cannot follow go to Python (-1)."""
+    lower, space = kernels._unicode_tables()
+    utf8 = [len(chr(c).encode("utf-8", "surrogatepass")) for c in range(0x110000)]
+    expected = []
+    for c in range(0x110000):
+        low = chr(c).lower()
+        ok = len(low) == 1 and c != 0x3A3 and len(low.encode("utf-8", "surrogatepass")) <= utf8[c]
+        expected.append(ord(low) if ok else -1)
+    assert lower.tolist() == expected
+    assert int((lower == -1).sum()) < 10  # the byte loop follows nearly every code point
+    assert space.tolist() == [chr(c).isspace() for c in range(0x10000)]
+
+
 def test_exact_keys_compiled_equals_plain():
     from dedup_tui.engine.normalize import _COMPILED_MIN_CHARS, exact_key, exact_keys
 

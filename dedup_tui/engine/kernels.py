@@ -15,6 +15,8 @@ it is tested against (tests/test_kernels.py):
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ._jit import kernel, popcount64
@@ -71,14 +73,29 @@ def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
     two letters grow in UTF-8), and str.isspace() (the whitespace str.split() splits on)."""
     global _case_tables
     if _case_tables is None:
-        lower = np.array([ord(low) if len(low := chr(c).lower()) == 1 else -1 for c in range(0x110000)], np.int32)
+        # One str.lower() of every code point (but surrogates, which map to themselves), each
+        # between NULs, so a capital sigma is lowered as a word of its own: 30 ms, where a
+        # lower() per code point took 120 ms. A code point whose lower case is not exactly
+        # one code point stays -1.
+        cps = np.r_[1:0xD800, 0xE000:0x110000].astype(np.uint32)
+        spaced = np.zeros(2 * len(cps), np.uint32)
+        spaced[1::2] = cps
+        every = spaced.astype("<u4").tobytes().decode("utf-32-le")
+        lowered = np.frombuffer(every.lower().encode("utf-32-le"), np.uint32)
+        nuls = np.flatnonzero(lowered == 0)
+        single = np.diff(np.r_[nuls, len(lowered)]) == 2
+        lower = np.full(0x110000, -1, np.int32)
+        lower[0] = 0
+        lower[0xD800:0xE000] = np.arange(0xD800, 0xE000)
+        lower[cps[single]] = lowered[nuls[single] + 1]
         lower[0x3A3] = -1
 
         def utf8_len(x):
             return np.where(x < 0x80, 1, np.where(x < 0x800, 2, np.where(x < 0x10000, 3, 4)))
 
         lower[(lower >= 0) & (utf8_len(lower) > utf8_len(np.arange(0x110000)))] = -1
-        space = np.array([chr(c).isspace() for c in range(0x10000)], np.bool_)
+        space = np.zeros(0x10000, np.bool_)
+        space[[ord(m) for m in re.findall(r"\s", every) if ord(m) < 0x10000]] = True  # \s is str.isspace()
         _case_tables = lower, space
     return _case_tables
 
