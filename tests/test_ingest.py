@@ -578,7 +578,7 @@ def test_fast_json_line_parse_equals_json_loads(line):
     assert got == want
 
 
-LONG = "A paragraph long enough to be cut out of its record. " * 3
+LONG = "A paragraph long enough to be cut out of its record. " * 6
 
 
 @pytest.mark.parametrize("line, text", [
@@ -619,3 +619,37 @@ def test_load_stores_each_jsonl_text_once_and_export_restores_every_line(tmp_pat
     out = tmp_path / "kept.jsonl"
     assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
     assert out.read_bytes() == src.read_bytes()
+
+
+def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
+    """Ordinary chunks are checked a chunk at a time, the rest line by line: both give the same
+    records (ids, texts, bytes, line numbers) and the same errors, on a file mixing both."""
+    import dedup_tui.engine.ingest as ingest
+
+    rng = random.Random(8)
+    good = [
+        lambda i: json.dumps({"id": f"d{i}", "text": f"text {i} é"}),
+        lambda i: json.dumps({"id": i, "text": f'a "id" and "id" and "text" {i}'}),  # names in the text
+        lambda i: json.dumps({"id": f"d{i}", "text": f"\\ud83d\\ude00 {i}"}).replace("\\\\", "\\"),  # a pair
+        lambda i: json.dumps({"text": f"t{i}", "id": f"x{i}", "n": [1, {"a": None}]}, ensure_ascii=False) + "\r",
+    ]
+    bad = ['{"id": "b1", "text": 5}', '{"id": "b2"}', "[1, 2]", '{"id": null, "text": "x"}', "", "   ",
+           '{"id": "b3", "text": "\\ud800"}', '{"id": "b4", "text": "x", "text": "y"}', '{"id": true, "text": "x"}',
+           '{"id": "", "text": "x"}', '{"id": "b5", "text": "x"}  ', "{", '{"id": 1.5, "text": "x"}']
+    lines = []
+    for i in range(3000):
+        lines.append(rng.choice(bad) if rng.random() < 0.01 else rng.choice(good)(i))
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode("utf-8") + b"\n")
+
+    def read():
+        errors = []
+        records = [(r.line, r.doc_id, r.text, r.record) for r in ingest.read_jsonl(src, "id", "text", errors)]
+        return records, [(e.line, e.message) for e in errors]
+
+    monkeypatch.setattr(ingest, "_JSONL_CHUNK_BYTES", 2000)
+    chunked = read()
+    monkeypatch.setattr(ingest, "_CHUNKED", False)
+    assert chunked == read()
+    assert len(chunked[0]) > 2900 and chunked[1]
+    assert chunked[0][0][3].startswith(b"{")  # the BOM is not part of the first record

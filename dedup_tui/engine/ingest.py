@@ -179,13 +179,26 @@ def _parse_json_line(line: str):
     return obj
 
 
+# Lines read and checked together: small enough to stay in the CPU's caches (4 MB chunks were
+# 35% slower than line by line; 16 KB ones are 10% faster).
+_JSONL_CHUNK_BYTES = 1 << 14
+_CHUNKED = True  # tests turn it off to compare with the line-by-line path
+
+
 def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False) -> Iterator[Record]:
-    """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes."""
+    """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes.
+
+    Lines are read a few MB at a time. A chunk of ordinary records (no blank line, valid
+    UTF-8, one JSON object a line with a string text and a string or integer id, no field
+    named twice) is checked by a few passes over the whole chunk; any other chunk goes line
+    by line, which finds and words every error (so both give the same records and errors)."""
     has_id_field: bool | None = None
     decided_at = 0
     quoted_text, quoted_id = json.dumps(text_field), json.dumps(id_field)
-    with _open_binary(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
+
+    def line_by_line(first: int, chunk: list[bytes]) -> Iterator[Record]:
+        nonlocal has_id_field, decided_at
+        for lineno, raw in enumerate(chunk, start=first):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             if raw.endswith(b"\n"):
@@ -232,6 +245,64 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                 yield Record(lineno, doc_id, text, raw)
             except _Bad as bad:
                 errors.append(bad)
+
+    def ordinary(first: int, chunk: list[bytes]) -> list[Record] | None:
+        """The chunk's records, or None when any line needs the line-by-line path."""
+        nonlocal has_id_field, decided_at
+        raws = [r[:-2] if r.endswith(b"\r\n") else r[:-1] if r.endswith(b"\n") else r for r in chunk]
+        if first == 1 and raws[0].startswith(b"\xef\xbb\xbf"):
+            raws[0] = raws[0][3:]
+        try:
+            lines = [r.decode("utf-8") for r in raws]
+            parsed = list(map(_RAW_DECODE, lines))
+        except (ValueError, RecursionError):  # (JSONDecodeError is a ValueError)
+            return None
+        if any(end != len(line) for (_, end), line in zip(parsed, lines)):
+            return None  # trailing whitespace, or a blank line
+        objs = [obj for obj, _ in parsed]
+        if not all(type(obj) is dict for obj in objs):
+            return None
+        for lineno, line in enumerate(lines, start=first):
+            if line.count(quoted_text) > 1 or line.count(quoted_id) > 1:
+                try:
+                    _check_repeated_fields(line, (text_field, id_field), lineno)
+                except _Bad:
+                    return None
+        texts = [obj.get(text_field) for obj in objs]
+        if not all(type(t) is str for t in texts):
+            return None
+        if has_id_field is None:
+            if id_required and id_field not in objs[0]:
+                return None
+            has_id_field, decided_at = id_field in objs[0], first
+        if has_id_field:
+            ids = [obj.get(id_field) for obj in objs]
+            ids = [i if type(i) is str else str(i) if type(i) is int else "" for i in ids]
+            if not all(ids):
+                return None  # missing, null, empty, or not a string or integer
+        else:
+            if any(id_field in obj for obj in objs):
+                return None
+            ids = [None] * len(objs)
+        for raw, text, doc_id in zip(raws, texts, ids):
+            if b"\\u" in raw:  # the line is UTF-8, so an unpaired surrogate can only come from a \u escape
+                try:
+                    text.encode("utf-8")
+                    if doc_id is not None:
+                        doc_id.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+        return [Record(line, doc_id, text, raw) for line, (raw, text, doc_id) in enumerate(zip(raws, texts, ids), start=first)]
+
+    with _open_binary(path) as fh:
+        first = 1
+        while chunk := fh.readlines(_JSONL_CHUNK_BYTES):
+            records = ordinary(first, chunk) if _CHUNKED else None
+            if records is None:
+                yield from line_by_line(first, chunk)
+            else:
+                yield from records
+            first += len(chunk)
 
 
 def _check_encodable(text: str, lineno: int, what: str = "text") -> None:

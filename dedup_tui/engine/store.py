@@ -448,7 +448,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 # the same bytes back at the same offset restores the line byte for byte, whichever occurrence
 # was cut. A line that spells its text any other way is stored whole (text_cut NULL).
 
-CUT_MIN_CHARS = 64  # shorter texts save too little to be worth the search
+CUT_MIN_CHARS = 256  # shorter texts save too little to be worth the search
 
 
 def cut_text(line: bytes, text: str) -> tuple[bytes, int | None]:
