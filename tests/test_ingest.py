@@ -578,49 +578,6 @@ def test_fast_json_line_parse_equals_json_loads(line):
     assert got == want
 
 
-LONG = "A paragraph long enough to be cut out of its record. " * 6
-
-
-@pytest.mark.parametrize("line, text", [
-    (json.dumps({"id": "a", "text": LONG}), LONG),
-    (json.dumps({"id": "a", "text": LONG + "é ünï 😀"}), LONG + "é ünï 😀"),  # \\u escapes (ensure_ascii)
-    (json.dumps({"id": "a", "text": LONG + "é ünï 😀"}, ensure_ascii=False), LONG + "é ünï 😀"),
-    (json.dumps({"title": LONG, "text": LONG}), LONG),  # the same string twice: either may be cut
-    (json.dumps({"text": LONG + 'q"uo\\te\n\t\x01\u2028'}), LONG + 'q"uo\\te\n\t\x01\u2028'),
-    ('{"text": "' + LONG.replace("o", "\\u006f") + '"}', LONG),  # spelled another way: kept whole
-    ('{"text": "' + LONG + 'a\\/b"}', LONG + "a/b"),  # an escaped solidus: kept whole
-    (json.dumps({"text": "short"}), "short"),
-])
-def test_jsonl_record_stored_without_its_text_comes_back_byte_for_byte(line, text):
-    from dedup_tui.engine.store import CUT_MIN_CHARS, cut_text, record_bytes
-
-    raw = line.encode("utf-8")
-    stored, at = cut_text(raw, text)
-    assert record_bytes(stored, text, at) == raw
-    if at is None:
-        assert stored == raw
-    else:
-        assert len(stored) < len(raw) - len(text) // 2  # the text is not stored twice
-    if len(text) >= CUT_MIN_CHARS and "\\u006f" not in line and "\\/" not in line:
-        assert at is not None
-
-
-def test_load_stores_each_jsonl_text_once_and_export_restores_every_line(tmp_path):
-    lines = [json.dumps({"id": f"d{i}", "text": f"{LONG} number {i} ü", "n": i}, ensure_ascii=bool(i % 2))
-             for i in range(40)]
-    lines.append('{"id": "odd", "text": "' + LONG.replace("a", "\\u0061") + '"}')  # kept whole
-    src = tmp_path / "c.jsonl"
-    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    db = _load(tmp_path, src)
-    with sqlite3.connect(db) as conn:
-        stored = conn.execute("SELECT sum(length(record)), count(text_cut) FROM documents").fetchone()
-    assert stored[1] == 40 and stored[0] < len(src.read_bytes()) // 2
-    assert cli("scan", "--db", db).exit_code == 0
-    out = tmp_path / "kept.jsonl"
-    assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
-    assert out.read_bytes() == src.read_bytes()
-
-
 def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
     """Ordinary chunks are checked a chunk at a time, the rest line by line: both give the same
     records (ids, texts, bytes, line numbers) and the same errors, on a file mixing both."""

@@ -21,7 +21,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
 from .similarity import verify_pairs
-from .store import Project, record_bytes
+from .store import Project
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -152,18 +152,14 @@ def _json_safe(value):
 def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> Iterator[tuple]:
     """(ord, doc_id, text, source_id, record) of kept documents, in corpus order."""
     kept = np.flatnonzero(clustering.reason == KEPT)
-    # (A schema-3 project opened read-only has no text_cut: its records are whole.)
-    has_cut = "text_cut" in {r[1] for r in project.conn.execute("PRAGMA table_info(documents)")}
-    cut = "text_cut" if has_cut else "NULL"
     for s in range(0, len(kept), batch):
         lo, hi = int(kept[s]), int(kept[min(s + batch, len(kept)) - 1])
         wanted = set(kept[s : s + batch].tolist())
-        for ordinal, doc_id, text, source_id, record, text_cut in project.conn.execute(
-            f"SELECT ord, doc_id, text, source_id, record, {cut} FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord",
-            (lo, hi),
+        for row in project.conn.execute(
+            "SELECT ord, doc_id, text, source_id, record FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)
         ):
-            if ordinal in wanted:
-                yield ordinal, doc_id, text, source_id, record_bytes(record, text, text_cut)
+            if row[0] in wanted:
+                yield row
 
 
 def fill_missing_similarities(project: Project, clustering: Clustering, k: int) -> None:

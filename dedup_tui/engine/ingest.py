@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import CorpusError, DedupError
 from .normalize import exact_keys
 from .progress import Control
-from .store import Project, cut_text, insert_rows, now_iso, transaction
+from .store import Project, insert_rows, now_iso, transaction
 
 BATCH = 5000
 TEXT_SUFFIXES = {".txt", ".text", ".md"}
@@ -576,15 +576,10 @@ def load_corpus(
                                 kept.append(row)
                         batch = kept
                 keys = exact_keys([row[1] for row in batch])
-                if fmt == "jsonl":
-                    rows = [(next_ord + i, doc_id, text, source_id, line, *cut_text(record, text), key, len(text))
-                            for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))]
-                else:
-                    rows = [(next_ord + i, doc_id, text, source_id, line, record, None, key, len(text))
-                            for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))]
                 insert_rows(
-                    conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, text_cut, exact_hash, length)",
-                    rows,
+                    conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)",
+                    [(next_ord + i, doc_id, text, source_id, line, record, key, len(text))
+                     for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))],
                 )
                 next_ord += len(batch)
                 count += len(batch)

@@ -27,7 +27,7 @@ import sqlite_utils
 
 from .errors import ProjectError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -55,8 +55,7 @@ CREATE TABLE IF NOT EXISTS documents (
     exact_hash TEXT NOT NULL,       -- SHA-256 of the normalised text
     exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
     text TEXT NOT NULL,             -- original text, unchanged
-    record BLOB,                    -- original record: the JSONL line's bytes, or a JSON row
-    text_cut INTEGER                -- JSONL: where the text's JSON string was cut out of record (see record_bytes)
+    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 CREATE TABLE IF NOT EXISTS pairs (
@@ -426,57 +425,10 @@ def _add_decision_batch(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
 
 
-def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
-    """documents.text_cut: a JSONL record is stored without its text, which is in `text`."""
-    if "text_cut" not in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}:
-        conn.execute("ALTER TABLE documents ADD COLUMN text_cut INTEGER")
-
-
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
-    3: _migrate_3_to_4,
 }
-
-
-# -- JSONL records stored without a second copy of their text --------------------------------
-#
-# A JSONL line holds its text as a JSON string, and `text` holds the same text: storing both
-# wrote every text twice (0.45 s of a 2.5 s load of 88 MB). Where the text's JSON string, as
-# json.dumps writes it, occurs in the line, it is cut out and text_cut says where: its byte
-# offset, or -1 - offset where the string was written with \u escapes (ensure_ascii). Putting
-# the same bytes back at the same offset restores the line byte for byte, whichever occurrence
-# was cut. A line that spells its text any other way is stored whole (text_cut NULL).
-
-CUT_MIN_CHARS = 256  # shorter texts save too little to be worth the search
-
-
-def cut_text(line: bytes, text: str) -> tuple[bytes, int | None]:
-    """(line without the text's JSON string, text_cut), or (line, None)."""
-    if len(text) < CUT_MIN_CHARS:
-        return line, None
-    literal = json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    at = line.find(literal)
-    if at >= 0:
-        return line[:at] + line[at + len(literal):], at
-    if not text.isascii():
-        literal = json.dumps(text).encode("ascii")
-        at = line.find(literal)
-        if at >= 0:
-            return line[:at] + line[at + len(literal):], -1 - at
-    return line, None
-
-
-def record_bytes(record: bytes | None, text: str, text_cut: int | None) -> bytes | None:
-    """The stored record as it was read (undoes cut_text)."""
-    if record is None or text_cut is None:
-        return record
-    if text_cut >= 0:
-        literal = json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    else:
-        literal, text_cut = json.dumps(text).encode("ascii"), -1 - text_cut
-    record = bytes(record)
-    return record[:text_cut] + literal + record[text_cut:]
 
 
 def _writable(path: Path) -> bool:
