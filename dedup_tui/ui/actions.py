@@ -82,6 +82,10 @@ PAIR_ACTIONS = [
     Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
     Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", screen="pair"),
     Act("c", "toggle_normalized", "Ignore case", "c", "pair: ignore differences of case and spacing (as the similarity does)", "Pair view", show=False, screen="pair"),
+    Act("l", "toggle_aligned", "Lines", "l", "pair: lines aligned side by side / text flowing", "Pair view", show=False, screen="pair"),
+    Act("right_square_bracket", "change(1)", "Next change", "]", "pair: scroll to the next change (lines aligned)", "Pair view", show=False, screen="pair"),
+    Act("left_square_bracket", "change(-1)", "Prev change", "[", "pair: scroll to the previous change (lines aligned)", "Pair view", show=False, screen="pair"),
+    Act("o", "toggle_fold", "Unfold", "o", "pair: show / fold runs of identical lines (lines aligned)", "Pair view", show=False, screen="pair"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 

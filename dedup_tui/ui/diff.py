@@ -173,3 +173,115 @@ def shift(spans: list[tuple[int, int, str]], escapes: list[tuple[int, int]], tex
         return p + (extra[k - 1] if k else 0)
 
     return [(move(s), move(e), kind) for s, e, kind in spans]
+
+
+# -- line-aligned differences (the pair view's view of long, multi-line documents) ------------
+
+EQUAL = "equal"
+
+
+@dataclass
+class AlignedRow:
+    left: int | None  # line index in the left text, None for a gap
+    right: int | None
+    kind: str  # EQUAL, CHANGE (both sides), DELETE (left only) or INSERT (right only)
+
+
+@dataclass
+class AlignedDiff:
+    """Both texts as lines, paired row by row with gaps where one side has no line; the
+    differences inside changed lines as character ranges of that line."""
+
+    left_lines: list[str]
+    right_lines: list[str]
+    rows: list[AlignedRow]
+    left_spans: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)
+    right_spans: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)
+    jaccard: float | None = None
+
+    def change_starts(self) -> list[int]:
+        """Indices of the rows where a run of changed rows starts."""
+        return [i for i, r in enumerate(self.rows) if r.kind != EQUAL and (i == 0 or self.rows[i - 1].kind == EQUAL)]
+
+
+def lines_of(text: str) -> list[str]:
+    """The text's lines, without their line breaks (a final break adds no empty line)."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def align_lines(left: str, right: str, normalized: bool = False, cancelled=lambda: False) -> AlignedDiff:
+    """Pair the lines of two texts: equal lines side by side, a changed block's lines pairwise
+    (gaps where one side has more), each changed pair diffed word by word (characters too, for
+    short lines). With `normalized`, lines that differ only in case and spacing are equal."""
+    ll, rl = lines_of(left), lines_of(right)
+    if normalized:
+        lk = [" ".join(x.lower().split()) for x in ll]
+        rk = [" ".join(x.lower().split()) for x in rl]
+    else:
+        lk, rk = ll, rl
+    out = AlignedDiff(ll, rl, [])
+    matcher = SequenceMatcher(None, lk, rk, autojunk=len(lk) + len(rk) > 400)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if cancelled():
+            raise DiffCancelled
+        if tag == "equal":
+            out.rows.extend(AlignedRow(i1 + k, j1 + k, EQUAL) for k in range(i2 - i1))
+            continue
+        for k in range(max(i2 - i1, j2 - j1)):
+            i = i1 + k if i1 + k < i2 else None
+            j = j1 + k if j1 + k < j2 else None
+            if i is not None and j is not None:
+                out.rows.append(AlignedRow(i, j, CHANGE))
+                pair = diff(ll[i], rl[j], normalized=normalized, cancelled=cancelled)
+                out.left_spans[i] = pair.left
+                out.right_spans[j] = pair.right
+            elif i is not None:
+                out.rows.append(AlignedRow(i, None, DELETE))
+                if ll[i].strip():
+                    out.left_spans[i] = [(0, len(ll[i]), DELETE)]
+            else:
+                out.rows.append(AlignedRow(None, j, INSERT))
+                if rl[j].strip():
+                    out.right_spans[j] = [(0, len(rl[j]), INSERT)]
+    return out
+
+
+def aligned_in_worker(left: str, right: str, normalized: bool = False) -> AlignedDiff | None:
+    """align_lines() in a Textual thread worker: None when the worker was cancelled."""
+    from textual.worker import get_current_worker
+
+    worker = get_current_worker()
+    try:
+        result = align_lines(left, right, normalized, cancelled=lambda: worker.is_cancelled)
+    except DiffCancelled:
+        return None
+    return None if worker.is_cancelled else result
+
+
+def fold_rows(rows: list[AlignedRow], context: int = 3) -> list[AlignedRow | int]:
+    """The rows with each run of equal rows longer than needed to give `context` lines around
+    the changes replaced by its length (an int: a folded run)."""
+    out: list[AlignedRow | int] = []
+    i = 0
+    n = len(rows)
+    while i < n:
+        if rows[i].kind != EQUAL:
+            out.append(rows[i])
+            i += 1
+            continue
+        j = i
+        while j < n and rows[j].kind == EQUAL:
+            j += 1
+        head = context if i > 0 else 0  # lines after the change above
+        tail = context if j < n else 0  # lines before the change below
+        if j - i > head + tail + 1:
+            out.extend(rows[i:i + head])
+            out.append(j - i - head - tail)
+            out.extend(rows[j - tail:j])
+        else:
+            out.extend(rows[i:j])
+        i = j
+    return out

@@ -75,3 +75,57 @@ def test_normalized_diff_ignores_case_and_spacing_only():
     long_left = (left + " ") * 3000
     long_right = (right.replace("over", "") + " ") * 3000
     assert diff(long_left, long_right, normalized=True).left == []  # the long path too
+
+
+# -- line-aligned view ---------------------------------------------------------------------
+
+from dedup_tui.ui.diff import EQUAL, align_lines, fold_rows, lines_of  # noqa: E402
+
+
+def _doc(n: int, prefix: str = "line") -> list[str]:
+    return [f"{prefix} {i} of the page" for i in range(n)]
+
+
+def test_aligned_lines_pair_equal_lines_and_leave_gaps_for_inserted_and_deleted_ones():
+    left = _doc(40)
+    right = list(left)
+    right[10] = "line 10 of the PAGE, changed"
+    del right[20]  # left's line 20 has no partner
+    right.insert(30, "a brand new line")
+    result = align_lines("\n".join(left), "\n".join(right) + "\n")
+    assert [r.left for r in result.rows if r.left is not None] == list(range(40))  # every line once, in order
+    assert [r.right for r in result.rows if r.right is not None] == list(range(len(right)))
+    changed = [(r.left, r.right, r.kind) for r in result.rows if r.kind != EQUAL]
+    assert changed == [(10, 10, CHANGE), (20, None, DELETE), (None, 30, INSERT)]
+    assert all(left[r.left] == right[r.right] for r in result.rows if r.kind == EQUAL)
+    (s, e, _), *_ = result.right_spans[10]
+    assert "PAGE" in right[10][s:e] and not any("line 10" in left[10][a:b] for a, b, _k in result.left_spans[10])
+    assert result.change_starts() == [i for i, r in enumerate(result.rows) if r.kind != EQUAL]
+
+
+def test_aligned_lines_ignore_case_and_spacing_when_normalized():
+    left, right = "One  Line\ntwo\nthree", "one line\nTWO\nthree"
+    assert {r.kind for r in align_lines(left, right).rows} == {CHANGE, EQUAL}
+    assert {r.kind for r in align_lines(left, right, normalized=True).rows} == {EQUAL}
+    assert lines_of("a\nb\n") == ["a", "b"] and lines_of("") == [""] and lines_of("\n") == [""]
+
+
+def test_folding_keeps_context_around_changes_and_counts_every_hidden_line():
+    left = _doc(200)
+    right = list(left)
+    right[100] = "changed"
+    rows = align_lines("\n".join(left), "\n".join(right)).rows
+    folded = fold_rows(rows, context=3)
+    hidden = [x for x in folded if isinstance(x, int)]
+    shown = [x for x in folded if not isinstance(x, int)]
+    assert hidden == [97, 96] and len(shown) == 7  # 3 lines, the change, 3 lines
+    assert sum(hidden) + len(shown) == len(rows)
+    assert [r.left for r in shown] == list(range(97, 104))
+    assert fold_rows(align_lines("a\nb", "a\nc").rows) == align_lines("a\nb", "a\nc").rows  # nothing to fold
+
+
+def test_aligned_lines_stop_when_cancelled():
+    left = "\n".join(_doc(5000))
+    right = "\n".join(_doc(5000, "LINE"))
+    with pytest.raises(DiffCancelled):
+        align_lines(left, right, cancelled=lambda: True)

@@ -51,3 +51,55 @@ def test_export_dialog(snap_compare, corpus):
         await pilot.pause()
 
     assert snap_compare(create_app(corpus, author="tester"), terminal_size=(100, 30), run_before=before)
+
+
+def test_triage_screen_120x40(snap_compare, corpus):
+    """The main screen as a reviewer works in it: a cluster, its members, the preview diff."""
+    async def before(pilot):
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+
+    assert snap_compare(create_app(corpus, author="tester"), terminal_size=(120, 40), run_before=before)
+
+
+def _pages(tmp_path):
+    from .conftest import write_corpus
+
+    page = [f"## Section {i}\nThe option --flag{i} sets the value number {i} of the tool." for i in range(40)]
+    changed = list(page)
+    changed[5] = changed[5].replace("value number 5", "value NUMBER five")
+    changed[25] = changed[25] + "\nAn extra line only the second page has."
+    return write_corpus(tmp_path / "pages.jsonl", [{"id": "page-a", "text": "\n".join(page)},
+                                                   {"id": "page-b", "text": "\n".join(changed)}])
+
+
+def _aligned_pair(keys=()):
+    async def before(pilot):
+        await settle(pilot)
+        await pilot.press("tab", "down", "d")
+        await settle(pilot)
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+
+    return before
+
+
+def test_pair_view_lines_aligned_80x24(snap_compare, tmp_path):
+    assert snap_compare(create_app(_pages(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=_aligned_pair(["right_square_bracket", "right_square_bracket"]))
+
+
+def test_pair_view_lines_aligned_120x40(snap_compare, tmp_path):
+    assert snap_compare(create_app(_pages(tmp_path), author="tester"), terminal_size=(120, 40),
+                        run_before=_aligned_pair())
+
+
+def test_pair_view_80x24(snap_compare, corpus):
+    async def before(pilot):
+        await settle(pilot)
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+
+    assert snap_compare(create_app(corpus, author="tester"), terminal_size=(80, 24), run_before=before)

@@ -14,10 +14,11 @@ from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
-from ..diff import diff_in_worker
+from ..diff import AlignedDiff, aligned_in_worker, diff_in_worker, lines_of
 from ..messages import DiffReady
 from ..state import ReviewChanged
 from ..text import literal_line
+from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
@@ -40,16 +41,21 @@ class PairScreen(Screen):
         self._syncing = False
         self._advance = False  # after a decision here: show the next undecided member when it is saved
         self.normalized = False  # c: ignore differences of case and spacing, as the similarity does
+        self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
+        self.aligned = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
         yield from compose_side_by_side()
+        yield AlignedDiffView(id="aligned-doc")
         yield AppFooter()
 
     def on_mount(self) -> None:
         left, right = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
         self.watch(left, "scroll_y", lambda _: self._sync(left, right), init=False)
         self.watch(right, "scroll_y", lambda _: self._sync(right, left), init=False)
+        aligned = self.query_one("#aligned-doc", AlignedDiffView)
+        self.watch(aligned, "scroll_y", lambda _: self.refresh_view(), init=False)  # "change 3/17"
         self.load_pair()
         right.focus()
 
@@ -77,17 +83,26 @@ class PairScreen(Screen):
         members = self.review.index.members(self.label)
         return members[members != self.left]
 
+    ALIGN_MIN_LINES = 4  # documents with at least this many lines open line-aligned
+
     def load_pair(self) -> None:
         project = self.review.project
         left_text, right_text = project.texts_for([self.left, self.right])
+        if self.aligned_choice is None:
+            self.aligned = min(len(lines_of(left_text)), len(lines_of(right_text))) >= self.ALIGN_MIN_LINES
+        else:
+            self.aligned = self.aligned_choice
+        self.set_class(self.aligned, "-aligned")
         self.query_one("#left-doc", DocView).set_document(left_text)
         self.query_one("#right-doc", DocView).set_document(right_text)
-        self._key = (self.left, self.right)
+        self.query_one("#aligned-doc", AlignedDiffView).set_diff(None)
+        (self.query_one("#aligned-doc") if self.aligned else self.query_one("#right-doc")).focus()
+        self._key = (self.left, self.right, self.aligned, self.normalized)
         self.jaccard = self._stored_jaccard()
         self.jaccard_computed = False
         self.refresh_view()
         k = int((project.scan_params() or {}).get("k", 5))
-        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0)
+        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0, self.aligned)
 
     def _stored_jaccard(self) -> float | None:
         a, b = (self.review.exact_root(o) for o in (self.left, self.right))
@@ -96,9 +111,12 @@ class PairScreen(Screen):
         return self.review.project.stored_jaccard(a, b)
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
-    def compute_diff(self, key: tuple, left: str, right: str, k: int) -> None:
+    def compute_diff(self, key: tuple, left: str, right: str, k: int, aligned: bool) -> None:
         """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
-        result = diff_in_worker(left, right, self.normalized)
+        if aligned:
+            result = aligned_in_worker(left, right, self.normalized)
+        else:
+            result = diff_in_worker(left, right, self.normalized)
         if result is None:
             return
         if k:
@@ -110,8 +128,11 @@ class PairScreen(Screen):
     def on_diff_ready(self, message: DiffReady) -> None:
         if message.key != self._key:
             return
-        self.query_one("#left-doc", DocView).set_spans(message.result.left)
-        self.query_one("#right-doc", DocView).set_spans(message.result.right)
+        if isinstance(message.result, AlignedDiff):
+            self.query_one("#aligned-doc", AlignedDiffView).set_diff(message.result)
+        else:
+            self.query_one("#left-doc", DocView).set_spans(message.result.left)
+            self.query_one("#right-doc", DocView).set_spans(message.result.right)
         if self.jaccard is None and message.result.jaccard is not None:
             self.jaccard = message.result.jaccard
             self.jaccard_computed = True
@@ -131,6 +152,12 @@ class PairScreen(Screen):
         header.append(f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
         if self.normalized:
             header.append(" · case and spacing ignored (c)", style="dim")
+        if self.aligned:
+            view = self.query_one("#aligned-doc", AlignedDiffView)
+            if view.result is not None:
+                changes = view.change_count
+                header.append(f" · change {view.current_change()}/{changes} ([ ])" if changes
+                              else " · no changed lines", style="dim")
         members = self.members()
         pos = np.flatnonzero(members == self.right)
         if len(pos):
@@ -147,7 +174,8 @@ class PairScreen(Screen):
         for side, o, doc_id in (("left", self.left, ids[0]), ("right", self.right, ids[1])):
             status, style = STATUS[int(index.clustering.reason[o])]
             t = Text()
-            t.append(f"{({'left': 'top', 'right': 'bottom'}[side] if self.has_class('-stacked') else side)}: ",
+            stacked = self.has_class("-stacked") and not self.aligned
+            t.append(f"{({'left': 'top', 'right': 'bottom'}[side] if stacked else side)}: ",
                      style="dim")
             t.append(literal_line(doc_id, 80), style="bold")
             t.append(f"  {status}", style=style)
@@ -166,6 +194,23 @@ class PairScreen(Screen):
         self.layout_choice = "side" if stacked else "stacked"
         self._apply_layout()
         self.refresh_view()
+
+    def action_toggle_aligned(self) -> None:
+        self.aligned_choice = not self.aligned
+        self.load_pair()
+
+    def action_change(self, delta: int) -> None:
+        view = self.query_one("#aligned-doc", AlignedDiffView)
+        if not self.aligned or view.result is None:
+            self.notify("Next/previous change needs the line-aligned view (l)", timeout=3)
+            return
+        if not view.next_change(delta):
+            self.notify("No more changes " + ("below" if delta > 0 else "above"), timeout=2)
+        self.call_after_refresh(self.refresh_view)
+
+    def action_toggle_fold(self) -> None:
+        if self.aligned:
+            self.query_one("#aligned-doc", AlignedDiffView).toggle_fold()
 
     def action_toggle_normalized(self) -> None:
         self.normalized = not self.normalized

@@ -1,0 +1,202 @@
+"""Two documents line by line in one scrolling view: equal lines side by side, changed lines
+paired with their differences marked, gaps where one side has no line, and long runs of equal
+lines folded (o shows them). Rendered a visible line at a time (Line API), like DocView.
+
+Each side wraps to its own column, so no character is ever hidden; a row is as tall as its
+taller side.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..diff import EQUAL, AlignedDiff, AlignedRow, fold_rows, shift
+from ..text import escape_spans
+
+CONTEXT = 3  # equal lines shown around each change when runs are folded
+
+
+class AlignedDiffView(ScrollView, can_focus=True):
+    COMPONENT_CLASSES = {
+        "docview--delete",
+        "docview--insert",
+        "docview--change",
+        "docview--char",
+        "docview--escape",
+        "aligned--gap",
+        "aligned--fold",
+        "aligned--changed-bar",
+        "aligned--equal-bar",
+    }
+    DEFAULT_CSS = """
+    AlignedDiffView { height: 1fr; }
+    AlignedDiffView > .aligned--gap { color: $foreground 20%; }
+    AlignedDiffView > .aligned--fold { color: $text-accent; text-style: italic; }
+    AlignedDiffView > .aligned--changed-bar { color: $warning; text-style: bold; }
+    AlignedDiffView > .aligned--equal-bar { color: $foreground 30%; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.result: AlignedDiff | None = None
+        self.folded = True
+        # One entry per visual line: (left Text | None for a gap, right Text | None, row kind)
+        # or (fold length, None, "fold").
+        self._visual: list[tuple] = []
+        self._change_lines: list[int] = []  # visual line where each change starts
+        self._width = 0
+        self._cache: dict[int, Strip] = {}
+
+    # -- content -------------------------------------------------------------------------
+    def set_diff(self, result: AlignedDiff | None) -> None:
+        self.result = result
+        self._rebuild(force=True)
+        self.scroll_to(0, 0, animate=False)
+
+    def toggle_fold(self) -> None:
+        """Show or fold the runs of equal lines, keeping the line at the top in view."""
+        top_row = self._row_at(int(self.scroll_y))
+        self.folded = not self.folded
+        self._rebuild(force=True)
+        if top_row is not None:
+            line = next((i for i, v in enumerate(self._visual) if v[3] is not None and v[3] >= top_row), 0)
+            self.scroll_to(y=line, animate=False)
+
+    @property
+    def change_count(self) -> int:
+        return len(self._change_lines)
+
+    def current_change(self) -> int:
+        """How many changes are reached: started at the top of the view (or above), or every
+        one shown once the view is scrolled to its end (0: none yet)."""
+        top = int(self.scroll_y)
+        at_end = top >= self.max_scroll_y
+        limit = top + (self.scrollable_content_region.height if at_end else 3)
+        return sum(1 for line in self._change_lines if line < limit)
+
+    def next_change(self, delta: int) -> bool:
+        """Scroll the next (delta 1) or previous (-1) change to near the top, with two lines
+        above it; False when there is none that way."""
+        if delta > 0:
+            reached = self.current_change()
+            if reached >= len(self._change_lines):
+                return False
+            target = self._change_lines[reached]
+        else:
+            top = int(self.scroll_y) + 2
+            target = next((line for line in reversed(self._change_lines) if line < top), None)
+            if target is None:
+                return False
+        self.scroll_to(y=max(0, target - 2), animate=False, immediate=True)
+        return True
+
+    def _row_at(self, visual_line: int) -> int | None:
+        for v in self._visual[visual_line:]:
+            if v[3] is not None:
+                return v[3]
+        return None
+
+    def _side(self, lines: list[str], spans: dict, index: int | None, width: int) -> list[Text] | None:
+        if index is None:
+            return None
+        raw = lines[index]
+        shown, escapes = escape_spans(raw)
+        text = Text(shown, end="")
+        for start, end, kind in shift(list(spans.get(index, [])), escapes, raw):
+            text.stylize(self.get_component_rich_style(f"docview--{kind}", partial=True), start, end)
+        esc = self.get_component_rich_style("docview--escape", partial=True)
+        for start, end in escapes:
+            text.stylize(esc, start, end)
+        if not shown:
+            return [Text("")]
+        return list(text.wrap(self.app.console, width, overflow="fold", no_wrap=False))
+
+    def _rebuild(self, force: bool = False) -> None:
+        if not self.is_mounted:
+            return
+        width = self.scrollable_content_region.width
+        if width <= 0 or (not force and width == self._width):
+            return
+        self._width = width
+        self._visual = []
+        self._change_lines = []
+        self._cache.clear()
+        r = self.result
+        if r is not None:
+            col = max(1, (width - 1) // 2)
+            entries = fold_rows(r.rows, CONTEXT) if self.folded else list(r.rows)
+            row_number = 0
+            previous_kind = EQUAL
+            for entry in entries:
+                if isinstance(entry, int):
+                    self._visual.append((entry, None, "fold", None))
+                    row_number += entry
+                    previous_kind = EQUAL
+                    continue
+                row: AlignedRow = entry
+                if row.kind != EQUAL and previous_kind == EQUAL:
+                    self._change_lines.append(len(self._visual))
+                previous_kind = row.kind
+                left = self._side(r.left_lines, r.left_spans, row.left, col)
+                right = self._side(r.right_lines, r.right_spans, row.right, col)
+                height = max(len(left or [None]), len(right or [None]))
+                for k in range(height):
+                    self._visual.append((
+                        (left[k] if k < len(left) else Text("")) if left is not None else None,
+                        (right[k] if k < len(right) else Text("")) if right is not None else None,
+                        row.kind,
+                        row_number if k == 0 else None,  # the row's index in r.rows, on its first line
+                    ))
+                row_number += 1
+        self.virtual_size = Size(width, len(self._visual))
+        self.refresh()
+
+    # -- rendering -----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.watch(self.app, "theme", lambda _: self._rebuild(force=True), init=False)
+
+    def on_resize(self) -> None:
+        self._rebuild()
+
+    def _cell(self, text: Text | None, width: int, base: Style) -> list[Segment]:
+        if text is None:
+            gap = self.get_component_rich_style("aligned--gap", partial=True)
+            return [Segment("╱" * width, base + gap)]
+        segments = list(text.render(self.app.console, end=""))
+        strip = Strip(segments).apply_style(base).crop(0, width).extend_cell_length(width, base)
+        return list(strip)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        index = int(self.scroll_y) + y
+        if index >= len(self._visual):
+            return Strip.blank(width, base)
+        strip = self._cache.get(index)
+        if strip is None:
+            left, right, kind, _row = self._visual[index]
+            if kind == "fold":
+                style = base + self.get_component_rich_style("aligned--fold", partial=True)
+                label = f" {left:,} identical line{'s' if left != 1 else ''} (o shows them) "
+                strip = Strip([Segment(label.center(width, "╌")[:width], style)])
+            else:
+                col = max(1, (width - 1) // 2)
+                bar_style = "aligned--equal-bar" if kind == EQUAL else "aligned--changed-bar"
+                bar = Segment("│" if kind == EQUAL else "┃", base + self.get_component_rich_style(bar_style, partial=True))
+                segments = self._cell(left, col, base) + [bar] + self._cell(right, width - col - 1, base)
+                strip = Strip(segments)
+            if len(self._cache) > 2000:
+                self._cache.clear()
+            self._cache[index] = strip
+        return strip.extend_cell_length(width, base)
+
+    def visible_text(self) -> tuple[str, str]:
+        """Every line of both sides as shown when unfolded (for tests): left, right."""
+        left = "".join(v[0].plain for v in self._visual if v[2] != "fold" and v[0] is not None)
+        right = "".join(v[1].plain for v in self._visual if v[2] != "fold" and v[1] is not None)
+        return left, right
