@@ -610,3 +610,38 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
     assert chunked == read()
     assert len(chunked[0]) > 2900 and chunked[1]
     assert chunked[0][0][3].startswith(b"{")  # the BOM is not part of the first record
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatch, chunked):
+    """A corpus whose ids are JSON integers gets them back as integers in pairs, the removed and
+    decisions logs; a corpus of string ids (even "7") keeps strings; so does a mixed one."""
+    import dedup_tui.engine.ingest as ingest
+    from dedup_tui.engine import decisions
+
+    monkeypatch.setattr(ingest, "_CHUNKED", chunked)
+    base = "the quick brown fox jumps over the lazy dog and runs far away"
+    ints = write_jsonl(tmp_path / "ints.jsonl", [{"id": 7, "text": base}, {"id": 12, "text": base + "!"},
+                                                 {"id": 30, "text": "something else entirely, a different text"}])
+    strs = write_jsonl(tmp_path / "strs.jsonl", [{"id": "7", "text": base}, {"id": "12", "text": base + "!"}])
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"id": 7, "text": base}, {"id": "12", "text": base + "!"}])
+    for src, want in ((ints, (7, 12)), (strs, ("7", "12")), (mixed, ("7", "12"))):
+        db = _load(tmp_path, src, name=f"{src.stem}.db")
+        assert cli("scan", "--db", db).exit_code == 0
+        project = Project(db)
+        decisions.record(project, "not_duplicate", str(want[1]), str(want[0]), author="t")
+        decisions.record(project, "remove", str(want[1]), author="t")
+        project.close()
+        out = tmp_path / f"{src.stem}.pairs.jsonl"
+        assert cli("pairs", "--db", db, "--out", out).exit_code == 0
+        pair = json.loads(out.read_text().splitlines()[0])
+        assert (pair["a"], pair["b"]) == want
+        kept = tmp_path / f"{src.stem}.kept.jsonl"
+        r = cli("export", "--db", db, "--threshold", "0.8", "--out", kept, "--removed", tmp_path / f"{src.stem}.rm.jsonl",
+                "--decisions-log", tmp_path / f"{src.stem}.dec.jsonl")
+        assert r.exit_code == 0, r.output
+        removed = [json.loads(x) for x in (tmp_path / f"{src.stem}.rm.jsonl").read_text().splitlines()]
+        assert [row["id"] for row in removed] == [want[1]]
+        logged = [json.loads(x) for x in (tmp_path / f"{src.stem}.dec.jsonl").read_text().splitlines()]
+        assert (logged[0]["doc_id"], logged[0]["other_id"]) == (want[1], want[0])
+        assert kept.read_text().splitlines()[0] == src.read_text().splitlines()[0]  # records unchanged

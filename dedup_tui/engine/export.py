@@ -240,8 +240,8 @@ def export(
         with AtomicFile(Path(removed_out), "wb", overwrite=force) as fh:
             for s in range(0, len(removed), 5000):
                 docs = removed[s : s + 5000]
-                ids = project.ids_for(docs.tolist())
-                keeper_ids = project.ids_for(clustering.keeper[docs].tolist())
+                ids = project.json_ids_for(docs.tolist())
+                keeper_ids = project.json_ids_for(clustering.keeper[docs].tolist())
                 for d, doc_id, keeper_id in zip(docs.tolist(), ids, keeper_ids):
                     reason = int(clustering.reason[d])
                     exact += reason == EXACT
@@ -324,9 +324,14 @@ def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: 
     check_outputs({"pairs": out}, force, project_protected(project))
     count = 0
     with AtomicFile(Path(out), "wb", overwrite=force) as fh:
+        ints = project.integer_id_sources()
         rows = project.conn.execute(
-            "SELECT a_id, b_id, jaccard FROM near_pairs WHERE jaccard >= ? ORDER BY a, b", (minimum,))
-        for a_id, b_id, j in rows:
+            "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
+            "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
+            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+        for a_id, a_src, b_id, b_src, j in rows:
+            if ints:  # the ids as the corpus gave them: numbers where its ids were
+                a_id, b_id = int(a_id) if a_src in ints else a_id, int(b_id) if b_src in ints else b_id
             fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
             count += 1
             if count % 100_000 == 0:

@@ -33,6 +33,7 @@ class Record:
     doc_id: str | None
     text: str
     record: bytes | None
+    int_id: bool = False  # the id was an integer (JSON number, Parquet integer column)
 
 
 @dataclass
@@ -234,15 +235,16 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                     if id_field not in obj:
                         raise _Bad(lineno, f"id field {_show(id_field)} is missing (line {decided_at} has one)")
                     doc_id = _field_id(obj[id_field], lineno, id_field, escaped)
+                    int_id = type(obj[id_field]) is int
                 elif id_field in obj:
                     # ids come from line numbers only when no record has one: never drop a user's id
                     raise _Bad(lineno, f"id field {_show(id_field)} is present, but line {decided_at} has none "
                                        "(give every record an id, or none)")
                 else:
-                    doc_id = None
+                    doc_id, int_id = None, False
                 if escaped:
                     _check_encodable(text, lineno)
-                yield Record(lineno, doc_id, text, raw)
+                yield Record(lineno, doc_id, text, raw, int_id)
             except _Bad as bad:
                 errors.append(bad)
 
@@ -276,14 +278,16 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                 return None
             has_id_field, decided_at = id_field in objs[0], first
         if has_id_field:
-            ids = [obj.get(id_field) for obj in objs]
-            ids = [i if type(i) is str else str(i) if type(i) is int else "" for i in ids]
+            given = [obj.get(id_field) for obj in objs]
+            ints = [type(i) is int for i in given]
+            ids = [str(i) if is_int else i if type(i) is str else "" for i, is_int in zip(given, ints)]
             if not all(ids):
                 return None  # missing, null, empty, or not a string or integer
         else:
             if any(id_field in obj for obj in objs):
                 return None
             ids = [None] * len(objs)
+            ints = [False] * len(objs)
         for raw, text, doc_id in zip(raws, texts, ids):
             if b"\\u" in raw:  # the line is UTF-8, so an unpaired surrogate can only come from a \u escape
                 try:
@@ -292,7 +296,8 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
                         doc_id.encode("utf-8")
                 except UnicodeEncodeError:
                     return None
-        return [Record(line, doc_id, text, raw) for line, (raw, text, doc_id) in enumerate(zip(raws, texts, ids), start=first)]
+        return [Record(line, doc_id, text, raw, is_int)
+                for line, (raw, text, doc_id, is_int) in enumerate(zip(raws, texts, ids, ints), start=first)]
 
     with _open_binary(path) as fh:
         first = 1
@@ -435,7 +440,8 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
                     raise _Bad(row_number, "invalid UTF-8 in a string column")
                 text = _field_text(obj.get(text_field, _MISSING), row_number, text_field)
                 doc_id = _field_id(obj[id_field], row_number, id_field) if id_field in names else None
-                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=_json_default).encode("utf-8"))
+                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=_json_default).encode("utf-8"),
+                             doc_id is not None and type(obj[id_field]) is int)
             except _Bad as bad:
                 errors.append(bad)
 
@@ -586,6 +592,7 @@ def load_corpus(
                 batch = []
 
             pending = 0
+            int_ids = True  # every record's own id was an integer: logs give them back as numbers
             for rec in records:
                 if errors and not skip_bad:
                     bad = errors[0]
@@ -595,6 +602,8 @@ def load_corpus(
                     fail_or_skip(_Bad(rec.line, f"duplicate id {_show(doc_id)}"))
                     continue
                 seen_ids.add(doc_id)
+                if not rec.int_id:
+                    int_ids = False
                 batch.append((doc_id, rec.text, rec.line, rec.record))
                 pending += 1
                 if len(batch) >= BATCH:
@@ -620,6 +629,8 @@ def load_corpus(
                 "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
                 (count, json.dumps(skipped), source_id),
             )
+            if int_ids:
+                project.set_meta(integer_id_sources=json.dumps(sorted(project.integer_id_sources() | {source_id})))
             report.documents += count
             report.sources.append(str(path))
             if skipped:

@@ -670,6 +670,30 @@ class Project:
         """Document ids of the given ords, in the order given."""
         return self._column_for("doc_id", ords)
 
+    def integer_id_sources(self) -> set[int]:
+        """Sources whose every id was an integer (a JSON number, a Parquet integer column)."""
+        try:
+            return {int(x) for x in json.loads(self.get_meta("integer_id_sources") or "[]")}
+        except (ValueError, TypeError):
+            return set()
+
+    def json_ids_for(self, ords) -> list[str | int]:
+        """Document ids as the corpus gave them, for the logs: numbers where a source's ids were
+        all integers (the project stores every id as text)."""
+        ids = self.ids_for(ords)
+        ints = self.integer_id_sources()
+        if not ints:
+            return ids
+        return [int(i) if s in ints else i for i, s in zip(ids, self._column_for("source_id", ords))]
+
+    def json_id(self, doc_id: str | None) -> str | int | None:
+        """json_ids_for, for one id (None and unknown ids as they are)."""
+        ints = self.integer_id_sources()
+        if doc_id is None or not ints:
+            return doc_id
+        row = self.conn.execute("SELECT source_id FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return int(doc_id) if row is not None and row[0] in ints else doc_id
+
     def texts_for(self, ords) -> list[str]:
         """Texts of the given ords, in the order given."""
         return self._column_for("text", ords)

@@ -273,7 +273,7 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     rows = labels(project)
     with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
-            fh.write(json.dumps({"a": lab.a_id, "b": lab.b_id, "label": lab.label, "similarity": lab.similarity,
+            fh.write(json.dumps({"a": project.json_id(lab.a_id), "b": project.json_id(lab.b_id), "label": lab.label, "similarity": lab.similarity,
                                  "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")
     return len(rows)
 
