@@ -268,7 +268,7 @@ def pairs(db, minimum, out, force):
 @click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
 @click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
-@click.option("--keep", "keep", type=click.Choice(["first", "longest"]), help="Which document a cluster keeps when no reviewer chose; saved in the project. [default: the project's, else first]")
+@click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions, force):
@@ -298,7 +298,12 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     if chosen:
         click.echo(f"using {' and '.join(chosen)}, as the project was last reviewed", err=True)
     if keep is not None:
-        from .engine.decisions import set_keep_rule
+        from .engine.decisions import parse_keep_rule, set_keep_rule
+
+        try:
+            keep = parse_keep_rule(keep)
+        except DedupError as exc:
+            _fail(f"--keep: {exc}", 2)
 
         _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,

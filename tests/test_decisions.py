@@ -201,3 +201,51 @@ def test_keep_longest_rule_is_honoured_by_both_policies_and_exports(make_project
     dec.export_curated(project, 0.7, "components", out, manifest_out=tmp_path / "m.json")
     assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == {"longer", "alone"}
     assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "longest"
+
+
+def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
+    """max:FIELD keeps the document with the highest value (ISO dates in their order, numbers by
+    value, also when written as strings), min:FIELD the lowest; a document without the field is
+    kept only when no other has it; ties keep the earliest. The CLI sets the rule; bad rules are
+    usage errors."""
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main
+    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+
+    base = " ".join(f"w{i}" for i in range(50))
+    docs = [{"id": "old", "text": base, "date": "2021-05-01", "score": "10"},
+            {"id": "new", "text": base + " x", "date": "2024-01-09", "score": 9},
+            {"id": "mid", "text": base + " y", "date": "2023-12-31", "score": 9.5},
+            {"id": "none", "text": base + " z"},
+            {"id": "b1", "text": "another family " * 8, "score": 3},
+            {"id": "b2", "text": "another family " * 8 + "!", "score": 3}]  # a tie: the earliest
+    project = make_project(docs)
+    scan(project, ScanSettings(floor=0.5, method="exhaustive"))
+    graph = load_graph(project)
+
+    def kept(rule):
+        dec.set_keep_rule(project, rule)
+        c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+        assert c.kept_by == rule
+        return sorted(project.ids_for(np.flatnonzero(c.reason == KEPT).tolist()))
+
+    assert kept("max:date") == ["b1", "new"]
+    assert kept("min:date") == ["b1", "old"]
+    assert kept("max:score") == ["b1", "old"]  # "10" is a number: 10 > 9.5
+    assert kept("min:score") == ["b1", "new"]
+    assert kept("max:missing") == kept("first") == ["b1", "old"]
+    for bad in ("newest", "max:", "max: "):
+        with pytest.raises(dec.DedupError, match="unknown keep rule"):
+            dec.set_keep_rule(project, bad)
+    project.close()
+    out = tmp_path / "k.jsonl"
+    runner = CliRunner()
+    r = runner.invoke(main, ["export", "--db", str(tmp_path / "corpus.db"), "--threshold", "0.7", "--keep",
+                             "max:date", "--out", str(out), "--manifest", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["new", "b1"]
+    assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "max:date"
+    r = runner.invoke(main, ["export", "--db", str(tmp_path / "corpus.db"), "--threshold", "0.7", "--keep", "best",
+                             "--out", str(tmp_path / "k2.jsonl")])
+    assert r.exit_code == 2 and "unknown keep rule" in r.output

@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -309,17 +310,41 @@ KEEP_RULES = {
     "first": "the first in corpus order",
     "longest": "the longest text (the earliest on ties)",
 }
+# Besides those: "max:FIELD" / "min:FIELD", the document whose record has the highest / lowest
+# value of FIELD (the newest date, the best score), the earliest on ties; documents without it last.
+_FIELD_RULE = re.compile(r"(max|min):(.+)", re.DOTALL)
+
+
+def parse_keep_rule(rule: str) -> str:
+    """The rule as stored, or DedupError saying what is allowed."""
+    rule = rule.strip()
+    if rule in KEEP_RULES:
+        return rule
+    m = _FIELD_RULE.fullmatch(rule)
+    if m and m.group(2).strip():
+        return f"{m.group(1)}:{m.group(2).strip()}"
+    raise DedupError(f"unknown keep rule {rule!r} (choose from {', '.join(KEEP_RULES)}, max:FIELD or min:FIELD, "
+                     f"e.g. max:date for the newest, max:score for the best)")
+
+
+def describe_keep_rule(rule: str) -> str:
+    if rule in KEEP_RULES:
+        return KEEP_RULES[rule]
+    direction, name = rule.split(":", 1)
+    return f"the {'highest' if direction == 'max' else 'lowest'} {name} (the earliest on ties)"
 
 
 def keep_rule(project: Project) -> str:
     """Which document of a cluster is kept when no reviewer chose: the project's setting."""
     rule = project.get_meta("keep_rule") or "first"
-    return rule if rule in KEEP_RULES else "first"
+    try:
+        return parse_keep_rule(rule)
+    except DedupError:
+        return "first"
 
 
 def set_keep_rule(project: Project, rule: str) -> None:
-    if rule not in KEEP_RULES:
-        raise DedupError(f"unknown keep rule {rule!r} (choose from {', '.join(KEEP_RULES)})")
+    rule = parse_keep_rule(rule)
     with transaction(project.conn):
         project.set_meta(keep_rule=rule)
 
@@ -334,16 +359,77 @@ def _lengths(project: Project, graph: PairGraph) -> np.ndarray:
     return cached
 
 
+def field_ranks(project: Project, field: str, n: int) -> np.ndarray:
+    """Every document's rank by the value of `field` in its record: numbers (and strings that
+    read as numbers) by value, below other strings (ISO dates, in their order); -1 where the
+    record has no such field, or a null, boolean, list or object there."""
+    from .export import _as_object, _sources
+
+    sources = _sources(project)
+    numbers: list[tuple[int, float]] = []
+    texts: list[tuple[int, str]] = []
+    rows = project.conn.execute("SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord")
+    for ordinal, doc_id, text, source_id, record in rows:
+        try:
+            value = _as_object(sources[source_id], doc_id, text, record).get(field)
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            if value == value:  # not NaN
+                numbers.append((ordinal, float(value)))
+            continue
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                texts.append((ordinal, value))
+                continue
+            if number == number:
+                numbers.append((ordinal, number))
+    ranks = np.full(n, -1, np.int64)
+    if numbers:
+        ords, values = zip(*numbers)
+        _, dense = np.unique(np.array(values), return_inverse=True)
+        ranks[np.array(ords)] = dense
+    if texts:
+        ords, values = zip(*texts)
+        _, dense = np.unique(np.array(values, dtype=object), return_inverse=True)
+        ranks[np.array(ords)] = dense + (ranks.max() + 1)
+    return ranks
+
+
+def _field_scores(project: Project, graph: PairGraph, rule: str) -> np.ndarray:
+    """Higher is preferred: the field's rank (max) or its reverse (min), missing values lowest.
+    Read once per graph and rule (a pass over every record)."""
+    cache = getattr(graph, "_field_scores", None)
+    if cache is None:
+        cache = graph._field_scores = {}
+    if rule not in cache:
+        direction, name = rule.split(":", 1)
+        ranks = field_ranks(project, name, graph.n)
+        if direction == "min":
+            ranks = np.where(ranks >= 0, ranks.max() - ranks, -1)
+        cache[rule] = ranks
+    return cache[rule]
+
+
 def keep_longest(graph: PairGraph, c: Clustering, lengths: np.ndarray) -> Clustering:
-    """Re-centre every cluster on its longest text (the earliest on ties), in place: the
-    clusters stay, their kept document changes. Exact copies of the new kept one are exact, the
-    others near with their stored similarity to it (nan when there is none)."""
-    c.kept_by = "longest"
+    """keep_best by text length."""
+    return keep_best(graph, c, lengths, "longest")
+
+
+def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> Clustering:
+    """Re-centre every cluster on its highest-scoring document (the earliest on ties), in place:
+    the clusters stay, their kept document changes. Exact copies of the new kept one are exact,
+    the others near with their stored similarity to it (nan when there is none)."""
+    c.kept_by = rule
     sizes = np.bincount(c.cluster, minlength=len(c.cluster))
     members = np.flatnonzero(sizes[c.cluster] >= 2)
     if not len(members):
         return c
-    order = np.lexsort((members, -lengths[members], c.cluster[members]))  # per cluster: longest, earliest
+    order = np.lexsort((members, -score[members], c.cluster[members]))  # per cluster: best, earliest
     ordered = members[order]
     first = np.ones(len(ordered), dtype=bool)
     first[1:] = c.cluster[ordered[1:]] != c.cluster[ordered[:-1]]
@@ -371,8 +457,11 @@ def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float,
     cluster keeps), then the reviewer's keep/remove overrides."""
     ov = overrides if overrides is not None else Overrides.load(project)
     c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
-    if keep_rule(project) == "longest":
+    rule = keep_rule(project)
+    if rule == "longest":
         c = keep_longest(graph, c, _lengths(project, graph))
+    elif rule != "first":
+        c = keep_best(graph, c, _field_scores(project, graph, rule), rule)
     return apply_overrides(graph, c, ov)
 
 
@@ -416,12 +505,12 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
     with AtomicFile(Path(path), "wb") as fh:
         for s in range(0, len(removed), 5000):
             docs = removed[s : s + 5000]
-            ids = project.ids_for(docs.tolist())
+            ids = project.json_ids_for(docs.tolist())
             keepers = clustering.keeper[docs]
             has = keepers >= 0
-            keeper_ids = iter(project.ids_for(keepers[has].tolist()))
+            keeper_ids = iter(project.json_ids_for(keepers[has].tolist()))
             here = [int(d) for d in docs if int(d) in link_of]
-            via_ids = project.ids_for([link_of[d][0] for d in here])
+            via_ids = project.json_ids_for([link_of[d][0] for d in here])
             links = {d: (via_id, link_of[d][1]) for d, via_id in zip(here, via_ids)}
             for d, doc_id, h in zip(docs.tolist(), ids, has.tolist()):
                 sim = float(clustering.similarity[d])
@@ -442,6 +531,7 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     with AtomicFile(Path(path), "wb") as fh:
         for d in decisions:
             row = asdict(d)
+            row["doc_id"], row["other_id"] = project.json_id(d.doc_id), project.json_id(d.other_id)
             row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
             row.pop("undone")
             row.pop("batch_size")  # only meaningful for an undo or redo just made

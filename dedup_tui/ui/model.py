@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,6 +36,39 @@ FILTERS = {
 }
 
 
+# Besides the named filters, conditions on a cluster's size (documents) and lowest similarity
+# (over its removed members), joined with the names by commas: "undecided,size>=5,sim<=0.9".
+_CONDITION = re.compile(r"(size|sim)(>=|<=|=|>|<)(\d+(?:\.\d*)?|\.\d+)")
+_TYPED_CONDITION = re.compile(r"(size|sim)\s*(>=|<=|=|>|<)\s*(\S+)")
+
+
+def parse_filter(text: str) -> str:
+    """A typed filter ("size >= 5  sim<=0.9 undecided") as a view's filter part
+    ("undecided,size>=5,sim<=0.9"); "" or "all" is every cluster. Raises ValueError saying what
+    is wrong."""
+    text = text.replace(",", " ").strip().lower()
+    conditions, names = [], []
+    for m in _TYPED_CONDITION.finditer(text):
+        what, op, value = m.groups()
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{what} {op} needs a number, not {value!r}") from None
+        if what == "size" and (number != int(number) or number < 0):
+            raise ValueError(f"size counts documents: a whole number, not {value}")
+        if what == "sim" and not 0 <= number <= 1:
+            raise ValueError(f"sim is a similarity between 0 and 1, not {value}")
+        conditions.append(f"{what}{op}{int(number) if what == 'size' else number:g}")
+    for word in _TYPED_CONDITION.sub(" ", text).split():
+        if word not in FILTERS:
+            raise ValueError(f"unknown filter {word!r}: use {', '.join(FILTERS)}, size>=N or sim<=X")
+        if word != "all" and word not in names:
+            names.append(word)
+    if "near" in names and "exact" in names:
+        raise ValueError("near and exact exclude each other")
+    return ",".join(names + conditions) or "all"
+
+
 def split_view(view: str) -> tuple[str, str]:
     sort, _, flt = view.partition(":")
     return sort, flt or "all"
@@ -47,7 +81,7 @@ def join_view(sort: str, flt: str) -> str:
 def describe_view(view: str) -> str:
     """Short, for the list's title: 'largest first', 'largest first · undecided'."""
     sort, flt = split_view(view)
-    return SORTS[sort] + ("" if flt == "all" else f" · {flt} only")
+    return SORTS[sort] + ("" if flt == "all" else f" · {flt.replace(',', ', ')} only")
 
 
 @dataclass
@@ -124,14 +158,22 @@ def sort_order(view: str, labels, sizes, max_sim, min_sim, threshold, decided=No
     if flt == "all":
         return order
     exact = np.asarray(min_sim) >= 1.0  # every removed member has the kept one's text (nan: chained)
-    if flt == "undecided":
-        keep = ~np.asarray(decided, dtype=bool) if decided is not None else np.ones(len(labels), bool)
-    elif flt == "exact":
-        keep = exact
-    elif flt == "near":
-        keep = ~exact
-    else:
-        raise ValueError(f"unknown filter {flt!r}")
+    keep = np.ones(len(labels), bool)
+    ops = {">=": np.greater_equal, "<=": np.less_equal, "=": np.equal, ">": np.greater, "<": np.less}
+    for part in flt.split(","):
+        if part == "undecided":
+            if decided is not None:
+                keep &= ~np.asarray(decided, dtype=bool)
+        elif part == "exact":
+            keep &= exact
+        elif part == "near":
+            keep &= ~exact
+        elif m := _CONDITION.fullmatch(part):
+            what, op, value = m.groups()
+            values = np.asarray(sizes) if what == "size" else np.asarray(min_sim)  # NaN (no removed member) fails
+            keep &= ops[op](values, float(value))
+        else:
+            raise ValueError(f"unknown filter {part!r}")
     return order[keep[order]]
 
 

@@ -740,3 +740,96 @@ def test_the_sample_exports_to_the_current_folder_not_its_hidden_one(tmp_path, m
     assert default_export_path(sample.db) == tmp_path / "notes.curated.jsonl"
     other = tmp_path / "work" / "corpus.db"
     assert default_export_path(other) == tmp_path / "work" / "corpus.curated.jsonl"
+
+
+async def test_pair_view_aligns_the_lines_of_long_documents(tmp_path):
+    """Two templated pages: lines side by side with gaps, ] and [ go from change to change,
+    o unfolds the identical runs, every character of both documents is shown, l flows the text."""
+    from dedup_tui.ui.widgets.aligned import AlignedDiffView
+
+    page = [f"## Section {i}\nThe option --flag{i} sets the value number {i} of the tool." for i in range(60)]
+    left = "\n".join(page)
+    changed = list(page)
+    changed[10] = changed[10].replace("value number 10", "value NUMBER ten")
+    changed[40] = changed[40] + "\nAn extra line only the second page has."
+    right = "\n".join(changed)
+    docs = [{"id": "a", "text": left}, {"id": "b", "text": right}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(100, 18)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down", "d")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen) and screen.aligned and screen.has_class("-aligned")
+        view = screen.query_one("#aligned-doc", AlignedDiffView)
+        assert view.change_count == 2 and view.display and not screen.query_one("#left-doc").display
+        header = lambda: str(screen.query_one("#pair-header").render())  # noqa: E731
+        assert "change 0/2" in header()
+        folded_height = view.virtual_size.height
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        first = view.scroll_y
+        assert first > 0 and "change 1/2" in header()
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert view.scroll_y > first and "change 2/2" in header()
+        shown = screen_text(app)
+        assert "An extra line only the second page has." in shown and "╱" in shown  # a gap opposite it
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert view.scroll_y == first
+        assert "identical lines" in screen_text(app)
+        await pilot.press("o")
+        await pilot.pause()
+        assert view.virtual_size.height > folded_height
+        col = (view.scrollable_content_region.width - 1) // 2
+        assert all(v[0] is None or v[0].cell_len <= col for v in view._visual)
+        shown_left, shown_right = view.visible_text()
+        # (as in the flowing view, a line wrapped at a space does not show that space)
+        assert shown_left.replace(" ", "") == left.replace("\n", "").replace(" ", "")
+        assert shown_right.replace(" ", "") == right.replace("\n", "").replace(" ", "")
+        await pilot.press("l")
+        await settle(pilot)
+        assert not screen.aligned and screen.query_one("#left-doc").display and not view.display
+
+
+def test_typed_filters_parse_to_a_canonical_view_and_refuse_nonsense():
+    from dedup_tui.ui.model import parse_filter
+
+    assert parse_filter("size >= 5  sim<=0.9 undecided") == "undecided,size>=5,sim<=0.9"
+    assert parse_filter("") == parse_filter("all") == "all"
+    assert parse_filter("exact, size=2") == "exact,size=2"
+    for bad, says in (("size>=2.5", "whole number"), ("sim<=1.5", "between 0 and 1"), ("big", "unknown filter"),
+                      ("near exact", "exclude each other"), ("size>=x", "needs a number")):
+        with pytest.raises(ValueError, match=says):
+            parse_filter(bad)
+
+
+async def test_filter_by_size_and_lowest_similarity(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        sizes, low = main.index.sizes.copy(), main.index.min_sim.copy()
+        assert len(set(sizes.tolist())) > 1  # the corpus has clusters of several sizes
+        cut = float(np.nanmedian(low))
+        await pilot.press("F")
+        await pilot.pause()
+        app.screen.query_one(Input).value = f"size>=3 sim<={cut}"
+        await pilot.press("enter")
+        await settle(pilot)
+        expected = int(((sizes >= 3) & (low <= cut)).sum())
+        assert 0 < expected < len(sizes)
+        assert len(main.index.labels) == expected
+        assert (main.index.sizes >= 3).all() and (main.index.min_sim <= cut).all()
+        assert f"size>=3, sim<={cut:g}" in str(main.query_one("#clusters-title").render())
+        await pilot.press("F")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "size>=lots"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "needs a number" in str(app.screen.query_one("#ask-error").render())  # the dialog stays
+        await pilot.press("escape")
+        await pilot.press("f")  # from a typed filter, f goes back to every cluster
+        await settle(pilot)
+        assert len(main.index.labels) == len(sizes)

@@ -27,7 +27,7 @@ from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..model import (FILTERS, SORTS, describe_view, join_view, split_view, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
+from ..model import (FILTERS, SORTS, describe_view, join_view, parse_filter, split_view, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
                      view_keys)
 from ..launch import default_export_path
 from ..state import ReviewChanged, ReviewState
@@ -582,7 +582,7 @@ class MainScreen(Screen):
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "accept", "bulk_accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "cycle_filter", "cycle_keep_rule", "undo", "redo"):
+                      "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule", "keep_by_field", "undo", "redo"):
             return None if self.index is None else True
         return True
 
@@ -636,24 +636,72 @@ class MainScreen(Screen):
         """Which document a cluster keeps when the reviewer did not choose, for the project (the
         app, the policies and every export follow it)."""
         rules = list(decisions.KEEP_RULES)
-        rule = rules[(rules.index(decisions.keep_rule(self.project)) + 1) % len(rules)]
+        current = decisions.keep_rule(self.project)
+        self._set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
 
+    def _set_keep_rule(self, rule: str) -> None:
         def saved(_result) -> None:
             self._views = PreparedViews()  # every prepared view kept the other rule's documents
-            self.notify(f"Each cluster keeps {decisions.KEEP_RULES[rule]} (unless you chose)", timeout=4)
+            self.notify(f"Each cluster keeps {decisions.describe_keep_rule(rule)} (unless you chose)", timeout=4)
             self.schedule_recluster()
 
         self.app.writer.submit(lambda project: decisions.set_keep_rule(project, rule), saved, what="the keep rule")
 
+    def action_keep_by_field(self) -> None:
+        """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
+        def validate(text: str) -> str | None:
+            try:
+                decisions.parse_keep_rule(text)
+            except DedupError as exc:
+                return str(exc)
+            return None
+
+        def done(value: str | None) -> None:
+            if value:
+                self._set_keep_rule(decisions.parse_keep_rule(value))
+
+        current = decisions.keep_rule(self.project)
+        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (the highest / lowest value of a record "
+                                       "field; documents without it come last), first or longest",
+                                       current if ":" in current else "", placeholder="e.g. max:date, max:score",
+                                       validate=validate), done)
+
     def action_cycle_filter(self) -> None:
-        """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only."""
+        """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only
+        (from a typed filter: all)."""
         keys = list(FILTERS)
         sort, flt = split_view(self.sort)
-        flt = keys[(keys.index(flt) + 1) % len(keys)]
+        flt = keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all"
+        self._set_filter(flt)
+        self.notify(f"Showing {FILTERS[flt]}", timeout=2)
+
+    def _set_filter(self, flt: str) -> None:
+        sort, _ = split_view(self.sort)
         self.sort = join_view(sort, flt)
         self.page = 0
         self.schedule_recluster()  # the list is rebuilt from the clustering (the filter dropped some)
-        self.notify(f"Showing {FILTERS[flt]}", timeout=2)
+
+    def action_type_filter(self) -> None:
+        """Filter by size and lowest similarity, with or without the named filters."""
+        def validate(text: str) -> str | None:
+            try:
+                parse_filter(text)
+            except ValueError as exc:
+                return str(exc)
+            return None
+
+        def done(value: str | None) -> None:
+            if value is not None:
+                flt = parse_filter(value)
+                self._set_filter(flt)
+                self.notify("Showing every cluster" if flt == "all" else f"Showing clusters: {flt.replace(',', ', ')}",
+                            timeout=3)
+
+        _, current = split_view(self.sort)
+        self.app.push_screen(AskScreen("Filter clusters: size>=N, size<=N, sim>=X, sim<=X (the lowest similarity), "
+                                       "undecided, near, exact; empty for all", "" if current == "all" else
+                                       current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
+                                       validate=validate), done)
 
     def action_page(self, delta: int) -> None:
         new = min(max(self.page + delta, 0), self.pages - 1)

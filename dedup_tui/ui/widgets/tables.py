@@ -124,7 +124,10 @@ def why(index: ClusterIndex, ord_: int, label: int) -> str:
             return "reviewer's choice"
         if ord_ != label:
             return "kept (others removed)"
-        return "longest text" if c.kept_by == "longest" else "first in corpus order"
+        if c.kept_by in ("first", "longest"):
+            return "longest text" if c.kept_by == "longest" else "first in corpus order"
+        direction, _, field = c.kept_by.partition(":")
+        return f"{'highest' if direction == 'max' else 'lowest'} {field}"
     if reason == REVIEWER:
         return "removed by reviewer"
     if ord_ in ov.keep:
