@@ -44,7 +44,7 @@ MAIN_ACTIONS = [
     Act("ctrl+p", "app.command_palette", "Palette", "^p", "app: command palette (every action, by name)", "General", show=False),
     Act("q", "app.quit", "Quit", "q", "app: quit", "General"),
     Act("escape", "cancel_scan", "Cancel scan", "esc", "scan: cancel", "General"),
-    Act("R", "rescan", "Rescan", "R", "scan: scan the project again (after a cancel or a failure)", "General", show=False),
+    Act("R", "rescan", "Rescan", "R", "scan: scan again, with another floor or shingle size (or after a cancel or a failure)", "General", show=False),
     Act("slash", "search", "Find", "/", "find: a document by id or text, and jump to its cluster", "Clusters", show=False),
     Act("right_square_bracket", "threshold(0.01)", "+.01", "]", "threshold: raise by 0.01", "Threshold", show=False),
     Act("left_square_bracket", "threshold(-0.01)", "-.01", "[", "threshold: lower by 0.01", "Threshold", show=False),

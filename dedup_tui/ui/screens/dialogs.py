@@ -148,3 +148,63 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class RescanScreen(ModalScreen[tuple[float, int] | None]):
+    """Scan again, with another floor (the lowest similarity stored: thresholds below it need
+    it lowered) or shingle size. Dismisses with (floor, k) or None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, floor: float, k: int) -> None:
+        super().__init__(classes="dialog-screen")
+        self.floor, self.k = floor, k
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="rescan-dialog"):
+            yield Label("Scan again", classes="dialog-title")
+            with Horizontal(classes="row"):
+                with Vertical():
+                    yield Label("Floor (lowest similarity kept)")
+                    yield Input(f"{self.floor:g}", id="rescan-floor")
+                with Vertical():
+                    yield Label("Shingle size k (characters)")
+                    yield Input(str(self.k), id="rescan-k")
+            yield Static(Text("A lower floor lets the threshold go lower and stores more pairs; the decisions "
+                              "you made stay.", style="dim"))
+            yield Static("", id="rescan-error", classes="error")
+            with Horizontal(classes="buttons"):
+                yield Button("Scan", variant="primary", id="rescan-ok")
+                yield Button("Cancel", id="rescan-cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "rescan-ok":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
+    def submit(self) -> None:
+        error = self.query_one("#rescan-error", Static)
+        try:
+            floor = float(self.query_one("#rescan-floor", Input).value)
+        except ValueError:
+            error.update(Text("The floor must be a number such as 0.5"))
+            return
+        if not 0 < floor <= 1:
+            error.update(Text("The floor must be above 0 and at most 1"))
+            return
+        try:
+            k = int(self.query_one("#rescan-k", Input).value)
+        except ValueError:
+            error.update(Text("k must be a whole number of characters, such as 5"))
+            return
+        if not 1 <= k <= 64:
+            error.update(Text("k must be between 1 and 64"))
+            return
+        self.dismiss((floor, k))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

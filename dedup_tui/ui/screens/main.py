@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from rich.text import Text
@@ -38,7 +39,7 @@ from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
-from .dialogs import AskScreen, ExportRequest, ExportScreen
+from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen
 
 
 
@@ -247,9 +248,21 @@ class MainScreen(Screen):
         self.notify("Cancelling…")
 
     def action_rescan(self) -> None:
-        if not self.scanning:
-            load = bool(self.spec.corpus) and not self.project.has_documents()
+        """Scan again (after a cancel or a failure, or with another floor or shingle size)."""
+        if self.scanning:
+            return
+        load = bool(self.spec.corpus) and not self.project.has_documents()
+        params = self.project.scan_params() or {}
+        current = self.spec.scan_settings or ScanSettings()
+        floor, k = float(params.get("floor", current.floor)), int(params.get("k", current.k))
+
+        def done(choice: tuple[float, int] | None) -> None:
+            if choice is None or self.scanning:
+                return
+            self.spec.scan_settings = replace(current, floor=choice[0], k=choice[1])
             self.start_pipeline(load=load, scan_it=True)
+
+        self.app.push_screen(RescanScreen(floor, k), done)
 
     # -- search: a document by id or text, then its cluster ----------------------------------
     def action_search(self) -> None:
