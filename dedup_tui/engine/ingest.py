@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import itertools
 import base64
 import json
 import re
@@ -682,6 +683,54 @@ def check_corpus(path: str | Path, id_field: str | None = None, text_field: str 
             break
     if errors and not skip_bad:
         raise CorpusError(str(path), errors[0].line, errors[0].message)
+
+
+def sample_fields(path: str | Path, records: int = 50) -> list[tuple[str, str]] | None:
+    """The fields of a corpus's first records, in first-seen order, each with an example value
+    (the first string one, shortened): for choosing the text and id fields. None for a folder of
+    .txt files or a file whose first records cannot be read as records at all."""
+    path = Path(path)
+    try:
+        fmt = detect_format(path)
+    except CorpusError:
+        return None
+    rows: list[dict] = []
+    try:
+        if fmt in ("jsonl", "jsonl-or-text"):
+            with _open_binary(path) as fh:
+                for raw in itertools.islice(fh, records * 4):
+                    try:
+                        obj = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(obj, dict):
+                        rows.append(obj)
+                    if len(rows) >= records:
+                        break
+        elif fmt in ("csv", "tsv"):
+            with _open_binary(path) as fb:
+                lines = (raw.decode("utf-8", "replace").lstrip("\ufeff") for raw in itertools.islice(fb, records * 4))
+                reader = csv.reader(lines, delimiter="," if fmt == "csv" else "\t")
+                header = next(reader, None)
+                if not header:
+                    return None
+                rows = [dict(zip(header, row)) for row in itertools.islice(reader, records)] or [dict.fromkeys(header, "")]
+        elif fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(path)
+            batch = next(pf.iter_batches(batch_size=records), None)
+            rows = batch.to_pylist() if batch is not None else [dict.fromkeys(pf.schema_arrow.names)]
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - unreadable in any way: no fields to offer
+        return None
+    examples: dict[str, str] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key not in examples or (not examples[key] and isinstance(value, str) and value):
+                examples[key] = " ".join(value.split())[:80] if isinstance(value, str) else json.dumps(value, default=str)[:80]
+    return list(examples.items()) or None
 
 
 def _guarded(path: Path, records: Iterator, errors: list[_Bad]) -> Iterator:

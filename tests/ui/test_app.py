@@ -593,8 +593,43 @@ async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
         assert any("the documents are loaded" in n.message and "Press R to scan again" in n.message
                    for n in app._notifications)
         await pilot.press("R")
+        await pilot.pause()
+        await pilot.press("enter")  # the rescan dialog: the same floor and k
         await settle(pilot)
         assert main.index is not None and main.index.counts.clusters > 0 and len(calls) == 2
+
+
+async def test_rescan_with_a_lower_floor_lets_the_threshold_go_lower(corpus):
+    from dedup_tui.ui.screens.dialogs import RescanScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        assert main.floor == 0.5
+        pairs_before = main.index.counts.stored_pairs
+        await pilot.press("R")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, RescanScreen)
+        assert dialog.query_one("#rescan-floor", Input).value == "0.5" and dialog.query_one("#rescan-k", Input).value == "5"
+        dialog.query_one("#rescan-floor", Input).value = "1.5"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "at most 1" in str(dialog.query_one("#rescan-error").render()) and app.screen is dialog
+        dialog.query_one("#rescan-floor", Input).value = "0.3"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert main.floor == 0.3 and main.index.counts.stored_pairs > pairs_before
+        with Project(app.spec.db) as project:
+            assert project.scan_params()["floor"] == 0.3 and project.scan_params()["k"] == 5
+        main.query_one("#clusters").focus()
+        await pilot.press("t")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "0.35"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert main.threshold == 0.35
 
 
 async def test_bulk_accept_counts_first_and_undoes_in_one_step(corpus):
@@ -833,3 +868,36 @@ async def test_filter_by_size_and_lowest_similarity(corpus):
         await pilot.press("f")  # from a typed filter, f goes back to every cluster
         await settle(pilot)
         assert len(main.index.labels) == len(sizes)
+
+
+async def test_field_picker_offers_the_fields_and_checks_the_choice(tmp_path):
+    """A JSONL corpus whose text is in `body`: the picker lists the fields with examples,
+    guesses body and key, refuses a choice that cannot load (a numeric field as text) in place,
+    and exits with options the corpus loads with."""
+    from textual.widgets import Button, DataTable, Select
+
+    from dedup_tui.engine.errors import CorpusError
+    from dedup_tui.engine.ingest import check_corpus, sample_fields
+    from dedup_tui.ui.setup import FieldPickerApp
+
+    src = write_corpus(tmp_path / "c.jsonl", [{"key": f"k{i}", "n": i, "title": "t", "body": f"text number {i} here"}
+                                              for i in range(5)])
+    with pytest.raises(CorpusError) as problem:
+        check_corpus(src)
+    fields = sample_fields(src)
+    assert [name for name, _ in fields] == ["key", "n", "title", "body"] and dict(fields)["body"] == "text number 0 here"
+    app = FieldPickerApp(src, fields, str(problem.value))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#fields", DataTable).row_count == 4
+        assert app.query_one("#text-field", Select).value == "body" and app.query_one("#id-field", Select).value == "key"
+        app.query_one("#text-field", Select).value = "n"
+        app.query_one("#picker-ok", Button).press()
+        await pilot.pause()
+        assert "not a string" in str(app.query_one("#picker-error").render()) and app.is_running
+        app.query_one("#text-field", Select).value = "body"
+        app.query_one("#picker-ok", Button).press()
+        await pilot.pause()
+    assert app.return_value == {"text_field": "body", "id_field": "key", "skip_bad": False}, str(app.query_one("#picker-error").render())
+    check_corpus(src, **app.return_value)  # loads with them
+    assert sample_fields(tmp_path) is None  # a folder of .txt files has no fields
