@@ -901,3 +901,22 @@ async def test_field_picker_offers_the_fields_and_checks_the_choice(tmp_path):
     assert app.return_value == {"text_field": "body", "id_field": "key", "skip_bad": False}, str(app.query_one("#picker-error").render())
     check_corpus(src, **app.return_value)  # loads with them
     assert sample_fields(tmp_path) is None  # a folder of .txt files has no fields
+
+
+async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp_path):
+    """Decisions made without ever moving the threshold: the CLI export still defaults to the
+    view they were made in (it used to ask for --threshold, as if the project was never reviewed)."""
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main as cli_main
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down", "x")
+        await settle(pilot)
+        db = app.spec.db
+    r = CliRunner().invoke(cli_main, ["export", "--db", str(db), "--out", str(tmp_path / "out.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert "using threshold 0.80 and policy components, as the project was last reviewed" in r.output
+    assert "1 decisions applied" in r.output

@@ -743,9 +743,16 @@ class MainScreen(Screen):
             self._focus_doc = after if after is not None else o
             self.schedule_recluster()
 
-        self.app.writer.submit(
-            lambda project: decisions.record(project, kind, doc_id, other_id, value, threshold, policy, author=author),
-            saved, what=f"the {kind.replace('_', ' ')} decision")
+        state = json.dumps({"threshold": threshold, "policy": policy})
+
+        def write(project):
+            decision = decisions.record(project, kind, doc_id, other_id, value, threshold, policy, author=author)
+            # The view the decision was made in: `export` defaults to it (even when the
+            # threshold and policy were never changed from the defaults)
+            project.set_meta(ui_state=state)
+            return decision
+
+        self.app.writer.submit(write, saved, what=f"the {kind.replace('_', ' ')} decision")
 
     def _next_undecided(self, o: int, whole_cluster: bool = False) -> int | None:
         """Where the cursor goes after a decision on `o`: the next member of this cluster no
@@ -845,7 +852,9 @@ class MainScreen(Screen):
 
         def job(project: Project) -> int:
             clusters = [(project.ids_for([label])[0], project.ids_for(ms)) for label, ms in zip(labels, members)]
-            return decisions.accept_clusters(project, clusters, threshold, policy, author=author)
+            accepted = decisions.accept_clusters(project, clusters, threshold, policy, author=author)
+            project.set_meta(ui_state=json.dumps({"threshold": threshold, "policy": policy}))  # export's default
+            return accepted
 
         def saved(n: int) -> None:
             self.notify(f"Saved: accepted {n:,} clusters (u undoes them in one step)", timeout=4)
