@@ -4,8 +4,9 @@
     python scripts/screenshots.py [--out screenshots] [--size 120x36]
 
 Writes SVG (Textual's own export) and, when `rsvg-convert` is installed, PNG beside it:
-main, main-light, pair, scan (a scan in progress), export (the dialog), help, tune (the tuning
-screen after labelling a few borderline pairs) and review (the labelling queue).
+main, main-light, pair, pair-lines (two manual pages, lines aligned), scan (a scan in progress),
+export (the dialog), help, tune (the tuning screen after labelling a few borderline pairs) and
+review (the labelling queue).
 """
 
 from __future__ import annotations
@@ -131,6 +132,56 @@ async def scan_screen(corpus: Path, out: Path, size: tuple[int, int]) -> None:
         proceed.set()
 
 
+MANUAL = """# {cmd}(1) — {what}
+
+## Synopsis
+{cmd} [OPTIONS] SOURCE DEST
+
+## Description
+{cmd} copies SOURCE to DEST and keeps a journal of every change, so an interrupted run
+resumes where it stopped. It reads its defaults from ~/.config/{cmd}/config.toml.
+
+## Options
+  --workers N
+      Copy with N threads (default: one per core).
+  --checksum
+      Compare files by content, not by size and time.
+  --dry-run
+      Print what would be copied and stop.
+  --exclude PATTERN
+      Leave out files matching PATTERN (may be given more than once).
+  --log-level LEVEL
+      One of error, warn, info, debug (default: info).
+
+## Exit status
+0 when every file was copied, 1 on a usage error, 2 when some files failed.
+
+## See also
+{see}(1), rsync(1)
+"""
+
+
+async def lines_screen(out: Path, size: tuple[int, int], work: Path) -> None:
+    """Two manual pages rendered from one template (a revision of the first), lines aligned."""
+    import json
+
+    from dedup_tui.ui.app import create_app
+
+    first = MANUAL.format(cmd="synccopy", what="copy trees with a journal", see="synclog")
+    second = (MANUAL.format(cmd="synccopy", what="copy trees with a journal", see="syncstat")
+              .replace("(default: one per core)", "(default: 4)")
+              .replace("  --dry-run\n", "  --verify\n      Read every copied file back and compare.\n  --dry-run\n"))
+    corpus = work / "manpages.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in
+                              (("synccopy-1.0", first), ("synccopy-1.1", second))), encoding="utf-8")
+    app = create_app(corpus, author="screenshots")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+        save(app, out, "pair-lines")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
@@ -146,6 +197,9 @@ def main() -> None:
             corpus = work / "notes.jsonl"
             shutil.copyfile(SAMPLE, corpus)
             asyncio.run(fn(corpus, out, size))
+        work = Path(tmp) / "c"
+        work.mkdir()
+        asyncio.run(lines_screen(out, size, work))
 
 
 if __name__ == "__main__":
