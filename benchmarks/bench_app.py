@@ -313,6 +313,24 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             for _ in range(repeat):
                 await timed("sort `s`", ["s"], lambda: main.page == 0 and main.index.sort == main.sort
                             and reflects(main, main.threshold, main.policy))
+            # filters: `f` cycles the named ones (all, undecided, near, exact, back to all); `F` applies
+            # a typed one (size and lowest similarity), then clears it
+            from textual.widgets import Input
+
+            from dedup_tui.ui.model import parse_filter, split_view
+            from dedup_tui.ui.screens.dialogs import AskScreen
+
+            def filtered(flt: str):
+                return lambda: (split_view(main.sort)[1] == flt and main.index.sort == main.sort and main.page == 0
+                                and reflects(main, main.threshold, main.policy))
+
+            for flt in ("undecided", "near", "exact", "all"):
+                await timed("filter `f`", ["f"], filtered(flt))
+            for typed in ("size>=3 sim<=0.9", ""):
+                send_key(app, "F")
+                await until(pilot, lambda: isinstance(app.screen, AskScreen))
+                app.screen.query_one(Input).value = typed
+                await timed("typed filter `F` (size>=3 sim<=0.9, then all)", ["enter"], filtered(parse_filter(typed)))
             # decisions: `x` on a member until it is saved, re-clustered and the cursor has moved on to
             # the next member without a decision; then `u` until the removal is undone
             from dedup_tui.engine.decisions import REVIEWER
