@@ -155,7 +155,8 @@ async def until(pilot, cond, timeout: float = 30.0) -> None:
 
 CHARS = {"right_square_bracket": "]", "left_square_bracket": "[", "right_curly_bracket": "}",
          "left_curly_bracket": "{", "greater_than_sign": ">",
-         "less_than_sign": "<", "p": "p", "s": "s", "d": "d", "x": "x", "u": "u"}
+         "less_than_sign": "<", "p": "p", "s": "s", "d": "d", "x": "x", "u": "u", "f": "f", "F": "F",
+         "enter": "\r"}
 
 
 def send_key(app, key: str) -> None:
@@ -321,7 +322,8 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             from dedup_tui.ui.screens.dialogs import AskScreen
 
             def filtered(flt: str):
-                return lambda: (split_view(main.sort)[1] == flt and main.index.sort == main.sort and main.page == 0
+                # (the page is the selected cluster's: widening the filter keeps it in view)
+                return lambda: (split_view(main.sort)[1] == flt and main.index.sort == main.sort
                                 and reflects(main, main.threshold, main.policy))
 
             for flt in ("undecided", "near", "exact", "all"):

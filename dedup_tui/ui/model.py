@@ -112,6 +112,9 @@ class ClusterIndex:
     decided: np.ndarray  # bool
     _by_cluster: np.ndarray  # ords of the documents in clusters of >= 2, sorted by cluster label
     _sorted_labels: np.ndarray
+    # (labels, sizes, max_sim, min_sim, decided) of every cluster, before the view's filter and
+    # order: another sort or filter is then a reordering (None: a stored snapshot's index)
+    every: tuple | None = None
 
     def members(self, label: int) -> np.ndarray:
         """Ords of the cluster's documents: kept ones first, then by similarity, highest first."""
@@ -132,12 +135,18 @@ class ClusterIndex:
         hit = np.flatnonzero(self.labels == label)
         return int(hit[0]) if len(hit) else None
 
+    def can_show(self, view: str) -> bool:
+        """Whether with_sort(view) can give this view (another filter needs every cluster)."""
+        return self.every is not None or split_view(view)[1] == split_view(self.sort)[1]
+
     def with_sort(self, sort: str) -> "ClusterIndex":
-        """The same clusters in another order (the filter part of `sort` must be the same)."""
-        order = sort_order(sort, self.labels, self.sizes, self.max_sim, self.min_sim, self.threshold, self.decided)
+        """The same clustering in another view: another order, or another filter (see can_show)."""
+        labels, sizes, max_sim, min_sim, decided = self.every if self.every is not None else \
+            (self.labels, self.sizes, self.max_sim, self.min_sim, self.decided)
+        order = sort_order(sort, labels, sizes, max_sim, min_sim, self.threshold, decided)
         return ClusterIndex(self.threshold, self.policy, sort, self.clustering, self.overrides, self.counts,
-                            self.labels[order], self.sizes[order], self.max_sim[order], self.min_sim[order],
-                            self.decided[order], self._by_cluster, self._sorted_labels)
+                            labels[order], sizes[order], max_sim[order], min_sim[order],
+                            decided[order], self._by_cluster, self._sorted_labels, self.every)
 
 
 def sort_order(view: str, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
@@ -242,7 +251,8 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
     sizes = sizes_all[labels]
     order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold, decided)
     return ClusterIndex(c.threshold, c.policy, sort, c, overrides, counts, labels[order], sizes[order],
-                        max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels)
+                        max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
+                        (labels, sizes, max_sim, min_sim, decided))
 
 
 # -- snapshots: the last view, stored in the project so that reopening it shows the list at once --

@@ -920,3 +920,19 @@ async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp
     assert r.exit_code == 0, r.output
     assert "using threshold 0.80 and policy components, as the project was last reviewed" in r.output
     assert "1 decisions applied" in r.output
+
+
+async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        first = main._label
+        await pilot.press("a")  # accept: the cursor moves on to the next undecided cluster
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        assert main._label != first
+        await pilot.press("u", "u")  # both accepts undone: back at the first cluster
+        await settle(pilot)
+        assert main._label == first and not main.index.decided.any()

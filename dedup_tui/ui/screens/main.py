@@ -692,7 +692,12 @@ class MainScreen(Screen):
         sort, _ = split_view(self.sort)
         self.sort = join_view(sort, flt)
         self.page = 0
-        self.schedule_recluster()  # the list is rebuilt from the clustering (the filter dropped some)
+        if self.index is not None and not self._clustering_busy and self.index.can_show(self.sort):
+            self.index = self.index.with_sort(self.sort)  # the same clustering, other clusters listed
+            self._focus_doc = None
+            self.show_page(keep_selection=False)
+        else:
+            self.schedule_recluster()  # the list is rebuilt from the clustering (the filter dropped some)
 
     def action_type_filter(self) -> None:
         """Filter by size and lowest similarity, with or without the named filters."""
@@ -883,7 +888,10 @@ class MainScreen(Screen):
     def _undone(self, d: decisions.Decision | None, done: str, nothing: str) -> None:
         self.notify(nothing if d is None else f"{done}: {d.describe()}", markup=False, timeout=3)
         if d is not None:
-            self._focus_doc = self.selected_doc()
+            # The cursor goes to the document the decision was about (its cluster may be far
+            # down the list, or out of it under a filter: then it stays where it is).
+            about = self.project.ord_of(d.doc_id)
+            self._focus_doc = about if about is not None else self.selected_doc()
             self.schedule_recluster()
 
     def action_open_pair(self) -> None:
