@@ -322,7 +322,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             from dedup_tui.ui.screens.dialogs import AskScreen
 
             def filtered(flt: str):
-                # (the page is the selected cluster's: widening the filter keeps it in view)
+                # (a filter lists from page 0; after a re-clustering the selected cluster keeps its page)
                 return lambda: (split_view(main.sort)[1] == flt and main.index.sort == main.sort
                                 and reflects(main, main.threshold, main.policy))
 
