@@ -936,3 +936,20 @@ async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
         await pilot.press("u", "u")  # both accepts undone: back at the first cluster
         await settle(pilot)
         assert main._label == first and not main.index.decided.any()
+
+
+async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
+    """Members come 100 at a time; End shows them all and selects the last (the least similar)."""
+    base = "the shared words of a big family of near duplicate documents number "
+    docs = [{"id": f"m{i:03d}", "text": base + "x" * (i % 7) + f" {i}"} for i in range(230)]
+    app = create_app(write_corpus(tmp_path / "big.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        members = app.main.query_one("#members")
+        assert members.total > members.CHUNK and members.loaded < members.total
+        await pilot.press("tab", "end")
+        await settle(pilot)
+        assert members.loaded == members.total and members.cursor_row == members.total - 1
+        last = app.main.index.members(app.main._label)[-1]
+        assert app.main.selected_doc() == int(last)
+        assert "shown, more as you scroll" not in str(app.main.query_one("#members-title").render())

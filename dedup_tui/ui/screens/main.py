@@ -568,6 +568,15 @@ class MainScreen(Screen):
             self.update_members_title()
         self.show_member_info()
 
+    @on(MemberTable.WantsAll)
+    def _all_members(self, _event: MemberTable.WantsAll) -> None:
+        """End in a big cluster: every member shown, the cursor on the last (the least similar)."""
+        table = self.query_one("#members", MemberTable)
+        while table.loaded < table.total:
+            table.extend(self._previews(table.pending(), 240))
+        self.update_members_title()
+        table.move_cursor(row=table.row_count - 1, animate=False)
+
     @on(DataTable.RowSelected, "#clusters")
     def _cluster_selected(self, event: DataTable.RowSelected) -> None:
         self.query_one("#members", MemberTable).focus()

@@ -7,6 +7,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.widgets import DataTable
 
 from ...engine.cluster import EXACT, KEPT, NEAR
@@ -146,6 +147,17 @@ class MemberTable(RowTable):
 
     CHUNK = 100
     NEAR_END = 10  # rows from the end at which the next chunk is added
+    BINDINGS = [Binding("end,ctrl+end", "last_member", "Last member", show=False)]
+
+    class WantsAll(Message):
+        """End was pressed with members not shown yet: the screen adds them all."""
+
+    def action_last_member(self) -> None:
+        """End: the last member (the least similar), even when it is not shown yet."""
+        if self.loaded < self.total:
+            self.post_message(self.WantsAll())
+        elif self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
