@@ -57,8 +57,28 @@ class ExportRequest:
     logs: bool  # also write removed log, decisions log and manifest beside
 
 
-class ExportScreen(ModalScreen[ExportRequest | None]):
+class _Form:
+    """A dialog's OK and Cancel buttons, enter in one of its inputs and esc: submit() (which
+    dismisses when the values are good) or dismiss(None)."""
+
+    OK = ""  # the OK button's id
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == self.OK:
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    OK = "export-ok"
 
     def __init__(self, out: Path, threshold: float, policy: str, floor: float,
                  protected: dict[Path, str] | None = None) -> None:
@@ -87,15 +107,6 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             with Horizontal(classes="buttons"):
                 yield Button("Export", variant="primary", id="export-ok")
                 yield Button("Cancel", id="export-cancel")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "export-ok":
-            self.submit()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.submit()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if (self._confirmed is not None and event.input.id == "export-path"
@@ -146,15 +157,13 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
                                    threshold, str(self.query_one("#export-policy", Select).value),
                                    self.query_one("#export-logs", Checkbox).value))
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
-
-class RescanScreen(ModalScreen[tuple[float, int] | None]):
+class RescanScreen(_Form, ModalScreen[tuple[float, int] | None]):
     """Scan again, with another floor (the lowest similarity stored: thresholds below it need
     it lowered) or shingle size. Dismisses with (floor, k) or None."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    OK = "rescan-ok"
 
     def __init__(self, floor: float, k: int) -> None:
         super().__init__(classes="dialog-screen")
@@ -177,15 +186,6 @@ class RescanScreen(ModalScreen[tuple[float, int] | None]):
                 yield Button("Scan", variant="primary", id="rescan-ok")
                 yield Button("Cancel", id="rescan-cancel")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "rescan-ok":
-            self.submit()
-        else:
-            self.dismiss(None)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.submit()
-
     def submit(self) -> None:
         error = self.query_one("#rescan-error", Static)
         try:
@@ -205,6 +205,3 @@ class RescanScreen(ModalScreen[tuple[float, int] | None]):
             error.update(Text("k must be between 1 and 64"))
             return
         self.dismiss((floor, k))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

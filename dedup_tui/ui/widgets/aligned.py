@@ -17,6 +17,7 @@ from textual.strip import Strip
 
 from ..diff import EQUAL, AlignedDiff, AlignedRow, fold_rows, shift
 from ..text import escape_spans
+from .docview import styled
 
 CONTEXT = 3  # equal lines shown around each change when runs are folded
 
@@ -106,12 +107,7 @@ class AlignedDiffView(ScrollView, can_focus=True):
             return None
         raw = lines[index]
         shown, escapes = escape_spans(raw)
-        text = Text(shown, end="")
-        for start, end, kind in shift(list(spans.get(index, [])), escapes, raw):
-            text.stylize(self.get_component_rich_style(f"docview--{kind}", partial=True), start, end)
-        esc = self.get_component_rich_style("docview--escape", partial=True)
-        for start, end in escapes:
-            text.stylize(esc, start, end)
+        text = styled(self, shown, escapes, shift(list(spans.get(index, [])), escapes, raw))
         if not shown:
             return [Text("")]
         return list(text.wrap(self.app.console, width, overflow="fold", no_wrap=False))

@@ -20,6 +20,18 @@ from ..diff import shift
 from ..text import escape_spans
 
 
+def styled(widget, shown: str, escapes: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> Text:
+    """Displayed text (escapes in place) with the diff ranges (display positions) and the
+    escapes styled by the widget's component classes (docview--insert, ...)."""
+    text = Text(shown, end="")
+    for start, end, kind in spans:
+        text.stylize(widget.get_component_rich_style(f"docview--{kind}", partial=True), start, end)
+    esc = widget.get_component_rich_style("docview--escape", partial=True)
+    for start, end in escapes:
+        text.stylize(esc, start, end)
+    return text
+
+
 class DocView(ScrollView, can_focus=True):
     COMPONENT_CLASSES = {
         "docview--delete",
@@ -63,13 +75,7 @@ class DocView(ScrollView, can_focus=True):
         self._rewrap(force=True)
 
     def _styled(self) -> Text:
-        text = Text(self._display, end="")
-        for start, end, kind in self._spans:
-            text.stylize(self.get_component_rich_style(f"docview--{kind}", partial=True), start, end)
-        esc = self.get_component_rich_style("docview--escape", partial=True)
-        for start, end in self._escapes:
-            text.stylize(esc, start, end)
-        return text
+        return styled(self, self._display, self._escapes, self._spans)
 
     def _rewrap(self, force: bool = False) -> None:
         if not self.is_mounted:
