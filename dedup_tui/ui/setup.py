@@ -37,6 +37,7 @@ class FieldPickerApp(App[dict | None]):
     .buttons Button { margin-left: 1; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    TITLE = "dedup-tui"
 
     def __init__(self, corpus: str | Path, fields: list[tuple[str, str]], problem: str, options: dict | None = None):
         super().__init__()

@@ -103,3 +103,36 @@ def test_pair_view_80x24(snap_compare, corpus):
         await settle(pilot)
 
     assert snap_compare(create_app(corpus, author="tester"), terminal_size=(80, 24), run_before=before)
+
+
+def _picker(tmp_path):
+    from dedup_tui.engine.ingest import sample_fields
+    from dedup_tui.ui.setup import FieldPickerApp
+
+    from .conftest import write_corpus
+
+    src = write_corpus(tmp_path / "content.jsonl", [{"key": f"k{i}", "title": f"Title {i}",
+                                                     "body": f"The body of document {i}, its text.", "score": i}
+                                                    for i in range(5)])
+    return FieldPickerApp(src, sample_fields(src), f'{src.name}:1: text field "text" is missing')
+
+
+def test_field_picker_80x24(snap_compare, tmp_path):
+    assert snap_compare(_picker(tmp_path), terminal_size=(80, 24))
+
+
+def test_field_picker_120x40(snap_compare, tmp_path):
+    assert snap_compare(_picker(tmp_path), terminal_size=(120, 40))
+
+
+def test_rescan_dialog_80x24(snap_compare, corpus):
+    async def before(pilot):
+        await settle(pilot)
+        await pilot.press("R")
+        await pilot.pause()
+        for inp in pilot.app.screen.query(Input):
+            inp.cursor_blink = False
+        pilot.app.screen.query_one("#rescan-ok").focus()
+        await pilot.pause()
+
+    assert snap_compare(create_app(corpus, author="tester"), terminal_size=(80, 24), run_before=before)
