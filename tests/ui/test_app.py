@@ -823,6 +823,9 @@ async def test_pair_view_aligns_the_lines_of_long_documents(tmp_path):
         # (as in the flowing view, a line wrapped at a space does not show that space)
         assert shown_left.replace(" ", "") == left.replace("\n", "").replace(" ", "")
         assert shown_right.replace(" ", "") == right.replace("\n", "").replace(" ", "")
+        await pilot.press("w")  # aligned lines cannot be stacked: it says how to get there
+        await pilot.pause()
+        assert any("always side by side" in n.message for n in app._notifications)
         await pilot.press("l")
         await settle(pilot)
         assert not screen.aligned and screen.query_one("#left-doc").display and not view.display

@@ -190,6 +190,10 @@ class PairScreen(Screen):
         self.dismiss()
 
     def action_toggle_layout(self) -> None:
+        if self.aligned:
+            self.notify("Aligned lines are always side by side: l shows the text flowing, then w stacks it",
+                        timeout=4)
+            return
         stacked = self.has_class("-stacked")
         self.layout_choice = "side" if stacked else "stacked"
         self._apply_layout()
