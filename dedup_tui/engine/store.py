@@ -670,13 +670,6 @@ class Project:
         """Document ids of the given ords, in the order given."""
         return self._column_for("doc_id", ords)
 
-    def ord_of(self, doc_id: str | None) -> int | None:
-        """The ord of the document with this id (None: no such document)."""
-        if doc_id is None:
-            return None
-        row = self.conn.execute("SELECT ord FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        return int(row[0]) if row is not None else None
-
     def integer_id_sources(self) -> set[int]:
         """Sources whose every id was an integer (a JSON number, a Parquet integer column)."""
         try:

@@ -956,3 +956,25 @@ async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
         last = app.main.index.members(app.main._label)[-1]
         assert app.main.selected_doc() == int(last)
         assert "shown, more as you scroll" not in str(app.main.query_one("#members-title").render())
+
+
+async def test_keep_by_a_field_from_the_app(tmp_path):
+    base = "the quarterly report shows revenue growth across every region we serve this year"
+    docs = [{"id": "old", "text": base, "date": "2020-01-01"}, {"id": "new", "text": base + " too", "date": "2024-06-30"}]
+    app = create_app(write_corpus(tmp_path / "dated.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        assert main.project.ids_for([int(main.index.labels[0])]) == ["old"]
+        await pilot.press("ctrl+k")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "newest"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "unknown keep rule" in str(app.screen.query_one("#ask-error").render())
+        app.screen.query_one(Input).value = "max:date"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert main.index.clustering.kept_by == "max:date"
+        assert main.project.ids_for([int(main.index.labels[0])]) == ["new"]
+        assert "highest date" in str(main.query_one("#members").get_row_at(0)[0])

@@ -14,6 +14,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from ...engine.cluster import POLICIES
 from ...engine.decisions import beside
+from ...engine.errors import DedupError
 from ...engine.export import FORMATS
 from ...engine.outputs import OutputError, check_outputs
 from ..text import literal_line
@@ -24,9 +25,12 @@ class AskScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, value: str = "", placeholder: str = "", validate=None) -> None:
+    def __init__(self, title: str, value: str = "", placeholder: str = "", validate=None, parse=None) -> None:
+        """validate(text) returns an error message or None; parse(text) returns what to dismiss
+        with, or raises ValueError / DedupError whose message is shown."""
         super().__init__(classes="dialog-screen")
         self.title_text, self.value, self.placeholder, self.validate_fn = title, value, placeholder, validate
+        self.parse_fn = parse
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -41,6 +45,12 @@ class AskScreen(ModalScreen[str | None]):
             error = self.validate_fn(value)
             if error:
                 self.query_one("#ask-error", Label).update(Text(error))
+                return
+        if self.parse_fn is not None:
+            try:
+                value = self.parse_fn(value)
+            except (ValueError, DedupError) as exc:
+                self.query_one("#ask-error", Label).update(Text(literal_line(str(exc), 300)))
                 return
         self.dismiss(value)
 

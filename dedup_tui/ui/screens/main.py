@@ -671,22 +671,15 @@ class MainScreen(Screen):
 
     def action_keep_by_field(self) -> None:
         """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
-        def validate(text: str) -> str | None:
-            try:
-                decisions.parse_keep_rule(text)
-            except DedupError as exc:
-                return str(exc)
-            return None
-
-        def done(value: str | None) -> None:
-            if value:
-                self._set_keep_rule(decisions.parse_keep_rule(value))
+        def done(rule: str | None) -> None:
+            if rule:
+                self._set_keep_rule(rule)
 
         current = decisions.keep_rule(self.project)
         self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (the highest / lowest value of a record "
                                        "field; documents without it come last), first or longest",
                                        current if ":" in current else "", placeholder="e.g. max:date, max:score",
-                                       validate=validate), done)
+                                       parse=decisions.parse_keep_rule), done)
 
     def action_cycle_filter(self) -> None:
         """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only
@@ -710,16 +703,8 @@ class MainScreen(Screen):
 
     def action_type_filter(self) -> None:
         """Filter by size and lowest similarity, with or without the named filters."""
-        def validate(text: str) -> str | None:
-            try:
-                parse_filter(text)
-            except ValueError as exc:
-                return str(exc)
-            return None
-
-        def done(value: str | None) -> None:
-            if value is not None:
-                flt = parse_filter(value)
+        def done(flt: str | None) -> None:
+            if flt is not None:
                 self._set_filter(flt)
                 self.notify("Showing every cluster" if flt == "all" else f"Showing clusters: {flt.replace(',', ', ')}",
                             timeout=3)
@@ -728,7 +713,7 @@ class MainScreen(Screen):
         self.app.push_screen(AskScreen("Filter clusters: size>=N, size<=N, sim>=X, sim<=X (the lowest similarity), "
                                        "undecided, near, exact; empty for all", "" if current == "all" else
                                        current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
-                                       validate=validate), done)
+                                       parse=parse_filter), done)
 
     def action_page(self, delta: int) -> None:
         new = min(max(self.page + delta, 0), self.pages - 1)
@@ -899,7 +884,7 @@ class MainScreen(Screen):
         if d is not None:
             # The cursor goes to the document the decision was about (its cluster may be far
             # down the list, or out of it under a filter: then it stays where it is).
-            about = self.project.ord_of(d.doc_id)
+            about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
             self._focus_doc = about if about is not None else self.selected_doc()
             self.schedule_recluster()
 
