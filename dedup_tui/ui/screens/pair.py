@@ -156,8 +156,10 @@ class PairScreen(Screen):
             view = self.query_one("#aligned-doc", AlignedDiffView)
             if view.result is not None:
                 changes = view.change_count
-                header.append(f" · change {view.current_change()}/{changes} ([ ])" if changes
-                              else " · no changed lines", style="dim")
+                at = view.current_change()
+                header.append((f" · change {at}/{changes} ([ ])" if at else
+                               f" · {changes} change{'s' if changes != 1 else ''} ([ ] go through them)")
+                              if changes else " · no changed lines", style="dim")
         members = self.members()
         pos = np.flatnonzero(members == self.right)
         if len(pos):
