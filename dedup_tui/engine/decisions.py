@@ -528,10 +528,11 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
 def write_decisions_log(project: Project, path: str | Path, include_undone: bool = True) -> int:
     """Every decision, oldest first: who, what, when, and whether it is still in force."""
     decisions = all_decisions(project) if include_undone else active(project)
+    as_given = project.json_id_map([d.doc_id for d in decisions] + [d.other_id for d in decisions])
     with AtomicFile(Path(path), "wb") as fh:
         for d in decisions:
             row = asdict(d)
-            row["doc_id"], row["other_id"] = project.json_id(d.doc_id), project.json_id(d.other_id)
+            row["doc_id"], row["other_id"] = as_given.get(d.doc_id, d.doc_id), as_given.get(d.other_id, d.other_id)
             row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
             row.pop("undone")
             row.pop("batch_size")  # only meaningful for an undo or redo just made

@@ -686,13 +686,19 @@ class Project:
             return ids
         return [int(i) if s in ints else i for i, s in zip(ids, self._column_for("source_id", ords))]
 
-    def json_id(self, doc_id: str | None) -> str | int | None:
-        """json_ids_for, for one id (None and unknown ids as they are)."""
+    def json_id_map(self, doc_ids) -> dict[str, str | int]:
+        """{id: the id as the corpus gave it} (see json_ids_for) for many ids at once; ids not in
+        the project are left out (callers keep those as they are)."""
+        wanted = list(dict.fromkeys(i for i in doc_ids if i is not None))
         ints = self.integer_id_sources()
-        if doc_id is None or not ints:
-            return doc_id
-        row = self.conn.execute("SELECT source_id FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        return int(doc_id) if row is not None and row[0] in ints else doc_id
+        if not ints:
+            return {i: i for i in wanted}
+        out: dict[str, str | int] = {}
+        for s in range(0, len(wanted), 500):
+            chunk = wanted[s : s + 500]
+            q = f"SELECT doc_id, source_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
+            out.update((i, int(i) if src in ints else i) for i, src in self.conn.execute(q, chunk))
+        return out
 
     def texts_for(self, ords) -> list[str]:
         """Texts of the given ords, in the order given."""

@@ -271,9 +271,10 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
 
     check_outputs({"labels": path}, force, project_protected(project))
     rows = labels(project)
+    as_given = project.json_id_map([lab.a_id for lab in rows] + [lab.b_id for lab in rows])
     with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
-            fh.write(json.dumps({"a": project.json_id(lab.a_id), "b": project.json_id(lab.b_id), "label": lab.label, "similarity": lab.similarity,
+            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id), "label": lab.label, "similarity": lab.similarity,
                                  "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")
     return len(rows)
 

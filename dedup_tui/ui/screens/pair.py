@@ -43,6 +43,7 @@ class PairScreen(Screen):
         self.normalized = False  # c: ignore differences of case and spacing, as the similarity does
         self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
         self.aligned = False
+        self._shown_change: int | None = None  # the "change k/n" the header last showed
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
@@ -55,9 +56,17 @@ class PairScreen(Screen):
         self.watch(left, "scroll_y", lambda _: self._sync(left, right), init=False)
         self.watch(right, "scroll_y", lambda _: self._sync(right, left), init=False)
         aligned = self.query_one("#aligned-doc", AlignedDiffView)
-        self.watch(aligned, "scroll_y", lambda _: self.refresh_view(), init=False)  # "change 3/17"
+        self.watch(aligned, "scroll_y", lambda _: self._follow_changes(aligned), init=False)
         self.load_pair()
         right.focus()
+
+    def _follow_changes(self, view: AlignedDiffView) -> None:
+        """The header's "change 3/17", redrawn only when scrolling reaches another change (not
+        on every line: the header reads ids and reasons)."""
+        at = view.current_change()
+        if at != self._shown_change:
+            self._shown_change = at
+            self.refresh_view()
 
     def on_resize(self) -> None:
         self._apply_layout()
