@@ -187,13 +187,18 @@ _JSONL_CHUNK_BYTES = 1 << 14
 _CHUNKED = True  # tests turn it off to compare with the line-by-line path
 
 
-def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False) -> Iterator[Record]:
+def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False, *,
+               stream=None, first_line: int = 1, info: dict | None = None) -> Iterator[Record]:
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes.
 
     Lines are read a few MB at a time. A chunk of ordinary records (no blank line, valid
     UTF-8, one JSON object a line with a string text and a string or integer id, no field
     named twice) is checked by a few passes over the whole chunk; any other chunk goes line
-    by line, which finds and words every error (so both give the same records and errors)."""
+    by line, which finds and words every error (so both give the same records and errors).
+
+    `stream` (with `first_line`, the line number its first line has) reads a piece of the
+    file instead of all of it; `info` receives whether the records carry an id field and the
+    line that decided it."""
     has_id_field: bool | None = None
     decided_at = 0
     quoted_text, quoted_id = json.dumps(text_field), json.dumps(id_field)
@@ -300,8 +305,8 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
         return [Record(line, doc_id, text, raw, is_int)
                 for line, (raw, text, doc_id, is_int) in enumerate(zip(raws, texts, ids, ints), start=first)]
 
-    with _open_binary(path) as fh:
-        first = 1
+    def chunks(fh) -> Iterator[Record]:
+        first = first_line
         while chunk := fh.readlines(_JSONL_CHUNK_BYTES):
             records = ordinary(first, chunk) if _CHUNKED else None
             if records is None:
@@ -309,6 +314,14 @@ def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_requ
             else:
                 yield from records
             first += len(chunk)
+
+    if stream is not None:
+        yield from chunks(stream)
+    else:
+        with _open_binary(path) as fh:
+            yield from chunks(fh)
+    if info is not None:
+        info["has_id_field"], info["decided_at"] = has_id_field, decided_at
 
 
 def _check_encodable(text: str, lineno: int, what: str = "text") -> None:
@@ -414,7 +427,10 @@ def read_text_folder(path: Path, errors: list) -> Iterator[Record]:
         yield Record(number, rel, text, None)
 
 
-def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False) -> Iterator[Record]:
+def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False, *,
+                 row_groups: list[int] | None = None, first_row: int = 0) -> Iterator[Record]:
+    """Rows as records (a row's JSON as its record), after the column names; `row_groups`
+    reads only those (their first row being row `first_row` + 1 of the file)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -432,8 +448,8 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
     if id_required and id_field not in names:
         raise CorpusError(str(path), None, f"no id column {_show(id_field)} (columns: {', '.join(_show(h, 40) for h in names)[:200]})")
     yield names  # type: ignore[misc]
-    row_number = 0
-    for batch in _parquet_batches(path, pf, lambda: row_number):
+    row_number = first_row
+    for batch in _parquet_batches(path, pf, lambda: row_number, row_groups):
         for obj in _parquet_rows(batch):
             row_number += 1
             try:
@@ -479,9 +495,9 @@ def file_sha256(path: Path) -> tuple[str | None, int | None]:
         raise CorpusError(str(path), None, f"cannot read ({_one_line(exc)})") from None
 
 
-def _parquet_batches(path: Path, pf, rows_read) -> Iterator:
+def _parquet_batches(path: Path, pf, rows_read, row_groups=None) -> Iterator:
     """pf's record batches; a corrupt page or invalid UTF-8 becomes a CorpusError at the row reached."""
-    batches = pf.iter_batches(batch_size=BATCH)
+    batches = pf.iter_batches(batch_size=BATCH, row_groups=row_groups)
     while True:
         try:
             batch = next(batches)

@@ -553,26 +553,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
             if _documents_version(project) != documents_before:
                 raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
                                    f"would leave them unscanned, so it was not kept. Scan again.")
-            conn.execute("UPDATE documents SET exact_of = NULL WHERE exact_of IS NOT NULL")
-            dups = np.flatnonzero(exact_of >= 0)
-            conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?",
-                             zip(exact_of[dups].tolist(), dups.tolist()))
-            conn.execute("DELETE FROM pairs")
-            # Bulk insert in primary-key order. (No secondary indexes: pairs_b, by b, cost
-            # ~2 s at millions of pairs and nothing reads by b; the app reads pair_arrays.)
-            conn.execute("DROP INDEX IF EXISTS pairs_b")
-            conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
-            order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
-            a, b, j = a[order], b[order], j[order]
-            del order
-            # The spanning forest is computed on a thread while SQLite inserts (which releases
-            # the GIL while it writes).
-            with ThreadPoolExecutor(1) as side:
-                forest = side.submit(_spanning_forest, len(exact_of), a, b, j)
-                _insert_pairs(conn, a, b, j)
-                _write_pair_arrays(conn, a, b, j, forest.result())
-            _write_exact_array(conn, exact_of)
-            conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
+            write_scan_result(conn, exact_of, a, b, j)
             result.pairs = len(a)
             control.report("write", len(a), len(a))
             result.timings["write"] = time.perf_counter() - t0
@@ -589,6 +570,31 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     finally:
         guard.release()
     return result
+
+
+def write_scan_result(conn, exact_of: np.ndarray, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+    """Replace the stored scan (inside the caller's transaction): exact_of per ord (-1 for a
+    first copy) and the verified pairs (ord a < ord b), as the readable table and the packed
+    arrays the app opens."""
+    conn.execute("UPDATE documents SET exact_of = NULL WHERE exact_of IS NOT NULL")
+    dups = np.flatnonzero(exact_of >= 0)
+    conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?", zip(exact_of[dups].tolist(), dups.tolist()))
+    conn.execute("DELETE FROM pairs")
+    # Bulk insert in primary-key order. (No secondary indexes: pairs_b, by b, cost
+    # ~2 s at millions of pairs and nothing reads by b; the app reads pair_arrays.)
+    conn.execute("DROP INDEX IF EXISTS pairs_b")
+    conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
+    order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
+    a, b, j = a[order], b[order], j[order]
+    del order
+    # The spanning forest is computed on a thread while SQLite inserts (which releases
+    # the GIL while it writes).
+    with ThreadPoolExecutor(1) as side:
+        forest = side.submit(_spanning_forest, len(exact_of), a, b, j)
+        _insert_pairs(conn, a, b, j)
+        _write_pair_arrays(conn, a, b, j, forest.result())
+    _write_exact_array(conn, exact_of)
+    conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
 
 
 def _documents_version(project: Project) -> tuple:

@@ -1,0 +1,845 @@
+"""The scan on a Ray cluster: the local scan's semantics, stage by stage, for corpora bigger
+than one machine (`dedup-tui cluster-scan`).
+
+The driver only plans and collects small arrays; every pass over the corpus is a Ray task:
+
+1. index: one task a file hashes it (SHA-256 for the manifest) and cuts it into pieces of
+   about `piece_bytes` at line boundaries (Parquet: row groups), counting the lines before
+   each cut, so every piece knows its line numbers and errors name the file and line.
+2. read: one task a piece parses its records (the local loader's checks), normalises the
+   texts and computes the MinHash signatures with the same compiled kernels as `scan`.
+   Normalised texts and signatures stay in the object store.
+3. ids: a shuffle on a hash of the id finds ids given twice (an error, or with skip-bad the
+   later copies are skipped, as `load` does). Corpus order (ord) is then known.
+4. exact: a shuffle on the SHA-256 of the normalised text; the first copy in corpus order
+   is kept, the others are its exact duplicates.
+5. bands: each first copy's band keys are shuffled on (band, bucket), the bucket being the
+   key with the local scan's low bits dropped, so buckets are the same as locally. A bucket
+   of 2..max_bucket members gives its pairs that pass the 4-bit agreement prefilter (the
+   compiled `band_survivors`); every piece of the shuffle carries the packed nibbles of the
+   documents it names once, not once per band.
+6. verify: pairs go to a task per piece of their earlier document, which shingles both
+   sides (fetching the other pieces' texts it needs) and keeps exact Jaccard >= floor.
+7. documents: the pieces are read again and the records of every document in some pair
+   or exact group are collected for `dedup-tui import`.
+
+The same pairs as `scan --method lsh` on the same corpus (tests/test_ray.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from glob import glob
+from pathlib import Path
+
+import numpy as np
+
+from . import lsh
+from .errors import Cancelled, CorpusError, DedupError
+from .ingest import _guarded, _open_binary, _show, read_jsonl, read_parquet
+from .minhash import MinHasher
+from .pipeline import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL
+from .progress import Control
+from .similarity import jaccard_from_counts
+from .store import now_iso
+
+SCAN_FORMAT = "dedup-tui cluster scan"
+SCAN_VERSION = 1
+PIECE_BYTES = 64 << 20
+_BLOCK = 1 << 20
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+RAY_MISSING = 'the cluster commands need Ray: pip install "dedup-tui[ray]"'
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise DedupError(RAY_MISSING) from None
+    return ray
+
+
+@dataclass
+class ClusterScanSettings:
+    k: int = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
+    num_perm: int = DEFAULT_NUM_PERM
+    seed: int = DEFAULT_SEED
+    max_bucket: int = DEFAULT_MAX_BUCKET
+    id_field: str | None = None
+    text_field: str = "text"
+    skip_bad: bool = False
+    piece_bytes: int = PIECE_BYTES
+    partitions: int = 0  # shuffle partitions; 0: twice the cluster's CPUs
+
+
+@dataclass
+class ClusterScanResult:
+    documents: int = 0
+    representatives: int = 0
+    exact_duplicates: int = 0
+    exact_groups: int = 0
+    bands: int = 0
+    rows: int = 0
+    candidates: int = 0
+    prefiltered: int = 0
+    verified: int = 0
+    pairs: int = 0
+    participants: int = 0
+    oversized_buckets: int = 0
+    largest_bucket: int = 0
+    skipped_candidates: int = 0
+    skipped_records: int = 0
+    pieces: int = 0
+    timings: dict = field(default_factory=dict)
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+def cluster_format(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl"
+    if name.endswith(".parquet"):
+        return "parquet"
+    raise CorpusError(str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards")
+
+
+def expand_inputs(paths) -> list[Path]:
+    """Files in corpus order: each argument a file, a folder (its .jsonl/.parquet files, by
+    name) or a glob pattern (its matches, by name)."""
+    files: list[Path] = []
+    for arg in paths:
+        text = str(arg)
+        p = Path(text)
+        if any(c in text for c in "*?[") and not p.exists():
+            matches = sorted(Path(m) for m in glob(text) if Path(m).is_file())
+            if not matches:
+                raise CorpusError(text, None, "no file matches this pattern")
+            files.extend(matches)
+        elif p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and _is_shard(q))
+            if not found:
+                raise CorpusError(text, None, "no .jsonl or .parquet files in this folder")
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise CorpusError(text, None, "no such file or folder")
+    seen: set[Path] = set()
+    for f in files:
+        cluster_format(f)
+        if f.resolve() in seen:
+            raise CorpusError(str(f), None, "given twice")
+        seen.add(f.resolve())
+    return files
+
+
+def _is_shard(path: Path) -> bool:
+    try:
+        cluster_format(path)
+        return True
+    except CorpusError:
+        return False
+
+
+def id_prefixes(files: list[Path]) -> list[str]:
+    """The prefix of generated ids (line numbers) per file, as `load` makes them."""
+    if len(files) == 1:
+        return [""]
+    return [f"{f}:" if sum(q.name == f.name for q in files) > 1 else f"{f.name}:" for f in files]
+
+
+# -- stage 1: index (one task a file) --------------------------------------------------------------
+
+def index_file(path: str, fmt: str, piece_bytes: int) -> dict:
+    """SHA-256 and size of the file, and its pieces: (start, end, first line) in bytes for
+    JSON Lines (end -1: the whole file, for .gz), (first row group, end, rows before) for
+    Parquet."""
+    h = hashlib.sha256()
+    size = 0
+    pieces: list[tuple[int, int, int]] = []
+    fields = None
+    try:
+        if fmt == "jsonl" and not path.lower().endswith(".gz"):
+            start, start_line, lines, target = 0, 1, 0, piece_bytes
+            carry_search = False
+            with open(path, "rb") as fh:
+                while block := fh.read(_BLOCK):
+                    h.update(block)
+                    at = 0
+                    while size + len(block) > target or carry_search:
+                        i = block.find(b"\n", max(target - size, 0) if not carry_search else at)
+                        if i < 0:
+                            carry_search = True
+                            break
+                        carry_search = False
+                        cut = size + i + 1
+                        lines += block.count(b"\n", at, i + 1)
+                        pieces.append((start, cut, start_line))
+                        start, start_line, at = cut, lines + 1, i + 1
+                        target = cut + piece_bytes
+                    lines += block.count(b"\n", at)
+                    size += len(block)
+            if size > start or not pieces:
+                pieces.append((start, size, start_line))
+        else:
+            with open(path, "rb") as fh:
+                while block := fh.read(_BLOCK):
+                    h.update(block)
+                    size += len(block)
+            if fmt == "jsonl":
+                pieces.append((0, -1, 1))
+            else:
+                import pyarrow.parquet as pq
+
+                try:
+                    meta = pq.ParquetFile(path).metadata
+                    fields = pq.ParquetFile(path).schema_arrow.names
+                except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
+                    raise CorpusError(path, None, f"not a readable Parquet file ({' '.join(str(exc).split())})") from None
+                first, rows, acc = 0, 0, 0
+                for g in range(meta.num_row_groups):
+                    acc += meta.row_group(g).total_byte_size
+                    if acc >= piece_bytes or g == meta.num_row_groups - 1:
+                        pieces.append((first, g + 1, rows))
+                        rows += sum(meta.row_group(x).num_rows for x in range(first, g + 1))
+                        first, acc = g + 1, 0
+                if not pieces:
+                    pieces.append((0, 0, 0))
+    except OSError as exc:
+        raise CorpusError(path, None, f"cannot read ({exc.strerror or exc})") from None
+    return {"sha256": h.hexdigest(), "size_bytes": size, "pieces": pieces, "fields": fields}
+
+
+# -- stage 2: read and sign (one task a piece) ------------------------------------------------------
+
+@dataclass
+class PieceSpec:
+    file: int
+    path: str
+    fmt: str
+    start: int
+    end: int
+    first_line: int
+    prefix: str
+
+
+def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, errors: list, info: dict):
+    """The piece's records, read with the local loader's checks (bad ones into errors)."""
+    path = Path(piece.path)
+    id_required = id_field is not None
+    field_name = id_field if id_field is not None else "id"
+    if piece.fmt == "jsonl":
+        stream = None
+        if piece.end >= 0:
+            with open(path, "rb") as fh:
+                fh.seek(piece.start)
+                stream = io.BytesIO(fh.read(piece.end - piece.start))
+        it = read_jsonl(path, field_name, text_field, errors, id_required, stream=stream,
+                        first_line=piece.first_line, info=info)
+        return _guarded(path, it, errors)
+    it = _guarded(path, read_parquet(path, field_name, text_field, errors, id_required,
+                                     row_groups=list(range(piece.start, piece.end)), first_row=piece.first_line), errors)
+    names = next(it)
+    info["has_id_field"] = field_name in names
+    info["decided_at"] = piece.first_line + 1
+    return it
+
+
+def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
+    """(summary, keys, signatures, normalised text) of one piece."""
+    from . import kernels
+
+    errors: list = []
+    info: dict = {}
+    lines, ids, ints, texts = [], [], [], []
+    for rec in piece_records(piece, settings.id_field, settings.text_field, errors, info):
+        lines.append(rec.line)
+        ids.append(rec.doc_id if rec.doc_id is not None else f"{piece.prefix}{rec.line}")
+        ints.append(rec.int_id)
+        texts.append(rec.text)
+    n = len(texts)
+    buf = kernels.normalized_buffer(texts)
+    digests = np.empty((n, 32), np.uint8)
+    data, bounds = memoryview(buf.data), buf.offsets.tolist()
+    for i in range(n):
+        digests[i] = np.frombuffer(hashlib.sha256(data[bounds[i]:bounds[i + 1]]).digest(), np.uint8)
+    hasher = MinHasher(settings.num_perm, settings.seed)
+    sig = np.empty((n, settings.num_perm), np.uint32)
+    if n:
+        kernels.signatures(buf.data, buf.offsets, np.arange(n), settings.k, np.ascontiguousarray(hasher._a[:, 0]),
+                           np.ascontiguousarray(hasher._b[:, 0]), sig)
+    summary = {"n": n, "bad": sorted((b.line, b.message) for b in errors), "all_int": all(ints),
+               "has_id_field": info.get("has_id_field"), "decided_at": info.get("decided_at"),
+               "first_record_line": lines[0] if lines else None}
+    keys = {"ids": ids, "lines": np.array(lines, np.int64), "int": np.array(ints, bool), "digest": digests,
+            "length": np.fromiter(map(len, texts), np.int64, n)}
+    return summary, keys, sig, (buf.data, buf.offsets)
+
+
+# -- shuffles --------------------------------------------------------------------------------------
+
+def _split(part: np.ndarray, partitions: int, *columns):
+    """Rows of each column per partition (0..partitions-1), in their order."""
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(partitions + 1))
+    return [tuple(c[order[cuts[p]:cuts[p + 1]]] for c in columns) for p in range(partitions)]
+
+
+def ids_by_partition(keys: dict, base: int, partitions: int):
+    ids = keys["ids"]
+    part = np.fromiter((zlib.crc32(i.encode("utf-8", "surrogatepass")) for i in ids), np.int64, len(ids)) % partitions
+    positions = base + np.arange(len(ids), dtype=np.int64)
+    id_array = np.array(ids, dtype=object)
+    out = [(pos, list(ix)) for pos, ix in _split(part, partitions, positions, id_array)]
+    return tuple(out) if partitions > 1 else out[0]
+
+
+def repeated_ids(*parts) -> list[tuple[str, list[int]]]:
+    seen: dict[str, int] = {}
+    repeats: dict[str, list[int]] = {}
+    for positions, ids in parts:
+        for pos, i in zip(positions.tolist(), ids):
+            first = seen.setdefault(i, pos)
+            if first != pos:
+                repeats.setdefault(i, [first]).append(pos)
+    return [(i, sorted(p)) for i, p in repeats.items()]
+
+
+def _ords(base: int, n: int, dropped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, their ords) for a piece's positions base..base+n-1, dropped positions removed."""
+    pos = base + np.arange(n, dtype=np.int64)
+    kept = np.ones(n, bool)
+    if len(dropped):
+        i = np.searchsorted(dropped, pos)
+        kept = ~((i < len(dropped)) & (dropped[np.minimum(i, len(dropped) - 1)] == pos))
+        return kept, pos[kept] - np.searchsorted(dropped, pos[kept])
+    return kept, pos
+
+
+def digests_by_partition(keys: dict, base: int, dropped: np.ndarray, partitions: int):
+    kept, ords = _ords(base, len(keys["ids"]), dropped)
+    digests = keys["digest"][kept]
+    part = (digests[:, :8].copy().view(np.uint64)[:, 0] % np.uint64(partitions)).astype(np.int64)
+    out = _split(part, partitions, ords, digests)
+    return tuple(out) if partitions > 1 else out[0]
+
+
+def exact_copies(*parts) -> tuple[np.ndarray, np.ndarray]:
+    """(ords of exact duplicates, ords of their first copies) within one partition."""
+    ords = np.concatenate([p[0] for p in parts])
+    digests = np.concatenate([p[1] for p in parts])
+    if not len(ords):
+        e = np.empty(0, np.int64)
+        return e, e
+    words = np.ascontiguousarray(digests).view(np.uint64)
+    order = np.lexsort((ords, words[:, 3], words[:, 2], words[:, 1], words[:, 0]))
+    words, ords = words[order], ords[order]
+    new = np.r_[True, (words[1:] != words[:-1]).any(axis=1)]
+    first = ords[np.flatnonzero(new)][np.cumsum(new) - 1]
+    dup = ~new
+    return ords[dup], first[dup]
+
+
+def piece_reps(base: int, n: int, dropped: np.ndarray, dup_ords: np.ndarray):
+    """(local positions, ords, rep indices) of the piece's first copies."""
+    kept, ords = _ords(base, n, dropped)
+    local = np.flatnonzero(kept)
+    if len(dup_ords):
+        i = np.searchsorted(dup_ords, ords)
+        is_dup = (i < len(dup_ords)) & (dup_ords[np.minimum(i, len(dup_ords) - 1)] == ords)
+        local, ords, i = local[~is_dup], ords[~is_dup], i[~is_dup]
+        return local, ords, ords - i
+    return local, ords, ords.copy()
+
+
+def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.ndarray, index_bits: int,
+                 bands: int, rows: int, partitions: int):
+    """Per partition: (band, bucket, rep) of this piece's first copies, and the packed
+    nibbles of the reps it names (once each)."""
+    local, _, reps = piece_reps(base, len(sig), dropped, dup_ords)
+    s = np.ascontiguousarray(sig[local])
+    packed = lsh.pack_nibbles(s) if len(s) else np.empty((0, -(-sig.shape[1] // 16)), np.uint64)
+    n = len(reps)
+    bucket = np.empty((bands, n), np.uint64)
+    for b in range(bands):
+        bucket[b] = lsh.band_keys(s, b, rows) >> np.uint64(index_bits)
+    band = np.repeat(np.arange(bands, dtype=np.int64), n)
+    bucket = bucket.ravel()
+    which = np.tile(np.arange(n, dtype=np.int64), bands)
+    with np.errstate(over="ignore"):
+        h = (bucket + band.astype(np.uint64) * _MIX) * _MIX
+    part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int64)
+    out = []
+    for b_, k_, w_ in _split(part, partitions, band, bucket, which):
+        named = np.unique(w_)
+        out.append((b_, k_, reps[w_], reps[named], packed[named]))
+    return tuple(out) if partitions > 1 else out[0]
+
+
+def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_piece_bounds: np.ndarray, *parts):
+    """Candidate pairs (lo * n_reps + hi, rep indices) of one partition's buckets, grouped by
+    the piece of lo; plus (generated, oversized bucket sizes)."""
+    from . import kernels
+
+    n_pieces = len(rep_piece_bounds) - 1
+    band = np.concatenate([p[0] for p in parts])
+    bucket = np.concatenate([p[1] for p in parts])
+    rep = np.concatenate([p[2] for p in parts])
+    table = np.concatenate([p[3] for p in parts])
+    order = np.argsort(table, kind="stable")
+    table = table[order]
+    packed = np.ascontiguousarray(np.concatenate([p[4] for p in parts])[order]) if len(order) else \
+        np.empty((0, -(-num_perm // 16)), np.uint64)
+    empty = np.empty(0, np.int64)
+    stats = (0, empty)
+    if len(rep) < 2:
+        return (*[empty] * n_pieces, stats)
+    local = np.searchsorted(table, rep)
+    order = np.lexsort((local, bucket, band))
+    band, bucket, local = band[order], bucket[order], local[order]
+    boundary = np.r_[True, (band[1:] != band[:-1]) | (bucket[1:] != bucket[:-1])]
+    run_start = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_start, len(local)))
+    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
+    usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket > 0 else True)
+    run_start, run_len = run_start[usable], run_len[usable]
+    generated = int((run_len * (run_len - 1) // 2).sum())
+    n_t = len(table)
+    parts_out = []
+    resume = np.array([0, 0, 1], np.int64)
+    dummy_sig = np.zeros((1, 1), np.uint32)
+    dummy_state = np.zeros(1, np.int8)
+    while resume[0] < len(run_start):
+        out = np.empty(1 << 21, np.int64)
+        written = kernels.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, 0, 1,
+                                         dummy_state, n_t, out, resume)
+        parts_out.append(out[:written].copy())
+    keys = np.concatenate(parts_out) if parts_out else empty
+    lo, hi = table[keys // n_t], table[keys % n_t]  # table is sorted: lo < hi stays
+    g = lo * n_reps + hi
+    g.sort()
+    g = g[np.r_[True, g[1:] != g[:-1]]] if len(g) > 1 else g
+    piece_of = np.searchsorted(rep_piece_bounds, g // n_reps, side="right") - 1
+    cuts = np.searchsorted(piece_of, np.arange(n_pieces + 1))
+    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized))
+
+
+def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, text_refs: list, *candidates):
+    """Exact Jaccard of the candidate pairs whose earlier document is in this piece:
+    (ords a, ords b, jaccard >= floor, pairs compared)."""
+    import ray
+
+    from . import kernels
+
+    keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
+    e = np.empty(0, np.int64)
+    if not len(keys):
+        return e, e, np.empty(0, np.float64), 0, 0
+    keys.sort()
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]
+    lo, hi = keys // n_reps, keys % n_reps
+    bounds = pieces_info["rep_bounds"]
+    docs = np.unique(np.concatenate([lo, hi]))
+    piece_of = np.searchsorted(bounds, docs, side="right") - 1
+    values_parts, sizes_parts, ords_parts = [], [], []
+    needed = np.unique(piece_of).tolist()
+    texts = ray.get([text_refs[p] for p in needed])
+    for p, (data, offsets) in zip(needed, texts):
+        mine = docs[piece_of == p]
+        local, ords, _ = piece_reps(pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"],
+                                    pieces_info["dup_ords"])
+        rows = local[mine - bounds[p]]
+        values, offsets_ = kernels.shingle_rows(kernels.TextBuffer(data, offsets), rows, k)
+        values_parts.append(values)
+        sizes_parts.append(np.diff(offsets_))
+        ords_parts.append(ords[mine - bounds[p]])
+    values = np.concatenate(values_parts)
+    sizes = np.concatenate(sizes_parts)
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    doc_ords = np.concatenate(ords_parts)
+    ra, rb = np.searchsorted(docs, lo), np.searchsorted(docs, hi)
+    sa, sb = sizes[ra], sizes[rb]
+    possible = np.flatnonzero(np.minimum(sa, sb) / np.maximum(sa, sb) >= floor)
+    j = np.zeros(len(lo), np.float64)
+    if len(possible):
+        inter = kernels.intersections(values, offsets, ra[possible], rb[possible])
+        j[possible] = jaccard_from_counts(inter, sa[possible], sb[possible])
+    good = np.flatnonzero(j >= floor)
+    return doc_ords[ra[good]], doc_ords[rb[good]], j[good], len(possible), len(keys)
+
+
+def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int, dropped: np.ndarray,
+                      ord_start: int, wanted: np.ndarray):
+    """The records of the wanted ords in this piece (read again), as columns."""
+    from .normalize import exact_keys
+
+    out = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
+    if not len(wanted):
+        return out | {"exact_hash": [], "length": []}
+    pos = base
+    errors: list = []
+    want = set(wanted.tolist())
+    drop = set(dropped[(dropped >= base)].tolist()) if len(dropped) else set()
+    ord_ = ord_start
+    for rec in piece_records(piece, settings.id_field, settings.text_field, errors, {}):
+        if pos in drop:
+            pos += 1
+            continue
+        if ord_ in want:
+            out["ord"].append(ord_)
+            out["doc_id"].append(rec.doc_id if rec.doc_id is not None else f"{piece.prefix}{rec.line}")
+            out["int_id"].append(rec.int_id)
+            out["line"].append(rec.line)
+            out["text"].append(rec.text)
+            out["record"].append(rec.record)
+        pos += 1
+        ord_ += 1
+    out["exact_hash"] = exact_keys(out["text"])
+    out["length"] = [len(t) for t in out["text"]]
+    return out
+
+
+# -- the driver ------------------------------------------------------------------------------------
+
+def connect(address: str | None = None, num_cpus: int | None = None):
+    """Ray, connected: to `address` (ray://host:port, or 'auto' for the cluster this machine
+    belongs to), else to the Ray already started in this process, else to a new local one."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus, **kwargs)
+    return ray
+
+
+class _Stage:
+    """Waits for a stage's tasks, reporting progress and honouring a cancel (which cancels
+    every task still running on the cluster)."""
+
+    def __init__(self, ray, control: Control, outstanding: list):
+        self.ray, self.control, self.outstanding = ray, control, outstanding
+
+    def run(self, name: str, refs: list, fetch: bool = True):
+        self.outstanding[:] = list(refs)
+        pending = list(refs)
+        total = len(refs)
+        self.control.report(name, 0, total)
+        while pending:
+            self.control.check()
+            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
+            self.control.report(name, total - len(pending), total)
+        self.control.check()
+        try:
+            result = self.ray.get(refs) if fetch else refs
+        except Exception as exc:  # noqa: BLE001 - a task's error: show the user's error, not Ray's wrapper
+            raise _unwrap(exc) from None
+        self.outstanding.clear()
+        return result
+
+    def cancel(self) -> None:
+        for ref in self.outstanding:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already finished
+                pass
+        self.outstanding.clear()
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, DedupError):
+        return cause
+    if isinstance(exc, DedupError):
+        return exc
+    return DedupError(f"a cluster task failed: {' '.join(str(exc).split())[:300]}")
+
+
+def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
+                 address: str | None = None, force: bool = False) -> ClusterScanResult:
+    """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
+    documents.parquet (the records of every document in a pair or group) and manifest.json.
+    The directory appears only when complete."""
+    settings = settings or ClusterScanSettings()
+    control = control or Control()
+    from .pipeline import ScanSettings
+
+    ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not force:
+        raise DedupError(f"{out_dir}: already exists and is not empty (--force replaces it)")
+    files = expand_inputs(paths)
+    formats = [cluster_format(f) for f in files]
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise DedupError(RAY_MISSING) from None
+    ray = connect(address)
+    outstanding: list = []
+    stage = _Stage(ray, control, outstanding)
+    result = ClusterScanResult()
+    timings = result.timings
+    t_start = time.perf_counter()
+    try:
+        return _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings, t_start, force)
+    except (Cancelled, KeyboardInterrupt):
+        stage.cancel()
+        raise
+
+
+def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings, t_start, force):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    remote = ray.remote
+    t0 = time.perf_counter()
+    index = stage.run("index", [remote(index_file).remote(str(f), fmt, settings.piece_bytes)
+                                for f, fmt in zip(files, formats)])
+    timings["index"] = time.perf_counter() - t0
+    prefixes = id_prefixes(files)
+    pieces = [PieceSpec(i, str(f), fmt, s, e, first, prefixes[i])
+              for i, (f, fmt, info) in enumerate(zip(files, formats, index)) for s, e, first in info["pieces"]]
+    result.pieces = len(pieces)
+    n_pieces = len(pieces)
+    cpus = int(ray.cluster_resources().get("CPU", 2))
+    partitions = settings.partitions or max(2, 2 * cpus)
+
+    # read
+    t0 = time.perf_counter()
+    read_refs = [remote(read_piece).options(num_returns=4).remote(p, settings) for p in pieces]
+    summaries = stage.run("read", [r[0] for r in read_refs])
+    keys_refs = [r[1] for r in read_refs]
+    sig_refs = [r[2] for r in read_refs]
+    text_refs = [r[3] for r in read_refs]
+    timings["read"] = time.perf_counter() - t0
+    skipped: dict[int, list[tuple[int, str]]] = {i: [] for i in range(len(files))}
+    for p, s in zip(pieces, summaries):
+        skipped[p.file].extend(s["bad"])
+    if not settings.skip_bad:
+        for i, f in enumerate(files):
+            if skipped[i]:
+                line, message = skipped[i][0]
+                raise CorpusError(str(f), line, message)
+    for i, f in enumerate(files):
+        mine = [(p, s) for p, s in zip(pieces, summaries) if p.file == i]
+        decided = [(s["decided_at"], s["has_id_field"]) for _, s in mine if s["n"]]
+        if len({h for _, h in decided}) > 1:
+            with_id = next(line for line, h in decided if h)
+            without = next(line for line, h in decided if not h)
+            raise CorpusError(str(f), max(with_id, without),
+                              f"id field {_show(settings.id_field or 'id')} is present at line {with_id} but not at "
+                              f"line {without} (give every record an id, or none)")
+        if not sum(s["n"] for _, s in mine):
+            bad = skipped[i]
+            if not bad:
+                raise CorpusError(str(f), 1 if formats[i] == "jsonl" else None,
+                                  "empty file: no records" if formats[i] == "jsonl" else "no documents in this file")
+            raise CorpusError(str(f), bad[0][0], f"no good documents in this file ({len(bad)} bad record(s) skipped); "
+                                                 f"first: {bad[0][1]}")
+    counts = np.array([s["n"] for s in summaries], np.int64)
+    base = np.zeros(n_pieces + 1, np.int64)
+    np.cumsum(counts, out=base[1:])
+
+    # ids given twice
+    t0 = time.perf_counter()
+    id_maps = [remote(ids_by_partition).options(num_returns=partitions).remote(keys_refs[p], int(base[p]), partitions)
+               for p in range(n_pieces)]
+    if partitions == 1:
+        id_maps = [[m] for m in id_maps]
+    repeats = [r for part in stage.run("ids", [remote(repeated_ids).remote(*[m[q] for m in id_maps])
+                                               for q in range(partitions)]) for r in part]
+    dropped = np.empty(0, np.int64)
+    if repeats:
+        def where(pos: int) -> tuple[int, int]:
+            p = int(np.searchsorted(base, pos, side="right") - 1)
+            return pieces[p].file, int(ray.get(keys_refs[p])["lines"][pos - base[p]])
+
+        later = sorted((pos, doc_id) for doc_id, positions in repeats for pos in positions[1:])
+        if not settings.skip_bad:
+            pos, doc_id = later[0]
+            f, line = where(pos)
+            raise CorpusError(str(files[f]), line, f"duplicate id {_show(doc_id)}")
+        dropped = np.array([pos for pos, _ in later], np.int64)
+        for pos, doc_id in later:
+            f, line = where(pos)
+            skipped[f].append((line, f"duplicate id {_show(doc_id)}"))
+    timings["ids"] = time.perf_counter() - t0
+    dropped_ref = ray.put(dropped)
+
+    # exact copies
+    t0 = time.perf_counter()
+    n_docs = int(base[-1]) - len(dropped)
+    result.documents = n_docs
+    maps = [remote(digests_by_partition).options(num_returns=partitions).remote(keys_refs[p], int(base[p]), dropped_ref,
+                                                                                 partitions)
+            for p in range(n_pieces)]
+    if partitions == 1:
+        maps = [[m] for m in maps]
+    groups = stage.run("exact", [remote(exact_copies).remote(*[m[q] for m in maps]) for q in range(partitions)])
+    dup_ords = np.concatenate([g[0] for g in groups])
+    first_ords = np.concatenate([g[1] for g in groups])
+    order = np.argsort(dup_ords)
+    dup_ords, first_ords = dup_ords[order], first_ords[order]
+    result.exact_duplicates = len(dup_ords)
+    result.exact_groups = len(np.unique(first_ords))
+    n_reps = n_docs - len(dup_ords)
+    result.representatives = n_reps
+    timings["exact"] = time.perf_counter() - t0
+    dup_ref = ray.put(dup_ords)
+    # rep index at which each piece starts, and ord at which each piece starts
+    kept_counts = counts - np.diff(np.searchsorted(dropped, base))
+    ord_base = np.zeros(n_pieces + 1, np.int64)
+    np.cumsum(kept_counts, out=ord_base[1:])
+    rep_bounds = ord_base - np.searchsorted(dup_ords, ord_base)
+
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    result.bands, result.rows = banding.bands, banding.rows
+    pairs_a = pairs_b = np.empty(0, np.int64)
+    pairs_j = np.empty(0, np.float64)
+    if n_reps >= 2:
+        # bands
+        t0 = time.perf_counter()
+        index_bits = max(1, (n_reps - 1).bit_length())
+        min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+        entries = [remote(band_entries).options(num_returns=partitions).remote(
+            sig_refs[p], int(base[p]), dropped_ref, dup_ref, index_bits, banding.bands, banding.rows, partitions)
+            for p in range(n_pieces)]
+        if partitions == 1:
+            entries = [[e] for e in entries]
+        bounds_ref = ray.put(rep_bounds)
+        reduced = [remote(band_pairs).options(num_returns=n_pieces + 1).remote(
+            n_reps, settings.num_perm, min_agree, settings.max_bucket, bounds_ref, *[e[q] for e in entries])
+            for q in range(partitions)]
+        stats = stage.run("candidates", [r[n_pieces] for r in reduced])
+        for generated, oversized in stats:
+            result.candidates += generated
+            result.oversized_buckets += len(oversized)
+            if len(oversized):
+                result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
+                result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
+        timings["candidates"] = time.perf_counter() - t0
+
+        # verify
+        t0 = time.perf_counter()
+        info_ref = ray.put({"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped,
+                            "dup_ords": dup_ords})
+        verified = stage.run("verify", [remote(verify_piece).remote(
+            n_reps, settings.k, settings.floor, info_ref, text_refs, *[r[p] for r in reduced])
+            for p in range(n_pieces)])
+        pairs_a = np.concatenate([v[0] for v in verified])
+        pairs_b = np.concatenate([v[1] for v in verified])
+        pairs_j = np.concatenate([v[2] for v in verified])
+        result.verified = sum(v[3] for v in verified)
+        order = np.lexsort((pairs_b, pairs_a))
+        pairs_a, pairs_b, pairs_j = pairs_a[order], pairs_b[order], pairs_j[order]
+        result.prefiltered = result.candidates - sum(v[4] for v in verified)
+        timings["verify"] = time.perf_counter() - t0
+    result.pairs = len(pairs_a)
+
+    # documents of some pair or group
+    t0 = time.perf_counter()
+    participants = np.unique(np.concatenate([pairs_a, pairs_b, dup_ords, first_ords]))
+    result.participants = len(participants)
+    cuts = np.searchsorted(participants, ord_base)
+    docs = stage.run("documents", [remote(collect_documents).remote(
+        pieces[p], settings, int(base[p]), dropped_ref, int(ord_base[p]), participants[cuts[p]:cuts[p + 1]])
+        for p in range(n_pieces)])
+    timings["documents"] = time.perf_counter() - t0
+
+    # write
+    t0 = time.perf_counter()
+    stage.control.report("write", 0, 1)
+    columns = {name: [v for d in docs for v in d[name]] for name in docs[0]}
+    source_of = np.repeat(np.array([p.file for p in pieces], np.int64), np.diff(cuts))
+    doc_table = pa.table({
+        "ord": pa.array(columns["ord"], pa.int64()),
+        "source": pa.array(source_of, pa.int64()),
+        "doc_id": pa.array(columns["doc_id"], pa.string()),
+        "int_id": pa.array(columns["int_id"], pa.bool_()),
+        "line": pa.array(columns["line"], pa.int64()),
+        "length": pa.array(columns["length"], pa.int64()),
+        "exact_hash": pa.array(columns["exact_hash"], pa.string()),
+        "text": pa.array(columns["text"], pa.large_string()),
+        "record": pa.array(columns["record"], pa.large_binary()),
+    })
+    id_of = np.array(columns["doc_id"], dtype=object)
+    pos_a, pos_b = np.searchsorted(participants, pairs_a), np.searchsorted(participants, pairs_b)
+    pair_table = pa.table({"a": pa.array(id_of[pos_a].tolist(), pa.string()),
+                           "b": pa.array(id_of[pos_b].tolist(), pa.string()),
+                           "jaccard": pa.array(pairs_j, pa.float64()),
+                           "a_ord": pa.array(pairs_a, pa.int64()), "b_ord": pa.array(pairs_b, pa.int64())})
+    pos_d, pos_f = np.searchsorted(participants, dup_ords), np.searchsorted(participants, first_ords)
+    exact_table = pa.table({"id": pa.array(id_of[pos_d].tolist(), pa.string()),
+                            "duplicate_of": pa.array(id_of[pos_f].tolist(), pa.string()),
+                            "ord": pa.array(dup_ords, pa.int64()), "first_ord": pa.array(first_ords, pa.int64())})
+    result.skipped_records = sum(len(v) for v in skipped.values())
+    piece_files = np.array([p.file for p in pieces])
+    inputs = []
+    for i, (f, fmt, info) in enumerate(zip(files, formats, index)):
+        mine = piece_files == i
+        dropped_here = sum(1 for line, msg in skipped[i] if msg.startswith("duplicate id"))
+        inputs.append({
+            "path": str(f.resolve()), "format": fmt, "sha256": info["sha256"], "size_bytes": info["size_bytes"],
+            "fields": info["fields"], "documents": int(counts[mine].sum()) - dropped_here,
+            "skipped_lines": sorted(line for line, _ in skipped[i]),
+            "integer_ids": all(s["all_int"] for s, m in zip(summaries, mine) if m),
+            "id_prefix": prefixes[i],
+        })
+    timings["total"] = time.perf_counter() - t_start
+    manifest = {
+        "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": now_iso(),
+        "dedup_tui_version": _version(),
+        "inputs": inputs,
+        "params": {"k": settings.k, "floor": settings.floor, "num_perm": settings.num_perm, "seed": settings.seed,
+                   "max_bucket": settings.max_bucket, "method": "lsh", "bands": banding.bands, "rows": banding.rows,
+                   "id_field": settings.id_field or "id", "text_field": settings.text_field,
+                   "skip_bad": settings.skip_bad},
+        "counts": {k_: v for k_, v in asdict(result).items() if k_ != "timings"},
+        "cluster": {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": cpus, "pieces": n_pieces,
+                    "partitions": partitions},
+        "timings": timings,
+    }
+    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        pq.write_table(pair_table, tmp / "pairs.parquet")
+        pq.write_table(exact_table, tmp / "exact_groups.parquet")
+        pq.write_table(doc_table, tmp / "documents.parquet")
+        timings["write"] = time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - t_start
+        with open(tmp / "manifest.json", "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        if out_dir.exists():
+            if not force and any(out_dir.iterdir()):
+                raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    stage.control.report("write", 1, 1)
+    return result
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("dedup-tui")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "unknown"
