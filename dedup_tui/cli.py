@@ -122,16 +122,16 @@ def main() -> None:
     """
 
 
-def _run(fn, *args, **kwargs):
+def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
     progress = _TerminalProgress()
     try:
         return fn(*args, control=Control(progress), **kwargs)
     except KeyboardInterrupt:
         progress.close()
-        _fail("interrupted; the project is unchanged", 130)
+        _fail(f"interrupted; {unchanged}", 130)
     except Cancelled:
         progress.close()
-        _fail("cancelled; the project is unchanged", 130)
+        _fail(f"cancelled; {unchanged}", 130)
     except OutputError as exc:
         progress.close()
         _fail(str(exc) + (" (use --force to overwrite)" if exc.exists else ""))
@@ -282,21 +282,7 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     from .engine.decisions import export_curated
 
     project = _open_project(db)
-    reviewed = json.loads(project.get_meta("ui_state") or "{}")
-    chosen = []
-    if threshold is None:
-        if "threshold" not in reviewed:
-            _fail(f"{db}: give --threshold (the project was never reviewed in the app, so it has none of its own)", 2)
-        threshold = float(reviewed["threshold"])
-        chosen.append(f"threshold {threshold:.2f}")
-    if policy is None:
-        if reviewed.get("policy") in POLICIES:
-            policy = reviewed["policy"]
-            chosen.append(f"policy {policy}")
-        else:
-            policy = "components"
-    if chosen:
-        click.echo(f"using {' and '.join(chosen)}, as the project was last reviewed", err=True)
+    threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
         from .engine.decisions import parse_keep_rule, set_keep_rule
 
@@ -312,6 +298,26 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
         f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied"
     )
+
+
+def _review_settings(project: Project, db: str, threshold: float | None, policy: str | None) -> tuple[float, str]:
+    """The threshold and policy given, else the ones the project was last reviewed with."""
+    reviewed = json.loads(project.get_meta("ui_state") or "{}")
+    chosen = []
+    if threshold is None:
+        if "threshold" not in reviewed:
+            _fail(f"{db}: give --threshold (the project was never reviewed in the app, so it has none of its own)", 2)
+        threshold = float(reviewed["threshold"])
+        chosen.append(f"threshold {threshold:.2f}")
+    if policy is None:
+        if reviewed.get("policy") in POLICIES:
+            policy = reviewed["policy"]
+            chosen.append(f"policy {policy}")
+        else:
+            policy = "components"
+    if chosen:
+        click.echo(f"using {' and '.join(chosen)}, as the project was last reviewed", err=True)
+    return threshold, policy
 
 
 @main.command()
@@ -338,6 +344,89 @@ def synth(n_unique, copies, noise, seed, out, force):
 
     _run(write)
     click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {_one_line(out)}")
+
+
+_ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
+                        help="Ray cluster: ray://host:10001, or 'auto' for the cluster this machine is part of. "
+                             "[default: a Ray started on this machine]")
+
+
+@main.command(name="cluster-scan")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.")
+@_ADDRESS
+@click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
+@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored.")
+@click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
+@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
+@click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported.")
+@click.option("--piece-mb", default=64, show_default=True, type=click.IntRange(1), help="Size of the pieces each file is read in, one task a piece.")
+@click.option("--partitions", default=0, type=click.IntRange(0), help="Partitions of each shuffle. [default: twice the cluster's CPUs]")
+@click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
+@_load_options
+def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_bucket, piece_mb, partitions, force,
+                     id_field, text_field, skip_bad):
+    """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
+
+    The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
+    `dedup-tui import SCAN_DIR --db P.db` makes a review project of them. Every file must be
+    readable at the same path on every node. Ctrl-C cancels the job's tasks on the cluster.
+    """
+    from .engine import ray_scan
+
+    settings = ray_scan.ClusterScanSettings(k=k, floor=floor, num_perm=num_perm, seed=seed, max_bucket=max_bucket,
+                                            id_field=id_field, text_field=text_field, skip_bad=skip_bad,
+                                            piece_bytes=piece_mb << 20, partitions=partitions)
+    r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
+             unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
+    click.echo(f"{r.documents:,} documents in {r.pieces:,} pieces: {r.exact_duplicates:,} exact duplicates in "
+               f"{r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
+               f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "
+               f"({r.timings.get('total', 0):.1f}s)")
+    if r.skipped_records:
+        click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
+    if r.oversized_buckets:
+        click.echo(f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "
+                   f"(largest {r.largest_bucket:,}): pairs that share only those buckets may be missing. Raise "
+                   f"--max-bucket or --floor.", err=True)
+
+
+@main.command(name="import")
+@click.argument("scan_dir", type=click.Path(exists=False, readable=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create.")
+def import_cmd(scan_dir, db):
+    """Make a review project of a cluster scan's SCAN_DIR: the documents in some pair or exact
+    group, with their records, pairs and groups. Open it with `dedup-tui DB`."""
+    from .engine.scandir import describe_partial, import_scan, partial_view
+
+    project = _run(import_scan, scan_dir, db, unchanged=f"{db} was not created")
+    click.echo(f"imported into {_one_line(db)}: {describe_partial(partial_view(project))}")
+    project.close()
+
+
+@main.command(name="cluster-export")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="The reviewed project (imported, or local).")
+@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
+@click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder for the curated shards (named as the input's), removed.jsonl, decisions.jsonl and manifest.json.")
+@_ADDRESS
+@click.option("--ignore-decisions", is_flag=True, help="Apply the automatic clustering only.")
+@click.option("--force", is_flag=True, help="Replace outputs that exist.")
+def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_decisions, force):
+    """Apply the review to the whole corpus on a Ray cluster: each shard's kept records,
+    unchanged and in its own format, plus the removed log, decisions log and manifest.
+    A shard is renamed into place only when every shard was written and is still the file
+    scanned."""
+    from .engine.ray_export import cluster_export
+
+    project = _open_project(db)
+    threshold, policy = _review_settings(project, db, threshold, policy)
+    project.close()
+    r = _run(cluster_export, db, threshold, policy, list(corpus), out_dir, address=address, force=force,
+             use_decisions=not ignore_decisions, unchanged="no shard was written")
+    click.echo(f"kept {r.kept:,} documents in {len(r.shards)} shard(s) in {_one_line(out_dir)}; removed {r.removed:,} "
+               f"(listed in {_one_line(r.removed_out)})")
 
 
 @main.command(name="open")

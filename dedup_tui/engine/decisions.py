@@ -592,7 +592,9 @@ def export_curated(
 ) -> CuratedExport:
     """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for."""
     from .pipeline import load_graph
+    from .scandir import refuse_local_export
 
+    refuse_local_export(project)
     check_threshold(project, threshold)
     check_outputs({"kept records": out, "removed log": removed_out, "decisions log": decisions_out,
                    "manifest": manifest_out}, force, project_protected(project))

@@ -249,7 +249,8 @@ def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, error
                         first_line=piece.first_line, info=info)
         return _guarded(path, it, errors)
     it = _guarded(path, read_parquet(path, field_name, text_field, errors, id_required,
-                                     row_groups=list(range(piece.start, piece.end)), first_row=piece.first_line), errors)
+                                     row_groups=None if piece.end < 0 else list(range(piece.start, piece.end)),
+                                     first_row=piece.first_line), errors)
     names = next(it)
     info["has_id_field"] = field_name in names
     info["decided_at"] = piece.first_line + 1

@@ -1,0 +1,165 @@
+"""The curated corpus written on a Ray cluster (`dedup-tui cluster-export`).
+
+The review (the policy at a threshold, the keep rule and every decision) is applied in the
+project, which knows every document that takes part in a pair or group; that gives the ids to
+remove. One task a shard then reads it again and writes its kept records unchanged, in the
+shard's own format, under the shard's name. Each shard is written beside its final name and
+renamed into place only when every shard's task succeeded and every shard's SHA-256 still is
+the one scanned: a failed job leaves no shard named as done.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import Cancelled, CorpusError, DedupError, ProjectError
+from .progress import Control
+from .ray_scan import _Stage, cluster_format, connect, expand_inputs, id_prefixes, piece_records, PieceSpec
+from .store import Project
+
+
+@dataclass
+class ClusterExportResult:
+    kept: int = 0
+    removed: int = 0
+    shards: list[str] = field(default_factory=list)
+    removed_out: str = ""
+    manifest_out: str = ""
+    decisions_out: str = ""
+
+
+def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_field: str, skipped_lines: list[int],
+                 removed: frozenset, part: str) -> dict:
+    """Write the shard's kept records to `part`; (kept, removed, sha256 of the input)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    skip = set(skipped_lines)
+    errors: list = []
+    piece = PieceSpec(0, path, fmt, 0, -1, 1 if fmt == "jsonl" else 0, prefix)
+    kept = dropped = 0
+    if fmt == "jsonl":
+        opener = gzip.open if path.lower().endswith(".gz") else open
+        with opener(part, "wb") as out:
+            for rec in piece_records(piece, id_field, text_field, errors, {}):
+                if rec.line in skip:
+                    continue
+                doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
+                if doc_id in removed:
+                    dropped += 1
+                    continue
+                out.write(rec.record + b"\n")
+                kept += 1
+    else:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        keep = np.zeros(pf.metadata.num_rows, bool)
+        for rec in piece_records(piece, id_field, text_field, errors, {}):
+            if rec.line in skip:
+                continue
+            doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
+            if doc_id in removed:
+                dropped += 1
+            else:
+                keep[rec.line - 1] = True
+        table = pf.read()
+        pq.write_table(table.filter(keep), part)
+        kept = int(keep.sum())
+    if errors and len({b.line for b in errors} - skip):
+        bad = min(b.line for b in errors if b.line not in skip)
+        raise CorpusError(path, bad, "a bad record the scan did not skip: the file changed since it was scanned")
+    return {"kept": kept, "removed": dropped, "sha256": h.hexdigest()}
+
+
+def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir: str | Path, control: Control | None = None,
+                   address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
+    from .cluster import KEPT, cluster
+    from .decisions import cluster_with_decisions, manifest, write_decisions_log, write_removed
+    from .export import AtomicFile, check_threshold
+    from .pipeline import load_graph
+
+    control = control or Control()
+    project = Project(db)
+    try:
+        check_threshold(project, threshold)
+        sources = project.conn.execute(
+            "SELECT id, path, format, sha256, id_field, text_field, skipped_lines FROM sources ORDER BY id").fetchall()
+        files = expand_inputs(paths)
+        if len(files) != len(sources):
+            raise DedupError(f"{len(files)} corpus file(s) given, but {project.path} was scanned from {len(sources)}: "
+                             f"give the same files, in the same order")
+        for f, src in zip(files, sources):
+            if src[2] not in ("jsonl", "parquet") or cluster_format(f) != src[2]:
+                raise CorpusError(str(f), None, f"is not the {src[2]} file scanned as {src[1]}")
+        names = [f.name for f in files]
+        if len(set(names)) != len(names):
+            raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
+        out_dir = Path(out_dir)
+        logs = {"removed": out_dir / "removed.jsonl", "decisions": out_dir / "decisions.jsonl",
+                "manifest": out_dir / "manifest.json"}
+        clash = {p.name for p in logs.values()} & set(names)
+        if clash:
+            raise DedupError(f"a corpus shard is named {sorted(clash)[0]}, as one of the logs cluster-export writes")
+        outputs = [out_dir / n for n in names] + list(logs.values())
+        existing = [p for p in outputs if p.exists()]
+        if existing and not force:
+            raise DedupError(f"{existing[0]}: already exists (--force replaces the outputs)")
+        control.report("graph", 0, 0)
+        graph = load_graph(project)
+        clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions
+                      else cluster(graph, threshold, policy))
+        removed_ords = np.flatnonzero(clustering.reason != KEPT)
+        removed_ids = frozenset(project.ids_for(removed_ords.tolist()))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ray = connect(address)
+        stage = _Stage(ray, control, [])
+        removed_ref = ray.put(removed_ids)
+        prefixes = id_prefixes(files)
+        parts = [out_dir / f".{n}.{os.getpid()}.part" for n in names]
+        try:
+            refs = [ray.remote(export_shard).remote(
+                str(f), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
+                removed_ref, str(part)) for f, src, prefix, part in zip(files, sources, prefixes, parts)]
+            try:
+                results = stage.run("export", refs)
+            except (Cancelled, KeyboardInterrupt):
+                stage.cancel()
+                raise
+            for f, src, r in zip(files, sources, results):
+                if src[3] and r["sha256"] != src[3]:
+                    raise CorpusError(str(f), None, f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
+                                                    f"scanned {src[3][:12]}...); nothing was written")
+            if sum(r["removed"] for r in results) != len(removed_ids):
+                raise ProjectError(f"{len(removed_ids):,} documents to remove, but "
+                                   f"{sum(r['removed'] for r in results):,} found in the corpus: these are not the "
+                                   f"files {project.path} was scanned from; nothing was written")
+            write_removed(project, clustering, logs["removed"], graph)
+            write_decisions_log(project, logs["decisions"])
+            for part, name in zip(parts, names):
+                os.replace(part, out_dir / name)
+        finally:
+            for part in parts:
+                part.unlink(missing_ok=True)
+        result = ClusterExportResult(kept=sum(r["kept"] for r in results), removed=sum(r["removed"] for r in results),
+                                     shards=[str(out_dir / n) for n in names], removed_out=str(logs["removed"]),
+                                     decisions_out=str(logs["decisions"]), manifest_out=str(logs["manifest"]))
+        data = manifest(project, clustering, threshold, policy,
+                        {"shards": result.shards, "format": "as the input", "removed": result.removed_out,
+                         "decisions": result.decisions_out, "decisions_applied": use_decisions})
+        data["counts"]["kept"] = result.kept
+        data["counts"]["documents"] = result.kept + result.removed
+        with AtomicFile(logs["manifest"], "w") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        return result
+    finally:
+        project.close()

@@ -1,0 +1,159 @@
+"""A cluster scan's output folder (SCAN_DIR) made into a review project (`dedup-tui import`).
+
+The project holds only the documents that take part in some pair or exact group, with their
+records, in corpus order; its pairs and exact groups are the cluster scan's. Everything that
+reviews (threshold, policies, decisions, tuning) works on it as on a local project. It is a
+partial view of a larger corpus, which `partial_view()` describes: the curated corpus is
+written by `cluster-export`, which reads the whole corpus again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DedupError, ProjectError
+from .progress import Control
+from .store import Project, insert_rows, now_iso, transaction
+
+MANIFEST = "manifest.json"
+FILES = ("pairs.parquet", "exact_groups.parquet", "documents.parquet", MANIFEST)
+
+
+def read_manifest(scan_dir: str | Path) -> dict:
+    from .ray_scan import SCAN_FORMAT, SCAN_VERSION
+
+    scan_dir = Path(scan_dir)
+    if not scan_dir.is_dir():
+        raise DedupError(f"{scan_dir}: no such folder (the output of dedup-tui cluster-scan)")
+    missing = [f for f in FILES if not (scan_dir / f).is_file()]
+    if missing:
+        raise DedupError(f"{scan_dir}: not a complete cluster scan (missing {', '.join(missing)})")
+    try:
+        manifest = json.loads((scan_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise DedupError(f"{scan_dir / MANIFEST}: cannot be read ({' '.join(str(exc).split())})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != SCAN_FORMAT:
+        raise DedupError(f"{scan_dir / MANIFEST}: not a dedup-tui cluster scan manifest")
+    if manifest.get("version") != SCAN_VERSION:
+        raise DedupError(f"{scan_dir / MANIFEST}: written by another version of dedup-tui (format "
+                         f"{manifest.get('version')}, this one reads {SCAN_VERSION})")
+    return manifest
+
+
+def _table(path: Path):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DedupError('importing a cluster scan needs pyarrow: pip install "dedup-tui[parquet]"') from None
+    try:
+        return pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
+        raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
+
+
+def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = None) -> Project:
+    """Create the review project `db` from SCAN_DIR (refused if `db` exists)."""
+    from .pipeline import write_scan_result
+
+    control = control or Control()
+    scan_dir = Path(scan_dir)
+    manifest = read_manifest(scan_dir)
+    db = Path(db)
+    if db.exists():
+        raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
+    control.report("load", 0, 0)
+    docs = _table(scan_dir / "documents.parquet").to_pydict()
+    pairs = _table(scan_dir / "pairs.parquet").select(["a_ord", "b_ord", "jaccard"]).to_pydict()
+    groups = _table(scan_dir / "exact_groups.parquet").select(["ord", "first_ord"]).to_pydict()
+    ords = np.array(docs["ord"], np.int64)
+    if len(ords) > 1 and not (ords[1:] > ords[:-1]).all():
+        raise DedupError(f"{scan_dir / 'documents.parquet'}: documents out of corpus order")
+
+    def local(global_ords, what: str) -> np.ndarray:
+        g = np.asarray(global_ords, np.int64)
+        i = np.searchsorted(ords, g)
+        if len(g) and ((i >= len(ords)) | (ords[np.minimum(i, len(ords) - 1)] != g)).any():
+            raise DedupError(f"{scan_dir}: damaged: {what} refer to documents missing from documents.parquet")
+        return i
+
+    a, b = local(pairs["a_ord"], "pairs"), local(pairs["b_ord"], "pairs")
+    j = np.asarray(pairs["jaccard"], np.float64)
+    exact_of = np.full(len(ords), -1, np.int64)
+    exact_of[local(groups["ord"], "exact groups")] = local(groups["first_ord"], "exact groups")
+
+    project = Project(db, create=True)
+    try:
+        conn = project.conn
+        params = manifest["params"]
+        with transaction(conn):
+            integer_sources = []
+            for i, inp in enumerate(manifest["inputs"]):
+                conn.execute(
+                    "INSERT INTO sources(id, path, format, sha256, size_bytes, fields, id_field, text_field, documents,"
+                    " skipped_lines, loaded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (i + 1, inp["path"], inp["format"], inp["sha256"], inp["size_bytes"],
+                     json.dumps(inp["fields"]) if inp.get("fields") else None, params["id_field"], params["text_field"],
+                     inp["documents"], json.dumps(inp["skipped_lines"]), manifest["created_at"]))
+                if inp.get("integer_ids"):
+                    integer_sources.append(i + 1)
+            rows = [(o, doc_id, src + 1, line, length, h, text, record)
+                    for o, (doc_id, src, line, length, h, text, record) in enumerate(zip(
+                        docs["doc_id"], docs["source"], docs["line"], docs["length"], docs["exact_hash"], docs["text"],
+                        docs["record"]))]
+            for s in range(0, len(rows), 5000):
+                insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record)",
+                            rows[s:s + 5000])
+                control.report("load", min(s + 5000, len(rows)), len(rows))
+            del rows
+            if integer_sources:
+                project.set_meta(integer_id_sources=json.dumps(integer_sources))
+        run_id = project.start_run("scan", {"imported_from": str(scan_dir.resolve())} | params)
+        control.report("write", 0, len(a))
+        with transaction(conn):
+            write_scan_result(conn, exact_of, a, b, j)
+            total = sum(inp["documents"] for inp in manifest["inputs"])
+            project.set_meta(
+                scan_state="complete", scan_params=json.dumps(params),
+                partial_view=json.dumps({"scan_dir": str(scan_dir.resolve()), "corpus_documents": total,
+                                         "documents": len(ords), "inputs": [inp["path"] for inp in manifest["inputs"]],
+                                         "imported_at": now_iso()}))
+            counts = dict(manifest.get("counts", {}))
+            project.finish_run(run_id, "complete", manifest.get("timings", {}), counts)
+        control.report("write", len(a), len(a))
+    except BaseException:
+        project.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        raise
+    return project
+
+
+def partial_view(project: Project) -> dict | None:
+    """For an imported cluster scan: {scan_dir, corpus_documents, documents, inputs}; else None."""
+    raw = project.get_meta("partial_view")
+    if not raw:
+        return None
+    try:
+        view = json.loads(raw)
+        return view if isinstance(view, dict) else None
+    except ValueError:
+        return None
+
+
+def describe_partial(view: dict) -> str:
+    names = [os.path.basename(p) for p in view.get("inputs", [])]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"partial view: {view.get('documents', 0):,} of {view.get('corpus_documents', 0):,} documents "
+            f"(those in a pair or exact group) of {shown}; write the curated corpus with cluster-export")
+
+
+def refuse_local_export(project: Project) -> None:
+    view = partial_view(project)
+    if view is not None:
+        raise ProjectError(f"{project.path}: holds {view.get('documents', 0):,} of the corpus's "
+                           f"{view.get('corpus_documents', 0):,} documents (imported from a cluster scan); write the "
+                           f"curated corpus with dedup-tui cluster-export")
