@@ -1,0 +1,322 @@
+"""The cluster commands on Ray in local mode: the same pairs, clusters and curated records as
+the local scan and export, with the corpus forced into many pieces and partitions."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install -e ".[test,ray]"')
+pq = pytest.importorskip("pyarrow.parquet")
+
+from click.testing import CliRunner  # noqa: E402
+
+from dedup_tui.cli import main  # noqa: E402
+from dedup_tui.engine import decisions  # noqa: E402
+from dedup_tui.engine.cluster import cluster  # noqa: E402
+from dedup_tui.engine.errors import Cancelled, CorpusError, ProjectError  # noqa: E402
+from dedup_tui.engine.ingest import load_corpus  # noqa: E402
+from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan  # noqa: E402
+from dedup_tui.engine.progress import Control  # noqa: E402
+from dedup_tui.engine.ray_export import cluster_export  # noqa: E402
+from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan, index_file  # noqa: E402
+from dedup_tui.engine.scandir import import_scan, partial_view  # noqa: E402
+from dedup_tui.engine.store import Project  # noqa: E402
+
+# Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
+FORCED = dict(piece_bytes=40_000, partitions=3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray(tmp_path_factory):
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             object_store_memory=200 << 20, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    yield
+    ray.shutdown()
+
+
+WORDS = [f"w{i}" for i in range(400)]
+
+
+def _texts(rng: random.Random, n_families: int = 120, n_unique: int = 900) -> list[str]:
+    """Families of near copies at many similarities, a dense templated family, exact copies
+    under other case and spacing, and unrelated documents."""
+    texts = []
+    for _ in range(n_families):
+        base = [rng.choice(WORDS) for _ in range(rng.randint(8, 60))]
+        texts.append(" ".join(base))
+        for _ in range(rng.randint(1, 6)):
+            copy = list(base)
+            for _ in range(rng.randint(0, max(1, len(copy) // 3))):
+                copy[rng.randrange(len(copy))] = rng.choice(WORDS)
+            texts.append(" ".join(copy))
+    template = "Package {} version {} released. Install with pip install {}. Licensed under the MIT licence."
+    for i in range(150):
+        texts.append(template.format(f"pkg{i % 40}", f"1.{i % 7}.{i % 3}", f"pkg{i % 40}"))
+    for _ in range(n_unique):
+        texts.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 40))))
+    for t in rng.sample(texts, 60):
+        texts.append("  " + t.upper() + "\n")
+    texts.append("abc")  # shorter than k: one shingle
+    rng.shuffle(texts)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> list[Path]:
+    """Three shards: string ids, integer ids, no ids (line numbers)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    texts = _texts(random.Random(7))
+    third = len(texts) // 3
+    files = [folder / "part-0.jsonl", folder / "part-1.jsonl", folder / "part-2.jsonl"]
+    with open(files[0], "w") as fh:
+        for i, t in enumerate(texts[:third]):
+            fh.write(json.dumps({"id": f"s{i}", "text": t, "score": i % 5}) + "\n")
+    with open(files[1], "w") as fh:
+        for i, t in enumerate(texts[third:2 * third]):
+            fh.write(json.dumps({"id": 100000 + i, "text": t, "score": i % 5}) + "\n")
+    with open(files[2], "w") as fh:
+        for t in texts[2 * third:]:
+            fh.write(json.dumps({"text": t, "score": 3}) + "\n")
+    return files
+
+
+def _local(tmp_path: Path, files, name="local.db", **load) -> Project:
+    project = Project(tmp_path / name, create=True)
+    load_corpus(project, files, **load)
+    scan(project, ScanSettings(method="lsh"))
+    return project
+
+
+def _local_pairs(project: Project) -> set:
+    return set(project.conn.execute("SELECT a_id, b_id, jaccard FROM near_pairs"))
+
+
+def _scan_pairs(scan_dir: Path) -> set:
+    t = pq.read_table(scan_dir / "pairs.parquet").to_pydict()
+    return set(zip(t["a"], t["b"], t["jaccard"]))
+
+
+def _scan_groups(scan_dir: Path) -> set:
+    t = pq.read_table(scan_dir / "exact_groups.parquet").to_pydict()
+    return set(zip(t["id"], t["duplicate_of"]))
+
+
+@pytest.fixture(scope="module")
+def scanned(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("scan") / "scan"
+    result = cluster_scan(corpus, out, ClusterScanSettings(**FORCED))
+    local = _local(tmp_path_factory.mktemp("local"), corpus)
+    yield out, result, local
+    local.close()
+
+
+def test_cluster_scan_finds_the_local_scans_pairs_and_groups(scanned):
+    out, result, local = scanned
+    assert result.pieces > 6  # the corpus really was split
+    pairs = _local_pairs(local)
+    assert len(pairs) > 500
+    assert _scan_pairs(out) == pairs  # same ids, same exact Jaccard
+    groups = set(local.conn.execute("SELECT id, duplicate_of FROM exact_duplicates"))
+    assert len(groups) >= 50
+    assert _scan_groups(out) == groups
+    local_run = local.conn.execute("SELECT counts FROM runs WHERE command = 'scan'").fetchone()[0]
+    counts = json.loads(local_run)
+    assert (result.candidates, result.prefiltered, result.verified) == (
+        counts["candidates"], counts["prefiltered"], counts["verified"])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [i["documents"] for i in manifest["inputs"]] == [s["documents"] for s in
+                                                            [dict(zip(("documents",), r)) for r in
+                                                             local.conn.execute("SELECT documents FROM sources ORDER BY id")]]
+    assert manifest["inputs"][1]["integer_ids"] and not manifest["inputs"][0]["integer_ids"]
+
+
+def test_imported_project_clusters_as_the_local_one(scanned, tmp_path):
+    out, result, local = scanned
+    project = import_scan(out, tmp_path / "review.db")
+    view = partial_view(project)
+    assert view["documents"] == result.participants < view["corpus_documents"] == local.document_count()
+    ids = project.ids_for(range(project.document_count()))
+    local_ord = decisions.ords_for_ids(local, ids)
+    mine, theirs = load_graph(project), load_graph(local)
+    for threshold in (0.5, 0.62, 0.8, 0.95, 1.0):
+        for policy in ("components", "greedy"):
+            a = cluster(mine, threshold, policy)
+            b = cluster(theirs, threshold, policy)
+            # the same keeper for every imported document, by id; every other local document kept
+            keeper_ids = [None if k < 0 else ids[k] for k in a.keeper.tolist()]
+            expected = [None if b.keeper[local_ord[i]] < 0 else local.ids_for([int(b.keeper[local_ord[i]])])[0]
+                        for i in ids]
+            assert keeper_ids == expected, (threshold, policy)
+            assert a.removed_count == b.removed_count
+            assert np.array_equal(a.reason, b.reason[[local_ord[i] for i in ids]])
+    # integer ids come back as numbers, as from a local load
+    assert set(type(x) for x in project.json_ids_for(range(project.document_count()))) == {str, int}
+    project.close()
+
+
+def _decide(project: Project) -> None:
+    """The same reviewer decisions, by id, in either project."""
+    graph = load_graph(project)
+    c = cluster(graph, 0.7, "components")
+    removed = np.flatnonzero(c.reason == 2)[:6]  # near duplicates
+    ids = project.ids_for(removed.tolist())
+    keepers = project.ids_for(c.keeper[removed].tolist())
+    decisions.record(project, "keep", ids[0], threshold=0.7, policy="components")
+    decisions.record(project, "not_duplicate", ids[1], keepers[1], threshold=0.7, policy="components")
+    decisions.record(project, "remove", keepers[2], threshold=0.7, policy="components")
+
+
+def test_cluster_export_writes_the_local_exports_records(scanned, corpus, tmp_path):
+    out, _, _ = scanned
+    review = import_scan(out, tmp_path / "review.db")
+    local = _local(tmp_path, corpus)
+    _decide(local)
+    # the same decisions, recorded against the imported project by the same ids
+    for d in decisions.active(local):
+        decisions.record(review, d.kind, d.doc_id, d.other_id, threshold=0.7, policy="components")
+    review.close()
+    local_out = tmp_path / "local.jsonl"
+    decisions.export_curated(local, 0.7, "components", local_out, removed_out=tmp_path / "local.removed.jsonl")
+    curated = tmp_path / "curated"
+    r = cluster_export(tmp_path / "review.db", 0.7, "components", corpus, curated)
+    shards = [curated / f.name for f in corpus]
+    assert b"".join(s.read_bytes() for s in shards) == local_out.read_bytes()
+    kept_local = sum(1 for _ in open(local_out))
+    assert r.kept == kept_local and r.removed == local.document_count() - kept_local
+    removed = {json.dumps(json.loads(x), sort_keys=True) for x in open(curated / "removed.jsonl")}
+    assert removed == {json.dumps(json.loads(x), sort_keys=True) for x in open(tmp_path / "local.removed.jsonl")}
+    manifest = json.loads((curated / "manifest.json").read_text())
+    assert manifest["counts"]["kept"] == kept_local and manifest["threshold"] == 0.7
+    assert not list(curated.glob(".*.part"))
+    local.close()
+
+
+def test_the_local_export_refuses_a_partial_project(scanned, tmp_path):
+    out, _, _ = scanned
+    project = import_scan(out, tmp_path / "review.db")
+    with pytest.raises(ProjectError, match="cluster-export"):
+        decisions.export_curated(project, 0.8, "components", tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
+    project.close()
+
+
+def test_cluster_export_refuses_a_changed_shard_and_writes_nothing(scanned, corpus, tmp_path):
+    out, _, _ = scanned
+    import_scan(out, tmp_path / "review.db").close()
+    changed = [tmp_path / f.name for f in corpus]
+    for src, dst in zip(corpus, changed):
+        dst.write_bytes(src.read_bytes())
+    with open(changed[1], "a") as fh:
+        fh.write(json.dumps({"id": 999999, "text": "a late addition"}) + "\n")
+    curated = tmp_path / "curated"
+    with pytest.raises(CorpusError, match="changed since it was scanned"):
+        cluster_export(tmp_path / "review.db", 0.8, "components", changed, curated)
+    assert not any(curated.iterdir())
+
+
+def test_parquet_shards_scan_and_export_as_locally(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    texts = _texts(random.Random(11), n_families=60, n_unique=300)
+    files = []
+    for s in range(2):
+        part = texts[s::2]
+        table = pa.table({"doc": [f"d{s}-{i}" for i in range(len(part))], "body": part,
+                          "year": [2000 + i % 20 for i in range(len(part))]})
+        files.append(tmp_path / f"shard-{s}.parquet")
+        pq.write_table(table, files[-1], row_group_size=100)
+    out = tmp_path / "scan"
+    cluster_scan(files, out, ClusterScanSettings(id_field="doc", text_field="body", piece_bytes=1, partitions=2))
+    local = _local(tmp_path, files, id_field="doc", text_field="body")
+    assert _scan_pairs(out) == _local_pairs(local) and len(_local_pairs(local)) > 100
+    import_scan(out, tmp_path / "review.db").close()
+    curated = tmp_path / "curated"
+    cluster_export(tmp_path / "review.db", 0.75, "components", files, curated)
+    decisions.export_curated(local, 0.75, "components", tmp_path / "local.parquet", fmt="parquet")
+    mine = pa.concat_tables([pq.read_table(curated / f.name) for f in files])
+    theirs = pq.read_table(tmp_path / "local.parquet")
+    assert mine.schema.names == ["doc", "body", "year"]
+    assert mine.to_pylist() == theirs.to_pylist()
+    local.close()
+
+
+def test_bad_records_stop_the_scan_at_their_file_and_line(tmp_path):
+    good = tmp_path / "a.jsonl"
+    good.write_text("".join(json.dumps({"id": f"a{i}", "text": f"text number {i}"}) + "\n" for i in range(300)))
+    bad = tmp_path / "b.jsonl"
+    lines = [json.dumps({"id": f"b{i}", "text": f"other text {i}"}) for i in range(300)]
+    lines[211] = '{"id": "b211", "text": '  # malformed
+    lines[250] = json.dumps({"id": "a7", "text": "an id already used in a.jsonl"})
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorpusError) as err:
+        cluster_scan([good, bad], tmp_path / "out", ClusterScanSettings(piece_bytes=2000, partitions=2))
+    assert (err.value.path, err.value.line) == (str(bad), 212) and "malformed JSON" in err.value.message
+    assert not (tmp_path / "out").exists()
+    # with skip-bad: the same documents and skipped lines as a local load with skip-bad
+    result = cluster_scan([good, bad], tmp_path / "out", ClusterScanSettings(piece_bytes=2000, partitions=2, skip_bad=True))
+    local = Project(tmp_path / "l.db", create=True)
+    load_corpus(local, [good, bad], skip_bad=True)
+    assert result.documents == local.document_count() == 598
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    skipped = [json.loads(r[0]) for r in local.conn.execute("SELECT skipped_lines FROM sources ORDER BY id")]
+    assert [i["skipped_lines"] for i in manifest["inputs"]] == skipped == [[], [212, 251]]
+    local.close()
+
+
+def test_a_cancel_stops_the_job_and_writes_nothing(corpus, tmp_path):
+    cancel = threading.Event()
+    stages = []
+
+    def progress(stage, done, total):
+        stages.append(stage)
+        if stage == "exact":
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        cluster_scan(corpus, tmp_path / "out", ClusterScanSettings(**FORCED), control=Control(progress, cancel))
+    assert "read" in stages and "candidates" not in stages
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_cli_scan_import_export(corpus, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "scan"
+    r = runner.invoke(main, ["cluster-scan", *map(str, corpus), "--out", str(out), "--piece-mb", "1", "--partitions", "2"])
+    assert r.exit_code == 0, r.output
+    assert "near pairs >= 0.5" in r.output
+    r = runner.invoke(main, ["import", str(out), "--db", str(tmp_path / "p.db")])
+    assert r.exit_code == 0 and "partial view" in r.output, r.output
+    r = runner.invoke(main, ["export", "--db", str(tmp_path / "p.db"), "--threshold", "0.8", "--out", str(tmp_path / "x.jsonl")])
+    assert r.exit_code == 1 and "cluster-export" in r.output
+    r = runner.invoke(main, ["cluster-export", *map(str, corpus), "--db", str(tmp_path / "p.db"), "--threshold", "0.8",
+                             "--out", str(tmp_path / "curated")])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "curated").iterdir()) == sorted(
+        [f.name for f in corpus] + ["removed.jsonl", "decisions.jsonl", "manifest.json"])
+    r = runner.invoke(main, ["import", str(out), "--db", str(tmp_path / "p.db")])
+    assert r.exit_code == 1 and "already exists" in r.output
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 7, 100, 10_000])
+def test_pieces_cover_the_file_and_know_their_line_numbers(tmp_path, piece_bytes):
+    rng = random.Random(piece_bytes)
+    lines = [("x" * rng.randint(0, 30)) for _ in range(200)]
+    path = tmp_path / "c.jsonl"
+    data = "\n".join(lines) + ("\n" if piece_bytes % 2 else "")  # with and without a final newline
+    path.write_text(data)
+    info = index_file(str(path), "jsonl", piece_bytes)
+    raw = path.read_bytes()
+    assert info["size_bytes"] == len(raw)
+    starts = [p[0] for p in info["pieces"]]
+    ends = [p[1] for p in info["pieces"]]
+    assert starts[0] == 0 and ends[-1] == len(raw) and starts[1:] == ends[:-1]
+    for start, end, first_line in info["pieces"]:
+        assert first_line == raw[:start].count(b"\n") + 1
+        assert start == 0 or raw[start - 1:start] == b"\n"
