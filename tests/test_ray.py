@@ -320,3 +320,34 @@ def test_pieces_cover_the_file_and_know_their_line_numbers(tmp_path, piece_bytes
     for start, end, first_line in info["pieces"]:
         assert first_line == raw[:start].count(b"\n") + 1
         assert start == 0 or raw[start - 1:start] == b"\n"
+
+
+async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
+    from textual.widgets import Static
+
+    from dedup_tui.ui.app import create_app
+
+    from .ui.conftest import settle
+
+    out, result, local = scanned
+    db = tmp_path / "review.db"
+    import_scan(out, db).close()
+    app = create_app(db, author="tester")
+    notes = []
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        notes.extend(n.message for n in app._notifications)
+        summary = str(app.main.query_one("#summary", Static).render())
+        assert f"{result.participants:,} of {local.document_count():,} documents" in summary
+        assert any("partial view" in n and "cluster-export" in n for n in notes)
+        await pilot.press("e")  # no export dialog: the command for the cluster instead
+        await pilot.pause()
+        assert app.screen is app.main
+        assert any("dedup-tui cluster-export" in n.message and "--threshold 0.80" in n.message
+                   for n in app._notifications)
+        await pilot.press("R")  # no local rescan of a partial project
+        await pilot.pause()
+        assert app.screen is app.main and not app.main.scanning
+    with Project(db) as project:
+        with pytest.raises(ProjectError, match="cluster-scan"):
+            scan(project)

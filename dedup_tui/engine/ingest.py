@@ -523,8 +523,11 @@ def load_corpus(
     skipped and their line numbers are in the report; a file left with no documents, or one
     that cannot be read at all, is still an error.
     """
+    from .scandir import refuse_local_rescan
+
     control = control or Control()
     project.check_writable("loaded into")
+    refuse_local_rescan(project, "loaded into")
     # No id field named: "id" where the records have one, else line numbers. A named one must exist.
     id_required = id_field is not None
     id_field = id_field if id_field is not None else "id"

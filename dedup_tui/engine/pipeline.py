@@ -522,8 +522,10 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     control = control or Control()
     if project.document_count() == 0:
         raise ProjectError(f"{project.path}: no documents loaded (run dedup-tui load first)")
+    from .scandir import refuse_local_rescan
     from .store import WriteGuard
 
+    refuse_local_rescan(project, "scanned")
     # Refused while a review app in another process has the project open; held until the end.
     project.check_writable("scanned")
     guard = WriteGuard(project.path).acquire()

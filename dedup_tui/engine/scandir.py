@@ -151,6 +151,13 @@ def describe_partial(view: dict) -> str:
             f"(those in a pair or exact group) of {shown}; write the curated corpus with cluster-export")
 
 
+def refuse_local_rescan(project: Project, doing: str) -> None:
+    view = partial_view(project)
+    if view is not None:
+        raise ProjectError(f"{project.path}: imported from a cluster scan, so it cannot be {doing} here: scan the "
+                           f"corpus again with dedup-tui cluster-scan and import that")
+
+
 def refuse_local_export(project: Project) -> None:
     view = partial_view(project)
     if view is not None:

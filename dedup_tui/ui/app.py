@@ -9,6 +9,7 @@ from pathlib import Path
 from textual.app import App
 
 from ..engine.decisions import default_author
+from ..engine.scandir import describe_partial, partial_view
 from ..engine.store import AppLock, Project, acquire_app_lock
 from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 from .commands import ActionCommands
@@ -39,6 +40,11 @@ class DedupApp(App):
             self.sub_title = literal_line(spec.db.name)
             with Project(spec.db) as project:
                 self.state_message = project.state_message()
+                partial = partial_view(project)
+            self.partial_message = describe_partial(partial) if partial else None
+            if partial:
+                self.sub_title = literal_line(f"{spec.db.name} · partial view of {partial.get('corpus_documents', 0):,} "
+                                              f"documents")
         except BaseException:
             self.project_lock.release()
             raise
@@ -53,6 +59,8 @@ class DedupApp(App):
             self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
             self.notify(self.state_message, title="Scan incomplete", severity="warning", timeout=15, markup=False)
+        if self.partial_message:
+            self.notify(self.partial_message, title="Imported from a cluster scan", timeout=12, markup=False)
 
     def on_unmount(self) -> None:
         try:

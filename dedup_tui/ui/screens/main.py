@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import json
 import sqlite3
 import threading
@@ -25,6 +27,7 @@ from ...engine.ingest import load_corpus
 from ...engine.pipeline import ScanSettings, load_graph, scan
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
+from ...engine.scandir import partial_view
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
@@ -48,6 +51,7 @@ class MainScreen(Screen):
     ACTIONS = MAIN_ACTIONS
     PAGE = 100
     NARROW = 110
+    partial: dict | None = None  # an imported cluster scan: scandir.partial_view
 
     def __init__(self, spec, review: ReviewState) -> None:
         super().__init__()
@@ -122,6 +126,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.project = Project(self.spec.db)
+        self.partial = partial_view(self.project)
         saved = self.project.get_meta("ui_state")
         if saved:
             state = json.loads(saved)
@@ -250,6 +255,11 @@ class MainScreen(Screen):
     def action_rescan(self) -> None:
         """Scan again (after a cancel or a failure, or with another floor or shingle size)."""
         if self.scanning:
+            return
+        if self.partial:
+            self.notify("This project was imported from a cluster scan: scan again with dedup-tui cluster-scan "
+                        "(--floor, --k) and import that.", title="Partial view", severity="warning", timeout=12,
+                        markup=False)
             return
         load = bool(self.spec.corpus) and not self.project.has_documents()
         params = self.project.scan_params() or {}
@@ -389,13 +399,15 @@ class MainScreen(Screen):
         else:
             c = self.index.counts
             stale = self.index.threshold != self.threshold or self.index.policy != self.policy
+            partial = self.partial
+            corpus_docs = int(partial.get("corpus_documents", c.documents)) if partial else c.documents
             parts = [
-                (f"{c.documents:,}", " documents"),
+                (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents"),
                 (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
                 (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {self.index.threshold:.2f}"),
                 (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, "
                                     f"{c.clusters - c.decided_clusters:,} to review"),
-                (f"{c.kept:,}", " kept"),
+                (f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}", " kept"),
                 (f"{c.removed:,}", " removed"),
             ]
             for i, (num, label) in enumerate(parts):
@@ -908,6 +920,13 @@ class MainScreen(Screen):
 
     # export
     def action_export(self) -> None:
+        if self.partial:
+            inputs = " ".join(shlex.quote(p) for p in self.partial.get("inputs", []))
+            self.notify(f"This project holds only the documents with a duplicate; write the curated corpus on the "
+                        f"cluster:\ndedup-tui cluster-export {inputs} --db {shlex.quote(str(self.spec.db))} "
+                        f"--threshold {self.threshold:.2f} --policy {self.policy} --out CURATED_DIR",
+                        title="Partial view", severity="warning", timeout=20, markup=False)
+            return
         default = default_export_path(self.spec.db)
         if self.last_export is not None:
             default = self.last_export
