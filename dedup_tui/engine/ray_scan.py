@@ -98,6 +98,7 @@ class ClusterScanResult:
     skipped_candidates: int = 0
     skipped_records: int = 0
     pieces: int = 0
+    shuffle_bytes: dict = field(default_factory=dict)  # stage -> bytes its reducers received
     timings: dict = field(default_factory=dict)
 
 
@@ -306,15 +307,18 @@ def ids_by_partition(keys: dict, base: int, partitions: int):
     return tuple(out) if partitions > 1 else out[0]
 
 
-def repeated_ids(*parts) -> list[tuple[str, list[int]]]:
+def repeated_ids(*parts) -> tuple[list[tuple[str, list[int]]], int]:
+    """Ids given more than once, with their positions; and the bytes this partition received."""
     seen: dict[str, int] = {}
     repeats: dict[str, list[int]] = {}
+    received = 0
     for positions, ids in parts:
+        received += positions.nbytes + sum(len(i.encode("utf-8", "surrogatepass")) for i in ids)
         for pos, i in zip(positions.tolist(), ids):
             first = seen.setdefault(i, pos)
             if first != pos:
                 repeats.setdefault(i, [first]).append(pos)
-    return [(i, sorted(p)) for i, p in repeats.items()]
+    return [(i, sorted(p)) for i, p in repeats.items()], received
 
 
 def _ords(base: int, n: int, dropped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -336,20 +340,22 @@ def digests_by_partition(keys: dict, base: int, dropped: np.ndarray, partitions:
     return tuple(out) if partitions > 1 else out[0]
 
 
-def exact_copies(*parts) -> tuple[np.ndarray, np.ndarray]:
-    """(ords of exact duplicates, ords of their first copies) within one partition."""
+def exact_copies(*parts) -> tuple[np.ndarray, np.ndarray, int]:
+    """(ords of exact duplicates, ords of their first copies) within one partition; and the
+    bytes it received."""
     ords = np.concatenate([p[0] for p in parts])
     digests = np.concatenate([p[1] for p in parts])
+    received = ords.nbytes + digests.nbytes
     if not len(ords):
         e = np.empty(0, np.int64)
-        return e, e
+        return e, e, received
     words = np.ascontiguousarray(digests).view(np.uint64)
     order = np.lexsort((ords, words[:, 3], words[:, 2], words[:, 1], words[:, 0]))
     words, ords = words[order], ords[order]
     new = np.r_[True, (words[1:] != words[:-1]).any(axis=1)]
     first = ords[np.flatnonzero(new)][np.cumsum(new) - 1]
     dup = ~new
-    return ords[dup], first[dup]
+    return ords[dup], first[dup], received
 
 
 def piece_reps(base: int, n: int, dropped: np.ndarray, dup_ords: np.ndarray):
@@ -403,7 +409,8 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
     packed = np.ascontiguousarray(np.concatenate([p[4] for p in parts])[order]) if len(order) else \
         np.empty((0, -(-num_perm // 16)), np.uint64)
     empty = np.empty(0, np.int64)
-    stats = (0, empty)
+    received = sum(x.nbytes for p in parts for x in p)
+    stats = (0, empty, received)
     if len(rep) < 2:
         return (*[empty] * n_pieces, stats)
     local = np.searchsorted(table, rep)
@@ -433,12 +440,13 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
     g = g[np.r_[True, g[1:] != g[:-1]]] if len(g) > 1 else g
     piece_of = np.searchsorted(rep_piece_bounds, g // n_reps, side="right") - 1
     cuts = np.searchsorted(piece_of, np.arange(n_pieces + 1))
-    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized))
+    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received))
 
 
-def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, text_refs: list, *candidates):
+def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int, text_refs: list, *candidates):
     """Exact Jaccard of the candidate pairs whose earlier document is in this piece:
-    (ords a, ords b, jaccard >= floor, pairs compared)."""
+    (ords a, ords b, jaccard >= floor, pairs compared, distinct candidates, bytes received: the
+    candidates and the other pieces' texts)."""
     import ray
 
     from . import kernels
@@ -446,7 +454,8 @@ def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, text_refs
     keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
     e = np.empty(0, np.int64)
     if not len(keys):
-        return e, e, np.empty(0, np.float64), 0, 0
+        return e, e, np.empty(0, np.float64), 0, 0, 0
+    received = keys.nbytes
     keys.sort()
     keys = keys[np.r_[True, keys[1:] != keys[:-1]]]
     lo, hi = keys // n_reps, keys % n_reps
@@ -457,6 +466,7 @@ def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, text_refs
     needed = np.unique(piece_of).tolist()
     texts = ray.get([text_refs[p] for p in needed])
     for p, (data, offsets) in zip(needed, texts):
+        received += (data.nbytes + offsets.nbytes) if p != own else 0
         mine = docs[piece_of == p]
         local, ords, _ = piece_reps(pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"],
                                     pieces_info["dup_ords"])
@@ -478,7 +488,7 @@ def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, text_refs
         inter = kernels.intersections(values, offsets, ra[possible], rb[possible])
         j[possible] = jaccard_from_counts(inter, sa[possible], sb[possible])
     good = np.flatnonzero(j >= floor)
-    return doc_ords[ra[good]], doc_ords[rb[good]], j[good], len(possible), len(keys)
+    return doc_ords[ra[good]], doc_ords[rb[good]], j[good], len(possible), len(keys), received
 
 
 def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int, dropped: np.ndarray,
@@ -660,8 +670,9 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
                for p in range(n_pieces)]
     if partitions == 1:
         id_maps = [[m] for m in id_maps]
-    repeats = [r for part in stage.run("ids", [remote(repeated_ids).remote(*[m[q] for m in id_maps])
-                                               for q in range(partitions)]) for r in part]
+    id_parts = stage.run("ids", [remote(repeated_ids).remote(*[m[q] for m in id_maps]) for q in range(partitions)])
+    repeats = [r for part, _ in id_parts for r in part]
+    result.shuffle_bytes["ids"] = sum(b for _, b in id_parts)
     dropped = np.empty(0, np.int64)
     if repeats:
         def where(pos: int) -> tuple[int, int]:
@@ -692,6 +703,7 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
     groups = stage.run("exact", [remote(exact_copies).remote(*[m[q] for m in maps]) for q in range(partitions)])
     dup_ords = np.concatenate([g[0] for g in groups])
     first_ords = np.concatenate([g[1] for g in groups])
+    result.shuffle_bytes["exact"] = sum(g[2] for g in groups)
     order = np.argsort(dup_ords)
     dup_ords, first_ords = dup_ords[order], first_ords[order]
     result.exact_duplicates = len(dup_ords)
@@ -725,7 +737,8 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
             n_reps, settings.num_perm, min_agree, settings.max_bucket, bounds_ref, *[e[q] for e in entries])
             for q in range(partitions)]
         stats = stage.run("candidates", [r[n_pieces] for r in reduced])
-        for generated, oversized in stats:
+        result.shuffle_bytes["bands"] = sum(x[2] for x in stats)
+        for generated, oversized, _ in stats:
             result.candidates += generated
             result.oversized_buckets += len(oversized)
             if len(oversized):
@@ -738,8 +751,9 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
         info_ref = ray.put({"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped,
                             "dup_ords": dup_ords})
         verified = stage.run("verify", [remote(verify_piece).remote(
-            n_reps, settings.k, settings.floor, info_ref, text_refs, *[r[p] for r in reduced])
+            n_reps, settings.k, settings.floor, info_ref, p, text_refs, *[r[p] for r in reduced])
             for p in range(n_pieces)])
+        result.shuffle_bytes["verify"] = sum(v[5] for v in verified)
         pairs_a = np.concatenate([v[0] for v in verified])
         pairs_b = np.concatenate([v[1] for v in verified])
         pairs_j = np.concatenate([v[2] for v in verified])
@@ -808,7 +822,8 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
                    "max_bucket": settings.max_bucket, "method": "lsh", "bands": banding.bands, "rows": banding.rows,
                    "id_field": settings.id_field or "id", "text_field": settings.text_field,
                    "skip_bad": settings.skip_bad},
-        "counts": {k_: v for k_, v in asdict(result).items() if k_ != "timings"},
+        "counts": {k_: v for k_, v in asdict(result).items() if k_ not in ("timings", "shuffle_bytes")},
+        "shuffle_bytes": result.shuffle_bytes,
         "cluster": {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": cpus, "pieces": n_pieces,
                     "partitions": partitions},
         "timings": timings,
