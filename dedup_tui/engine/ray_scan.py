@@ -292,7 +292,10 @@ def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
 # -- shuffles --------------------------------------------------------------------------------------
 
 def _split(part: np.ndarray, partitions: int, *columns):
-    """Rows of each column per partition (0..partitions-1), in their order."""
+    """Rows of each column per partition (0..partitions-1), in their order. (A stable sort of
+    int16 part numbers is numpy's radix sort.)"""
+    if partitions < 1 << 15:
+        part = part.astype(np.int16, copy=False)
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(partitions + 1))
     return [tuple(c[order[cuts[p]:cuts[p + 1]]] for c in columns) for p in range(partitions)]
@@ -372,59 +375,86 @@ def piece_reps(base: int, n: int, dropped: np.ndarray, dup_ords: np.ndarray):
 
 def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.ndarray, index_bits: int,
                  bands: int, rows: int, partitions: int):
-    """Per partition: (band, bucket, rep) of this piece's first copies, and the packed
-    nibbles of the reps it names (once each)."""
+    """Per partition: (band, key) of this piece's first copies, the key being the local
+    scan's (the band key with the rep index in its low index_bits bits, so the bucket is the
+    high bits), and the reps it names with their packed nibbles (once each)."""
     local, _, reps = piece_reps(base, len(sig), dropped, dup_ords)
     s = np.ascontiguousarray(sig[local])
     packed = lsh.pack_nibbles(s) if len(s) else np.empty((0, -(-sig.shape[1] // 16)), np.uint64)
     n = len(reps)
-    bucket = np.empty((bands, n), np.uint64)
+    mask = np.uint64((1 << index_bits) - 1)
+    keys = np.empty((bands, n), np.uint64)
     for b in range(bands):
-        bucket[b] = lsh.band_keys(s, b, rows) >> np.uint64(index_bits)
-    band = np.repeat(np.arange(bands, dtype=np.int64), n)
-    bucket = bucket.ravel()
-    which = np.tile(np.arange(n, dtype=np.int64), bands)
+        k = lsh.band_keys(s, b, rows)
+        k &= ~mask
+        k |= reps.astype(np.uint64)
+        keys[b] = k
+    keys = keys.ravel()
+    band = np.repeat(np.arange(bands, dtype=np.int16), n)
     with np.errstate(over="ignore"):
-        h = (bucket + band.astype(np.uint64) * _MIX) * _MIX
-    part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int64)
+        h = ((keys >> np.uint64(index_bits)) + band.astype(np.uint64) * _MIX) * _MIX
+    part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int16)  # int16: a radix sort
+    del h
+    which = np.tile(np.arange(n, dtype=np.int64), bands)
     out = []
-    for b_, k_, w_ in _split(part, partitions, band, bucket, which):
+    for b_, k_, w_ in _split(part, partitions, band, keys, which):
         named = np.unique(w_)
-        out.append((b_, k_, reps[w_], reps[named], packed[named]))
+        out.append((b_, k_, reps[named], packed[named]))
     return tuple(out) if partitions > 1 else out[0]
 
 
 def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_piece_bounds: np.ndarray, *parts):
     """Candidate pairs (lo * n_reps + hi, rep indices) of one partition's buckets, grouped by
-    the piece of lo; plus (generated, oversized bucket sizes)."""
+    the piece of lo; plus (generated, oversized bucket sizes, bytes received). As the local
+    scan: per band, one sort of the keys gives the buckets (runs of equal high bits) and
+    their members (the low bits)."""
     from . import kernels
 
     n_pieces = len(rep_piece_bounds) - 1
+    index_bits = max(1, (n_reps - 1).bit_length())
+    mask = np.uint64((1 << index_bits) - 1)
     band = np.concatenate([p[0] for p in parts])
-    bucket = np.concatenate([p[1] for p in parts])
-    rep = np.concatenate([p[2] for p in parts])
-    table = np.concatenate([p[3] for p in parts])
-    order = np.argsort(table, kind="stable")
+    keys = np.concatenate([p[1] for p in parts])
+    table = np.concatenate([p[2] for p in parts])
+    order = np.argsort(table)
     table = table[order]
-    packed = np.ascontiguousarray(np.concatenate([p[4] for p in parts])[order]) if len(order) else \
+    packed = np.ascontiguousarray(np.concatenate([p[3] for p in parts])[order]) if len(order) else \
         np.empty((0, -(-num_perm // 16)), np.uint64)
-    empty = np.empty(0, np.int64)
     received = sum(x.nbytes for p in parts for x in p)
-    stats = (0, empty, received)
-    if len(rep) < 2:
-        return (*[empty] * n_pieces, stats)
-    local = np.searchsorted(table, rep)
-    order = np.lexsort((local, bucket, band))
-    band, bucket, local = band[order], bucket[order], local[order]
-    boundary = np.r_[True, (band[1:] != band[:-1]) | (bucket[1:] != bucket[:-1])]
-    run_start = np.flatnonzero(boundary)
-    run_len = np.diff(np.append(run_start, len(local)))
-    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
-    usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket > 0 else True)
-    run_start, run_len = run_start[usable], run_len[usable]
+    empty = np.empty(0, np.int64)
+    by_band = np.argsort(band, kind="stable")  # int16: radix
+    sorted_band = band[by_band]
+    band_cuts = np.flatnonzero(np.r_[True, sorted_band[1:] != sorted_band[:-1], True]) if len(band) else [0]
+    del sorted_band
+    del band
+    members, starts, lens, oversized_parts = [], [], [], []
+    offset = 0
+    for lo, hi in zip(band_cuts[:-1], band_cuts[1:]):
+        k = keys[by_band[lo:hi]]
+        k.sort()
+        rep = (k & mask).astype(np.int64)
+        k >>= np.uint64(index_bits)
+        run_start = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        run_len = np.diff(np.append(run_start, len(k)))
+        del k
+        if max_bucket > 0:
+            oversized_parts.append(run_len[run_len > max_bucket])
+        usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket > 0 else True)
+        # only the members of usable buckets (most are singletons) are looked up in the table
+        run_len = run_len[usable]
+        rep = rep[np.repeat(usable, np.diff(np.append(run_start, len(rep))))]
+        members.append(np.searchsorted(table, rep))
+        starts.append(np.cumsum(run_len) - run_len + offset)
+        lens.append(run_len)
+        offset += len(rep)
+    del keys, by_band
+    oversized = np.concatenate(oversized_parts) if oversized_parts else empty
+    local = np.concatenate(members) if members else empty
+    run_start = np.concatenate(starts) if starts else empty
+    run_len = np.concatenate(lens) if lens else empty
     generated = int((run_len * (run_len - 1) // 2).sum())
     n_t = len(table)
-    parts_out = []
+    found = []
     resume = np.array([0, 0, 1], np.int64)
     dummy_sig = np.zeros((1, 1), np.uint32)
     dummy_state = np.zeros(1, np.int8)
@@ -432,12 +462,13 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
         out = np.empty(1 << 21, np.int64)
         written = kernels.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, 0, 1,
                                          dummy_state, n_t, out, resume)
-        parts_out.append(out[:written].copy())
-    keys = np.concatenate(parts_out) if parts_out else empty
-    lo, hi = table[keys // n_t], table[keys % n_t]  # table is sorted: lo < hi stays
-    g = lo * n_reps + hi
+        found.append(out[:written].copy())
+    local_keys = np.concatenate(found) if found else empty
+    g = table[local_keys // n_t] * n_reps + table[local_keys % n_t]  # table is sorted: lo < hi stays
+    del local_keys
     g.sort()
-    g = g[np.r_[True, g[1:] != g[:-1]]] if len(g) > 1 else g
+    if len(g) > 1:
+        g = g[np.r_[True, g[1:] != g[:-1]]]
     piece_of = np.searchsorted(rep_piece_bounds, g // n_reps, side="right") - 1
     cuts = np.searchsorted(piece_of, np.arange(n_pieces + 1))
     return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received))
