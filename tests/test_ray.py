@@ -351,3 +351,22 @@ async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
     with Project(db) as project:
         with pytest.raises(ProjectError, match="cluster-scan"):
             scan(project)
+
+
+def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
+    import gzip
+
+    files = [corpus[0], tmp_path / "part-1.jsonl.gz"]
+    with gzip.open(files[1], "wb") as fh:
+        fh.write(corpus[1].read_bytes())
+    out = tmp_path / "scan"
+    cluster_scan(files, out, ClusterScanSettings(**FORCED))
+    local = _local(tmp_path, files)
+    assert _scan_pairs(out) == _local_pairs(local) and len(_local_pairs(local)) > 100
+    # cluster-export of a local project: the local export, split by shard
+    decisions.export_curated(local, 0.6, "greedy", tmp_path / "local.jsonl")
+    curated = tmp_path / "curated"
+    cluster_export(tmp_path / "local.db", 0.6, "greedy", files, curated)
+    written = (curated / files[0].name).read_bytes() + gzip.decompress((curated / files[1].name).read_bytes())
+    assert written == (tmp_path / "local.jsonl").read_bytes()
+    local.close()
