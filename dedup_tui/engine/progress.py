@@ -19,6 +19,11 @@ STAGE_NAMES = {
     "write": "Saving",
     "graph": "Reading pairs",
     "export": "Exporting",
+    # the cluster scan's stages (counted in tasks)
+    "index": "Indexing files",
+    "read": "Reading pieces",
+    "ids": "Checking ids",
+    "documents": "Collecting",
 }
 
 # progress(stage, done, total): total may be 0 when unknown.
