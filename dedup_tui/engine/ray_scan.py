@@ -474,7 +474,8 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
     return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received))
 
 
-def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int, text_refs: list, *candidates):
+def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int, own_text, text_refs: list,
+                 *candidates):
     """Exact Jaccard of the candidate pairs whose earlier document is in this piece:
     (ords a, ords b, jaccard >= floor, pairs compared, distinct candidates, bytes received: the
     candidates and the other pieces' texts)."""
@@ -495,7 +496,12 @@ def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int,
     piece_of = np.searchsorted(bounds, docs, side="right") - 1
     values_parts, sizes_parts, ords_parts = [], [], []
     needed = np.unique(piece_of).tolist()
-    texts = ray.get([text_refs[p] for p in needed])
+    # The piece's own text is an argument, so Ray runs the task where that text already is;
+    # the texts of the other pieces its pairs reach are fetched.
+    others = [p for p in needed if p != own]
+    fetched = dict(zip(others, ray.get([text_refs[p] for p in others])))
+    fetched[own] = own_text
+    texts = [fetched[p] for p in needed]
     for p, (data, offsets) in zip(needed, texts):
         received += (data.nbytes + offsets.nbytes) if p != own else 0
         mine = docs[piece_of == p]
@@ -782,7 +788,7 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
         info_ref = ray.put({"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped,
                             "dup_ords": dup_ords})
         verified = stage.run("verify", [remote(verify_piece).remote(
-            n_reps, settings.k, settings.floor, info_ref, p, text_refs, *[r[p] for r in reduced])
+            n_reps, settings.k, settings.floor, info_ref, p, text_refs[p], text_refs, *[r[p] for r in reduced])
             for p in range(n_pieces)])
         result.shuffle_bytes["verify"] = sum(v[5] for v in verified)
         pairs_a = np.concatenate([v[0] for v in verified])

@@ -120,7 +120,8 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
                 scan_state="complete", scan_params=json.dumps(params),
                 partial_view=json.dumps({"scan_dir": str(scan_dir.resolve()), "corpus_documents": total,
                                          "documents": len(ords), "inputs": [inp["path"] for inp in manifest["inputs"]],
-                                         "imported_at": now_iso()}))
+                                         "imported_at": now_iso()}),
+                cluster_manifest=json.dumps(manifest))
             counts = dict(manifest.get("counts", {}))
             project.finish_run(run_id, "complete", manifest.get("timings", {}), counts)
         control.report("write", len(a), len(a))
