@@ -97,6 +97,7 @@ class ClusterScanResult:
     largest_bucket: int = 0
     skipped_candidates: int = 0
     skipped_records: int = 0
+    band_reports: int = 0  # pairs passing the prefilter, counted once per band sharing a bucket
     pieces: int = 0
     shuffle_bytes: dict = field(default_factory=dict)  # stage -> bytes its reducers received
     timings: dict = field(default_factory=dict)
@@ -464,6 +465,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
                                          dummy_state, n_t, out, resume)
         found.append(out[:written].copy())
     local_keys = np.concatenate(found) if found else empty
+    reports = len(local_keys)
     g = table[local_keys // n_t] * n_reps + table[local_keys % n_t]  # table is sorted: lo < hi stays
     del local_keys
     g.sort()
@@ -471,7 +473,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
         g = g[np.r_[True, g[1:] != g[:-1]]]
     piece_of = np.searchsorted(rep_piece_bounds, g // n_reps, side="right") - 1
     cuts = np.searchsorted(piece_of, np.arange(n_pieces + 1))
-    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received))
+    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received, reports))
 
 
 def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int, own_text, text_refs: list,
@@ -775,7 +777,8 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
             for q in range(partitions)]
         stats = stage.run("candidates", [r[n_pieces] for r in reduced])
         result.shuffle_bytes["bands"] = sum(x[2] for x in stats)
-        for generated, oversized, _ in stats:
+        result.band_reports = sum(x[3] for x in stats)
+        for generated, oversized, _, _ in stats:
             result.candidates += generated
             result.oversized_buckets += len(oversized)
             if len(oversized):
