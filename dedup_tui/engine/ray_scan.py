@@ -18,8 +18,10 @@ The driver only plans and collects small arrays; every pass over the corpus is a
    of 2..max_bucket members gives its pairs that pass the 4-bit agreement prefilter (the
    compiled `band_survivors`); every piece of the shuffle carries the packed nibbles of the
    documents it names once, not once per band.
-6. verify: pairs go to a task per piece of their earlier document, which shingles both
-   sides (fetching the other pieces' texts it needs) and keeps exact Jaccard >= floor.
+6. verify: pairs go to a task per group of consecutive pieces (the group of their earlier
+   document), which runs where that group's texts are, fetches the other pieces' texts its
+   pairs reach, and verifies them as the local scan does (component by component, on more
+   CPUs when the group holds more than its share of the pairs), keeping Jaccard >= floor.
 7. documents: the pieces are read again and the records of every document in some pair
    or exact group are collected for `dedup-tui import`.
 
@@ -32,6 +34,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import time
 import zlib
@@ -53,6 +56,8 @@ from .store import now_iso
 SCAN_FORMAT = "dedup-tui cluster scan"
 SCAN_VERSION = 1
 PIECE_BYTES = 64 << 20
+# A verify task with fewer candidate pairs than this runs on one CPU.
+VERIFY_TASK_PAIRS = 1_000_000
 _BLOCK = 1 << 20
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 RAY_MISSING = 'the cluster commands need Ray: pip install "dedup-tui[ray]"'
@@ -404,14 +409,14 @@ def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.n
     return tuple(out) if partitions > 1 else out[0]
 
 
-def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_piece_bounds: np.ndarray, *parts):
+def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, group_bounds: np.ndarray, *parts):
     """Candidate pairs (lo * n_reps + hi, rep indices) of one partition's buckets, grouped by
     the piece of lo; plus (generated, oversized bucket sizes, bytes received). As the local
     scan: per band, one sort of the keys gives the buckets (runs of equal high bits) and
     their members (the low bits)."""
     from . import kernels
 
-    n_pieces = len(rep_piece_bounds) - 1
+    n_groups = len(group_bounds) - 1
     index_bits = max(1, (n_reps - 1).bit_length())
     mask = np.uint64((1 << index_bits) - 1)
     band = np.concatenate([p[0] for p in parts])
@@ -471,63 +476,91 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, rep_
     g.sort()
     if len(g) > 1:
         g = g[np.r_[True, g[1:] != g[:-1]]]
-    piece_of = np.searchsorted(rep_piece_bounds, g // n_reps, side="right") - 1
-    cuts = np.searchsorted(piece_of, np.arange(n_pieces + 1))
-    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_pieces)], (generated, oversized, received, reports))
+    group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
+    cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
+    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_groups)], (generated, oversized, received, reports,
+                                                                  np.diff(cuts)))
 
 
-def verify_piece(n_reps: int, k: int, floor: float, pieces_info: dict, own: int, own_text, text_refs: list,
-                 *candidates):
-    """Exact Jaccard of the candidate pairs whose earlier document is in this piece:
-    (ords a, ords b, jaccard >= floor, pairs compared, distinct candidates, bytes received: the
-    candidates and the other pieces' texts)."""
+def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list[int], threads: int,
+                 text_refs: list, *args):
+    """Exact Jaccard of the candidate pairs whose earlier document is in this group of pieces
+    (args: the texts of the `own` pieces, then the candidate arrays), by the
+    local scan's own verification (component by component: a template family's pairs are
+    compared over the family's fingerprints only) on `threads` threads (the CPUs the
+    scheduler gave the task): (ords a, ords b, jaccard >= floor, pairs compared, distinct
+    candidates, bytes received: the candidates and the other pieces' texts)."""
     import ray
 
     from . import kernels
+    from .pipeline import ScanSettings, _CandidatePairs, _Threads, _verify
 
+    own_texts, candidates = args[:len(own)], args[len(own):]
     keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
     e = np.empty(0, np.int64)
     if not len(keys):
         return e, e, np.empty(0, np.float64), 0, 0, 0
     received = keys.nbytes
-    keys.sort()
-    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]
     lo, hi = keys // n_reps, keys % n_reps
+    del keys
+    first = int(lo.min())
+    span = int(max(lo.max(), hi.max())) - first + 1
+    if span <= 32 * len(lo):  # the documents' index by a table over their span: no sort, no search
+        seen = np.zeros(span, bool)
+        seen[lo - first] = True
+        seen[hi - first] = True
+        docs = np.flatnonzero(seen) + first
+        index = np.cumsum(seen, dtype=np.int64)
+        index -= 1
+        del seen
+        m = len(docs)
+        local_keys = index[lo - first] * m + index[hi - first]
+        del index
+    else:
+        docs = np.unique(np.concatenate([lo, hi]))
+        m = len(docs)
+        local_keys = np.searchsorted(docs, lo) * m + np.searchsorted(docs, hi)
+    del lo, hi
+    pairs = _CandidatePairs([local_keys], m)  # distinct pairs of indices into docs
     bounds = pieces_info["rep_bounds"]
-    docs = np.unique(np.concatenate([lo, hi]))
     piece_of = np.searchsorted(bounds, docs, side="right") - 1
-    values_parts, sizes_parts, ords_parts = [], [], []
     needed = np.unique(piece_of).tolist()
-    # The piece's own text is an argument, so Ray runs the task where that text already is;
-    # the texts of the other pieces its pairs reach are fetched.
-    others = [p for p in needed if p != own]
+    # The group's own texts are arguments, so Ray runs the task where they already are; the
+    # texts of the other pieces its pairs reach are fetched.
+    others = [p for p in needed if p not in own]
     fetched = dict(zip(others, ray.get([text_refs[p] for p in others])))
-    fetched[own] = own_text
-    texts = [fetched[p] for p in needed]
-    for p, (data, offsets) in zip(needed, texts):
-        received += (data.nbytes + offsets.nbytes) if p != own else 0
-        mine = docs[piece_of == p]
+    fetched.update(zip(own, own_texts))
+    buffers, ords_parts = [], []
+    for p in needed:
+        data, offsets = fetched[p]
+        received += (data.nbytes + offsets.nbytes) if p not in own else 0
+        mine = docs[piece_of == p] - bounds[p]
         local, ords, _ = piece_reps(pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"],
                                     pieces_info["dup_ords"])
-        rows = local[mine - bounds[p]]
-        values, offsets_ = kernels.shingle_rows(kernels.TextBuffer(data, offsets), rows, k)
-        values_parts.append(values)
-        sizes_parts.append(np.diff(offsets_))
-        ords_parts.append(ords[mine - bounds[p]])
-    values = np.concatenate(values_parts)
-    sizes = np.concatenate(sizes_parts)
-    offsets = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+        buffers.append(_select(data, offsets, local[mine]))
+        ords_parts.append(ords[mine])
+    del fetched
+    text = kernels.TextBuffer.concat(buffers)
     doc_ords = np.concatenate(ords_parts)
-    ra, rb = np.searchsorted(docs, lo), np.searchsorted(docs, hi)
-    sa, sb = sizes[ra], sizes[rb]
-    possible = np.flatnonzero(np.minimum(sa, sb) / np.maximum(sa, sb) >= floor)
-    j = np.zeros(len(lo), np.float64)
-    if len(possible):
-        inter = kernels.intersections(values, offsets, ra[possible], rb[possible])
-        j[possible] = jaccard_from_counts(inter, sa[possible], sb[possible])
-    good = np.flatnonzero(j >= floor)
-    return doc_ords[ra[good]], doc_ords[rb[good]], j[good], len(possible), len(keys), received
+    settings = ScanSettings(k=k, floor=floor)
+    pool = _Threads(max(1, threads))
+    try:
+        a, b, j, compared = _verify(text, doc_ords, pairs, settings, Control(), pool, kernels)
+    finally:
+        pool.close()
+    return a, b, j, compared, pairs.count, received
+
+
+def _select(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
+    """The TextBuffer of the given rows of (data, offsets)."""
+    from .kernels import TextBuffer
+
+    starts, ends = offsets[rows], offsets[rows + 1]
+    lengths = ends - starts
+    new_offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    idx = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1])
+    return TextBuffer(data[idx], new_offsets)
 
 
 def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int, dropped: np.ndarray,
@@ -615,7 +648,8 @@ def _unwrap(exc: BaseException) -> BaseException:
         return cause
     if isinstance(exc, DedupError):
         return exc
-    return DedupError(f"a cluster task failed: {' '.join(str(exc).split())[:300]}")
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Ray colours its task names
+    return DedupError(f"a cluster task failed: {' '.join(text.split())[:300]}")
 
 
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
@@ -771,14 +805,18 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
             for p in range(n_pieces)]
         if partitions == 1:
             entries = [[e] for e in entries]
-        bounds_ref = ray.put(rep_bounds)
-        reduced = [remote(band_pairs).options(num_returns=n_pieces + 1).remote(
-            n_reps, settings.num_perm, min_agree, settings.max_bucket, bounds_ref, *[e[q] for e in entries])
+        # Verification groups: runs of consecutive pieces (as many as shuffle partitions), so
+        # the band shuffle makes partitions x groups objects however many pieces there are.
+        n_groups = min(n_pieces, partitions)
+        group_pieces = np.array_split(np.arange(n_pieces), n_groups)
+        group_bounds = np.array([rep_bounds[g[0]] for g in group_pieces] + [rep_bounds[-1]], np.int64)
+        reduced = [remote(band_pairs).options(num_returns=n_groups + 1).remote(
+            n_reps, settings.num_perm, min_agree, settings.max_bucket, group_bounds, *[e[q] for e in entries])
             for q in range(partitions)]
-        stats = stage.run("candidates", [r[n_pieces] for r in reduced])
+        stats = stage.run("candidates", [r[n_groups] for r in reduced])
         result.shuffle_bytes["bands"] = sum(x[2] for x in stats)
         result.band_reports = sum(x[3] for x in stats)
-        for generated, oversized, _, _ in stats:
+        for generated, oversized, *_ in stats:
             result.candidates += generated
             result.oversized_buckets += len(oversized)
             if len(oversized):
@@ -790,9 +828,16 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
         t0 = time.perf_counter()
         info_ref = ray.put({"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped,
                             "dup_ords": dup_ords})
-        verified = stage.run("verify", [remote(verify_piece).remote(
-            n_reps, settings.k, settings.floor, info_ref, p, text_refs[p], text_refs, *[r[p] for r in reduced])
-            for p in range(n_pieces)])
+        # A group holding more than a CPU's share of the pairs (a template family spread over
+        # the corpus lands on the group of its first page) gets more CPUs, up to a machine's.
+        per_group = np.sum([x[4] for x in stats], axis=0).tolist()
+        node_cpus = max(int(n.get("Resources", {}).get("CPU", 1)) for n in ray.nodes() if n.get("Alive"))
+        share = max(1, sum(per_group)) / max(1, cpus)
+        threads = [1 if c < VERIFY_TASK_PAIRS else int(min(node_cpus, max(1, round(c / share)))) for c in per_group]
+        verified = stage.run("verify", [remote(verify_group).options(num_cpus=threads[g]).remote(
+            n_reps, settings.k, settings.floor, info_ref, pieces_g.tolist(), threads[g], text_refs,
+            *[text_refs[p] for p in pieces_g], *[r[g] for r in reduced])
+            for g, pieces_g in enumerate(group_pieces)])
         result.shuffle_bytes["verify"] = sum(v[5] for v in verified)
         pairs_a = np.concatenate([v[0] for v in verified])
         pairs_b = np.concatenate([v[1] for v in verified])
