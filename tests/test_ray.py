@@ -370,3 +370,14 @@ def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
     written = (curated / files[0].name).read_bytes() + gzip.decompress((curated / files[1].name).read_bytes())
     assert written == (tmp_path / "local.jsonl").read_bytes()
     local.close()
+
+
+def test_files_given_relative_are_named_as_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("shard.jsonl").write_text("".join(json.dumps({"id": i, "text": f"note {i}"}) + "\n" for i in range(50))
+                                   + '{"id": 50, "text": 7}\n')
+    with pytest.raises(CorpusError) as err:
+        cluster_scan(["shard.jsonl"], "out", ClusterScanSettings(piece_bytes=500, partitions=2))
+    assert (err.value.path, err.value.line) == ("shard.jsonl", 51)
+    result = cluster_scan(["shard.jsonl"], "out", ClusterScanSettings(piece_bytes=500, partitions=2, skip_bad=True))
+    assert result.documents == 50 and Path("out/manifest.json").is_file()

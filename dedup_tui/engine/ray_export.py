@@ -121,13 +121,13 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
         removed_ids = frozenset(project.ids_for(removed_ords.tolist()))
         out_dir.mkdir(parents=True, exist_ok=True)
         ray = connect(address)
-        stage = _Stage(ray, control, [])
+        stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
         removed_ref = ray.put(removed_ids)
         prefixes = id_prefixes(files)
-        parts = [out_dir / f".{n}.{os.getpid()}.part" for n in names]
+        parts = [out_dir.resolve() / f".{n}.{os.getpid()}.part" for n in names]  # the workers write them
         try:
             refs = [ray.remote(export_shard).remote(
-                str(f), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
+                str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
                 removed_ref, str(part)) for f, src, prefix, part in zip(files, sources, prefixes, parts)]
             try:
                 results = stage.run("export", refs)

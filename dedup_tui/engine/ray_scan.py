@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 import zlib
 from dataclasses import asdict, dataclass, field
 from glob import glob
@@ -599,13 +600,21 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
 def connect(address: str | None = None, num_cpus: int | None = None):
     """Ray, connected: to `address` (ray://host:port, or 'auto' for the cluster this machine
     belongs to), else to the Ray already started in this process, else to a new local one."""
+    # A failed task's error reaches the user once, as a one-line error: not again as Ray's
+    # "unhandled error" log of the task's other results, never fetched.
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     ray = require_ray()
     if not ray.is_initialized():
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
-        if address:
-            ray.init(address=address, **kwargs)
-        else:
-            ray.init(num_cpus=num_cpus, **kwargs)
+        try:
+            with warnings.catch_warnings():  # Ray warns, then raises: the error says it
+                warnings.simplefilter("ignore")
+                if address:
+                    ray.init(address=address, **kwargs)
+                else:
+                    ray.init(num_cpus=num_cpus, **kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as exc:  # what ray.init raises for an address
+            raise DedupError(f"cannot reach a Ray cluster at {address}: {' '.join(str(exc).split())}") from None
     return ray
 
 
@@ -613,8 +622,11 @@ class _Stage:
     """Waits for a stage's tasks, reporting progress and honouring a cancel (which cancels
     every task still running on the cluster)."""
 
-    def __init__(self, ray, control: Control, outstanding: list):
+    def __init__(self, ray, control: Control, outstanding: list, names: dict[str, str] | None = None):
         self.ray, self.control, self.outstanding = ray, control, outstanding
+        # Tasks open files by absolute path (a worker's working folder is not ours); errors
+        # name them as the user gave them.
+        self.names = names or {}
 
     def run(self, name: str, refs: list, fetch: bool = True):
         self.outstanding[:] = list(refs)
@@ -629,7 +641,10 @@ class _Stage:
         try:
             result = self.ray.get(refs) if fetch else refs
         except Exception as exc:  # noqa: BLE001 - a task's error: show the user's error, not Ray's wrapper
-            raise _unwrap(exc) from None
+            error = _unwrap(exc)
+            if isinstance(error, CorpusError) and error.path in self.names:
+                error = CorpusError(self.names[error.path], error.line, error.message)
+            raise error from None
         self.outstanding.clear()
         return result
 
@@ -673,7 +688,7 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
         raise DedupError(RAY_MISSING) from None
     ray = connect(address)
     outstanding: list = []
-    stage = _Stage(ray, control, outstanding)
+    stage = _Stage(ray, control, outstanding, {str(f.resolve()): str(f) for f in files})
     result = ClusterScanResult()
     timings = result.timings
     t_start = time.perf_counter()
@@ -690,11 +705,11 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
 
     remote = ray.remote
     t0 = time.perf_counter()
-    index = stage.run("index", [remote(index_file).remote(str(f), fmt, settings.piece_bytes)
+    index = stage.run("index", [remote(index_file).remote(str(f.resolve()), fmt, settings.piece_bytes)
                                 for f, fmt in zip(files, formats)])
     timings["index"] = time.perf_counter() - t0
     prefixes = id_prefixes(files)
-    pieces = [PieceSpec(i, str(f), fmt, s, e, first, prefixes[i])
+    pieces = [PieceSpec(i, str(f.resolve()), fmt, s, e, first, prefixes[i])
               for i, (f, fmt, info) in enumerate(zip(files, formats, index)) for s, e, first in info["pieces"]]
     result.pieces = len(pieces)
     n_pieces = len(pieces)
