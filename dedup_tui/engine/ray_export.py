@@ -46,34 +46,32 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
     errors: list = []
     piece = PieceSpec(0, path, fmt, 0, -1, 1 if fmt == "jsonl" else 0, prefix)
     kept = dropped = 0
+
+    def decided():
+        """(record, whether it is kept) of every record the scan took."""
+        for rec in piece_records(piece, id_field, text_field, errors, {}):
+            if rec.line not in skip:
+                yield rec, (rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}") not in removed
+
     if fmt == "jsonl":
         opener = gzip.open if path.lower().endswith(".gz") else open
         with opener(part, "wb") as out:
-            for rec in piece_records(piece, id_field, text_field, errors, {}):
-                if rec.line in skip:
-                    continue
-                doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
-                if doc_id in removed:
+            for rec, keep in decided():
+                if keep:
+                    out.write(rec.record + b"\n")
+                    kept += 1
+                else:
                     dropped += 1
-                    continue
-                out.write(rec.record + b"\n")
-                kept += 1
     else:
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(path)
-        keep = np.zeros(pf.metadata.num_rows, bool)
-        for rec in piece_records(piece, id_field, text_field, errors, {}):
-            if rec.line in skip:
-                continue
-            doc_id = rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}"
-            if doc_id in removed:
-                dropped += 1
-            else:
-                keep[rec.line - 1] = True
-        table = pf.read()
-        pq.write_table(table.filter(keep), part)
-        kept = int(keep.sum())
+        mask = np.zeros(pf.metadata.num_rows, bool)
+        for rec, keep in decided():
+            mask[rec.line - 1] = keep
+            dropped += not keep
+        pq.write_table(pf.read().filter(mask), part)
+        kept = int(mask.sum())
     if errors and len({b.line for b in errors} - skip):
         bad = min(b.line for b in errors if b.line not in skip)
         raise CorpusError(path, bad, "a bad record the scan did not skip: the file changed since it was scanned")
