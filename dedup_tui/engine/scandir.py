@@ -44,13 +44,22 @@ def read_manifest(scan_dir: str | Path) -> dict:
     return manifest
 
 
-def _table(path: Path):
+def _parquet_file(path: Path):
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise DedupError('importing a cluster scan needs pyarrow: pip install "dedup-tui[parquet]"') from None
     try:
-        return pq.read_table(path)
+        return pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
+        raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
+
+
+def _table(path: Path):
+    try:
+        return _parquet_file(path).read()
+    except DedupError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
         raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
@@ -66,10 +75,10 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     if db.exists():
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
-    docs = _table(scan_dir / "documents.parquet").to_pydict()
+    documents = _parquet_file(scan_dir / "documents.parquet")
     pairs = _table(scan_dir / "pairs.parquet").select(["a_ord", "b_ord", "jaccard"]).to_pydict()
     groups = _table(scan_dir / "exact_groups.parquet").select(["ord", "first_ord"]).to_pydict()
-    ords = np.array(docs["ord"], np.int64)
+    ords = np.asarray(documents.read(columns=["ord"]).column("ord").to_numpy(), np.int64)
     if len(ords) > 1 and not (ords[1:] > ords[:-1]).all():
         raise DedupError(f"{scan_dir / 'documents.parquet'}: documents out of corpus order")
 
@@ -100,15 +109,20 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
                      inp["documents"], json.dumps(inp["skipped_lines"]), manifest["created_at"]))
                 if inp.get("integer_ids"):
                     integer_sources.append(i + 1)
-            rows = [(o, doc_id, src + 1, line, length, h, text, record)
-                    for o, (doc_id, src, line, length, h, text, record) in enumerate(zip(
-                        docs["doc_id"], docs["source"], docs["line"], docs["length"], docs["exact_hash"], docs["text"],
-                        docs["record"]))]
-            for s in range(0, len(rows), 5000):
+            # A batch of records at a time: a laptop imports millions of them.
+            done = 0
+            columns = ["doc_id", "source", "line", "length", "exact_hash", "text", "record"]
+            for batch in documents.iter_batches(batch_size=5000, columns=columns):
+                d = batch.to_pydict()
+                rows = [(done + i, doc_id, src + 1, line, length, h, text, record)
+                        for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
                 insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record)",
-                            rows[s:s + 5000])
-                control.report("load", min(s + 5000, len(rows)), len(rows))
-            del rows
+                            rows)
+                done += len(rows)
+                control.check()
+                control.report("load", done, len(ords))
+            if done != len(ords):
+                raise DedupError(f"{scan_dir / 'documents.parquet'}: damaged (rows changed while read)")
             if integer_sources:
                 project.set_meta(integer_id_sources=json.dumps(integer_sources))
         run_id = project.start_run("scan", {"imported_from": str(scan_dir.resolve())} | params)
