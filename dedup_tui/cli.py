@@ -394,13 +394,21 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 @main.command(name="import")
 @click.argument("scan_dir", type=click.Path(exists=False, readable=False))
 @click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create.")
-def import_cmd(scan_dir, db):
+@click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over (after a new cluster-scan).")
+def import_cmd(scan_dir, db, review_from):
     """Make a review project of a cluster scan's SCAN_DIR: the documents in some pair or exact
     group, with their records, pairs and groups. Open it with `dedup-tui DB`."""
-    from .engine.scandir import describe_partial, import_scan, partial_view
+    from .engine.scandir import carry_review, describe_partial, import_scan, partial_view
 
+    if review_from and not Path(review_from).is_file():
+        _fail(f"{review_from}: no such project file", 2)
     project = _run(import_scan, scan_dir, db, unchanged=f"{db} was not created")
     click.echo(f"imported into {_one_line(db)}: {describe_partial(partial_view(project))}")
+    if review_from:
+        copied, missing = _run(lambda control: carry_review(project, review_from))
+        click.echo(f"carried over {copied:,} decisions from {_one_line(review_from)}"
+                   + (f"; {missing:,} of them name documents without a duplicate in this scan (kept as they are)"
+                      if missing else ""))
     project.close()
 
 

@@ -381,3 +381,23 @@ def test_files_given_relative_are_named_as_given(tmp_path, monkeypatch):
     assert (err.value.path, err.value.line) == ("shard.jsonl", 51)
     result = cluster_scan(["shard.jsonl"], "out", ClusterScanSettings(piece_bytes=500, partitions=2, skip_bad=True))
     assert result.documents == 50 and Path("out/manifest.json").is_file()
+
+
+def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
+    out, _, _ = scanned
+    first = import_scan(out, tmp_path / "first.db")
+    _decide(first)
+    decisions.undo(first)  # the undo history comes along too
+    decisions.set_keep_rule(first, "max:score")
+    before = [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(first)]
+    first.close()
+    # a rescan at a higher floor: fewer documents, the same ids
+    out2 = tmp_path / "scan2"
+    cluster_scan(corpus, out2, ClusterScanSettings(floor=0.7, **FORCED))
+    r = CliRunner().invoke(main, ["import", str(out2), "--db", str(tmp_path / "second.db"),
+                                  "--review-from", str(tmp_path / "first.db")])
+    assert r.exit_code == 0 and "carried over 3 decisions" in r.output, r.output
+    with Project(tmp_path / "second.db") as second:
+        assert [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(second)] == before
+        assert decisions.keep_rule(second) == "max:score"
+        assert decisions.can_redo(second)

@@ -179,3 +179,38 @@ def refuse_local_export(project: Project) -> None:
         raise ProjectError(f"{project.path}: holds {view.get('documents', 0):,} of the corpus's "
                            f"{view.get('corpus_documents', 0):,} documents (imported from a cluster scan); write the "
                            f"curated corpus with dedup-tui cluster-export")
+
+
+def carry_review(project: Project, old: str | Path) -> tuple[int, int]:
+    """Copy the review of an earlier project of the same corpus (decisions with their undo
+    history, pair labels, keep rule, last view) into this newly imported one: decisions are
+    by document id, so they hold across scans. Returns (decisions copied, how many of them
+    name a document this project does not hold: it has no duplicate at this scan's floor)."""
+    old = Path(old)
+    if not old.is_file():
+        raise ProjectError(f"{old}: no such project file")
+    conn = project.conn
+    with Project(old, readonly=True) as earlier:
+        decisions = earlier.conn.execute(
+            "SELECT id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch "
+            "FROM decisions ORDER BY id").fetchall()
+        labels = earlier.conn.execute(
+            "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels").fetchall()
+        meta = {k: earlier.get_meta(k) for k in ("keep_rule", "ui_state")}
+    with transaction(conn):
+        if conn.execute("SELECT count(*) FROM decisions").fetchone()[0]:
+            raise ProjectError(f"{project.path}: already has decisions of its own")
+        conn.executemany("INSERT INTO decisions(id, kind, doc_id, other_id, value, threshold, policy, author, "
+                         "created_at, undone, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", decisions)
+        conn.executemany("INSERT OR REPLACE INTO labels(a_id, b_id, label, similarity, threshold, author, created_at, "
+                         "decision_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", labels)
+        project.set_meta(**{k: v for k, v in meta.items() if v is not None})
+    named = {d[2] for d in decisions if d[2]} | {d[3] for d in decisions if d[3]}
+    held = set()
+    named_list = sorted(named)
+    for s in range(0, len(named_list), 500):
+        chunk = named_list[s:s + 500]
+        held.update(r[0] for r in conn.execute(
+            f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})", chunk))
+    missing = sum(1 for d in decisions if (d[2] and d[2] not in held) or (d[3] and d[3] not in held))
+    return len(decisions), missing
