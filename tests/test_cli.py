@@ -260,3 +260,15 @@ def test_scan_given_a_corpus_loads_it_first_in_the_same_run(tmp_path, scanned):
     assert r.exit_code == 1 and f"{bad}:2:" in r.output and not (tmp_path / "new.db").exists()
     r = cli("scan", "--db", db, "--text-field", "body")
     assert r.exit_code == 2 and "CORPUS" in r.output
+
+
+def test_cluster_commands_without_the_ray_extra_say_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "some text"}\n')
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError, as without the extra
+    r = CliRunner().invoke(main, ["cluster-scan", str(corpus), "--out", str(tmp_path / "scan")])
+    assert r.exit_code == 1
+    assert 'pip install "dedup-tui[ray]"' in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "scan").exists()
