@@ -565,13 +565,18 @@ def _select(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
 
 
 def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int, dropped: np.ndarray,
-                      ord_start: int, wanted: np.ndarray):
-    """The records of the wanted ords in this piece (read again), as columns."""
+                      ord_start: int, wanted: np.ndarray, source: int, part: str) -> tuple[np.ndarray, list[str]]:
+    """Write the records of the wanted ords in this piece (read again) to the Parquet file
+    `part` (on the shared file system: the driver never holds the texts); return their ords
+    and ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from .normalize import exact_keys
 
     out = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
     if not len(wanted):
-        return out | {"exact_hash": [], "length": []}
+        return np.empty(0, np.int64), []
     pos = base
     errors: list = []
     want = set(wanted.tolist())
@@ -590,9 +595,21 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
             out["record"].append(rec.record)
         pos += 1
         ord_ += 1
-    out["exact_hash"] = exact_keys(out["text"])
-    out["length"] = [len(t) for t in out["text"]]
-    return out
+    if out["ord"] != wanted.tolist():
+        raise CorpusError(piece.path, piece.first_line, "changed while it was scanned (read again, its records differ)")
+    table = pa.table({
+        "ord": pa.array(out["ord"], pa.int64()),
+        "source": pa.array([source] * len(out["ord"]), pa.int64()),
+        "doc_id": pa.array(out["doc_id"], pa.string()),
+        "int_id": pa.array(out["int_id"], pa.bool_()),
+        "line": pa.array(out["line"], pa.int64()),
+        "length": pa.array([len(t) for t in out["text"]], pa.int64()),
+        "exact_hash": pa.array(exact_keys(out["text"]), pa.string()),
+        "text": pa.array(out["text"], pa.large_string()),
+        "record": pa.array(out["record"], pa.large_binary()),
+    })
+    pq.write_table(table, part)
+    return np.array(out["ord"], np.int64), out["doc_id"]
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -670,7 +687,8 @@ def _unwrap(exc: BaseException) -> BaseException:
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
                  address: str | None = None, force: bool = False) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
-    documents.parquet (the records of every document in a pair or group) and manifest.json.
+    documents/ (Parquet parts: the records of every document in a pair or group) and
+    manifest.json.
     The directory appears only when complete."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
@@ -692,14 +710,21 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     result = ClusterScanResult()
     timings = result.timings
     t_start = time.perf_counter()
+    # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
+    # renamed into place when complete.
+    tmp = out_dir.resolve().with_name(f".{out_dir.name}.{os.getpid()}.part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     try:
-        return _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings, t_start, force)
+        return _cluster_scan(ray, stage, files, formats, out_dir, tmp, settings, result, timings, t_start, force)
     except (Cancelled, KeyboardInterrupt):
         stage.cancel()
         raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings, t_start, force):
+def _cluster_scan(ray, stage, files, formats, out_dir, tmp, settings, result, timings, t_start, force):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -864,33 +889,22 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
         timings["verify"] = time.perf_counter() - t0
     result.pairs = len(pairs_a)
 
-    # documents of some pair or group
+    # documents of some pair or group: their records, written by the tasks
     t0 = time.perf_counter()
     participants = np.unique(np.concatenate([pairs_a, pairs_b, dup_ords, first_ords]))
     result.participants = len(participants)
     cuts = np.searchsorted(participants, ord_base)
+    (tmp / "documents").mkdir()
     docs = stage.run("documents", [remote(collect_documents).remote(
-        pieces[p], settings, int(base[p]), dropped_ref, int(ord_base[p]), participants[cuts[p]:cuts[p + 1]])
+        pieces[p], settings, int(base[p]), dropped_ref, int(ord_base[p]), participants[cuts[p]:cuts[p + 1]],
+        pieces[p].file, str(tmp / "documents" / f"part-{p:05d}.parquet"))
         for p in range(n_pieces)])
     timings["documents"] = time.perf_counter() - t0
 
     # write
     t0 = time.perf_counter()
     stage.control.report("write", 0, 1)
-    columns = {name: [v for d in docs for v in d[name]] for name in docs[0]}
-    source_of = np.repeat(np.array([p.file for p in pieces], np.int64), np.diff(cuts))
-    doc_table = pa.table({
-        "ord": pa.array(columns["ord"], pa.int64()),
-        "source": pa.array(source_of, pa.int64()),
-        "doc_id": pa.array(columns["doc_id"], pa.string()),
-        "int_id": pa.array(columns["int_id"], pa.bool_()),
-        "line": pa.array(columns["line"], pa.int64()),
-        "length": pa.array(columns["length"], pa.int64()),
-        "exact_hash": pa.array(columns["exact_hash"], pa.string()),
-        "text": pa.array(columns["text"], pa.large_string()),
-        "record": pa.array(columns["record"], pa.large_binary()),
-    })
-    id_of = np.array(columns["doc_id"], dtype=object)
+    id_of = np.array([i for _, ids in docs for i in ids], dtype=object)
     pos_a, pos_b = np.searchsorted(participants, pairs_a), np.searchsorted(participants, pairs_b)
     pair_table = pa.table({"a": pa.array(id_of[pos_a].tolist(), pa.string()),
                            "b": pa.array(id_of[pos_b].tolist(), pa.string()),
@@ -928,26 +942,18 @@ def _cluster_scan(ray, stage, files, formats, out_dir, settings, result, timings
                     "partitions": partitions},
         "timings": timings,
     }
-    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        pq.write_table(pair_table, tmp / "pairs.parquet")
-        pq.write_table(exact_table, tmp / "exact_groups.parquet")
-        pq.write_table(doc_table, tmp / "documents.parquet")
-        timings["write"] = time.perf_counter() - t0
-        timings["total"] = time.perf_counter() - t_start
-        with open(tmp / "manifest.json", "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-        if out_dir.exists():
-            if not force and any(out_dir.iterdir()):
-                raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    pq.write_table(pair_table, tmp / "pairs.parquet")
+    pq.write_table(exact_table, tmp / "exact_groups.parquet")
+    timings["write"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    with open(tmp / "manifest.json", "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    if out_dir.exists():
+        if not force and any(out_dir.iterdir()):
+            raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
     stage.control.report("write", 1, 1)
     return result
 

@@ -20,7 +20,8 @@ from .progress import Control
 from .store import Project, insert_rows, now_iso, transaction
 
 MANIFEST = "manifest.json"
-FILES = ("pairs.parquet", "exact_groups.parquet", "documents.parquet", MANIFEST)
+FILES = ("pairs.parquet", "exact_groups.parquet", MANIFEST)
+DOCUMENTS = "documents"  # a folder of Parquet parts, in corpus order by name
 
 
 def read_manifest(scan_dir: str | Path) -> dict:
@@ -29,7 +30,7 @@ def read_manifest(scan_dir: str | Path) -> dict:
     scan_dir = Path(scan_dir)
     if not scan_dir.is_dir():
         raise DedupError(f"{scan_dir}: no such folder (the output of dedup-tui cluster-scan)")
-    missing = [f for f in FILES if not (scan_dir / f).is_file()]
+    missing = [f for f in FILES if not (scan_dir / f).is_file()] + ([] if (scan_dir / DOCUMENTS).is_dir() else [DOCUMENTS])
     if missing:
         raise DedupError(f"{scan_dir}: not a complete cluster scan (missing {', '.join(missing)})")
     try:
@@ -75,18 +76,19 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     if db.exists():
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
-    documents = _parquet_file(scan_dir / "documents.parquet")
+    parts = [_parquet_file(p) for p in sorted((scan_dir / DOCUMENTS).glob("part-*.parquet"))]
     pairs = _table(scan_dir / "pairs.parquet").select(["a_ord", "b_ord", "jaccard"]).to_pydict()
     groups = _table(scan_dir / "exact_groups.parquet").select(["ord", "first_ord"]).to_pydict()
-    ords = np.asarray(documents.read(columns=["ord"]).column("ord").to_numpy(), np.int64)
+    ords = np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64) for p in parts]) \
+        if parts else np.empty(0, np.int64)
     if len(ords) > 1 and not (ords[1:] > ords[:-1]).all():
-        raise DedupError(f"{scan_dir / 'documents.parquet'}: documents out of corpus order")
+        raise DedupError(f"{scan_dir / DOCUMENTS}: documents out of corpus order")
 
     def local(global_ords, what: str) -> np.ndarray:
         g = np.asarray(global_ords, np.int64)
         i = np.searchsorted(ords, g)
         if len(g) and ((i >= len(ords)) | (ords[np.minimum(i, len(ords) - 1)] != g)).any():
-            raise DedupError(f"{scan_dir}: damaged: {what} refer to documents missing from documents.parquet")
+            raise DedupError(f"{scan_dir}: damaged: {what} refer to documents missing from {DOCUMENTS}/")
         return i
 
     a, b = local(pairs["a_ord"], "pairs"), local(pairs["b_ord"], "pairs")
@@ -112,7 +114,8 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
             # A batch of records at a time: a laptop imports millions of them.
             done = 0
             columns = ["doc_id", "source", "line", "length", "exact_hash", "text", "record"]
-            for batch in documents.iter_batches(batch_size=5000, columns=columns):
+            batches = (b for part in parts for b in part.iter_batches(batch_size=5000, columns=columns))
+            for batch in batches:
                 d = batch.to_pydict()
                 rows = [(done + i, doc_id, src + 1, line, length, h, text, record)
                         for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
@@ -122,7 +125,7 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
                 control.check()
                 control.report("load", done, len(ords))
             if done != len(ords):
-                raise DedupError(f"{scan_dir / 'documents.parquet'}: damaged (rows changed while read)")
+                raise DedupError(f"{scan_dir / DOCUMENTS}: damaged (rows changed while read)")
             if integer_sources:
                 project.set_meta(integer_id_sources=json.dumps(integer_sources))
         run_id = project.start_run("scan", {"imported_from": str(scan_dir.resolve())} | params)
