@@ -56,9 +56,15 @@ def _parquet_file(path: Path):
         raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
 
-def _table(path: Path):
+def _columns(path: Path, names: list[str]):
+    """(names, their columns as Arrow arrays) of a Parquet file."""
+    table = _table(path, names)
+    return names, [table.column(n).combine_chunks() for n in names]
+
+
+def _table(path: Path, columns: list[str] | None = None):
     try:
-        return _parquet_file(path).read()
+        return _parquet_file(path).read(columns=columns)
     except DedupError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
@@ -77,8 +83,8 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
     parts = [_parquet_file(p) for p in sorted((scan_dir / DOCUMENTS).glob("part-*.parquet"))]
-    pairs = _table(scan_dir / "pairs.parquet").select(["a_ord", "b_ord", "jaccard"]).to_pydict()
-    groups = _table(scan_dir / "exact_groups.parquet").select(["ord", "first_ord"]).to_pydict()
+    pairs = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "pairs.parquet", ["a_ord", "b_ord", "jaccard"]))}
+    groups = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "exact_groups.parquet", ["ord", "first_ord"]))}
     ords = np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64) for p in parts]) \
         if parts else np.empty(0, np.int64)
     if len(ords) > 1 and not (ords[1:] > ords[:-1]).all():
