@@ -47,14 +47,14 @@ import numpy as np
 
 from . import lsh
 from .errors import Cancelled, CorpusError, DedupError
-from .ingest import _guarded, _open_binary, _show, read_jsonl, read_parquet
+from .ingest import _guarded, _show, read_jsonl, read_parquet
 from .minhash import MinHasher
 from .pipeline import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL
 from .progress import Control
-from .similarity import jaccard_from_counts
 from .store import now_iso
 
 SCAN_FORMAT = "dedup-tui cluster scan"
+DOCUMENTS_DIR = "documents"
 SCAN_VERSION = 1
 PIECE_BYTES = 64 << 20
 # A verify task with fewer candidate pairs than this runs on one CPU.
@@ -688,8 +688,7 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
                  address: str | None = None, force: bool = False) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
     documents/ (Parquet parts: the records of every document in a pair or group) and
-    manifest.json.
-    The directory appears only when complete."""
+    manifest.json. The folder appears only when complete."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
     from .pipeline import ScanSettings
@@ -699,24 +698,23 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     if out_dir.exists() and any(out_dir.iterdir()) and not force:
         raise DedupError(f"{out_dir}: already exists and is not empty (--force replaces it)")
     files = expand_inputs(paths)
-    formats = [cluster_format(f) for f in files]
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         raise DedupError(RAY_MISSING) from None
     ray = connect(address)
-    outstanding: list = []
-    stage = _Stage(ray, control, outstanding, {str(f.resolve()): str(f) for f in files})
-    result = ClusterScanResult()
-    timings = result.timings
-    t_start = time.perf_counter()
+    stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
     tmp = out_dir.resolve().with_name(f".{out_dir.name}.{os.getpid()}.part")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        return _cluster_scan(ray, stage, files, formats, out_dir, tmp, settings, result, timings, t_start, force)
+        job = _ScanJob(ray, stage, files, settings, tmp)
+        for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
+            step()
+        job.write(out_dir, force)
+        return job.result
     except (Cancelled, KeyboardInterrupt):
         stage.cancel()
         raise
@@ -724,238 +722,266 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _cluster_scan(ray, stage, files, formats, out_dir, tmp, settings, result, timings, t_start, force):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class _ScanJob:
+    """The driver's side of one cluster scan: each method runs a stage's tasks and keeps the
+    small arrays the next stages need (counts, positions, ords); the data stays on the cluster."""
 
-    remote = ray.remote
-    t0 = time.perf_counter()
-    index = stage.run("index", [remote(index_file).remote(str(f.resolve()), fmt, settings.piece_bytes)
-                                for f, fmt in zip(files, formats)])
-    timings["index"] = time.perf_counter() - t0
-    prefixes = id_prefixes(files)
-    pieces = [PieceSpec(i, str(f.resolve()), fmt, s, e, first, prefixes[i])
-              for i, (f, fmt, info) in enumerate(zip(files, formats, index)) for s, e, first in info["pieces"]]
-    result.pieces = len(pieces)
-    n_pieces = len(pieces)
-    cpus = int(ray.cluster_resources().get("CPU", 2))
-    partitions = settings.partitions or max(2, 2 * cpus)
+    def __init__(self, ray, stage: _Stage, files: list[Path], settings: ClusterScanSettings, tmp: Path):
+        self.ray, self.stage, self.files, self.settings, self.tmp = ray, stage, files, settings, tmp
+        self.formats = [cluster_format(f) for f in files]
+        self.result = ClusterScanResult()
+        self.started = time.perf_counter()
+        self.cpus = int(ray.cluster_resources().get("CPU", 2))
+        self.partitions = settings.partitions or max(2, 2 * self.cpus)
+        self.banding = lsh.choose_banding(settings.floor, settings.num_perm)
+        self.result.bands, self.result.rows = self.banding.bands, self.banding.rows
+        self.skipped: dict[int, list[tuple[int, str]]] = {i: [] for i in range(len(files))}
+        self.dropped = np.empty(0, np.int64)  # positions of records skipped as repeated ids
+        self.pairs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
-    # read
-    t0 = time.perf_counter()
-    read_refs = [remote(read_piece).options(num_returns=4).remote(p, settings) for p in pieces]
-    summaries = stage.run("read", [r[0] for r in read_refs])
-    keys_refs = [r[1] for r in read_refs]
-    sig_refs = [r[2] for r in read_refs]
-    text_refs = [r[3] for r in read_refs]
-    timings["read"] = time.perf_counter() - t0
-    skipped: dict[int, list[tuple[int, str]]] = {i: [] for i in range(len(files))}
-    for p, s in zip(pieces, summaries):
-        skipped[p.file].extend(s["bad"])
-    if not settings.skip_bad:
-        for i, f in enumerate(files):
-            if skipped[i]:
-                line, message = skipped[i][0]
-                raise CorpusError(str(f), line, message)
-    for i, f in enumerate(files):
-        mine = [(p, s) for p, s in zip(pieces, summaries) if p.file == i]
-        decided = [(s["decided_at"], s["has_id_field"]) for _, s in mine if s["n"]]
+    def _timed(self, name: str, t0: float) -> None:
+        self.result.timings[name] = time.perf_counter() - t0
+
+    def _shuffle(self, map_fn, map_args, reduce_fn, reduce_args=(), reduce_returns: int = 1):
+        """map_fn(*args, partitions) for each piece's args, each returning one output per
+        partition; reduce_fn(*reduce_args, *that partition's outputs) per partition. Returns
+        the reducers' refs (a list of refs each when reduce_returns > 1)."""
+        p = self.partitions
+        maps = [self.ray.remote(map_fn).options(num_returns=p).remote(*args, p) for args in map_args]
+        if p == 1:
+            maps = [[m] for m in maps]
+        reduce = self.ray.remote(reduce_fn)
+        if reduce_returns > 1:
+            reduce = reduce.options(num_returns=reduce_returns)
+        return [reduce.remote(*reduce_args, *[m[q] for m in maps]) for q in range(p)]
+
+    # -- stages ----------------------------------------------------------------------------
+    def index(self) -> None:
+        t0 = time.perf_counter()
+        remote = self.ray.remote(index_file)
+        self.index_info = self.stage.run("index", [remote.remote(str(f.resolve()), fmt, self.settings.piece_bytes)
+                                                   for f, fmt in zip(self.files, self.formats)])
+        self.prefixes = id_prefixes(self.files)
+        self.pieces = [PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])
+                       for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info))
+                       for s, e, first in info["pieces"]]
+        self.result.pieces = len(self.pieces)
+        self._timed("index", t0)
+
+    def read(self) -> None:
+        t0 = time.perf_counter()
+        remote = self.ray.remote(read_piece).options(num_returns=4)
+        refs = [remote.remote(p, self.settings) for p in self.pieces]
+        self.summaries = self.stage.run("read", [r[0] for r in refs])
+        self.keys_refs, self.sig_refs, self.text_refs = ([r[i] for r in refs] for i in (1, 2, 3))
+        self._timed("read", t0)
+        for p, s in zip(self.pieces, self.summaries):
+            self.skipped[p.file].extend(s["bad"])
+        if not self.settings.skip_bad:
+            for i, f in enumerate(self.files):
+                if self.skipped[i]:
+                    line, message = self.skipped[i][0]
+                    raise CorpusError(str(f), line, message)
+        for i, f in enumerate(self.files):
+            self._check_file(i, f, [s for p, s in zip(self.pieces, self.summaries) if p.file == i])
+        self.counts = np.array([s["n"] for s in self.summaries], np.int64)
+        self.base = np.zeros(len(self.pieces) + 1, np.int64)  # position of each piece's first record
+        np.cumsum(self.counts, out=self.base[1:])
+
+    def _check_file(self, i: int, f: Path, summaries: list[dict]) -> None:
+        """What `load` checks of a whole file: ids given by all records or none, and some record."""
+        decided = [(s["decided_at"], s["has_id_field"]) for s in summaries if s["n"]]
         if len({h for _, h in decided}) > 1:
             with_id = next(line for line, h in decided if h)
             without = next(line for line, h in decided if not h)
             raise CorpusError(str(f), max(with_id, without),
-                              f"id field {_show(settings.id_field or 'id')} is present at line {with_id} but not at "
-                              f"line {without} (give every record an id, or none)")
-        if not sum(s["n"] for _, s in mine):
-            bad = skipped[i]
+                              f"id field {_show(self.settings.id_field or 'id')} is present at line {with_id} but not "
+                              f"at line {without} (give every record an id, or none)")
+        if not sum(s["n"] for s in summaries):
+            bad = self.skipped[i]
             if not bad:
-                raise CorpusError(str(f), 1 if formats[i] == "jsonl" else None,
-                                  "empty file: no records" if formats[i] == "jsonl" else "no documents in this file")
+                jsonl = self.formats[i] == "jsonl"
+                raise CorpusError(str(f), 1 if jsonl else None,
+                                  "empty file: no records" if jsonl else "no documents in this file")
             raise CorpusError(str(f), bad[0][0], f"no good documents in this file ({len(bad)} bad record(s) skipped); "
                                                  f"first: {bad[0][1]}")
-    counts = np.array([s["n"] for s in summaries], np.int64)
-    base = np.zeros(n_pieces + 1, np.int64)
-    np.cumsum(counts, out=base[1:])
 
-    # ids given twice
-    t0 = time.perf_counter()
-    id_maps = [remote(ids_by_partition).options(num_returns=partitions).remote(keys_refs[p], int(base[p]), partitions)
-               for p in range(n_pieces)]
-    if partitions == 1:
-        id_maps = [[m] for m in id_maps]
-    id_parts = stage.run("ids", [remote(repeated_ids).remote(*[m[q] for m in id_maps]) for q in range(partitions)])
-    repeats = [r for part, _ in id_parts for r in part]
-    result.shuffle_bytes["ids"] = sum(b for _, b in id_parts)
-    dropped = np.empty(0, np.int64)
-    if repeats:
-        def where(pos: int) -> tuple[int, int]:
-            p = int(np.searchsorted(base, pos, side="right") - 1)
-            return pieces[p].file, int(ray.get(keys_refs[p])["lines"][pos - base[p]])
-
-        later = sorted((pos, doc_id) for doc_id, positions in repeats for pos in positions[1:])
-        if not settings.skip_bad:
-            pos, doc_id = later[0]
-            f, line = where(pos)
-            raise CorpusError(str(files[f]), line, f"duplicate id {_show(doc_id)}")
-        dropped = np.array([pos for pos, _ in later], np.int64)
-        for pos, doc_id in later:
-            f, line = where(pos)
-            skipped[f].append((line, f"duplicate id {_show(doc_id)}"))
-    timings["ids"] = time.perf_counter() - t0
-    dropped_ref = ray.put(dropped)
-
-    # exact copies
-    t0 = time.perf_counter()
-    n_docs = int(base[-1]) - len(dropped)
-    result.documents = n_docs
-    maps = [remote(digests_by_partition).options(num_returns=partitions).remote(keys_refs[p], int(base[p]), dropped_ref,
-                                                                                 partitions)
-            for p in range(n_pieces)]
-    if partitions == 1:
-        maps = [[m] for m in maps]
-    groups = stage.run("exact", [remote(exact_copies).remote(*[m[q] for m in maps]) for q in range(partitions)])
-    dup_ords = np.concatenate([g[0] for g in groups])
-    first_ords = np.concatenate([g[1] for g in groups])
-    result.shuffle_bytes["exact"] = sum(g[2] for g in groups)
-    order = np.argsort(dup_ords)
-    dup_ords, first_ords = dup_ords[order], first_ords[order]
-    result.exact_duplicates = len(dup_ords)
-    result.exact_groups = len(np.unique(first_ords))
-    n_reps = n_docs - len(dup_ords)
-    result.representatives = n_reps
-    timings["exact"] = time.perf_counter() - t0
-    dup_ref = ray.put(dup_ords)
-    # rep index at which each piece starts, and ord at which each piece starts
-    kept_counts = counts - np.diff(np.searchsorted(dropped, base))
-    ord_base = np.zeros(n_pieces + 1, np.int64)
-    np.cumsum(kept_counts, out=ord_base[1:])
-    rep_bounds = ord_base - np.searchsorted(dup_ords, ord_base)
-
-    banding = lsh.choose_banding(settings.floor, settings.num_perm)
-    result.bands, result.rows = banding.bands, banding.rows
-    pairs_a = pairs_b = np.empty(0, np.int64)
-    pairs_j = np.empty(0, np.float64)
-    if n_reps >= 2:
-        # bands
+    def repeated_ids(self) -> None:
         t0 = time.perf_counter()
-        index_bits = max(1, (n_reps - 1).bit_length())
-        min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
-        entries = [remote(band_entries).options(num_returns=partitions).remote(
-            sig_refs[p], int(base[p]), dropped_ref, dup_ref, index_bits, banding.bands, banding.rows, partitions)
-            for p in range(n_pieces)]
-        if partitions == 1:
-            entries = [[e] for e in entries]
+        refs = self._shuffle(ids_by_partition, [(self.keys_refs[p], int(self.base[p]))
+                                                       for p in range(len(self.pieces))], repeated_ids)
+        parts = self.stage.run("ids", refs)
+        self.result.shuffle_bytes["ids"] = sum(b for _, b in parts)
+        later = sorted((pos, doc_id) for part, _ in parts for doc_id, positions in part for pos in positions[1:])
+        if later:
+            def where(pos: int) -> tuple[int, int]:
+                p = int(np.searchsorted(self.base, pos, side="right") - 1)
+                return self.pieces[p].file, int(self.ray.get(self.keys_refs[p])["lines"][pos - self.base[p]])
+
+            if not self.settings.skip_bad:
+                pos, doc_id = later[0]
+                f, line = where(pos)
+                raise CorpusError(str(self.files[f]), line, f"duplicate id {_show(doc_id)}")
+            self.dropped = np.array([pos for pos, _ in later], np.int64)
+            for pos, doc_id in later:
+                f, line = where(pos)
+                self.skipped[f].append((line, f"duplicate id {_show(doc_id)}"))
+        self.dropped_ref = self.ray.put(self.dropped)
+        self._timed("ids", t0)
+
+    def exact(self) -> None:
+        t0 = time.perf_counter()
+        r = self.result
+        r.documents = int(self.base[-1]) - len(self.dropped)
+        refs = self._shuffle(digests_by_partition, [(self.keys_refs[p], int(self.base[p]), self.dropped_ref)
+                                                             for p in range(len(self.pieces))], exact_copies)
+        groups = self.stage.run("exact", refs)
+        dup_ords = np.concatenate([g[0] for g in groups])
+        first_ords = np.concatenate([g[1] for g in groups])
+        r.shuffle_bytes["exact"] = sum(g[2] for g in groups)
+        order = np.argsort(dup_ords)
+        self.dup_ords, self.first_ords = dup_ords[order], first_ords[order]
+        r.exact_duplicates, r.exact_groups = len(dup_ords), len(np.unique(first_ords))
+        self.n_reps = r.representatives = r.documents - len(dup_ords)
+        self.dup_ref = self.ray.put(self.dup_ords)
+        # the ord and the rep index at which each piece starts
+        kept = self.counts - np.diff(np.searchsorted(self.dropped, self.base))
+        self.ord_base = np.zeros(len(self.pieces) + 1, np.int64)
+        np.cumsum(kept, out=self.ord_base[1:])
+        self.rep_bounds = self.ord_base - np.searchsorted(self.dup_ords, self.ord_base)
+        self._timed("exact", t0)
+
+    def candidates(self) -> None:
+        if self.n_reps < 2:
+            return
+        t0 = time.perf_counter()
+        s, r = self.settings, self.result
+        index_bits = max(1, (self.n_reps - 1).bit_length())
+        min_agree = lsh.min_matches_to_verify(s.num_perm, s.floor, PREFILTER_TAIL, bits=4)
         # Verification groups: runs of consecutive pieces (as many as shuffle partitions), so
         # the band shuffle makes partitions x groups objects however many pieces there are.
-        n_groups = min(n_pieces, partitions)
-        group_pieces = np.array_split(np.arange(n_pieces), n_groups)
-        group_bounds = np.array([rep_bounds[g[0]] for g in group_pieces] + [rep_bounds[-1]], np.int64)
-        reduced = [remote(band_pairs).options(num_returns=n_groups + 1).remote(
-            n_reps, settings.num_perm, min_agree, settings.max_bucket, group_bounds, *[e[q] for e in entries])
-            for q in range(partitions)]
-        stats = stage.run("candidates", [r[n_groups] for r in reduced])
-        result.shuffle_bytes["bands"] = sum(x[2] for x in stats)
-        result.band_reports = sum(x[3] for x in stats)
+        n_groups = min(len(self.pieces), self.partitions)
+        self.groups = np.array_split(np.arange(len(self.pieces)), n_groups)
+        group_bounds = np.array([self.rep_bounds[g[0]] for g in self.groups] + [self.rep_bounds[-1]], np.int64)
+        self.reduced = self._shuffle(
+            band_entries,
+            [(self.sig_refs[p], int(self.base[p]), self.dropped_ref, self.dup_ref, index_bits, self.banding.bands,
+              self.banding.rows) for p in range(len(self.pieces))],
+            band_pairs, (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds), reduce_returns=n_groups + 1)
+        stats = self.stage.run("candidates", [red[n_groups] for red in self.reduced])
+        r.shuffle_bytes["bands"] = sum(x[2] for x in stats)
+        r.band_reports = sum(x[3] for x in stats)
         for generated, oversized, *_ in stats:
-            result.candidates += generated
-            result.oversized_buckets += len(oversized)
+            r.candidates += generated
+            r.oversized_buckets += len(oversized)
             if len(oversized):
-                result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
-                result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
-        timings["candidates"] = time.perf_counter() - t0
+                r.largest_bucket = max(r.largest_bucket, int(oversized.max()))
+                r.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
+        self.per_group = np.sum([x[4] for x in stats], axis=0).tolist()
+        self._timed("candidates", t0)
 
-        # verify
+    def verify(self) -> None:
+        if self.n_reps < 2:
+            return
         t0 = time.perf_counter()
-        info_ref = ray.put({"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped,
-                            "dup_ords": dup_ords})
+        s, r = self.settings, self.result
+        info_ref = self.ray.put({"rep_bounds": self.rep_bounds, "base": self.base, "count": self.counts,
+                                 "dropped": self.dropped, "dup_ords": self.dup_ords})
         # A group holding more than a CPU's share of the pairs (a template family spread over
         # the corpus lands on the group of its first page) gets more CPUs, up to a machine's.
-        per_group = np.sum([x[4] for x in stats], axis=0).tolist()
-        node_cpus = max(int(n.get("Resources", {}).get("CPU", 1)) for n in ray.nodes() if n.get("Alive"))
-        share = max(1, sum(per_group)) / max(1, cpus)
-        threads = [1 if c < VERIFY_TASK_PAIRS else int(min(node_cpus, max(1, round(c / share)))) for c in per_group]
-        verified = stage.run("verify", [remote(verify_group).options(num_cpus=threads[g]).remote(
-            n_reps, settings.k, settings.floor, info_ref, pieces_g.tolist(), threads[g], text_refs,
-            *[text_refs[p] for p in pieces_g], *[r[g] for r in reduced])
-            for g, pieces_g in enumerate(group_pieces)])
-        result.shuffle_bytes["verify"] = sum(v[5] for v in verified)
-        pairs_a = np.concatenate([v[0] for v in verified])
-        pairs_b = np.concatenate([v[1] for v in verified])
-        pairs_j = np.concatenate([v[2] for v in verified])
-        result.verified = sum(v[3] for v in verified)
-        order = np.lexsort((pairs_b, pairs_a))
-        pairs_a, pairs_b, pairs_j = pairs_a[order], pairs_b[order], pairs_j[order]
-        result.prefiltered = result.candidates - sum(v[4] for v in verified)
-        timings["verify"] = time.perf_counter() - t0
-    result.pairs = len(pairs_a)
+        node_cpus = max(int(n.get("Resources", {}).get("CPU", 1)) for n in self.ray.nodes() if n.get("Alive"))
+        share = max(1, sum(self.per_group)) / max(1, self.cpus)
+        threads = [1 if c < VERIFY_TASK_PAIRS else int(min(node_cpus, max(1, round(c / share))))
+                   for c in self.per_group]
+        remote = self.ray.remote(verify_group)
+        verified = self.stage.run("verify", [remote.options(num_cpus=threads[g]).remote(
+            self.n_reps, s.k, s.floor, info_ref, pieces.tolist(), threads[g], self.text_refs,
+            *[self.text_refs[p] for p in pieces], *[red[g] for red in self.reduced])
+            for g, pieces in enumerate(self.groups)])
+        r.shuffle_bytes["verify"] = sum(v[5] for v in verified)
+        a, b, j = (np.concatenate([v[i] for v in verified]) for i in (0, 1, 2))
+        order = np.lexsort((b, a))
+        self.pairs = (a[order], b[order], j[order])
+        r.pairs = len(a)
+        r.verified = sum(v[3] for v in verified)
+        r.prefiltered = r.candidates - sum(v[4] for v in verified)
+        self._timed("verify", t0)
 
-    # documents of some pair or group: their records, written by the tasks
-    t0 = time.perf_counter()
-    participants = np.unique(np.concatenate([pairs_a, pairs_b, dup_ords, first_ords]))
-    result.participants = len(participants)
-    cuts = np.searchsorted(participants, ord_base)
-    (tmp / "documents").mkdir()
-    docs = stage.run("documents", [remote(collect_documents).remote(
-        pieces[p], settings, int(base[p]), dropped_ref, int(ord_base[p]), participants[cuts[p]:cuts[p + 1]],
-        pieces[p].file, str(tmp / "documents" / f"part-{p:05d}.parquet"))
-        for p in range(n_pieces)])
-    timings["documents"] = time.perf_counter() - t0
+    def documents(self) -> None:
+        """The records of every document in a pair or group, written by the tasks."""
+        t0 = time.perf_counter()
+        self.participants = np.unique(np.concatenate([self.pairs[0], self.pairs[1], self.dup_ords, self.first_ords]))
+        self.result.participants = len(self.participants)
+        cuts = np.searchsorted(self.participants, self.ord_base)
+        (self.tmp / DOCUMENTS_DIR).mkdir()
+        remote = self.ray.remote(collect_documents)
+        docs = self.stage.run("documents", [remote.remote(
+            piece, self.settings, int(self.base[p]), self.dropped_ref, int(self.ord_base[p]),
+            self.participants[cuts[p]:cuts[p + 1]], piece.file, str(self.tmp / DOCUMENTS_DIR / f"part-{p:05d}.parquet"))
+            for p, piece in enumerate(self.pieces)])
+        self.id_of = np.array([i for _, ids in docs for i in ids], dtype=object)
+        self._timed("documents", t0)
 
-    # write
-    t0 = time.perf_counter()
-    stage.control.report("write", 0, 1)
-    id_of = np.array([i for _, ids in docs for i in ids], dtype=object)
-    pos_a, pos_b = np.searchsorted(participants, pairs_a), np.searchsorted(participants, pairs_b)
-    pair_table = pa.table({"a": pa.array(id_of[pos_a].tolist(), pa.string()),
-                           "b": pa.array(id_of[pos_b].tolist(), pa.string()),
-                           "jaccard": pa.array(pairs_j, pa.float64()),
-                           "a_ord": pa.array(pairs_a, pa.int64()), "b_ord": pa.array(pairs_b, pa.int64())})
-    pos_d, pos_f = np.searchsorted(participants, dup_ords), np.searchsorted(participants, first_ords)
-    exact_table = pa.table({"id": pa.array(id_of[pos_d].tolist(), pa.string()),
-                            "duplicate_of": pa.array(id_of[pos_f].tolist(), pa.string()),
-                            "ord": pa.array(dup_ords, pa.int64()), "first_ord": pa.array(first_ords, pa.int64())})
-    result.skipped_records = sum(len(v) for v in skipped.values())
-    piece_files = np.array([p.file for p in pieces])
-    inputs = []
-    for i, (f, fmt, info) in enumerate(zip(files, formats, index)):
-        mine = piece_files == i
-        dropped_here = sum(1 for line, msg in skipped[i] if msg.startswith("duplicate id"))
-        inputs.append({
-            "path": str(f.resolve()), "format": fmt, "sha256": info["sha256"], "size_bytes": info["size_bytes"],
-            "fields": info["fields"], "documents": int(counts[mine].sum()) - dropped_here,
-            "skipped_lines": sorted(line for line, _ in skipped[i]),
-            "integer_ids": all(s["all_int"] for s, m in zip(summaries, mine) if m),
-            "id_prefix": prefixes[i],
-        })
-    timings["total"] = time.perf_counter() - t_start
-    manifest = {
-        "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": now_iso(),
-        "dedup_tui_version": _version(),
-        "inputs": inputs,
-        "params": {"k": settings.k, "floor": settings.floor, "num_perm": settings.num_perm, "seed": settings.seed,
-                   "max_bucket": settings.max_bucket, "method": "lsh", "bands": banding.bands, "rows": banding.rows,
-                   "id_field": settings.id_field or "id", "text_field": settings.text_field,
-                   "skip_bad": settings.skip_bad},
-        "counts": {k_: v for k_, v in asdict(result).items() if k_ not in ("timings", "shuffle_bytes")},
-        "shuffle_bytes": result.shuffle_bytes,
-        "cluster": {"nodes": len([n for n in ray.nodes() if n.get("Alive")]), "cpus": cpus, "pieces": n_pieces,
-                    "partitions": partitions},
-        "timings": timings,
-    }
-    pq.write_table(pair_table, tmp / "pairs.parquet")
-    pq.write_table(exact_table, tmp / "exact_groups.parquet")
-    timings["write"] = time.perf_counter() - t0
-    timings["total"] = time.perf_counter() - t_start
-    with open(tmp / "manifest.json", "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=2, ensure_ascii=False)
-        fh.write("\n")
-    if out_dir.exists():
-        if not force and any(out_dir.iterdir()):
-            raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    stage.control.report("write", 1, 1)
-    return result
+    def write(self, out_dir: Path, force: bool) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        t0 = time.perf_counter()
+        self.stage.control.report("write", 0, 1)
+        r = self.result
+
+        def ids(ords: np.ndarray):
+            return pa.array(self.id_of[np.searchsorted(self.participants, ords)].tolist(), pa.string())
+
+        a, b, j = self.pairs
+        pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
+                                 "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}),
+                       self.tmp / "pairs.parquet")
+        pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
+                                 "ord": pa.array(self.dup_ords, pa.int64()),
+                                 "first_ord": pa.array(self.first_ords, pa.int64())}),
+                       self.tmp / "exact_groups.parquet")
+        r.skipped_records = sum(len(v) for v in self.skipped.values())
+        self._timed("write", t0)
+        r.timings["total"] = time.perf_counter() - self.started
+        with open(self.tmp / "manifest.json", "w", encoding="utf-8") as fh:
+            json.dump(self.manifest(), fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        if out_dir.exists():
+            if not force and any(out_dir.iterdir()):
+                raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
+            shutil.rmtree(out_dir)
+        os.replace(self.tmp, out_dir)
+        self.stage.control.report("write", 1, 1)
+
+    def manifest(self) -> dict:
+        s, r = self.settings, self.result
+        piece_files = np.array([p.file for p in self.pieces])
+        inputs = []
+        for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info)):
+            mine = piece_files == i
+            repeated = sum(1 for _, msg in self.skipped[i] if msg.startswith("duplicate id"))
+            inputs.append({
+                "path": str(f.resolve()), "format": fmt, "sha256": info["sha256"], "size_bytes": info["size_bytes"],
+                "fields": info["fields"], "documents": int(self.counts[mine].sum()) - repeated,
+                "skipped_lines": sorted(line for line, _ in self.skipped[i]),
+                "integer_ids": all(x["all_int"] for x, m in zip(self.summaries, mine) if m),
+                "id_prefix": self.prefixes[i],
+            })
+        return {
+            "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": now_iso(),
+            "dedup_tui_version": _version(),
+            "inputs": inputs,
+            "params": {"k": s.k, "floor": s.floor, "num_perm": s.num_perm, "seed": s.seed,
+                       "max_bucket": s.max_bucket, "method": "lsh", "bands": self.banding.bands,
+                       "rows": self.banding.rows, "id_field": s.id_field or "id", "text_field": s.text_field,
+                       "skip_bad": s.skip_bad},
+            "counts": {k: v for k, v in asdict(r).items() if k not in ("timings", "shuffle_bytes")},
+            "shuffle_bytes": r.shuffle_bytes,
+            "cluster": {"nodes": len([n for n in self.ray.nodes() if n.get("Alive")]), "cpus": self.cpus,
+                        "pieces": len(self.pieces), "partitions": self.partitions},
+            "timings": r.timings,
+        }
 
 
 def _version() -> str:

@@ -21,7 +21,7 @@ from .store import Project, insert_rows, now_iso, transaction
 
 MANIFEST = "manifest.json"
 FILES = ("pairs.parquet", "exact_groups.parquet", MANIFEST)
-DOCUMENTS = "documents"  # a folder of Parquet parts, in corpus order by name
+DOCUMENTS = "documents"  # a folder of Parquet parts, in corpus order by name (ray_scan.DOCUMENTS_DIR)
 
 
 def read_manifest(scan_dir: str | Path) -> dict:
