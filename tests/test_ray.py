@@ -401,3 +401,18 @@ def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
         assert [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(second)] == before
         assert decisions.keep_rule(second) == "max:score"
         assert decisions.can_redo(second)
+
+
+def test_oversized_buckets_are_skipped_as_locally(corpus, tmp_path):
+    """With a small --max-bucket the templated family's buckets are skipped: the same buckets,
+    the same candidates and the same (fewer) pairs as the local scan."""
+    out = tmp_path / "scan"
+    result = cluster_scan(corpus, out, ClusterScanSettings(max_bucket=6, **FORCED))
+    local = Project(tmp_path / "l.db", create=True)
+    load_corpus(local, corpus)
+    expected = scan(local, ScanSettings(method="lsh", max_bucket=6))
+    assert result.oversized_buckets == expected.oversized_buckets > 0
+    assert (result.largest_bucket, result.skipped_candidates, result.candidates) == (
+        expected.largest_bucket, expected.skipped_candidates, expected.candidates)
+    assert _scan_pairs(out) == _local_pairs(local)
+    local.close()
