@@ -405,7 +405,9 @@ def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.n
     which = np.tile(np.arange(n, dtype=np.int64), bands)
     out = []
     for b_, k_, w_ in _split(part, partitions, band, keys, which):
-        named = np.unique(w_)
+        seen = np.zeros(n, bool)  # (a mask, not np.unique: this is the map's hot spot)
+        seen[w_] = True
+        named = np.flatnonzero(seen)
         out.append((b_, k_, reps[named], packed[named]))
     return tuple(out) if partitions > 1 else out[0]
 
@@ -434,6 +436,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     band_cuts = np.flatnonzero(np.r_[True, sorted_band[1:] != sorted_band[:-1], True]) if len(band) else [0]
     del sorted_band
     del band
+    lookup = _index_of(table)
     members, starts, lens, oversized_parts = [], [], [], []
     offset = 0
     for lo, hi in zip(band_cuts[:-1], band_cuts[1:]):
@@ -450,7 +453,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         # only the members of usable buckets (most are singletons) are looked up in the table
         run_len = run_len[usable]
         rep = rep[np.repeat(usable, np.diff(np.append(run_start, len(rep))))]
-        members.append(np.searchsorted(table, rep))
+        members.append(lookup(rep))
         starts.append(np.cumsum(run_len) - run_len + offset)
         lens.append(run_len)
         offset += len(rep)
@@ -481,6 +484,19 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
     return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_groups)], (generated, oversized, received, reports,
                                                                   np.diff(cuts)))
+
+
+def _index_of(table: np.ndarray):
+    """value -> its position in the sorted, repeat-free `table`: a dense table over its span
+    when that is small (no binary search), else searchsorted."""
+    if not len(table):
+        return lambda x: np.searchsorted(table, x)
+    first, span = int(table[0]), int(table[-1]) - int(table[0]) + 1
+    if span > 32 * len(table):
+        return lambda x: np.searchsorted(table, x)
+    dense = np.full(span, -1, np.int64)
+    dense[table - first] = np.arange(len(table))
+    return lambda x: dense[x - first]
 
 
 def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list[int], threads: int,
