@@ -23,7 +23,7 @@ The driver only plans and collects small arrays; every pass over the corpus is a
    pairs reach, and verifies them as the local scan does (component by component, on more
    CPUs when the group holds more than its share of the pairs), keeping Jaccard >= floor.
 7. documents: the pieces are read again and the records of every document in some pair
-   or exact group are collected for `dedup-tui import`.
+   or exact group are written, by the tasks, as Parquet parts for `dedup-tui import`.
 
 The same pairs as `scan --method lsh` on the same corpus (tests/test_ray.py).
 """
@@ -661,7 +661,7 @@ class _Stage:
         # name them as the user gave them.
         self.names = names or {}
 
-    def run(self, name: str, refs: list, fetch: bool = True):
+    def run(self, name: str, refs: list):
         self.outstanding[:] = list(refs)
         pending = list(refs)
         total = len(refs)
@@ -672,7 +672,7 @@ class _Stage:
             self.control.report(name, total - len(pending), total)
         self.control.check()
         try:
-            result = self.ray.get(refs) if fetch else refs
+            result = self.ray.get(refs)
         except Exception as exc:  # noqa: BLE001 - a task's error: show the user's error, not Ray's wrapper
             error = _unwrap(exc)
             if isinstance(error, CorpusError) and error.path in self.names:
