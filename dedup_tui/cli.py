@@ -369,8 +369,9 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
     """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
-    `dedup-tui import SCAN_DIR --db P.db` makes a review project of them. Every file must be
-    readable at the same path on every node. Ctrl-C cancels the job's tasks on the cluster.
+    `dedup-tui import SCAN_DIR --db P.db` makes a review project of them. The files and
+    SCAN_DIR must be at the same path on every node (a shared file system). Ctrl-C cancels the
+    job's tasks on the cluster.
     """
     from .engine import ray_scan
 
