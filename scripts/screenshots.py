@@ -5,8 +5,9 @@
 
 Writes SVG (Textual's own export) and, when `rsvg-convert` is installed, PNG beside it:
 main, main-light, pair, pair-lines (two manual pages, lines aligned), scan (a scan in progress),
-export (the dialog), help, tune (the tuning screen after labelling a few borderline pairs) and
-review (the labelling queue).
+export (the dialog), help, tune (the tuning screen after labelling a few borderline pairs),
+review (the labelling queue) and partial (a project imported from a cluster scan; needs the
+ray extra).
 """
 
 from __future__ import annotations
@@ -182,6 +183,37 @@ async def lines_screen(out: Path, size: tuple[int, int], work: Path) -> None:
         save(app, out, "pair-lines")
 
 
+async def partial_screen(out: Path, size: tuple[int, int], work: Path) -> None:
+    """The sample corpus in two shards, scanned on a local Ray and imported: the app on a
+    partial view (skipped, with a note, without the ray extra)."""
+    try:
+        import ray
+    except ImportError:
+        print('skipped partial (needs the ray extra: pip install -e ".[ray]")')
+        return
+    from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan
+    from dedup_tui.engine.scandir import import_scan
+    from dedup_tui.ui.app import create_app
+
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    shards = [work / "notes-part-0.jsonl", work / "notes-part-1.jsonl"]
+    shards[0].write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    shards[1].write_text("".join(lines[len(lines) // 2:]), encoding="utf-8")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        cluster_scan(shards, work / "scan")
+    finally:
+        ray.shutdown()
+    import_scan(work / "scan", work / "review.db").close()
+    app = create_app(work / "review.db", author="screenshots")
+    async with app.run_test(size=size, notifications=True) as pilot:  # the notices are the point
+        await settle(pilot)
+        await pilot.press("e")  # the partial view's answer to export: the cluster-export command
+        await pilot.pause()
+        await pilot.pause(0.3)  # let the notices' toasts render
+        save(app, out, "partial")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "screenshots"))
@@ -200,6 +232,9 @@ def main() -> None:
         work = Path(tmp) / "c"
         work.mkdir()
         asyncio.run(lines_screen(out, size, work))
+        work = Path(tmp) / "d"
+        work.mkdir()
+        asyncio.run(partial_screen(out, size, work))
 
 
 if __name__ == "__main__":
