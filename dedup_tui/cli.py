@@ -380,7 +380,7 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
                                             piece_bytes=piece_mb << 20, partitions=partitions)
     r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
              unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
-    click.echo(f"{r.documents:,} documents in {r.pieces:,} pieces: {r.exact_duplicates:,} exact duplicates in "
+    click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: {r.exact_duplicates:,} exact duplicates in "
                f"{r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
                f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "
                f"({r.timings.get('total', 0):.1f}s)")
