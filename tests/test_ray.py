@@ -416,3 +416,27 @@ def test_oversized_buckets_are_skipped_as_locally(corpus, tmp_path):
         expected.largest_bucket, expected.skipped_candidates, expected.candidates)
     assert _scan_pairs(out) == _local_pairs(local)
     local.close()
+
+
+def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, scanned, tmp_path):
+    from dedup_tui.engine.errors import DedupError
+
+    folder = corpus[0].parent
+    before = {f: f.read_bytes() for f in corpus}
+    with pytest.raises(DedupError, match="holds the corpus file"):
+        cluster_scan(corpus, folder, ClusterScanSettings(**FORCED), force=True)
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(DedupError, match="not a cluster scan folder"):
+        cluster_scan(corpus, other, ClusterScanSettings(**FORCED), force=True)
+    assert (other / "keep.txt").read_text() == "mine"
+    # an earlier scan may be replaced
+    again = tmp_path / "scan"
+    cluster_scan(corpus, again, ClusterScanSettings(**FORCED))
+    cluster_scan(corpus, again, ClusterScanSettings(**FORCED), force=True)
+    out, _, _ = scanned
+    import_scan(out, tmp_path / "review.db").close()
+    with pytest.raises(DedupError, match="a corpus file"):
+        cluster_export(tmp_path / "review.db", 0.8, "components", corpus, folder, force=True)
+    assert {f: f.read_bytes() for f in corpus} == before and not list(folder.glob(".*.part"))

@@ -22,6 +22,7 @@ import numpy as np
 from .errors import Cancelled, CorpusError, DedupError, ProjectError
 from .progress import Control
 from .ray_scan import _Stage, cluster_format, connect, expand_inputs, id_prefixes, piece_records, PieceSpec
+from .outputs import check_outputs, protected_files
 from .store import Project
 
 
@@ -107,10 +108,11 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
         clash = {p.name for p in logs.values()} & set(names)
         if clash:
             raise DedupError(f"a corpus shard is named {sorted(clash)[0]}, as one of the logs cluster-export writes")
-        outputs = [out_dir / n for n in names] + list(logs.values())
-        existing = [p for p in outputs if p.exists()]
-        if existing and not force:
-            raise DedupError(f"{existing[0]}: already exists (--force replaces the outputs)")
+        # Never the project, its companions or an input shard (OUT_DIR may be the corpus's
+        # folder: a shard would be replaced by its own curated copy), never a file twice.
+        protected = protected_files(project.path, [r[1] for r in sources] + [str(f) for f in files])
+        check_outputs({f"curated shard {n}": out_dir / n for n in names} | {f"{k} log": p for k, p in logs.items()},
+                      force, protected)
         control.report("graph", 0, 0)
         graph = load_graph(project)
         clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions

@@ -711,9 +711,8 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
 
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()) and not force:
-        raise DedupError(f"{out_dir}: already exists and is not empty (--force replaces it)")
     files = expand_inputs(paths)
+    _check_scan_dir(out_dir, files, force)
     try:
         import pyarrow  # noqa: F401
     except ImportError:
@@ -736,6 +735,26 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
+    """SCAN_DIR may be new, empty, or (with force) an earlier cluster scan: never a file, a
+    folder holding the corpus, or any other folder (--force removes what it replaces)."""
+    where = out_dir.resolve()
+    for f in files:
+        if where == f.resolve() or where in f.resolve().parents:
+            raise DedupError(f"{out_dir}: holds the corpus file {f}; choose another folder for the scan")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DedupError(f"{out_dir}: is a file; the scan needs a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not force:
+            raise DedupError(f"{out_dir}: already exists and is not empty (--force replaces an earlier scan)")
+        from .scandir import read_manifest
+
+        try:
+            read_manifest(out_dir)
+        except DedupError:
+            raise DedupError(f"{out_dir}: is not a cluster scan folder; --force replaces only an earlier scan") from None
 
 
 class _ScanJob:
