@@ -405,9 +405,7 @@ def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.n
     which = np.tile(np.arange(n, dtype=np.int64), bands)
     out = []
     for b_, k_, w_ in _split(part, partitions, band, keys, which):
-        seen = np.zeros(n, bool)  # (a mask, not np.unique: this is the map's hot spot)
-        seen[w_] = True
-        named = np.flatnonzero(seen)
+        named = _distinct(w_)
         out.append((b_, k_, reps[named], packed[named]))
     return tuple(out) if partitions > 1 else out[0]
 
@@ -486,6 +484,20 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
                                                                   np.diff(cuts)))
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values: a mask over their span when that is small (no sort; these
+    are hot spots of the band map and of verify), else np.unique."""
+    if not len(values):
+        return values[:0]
+    first = int(values.min())
+    span = int(values.max()) - first + 1
+    if span > 32 * len(values):
+        return np.unique(values)
+    seen = np.zeros(span, bool)
+    seen[values - first] = True
+    return np.flatnonzero(seen) + first
+
+
 def _index_of(table: np.ndarray):
     """value -> its position in the sorted, repeat-free `table`: a dense table over its span
     when that is small (no binary search), else searchsorted."""
@@ -520,24 +532,11 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
     received = keys.nbytes
     lo, hi = keys // n_reps, keys % n_reps
     del keys
-    first = int(lo.min())
-    span = int(max(lo.max(), hi.max())) - first + 1
-    if span <= 32 * len(lo):  # the documents' index by a table over their span: no sort, no search
-        seen = np.zeros(span, bool)
-        seen[lo - first] = True
-        seen[hi - first] = True
-        docs = np.flatnonzero(seen) + first
-        index = np.cumsum(seen, dtype=np.int64)
-        index -= 1
-        del seen
-        m = len(docs)
-        local_keys = index[lo - first] * m + index[hi - first]
-        del index
-    else:
-        docs = np.unique(np.concatenate([lo, hi]))
-        m = len(docs)
-        local_keys = np.searchsorted(docs, lo) * m + np.searchsorted(docs, hi)
-    del lo, hi
+    docs = _distinct(np.concatenate([lo, hi]))
+    m = len(docs)
+    index = _index_of(docs)
+    local_keys = index(lo) * m + index(hi)
+    del lo, hi, index
     pairs = _CandidatePairs([local_keys], m)  # distinct pairs of indices into docs
     bounds = pieces_info["rep_bounds"]
     piece_of = np.searchsorted(bounds, docs, side="right") - 1
