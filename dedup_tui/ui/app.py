@@ -40,11 +40,12 @@ class DedupApp(App):
             self.sub_title = literal_line(spec.db.name)
             with Project(spec.db) as project:
                 self.state_message = project.state_message()
-                partial = partial_view(project)
-            self.partial_message = describe_partial(partial) if partial else None
-            if partial:
-                self.sub_title = literal_line(f"{spec.db.name} · partial view of {partial.get('corpus_documents', 0):,} "
-                                              f"documents")
+                # an imported cluster scan: its screens say so, and export and rescan are the cluster's
+                self.partial = partial_view(project)
+            self.partial_message = describe_partial(self.partial) if self.partial else None
+            if self.partial:
+                self.sub_title = literal_line(f"{spec.db.name} · partial view of "
+                                              f"{self.partial.get('corpus_documents', 0):,} documents")
         except BaseException:
             self.project_lock.release()
             raise

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import shlex
-
 import json
+import shlex
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from ...engine.ingest import load_corpus
 from ...engine.pipeline import ScanSettings, load_graph, scan
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
-from ...engine.scandir import partial_view
 from ...engine.store import Project
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
@@ -126,7 +124,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.project = Project(self.spec.db)
-        self.partial = partial_view(self.project)
+        self.partial = getattr(self.app, "partial", None)
         saved = self.project.get_meta("ui_state")
         if saved:
             state = json.loads(saved)
