@@ -440,3 +440,23 @@ def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, scanned, t
     with pytest.raises(DedupError, match="a corpus file"):
         cluster_export(tmp_path / "review.db", 0.8, "components", corpus, folder, force=True)
     assert {f: f.read_bytes() for f in corpus} == before and not list(folder.glob(".*.part"))
+
+
+def test_a_damaged_scan_folder_is_a_one_line_error(scanned, tmp_path):
+    import shutil
+
+    from dedup_tui.engine.errors import DedupError
+
+    out, _, _ = scanned
+    broken = tmp_path / "scan"
+    shutil.copytree(out, broken)
+    manifest = json.loads((broken / "manifest.json").read_text())
+    del manifest["params"]["floor"]
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DedupError, match="damaged"):
+        import_scan(broken, tmp_path / "a.db")
+    shutil.copyfile(out / "manifest.json", broken / "manifest.json")
+    (broken / "pairs.parquet").write_bytes(b"not parquet")
+    r = CliRunner().invoke(main, ["import", str(broken), "--db", str(tmp_path / "b.db")])
+    assert r.exit_code == 1 and "pairs.parquet: cannot be read" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()

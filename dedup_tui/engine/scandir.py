@@ -42,6 +42,13 @@ def read_manifest(scan_dir: str | Path) -> dict:
     if manifest.get("version") != SCAN_VERSION:
         raise DedupError(f"{scan_dir / MANIFEST}: written by another version of dedup-tui (format "
                          f"{manifest.get('version')}, this one reads {SCAN_VERSION})")
+    inputs, params = manifest.get("inputs"), manifest.get("params")
+    input_keys = ("path", "format", "sha256", "size_bytes", "documents", "skipped_lines")
+    if (not isinstance(inputs, list) or not inputs or not isinstance(params, dict)
+            or not isinstance(manifest.get("created_at"), str)
+            or any(not isinstance(i, dict) or any(k not in i for k in input_keys) for i in inputs)
+            or any(k not in params for k in ("k", "floor", "id_field", "text_field"))):
+        raise DedupError(f"{scan_dir / MANIFEST}: damaged (its inputs or parameters are incomplete)")
     return manifest
 
 
