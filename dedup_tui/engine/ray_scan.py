@@ -47,7 +47,7 @@ import numpy as np
 
 from . import lsh
 from .errors import Cancelled, CorpusError, DedupError
-from .ingest import _guarded, _show, read_jsonl, read_parquet
+from .ingest import _guarded, _show, detect_format, read_jsonl, read_parquet
 from .minhash import MinHasher
 from .pipeline import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL
 from .progress import Control
@@ -112,14 +112,14 @@ class ClusterScanResult:
 # -- inputs --------------------------------------------------------------------------------------
 
 def cluster_format(path: Path) -> str:
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    if name.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl"
-    if name.endswith(".parquet"):
-        return "parquet"
-    raise CorpusError(str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards")
+    """The load's format of a shard (ingest.detect_format), when it is one the cluster reads."""
+    try:
+        fmt = detect_format(path)
+    except CorpusError:
+        fmt = None
+    if fmt not in ("jsonl", "parquet"):
+        raise CorpusError(str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards")
+    return fmt
 
 
 def expand_inputs(paths) -> list[Path]:
