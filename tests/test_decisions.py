@@ -234,7 +234,9 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     assert kept("min:date") == ["b1", "old"]
     assert kept("max:score") == ["b1", "old"]  # "10" is a number: 10 > 9.5
     assert kept("min:score") == ["b1", "new"]
-    assert kept("max:missing") == kept("first") == ["b1", "old"]
+    with pytest.raises(dec.DedupError, match="no record has a field 'missing': the records' fields are id, text, date"):
+        dec.set_keep_rule(project, "max:missing")
+    assert dec.keep_rule(project) == "min:score"  # unchanged
     for bad in ("newest", "max:", "max: "):
         with pytest.raises(dec.DedupError, match="unknown keep rule"):
             dec.set_keep_rule(project, bad)

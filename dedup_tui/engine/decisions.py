@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -141,23 +141,40 @@ def redo(project: Project) -> Decision | None:
     return d
 
 
-def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
-                    policy: str | None = None, author: str | None = None) -> int:
-    """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
-    step. Returns how many were accepted."""
-    if not clusters:
-        return 0
+def record_many(project: Project, rows: list[tuple[str, str, str | None, str | None]], threshold: float | None = None,
+                policy: str | None = None, author: str | None = None) -> list[Decision]:
+    """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
+    one undo. Discards anything that could be redone. Returns them, oldest first."""
+    if not rows:
+        return []
+    for kind, doc_id, other_id, _value in rows:
+        if kind not in KINDS:
+            raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
+        if kind == "not_duplicate" and not other_id:
+            raise DedupError("a not_duplicate decision needs two documents")
     author = author or default_author()
     created = now_iso()
     with transaction(project.conn) as conn:
         conn.execute("UPDATE decisions SET undone = ? WHERE undone = ?", (DISCARDED, UNDONE))
-        batch = (conn.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0])
+        batch = None
+        if len(rows) > 1:
+            batch = conn.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0]
+        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM decisions").fetchone()[0]
         conn.executemany(
             "INSERT INTO decisions(kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch) "
-            "VALUES ('accept', ?, NULL, ?, ?, ?, ?, ?, 0, ?)",
-            [(kept, json.dumps(ids, ensure_ascii=False), threshold, policy, author, created, batch)
-             for kept, ids in clusters])
-    return len(clusters)
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            [(kind, doc_id, other_id, value, threshold, policy, author, created, batch)
+             for kind, doc_id, other_id, value in rows])
+        got = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE id >= ? ORDER BY id", (first,)).fetchall()
+    return [_row(r) for r in got]
+
+
+def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
+                    policy: str | None = None, author: str | None = None) -> int:
+    """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
+    step. Returns how many were accepted."""
+    rows = [("accept", kept, None, json.dumps(ids, ensure_ascii=False)) for kept, ids in clusters]
+    return len(record_many(project, rows, threshold, policy, author))
 
 
 def active(project: Project) -> list[Decision]:
@@ -194,49 +211,74 @@ def ords_for_ids(project: Project, ids) -> dict[str, int]:
     return out
 
 
+def roots_of(project: Project, ords) -> dict[int, int]:
+    """ord -> the first copy of its text (itself when it is the first)."""
+    ords = list(dict.fromkeys(int(o) for o in ords))
+    out: dict[int, int] = {}
+    for s in range(0, len(ords), 500):
+        chunk = ords[s : s + 500]
+        q = f"SELECT ord, exact_of FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
+        out.update((o, o if e is None or e < 0 else e) for o, e in project.conn.execute(q, chunk))
+    return out
+
+
 @dataclass
 class Overrides:
-    """Active decisions resolved to ords (decisions on ids not in the project are ignored)."""
+    """Active decisions resolved to ords (decisions on ids not in the project are ignored).
+
+    What a decision settles for the review queue (`decided`): keep and remove settle their
+    document; not_duplicate settles the document the reviewer split off (doc_id), not the one
+    it was compared with; accept settles the members listed when the cluster was accepted (a
+    member that joins it later, at another threshold, is not settled)."""
 
     keep: set[int]
     remove: set[int]
-    split_pairs: set[tuple[int, int]]
-    accepted: set[int]  # ords of documents named by accept decisions
-    decided: set[int]  # every ord named by any active decision
+    split_pairs: set[tuple[int, int]]  # first copies (a < b): the stored pairs they name
+    accepted: set[int]  # ords of documents named by accept decisions (the kept one of the cluster)
+    decided: set[int]  # every ord a decision settled (see above)
+    # Documents a reviewer judged others against: the kept document of an accepted cluster and
+    # the one a removed document was a duplicate of. A keep rule never moves a cluster off them.
+    pinned: set[int] = field(default_factory=set)
 
     @classmethod
     def load(cls, project: Project) -> "Overrides":
         decisions = active(project)
-        ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions])
+        listed = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
+        ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions] + listed)
         state: dict[int, str] = {}
-        split: set[tuple[int, int]] = set()
+        split_docs: list[tuple[int, int]] = []
         accepted: set[int] = set()
         decided: set[int] = set()
+        pinned: set[int] = set()
         for d in decisions:
             o = ords.get(d.doc_id) if d.doc_id is not None else None
             if o is None:
                 continue
+            if d.kind == "note":
+                continue
             decided.add(o)
             if d.kind in ("keep", "remove"):
                 state[o] = d.kind
+                judged_against = ords.get(d.other_id) if d.kind == "remove" and d.other_id else None
+                if judged_against is not None and judged_against != o:
+                    pinned.add(judged_against)
             elif d.kind == "not_duplicate":
                 other = ords.get(d.other_id)
                 if other is not None and other != o:
-                    split.add((min(o, other), max(o, other)))
-                    decided.add(other)
+                    split_docs.append((o, other))
             elif d.kind == "accept":
                 accepted.add(o)
+                pinned.add(o)
                 for member in json.loads(d.value or "[]"):
                     m = ords.get(member)
                     if m is not None:
                         decided.add(m)
-        if accepted:
-            # Member ids of accepted clusters may not have been looked up yet.
-            extra = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
-            decided.update(ords_for_ids(project, extra).values())
+        root = roots_of(project, [x for pair in split_docs for x in pair]) if split_docs else {}
+        split = {(min(ra, rb), max(ra, rb)) for ra, rb in ((root.get(a, a), root.get(b, b)) for a, b in split_docs)
+                 if ra != rb}
         keep = {o for o, k in state.items() if k == "keep"}
         remove = {o for o, k in state.items() if k == "remove"}
-        return cls(keep, remove, split, accepted, decided)
+        return cls(keep, remove, split, accepted, decided, pinned - remove)
 
 
 def _roots(graph: PairGraph, ords: np.ndarray) -> np.ndarray:
@@ -263,10 +305,12 @@ class _PairIndex:
 
 def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> Clustering:
     """Apply keep/remove decisions to a clustering (in place, returned for convenience)."""
-    touched = ov.keep | ov.remove
+    c = clustering
+    # a pinned document already kept in its cluster needs nothing (most accepted clusters)
+    moved_pins = {p for p in ov.pinned if c.reason[p] != KEPT or c.cluster[p] != p}
+    touched = ov.keep | ov.remove | moved_pins
     if not touched:
         return clustering
-    c = clustering
     labels = np.unique(c.cluster[np.fromiter(touched, np.int64, len(touched))])
     members_all = np.flatnonzero(np.isin(c.cluster, labels))
     groups: dict[int, list[int]] = {}
@@ -277,8 +321,11 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
         members.sort()
         forced_keep = [m for m in members if m in ov.keep]
         candidates = [m for m in members if m not in ov.remove]
+        pins = [m for m in candidates if m in ov.pinned]
         if forced_keep:
             rep = forced_keep[0]
+        elif pins:
+            rep = label if label in pins else pins[0]
         elif label in candidates:
             rep = label
         elif candidates:
@@ -343,8 +390,45 @@ def keep_rule(project: Project) -> str:
         return "first"
 
 
-def set_keep_rule(project: Project, rule: str) -> None:
+def record_fields(project: Project, wanted: str | None = None, sample: int = 1000) -> tuple[bool, list[str]]:
+    """Whether some record has the field `wanted` (every record is read until one has it), and
+    the fields of the first `sample` records, in first-seen order."""
+    from .export import _as_object, _sources
+
+    sources = _sources(project)
+    seen: dict[str, None] = {}
+    rows = project.conn.execute("SELECT doc_id, text, source_id, record FROM documents ORDER BY ord")
+    for i, (doc_id, text, source_id, record) in enumerate(rows):
+        try:
+            fields = _as_object(sources[source_id], doc_id, text, record)
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(fields, dict):
+            continue
+        if i < sample:
+            seen.update(dict.fromkeys(fields))
+        if wanted is not None and fields.get(wanted) is not None:
+            return True, list(seen)
+        if wanted is None and i >= sample:
+            break
+    return False, list(seen)
+
+
+def check_keep_rule(project: Project, rule: str) -> str:
+    """The rule as stored; a field rule whose field no record has is refused (DedupError
+    listing the fields the records have)."""
     rule = parse_keep_rule(rule)
+    if rule not in KEEP_RULES:
+        name = rule.split(":", 1)[1]
+        found, fields = record_fields(project, name)
+        if not found:
+            listed = ", ".join(literal_line(f, 40) for f in fields[:20]) or "none"
+            raise DedupError(f"no record has a field {literal_line(name, 40)!r}: the records' fields are {listed}")
+    return rule
+
+
+def set_keep_rule(project: Project, rule: str) -> None:
+    rule = check_keep_rule(project, rule)
     with transaction(project.conn):
         project.set_meta(keep_rule=rule)
 
