@@ -102,7 +102,7 @@ def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[s
     from dedup_tui.engine.decisions import Overrides
     from dedup_tui.engine.pipeline import load_graph
     from dedup_tui.engine.store import Project
-    from dedup_tui.ui.model import build_index
+    from dedup_tui.review.index import build_index
 
     rows: list[tuple[str, list[float]]] = []
     project = Project(db)
@@ -318,7 +318,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             # a typed one (size and lowest similarity), then clears it
             from textual.widgets import Input
 
-            from dedup_tui.ui.model import parse_filter, split_view
+            from dedup_tui.review.index import parse_filter, split_view
             from dedup_tui.ui.screens.dialogs import AskScreen
 
             def filtered(flt: str):

@@ -336,15 +336,14 @@ async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
     notes = []
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        notes.extend(n.message for n in app._notifications)
+        notes.extend(m for m in app.told)
         summary = str(app.main.query_one("#summary", Static).render())
         assert f"{result.participants:,} of {local.document_count():,} documents" in summary
         assert any("partial view" in n and "cluster-export" in n for n in notes)
         await pilot.press("e")  # no export dialog: the command for the cluster instead
         await pilot.pause()
         assert app.screen is app.main
-        assert any("dedup-tui cluster-export" in n.message and "--threshold 0.80" in n.message
-                   for n in app._notifications)
+        assert any("dedup-tui cluster-export" in m and "--threshold 0.80" in m for m in app.told)
         await pilot.press("R")  # no local rescan of a partial project
         await pilot.pause()
         assert app.screen is app.main and not app.main.scanning

@@ -1,7 +1,11 @@
-"""The cluster list as arrays: counts, sort orders and members at one threshold and policy.
+"""The cluster list as arrays: counts, sort orders, members and review progress at one
+threshold and policy.
 
 UI-free (numpy only), built in a worker thread after each re-clustering; the widgets page
 through `labels` a few hundred rows at a time and never hold the whole list.
+
+A cluster's progress is its reviewed members out of those to review (every member the
+clustering does not keep); it is decided when every one of them is decided.
 """
 
 from __future__ import annotations
@@ -109,12 +113,18 @@ class ClusterIndex:
     sizes: np.ndarray  # aligned with labels
     max_sim: np.ndarray
     min_sim: np.ndarray
-    decided: np.ndarray  # bool
+    decided: np.ndarray  # bool: every member to review is decided
     _by_cluster: np.ndarray  # ords of the documents in clusters of >= 2, sorted by cluster label
     _sorted_labels: np.ndarray
-    # (labels, sizes, max_sim, min_sim, decided) of every cluster, before the view's filter and
-    # order: another sort or filter is then a reordering (None: a stored snapshot's index)
+    # (labels, sizes, max_sim, min_sim, decided, reviewed, to_review) of every cluster, before the
+    # view's filter and order: another sort or filter is then a reordering (None: a stored
+    # snapshot's index)
     every: tuple | None = None
+    reviewed: np.ndarray | None = None  # members decided, of those to review (aligned with labels)
+    to_review: np.ndarray | None = None  # members the clustering does not keep
+
+    def columns(self) -> tuple:
+        return (self.labels, self.sizes, self.max_sim, self.min_sim, self.decided, self.reviewed, self.to_review)
 
     def members(self, label: int) -> np.ndarray:
         """Ords of the cluster's documents: kept ones first, then by similarity, highest first."""
@@ -141,12 +151,43 @@ class ClusterIndex:
 
     def with_sort(self, sort: str) -> "ClusterIndex":
         """The same clustering in another view: another order, or another filter (see can_show)."""
-        labels, sizes, max_sim, min_sim, decided = self.every if self.every is not None else \
-            (self.labels, self.sizes, self.max_sim, self.min_sim, self.decided)
+        every = self.every if self.every is not None else self.columns()
+        labels, sizes, max_sim, min_sim, decided = every[:5]
         order = sort_order(sort, labels, sizes, max_sim, min_sim, self.threshold, decided)
+        return self._listing(sort, every, order)
+
+    def _listing(self, sort: str, every: tuple, order: np.ndarray) -> "ClusterIndex":
+        labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
         return ClusterIndex(self.threshold, self.policy, sort, self.clustering, self.overrides, self.counts,
-                            labels[order], sizes[order], max_sim[order], min_sim[order],
-                            decided[order], self._by_cluster, self._sorted_labels, self.every)
+                            labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
+                            self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order])
+
+    def keeping_order_of(self, previous: "ClusterIndex | None") -> "ClusterIndex":
+        """This clustering listed in the order of `previous` (the list the reviewer is working
+        through): a cluster stays where any of its documents was listed, even when the filter
+        would drop it now (it became decided); a cluster split in two stays together at that
+        place; a cluster none of whose documents was listed is added at the end if the filter
+        keeps it. Re-sorting is the reviewer's to ask for."""
+        if previous is None or self.every is None or len(previous.clustering.cluster) != len(self.clustering.cluster):
+            return self
+        n = len(self.clustering.cluster)
+        never = np.iinfo(np.int64).max
+        rank_of_label = np.full(n, never, dtype=np.int64)
+        rank_of_label[previous.labels] = np.arange(len(previous.labels))
+        rank_of_doc = np.full(n, never, dtype=np.int64)
+        rank_of_doc[previous._by_cluster] = rank_of_label[previous._sorted_labels]
+        labels = self.every[0]
+        if not len(labels):
+            return self._listing(self.sort, self.every, np.empty(0, np.int64))
+        starts = np.searchsorted(self._sorted_labels, labels)
+        was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
+        fresh = sort_order(self.sort, *self.every[:4], self.threshold, self.every[4])  # the view's own list
+        fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
+        fresh_rank[fresh] = np.arange(len(fresh))
+        listed = np.flatnonzero(was_at < never)
+        kept_in_place = listed[np.lexsort((fresh_rank[listed], was_at[listed]))]
+        new = fresh[was_at[fresh] == never]
+        return self._listing(self.sort, self.every, np.concatenate([kept_in_place, new]))
 
 
 def sort_order(view: str, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
@@ -233,9 +274,13 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
         min_sim = np.fmin.reduceat(sims, starts)
     else:
         max_sim = min_sim = np.empty(0)
-    decided_labels = np.unique(c.cluster[np.fromiter(overrides.decided, np.int64, len(overrides.decided))]) \
-        if overrides.decided else np.empty(0, np.int64)
-    decided = np.isin(labels, decided_labels)
+    settled = np.zeros(n, dtype=bool)
+    if overrides.decided:
+        settled[np.fromiter(overrides.decided, np.int64, len(overrides.decided))] = True
+    to_review = np.add.reduceat(removed.astype(np.int64), starts) if len(labels) else np.empty(0, np.int64)
+    reviewed = np.add.reduceat((removed & settled[by_cluster]).astype(np.int64), starts) if len(labels) \
+        else np.empty(0, np.int64)
+    decided = reviewed >= to_review
     exact_groups, exact_duplicates, stored_pairs = _graph_counts(graph)
     counts = Counts(
         documents=n,
@@ -250,13 +295,14 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
     )
     sizes = sizes_all[labels]
     order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold, decided)
+    every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
     return ClusterIndex(c.threshold, c.policy, sort, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
-                        (labels, sizes, max_sim, min_sim, decided))
+                        every, reviewed[order], to_review[order])
 
 
 # -- snapshots: the last view, stored in the project so that reopening it shows the list at once --
-_SNAPSHOT_FORMAT = 1
+_SNAPSHOT_FORMAT = 2  # 2: review progress per cluster
 
 
 def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, str], str]:
@@ -264,7 +310,7 @@ def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, s
     sort) names everything a ClusterIndex depends on. (The project is read and the decisions
     digested once, for all the views a worker prepares.)"""
     decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
-                          sorted(overrides.accepted), sorted(overrides.decided)])
+                          sorted(overrides.accepted), sorted(overrides.decided), sorted(overrides.pinned)])
     base = {"format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
             "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
             "keep_rule": keep_rule(project)}
@@ -312,7 +358,8 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
             "sizes": index.sizes, "by_cluster": index._by_cluster, "sorted_labels": index._sorted_labels}
     arrays = {name: a.astype(ord_type) for name, a in ords.items()}
     arrays |= {"similarity": c.similarity[touched], "reason": c.reason[touched], "max_sim": index.max_sim,
-               "min_sim": index.min_sim, "decided": index.decided}
+               "min_sim": index.min_sim, "decided": index.decided, "reviewed": index.reviewed.astype(ord_type),
+               "to_review": index.to_review.astype(ord_type)}
     meta = {"documents": n, "threshold": index.threshold, "policy": index.policy, "sort": index.sort,
             "counts": asdict(index.counts)}
     return _pack_arrays(arrays, meta)
@@ -331,10 +378,12 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
         keeper[touched], similarity[touched] = z["keeper"], z["similarity"]
         reason[touched], cluster[touched] = z["reason"], z["cluster"]
         clustering = Clustering(meta["threshold"], meta["policy"], keeper, similarity, reason, cluster)
-        as_ords = {name: z[name].astype(np.int64) for name in ("labels", "sizes", "by_cluster", "sorted_labels")}
+        as_ords = {name: z[name].astype(np.int64)
+                   for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")}
         return ClusterIndex(meta["threshold"], meta["policy"], meta["sort"], clustering, overrides,
                             Counts(**meta["counts"]), as_ords["labels"], as_ords["sizes"], z["max_sim"],
-                            z["min_sim"], z["decided"], as_ords["by_cluster"], as_ords["sorted_labels"])
+                            z["min_sim"], z["decided"], as_ords["by_cluster"], as_ords["sorted_labels"], None,
+                            as_ords["reviewed"], as_ords["to_review"])
     except (ValueError, KeyError, TypeError, IndexError):
         return None
 

@@ -34,6 +34,7 @@ class DedupApp(App):
         try:
             super().__init__()
             self.spec = spec
+            self.told: list[str] = []  # the notifications shown, newest last
             self.review = ReviewState(spec)
             self.writer = ProjectWriter(self, spec.db)
             self.author = author or default_author()
@@ -84,7 +85,10 @@ class DedupApp(App):
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """Every notification (ids, notes and error messages come from the corpus) shown inert."""
+        """Every notification (ids, notes and error messages come from the corpus) shown inert.
+        What was said stays in `told` (newest last): the tests and a driving script read it."""
+        self.told.append(str(message))
+        del self.told[:-200]
         super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
                        markup=markup)
 

@@ -8,7 +8,7 @@ from textual.message import Message
 
 from ..engine.cluster import PairGraph
 from .diff import DiffResult
-from .model import ClusterIndex
+from ..review.index import ClusterIndex
 
 
 class StageProgress(Message):
@@ -51,9 +51,9 @@ class PipelineStopped(Message):
 
 
 class Reclustered(Message):
-    def __init__(self, generation: int, index: ClusterIndex) -> None:
+    def __init__(self, generation: int, index: ClusterIndex, request=None) -> None:
         super().__init__()
-        self.generation, self.index = generation, index
+        self.generation, self.index, self.request = generation, index, request
 
 
 class DiffReady(Message):
@@ -69,8 +69,8 @@ class ExportFinished(Message):
 
 
 class SearchDone(Message):
-    """A document search ended: the first document found (its ord), or None."""
+    """A document search ended: every match (review.Match: where each document is)."""
 
-    def __init__(self, query: str, ord_: int | None) -> None:
+    def __init__(self, query: str, matches: list) -> None:
         super().__init__()
-        self.query, self.ord = query, ord_
+        self.query, self.matches = query, matches

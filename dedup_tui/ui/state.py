@@ -1,77 +1,77 @@
-"""The review's state, in one object the app owns: the project it reads, the stored pairs
-(graph), the clustering on screen (index), the threshold, policy, sort and floor.
+"""What the app's screens share: the review model (`dedup_tui.review.Review`, once the main
+screen has opened the project) and the one place its plans are carried out (the main screen,
+which owns the writer jobs and the re-clustering worker).
 
-Screens read it and ask it to act (keep, remove, a threshold step, re-cluster, show a document);
-none of them holds another screen. The requests are carried out by the controller that owns the
-cluster lists and the re-clustering worker (the main screen, which attaches itself), and every
-screen on top hears of a new clustering through a `ReviewChanged` message.
+Screens read the model and send it intents through here; none of them holds another screen.
+Every screen on top hears of a new cluster list through a `ReviewChanged` message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from textual.message import Message
 
-DEFAULT_THRESHOLD = 0.8
+from ..review import DEFAULT_THRESHOLD, Plan, Review
+
+__all__ = ["DEFAULT_THRESHOLD", "ReviewChanged", "ReviewState"]
 
 
 class ReviewChanged(Message):
-    """The clustering on screen changed (a decision, a threshold, a policy)."""
+    """The cluster list changed (a decision, a threshold, a policy)."""
 
 
 class Controller(Protocol):
-    def action_keep(self, o: int | None = None) -> None: ...
+    def execute(self, plan: Plan) -> None: ...
+    def _try(self, make: Callable[[], Plan]) -> bool: ...
     def action_remove(self, o: int | None = None) -> None: ...
-    def action_not_duplicate(self, o: int | None = None, other: int | None = None) -> None: ...
-    def action_undo(self) -> None: ...
     def set_threshold(self, value: float) -> None: ...
-    def schedule_recluster(self) -> None: ...
-    def remember_state(self) -> None: ...
-    def show_document(self, o: int, now: bool = True) -> None: ...
+    def set_policy(self, policy: str) -> None: ...
+    def schedule_recluster(self, keep_order: bool = True) -> None: ...
+    def render_list(self) -> None: ...
 
 
 class ReviewState:
     def __init__(self, spec) -> None:
         self.spec = spec
-        self.project = None  # engine.store.Project: the UI thread's read connection
-        self.graph = None  # engine.cluster.PairGraph, once the pairs are read
-        self.index = None  # model.ClusterIndex on screen
-        self.threshold = DEFAULT_THRESHOLD
-        self.policy = "components"
-        self.sort = "size"
-        self.floor = 0.0
+        self.model: Review | None = None
         self._controller: Controller | None = None
 
     def attach(self, controller: Controller) -> None:
         self._controller = controller
 
-    # -- reading ----------------------------------------------------------------------------
+    # -- reading (the model's) ----------------------------------------------------------------
+    project = property(lambda self: self.model.project if self.model is not None else None)
+    graph = property(lambda self: self.model.graph if self.model is not None else None)
+    index = property(lambda self: self.model.index if self.model is not None else None)
+    threshold = property(lambda self: self.model.view.threshold)
+    policy = property(lambda self: self.model.view.policy)
+    floor = property(lambda self: self.model.floor if self.model is not None else 0.0)
+
     def kept_of(self, o: int) -> int:
-        """The kept document of o's cluster (o itself when it is kept)."""
-        c = self.index.clustering
-        return int(c.keeper[o]) if c.keeper[o] >= 0 else int(c.cluster[o])
+        return self.model.kept_of(o)
 
     def exact_root(self, o: int) -> int:
-        """The first copy of this document's text (itself if it is the first)."""
-        if self.graph is not None:
-            first = int(self.graph.exact_of[o])
-        else:  # the stored view is on screen and the pairs are still being read
-            first = self.project.exact_of(o)
-        return first if first >= 0 else o
+        return self.model.root(o)
 
     # -- asking it to act -------------------------------------------------------------------
-    def keep(self, o: int) -> None:
-        self._controller.action_keep(o)
+    def act(self, make: Callable[[], Plan]) -> bool:
+        """Carry out an intent of the model (make() plans it); False when the model refused it
+        (the reviewer is told why)."""
+        return self._controller._try(make)
+
+    def keep(self, o: int) -> bool:
+        return self.act(lambda: self.model.plan_keep(o))
 
     def remove(self, o: int) -> None:
-        self._controller.action_remove(o)
+        self._controller.action_remove(o)  # asks first when o is a kept document
 
-    def not_duplicate(self, o: int, other: int) -> None:
-        self._controller.action_not_duplicate(o, other)
+    def separate(self, o: int) -> bool:
+        return self.act(lambda: self.model.plan_separate(o))
 
-    def undo(self) -> None:
-        self._controller.action_undo()
+    def undo(self) -> bool:
+        return self.act(self.model.plan_undo)
 
     def set_threshold(self, value: float) -> None:
         self._controller.set_threshold(value)
@@ -80,15 +80,14 @@ class ReviewState:
         self._controller.set_threshold(round(self.threshold + delta, 2))
 
     def set_policy(self, policy: str) -> None:
-        if policy != self.policy:
-            self.policy = policy
-            self._controller.remember_state()
-            self._controller.schedule_recluster()
+        self._controller.set_policy(policy)
 
     def recluster(self) -> None:
-        self._controller.schedule_recluster()
+        self._controller.schedule_recluster(keep_order=True)
 
     def show_document(self, o: int, now: bool = True) -> None:
-        """Select document o (its cluster and its row) in the cluster lists: now, or (now=False)
-        when the next re-clustering is shown."""
-        self._controller.show_document(o, now)
+        """Select document o (its cluster and its row): now, or (now=False) once the next list is
+        shown (the model keeps a cursor on a document that is listed then)."""
+        self.model.select(o)
+        if now and self.model.index is not None:
+            self._controller.render_list()

@@ -32,12 +32,13 @@ class ProjectWriter:
         self._closed = False
 
     def submit(self, job: Callable[[Project], object], on_done: Callable[[object], None] | None = None,
-               what: str = "change") -> None:
+               what: str = "change", on_fail: Callable[[], None] | None = None) -> None:
         """Run job(project) on a worker thread after every job submitted before it; then
-        on_done(result) on the UI thread. `what` names the change in a failure message."""
+        on_done(result) on the UI thread (or on_fail(), when it was not saved). `what` names the
+        change in a failure message."""
         if self._closed:
             raise RuntimeError("the project writer is closed")
-        self._jobs.append((job, on_done, what))
+        self._jobs.append((job, on_done, what, on_fail))
         try:
             self.app.run_worker(self._drain, thread=True, group="project-write", exit_on_error=False)
         except Exception:  # the app is stopping: close() runs what is queued
@@ -52,15 +53,19 @@ class ProjectWriter:
     def _drain(self, deliver: bool = True) -> None:
         with self._lock:
             while self._jobs:
-                job, on_done, what = self._jobs.popleft()
+                job, on_done, what, on_fail = self._jobs.popleft()
                 try:
                     result = job(self._connection())
                 except sqlite3.OperationalError as exc:
                     busy = "locked" in str(exc) or "busy" in str(exc)
                     self._tell(f"Not saved: the project is busy (another dedup-tui command is writing it); "
                                f"{what} not recorded, try again" if busy else f"Not saved ({what}): {exc}", deliver)
+                    if on_fail is not None and deliver:
+                        self._call(lambda _r: on_fail(), None)
                 except (DedupError, sqlite3.Error) as exc:
                     self._tell(f"Not saved ({what}): {literal_line(str(exc), 200)}", deliver)
+                    if on_fail is not None and deliver:
+                        self._call(lambda _r: on_fail(), None)
                 else:
                     if on_done is not None and deliver:
                         self._call(on_done, result)

@@ -23,7 +23,7 @@ async def settle(app, pilot) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         main = app.main
-        if not (main.scanning or main._clustering_busy or any(w.is_running for w in app.workers)):
+        if not (main.scanning or main.busy or any(w.is_running for w in app.workers)):
             return
     raise SystemExit("the app did not settle")
 

@@ -20,6 +20,7 @@ import json
 import re
 
 import pytest
+from textual.widgets import Input
 from rich.cells import cell_len
 from textual.widgets import Footer
 
@@ -111,18 +112,21 @@ async def _drive(corpus) -> dict[str, list[str]]:
         await pilot.press("escape")
         await settle(pilot)
 
-        await pilot.press("up", "x")  # remove the hostile-id document: a toast names it
-        await settle(pilot)
-        screens["toast"] = assert_inert(terminal_bytes(app))
-        assert any("Saved: remove" in n.message for n in app._notifications)
-
-        await pilot.press("m")  # a note dialog titled with the hostile id
+        await pilot.press("up", "m")  # the hostile-id document: a note dialog titled with its id
         await pilot.pause()
         assert isinstance(app.screen, AskScreen)
         screens["note"] = assert_inert(terminal_bytes(app))
         await pilot.press(*"[bold]n", "enter")
         await settle(pilot)
         screens["note-shown"] = assert_inert(terminal_bytes(app))
+
+        await pilot.press("x")  # remove it (a kept document: asked first): a toast names it
+        await pilot.pause()
+        app.screen.query_one(Input).value = "yes"
+        await pilot.press("enter")
+        await settle(pilot)
+        screens["toast"] = assert_inert(terminal_bytes(app))
+        assert any("Saved: remove" in m for m in app.told)
 
         table.move_cursor(row=ids.index("long"))
         await settle(pilot)
@@ -158,7 +162,7 @@ def test_hostile_text_reaches_the_terminal_inert(hostile_corpus):
                   "nul\\x00", "bel\\x07", "c1\\x9b31m\\x9d0;t\\x9c", "cr\\x0dline\\u2028para\\u2029"):
         assert shown in pair, shown
     # The id is one visible line wherever it is shown (tables, member info, titles).
-    assert "id\\x1b]0;t\\x07[bold]\\u202e\"'); DROP TABLE" in main
+    assert "id\\x1b]0;t\\x07[bold]\\u202e\"');" in main and "DROP TABLE decisions" in main
     assert "id\\x1b]0;t\\x07[bold]\\u202e" in "\n".join(screens["note"])
     assert "note: [bold]n" in "\n".join(screens["note-shown"])
 

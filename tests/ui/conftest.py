@@ -57,7 +57,7 @@ async def settle(pilot, rounds: int = 60) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         main = app.main
-        busy = main.scanning or main._clustering_busy or any(w.is_running for w in app.workers)
+        busy = main.scanning or main.busy or any(w.is_running for w in app.workers)
         if not busy:
             return
     raise AssertionError("the app did not settle")

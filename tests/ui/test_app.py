@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from textual.widgets import Input
+from textual.widgets import Input, OptionList
 
 from dedup_tui.engine import decisions
 from dedup_tui.engine.cluster import KEPT, cluster
@@ -16,7 +16,7 @@ from dedup_tui.engine.pipeline import load_graph
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import StageProgress
-from dedup_tui.ui.screens.dialogs import AskScreen, ExportScreen
+from dedup_tui.ui.screens.dialogs import AskScreen, ExportScreen, SearchResultsScreen
 from dedup_tui.ui.screens.help import HelpScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
@@ -118,11 +118,11 @@ async def test_decide_undo_redo(corpus):
         await settle(pilot)
         main = app.main
         db = main.spec.db
-        label = main._label
+        label = main.model.cursor.label
         members = main.index.members(label)
         assert len(members) >= 2
         other = int(members[1])
-        await pilot.press("tab", "down")  # members table, second member
+        await pilot.press("tab")  # members table: the cursor is on the first member to review
         assert main.selected_doc() == other
         await pilot.press("k")
         await settle(pilot)
@@ -133,18 +133,24 @@ async def test_decide_undo_redo(corpus):
         # the kept document changed; the cluster follows it and stays selected
         assert main.index.clustering.keeper[other] == -1
         # the cluster follows it, and the cursor moved on to the next member without a decision
-        assert main._label == other
+        assert main.model.cursor.label == other
         moved_to = main.selected_doc()
         assert moved_to != other and main.index.clustering.keeper[moved_to] == other
         assert moved_to not in main.index.overrides.decided
-        assert main.index.decided[main.index.position(other)]
+        # one member decided: the cluster is not (its first kept document is now to review)
+        assert not main.index.decided[main.index.position(other)]
+        assert main.index.clustering.keeper[label] == other and main.model.to_review(label)
         main.query_one("#members").move_cursor(row=0)  # back to the kept one
         await pilot.pause()
         assert main.selected_doc() == other
         c = decisions.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
         assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
-        # remove the new kept document: the next member takes over
+        # remove the new kept document: asked first, then the next member takes over
         await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, AskScreen) and "keeps" in str(app.screen.title_text)
+        app.screen.query_one(Input).value = "yes"
+        await pilot.press("enter")
         await settle(pilot)
         assert main.index.clustering.reason[other] == decisions.REVIEWER
         # undo twice, redo once
@@ -184,16 +190,16 @@ async def test_not_duplicate_accept_and_note(corpus):
         main.show_page()
         main.query_one("#clusters").move_cursor(row=row)
         await pilot.pause()
-        assert main._label == label
+        assert main.model.cursor.label == label
         other = int(members[1])
-        await pilot.press("tab", "down", "n")
+        await pilot.press("tab", "n")  # on the first member to review
         await settle(pilot)
         # split at every threshold: the other document is now alone and kept
         assert main.index.clustering.keeper[other] == -1
         assert main.index.position(label) is None
         project = Project(main.spec.db)
         d = decisions.active(project)[-1]
-        assert d.kind == "not_duplicate" and {d.doc_id, d.other_id} == set(project.ids_for([label, other]))
+        assert d.kind == "not_duplicate" and (d.doc_id, d.other_id) == tuple(project.ids_for([other, label]))
         # accept the (new) first cluster and add a note
         main.query_one("#clusters").focus()
         await pilot.press("home", "a")
@@ -316,7 +322,7 @@ async def test_help_and_palette(corpus):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         help_text = screen_text(app)
-        assert "raise by 0.01" in help_text
+        assert "show help and keys" in help_text
         await pilot.press("escape")
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
@@ -419,16 +425,16 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
             await pilot.press("x", "]")
             assert main.threshold == pytest.approx(threshold + 0.01)  # handled while the write waits
             await settle(pilot)
-            messages = [n.message for n in app._notifications]
-            assert any("Not saved: the project is busy" in m and "remove decision" in m for m in messages)
+            messages = list(app.told)
+            assert any("Not saved: the project is busy" in m and "remove " in m for m in messages)
         finally:
             other.execute("ROLLBACK")
             other.close()
         project = Project(app.spec.db)
         assert decisions.active(project) == []
         main.query_one("#members").focus()
-        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main._label)].index(target)
-                                               if target in main.index.members(main._label) else 0)
+        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main.model.cursor.label)].index(target)
+                                               if target in main.index.members(main.model.cursor.label) else 0)
         await pilot.press("x")
         await settle(pilot)
         assert [d.kind for d in decisions.active(project)] == ["remove"]
@@ -451,7 +457,7 @@ async def test_a_keymap_file_remaps_a_key(corpus, tmp_path, monkeypatch):
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert any("unknown binding ids ignored: main.no-such-action" in n.message for n in app._notifications)
+        assert any("unknown binding ids ignored: main.no-such-action" in m for m in app.told)
         await pilot.press("tab", "down")
         target = app.main.selected_doc()
         await pilot.press("delete")
@@ -472,11 +478,11 @@ async def test_triage_on_one_screen(corpus):
         # a cluster with a near (not exact) member
         c = main.index.clustering
         near = next(int(m) for m in np.flatnonzero(c.keeper >= 0)
-                    if main.exact_root(int(m)) != main.exact_root(int(c.keeper[m])))
+                    if main.model.root(int(m)) != main.model.root(int(c.keeper[m])))
         main.query_one("#clusters").move_cursor(row=main.index.position(int(c.cluster[near])))
         await pilot.pause()
         await pilot.press("tab")
-        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main._label)].index(near))
+        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main.model.cursor.label)].index(near))
         await pilot.pause()
         member = main.selected_doc()
         assert member == near
@@ -484,7 +490,7 @@ async def test_triage_on_one_screen(corpus):
         kept_view, member_view = main.query_one("#preview-kept", DocView), main.query_one("#preview-member", DocView)
         assert (kept_view.text, member_view.text) == tuple(main.project.texts_for([kept, member]))
         assert member_view._spans and kept_view._spans  # the differences are marked on both sides
-        first_label = main._label
+        first_label = main.model.cursor.label
         main.query_one("#members").move_cursor(row=1)  # the first member after the kept one
         await pilot.pause()
         members = [int(m) for m in main.index.members(first_label)]
@@ -495,8 +501,8 @@ async def test_triage_on_one_screen(corpus):
             assert main.selected_doc() == expected_next
         await pilot.press("x")  # the cluster's last undecided member: on to the next cluster
         await settle(pilot)
-        assert main._label != first_label
-        assert not main.index.decided[main.index.position(main._label)]
+        assert main.model.cursor.label != first_label
+        assert not main.index.decided[main.index.position(main.model.cursor.label)]
         assert main.index.clustering.keeper[main.selected_doc()] >= 0  # a member to decide on
         project = Project(app.spec.db)
         assert sorted(d.doc_id for d in decisions.active(project)) == sorted(project.ids_for(undecided))
@@ -557,7 +563,12 @@ async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
             app.screen.query_one(Input).value = query
             await pilot.press("enter")
             await settle(pilot)
-            assert main._label == target_label
+            if isinstance(app.screen, SearchResultsScreen):  # several matches: every one listed
+                options = app.screen.query_one(OptionList)
+                assert options.option_count == len(main.project.find_documents(query, limit=1000)) > 1
+                await pilot.press("enter")
+                await settle(pilot)
+            assert main.model.cursor.label == target_label
             found = main.selected_doc()
             assert found == member or query != doc_id  # by id: that very document
             assert text[5:40].lower() in main.project.texts_for([found])[0].lower()
@@ -566,7 +577,7 @@ async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
         app.screen.query_one(Input).value = "no such words anywhere 123"
         await pilot.press("enter")
         await settle(pilot)
-        assert any("No document has the id or text" in n.message for n in app._notifications)
+        assert any("No document has the id or text" in m for m in app.told)
 
 
 async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
@@ -590,8 +601,7 @@ async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
         await settle(pilot)
         main = app.main
         assert main.index is None
-        assert any("the documents are loaded" in n.message and "Press R to scan again" in n.message
-                   for n in app._notifications)
+        assert any("the documents are loaded" in m and "Press R to scan again" in m for m in app.told)
         await pilot.press("R")
         await pilot.pause()
         await pilot.press("enter")  # the rescan dialog: the same floor and k
@@ -674,7 +684,7 @@ async def test_the_pair_view_moves_on_after_a_decision(corpus):
         main.query_one("#clusters").move_cursor(row=main.index.position(label))
         await pilot.pause()
         members = [int(m) for m in main.index.members(label)]
-        await pilot.press("tab", "down", "d")
+        await pilot.press("tab", "d")  # the cursor is on the first member to review
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, PairScreen) and (screen.left, screen.right) == (label, members[1])
@@ -724,8 +734,14 @@ async def test_filters_undecided_near_and_exact(corpus):
         await pilot.press("f")  # undecided: every cluster, none decided yet
         await settle(pilot)
         assert main.sort == "size:undecided" and len(main.index.labels) == total
-        await pilot.press("tab", "a")  # accept the selected cluster: it leaves the list
+        first = main.model.cursor.label
+        await pilot.press("tab", "a")  # accept the selected cluster: decided, it stays in place
         await settle(pilot)
+        assert len(main.index.labels) == total and main.index.labels[0] == first and main.index.decided[0]
+        assert main.model.cursor.label != first  # the cursor went on to the next cluster
+        await pilot.press("f", "f", "f", "f")  # the reviewer asks again: it leaves the list
+        await settle(pilot)
+        assert main.sort == "size:undecided"
         assert len(main.index.labels) == total - 1 and not main.index.decided.any()
         assert main.index.counts.clusters == total  # the summary still counts them all
         await pilot.press("f")  # with a near duplicate
@@ -825,14 +841,14 @@ async def test_pair_view_aligns_the_lines_of_long_documents(tmp_path):
         assert shown_right.replace(" ", "") == right.replace("\n", "").replace(" ", "")
         await pilot.press("w")  # aligned lines cannot be stacked: it says how to get there
         await pilot.pause()
-        assert any("always side by side" in n.message for n in app._notifications)
+        assert any("always side by side" in m for m in app.told)
         await pilot.press("l")
         await settle(pilot)
         assert not screen.aligned and screen.query_one("#left-doc").display and not view.display
 
 
 def test_typed_filters_parse_to_a_canonical_view_and_refuse_nonsense():
-    from dedup_tui.ui.model import parse_filter
+    from dedup_tui.review.index import parse_filter
 
     assert parse_filter("size >= 5  sim<=0.9 undecided") == "undecided,size>=5,sim<=0.9"
     assert parse_filter("") == parse_filter("all") == "all"
@@ -930,15 +946,15 @@ async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         main = app.main
-        first = main._label
+        first = main.model.cursor.label
         await pilot.press("a")  # accept: the cursor moves on to the next undecided cluster
         await settle(pilot)
         await pilot.press("a")
         await settle(pilot)
-        assert main._label != first
+        assert main.model.cursor.label != first
         await pilot.press("u", "u")  # both accepts undone: back at the first cluster
         await settle(pilot)
-        assert main._label == first and not main.index.decided.any()
+        assert main.model.cursor.label == first and not main.index.decided.any()
 
 
 async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
@@ -953,7 +969,7 @@ async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
         await pilot.press("tab", "end")
         await settle(pilot)
         assert members.loaded == members.total and members.cursor_row == members.total - 1
-        last = app.main.index.members(app.main._label)[-1]
+        last = app.main.index.members(app.main.model.cursor.label)[-1]
         assert app.main.selected_doc() == int(last)
         assert "shown, more as you scroll" not in str(app.main.query_one("#members-title").render())
 

@@ -136,10 +136,10 @@ async def test_split_and_open_chain(tmp_path):
         # split in two: what is still flagged is a smaller chain
         assert all(ch.size < 7 for ch in screen.report.chains)
         # o opens a flagged cluster in the main screen (switching to components): use the old list
-        main.policy = "greedy"
+        main.model.set_policy("greedy")
         screen.report.chains[:] = chains
         screen.fill_chains()
         await pilot.press("o")
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and main.policy == "components"
-        assert np.any(main.index.labels == main._label)
+        assert np.any(main.index.labels == main.model.cursor.label)

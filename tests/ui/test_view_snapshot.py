@@ -11,7 +11,7 @@ from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
-from dedup_tui.ui.model import build_index, index_from_snapshot, load_snapshot, save_snapshot, snapshot_bytes
+from dedup_tui.review.index import build_index, index_from_snapshot, load_snapshot, save_snapshot, snapshot_bytes
 
 from .conftest import settle
 
@@ -152,7 +152,7 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
         why_at = {next(row.index(w) for w in ("first in corpus", "same text", "near duplicate") if w in row)
                   for row in rows}
         assert len(why_at) == 1
-        main.show_members(label)  # back to the first chunk, with the real ids
+        main.show_members()  # back to the first chunk, with the real ids
         await pilot.pause()
         assert shown_keys() == members[: MemberTable.CHUNK].tolist()
         table.focus()
@@ -177,7 +177,7 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
 
 
 async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
-    from dedup_tui.ui.model import view_key
+    from dedup_tui.review.index import view_key
 
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:

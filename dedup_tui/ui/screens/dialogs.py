@@ -10,7 +10,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
+from textual.widgets.option_list import Option
 
 from ...engine.cluster import POLICIES
 from ...engine.decisions import beside
@@ -81,6 +82,32 @@ class _Form:
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.submit()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SearchResultsScreen(ModalScreen[int | None]):
+    """Every match of a search, each with where it is at the current view; enter jumps to one
+    (then . and , step through the others)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, query: str, matches: list) -> None:
+        super().__init__(classes="dialog-screen")
+        self.query_text, self.matches = query, matches
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="search-results"):
+            more = " (the first 1,000)" if len(self.matches) >= 1000 else ""
+            yield Label(Text(f"{len(self.matches):,} documents match {literal_line(self.query_text, 50)!r}{more}"),
+                        classes="dialog-title")
+            yield OptionList(*[Option(Text.assemble((literal_line(m.doc_id, 40), "bold"), "  ", (m.status, "dim")),
+                                      id=str(i)) for i, m in enumerate(self.matches)], id="matches")
+            yield Label(Text("enter: go to it (then . next, , previous)   esc: close", style="dim"))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -1,8 +1,12 @@
-"""The main screen: threshold, counts, the cluster list (paged), members, and decisions."""
+"""The main screen: threshold, counts, the cluster list (paged), members, and decisions.
+
+It is layout and rendering: the view, the list, the cursor, the queue and the decisions are the
+review model's (`dedup_tui.review.Review`, at `self.model`). Keys become intents to the model;
+the plans it returns are written by the app's writer thread, and the list is rebuilt in a worker.
+"""
 
 from __future__ import annotations
 
-import json
 import shlex
 import sqlite3
 import threading
@@ -20,17 +24,18 @@ from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions
 from ...engine.cluster import NEAR, POLICIES, strongest_links
-from ...engine.decisions import Overrides, cluster_with_decisions
+from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
 from ...engine.pipeline import ScanSettings, load_graph, scan
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
+from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
+from ...review.index import (FILTERS, SORTS, describe_view, ClusterIndex, PreparedViews, load_snapshot,
+                             save_snapshot, view_key, view_keys, build_index)
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..model import (FILTERS, SORTS, describe_view, join_view, parse_filter, split_view, ClusterIndex, PreparedViews, build_index, load_snapshot, save_snapshot, view_key,
-                     view_keys)
 from ..launch import default_export_path
 from ..state import ReviewChanged, ReviewState
 from ..text import literal_line
@@ -40,8 +45,7 @@ from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
-from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen
-
+from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
 class MainScreen(Screen):
@@ -56,6 +60,7 @@ class MainScreen(Screen):
         self.spec = spec
         self.review = review
         review.attach(self)
+        self.model: Review | None = None  # made on mount, with the UI thread's connection
         self.page = 0
         self.scanning = False
         self.last_export = None
@@ -63,36 +68,36 @@ class MainScreen(Screen):
         self._generation = 0
         self._clustering_busy = False
         self._dirty = False
-        self._focus_doc: int | None = None  # document to select after the next re-clustering
+        self._fresh_order = False  # a coalesced re-clustering asked for the view's own order
         self._snapshot_generation: int | None = None  # _generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
         self._opening = False  # reading a scanned project (not loading or scanning it)
         self._views = PreparedViews()  # cluster indexes computed (or prepared ahead) for this graph
         self._last_step = 0.0  # the last threshold move, for which way to prepare first
-        self._label: int | None = None  # selected cluster
+        self._matches: list = []  # the last search's matches, stepped with . and ,
+        self._match_at = -1
+        self._shown_label: int | None = None  # the cluster whose members are on screen
 
-    # The review's state lives in the app's ReviewState; the main screen is its controller.
-    project = property(lambda self: self.review.project, lambda self, v: setattr(self.review, "project", v))
-    graph = property(lambda self: self.review.graph, lambda self, v: setattr(self.review, "graph", v))
-    index = property(lambda self: self.review.index, lambda self, v: setattr(self.review, "index", v))
-    threshold = property(lambda self: self.review.threshold, lambda self, v: setattr(self.review, "threshold", v))
-    policy = property(lambda self: self.review.policy, lambda self, v: setattr(self.review, "policy", v))
-    sort = property(lambda self: self.review.sort, lambda self, v: setattr(self.review, "sort", v))
-    floor = property(lambda self: self.review.floor, lambda self, v: setattr(self.review, "floor", v))
+    # what the screens on top and the tests read (the model's, for the most part)
+    project = property(lambda self: self.review.project)
+    graph = property(lambda self: self.review.graph)
+    index = property(lambda self: self.review.index)
+    threshold = property(lambda self: self.review.threshold)
+    policy = property(lambda self: self.review.policy)
+    floor = property(lambda self: self.review.floor)
 
-    def kept_of(self, o: int) -> int:
-        return self.review.kept_of(o)
+    @property
+    def sort(self) -> str:
+        return self.model.view.listing
 
-    def exact_root(self, o: int) -> int:
-        return self.review.exact_root(o)
+    @property
+    def busy(self) -> bool:
+        """A list is being rebuilt, or one is waiting to be."""
+        return self._clustering_busy or self._dirty
 
-    def remember_state(self) -> None:
-        self._remember_state()
-
-    def show_document(self, o: int, now: bool = True) -> None:
-        self._focus_doc = o
-        if now and self.index is not None:
-            self.show_page(keep_selection=True)
+    @property
+    def _label(self) -> int | None:
+        return self.model.cursor.label if self.model is not None and self.model.index is not None else None
 
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -120,20 +125,19 @@ class MainScreen(Screen):
         self.set_class(self.size.width < self.NARROW, "-narrow")
         self.set_class(self.size.height < self.SHORT, "-short")
         if self.index is not None:
-            self.call_after_refresh(self.show_page, True)
+            self.call_after_refresh(self.render_list)
 
     def on_mount(self) -> None:
-        self.project = Project(self.spec.db)
+        project = Project(self.spec.db)
+        self.model = Review(project, author=self.app.author)
+        self.review.model = self.model
         self.partial = getattr(self.app, "partial", None)
-        saved = self.project.get_meta("ui_state")
-        if saved:
-            state = json.loads(saved)
-            self.threshold = float(state.get("threshold", self.threshold))
-            self.policy = state.get("policy", self.policy) if state.get("policy") in POLICIES else self.policy
+        for preview in self.query(DocView):
+            preview.can_focus = False  # tab moves between the two lists; enter opens the pair to scroll
         self.query_one("#progress", ScanProgress).display = False
         self.update_top()
-        has_documents = self.project.has_documents()
-        needs_scan = bool(self.spec.corpus) or not has_documents or self.project.scan_state != "complete"
+        has_documents = project.has_documents()
+        needs_scan = bool(self.spec.corpus) or not has_documents or project.scan_state != "complete"
         self.start_pipeline(load=bool(self.spec.corpus), scan_it=needs_scan)
         self.query_one("#clusters", ClusterTable).focus()
 
@@ -147,10 +151,10 @@ class MainScreen(Screen):
             what = "Loading and scanning" if load else "Scanning"
             self.query_one("#progress", ScanProgress).start(f"{what} {self.spec.db.name} — esc cancels")
         self.refresh_bindings()
-        self.run_pipeline(load, scan_it)
+        self.run_pipeline(load, scan_it, self.model.view)
 
     @work(thread=True, exclusive=True, group="pipeline", exit_on_error=False)
-    def run_pipeline(self, load: bool, scan_it: bool) -> None:
+    def run_pipeline(self, load: bool, scan_it: bool, view) -> None:
         project = Project(self.spec.db, create=True)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         try:
@@ -161,11 +165,12 @@ class MainScreen(Screen):
                 scan(project, self.spec.scan_settings or ScanSettings(), control)
             control.report("graph", 0, 0)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
-            threshold, policy, sort = min(max(self.threshold, floor), 1.0), self.policy, self.sort
+            view = replace(view, threshold=min(max(view.threshold, floor), 1.0))
+            request = Request(view, None, 0)
             overrides = Overrides.load(project)
             # Reopening: the view stored when the app last showed it comes up at once; the pairs
             # (hundreds of ms at a million documents) are read meanwhile, for the next change.
-            stored, key = load_snapshot(project, overrides, threshold, policy, sort)
+            stored, key = load_snapshot(project, overrides, view.threshold, view.policy, view.listing)
             if stored is not None:
                 self._snapshot_key = key
                 painted = threading.Event()
@@ -174,12 +179,11 @@ class MainScreen(Screen):
                 # once the list is on screen (bounded, in case the view is not shown at all).
                 painted.wait(timeout=1.0)
             graph = load_graph(project)
-            graph.warm(policy, overrides.split_pairs)  # the first threshold change should not pay for these
+            graph.warm(view.policy, overrides.split_pairs)  # the first threshold change should not pay for these
             if stored is not None:
                 self.post_message(GraphReady(graph, floor, scan_it))
                 return
-            clustering = cluster_with_decisions(project, graph, threshold, policy, overrides=overrides)
-            index = build_index(graph, clustering, overrides, sort)
+            index = self.model.compute(project, request, graph, overrides)
             self.post_message(GraphReady(graph, floor, scan_it, index))
             self._snapshot_key = save_snapshot(project, index)
         except Cancelled:
@@ -195,42 +199,45 @@ class MainScreen(Screen):
     def on_stage_progress(self, message: StageProgress) -> None:
         self.query_one("#progress", ScanProgress).report(message.stage, message.done, message.total)
 
+    def _set_floor(self, floor: float) -> None:
+        self.model.floor = floor
+        self.model.view = replace(self.model.view, threshold=min(max(self.model.view.threshold, floor), 1.0))
+
     def on_view_ready(self, message: ViewReady) -> None:
         index = message.index
-        self.floor = message.floor
-        self.threshold = min(max(self.threshold, self.floor), 1.0)
-        if self.index is None and (index.threshold, index.policy, index.sort) == (self.threshold, self.policy, self.sort):
+        self._set_floor(message.floor)
+        if self.index is None and self.model._same_view(index):
             self._snapshot_generation = self._generation
-            self.show_index(index)
+            self.show_index(index, None)
             self.call_after_refresh(message.painted.set)
         else:
             message.painted.set()
 
     def on_graph_ready(self, message: GraphReady) -> None:
         self.scanning = False
-        self.graph, self.floor = message.graph, message.floor
+        self.model.graph = message.graph
+        self._set_floor(message.floor)
         self._views = PreparedViews()  # views of another graph are of no use
-        self.threshold = min(max(self.threshold, self.floor), 1.0)
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
         index = message.index
         if index is None and self._snapshot_generation == self._generation:
             return  # the stored view on screen is still what the settings ask for
-        if index is not None and not self._clustering_busy and \
-                (index.threshold, index.policy, index.sort) == (self.threshold, self.policy, self.sort):
+        if index is not None and not self._clustering_busy and self.model._same_view(index):
             self._generation += 1
-            self.show_index(index)
+            self.show_index(index, None)
         else:
-            self.schedule_recluster()
+            self.schedule_recluster(keep_order=False)
 
     def on_unmount(self) -> None:
         self.save_view()
+        self.remember_state()
 
     def save_view(self) -> None:
         """Store the view on screen for the next opening, unless it is stored already or stale."""
         index = self.index
         if index is None or self.project is None or self._clustering_busy or self._dirty or \
-                (index.threshold, index.policy, index.sort) != (self.threshold, self.policy, self.sort):
+                self.model.needs_rebuild():
             return
         try:
             stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.sort) != self._snapshot_key
@@ -272,37 +279,52 @@ class MainScreen(Screen):
 
         self.app.push_screen(RescanScreen(floor, k), done)
 
-    # -- search: a document by id or text, then its cluster ----------------------------------
+    # -- search: every document by id or text, then its cluster ------------------------------
     def action_search(self) -> None:
         def done(query: str | None) -> None:
             if query:
                 self.run_search(query)
 
-        self.app.push_screen(AskScreen("Find a document (id, or words from its text)", placeholder="id or text"), done)
+        self.app.push_screen(AskScreen("Find documents (an id, the start of ids, or words from the text)",
+                                       placeholder="id or text"), done)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, query: str) -> None:
         with Project(self.spec.db) as project:
-            found = project.find_documents(query, limit=1)
-        self.post_message(SearchDone(query, found[0] if found else None))
+            found = self.model.search(project, query)
+        self.post_message(SearchDone(query, found))
 
-    def on_search_done(self, message: "SearchDone") -> None:
+    def on_search_done(self, message: SearchDone) -> None:
         shown = literal_line(message.query, 60)
-        if message.ord is None:
+        self._matches, self._match_at = list(message.matches), -1
+        if not self._matches:
             self.notify(f"No document has the id or text {shown!r}", severity="warning", markup=False)
             return
-        o, index = message.ord, self.index
-        if index is None:
+        if len(self._matches) == 1:
+            self.action_next_match(1)
             return
-        label = int(index.clustering.cluster[o])
-        if index.position(label) is None:
-            why_alone = "it is removed by the reviewer" if index.clustering.reason[o] else "it has no duplicate"
-            self.notify(f"{literal_line(self.project.ids_for([o])[0], 60)}: in no cluster at "
-                        f"{index.threshold:.2f} ({why_alone})", markup=False)
+
+        def chosen(at: int | None) -> None:
+            if at is not None:
+                self._match_at = at - 1
+                self.action_next_match(1)
+
+        self.app.push_screen(SearchResultsScreen(message.query, self._matches), chosen)
+
+    def action_next_match(self, delta: int) -> None:
+        """. and , step through the last search's matches; each says where it is."""
+        if not self._matches:
+            self.notify("No search yet: / finds documents", severity="warning")
             return
-        self._focus_doc = o
-        self.show_page(keep_selection=True)
-        self.query_one("#members", MemberTable).focus()
+        self._match_at = (self._match_at + delta) % len(self._matches)
+        m = self._matches[self._match_at]
+        label, status = self.model.whereabouts(m.doc) if self.index is not None else (None, m.status)
+        where = f"match {self._match_at + 1}/{len(self._matches)}" + (" (. next, , previous)" if len(self._matches) > 1 else "")
+        self.notify(f"{literal_line(m.doc_id, 60)}: {status} · {where}", markup=False, timeout=5)
+        if label is not None:
+            self.model.select(m.doc)
+            self.render_list()
+            self.query_one("#members", MemberTable).focus()
 
     def on_worker_state_changed(self, event) -> None:
         if event.state == WorkerState.ERROR:
@@ -314,47 +336,55 @@ class MainScreen(Screen):
                         markup=False, timeout=10)
 
     # -- re-clustering ------------------------------------------------------------------
-    def schedule_recluster(self) -> None:
-        """Re-cluster now, or as soon as the running re-clustering ends (newest settings win)."""
+    def schedule_recluster(self, keep_order: bool = True) -> None:
+        """Rebuild the list now, or as soon as the running rebuild ends (newest settings win).
+        keep_order: after a decision (the list keeps its order); False: the view changed."""
         self._generation += 1
+        self._fresh_order = self._fresh_order or not keep_order
         self.update_top()
         if self.graph is None:
             return
         if self._clustering_busy:
             self._dirty = True
             return
+        self._start_recluster()
+
+    def _start_recluster(self) -> None:
         self._clustering_busy, self._dirty = True, False
-        self.recluster(self._generation, self.threshold, self.policy, self.sort)
+        fresh, self._fresh_order = self._fresh_order, False
+        self.recluster(self._generation, self.model.request(keep_order=not fresh))
 
     @work(thread=True, exclusive=True, group="cluster", exit_on_error=False)
-    def recluster(self, generation: int, threshold: float, policy: str, sort: str) -> None:
-        graph, views = self.graph, self._views
+    def recluster(self, generation: int, request: Request) -> None:
+        graph, views, model = self.graph, self._views, self.model
         project = Project(self.spec.db, readonly=False)
         try:
             overrides = Overrides.load(project)
             key_of = view_keys(project, overrides)
+            view = request.view
 
-            def view(t: float, pol: str = policy) -> tuple[str, Callable[[], ClusterIndex]]:
+            def prepared(t: float, pol: str) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
-                    clustering = cluster_with_decisions(project, graph, t, pol, overrides=overrides)
-                    return build_index(graph, clustering, overrides, sort)
-                return key_of(t, pol, sort), compute
+                    return model.compute(project, replace(request, view=replace(view, threshold=t, policy=pol),
+                                                          previous=None), graph, overrides)
+                return key_of(t, pol, view.listing), compute
 
-            index = views.get(*view(threshold))
+            index = views.get(*prepared(view.threshold, view.policy)).keeping_order_of(request.previous)
             worker = get_current_worker()
             if worker.is_cancelled:
                 return
-            self.post_message(Reclustered(generation, index))
+            self.post_message(Reclustered(generation, index, request))
             # While the reviewer looks, prepare the next step each way (the direction of the last
             # move first), then the other policy, so holding ] or [ (or pressing p) shows the
             # result without waiting for a re-clustering.
             step = 0.01 if self._last_step >= 0 else -0.01
-            other = POLICIES[(POLICIES.index(policy) + 1) % len(POLICIES)]
-            for t, pol in ((round(threshold + step, 4), policy), (round(threshold - step, 4), policy), (threshold, other)):
+            other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
+            for t, pol in ((round(view.threshold + step, 4), view.policy),
+                           (round(view.threshold - step, 4), view.policy), (view.threshold, other)):
                 if worker.is_cancelled or generation != self._generation:
                     return
                 if self.floor <= t <= 1.0:
-                    key, compute = view(t, pol)
+                    key, compute = prepared(t, pol)
                     if not views.has(key):
                         views.get(key, compute)
         finally:
@@ -363,17 +393,15 @@ class MainScreen(Screen):
     def on_reclustered(self, message: Reclustered) -> None:
         self._clustering_busy = False
         if self._dirty or message.generation != self._generation:
-            self._dirty = False
-            self._clustering_busy = True
-            self.recluster(self._generation, self.threshold, self.policy, self.sort)
+            self._start_recluster()
             return
-        self.show_index(message.index)
+        self.show_index(message.index, message.request)
 
-    def show_index(self, index) -> None:
+    def show_index(self, index, request: Request | None) -> None:
         first = self.index is None
-        self.index = index
+        self.model.show(index, request)
         self.update_top()
-        self.show_page(keep_selection=True)
+        self.render_list()
         if first:  # check_action only depends on whether there is an index (and on scanning)
             self.refresh_bindings()
         if self.app.screen is not self:  # a screen on top (pair view, tuning) follows the new clustering
@@ -381,12 +409,13 @@ class MainScreen(Screen):
 
     # -- showing --------------------------------------------------------------------------
     def update_top(self) -> None:
+        view = self.model.view if self.model is not None else None
         t = Text()
         t.append(" THRESHOLD ", style="reverse bold")
-        t.append(f" {self.threshold:.2f} ", style="bold")
+        t.append(f" {view.threshold:.2f} " if view else " … ", style="bold")
         t.append(" [ ] ±.01  { } ±.05  t", style="dim")
         t.append("   policy ", style="dim")
-        t.append(self.policy, style="bold")
+        t.append(view.policy if view else "…", style="bold")
         t.append(" (p)", style="dim")
         if self.floor:
             t.append(f"   floor {self.floor:.2f}", style="dim")
@@ -396,7 +425,8 @@ class MainScreen(Screen):
             s.append(("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet", style="dim")
         else:
             c = self.index.counts
-            stale = self.index.threshold != self.threshold or self.index.policy != self.policy
+            stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != \
+                (view.threshold, view.policy)
             partial = self.partial
             corpus_docs = int(partial.get("corpus_documents", c.documents)) if partial else c.documents
             parts = [
@@ -424,19 +454,16 @@ class MainScreen(Screen):
     def pages(self) -> int:
         return max(1, -(-len(self.index.labels) // self.PAGE)) if self.index is not None else 1
 
-    def show_page(self, keep_selection: bool = False) -> None:
+    def render_list(self) -> None:
+        """The page holding the cursor's cluster, its members, the cursor on its document."""
+        pos = self.model.position
+        if pos is not None:
+            self.page = pos // self.PAGE
+        self.show_page(pos)
+
+    def show_page(self, pos: int | None = None) -> None:
         index = self.index
         table = self.query_one("#clusters", ClusterTable)
-        target_row = table.cursor_row if keep_selection else 0
-        if keep_selection:
-            label = None
-            if self._focus_doc is not None:
-                label = int(index.clustering.cluster[self._focus_doc])
-            elif self._label is not None:
-                label = self._label
-            pos = index.position(label) if label is not None else None
-            if pos is not None:
-                self.page, target_row = divmod(pos, self.PAGE)
         self.page = min(self.page, self.pages - 1)
         start = self.page * self.PAGE
         stop = min(start + self.PAGE, len(index.labels))
@@ -448,25 +475,30 @@ class MainScreen(Screen):
         title.append(f"  page {self.page + 1}/{self.pages} (< >) · {describe_view(self.sort)} (s, f)", style="dim")
         self.query_one("#clusters-title", Static).update(title)
         if stop > start:
-            table.move_cursor(row=min(target_row, stop - start - 1), animate=False)
-            self.show_members(int(index.labels[start + table.cursor_row]))
+            if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
+                self.model.select_position(start)
+                pos = start
+            table.move_cursor(row=pos - start, animate=False)
+            self.show_members()
         else:
-            self._label = None
+            self._shown_label = None
             self.query_one("#members", MemberTable).clear()
             self.query_one("#members-title", Static).update(Text("No clusters at this threshold", style="dim"))
             self.query_one("#member-info", Static).update("")
+            self.query_one("#preview-title", Static).update("")
 
-    def show_members(self, label: int) -> None:
-        self._label = label
+    def show_members(self) -> None:
+        """The cursor's cluster's members, the cursor's document selected."""
+        label, focus_doc = self.model.cursor.label, self.model.cursor.doc
+        self._shown_label = label
         index = self.index
         members = index.members(label)
         table = self.query_one("#members", MemberTable)
-        focus_doc, self._focus_doc = self._focus_doc, None
         hit = np.flatnonzero(members == focus_doc) if focus_doc is not None else np.empty(0, np.int64)
         # enough chunks to show the document to focus
         count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
         rows = self._previews(members[:count].tolist(), 240)
-        table.fill(index, label, members, rows, count)
+        table.fill(index, label, members, rows, count, decided=self.model.is_decided)
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
@@ -475,22 +507,27 @@ class MainScreen(Screen):
         table = self.query_one("#members", MemberTable)
         title = Text()
         title.append(f"{table.total:,} members", style="bold")
+        if self._shown_label is not None:
+            done, total = self.model.progress(self._shown_label)
+            title.append(f" · {done}/{total} reviewed", style="bold green" if done >= total else "bold")
         if table.loaded < table.total:
             title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
-        title.append("  enter/d: diff with kept · k keep · x remove · n not dup", style="dim")
+        title.append("  enter: diff · k keep · x remove · n not dup · N none · a accept", style="dim")
         self.query_one("#members-title", Static).update(title)
 
     def show_member_info(self) -> None:
-        o = self.selected_doc()
+        o = self.model.cursor.doc if self.index is not None else None
         info = self.query_one("#member-info", Static)
-        if o is None or self.index is None:
+        if o is None:
             info.update("")
             return
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         t = Text()
         t.append(literal_line(doc_id, 80), style="bold")
-        t.append(f"  {length:,} chars · {why(self.index, o, self._label)}")
+        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_label)}")
+        if self.model.is_decided(o):
+            t.append(" · decided", style="green")
         if c.keeper[o] >= 0:
             keeper_id = self.project.ids_for([int(c.keeper[o])])[0]
             sim = c.similarity[o]
@@ -516,20 +553,29 @@ class MainScreen(Screen):
     PREVIEW_SYNC_CHARS = 4000  # below this the diff is computed at once (a few ms)
 
     def show_preview(self, o: int) -> None:
+        """The document the keys act on (`o`) and its kept document; on the kept document itself,
+        it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
+        target = o
         kept = int(c.keeper[o]) if c.keeper[o] >= 0 else None
         if kept is None:  # the kept document itself: show it beside its closest member
-            members = self.index.members(self._label)
-            others = [int(m) for m in members if int(m) != o]
+            others = [int(m) for m in self.index.members(self._shown_label) if int(m) != o]
             kept, o = o, (max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else o)
         left, right = self.project.texts_for([kept, o])
         ids = self.project.ids_for([kept, o])
         title = Text()
-        title.append("kept ", style="dim")
-        title.append(literal_line(ids[0], 40), style="bold")
-        if o != kept:
-            title.append("  ·  this member ", style="dim")
-            title.append(literal_line(ids[1], 40), style="bold")
+        if target == kept:
+            title.append("keys act on ▸ ", style="bold reverse")
+            title.append(" KEPT ", style="bold green")
+            title.append(literal_line(ids[0], 40), style="bold")
+            if o != kept:
+                title.append("  ·  beside its closest member ", style="dim")
+                title.append(literal_line(ids[1], 40), style="dim")
+        else:
+            title.append("kept ", style="dim")
+            title.append(literal_line(ids[0], 40), style="bold")
+            title.append("  ·  keys act on ▸ ", style="bold reverse")
+            title.append(" " + literal_line(ids[1], 40), style="bold")
             sim = c.similarity[o]
             if not np.isnan(sim):
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
@@ -567,8 +613,9 @@ class MainScreen(Screen):
             return  # stale: posted while the page was refilled, before the cursor was put back
         if self.index is not None and event.row_key is not None and event.row_key.value is not None:
             label = int(event.row_key.value)
-            if label != self._label:
-                self.show_members(label)
+            if label != self.model.cursor.label:  # the reviewer moved: the cluster's first member to review
+                self.model.select_cluster(label)
+                self.show_members()
 
     @on(DataTable.RowHighlighted, "#members")
     def _member_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -576,7 +623,12 @@ class MainScreen(Screen):
         if table.wants_more():
             table.extend(self._previews(table.pending(), 240))
             self.update_members_title()
-        self.show_member_info()
+        if event.cursor_row != table.cursor_row or event.row_key is None or event.row_key.value is None:
+            return
+        doc = int(event.row_key.value)
+        if doc != self.model.cursor.doc:
+            self.model.select(doc)
+            self.show_member_info()
 
     @on(MemberTable.WantsAll)
     def _all_members(self, _event: MemberTable.WantsAll) -> None:
@@ -597,11 +649,8 @@ class MainScreen(Screen):
 
     # -- selection ------------------------------------------------------------------------
     def selected_doc(self) -> int | None:
-        table = self.query_one("#members", MemberTable)
-        if self.index is None or table.row_count == 0:
-            return None
-        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key
-        return int(key.value)
+        """The document the keys act on."""
+        return self.model.cursor.doc if self.model is not None and self.index is not None else None
 
     # -- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -613,24 +662,24 @@ class MainScreen(Screen):
             return None if self.index is None else True
         if action == "tune":  # works on the stored pairs themselves
             return None if self.graph is None else True
-        if action in ("keep", "remove", "not_duplicate", "accept", "bulk_accept", "note", "open_pair", "export",
-                      "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule", "keep_by_field", "undo", "redo"):
+        if action in ("keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept", "note",
+                      "open_pair", "export", "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule",
+                      "keep_by_field", "undo", "redo", "next_match"):
             return None if self.index is None else True
         return True
 
     def action_threshold(self, delta: float) -> None:
-        self.set_threshold(round(self.threshold + delta, 2))
+        self.set_threshold(round(self.model.view.threshold + delta, 2))
 
     def set_threshold(self, value: float) -> None:
-        value = round(min(max(value, self.floor), 1.0), 4)
-        if value == self.threshold:
-            if self.floor and value == self.floor:
+        before = self.model.view.threshold
+        if not self.model.set_threshold(value):
+            if self.floor and round(min(max(value, self.floor), 1.0), 4) == self.floor:
                 self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
             return
-        self._last_step = value - self.threshold
-        self.threshold = value
-        self._remember_state()
-        self.schedule_recluster()
+        self._last_step = self.model.view.threshold - before
+        self.remember_state()
+        self.schedule_recluster(keep_order=False)
 
     def action_type_threshold(self) -> None:
         def validate(text: str) -> str | None:
@@ -649,20 +698,27 @@ class MainScreen(Screen):
         self.app.push_screen(AskScreen("Threshold", f"{self.threshold:.2f}", validate=validate), done)
 
     def action_toggle_policy(self) -> None:
-        self.policy = POLICIES[(POLICIES.index(self.policy) + 1) % len(POLICIES)]
-        self._remember_state()
-        self.schedule_recluster()
+        self.model.toggle_policy()
+        self.remember_state()
+        self.schedule_recluster(keep_order=False)
+
+    def set_policy(self, policy: str) -> None:
+        if self.model.set_policy(policy):
+            self.remember_state()
+            self.schedule_recluster(keep_order=False)
 
     def action_cycle_sort(self) -> None:
-        keys = list(SORTS)
-        sort, flt = split_view(self.sort)
-        self.sort = join_view(keys[(keys.index(sort) + 1) % len(keys)], flt)
-        if self.index is not None:
-            self.index = self.index.with_sort(self.sort)
-            self.page = 0
-            self._focus_doc = None
-            self.show_page(keep_selection=False)
-        self.notify(f"Sorted: {SORTS[split_view(self.sort)[0]]}", timeout=2)
+        self.model.cycle_sort()
+        self._after_relist()
+        self.notify(f"Sorted: {SORTS[self.model.view.sort]}", timeout=2)
+
+    def _after_relist(self) -> None:
+        self.remember_state()
+        self.page = 0
+        if self.model.needs_rebuild():
+            self.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
+        elif self.index is not None:
+            self.render_list()
 
     def action_cycle_keep_rule(self) -> None:
         """Which document a cluster keeps when the reviewer did not choose, for the project (the
@@ -672,12 +728,8 @@ class MainScreen(Screen):
         self._set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
 
     def _set_keep_rule(self, rule: str) -> None:
-        def saved(_result) -> None:
-            self._views = PreparedViews()  # every prepared view kept the other rule's documents
-            self.notify(f"Each cluster keeps {decisions.describe_keep_rule(rule)} (unless you chose)", timeout=4)
-            self.schedule_recluster()
-
-        self.app.writer.submit(lambda project: decisions.set_keep_rule(project, rule), saved, what="the keep rule")
+        self._views = PreparedViews()  # every prepared view kept the other rule's documents
+        self.execute(self.model.plan_keep_rule(rule))
 
     def action_keep_by_field(self) -> None:
         """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
@@ -686,42 +738,38 @@ class MainScreen(Screen):
                 self._set_keep_rule(rule)
 
         current = decisions.keep_rule(self.project)
+        db = self.spec.db
+
+        def parse(text: str) -> str:  # a field no record has is refused here, with the fields there are
+            with Project(db) as project:
+                return decisions.check_keep_rule(project, text)
+
         self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (the highest / lowest value of a record "
-                                       "field; documents without it come last), first or longest",
-                                       current if ":" in current else "", placeholder="e.g. max:date, max:score",
-                                       parse=decisions.parse_keep_rule), done)
+                                       "field; documents without it come last), first or longest. Never changes "
+                                       "a cluster you decided.", current if ":" in current else "",
+                                       placeholder="e.g. max:date, max:score", parse=parse), done)
 
     def action_cycle_filter(self) -> None:
         """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only
         (from a typed filter: all)."""
-        keys = list(FILTERS)
-        sort, flt = split_view(self.sort)
-        flt = keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all"
-        self._set_filter(flt)
+        flt = self.model.cycle_filter()
+        self._after_relist()
         self.notify(f"Showing {FILTERS[flt]}", timeout=2)
-
-    def _set_filter(self, flt: str) -> None:
-        sort, _ = split_view(self.sort)
-        self.sort = join_view(sort, flt)
-        self.page = 0
-        if self.index is not None and not self._clustering_busy and self.index.can_show(self.sort):
-            self.index = self.index.with_sort(self.sort)  # the same clustering, other clusters listed
-            self._focus_doc = None
-            self.show_page(keep_selection=False)
-        else:
-            self.schedule_recluster()  # the list is rebuilt from the clustering (the filter dropped some)
 
     def action_type_filter(self) -> None:
         """Filter by size and lowest similarity, with or without the named filters."""
         def done(flt: str | None) -> None:
             if flt is not None:
-                self._set_filter(flt)
+                self.model.set_filter(flt)
+                self._after_relist()
                 self.notify("Showing every cluster" if flt == "all" else f"Showing clusters: {flt.replace(',', ', ')}",
                             timeout=3)
 
-        _, current = split_view(self.sort)
-        self.app.push_screen(AskScreen("Filter clusters: size>=N, size<=N, sim>=X, sim<=X (the lowest similarity), "
-                                       "undecided, near, exact; empty for all", "" if current == "all" else
+        current = self.model.view.filter
+        from ...review.index import parse_filter
+
+        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity) undecided near "
+                                       "exact; empty for all", "" if current == "all" else
                                        current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
                                        parse=parse_filter), done)
 
@@ -729,99 +777,76 @@ class MainScreen(Screen):
         new = min(max(self.page + delta, 0), self.pages - 1)
         if new != self.page:
             self.page = new
-            self.show_page()
+            self.model.select_position(new * self.PAGE)
+            self.render_list()
 
-    def _remember_state(self) -> None:
-        state = json.dumps({"threshold": self.threshold, "policy": self.policy})
-        self.app.writer.submit(lambda project: project.set_meta(ui_state=state), what="the threshold and policy")
+    def remember_state(self) -> None:
+        state = self.model.view_state()
+        try:
+            self.app.writer.submit(lambda project: project.set_meta(ui_state=state), what="the view")
+        except RuntimeError:
+            pass  # the app is closing and its writer with it
 
-    # decisions: written by the app's writer thread; the view follows once they are saved
-    def decide(self, kind: str, o: int, other: int | None = None, value: str | None = None,
-               cursor: int | None = None) -> None:
-        """Record a decision on document o (and other); then the cursor moves on from `cursor`
-        (default o) to the next undecided member or cluster."""
-        doc_id = self.project.ids_for([o])[0]
-        other_id = self.project.ids_for([other])[0] if other is not None else None
-        threshold, policy, author = self.threshold, self.policy, self.app.author
+    # -- decisions: the model plans them, the writer thread writes them, the list follows ----------
+    def execute(self, plan: Plan) -> None:
+        """Write a plan the model made; the cursor has already moved on (the screen shows it now)."""
+        model = self.model
 
-        after = (self._next_undecided(o if cursor is None else cursor, whole_cluster=kind == "accept")
-                 if kind in ("keep", "remove", "not_duplicate", "accept") else None)  # a note stays put
+        def done(result) -> None:
+            message = model.finish(plan, result)
+            self.notify(message, markup=False, timeout=3, severity="warning" if message.startswith("Nothing") else
+                        "information")
+            if plan.kind == "keep_rule":
+                self._views = PreparedViews()
+            if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
+                self.schedule_recluster(keep_order=True)
+            else:
+                self.show_member_info()
 
-        def saved(d: decisions.Decision) -> None:
-            self.notify(f"Saved: {d.describe()}", markup=False, timeout=3)
-            self._focus_doc = after if after is not None else o
-            self.schedule_recluster()
+        def failed() -> None:
+            model.abandon(plan)
+            self.render_list()
 
-        state = json.dumps({"threshold": threshold, "policy": policy})
+        self.app.writer.submit(plan.write, done, what=plan.what, on_fail=failed)
+        if self.index is not None:
+            self.render_list()
 
-        def write(project):
-            decision = decisions.record(project, kind, doc_id, other_id, value, threshold, policy, author=author)
-            # The view the decision was made in: `export` defaults to it (even when the
-            # threshold and policy were never changed from the defaults)
-            project.set_meta(ui_state=state)
-            return decision
-
-        self.app.writer.submit(write, saved, what=f"the {kind.replace('_', ' ')} decision")
-
-    def _next_undecided(self, o: int, whole_cluster: bool = False) -> int | None:
-        """Where the cursor goes after a decision on `o`: the next member of this cluster no
-        decision names yet, else the next cluster (in list order) with no decision, else None."""
-        index = self.index
-        if index is None or self._label is None:
-            return None
-        decided = index.overrides.decided | {o}
-        if not whole_cluster:
-            members = [int(m) for m in index.members(self._label)]
-            start = members.index(o) + 1 if o in members else 0
-            for m in members[start:] + members[:start]:
-                if m not in decided and index.clustering.keeper[m] >= 0:
-                    return m
-        pos = index.position(self._label)
-        if pos is None:
-            return None
-        labels = index.labels
-        for p in list(range(pos + 1, len(labels))) + list(range(0, pos)):
-            if not index.decided[p]:
-                members = index.members(int(labels[p]))
-                removed = [int(m) for m in members if index.clustering.keeper[m] >= 0]
-                return removed[0] if removed else int(labels[p])
-        return None
-
-    def _need_doc(self) -> int | None:
-        o = self.selected_doc()
-        if o is None:
-            self.notify("Select a document first", severity="warning")
-        return o
+    def _try(self, make: Callable[[], Plan]) -> bool:
+        try:
+            plan = make()
+        except ReviewError as exc:
+            self.notify(str(exc), severity="warning", markup=False, timeout=5)
+            return False
+        self.execute(plan)
+        return True
 
     def action_keep(self, o: int | None = None) -> None:
-        o = self._need_doc() if o is None else o
-        if o is not None:
-            self.decide("keep", o)
+        self._try(lambda: self.model.plan_keep(o))
 
     def action_remove(self, o: int | None = None) -> None:
-        o = self._need_doc() if o is None else o
-        if o is not None:
-            self.decide("remove", o)
+        try:
+            self.execute(self.model.plan_remove(o))
+        except NeedsConfirmation as question:
+            target = self.model.cursor.doc if o is None else o
+
+            def answered(answer: str | None) -> None:
+                if answer:
+                    self._try(lambda: self.model.plan_remove(target, confirmed=True))
+
+            self.app.push_screen(AskScreen(f"{question} Type yes to remove it", placeholder="yes",
+                                           validate=lambda t: None if t.strip().lower() in ("y", "yes") else
+                                           "Type yes to remove it, esc to cancel"), answered)
+        except ReviewError as exc:
+            self.notify(str(exc), severity="warning", markup=False, timeout=5)
 
     def action_not_duplicate(self, o: int | None = None, other: int | None = None) -> None:
-        o = self._need_doc() if o is None else o
-        if o is None:
-            return
-        other = self.kept_of(o) if other is None else other
-        if other == o:
-            self.notify("This is the kept document: select another member to split it off", severity="warning")
-            return
-        if self.exact_root(o) == self.exact_root(other):
-            self.notify("These have the same text: exact copies cannot be split (use k or x)", severity="warning")
-            return
-        self.decide("not_duplicate", min(o, other), max(o, other), cursor=o)
+        self._try(lambda: self.model.plan_separate(o))
+
+    def action_none_duplicates(self) -> None:
+        self._try(lambda: self.model.plan_none_duplicates())
 
     def action_accept(self) -> None:
-        if self._label is None:
-            return
-        members = self.index.members(self._label)
-        ids = self.project.ids_for(members.tolist())
-        self.decide("accept", self._label, value=json.dumps(ids, ensure_ascii=False))
+        self._try(lambda: self.model.plan_accept())
 
     def action_bulk_accept(self) -> None:
         """Accept many clusters at once, with their count shown first; one undo step takes it back."""
@@ -835,68 +860,42 @@ class MainScreen(Screen):
         def chosen(text: str | None) -> None:
             if not text or self.index is None:
                 return
-            index, at_least = self.index, float(text)
-            picked = np.flatnonzero(~index.decided & (index.min_sim >= at_least - 1e-9))
-            if not len(picked):
-                self.notify(f"No undecided cluster has all its similarities ≥ {at_least:.2f}", severity="warning")
+            at_least = float(text)
+            labels, removed = self.model.bulk_candidates(at_least)
+            if not labels:
+                self.notify(f"No listed cluster to review has all its similarities ≥ {at_least:.2f}", severity="warning")
                 return
-            labels = [int(index.labels[p]) for p in picked]
-            removed = int(index.sizes[picked].sum()) - len(picked)
 
             def confirmed(answer: str | None) -> None:
                 if answer:
-                    self._accept_many(labels)
+                    self._try(lambda: self.model.plan_bulk_accept(labels))
 
             self.app.push_screen(AskScreen(
                 f"Accept {len(labels):,} clusters ({removed:,} documents removed)? Type yes (u undoes it in one step)",
                 placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
                 "Type yes to accept them, esc to cancel"), confirmed)
 
-        self.app.push_screen(AskScreen("Accept every undecided cluster whose lowest similarity is at least "
+        self.app.push_screen(AskScreen("Accept the listed clusters to review whose lowest similarity is at least "
                                        "(1 = exact copies only)", "1.00", validate=valid), chosen)
 
-    def _accept_many(self, labels: list[int]) -> None:
-        index, threshold, policy, author = self.index, self.threshold, self.policy, self.app.author
-        members = [index.members(label).tolist() for label in labels]
-
-        def job(project: Project) -> int:
-            clusters = [(project.ids_for([label])[0], project.ids_for(ms)) for label, ms in zip(labels, members)]
-            accepted = decisions.accept_clusters(project, clusters, threshold, policy, author=author)
-            project.set_meta(ui_state=json.dumps({"threshold": threshold, "policy": policy}))  # export's default
-            return accepted
-
-        def saved(n: int) -> None:
-            self.notify(f"Saved: accepted {n:,} clusters (u undoes them in one step)", timeout=4)
-            self.schedule_recluster()
-
-        self.app.writer.submit(job, saved, what="the bulk accept")
-
     def action_note(self) -> None:
-        o = self._need_doc()
+        o = self.selected_doc()
         if o is None:
+            self.notify("Select a document first", severity="warning")
             return
 
         def done(value: str | None) -> None:
             if value:
-                self.decide("note", o, value=value)
+                self._try(lambda: self.model.plan_note(value, o))
 
         doc_id = self.project.ids_for([o])[0]
         self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
-        self.app.writer.submit(decisions.undo, lambda d: self._undone(d, "Undone", "Nothing to undo"), what="the undo")
+        self.execute(self.model.plan_undo())
 
     def action_redo(self) -> None:
-        self.app.writer.submit(decisions.redo, lambda d: self._undone(d, "Redone", "Nothing to redo"), what="the redo")
-
-    def _undone(self, d: decisions.Decision | None, done: str, nothing: str) -> None:
-        self.notify(nothing if d is None else f"{done}: {d.describe()}", markup=False, timeout=3)
-        if d is not None:
-            # The cursor goes to the document the decision was about (its cluster may be far
-            # down the list, or out of it under a filter: then it stays where it is).
-            about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
-            self._focus_doc = about if about is not None else self.selected_doc()
-            self.schedule_recluster()
+        self.execute(self.model.plan_redo())
 
     def action_open_pair(self) -> None:
         o = self.selected_doc()
@@ -905,8 +904,9 @@ class MainScreen(Screen):
         members = self.index.members(self._label)
         if len(members) < 2:
             return
-        if self.kept_of(o) == o:  # the kept document itself: compare it with its closest member
-            o = next((int(m) for m in members if self.kept_of(int(m)) != int(m)), o)
+        if self.model.is_kept(o):  # the kept document itself: compare it with its closest member
+            c = self.index.clustering
+            o = max((int(m) for m in members if int(m) != o), key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0))
         from .pair import PairScreen
 
         self.app.push_screen(PairScreen(self.review, self._label, o))

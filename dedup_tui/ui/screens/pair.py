@@ -237,51 +237,48 @@ class PairScreen(Screen):
             return
         pos = np.flatnonzero(members == self.right)
         i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
-        self.right = int(members[i])
-        self.left = self.review.kept_of(self.right)
-        self.load_pair()
+        self.review.model.select(int(members[i]))  # the keys act on the member shown on the right
+        self.follow_cursor()
+
+    def _decide(self, act) -> None:
+        """A decision on the right-hand document; the model moves its cursor on (to the next
+        member to review) and this view follows it."""
+        self.review.model.select(self.right)
+        act(self.right)
+        self.follow_cursor()
 
     def action_keep(self) -> None:
-        self._advance = True
-        self.review.keep(self.right)
+        self._decide(self.review.keep)
 
     def action_remove(self) -> None:
-        self._advance = True
-        self.review.remove(self.right)
+        self._decide(self.review.remove)
 
     def action_not_duplicate(self) -> None:
-        self._advance = True
-        self.review.not_duplicate(self.right, self.left)
+        self._decide(self.review.separate)
 
     def on_review_changed(self, _message: ReviewChanged) -> None:
-        self.index_changed()
+        self.follow_cursor()
 
     def index_changed(self) -> None:
-        """The clustering changed (a decision, a threshold): follow the right-hand document to its
-        cluster, keep its kept document on the left, and after a decision made here move on to
-        the next member without one."""
-        index = self.review.index
-        if index is None:
+        self.follow_cursor()
+
+    def follow_cursor(self) -> None:
+        """Show the document the review's cursor is on (against its kept document; the kept
+        document itself against its closest member)."""
+        model = self.review.model
+        index = model.index
+        if index is None or model.cursor.doc is None:
             return
         c = index.clustering
-        self.label = int(c.cluster[self.right])
-        kept = self.review.kept_of(self.right)
-        if self._advance:
-            self._advance = False
-            members = [int(m) for m in index.members(self.label)]
-            start = members.index(self.right) + 1 if self.right in members else 0
-            nxt = next((m for m in members[start:] + members[:start]
-                        if m != kept and c.keeper[m] >= 0 and m not in index.overrides.decided), None)
-            if nxt is not None:
-                self.right = nxt
-                kept = self.review.kept_of(nxt)
-        if kept == self.right:  # the right-hand one is now the kept one: show it against a member
+        right = int(model.cursor.doc)
+        self.label = int(c.cluster[right])
+        kept = model.kept_of(right)
+        if kept == right:  # the kept one: shown on the left, against its closest member
             others = [int(m) for m in index.members(self.label) if int(m) != kept]
             if others:
-                self.left, self.right = kept, others[0]
-        else:
-            self.left = kept
-        if (self.left, self.right) != self._key:
+                right = max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0))
+        self.left, self.right = kept, right
+        if (self.left, self.right) != self._key[:2]:
             self.load_pair()
         else:
             self.refresh_view()

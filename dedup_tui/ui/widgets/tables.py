@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
-from ..model import ClusterIndex
+from ...review.index import ClusterIndex
 from ..text import literal_line, snippet
 
 ID_WIDTH = 40  # ids longer than this are cut with '…' in the tables
@@ -98,17 +98,20 @@ class ClusterTable(RowTable):
             doc_id, text = previews.get(label, ("?", ""))
             doc_id = literal_line(doc_id, ID_WIDTH)
             kept = Text(doc_id, style="bold")
-            room = max(12, pane_width(self) - 26 - len(doc_id))
+            room = max(12, pane_width(self) - 30 - len(doc_id))
             kept.append(Text(" " + snippet(text, room), style="dim"))
             decided = bool(index.decided[i])
+            done, total = int(index.reviewed[i]), int(index.to_review[i])
+            progress = Text("✓", style="green") if decided else \
+                Text(f"{done}/{total}", style="yellow" if done else "dim")
             rows.append((self.layout_row([
-                (Text("✓" if decided else "·", style="green" if decided else "dim"), 1, "left"),
+                (progress, 5, "left"),
                 (Text(str(int(index.sizes[i]))), 4, "right"),
                 (_sim(float(index.max_sim[i])), 4, "right"),
                 (_sim(float(index.min_sim[i])), 4, "right"),
                 (kept, kept.cell_len, "left"),
             ]), str(label)))
-        header = self.layout_row([(Text("✓"), 1, "left"), (Text("size"), 4, "right"), (Text("max"), 4, "left"),
+        header = self.layout_row([(Text("done"), 5, "left"), (Text("size"), 4, "right"), (Text("max"), 4, "left"),
                                   (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
         self.set_rows(header, rows)
 
@@ -164,6 +167,7 @@ class MemberTable(RowTable):
         self._shown_rows: list | None = None  # the shown rows' plain fields
         self._members = np.empty(0, dtype=np.int64)
         self._cluster_context: tuple | None = None  # (index, label, room for the text snippet)
+        self._decided = lambda o: False
 
     @property
     def loaded(self) -> int:
@@ -195,7 +199,7 @@ class MemberTable(RowTable):
         plain = []
         for o, doc_id, reason in zip(ords, ids, whys):
             status, style = STATUS[int(c.reason[o])]
-            decided = "*" if o in index.overrides.decided else ""
+            decided = "*" if self._decided(o) else ""
             sim = float(c.similarity[o])
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
@@ -220,9 +224,11 @@ class MemberTable(RowTable):
         self._shown_rows = plain
 
     def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
-             count: int | None = None) -> None:
+             count: int | None = None, decided=None) -> None:
         """Show the first `count` (default CHUNK) members; when every row would be the same as
-        the ones shown, keep them."""
+        the ones shown, keep them. decided(ord): whether a decision settles it (a * after its
+        status); default: the index's decisions."""
+        self._decided = decided or (lambda o: o in index.overrides.decided)
         self._cluster_context = (index, label, None)
         self._members = members
         plain = self._plain(members[: count or self.CHUNK].tolist(), rows)

@@ -1,0 +1,678 @@
+"""The review: what the reviewer sees and decides, with no user interface in it.
+
+`Review` owns the view (threshold, policy, sort, filter; the keep rule is the project's), the
+cluster list on screen (a ClusterIndex), the cursor (the cluster and the document the keys act
+on), the queue (where the cursor goes after a decision) and the decisions with undo and redo.
+Screens render it and send it intents; a script can drive it the same way (see the README's
+"Use from Python").
+
+Every intent is split so that a front end never waits on SQLite or on a re-clustering:
+`plan_*` runs on the owner's thread at once (it checks the intent, moves the cursor on and
+returns a Plan); `Plan.write(project)` runs wherever the front end writes (the app: its writer
+thread); `finish(plan, result)` back on the owner's thread; then `request()` / `compute()` /
+`show()` build the next cluster list (the app: in a worker) and put the cursor back. The
+synchronous methods (`keep`, `remove`, ...) do all of that in turn.
+
+The queue's rules, held after every step (tests/test_review_model.py checks them):
+- a cluster is decided when each member the clustering does not keep is decided (keep,
+  remove, split off) or when it was accepted as a whole;
+- auto-advance goes to the next undecided member, in member order, then to the next cluster in
+  list order with one, wrapping around; it never skips one and never lands on a kept document;
+- a decision never re-orders the list: a cluster stays where it was listed (also when the
+  filter would now drop it) until the reviewer re-sorts, re-filters or moves the threshold;
+- undo puts the cursor back where the undone decision was made; redo on the document it names;
+- the view and the cursor are stored in the project and restored when it is opened again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..engine import decisions
+from ..engine.cluster import EXACT, KEPT, POLICIES, PairGraph
+from ..engine.decisions import Decision, Overrides, cluster_with_decisions, default_author
+from ..engine.display import literal_line
+from ..engine.errors import DedupError
+from ..engine.store import Project
+from .index import FILTERS, SORTS, ClusterIndex, build_index, join_view, parse_filter, split_view
+
+DEFAULT_THRESHOLD = 0.8
+
+
+class ReviewError(DedupError):
+    """An intent that cannot be carried out as asked (the message says why, for the reviewer)."""
+
+
+class NeedsConfirmation(ReviewError):
+    """An intent that must be confirmed first (e.g. removing a kept document): repeat it with
+    confirmed=True."""
+
+
+@dataclass(frozen=True)
+class View:
+    threshold: float = DEFAULT_THRESHOLD
+    policy: str = "components"
+    sort: str = "size"
+    filter: str = "all"
+
+    @property
+    def listing(self) -> str:
+        """The ClusterIndex's view string ("sort" or "sort:filter")."""
+        return join_view(self.sort, self.filter)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    doc: int | None = None  # the document the keys act on
+    label: int | None = None  # its cluster (the kept document's ord) when it was placed
+    auto: bool = False  # placed by auto-advance (not by the reviewer)
+
+
+@dataclass
+class Plan:
+    """An intent checked and ready to write. `write` may run on another thread (with its own
+    connection); `finish` on the owner's thread returns what to tell the reviewer."""
+
+    what: str
+    write: Callable[[Project], Any]
+    kind: str = "decision"  # decision, undo, redo, note, keep_rule
+    cursor_before: Cursor | None = None
+    seq: int = 0
+    message: str = ""  # set by finish
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the next cluster list is built from (captured on the owner's thread)."""
+
+    view: View
+    previous: ClusterIndex | None  # keep this list's order (None: the view's own order)
+    written: int  # plans written before it
+
+
+@dataclass
+class Match:
+    """A search hit: where the document is at the current view."""
+
+    doc: int
+    doc_id: str
+    label: int | None  # its cluster when listed (None otherwise)
+    status: str  # for people: "cluster of X, 3 members", "hidden by the current filter", ...
+
+
+class Review:
+    def __init__(self, project: Project, graph: PairGraph | None = None, *, author: str | None = None,
+                 floor: float | None = None) -> None:
+        self.project = project  # the owner thread's connection: reads only
+        self.graph = graph
+        self.author = author or default_author()
+        self.floor = float((project.scan_params() or {}).get("floor", 0.0)) if floor is None else floor
+        self.view = View()
+        self.index: ClusterIndex | None = None
+        self.cursor = Cursor()
+        self._saved_doc: int | None = None  # the cursor stored in the project, until the list is shown
+        self._seq = 0  # plans made
+        self._written = 0  # plans whose write finished (in order)
+        self._pending: dict[int, int] = {}  # doc -> seq of the plan deciding it (not in the list yet)
+        self._cursor_of: dict[int, Cursor] = {}  # decision id -> the cursor when it was made
+        self.restore_view()
+
+    # -- opening and the stored view --------------------------------------------------------------
+    @classmethod
+    def open(cls, path, author: str | None = None) -> "Review":
+        """A review of a scanned project, its list built (synchronously)."""
+        from ..engine.pipeline import load_graph
+
+        project = Project(path)
+        review = cls(project, load_graph(project), author=author)
+        review.refresh(keep_order=False)
+        return review
+
+    def close(self) -> None:
+        self.project.close()
+
+    def restore_view(self) -> None:
+        """The view and the cursor stored in the project (by the last review)."""
+        try:
+            state = json.loads(self.project.get_meta("ui_state") or "{}")
+        except ValueError:
+            state = {}
+        view = View()
+        try:
+            threshold = min(max(float(state.get("threshold", view.threshold)), self.floor), 1.0)
+        except (TypeError, ValueError):
+            threshold = view.threshold
+        policy = state.get("policy") if state.get("policy") in POLICIES else view.policy
+        sort = state.get("sort") if state.get("sort") in SORTS else view.sort
+        try:
+            flt = parse_filter(str(state.get("filter", "all")))
+        except ValueError:
+            flt = "all"
+        self.view = View(round(threshold, 4), policy, sort, flt)
+        doc = state.get("doc")
+        self._saved_doc = doc if isinstance(doc, int) and 0 <= doc < self.project.next_ord() else None
+
+    def view_state(self) -> str:
+        """The view and the cursor, as stored in the project's meta (ui_state)."""
+        v = self.view
+        state = {"threshold": v.threshold, "policy": v.policy, "sort": v.sort, "filter": v.filter}
+        if self.cursor.doc is not None:
+            state["doc"] = int(self.cursor.doc)
+        return json.dumps(state)
+
+    def save_view(self, project: Project | None = None) -> None:
+        (project or self.project).set_meta(ui_state=self.view_state())
+
+    # -- building the list ------------------------------------------------------------------------
+    def request(self, keep_order: bool = True) -> Request:
+        previous = self.index if keep_order and self.index is not None and self._same_view(self.index) else None
+        return Request(self.view, previous, self._written)
+
+    def _same_view(self, index: ClusterIndex) -> bool:
+        v = self.view
+        return (index.threshold, index.policy, index.sort) == (v.threshold, v.policy, v.listing)
+
+    def compute(self, project: Project, request: Request, graph: PairGraph | None = None,
+                overrides: Overrides | None = None) -> ClusterIndex:
+        """The cluster list for `request` (any thread, with that thread's connection)."""
+        graph = graph if graph is not None else self.graph
+        overrides = overrides if overrides is not None else Overrides.load(project)
+        v = request.view
+        clustering = cluster_with_decisions(project, graph, v.threshold, v.policy, overrides=overrides)
+        index = build_index(graph, clustering, overrides, v.listing)
+        return index.keeping_order_of(request.previous)
+
+    def show(self, index: ClusterIndex, request: Request | None = None) -> None:
+        """Put a newly built list on screen and the cursor where it belongs in it."""
+        self.index = index
+        if request is not None:
+            self._pending = {d: s for d, s in self._pending.items() if s > request.written}
+        if self._saved_doc is not None:
+            doc, self._saved_doc = self._saved_doc, None
+            if self._listed_label(doc) is not None:
+                self.cursor = Cursor(doc, self._listed_label(doc))
+                return
+        self._settle_cursor()
+
+    def refresh(self, keep_order: bool = True) -> None:
+        """Build the list now, on this thread (scripts, tests)."""
+        request = self.request(keep_order)
+        self.show(self.compute(self.project, request), request)
+
+    # -- reading ------------------------------------------------------------------------------------
+    def kept_of(self, o: int) -> int:
+        c = self.index.clustering
+        return int(c.keeper[o]) if c.keeper[o] >= 0 else int(c.cluster[o])
+
+    def root(self, o: int) -> int:
+        """The first copy of this document's text (itself if it is the first)."""
+        first = int(self.graph.exact_of[o]) if self.graph is not None else self.project.exact_of(o)
+        return first if first >= 0 else int(o)
+
+    def is_kept(self, o: int) -> bool:
+        return int(self.index.clustering.reason[o]) == KEPT
+
+    def is_decided(self, o: int) -> bool:
+        """A decision settles this document (or one is being saved)."""
+        return o in self._pending or (self.index is not None and o in self.index.overrides.decided)
+
+    def to_review(self, o: int) -> bool:
+        """A member the reviewer still has to judge: not kept, no decision yet."""
+        return not self.is_kept(o) and not self.is_decided(o)
+
+    def members(self, label: int | None = None) -> list[int]:
+        label = self.cursor.label if label is None else label
+        return [] if label is None or self.index is None else [int(m) for m in self.index.members(label)]
+
+    def progress(self, label: int) -> tuple[int, int]:
+        """(members decided, members to review) of a listed cluster, decisions being saved included."""
+        pos = self.index.position(label)
+        if pos is None:
+            return 0, 0
+        done, total = int(self.index.reviewed[pos]), int(self.index.to_review[pos])
+        if self._pending:
+            done += sum(1 for m in self.index.members(label).tolist()
+                        if m in self._pending and not self.is_kept(m) and m not in self.index.overrides.decided)
+        return min(done, total), total
+
+    def cluster_decided(self, label: int) -> bool:
+        done, total = self.progress(label)
+        return done >= total
+
+    def _listed_label(self, o: int) -> int | None:
+        label = int(self.index.clustering.cluster[o])
+        return label if self.index.position(label) is not None else None
+
+    @property
+    def position(self) -> int | None:
+        """The cursor's cluster's place in the list."""
+        if self.index is None or self.cursor.doc is None:
+            return None
+        label = self._listed_label(self.cursor.doc)
+        return None if label is None else self.index.position(label)
+
+    # -- the cursor and the queue ------------------------------------------------------------------
+    def select(self, doc: int) -> None:
+        """The reviewer put the cursor on `doc` (a member of a listed cluster)."""
+        self.cursor = Cursor(int(doc), self._listed_label(int(doc)))
+
+    def select_cluster(self, label: int) -> None:
+        """The reviewer chose a cluster: the cursor goes to its first member to review (else its
+        first member the clustering does not keep, else its kept document)."""
+        members = self.members(label)
+        if not members:
+            return
+        doc = next((m for m in members if self.to_review(m)), None)
+        if doc is None:
+            doc = next((m for m in members if not self.is_kept(m)), members[0])
+        self.cursor = Cursor(doc, int(label))
+
+    def select_position(self, pos: int) -> None:
+        if self.index is not None and len(self.index.labels):
+            self.select_cluster(int(self.index.labels[min(max(pos, 0), len(self.index.labels) - 1)]))
+
+    def next_to_review(self, after: int | None = None, members: list[int] | None = None,
+                       pos: int | None = None, also: frozenset = frozenset()) -> int | None:
+        """The next member to review: after `after` in `members` (the cluster as it was listed;
+        wrapping round to its first), else the first of the next cluster with one, in list order
+        from `pos`, wrapping round. None when every listed member is decided."""
+        if self.index is None:
+            return None
+        if members:
+            start = members.index(after) + 1 if after in members else 0
+            for m in members[start:] + members[:start]:
+                if self._listed_label(m) is not None and (self.to_review(m) or m in also):
+                    return m
+        index = self.index
+        count = len(index.labels)
+        if not count:
+            return None
+        pos = 0 if pos is None else pos
+        open_ = np.flatnonzero(index.reviewed < index.to_review)
+        order = np.concatenate([open_[open_ > pos], open_[open_ <= pos]])
+        for p in order.tolist():
+            hit = next((m for m in index.members(int(index.labels[p])).tolist() if self.to_review(m)), None)
+            if hit is not None:
+                return int(hit)
+        return None
+
+    def advance(self, also: frozenset = frozenset()) -> bool:
+        """Move the cursor to the next member to review (or of `also`: documents a decision being
+        saved makes members to review); False (the cursor stays) when none is left."""
+        nxt = self.next_to_review(self.cursor.doc, self.members(self.cursor.label), self.position, also)
+        if nxt is None:
+            return False
+        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+        return True
+
+    def _settle_cursor(self) -> None:
+        """After a new list: the cursor stays on its document if it is still listed (an
+        auto-placed cursor that ended on a kept or decided document moves on); otherwise it goes
+        to the next member to review from where its cluster was."""
+        index, cur = self.index, self.cursor
+        if not len(index.labels):
+            self.cursor = Cursor()
+            return
+        if cur.doc is not None and cur.doc < len(index.clustering.cluster):
+            label = self._listed_label(cur.doc)
+            if label is not None:
+                self.cursor = replace(cur, label=label)
+                if cur.auto and not self.to_review(cur.doc):
+                    nxt = self.next_to_review(cur.doc, self.members(label), index.position(label))
+                    if nxt is not None:
+                        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+                return
+            # the document left every listed cluster (split off alone): on from its old place
+            pos = index.position(cur.label) if cur.label is not None else None
+            nxt = self.next_to_review(None, None, (pos - 1) if pos else -1) if pos is not None else None
+            if nxt is not None:
+                self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+                return
+        self.select_position(0)
+
+    # -- view changes (the list is rebuilt: `request(keep_order=False)`) -----------------------------
+    def set_threshold(self, value: float) -> bool:
+        """False when the value is the current one (or the floor stops it)."""
+        value = round(min(max(float(value), self.floor), 1.0), 4)
+        if value == self.view.threshold:
+            return False
+        self.view = replace(self.view, threshold=value)
+        return True
+
+    def set_policy(self, policy: str) -> bool:
+        if policy not in POLICIES:
+            raise ReviewError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
+        if policy == self.view.policy:
+            return False
+        self.view = replace(self.view, policy=policy)
+        return True
+
+    def toggle_policy(self) -> None:
+        self.set_policy(POLICIES[(POLICIES.index(self.view.policy) + 1) % len(POLICIES)])
+
+    def set_sort(self, sort: str) -> None:
+        """Re-sort the list now (no re-clustering); the cursor goes to its top."""
+        if sort not in SORTS:
+            raise ReviewError(f"unknown sort {sort!r} (choose from {', '.join(SORTS)})")
+        self.view = replace(self.view, sort=sort)
+        self._relist()
+
+    def cycle_sort(self) -> str:
+        keys = list(SORTS)
+        self.set_sort(keys[(keys.index(self.view.sort) + 1) % len(keys)])
+        return self.view.sort
+
+    def set_filter(self, flt: str) -> None:
+        """Filter the list now (a typed filter is parsed: ValueError says what is wrong)."""
+        self.view = replace(self.view, filter=parse_filter(flt))
+        self._relist()
+
+    def cycle_filter(self) -> str:
+        keys = list(FILTERS)
+        flt = self.view.filter
+        self.set_filter(keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all")
+        return self.view.filter
+
+    def _relist(self) -> None:
+        if self.index is not None and self.index.can_show(self.view.listing) and \
+                (self.index.threshold, self.index.policy) == (self.view.threshold, self.view.policy):
+            self.index = self.index.with_sort(self.view.listing)
+            self.select_position(0)
+
+    def needs_rebuild(self) -> bool:
+        """The list on screen is not of the current view (another threshold, policy or filter)."""
+        return self.index is None or not self._same_view(self.index)
+
+    # -- decisions --------------------------------------------------------------------------------
+    def _plan(self, what: str, write: Callable[[Project], Any], kind: str = "decision",
+              decided: list[int] = ()) -> Plan:
+        self._seq += 1
+        plan = Plan(what, write, kind, self.cursor, self._seq)
+        for d in decided:
+            self._pending[int(d)] = self._seq
+        return plan
+
+    def _target(self, o: int | None) -> int:
+        o = self.cursor.doc if o is None else int(o)
+        if o is None or self.index is None:
+            raise ReviewError("Select a document first")
+        return o
+
+    def _ids(self, ords) -> list[str]:
+        return self.project.ids_for([int(o) for o in ords])
+
+    def _decision(self, what: str, rows: list[tuple[str, str, str | None, str | None]], decided: list[int],
+                  advance: bool = True, also: frozenset = frozenset()) -> Plan:
+        v, author = self.view, self.author
+        state = self.view_state()
+
+        def write(project: Project) -> list[Decision]:
+            made = decisions.record_many(project, rows, v.threshold, v.policy, author=author)
+            project.set_meta(ui_state=state)  # `export` defaults to the view the decisions were made in
+            return made
+
+        plan = self._plan(what, write, decided=decided)
+        if advance:
+            self.advance(also)
+        return plan
+
+    def plan_keep(self, o: int | None = None) -> Plan:
+        o = self._target(o)
+        doc_id = self._ids([o])[0]
+        # keeping a member makes the cluster's kept document one of its members to review
+        # (unless a reviewer chose to keep it, or decided it)
+        kept = self.kept_of(o)
+        also = frozenset({kept}) if kept != o and kept not in self.index.overrides.keep and \
+            not self.is_decided(kept) else frozenset()
+        return self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
+
+    def plan_remove(self, o: int | None = None, confirmed: bool = False) -> Plan:
+        o = self._target(o)
+        doc_id = self._ids([o])[0]
+        if self.is_kept(o):
+            if not confirmed:
+                raise NeedsConfirmation(f"{literal_line(doc_id, 60)} is the document its cluster keeps: remove it "
+                                        f"anyway (its duplicates then keep another)?")
+            return self._decision(f"remove {literal_line(doc_id, 60)} (a kept document)",
+                                  [("remove", doc_id, None, None)], [o])
+        judged_against = self._ids([self.kept_of(o)])[0]  # pins the kept one: no keep rule moves it
+        return self._decision(f"remove {literal_line(doc_id, 60)}", [("remove", doc_id, judged_against, None)], [o])
+
+    def links_to_cut(self, o: int) -> list[tuple[int, int, float]]:
+        """The stored pairs at or above the threshold that hold `o` (its text's first copy) in
+        its cluster: (its first copy, the other member's first copy, similarity)."""
+        label = int(self.index.clustering.cluster[o])
+        mine = self.root(o)
+        others = sorted({self.root(m) for m in self.members(label)} - {mine})
+        if not others or self.graph is None:
+            return []
+        others = np.array(others, dtype=np.int64)
+        x, y = np.minimum(others, mine), np.maximum(others, mine)
+        at, found = self.graph.pair_index(x, y)
+        sims = np.where(found, self.graph.jaccard[np.where(found, at, 0)], np.nan)
+        split = self.index.overrides.split_pairs
+        return [(mine, int(b), float(s)) for b, s, xx, yy in zip(others.tolist(), sims.tolist(), x.tolist(), y.tolist())
+                if s >= self.view.threshold and (xx, yy) not in split]
+
+    def plan_separate(self, o: int | None = None) -> Plan:
+        """Not a duplicate: split `o` (with its exact copies) off its cluster at this threshold,
+        cutting every link that holds it there."""
+        o = self._target(o)
+        if self.is_kept(o):
+            raise ReviewError("This is the kept document: select a member to split it off "
+                              "(N says none of the cluster's documents are duplicates)")
+        if self.root(o) == self.root(self.kept_of(o)):
+            raise ReviewError("These have the same text: exact copies cannot be split (use k or x)")
+        links = self.links_to_cut(o)
+        if not links:
+            raise ReviewError("No link at this threshold holds this document in its cluster")
+        doc_id = self._ids([o])[0]
+        other_ids = self._ids([b for _a, b, _s in links])
+        rows = [("not_duplicate", doc_id, other, None) for other in other_ids]
+        named = ", ".join(f"{literal_line(i, 30)} {s:.2f}" for i, (_a, _b, s) in list(zip(other_ids, links))[:3])
+        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        return self._decision(f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
+                              f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o])
+
+    def plan_none_duplicates(self, label: int | None = None) -> Plan:
+        """None of the cluster's documents are duplicates of each other: every link between
+        different texts in it is cut (exact copies stay together)."""
+        label = self.cursor.label if label is None else int(label)
+        if label is None or self.index is None:
+            raise ReviewError("Select a cluster first")
+        members = self.members(label)
+        roots = sorted({self.root(m) for m in members})
+        if len(roots) < 2:
+            raise ReviewError("Every document of this cluster has the same text: exact copies cannot be split")
+        r = np.array(roots, dtype=np.int64)
+        x, y = np.meshgrid(r, r, indexing="ij")
+        upper = x < y
+        x, y = x[upper], y[upper]
+        at, found = self.graph.pair_index(x, y)
+        sims = np.where(found, self.graph.jaccard[np.where(found, at, 0)], np.nan)
+        keep = sims >= self.view.threshold
+        pairs = list(zip(x[keep].tolist(), y[keep].tolist()))
+        if not pairs:
+            raise ReviewError("No link at this threshold joins this cluster")
+        # each text's first copy is named first in one row: every one of them counts as decided
+        rows_by_doc: list[tuple[int, int]] = []
+        unused = list(range(len(pairs)))
+        covered: set[int] = set()
+        for root in roots:
+            i = next((i for i in unused if root in pairs[i]), None)
+            a, b = pairs[i] if i is not None else next(p for p in pairs if root in p)
+            rows_by_doc.append((root, b if a == root else a))
+            covered.add(root)
+            if i is not None:
+                unused.remove(i)
+        rows_by_doc += [pairs[i] for i in unused]
+        ids = dict(zip(roots, self._ids(roots)))
+        rows = [("not_duplicate", ids[a], ids[b], None) for a, b in rows_by_doc]
+        decided = [m for m in members if self.root(m) == m]
+        return self._decision(f"none of these are duplicates: cut {len(pairs)} links in the cluster of "
+                              f"{literal_line(ids.get(label, self._ids([label])[0]), 40)}", rows, decided)
+
+    def plan_accept(self, label: int | None = None) -> Plan:
+        label = self.cursor.label if label is None else int(label)
+        if label is None or self.index is None:
+            raise ReviewError("Select a cluster first")
+        members = self.members(label)
+        ids = self._ids(members)
+        kept = self._ids([label])[0]
+        return self._decision(f"accept the cluster of {literal_line(kept, 40)}",
+                              [("accept", kept, None, json.dumps(ids, ensure_ascii=False))], members)
+
+    def bulk_candidates(self, at_least: float) -> tuple[list[int], int]:
+        """Listed clusters with a member to review whose lowest similarity is at least `at_least`:
+        their labels and how many documents accepting them removes."""
+        index = self.index
+        picked = np.flatnonzero((index.reviewed < index.to_review) & (index.min_sim >= at_least - 1e-9))
+        return [int(index.labels[p]) for p in picked], int(index.sizes[picked].sum()) - len(picked)
+
+    def plan_bulk_accept(self, labels: list[int]) -> Plan:
+        members = [self.members(label) for label in labels]
+        ids = dict(zip(labels, self._ids(labels)))
+        rows = [("accept", ids[label], None, json.dumps(self._ids(ms), ensure_ascii=False))
+                for label, ms in zip(labels, members)]
+        return self._decision(f"accept {len(labels):,} clusters", rows, [m for ms in members for m in ms],
+                              advance=self.cursor.label in set(labels))
+
+    def plan_note(self, value: str, o: int | None = None) -> Plan:
+        o = self._target(o)
+        v, author, doc_id = self.view, self.author, self._ids([o])[0]
+        return self._plan(f"note on {literal_line(doc_id, 40)}", lambda project: [decisions.record(
+            project, "note", doc_id, None, value, v.threshold, v.policy, author=author)], kind="note")
+
+    def plan_undo(self) -> Plan:
+        return self._plan("the undo", decisions.undo, kind="undo")
+
+    def plan_redo(self) -> Plan:
+        return self._plan("the redo", decisions.redo, kind="redo")
+
+    def plan_keep_rule(self, rule: str) -> Plan:
+        """Which document a cluster keeps when no reviewer chose (never one a reviewer judged):
+        a field rule on records without that field is refused when it is written."""
+        rule = decisions.parse_keep_rule(rule)
+
+        def write(project: Project) -> str:
+            decisions.set_keep_rule(project, rule)
+            return rule
+        return self._plan("the keep rule", write, kind="keep_rule")
+
+    def finish(self, plan: Plan, result: Any) -> str:
+        """A plan's write is done (on the owner's thread): what to tell the reviewer. The list is
+        then rebuilt in the same order (`request()`)."""
+        self._written = max(self._written, plan.seq)
+        if plan.kind == "decision":
+            made = result or []
+            for d in made:
+                self._cursor_of[d.id] = plan.cursor_before
+            plan.message = f"Saved: {plan.what}"
+        elif plan.kind == "note":
+            plan.message = f"Saved: {result[0].describe()}"
+        elif plan.kind in ("undo", "redo"):
+            d: Decision | None = result
+            done = "Undone" if plan.kind == "undo" else "Redone"
+            if d is None:
+                plan.message = "Nothing to undo" if plan.kind == "undo" else "Nothing to redo"
+            else:
+                plan.message = f"{done}: {d.describe()}"
+                self._return_to(d, plan.kind)
+        elif plan.kind == "keep_rule":
+            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(result)} (unless you chose)"
+        return plan.message
+
+    def abandon(self, plan: Plan) -> None:
+        """A plan's write failed (the project was busy): nothing it decided counts, and the
+        cursor goes back where the plan was made."""
+        self._pending = {d: s for d, s in self._pending.items() if s != plan.seq}
+        self._written = max(self._written, plan.seq)
+        if plan.cursor_before is not None and plan.kind == "decision":
+            self.cursor = plan.cursor_before
+
+    def _return_to(self, d: Decision, kind: str) -> None:
+        """Undo: back where the decision was made. Redo (or a decision of an earlier session):
+        on the document it names."""
+        before = self._cursor_of.get(d.id) if kind == "undo" else None
+        if before is not None and before.doc is not None:
+            self.cursor = Cursor(before.doc, before.label)
+            return
+        about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
+        if about is not None:
+            self.cursor = Cursor(int(about), None)
+
+    def run(self, plan: Plan) -> str:
+        """Write a plan here and now, rebuild the list (scripts, tests)."""
+        result = plan.write(self.project)
+        message = self.finish(plan, result)
+        self.refresh(keep_order=True)
+        return message
+
+    # -- the same, synchronously ------------------------------------------------------------------
+    def keep(self, o: int | None = None) -> str:
+        return self.run(self.plan_keep(o))
+
+    def remove(self, o: int | None = None, confirmed: bool = False) -> str:
+        return self.run(self.plan_remove(o, confirmed))
+
+    def separate(self, o: int | None = None) -> str:
+        return self.run(self.plan_separate(o))
+
+    def none_duplicates(self, label: int | None = None) -> str:
+        return self.run(self.plan_none_duplicates(label))
+
+    def accept(self, label: int | None = None) -> str:
+        return self.run(self.plan_accept(label))
+
+    def bulk_accept(self, at_least: float) -> str:
+        labels, _removed = self.bulk_candidates(at_least)
+        return self.run(self.plan_bulk_accept(labels)) if labels else "No cluster to accept"
+
+    def note(self, value: str, o: int | None = None) -> str:
+        return self.run(self.plan_note(value, o))
+
+    def undo(self) -> str:
+        return self.run(self.plan_undo())
+
+    def redo(self) -> str:
+        return self.run(self.plan_redo())
+
+    def set_keep_rule(self, rule: str) -> str:
+        return self.run(self.plan_keep_rule(rule))
+
+    def change_view(self, threshold: float | None = None, policy: str | None = None) -> None:
+        """Another threshold or policy, the list rebuilt here (scripts, tests)."""
+        changed = (threshold is not None and self.set_threshold(threshold)) | \
+            (policy is not None and self.set_policy(policy))
+        if changed:
+            self.refresh(keep_order=False)
+
+    # -- search -----------------------------------------------------------------------------------
+    def search(self, project: Project, query: str, limit: int = 1000) -> list[Match]:
+        """Every document whose id is `query`, else starts with it, else whose text holds it (up
+        to `limit`), each with where it is at the current view."""
+        found = project.find_documents(query, limit=limit)
+        ids = project.ids_for(found)
+        return [Match(o, doc_id, *self.whereabouts(o)) for o, doc_id in zip(found, ids)]
+
+    def whereabouts(self, o: int) -> tuple[int | None, str]:
+        index = self.index
+        c = index.clustering
+        label = int(c.cluster[o])
+        size = len(index.members(label))
+        t = f"{index.threshold:.2f}"
+        if index.position(label) is not None:
+            state = "kept" if self.is_kept(o) else ("decided" if self.is_decided(o) else "to review")
+            return label, f"in a cluster of {size} at {t} ({state})"
+        if size >= 2:
+            return None, f"in a cluster of {size} at {t}, hidden by the current filter (f shows every cluster)"
+        if int(c.reason[o]) == decisions.REVIEWER:
+            return None, f"removed by the reviewer, in no cluster at {t}"
+        if int(c.reason[o]) == EXACT:
+            return None, f"an exact copy, in no listed cluster at {t}"
+        return None, f"has no duplicate at {t}"
