@@ -125,9 +125,57 @@ def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[s
                     build_index(graph, c, overrides, "size")
                     idx_times.append(ms(time.perf_counter() - t))
                 rows.append((f"`cluster.cluster` {policy} @ {th:.2f} ({c.cluster_count:,} clusters)", times))
-                rows.append((f"`ui.model.build_index` {policy} @ {th:.2f}", idx_times))
+                rows.append((f"`review.index.build_index` {policy} @ {th:.2f}", idx_times))
     finally:
         project.close()
+    return rows
+
+
+def bench_review(db: Path, repeat: int) -> list[tuple[str, list[float]]]:
+    """The review model's operations (dedup_tui.review.Review, no UI), each on the whole project:
+    what a key costs before any drawing. The project is copied: decisions are written."""
+    import shutil
+    import tempfile
+
+    from dedup_tui.review import Review
+
+    rows: list[tuple[str, list[float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / db.name
+        shutil.copyfile(db, copy)
+        review = Review.open(copy, author="bench")
+        try:
+            def timed(name: str, fn) -> None:
+                times = []
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    fn()
+                    times.append(ms(time.perf_counter() - t))
+                rows.append((name, times))
+
+            n = len(review.index.clustering.cluster)
+            review.select_position(len(review.index.labels) // 2)
+            plans = []
+            timed(f"`Review.plan_remove` (checked, cursor advanced; {n:,} docs)",
+                  lambda: plans.append(review.plan_remove()))
+            for plan in plans:  # written, as the app's writer thread does
+                review.finish(plan, plan.write(review.project))
+            timed("`Review.compute` after a decision (cluster, index, list order kept)",
+                  lambda: review.show(review.compute(review.project, review.request())))
+            previous = review.index
+            timed("`ClusterIndex.keeping_order_of` (the list order kept, alone)",
+                  lambda: review.index.keeping_order_of(previous))
+            labels, _ = review.bulk_candidates(0.95)
+            review.run(review.plan_bulk_accept(labels))
+            review.select_position(0)
+            timed(f"`Review.next_to_review` after accepting {len(labels):,} clusters (from the top)",
+                  lambda: review.next_to_review(None, None, 0))
+            timed("`Review.plan_undo` + write + compute (the bulk accept undone, then redone)",
+                  lambda: (review.run(review.plan_undo()), review.run(review.plan_redo())))
+            timed("`Review.search` ('python', every match with its place)",
+                  lambda: review.search(review.project, "python"))
+        finally:
+            review.close()
     return rows
 
 
@@ -172,7 +220,7 @@ def send_key(app, key: str) -> None:
 
 def settled(app) -> bool:
     main = app.main
-    return (main.index is not None and not main.scanning and not main._clustering_busy
+    return (main.index is not None and not main.scanning and not main.busy
             and not any(w.is_running for w in app.workers))
 
 
@@ -243,11 +291,12 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
     PairScreen.on_diff_ready = on_diff_ready
     # Attribute each action's time: the re-clustering worker's engine calls and the handler that
     # fills the summary and the tables (MainScreen.on_reclustered), accumulated in `spent`.
+    from dedup_tui.review import model as model_mod
     from dedup_tui.ui.screens import main as main_mod
 
     spent = {"worker": 0.0, "handler": 0.0}
     parts = {} if parts is None else parts
-    patched = {name: getattr(main_mod, name) for name in ("cluster_with_decisions", "build_index")}
+    patched = {name: getattr(model_mod, name) for name in ("cluster_with_decisions", "build_index")}
 
     def timing(fn, key):
         def wrapper(*args, **kwargs):
@@ -259,7 +308,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
         return wrapper
 
     for name, fn in patched.items():
-        setattr(main_mod, name, timing(fn, "worker"))
+        setattr(model_mod, name, timing(fn, "worker"))
     original_reclustered = main_mod.MainScreen.on_reclustered
     main_mod.MainScreen.on_reclustered = timing(original_reclustered, "handler")
     out: dict[str, list[float]] = {}
@@ -368,7 +417,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
         PairScreen.on_diff_ready = original
         main_mod.MainScreen.on_reclustered = original_reclustered
         for name, fn in patched.items():
-            setattr(main_mod, name, fn)
+            setattr(model_mod, name, fn)
     return out
 
 
@@ -458,6 +507,7 @@ def main() -> None:
         report_profiles(profiles, Path(a.profile))
     app_rows = rows + list(session.items())
     engine_rows = [] if a.skip_engine else bench_engine(db, [float(x) for x in a.thresholds.split(",")], 3)
+    review_rows = bench_review(db, a.repeat)
 
     from dedup_tui.engine.store import Project
 
@@ -492,6 +542,8 @@ def main() -> None:
     ]
     if engine_rows:
         lines += ["Engine calls underneath (3 runs each):", "", *stats_rows(engine_rows), ""]
+    lines += ["The review model's operations (no UI; what a key costs before drawing):", "",
+              *stats_rows(review_rows), ""]
     text = "\n".join(lines)
     print(text)
     out = Path(a.out_md)

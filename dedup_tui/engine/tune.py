@@ -650,15 +650,12 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
 
 def split_chain(project: Project, chain: Chain, threshold: float | None = None, policy: str | None = None,
                 author: str | None = None) -> int:
-    """Mark the chain's cut links not-duplicate (decisions); returns how many were recorded."""
+    """Mark the chain's cut links not-duplicate (decisions, one undo step); returns how many were
+    recorded."""
     ids = project.ids_for([o for pair in chain.cut for o in pair])
-    n = 0
-    for i in range(0, len(ids), 2):
-        if not _split_active(project, ids[i], ids[i + 1]):
-            decisions.record(project, "not_duplicate", ids[i], ids[i + 1], value="chain split",
-                             threshold=threshold, policy=policy, author=author)
-            n += 1
-    return n
+    rows = [("not_duplicate", ids[i], ids[i + 1], "chain split") for i in range(0, len(ids), 2)
+            if not _split_active(project, ids[i], ids[i + 1])]
+    return len(decisions.record_many(project, rows, threshold, policy, author=author))
 
 
 # -- everything at once ---------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from ..engine.decisions import Decision, Overrides, cluster_with_decisions, defa
 from ..engine.display import literal_line
 from ..engine.errors import DedupError
 from ..engine.store import Project
-from .index import FILTERS, SORTS, ClusterIndex, build_index, join_view, parse_filter, split_view
+from .index import FILTERS, SORTS, ClusterIndex, build_index, join_view, parse_filter
 
 DEFAULT_THRESHOLD = 0.8
 
@@ -542,6 +542,16 @@ class Review:
         return self._decision(f"accept {len(labels):,} clusters", rows, [m for ms in members for m in ms],
                               advance=self.cursor.label in set(labels))
 
+    def plan_split_chain(self, chain) -> Plan:
+        """The tuning screen's split of a chained cluster (engine.tune.Chain): its weakest links
+        marked not a duplicate, in one undo step."""
+        from ..engine import tune
+
+        v, author = self.view, self.author
+        return self._plan(f"split the chained cluster of {literal_line(chain.label_id, 40)}",
+                          lambda project: tune.split_chain(project, chain, v.threshold, v.policy, author=author),
+                          kind="split")
+
     def plan_note(self, value: str, o: int | None = None) -> Plan:
         o = self._target(o)
         v, author, doc_id = self.view, self.author, self._ids([o])[0]
@@ -573,6 +583,8 @@ class Review:
             for d in made:
                 self._cursor_of[d.id] = plan.cursor_before
             plan.message = f"Saved: {plan.what}"
+        elif plan.kind == "split":
+            plan.message = f"Saved: {plan.what}: {result} links marked not a duplicate (u undoes them in one step)"
         elif plan.kind == "note":
             plan.message = f"Saved: {result[0].describe()}"
         elif plan.kind in ("undo", "redo"):
@@ -673,6 +685,8 @@ class Review:
             return None, f"in a cluster of {size} at {t}, hidden by the current filter (f shows every cluster)"
         if int(c.reason[o]) == decisions.REVIEWER:
             return None, f"removed by the reviewer, in no cluster at {t}"
+        if o in index.overrides.decided and int(c.reason[o]) == KEPT:
+            return None, f"split off by the reviewer, in no cluster at {t}"
         if int(c.reason[o]) == EXACT:
             return None, f"an exact copy, in no listed cluster at {t}"
         return None, f"has no duplicate at {t}"

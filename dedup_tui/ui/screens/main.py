@@ -33,7 +33,7 @@ from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
 from ...review.index import (FILTERS, SORTS, describe_view, ClusterIndex, PreparedViews, load_snapshot,
-                             save_snapshot, view_key, view_keys, build_index)
+                             save_snapshot, view_key, view_keys)
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
 from ..launch import default_export_path

@@ -272,16 +272,8 @@ class TuneScreen(Screen):
         ch = self.selected_chain()
         if ch is None:
             return
-        threshold, policy, author = self.review.threshold, self.review.policy, self.app.author
-
-        def split(n: int) -> None:
-            self.notify(f"Split {literal_line(ch.label_id, 80)}'s cluster: {n} links marked not a duplicate "
-                        f"(u on the main screen undoes)", markup=False, timeout=4)
-            self.review.recluster()
-            self.refresh_report()
-
-        self.app.writer.submit(lambda project: tuning.split_chain(project, ch, threshold, policy, author=author),
-                               split, what="the split")
+        if self.review.act(lambda: self.review.model.plan_split_chain(ch)):
+            self.app.writer.submit(lambda project: None, lambda _r: self.refresh_report(), what="the report")
 
     def action_open_chain(self) -> None:
         ch = self.selected_chain()
