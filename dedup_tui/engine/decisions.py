@@ -60,6 +60,8 @@ class Decision:
         """One line for people (ids and notes escaped: they come from the corpus or a reviewer)."""
         doc, other = literal_line(self.doc_id or ""), literal_line(self.other_id or "")
         if self.kind == "not_duplicate":
+            if self.batch_size > 1:
+                return f"not a duplicate: {self.batch_size:,} links cut ({doc} / {other} and others)"
             return f"not a duplicate: {doc} / {other}"
         if self.kind == "note":
             return f"note on {doc}: {literal_line(self.value or '')}"

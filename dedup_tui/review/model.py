@@ -119,6 +119,10 @@ class Review:
         self._seq = 0  # plans made
         self._written = 0  # plans whose write finished (in order)
         self._pending: dict[int, int] = {}  # doc -> seq of the plan deciding it (not in the list yet)
+        # keep decisions not in the list yet: the document kept, and the kept one it demotes to a
+        # member (doc -> (seq, the document kept instead)), so that fast keys see them as they will be
+        self._pending_keep: dict[int, int] = {}
+        self._demoted: dict[int, tuple[int, int]] = {}
         self._cursor_of: dict[int, Cursor] = {}  # decision id -> the cursor when it was made
         self.restore_view()
 
@@ -192,6 +196,8 @@ class Review:
         self.index = index
         if request is not None:
             self._pending = {d: s for d, s in self._pending.items() if s > request.written}
+            self._pending_keep = {d: s for d, s in self._pending_keep.items() if s > request.written}
+            self._demoted = {d: v for d, v in self._demoted.items() if v[0] > request.written}
         if self._saved_doc is not None:
             doc, self._saved_doc = self._saved_doc, None
             if self._listed_label(doc) is not None:
@@ -206,8 +212,16 @@ class Review:
 
     # -- reading ------------------------------------------------------------------------------------
     def kept_of(self, o: int) -> int:
+        """The document o's cluster keeps (o itself when it is kept). Not o's keeper: an exact
+        copy of a member is removed against that member, its first copy."""
+        if o in self._demoted:
+            return self._demoted[o][1]
+        if o in self._pending_keep:
+            return o
         c = self.index.clustering
-        return int(c.keeper[o]) if c.keeper[o] >= 0 else int(c.cluster[o])
+        if int(c.reason[o]) == KEPT:
+            return int(o)
+        return int(c.cluster[o])
 
     def root(self, o: int) -> int:
         """The first copy of this document's text (itself if it is the first)."""
@@ -215,7 +229,10 @@ class Review:
         return first if first >= 0 else int(o)
 
     def is_kept(self, o: int) -> bool:
-        return int(self.index.clustering.reason[o]) == KEPT
+        """Kept in its cluster (keep decisions being saved included)."""
+        if o in self._pending_keep:
+            return True
+        return int(self.index.clustering.reason[o]) == KEPT and o not in self._demoted
 
     def is_decided(self, o: int) -> bool:
         """A decision settles this document (or one is being saved)."""
@@ -428,8 +445,12 @@ class Review:
         # (unless a reviewer chose to keep it, or decided it)
         kept = self.kept_of(o)
         also = frozenset({kept}) if kept != o and kept not in self.index.overrides.keep and \
-            not self.is_decided(kept) else frozenset()
-        return self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
+            kept not in self._pending_keep and not self.is_decided(kept) else frozenset()
+        plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
+        self._pending_keep[o] = plan.seq
+        if also:
+            self._demoted[kept] = (plan.seq, o)
+        return plan
 
     def plan_remove(self, o: int | None = None, confirmed: bool = False) -> Plan:
         o = self._target(o)
@@ -603,6 +624,8 @@ class Review:
         """A plan's write failed (the project was busy): nothing it decided counts, and the
         cursor goes back where the plan was made."""
         self._pending = {d: s for d, s in self._pending.items() if s != plan.seq}
+        self._pending_keep = {d: s for d, s in self._pending_keep.items() if s != plan.seq}
+        self._demoted = {d: v for d, v in self._demoted.items() if v[0] != plan.seq}
         self._written = max(self._written, plan.seq)
         if plan.cursor_before is not None and plan.kind == "decision":
             self.cursor = plan.cursor_before

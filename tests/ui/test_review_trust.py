@@ -204,3 +204,26 @@ async def test_the_preview_names_the_document_the_keys_act_on(sample):
         title = str(main.query_one("#preview-title").render())
         assert "keys act on ▸  KEPT " + main.project.ids_for([model.cursor.doc])[0] in title
         assert main.query_one("#members").has_focus
+
+
+async def test_fast_k_then_x_acts_on_the_demoted_document_without_asking(sample):
+    """k on the member of a pair makes the pair's kept document a member to review: the cursor
+    goes to it at once, and an x pressed before the list is rebuilt removes it as a duplicate of
+    the document just kept (no 'remove a kept document?' question, nothing lost)."""
+    app = create_app(sample, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main, model = app.main, app.main.model
+        pos = next(i for i, size in enumerate(main.index.sizes) if size == 2 and main.index.min_sim[i] < 1)
+        model.select_position(pos)
+        main.render_list()
+        kept, member = (int(m) for m in model.members())
+        assert model.cursor.doc == member
+        await pilot.press("k", "x")  # no settling in between
+        assert not isinstance(app.screen, AskScreen)
+        await settle(pilot)
+        with Project(app.spec.db) as project:
+            made = [(d.kind, d.doc_id, d.other_id) for d in decisions.active(project)]
+            k_id, m_id = project.ids_for([kept, member])
+        assert made == [("keep", m_id, None), ("remove", k_id, m_id)]
+        assert model.is_kept(member) and not model.is_kept(kept)
