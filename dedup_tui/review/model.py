@@ -193,7 +193,7 @@ class Review:
 
     def show(self, index: ClusterIndex, request: Request | None = None) -> None:
         """Put a newly built list on screen and the cursor where it belongs in it."""
-        self.index = index
+        old, self.index = self.index, index
         if request is not None:
             self._pending = {d: s for d, s in self._pending.items() if s > request.written}
             self._pending_keep = {d: s for d, s in self._pending_keep.items() if s > request.written}
@@ -203,7 +203,7 @@ class Review:
             if self._listed_label(doc) is not None:
                 self.cursor = Cursor(doc, self._listed_label(doc))
                 return
-        self._settle_cursor()
+        self._settle_cursor(old)
 
     def refresh(self, keep_order: bool = True) -> None:
         """Build the list now, on this thread (scripts, tests)."""
@@ -294,7 +294,8 @@ class Review:
             self.select_cluster(int(self.index.labels[min(max(pos, 0), len(self.index.labels) - 1)]))
 
     def next_to_review(self, after: int | None = None, members: list[int] | None = None,
-                       pos: int | None = None, also: frozenset = frozenset()) -> int | None:
+                       pos: int | None = None, also: frozenset = frozenset(),
+                       leaving: frozenset = frozenset()) -> int | None:
         """The next member to review: after `after` in `members` (the cluster as it was listed;
         wrapping round to its first), else the first of the next cluster with one, in list order
         from `pos`, wrapping round. None when every listed member is decided."""
@@ -303,7 +304,7 @@ class Review:
         if members:
             start = members.index(after) + 1 if after in members else 0
             for m in members[start:] + members[:start]:
-                if self._listed_label(m) is not None and (self.to_review(m) or m in also):
+                if m not in leaving and self._listed_label(m) is not None and (self.to_review(m) or m in also):
                     return m
         index = self.index
         count = len(index.labels)
@@ -318,19 +319,20 @@ class Review:
                 return int(hit)
         return None
 
-    def advance(self, also: frozenset = frozenset()) -> bool:
+    def advance(self, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> bool:
         """Move the cursor to the next member to review (or of `also`: documents a decision being
         saved makes members to review); False (the cursor stays) when none is left."""
-        nxt = self.next_to_review(self.cursor.doc, self.members(self.cursor.label), self.position, also)
+        nxt = self.next_to_review(self.cursor.doc, self.members(self.cursor.label), self.position, also, leaving)
         if nxt is None:
             return False
         self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
         return True
 
-    def _settle_cursor(self) -> None:
+    def _settle_cursor(self, old: ClusterIndex | None = None) -> None:
         """After a new list: the cursor stays on its document if it is still listed (an
         auto-placed cursor that ended on a kept or decided document moves on); otherwise it goes
-        to the next member to review from where its cluster was."""
+        on from where its cluster was in the list before (`old`): the members of that cluster
+        still listed first, then the clusters that followed it."""
         index, cur = self.index, self.cursor
         if not len(index.labels):
             self.cursor = Cursor()
@@ -344,13 +346,31 @@ class Review:
                     if nxt is not None:
                         self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
                 return
-            # the document left every listed cluster (split off alone): on from its old place
-            pos = index.position(cur.label) if cur.label is not None else None
-            nxt = self.next_to_review(None, None, (pos - 1) if pos else -1) if pos is not None else None
-            if nxt is not None:
-                self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
-                return
+            start = self._where_it_was(old, cur.label)
+            if start is not None:
+                members = [int(m) for m in old.members(cur.label)] if old is not None else None
+                nxt = self.next_to_review(None, members, start - 1)
+                if nxt is not None:
+                    self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+                    return
         self.select_position(0)
+
+    def _where_it_was(self, old: ClusterIndex | None, label: int | None) -> int | None:
+        """The place in this list of the first cluster, from `label`'s place in the `old` list
+        on, that is still listed (its documents may be listed under another label now)."""
+        if label is None:
+            return None
+        if old is None or len(old.clustering.cluster) != len(self.index.clustering.cluster):
+            return self.index.position(label)
+        at = old.position(label)
+        if at is None:
+            return self.index.position(label)
+        rank = np.full(len(self.index.clustering.cluster), -1, dtype=np.int64)
+        rank[self.index.labels] = np.arange(len(self.index.labels))
+        following = np.concatenate([old.members(label), old.labels[at + 1:], old.labels[:at]])
+        places = rank[self.index.clustering.cluster[following]]
+        places = places[places >= 0]
+        return int(places[0]) if len(places) else None
 
     # -- view changes (the list is rebuilt: `request(keep_order=False)`) -----------------------------
     def set_threshold(self, value: float) -> bool:
@@ -399,7 +419,10 @@ class Review:
         if self.index is not None and self.index.can_show(self.view.listing) and \
                 (self.index.threshold, self.index.policy) == (self.view.threshold, self.view.policy):
             self.index = self.index.with_sort(self.view.listing)
-            self.select_position(0)
+            if len(self.index.labels):
+                self.select_position(0)
+            else:
+                self.cursor = Cursor()
 
     def needs_rebuild(self) -> bool:
         """The list on screen is not of the current view (another threshold, policy or filter)."""
@@ -424,7 +447,7 @@ class Review:
         return self.project.ids_for([int(o) for o in ords])
 
     def _decision(self, what: str, rows: list[tuple[str, str, str | None, str | None]], decided: list[int],
-                  advance: bool = True, also: frozenset = frozenset()) -> Plan:
+                  advance: bool = True, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> Plan:
         v, author = self.view, self.author
         state = self.view_state()
 
@@ -435,7 +458,7 @@ class Review:
 
         plan = self._plan(what, write, decided=decided)
         if advance:
-            self.advance(also)
+            self.advance(also, leaving)
         return plan
 
     def plan_keep(self, o: int | None = None) -> Plan:
@@ -497,8 +520,10 @@ class Review:
         rows = [("not_duplicate", doc_id, other, None) for other in other_ids]
         named = ", ".join(f"{literal_line(i, 30)} {s:.2f}" for i, (_a, _b, s) in list(zip(other_ids, links))[:3])
         more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        # its exact copies leave the cluster with it: the cursor goes on among those that stay
+        leaving = frozenset(m for m in self.members(int(self.index.clustering.cluster[o])) if self.root(m) == self.root(o))
         return self._decision(f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
-                              f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o])
+                              f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o], leaving=leaving)
 
     def plan_none_duplicates(self, label: int | None = None) -> Plan:
         """None of the cluster's documents are duplicates of each other: every link between

@@ -1,0 +1,747 @@
+"""The review model (dedup_tui.review.model.Review) without any user interface: the queue's
+rules of its docstring, checked on small scanned projects, then by a stateful property test.
+
+The projects are built once per module (a scan takes a moment); each test reviews a copy of
+the project file."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from dedup_tui.engine import decisions as dec
+from dedup_tui.engine.cluster import EXACT, KEPT
+from dedup_tui.engine.errors import DedupError
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.pipeline import ScanSettings, scan
+from dedup_tui.engine.sets import jaccard, shingle_set
+from dedup_tui.engine.store import Project
+from dedup_tui.review.index import SORTS
+from dedup_tui.review.model import NeedsConfirmation, Review, ReviewError, View
+
+FLOOR = 0.5
+THRESHOLD = 0.8  # the review's default threshold: the corpora are built around it
+
+
+# -- corpora ------------------------------------------------------------------------------------
+
+def similarity(a: str, b: str) -> float:
+    return jaccard(shingle_set(a), shingle_set(b))
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 4)))
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return [_word(rng) for _ in range(n)]
+
+
+def _changed(words: list[str], rng: random.Random, positions) -> list[str]:
+    out = list(words)
+    for p in positions:
+        out[p] = _word(rng)
+    return out
+
+
+def chain_texts(rng: random.Random, length: int, n: int = 24) -> list[str]:
+    """t0 ~ t1 ~ ... : each text near the next one (>= 0.82), any two further apart below the
+    threshold (<= 0.77): the later ones join the first one's cluster only through the others."""
+    while True:
+        words = [_words(rng, n)]
+        for i in range(1, length):
+            words.append(_changed(words[-1], rng, [(2 * i) % n, (n - 1 - 3 * i) % n]))
+        texts = [" ".join(w) for w in words]
+        near = all(similarity(a, b) >= 0.82 for a, b in zip(texts, texts[1:]))
+        far = all(similarity(texts[i], texts[j]) <= 0.77 for i in range(length) for j in range(i + 2, length))
+        if near and far:
+            return texts
+
+
+def family_texts(rng: random.Random, size: int, n: int = 30) -> list[str]:
+    """A base text, then variants with one word changed: every two of them >= 0.82."""
+    while True:
+        base = _words(rng, n)
+        texts = [" ".join(base)] + [" ".join(_changed(base, rng, [p])) for p in rng.sample(range(n), size - 1)]
+        if all(similarity(a, b) >= 0.82 for i, a in enumerate(texts) for b in texts[i + 1:]):
+            return texts
+
+
+def make_corpus(seed: int, families=(6, 4, 3), chains=(3, 4), exact_groups=(3,), singletons=3,
+                variant_copies=(2,), shuffle=False) -> list[dict]:
+    """Records {id, text, date, score}. Families famF_0 (the base), famF_1.. (variants) and
+    famF_copy (the base again, other case and spaces); famF_vcopy copies famF_1 for the families
+    in `variant_copies`. Chains chainC_a ~ chainC_b ~ ... Exact groups exactE_0.. (one text).
+    Unshuffled, the groups are interleaved (one document of each in turn), each in its own order:
+    a family keeps its base, a chain its first text."""
+    rng = random.Random(seed)
+    groups: list[list[tuple[str, str]]] = []
+    for f, size in enumerate(families):
+        texts = family_texts(rng, size)
+        group = [(f"fam{f}_{i}", t) for i, t in enumerate(texts)]
+        group.append((f"fam{f}_copy", "  " + texts[0].upper() + " "))
+        if f in variant_copies:
+            group.append((f"fam{f}_vcopy", texts[1] + "\n"))
+        groups.append(group)
+    for c, length in enumerate(chains):
+        groups.append([(f"chain{c}_{'abcdefgh'[i]}", t) for i, t in enumerate(chain_texts(rng, length))])
+    for e, size in enumerate(exact_groups):
+        text = " ".join(_words(rng, 25))
+        groups.append([(f"exact{e}_{i}", text) for i in range(size)])
+    groups += [[(f"single{i}", " ".join(_words(rng, 25)))] for i in range(singletons)]
+    docs: list[tuple[str, str]] = []
+    if shuffle:
+        docs = [d for g in groups for d in g]
+        rng.shuffle(docs)
+    else:
+        while any(groups):
+            for g in groups:
+                if g:
+                    docs.append(g.pop(0))
+    return [{"id": doc_id, "text": text, "date": f"2024-01-{i % 28 + 1:02d}", "score": rng.randint(0, 99)}
+            for i, (doc_id, text) in enumerate(docs)]
+
+
+def build_project(directory: Path, records: list[dict], name: str = "corpus") -> Path:
+    """Load and scan a JSONL corpus into a project file; the project is closed (nothing left
+    in a -wal file) so that the file can be copied."""
+    directory.mkdir(parents=True, exist_ok=True)
+    corpus = directory / f"{name}.jsonl"
+    with open(corpus, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    db = directory / f"{name}.db"
+    project = Project(db, create=True)
+    try:
+        load_corpus(project, [corpus])
+        scan(project, ScanSettings(method="exhaustive", floor=FLOOR))
+    finally:
+        project.close()
+    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
+    return db
+
+
+FOCUSED = make_corpus(seed=11)
+MACHINE = make_corpus(seed=5, families=(5, 4, 3, 2), chains=(3, 4), exact_groups=(3, 2), singletons=3,
+                      variant_copies=(0, 2), shuffle=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("review_model")
+    return {"focused": build_project(base / "focused", FOCUSED), "machine": build_project(base / "machine", MACHINE)}
+
+
+def copy_project(source: Path, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "project.db"
+    shutil.copy(source, target)
+    return target
+
+
+@pytest.fixture
+def review(built, tmp_path):
+    r = Review.open(copy_project(built["focused"], tmp_path / "project"), author="t")
+    yield r
+    r.close()
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def ords(r: Review) -> dict[str, int]:
+    n = r.project.next_ord()
+    return dict(zip(r.project.ids_for(list(range(n))), range(n)))
+
+
+def label_of(r: Review, o: int) -> int:
+    return int(r.index.clustering.cluster[o])
+
+
+def listed_members(r: Review) -> list[int]:
+    return [m for label in r.index.labels.tolist() for m in r.members(label)]
+
+
+def active(r: Review) -> list[tuple[str, str, str | None]]:
+    return [(d.kind, d.doc_id, d.other_id) for d in dec.active(r.project)]
+
+
+def cluster_order(r: Review, labels: list[int]) -> list[int]:
+    """The listed clusters now holding the kept documents of `labels` (an earlier list), in
+    the order of that list, each once."""
+    out: list[int] = []
+    for label in labels:
+        now = label_of(r, label)
+        if r.index.position(now) is not None and now not in out:
+            out.append(now)
+    return out
+
+
+def test_corpus_has_chains_copies_and_families(review):
+    """What the other tests rely on: at the default threshold a chain is one cluster whose ends
+    are below the threshold, copies join their family, the families keep their base."""
+    o, ix = ords(review), review.index
+    texts = {r["id"]: r["text"] for r in FOCUSED}
+    assert review.view.threshold == THRESHOLD
+    assert similarity(texts["chain0_a"], texts["chain0_c"]) < THRESHOLD
+    assert label_of(review, o["chain0_c"]) == label_of(review, o["chain0_a"]) == o["chain0_a"]
+    assert label_of(review, o["fam0_copy"]) == o["fam0_0"] and ix.clustering.reason[o["fam0_copy"]] == EXACT
+    assert label_of(review, o["fam2_vcopy"]) == o["fam2_0"] and review.root(o["fam2_vcopy"]) == o["fam2_1"]
+    assert len(review.members(o["fam0_0"])) == 7 and int(ix.labels[0]) == o["fam0_0"]
+    assert len(ix.labels) == 6  # 3 families, 2 chains, 1 exact group
+    assert review.cursor.doc is not None and not review.cursor.auto
+
+
+# -- the queue ----------------------------------------------------------------------------------
+
+def test_remove_advances_through_every_member_in_order_then_to_the_next_cluster(review):
+    r = review
+    label = int(r.index.labels[0])
+    r.select_cluster(label)
+    members = r.members(label)
+    expected = [m for m in members if not r.is_kept(m)]
+    assert len(expected) == len(members) - 1 >= 5
+    visited = []
+    for done, m in enumerate(expected):
+        assert r.progress(label) == (done, len(expected))
+        assert not r.index.decided[r.index.position(label)] and not r.cluster_decided(label)
+        assert label_of(r, r.cursor.doc) == label
+        visited.append(r.cursor.doc)
+        r.remove()
+    assert visited == expected  # every non-kept member, in member order, never the kept one
+    pos = r.index.position(label)
+    assert pos == 0 and r.index.decided[pos] and r.cluster_decided(label)
+    assert r.progress(label) == (len(expected), len(expected))
+    assert (int(r.index.reviewed[pos]), int(r.index.to_review[pos])) == (len(expected), len(expected))
+    assert r.is_kept(label)
+    # then the next cluster in list order, at its first member to review
+    following = int(r.index.labels[1])
+    assert r.cursor.auto and label_of(r, r.cursor.doc) == following
+    assert r.cursor.doc == next(m for m in r.members(following) if not r.is_kept(m))
+
+
+def test_a_cluster_is_decided_only_when_every_member_it_does_not_keep_is(review):
+    r, o = review, ords(review)
+    label = o["fam1_0"]
+    members = [m for m in r.members(label) if not r.is_kept(m)]
+    r.keep(members[0])  # a keep decision on a member: the cluster now keeps it
+    assert r.is_kept(members[0]) and label_of(r, label) == members[0]
+    label = members[0]
+    pos = r.index.position(label)
+    assert not r.index.decided[pos]  # the document kept before is now a member to review
+    assert r.to_review(o["fam1_0"])
+    for m in r.members(label):
+        if r.to_review(m):
+            assert not r.cluster_decided(label)
+            r.remove(m)
+    assert r.index.decided[r.index.position(label)] and r.cluster_decided(label)
+
+
+def test_accepting_a_cluster_decides_it(review):
+    r = review
+    label = int(r.index.labels[1])
+    r.select_cluster(label)
+    r.accept()
+    pos = r.index.position(label)
+    assert pos == 1 and r.index.decided[pos]
+    assert all(m in r.index.overrides.decided for m in r.members(label))
+    assert label_of(r, r.cursor.doc) == int(r.index.labels[2])  # on to the next cluster
+
+
+def test_removing_a_kept_document_needs_confirmation(review):
+    r = review
+    label = int(r.index.labels[0])
+    r.select(label)
+    assert r.is_kept(label)
+    with pytest.raises(NeedsConfirmation):
+        r.remove()
+    with pytest.raises(NeedsConfirmation):
+        r.remove(label)
+    assert active(r) == [] and r.is_kept(label)
+    others = [m for m in r.members(label) if m != label]
+    r.remove(label, confirmed=True)
+    assert active(r) == [("remove", r.project.ids_for([label])[0], None)]
+    c = r.index.clustering
+    assert c.reason[label] == dec.REVIEWER and not r.is_kept(label)
+    new_label = label_of(r, others[0])
+    assert new_label != label and r.is_kept(new_label) and new_label in others
+
+
+def test_separate_splits_a_chained_member_off_its_cluster(review):
+    r, o = review, ords(review)
+    a, b, c = o["chain0_a"], o["chain0_b"], o["chain0_c"]
+    assert r.members(a) == [a, b, c] or sorted(r.members(a)) == sorted([a, b, c])
+    assert r.links_to_cut(c) == [(c, b, pytest.approx(r.graph.jaccard[r.graph.pair_index([b], [c])[0][0]]))]
+    r.separate(c)
+    assert label_of(r, c) != a or len(r.index.members(label_of(r, c))) == 1
+    assert len(r.index.members(label_of(r, c))) == 1  # c was held only by b: it is alone now
+    assert label_of(r, b) == a  # a ~ b stay together
+    assert active(r) == [("not_duplicate", "chain0_c", "chain0_b")]
+    assert c in r.index.overrides.decided and b not in r.index.overrides.decided
+
+
+def test_separate_refuses_an_exact_copy_of_the_kept_document(review):
+    r, o = review, ords(review)
+    copy = o["fam0_copy"]
+    assert r.root(copy) == o["fam0_0"] == label_of(r, copy)
+    with pytest.raises(ReviewError):
+        r.separate(copy)
+    with pytest.raises(ReviewError):
+        r.separate(o["fam0_0"])  # the kept document itself
+    assert active(r) == [] and label_of(r, copy) == o["fam0_0"]
+
+
+def test_none_duplicates_leaves_only_exact_copies_together(review):
+    r, o = review, ords(review)
+    for label in (o["fam2_0"], o["chain1_a"]):
+        members = r.members(label)
+        assert len({r.root(m) for m in members}) >= 3
+        r.none_duplicates(label)
+        c = r.index.clustering
+        for i, x in enumerate(members):
+            for y in members[i + 1:]:
+                if c.cluster[x] == c.cluster[y]:
+                    assert r.root(x) == r.root(y), r.project.ids_for([x, y])
+        # the copies stay with their first copy
+    assert label_of(r, o["fam2_copy"]) == label_of(r, o["fam2_0"])
+    assert label_of(r, o["fam2_vcopy"]) == label_of(r, o["fam2_1"]) != label_of(r, o["fam2_0"])
+    with pytest.raises(ReviewError):
+        r.none_duplicates(o["exact0_0"])  # one text: nothing to split
+
+
+def test_a_decision_never_reorders_the_list(review):
+    r = review
+    r.set_sort("borderline")
+    assert r.view.sort == "borderline" and r.index.sort == "borderline"
+    before = r.index.labels.tolist()
+    pos = 2
+    r.select_cluster(before[pos])
+    doc = r.cursor.doc
+    for decide in (lambda: r.keep(doc), lambda: r.remove(), lambda: r.remove(), lambda: r.undo()):
+        listed = r.index.labels.tolist()
+        decide()
+        after = r.index.labels.tolist()
+        assert cluster_order(r, listed) == after[:len(cluster_order(r, listed))]
+        assert r.index.position(label_of(r, doc)) == pos  # the cluster reviewed stays where it was
+    # the borderline order of the decided list would differ: re-sorting is the reviewer's to ask
+    r.set_sort("borderline")
+    assert r.index.sort == "borderline"
+
+
+@pytest.mark.parametrize("relist", ["set_filter", "set_sort"])
+def test_a_cluster_decided_under_the_undecided_filter_stays_listed_until_relisted(review, relist):
+    r = review
+    r.set_filter("undecided")
+    assert r.view.filter == "undecided"
+    labels = r.index.labels.tolist()
+    pos = 1
+    label = labels[pos]
+    r.select_cluster(label)
+    while not r.cluster_decided(label):
+        assert label_of(r, r.cursor.doc) == label
+        r.remove()
+        assert r.index.labels.tolist() == labels  # decided members: the list is as it was
+    assert r.index.decided[pos] and r.index.position(label) == pos
+    assert label_of(r, r.cursor.doc) == labels[pos + 1]
+    if relist == "set_filter":
+        r.set_filter("undecided")
+    else:
+        r.set_sort(r.view.sort)
+    assert r.index.position(label) is None
+    assert r.index.labels.tolist() == [x for x in labels if x != label]
+    assert not r.index.decided.any()
+
+
+def test_undo_puts_the_cursor_back_where_the_decision_was_made(review):
+    r = review
+    label = int(r.index.labels[0])
+    r.select_cluster(label)
+    first = r.cursor.doc
+    r.remove()
+    second = r.cursor.doc
+    assert second != first
+    r.keep()
+    assert r.cursor.doc not in (first, second)
+    r.undo()
+    assert r.cursor.doc == second
+    r.undo()
+    assert r.cursor.doc == first
+    assert active(r) == []
+    r.redo()  # on the document it names
+    assert r.cursor.doc == first and active(r) == [("remove", r.project.ids_for([first])[0],
+                                                     r.project.ids_for([label])[0])]
+
+
+def test_undo_of_a_bulk_accept_puts_the_cursor_back(review):
+    r = review
+    labels, _removed = r.bulk_candidates(THRESHOLD)
+    assert 2 <= len(labels) < len(r.index.labels)  # the chains are not accepted (a link below 0.8)
+    target = labels[-1]
+    doc = r.members(target)[-1]
+    r.select(doc)
+    r.bulk_accept(THRESHOLD)
+    assert len(active(r)) == len(labels)
+    assert all(r.cluster_decided(label) for label in labels)
+    assert r.cursor.doc != doc and r.cursor.auto and not r.cluster_decided(label_of(r, r.cursor.doc))
+    r.undo()
+    assert active(r) == []
+    assert r.cursor.doc == doc and label_of(r, doc) == target
+
+
+# -- keep rules ---------------------------------------------------------------------------------
+
+def _lengths(r: Review) -> dict[int, int]:
+    return dict(r.project.conn.execute("SELECT ord, length FROM documents").fetchall())
+
+
+def _longest(r: Review, label: int) -> int:
+    length = _lengths(r)
+    members = sorted(r.members(label))
+    return max(members, key=lambda m: (length[m], -m))
+
+
+def test_a_keep_rule_never_overrides_a_reviewer(review):
+    r = review
+    moved = [int(label) for label in r.index.labels if _longest(r, int(label)) != int(label)]
+    assert len(moved) >= 3  # clusters the rule "longest" would re-centre
+    accepted, judged, untouched = moved[:3]
+    longest = {label: _longest(r, label) for label in moved}
+    r.accept(accepted)
+    # a removal pins the document its cluster kept (the one it was judged against)
+    r.remove(next(m for m in r.members(judged) if not r.is_kept(m) and m != longest[judged]))
+    assert r.set_keep_rule("longest").startswith("Each cluster keeps the longest")
+    assert dec.keep_rule(r.project) == "longest"
+    for label in (accepted, judged):  # the reviewer's clusters
+        assert r.is_kept(label) and label_of(r, label) == label and r.index.position(label) is not None
+        assert not r.is_kept(longest[label]) and label_of(r, longest[label]) == label
+    new = longest[untouched]  # an untouched cluster is re-centred
+    assert r.is_kept(new) and label_of(r, untouched) == new and not r.is_kept(untouched)
+
+
+def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review):
+    r = review
+    with pytest.raises(DedupError) as err:
+        r.set_keep_rule("max:nosuchfield")
+    message = str(err.value)
+    assert "nosuchfield" in message
+    for name in ("id", "text", "date", "score"):
+        assert name in message
+    assert dec.keep_rule(r.project) == "first"
+    r.set_keep_rule("max:score")  # a field the records have
+    assert dec.keep_rule(r.project) == "max:score"
+    r.remove()  # the review goes on
+    assert len(active(r)) == 1
+
+
+# -- the stored view ------------------------------------------------------------------------------
+
+def test_the_view_and_the_cursor_are_restored_when_the_project_is_opened_again(review):
+    r = review
+    r.change_view(threshold=0.7, policy="greedy")
+    r.set_sort("low")
+    r.set_filter("undecided")
+    view = View(0.7, "greedy", "low", "undecided")
+    assert r.view == view and (r.index.threshold, r.index.policy, r.index.sort) == (0.7, "greedy", "low:undecided")
+    label = int(r.index.labels[1])
+    doc = r.members(label)[-1]
+    r.select(doc)
+    r.save_view()
+    path = r.project.path
+    again = Review.open(path, author="t")
+    try:
+        assert again.view == view
+        assert (again.index.threshold, again.index.policy, again.index.sort) == (0.7, "greedy", "low:undecided")
+        assert again.cursor.doc == doc and label_of(again, doc) == label
+        assert again.index.labels.tolist() == r.index.labels.tolist()
+    finally:
+        again.close()
+
+
+# -- search ---------------------------------------------------------------------------------------
+
+def test_search_returns_every_match(review):
+    r, o = review, ords(review)
+    by_prefix = r.search(r.project, "fam0_")
+    assert sorted(m.doc_id for m in by_prefix) == sorted(d["id"] for d in FOCUSED if d["id"].startswith("fam0_"))
+    assert [m.doc_id for m in r.search(r.project, "fam0_1")] == ["fam0_1"]
+    base = next(d["text"] for d in FOCUSED if d["id"] == "fam0_0")
+    for word in base.split()[:6]:
+        found = r.search(r.project, word)
+        assert sorted(m.doc_id for m in found) == sorted(d["id"] for d in FOCUSED if word in d["text"].lower())
+        for m in found:
+            assert m.doc == o[m.doc_id]
+            label = label_of(r, m.doc)
+            assert m.label == (label if r.index.position(label) is not None else None)
+    [kept] = r.search(r.project, "fam0_0")
+    assert kept.label == o["fam0_0"] and "(kept)" in kept.status and "cluster of 7" in kept.status
+    [single] = r.search(r.project, "single0")
+    assert single.label is None and "no duplicate" in single.status
+
+
+def test_search_says_a_document_of_a_decided_cluster_is_hidden_by_the_filter(review):
+    r, o = review, ords(review)
+    label = o["fam1_0"]
+    members = r.members(label)
+    for m in members:
+        if not r.is_kept(m):
+            r.remove(m)
+    assert r.cluster_decided(label)
+    r.set_filter("undecided")
+    assert r.index.position(label) is None
+    for m in members:
+        [match] = r.search(r.project, r.project.ids_for([m])[0])
+        assert match.label is None
+        assert "hidden by the current filter" in match.status and "removed" not in match.status, match.status
+    r.set_filter("all")
+    [match] = r.search(r.project, "fam1_1")
+    assert match.label == label and "(decided)" in match.status
+
+
+# -- an exact copy of a member the cluster does not keep (its keeper is that member, its first copy) --
+
+def test_removing_an_exact_copy_of_a_member_keeps_the_kept_document(review):
+    r, o = review, ords(review)
+    kept, vcopy = o["fam2_0"], o["fam2_vcopy"]
+    assert r.is_kept(kept) and label_of(r, vcopy) == kept and r.root(vcopy) == o["fam2_1"] != kept
+    r.remove(vcopy)
+    assert r.is_kept(kept) and label_of(r, vcopy) == kept
+    assert not r.to_review(kept)
+
+
+def test_separate_splits_off_an_exact_copy_of_a_member_with_its_first_copy(review):
+    r, o = review, ords(review)
+    kept, variant, vcopy = o["fam2_0"], o["fam2_1"], o["fam2_vcopy"]
+    r.separate(vcopy)
+    assert label_of(r, vcopy) == label_of(r, variant) != label_of(r, kept)
+
+
+@pytest.fixture
+def shuffled_review(built, tmp_path):
+    r = Review.open(copy_project(built["machine"], tmp_path / "project"), author="t")
+    yield r
+    r.close()
+
+
+def test_separate_goes_on_to_the_members_left_in_the_cluster(shuffled_review):
+    r, o = shuffled_review, ords(shuffled_review)
+    label = o["fam1_3"]
+    names = ["fam1_3", "fam1_0", "fam1_copy", "fam1_1", "fam1_2"]
+    assert r.members(label) == [o[n] for n in names]
+    assert r.root(o["fam1_0"]) == o["fam1_copy"]  # fam1_0 is an exact copy of fam1_copy, listed before it
+    r.select(o["fam1_0"])
+    r.separate()
+    assert label_of(r, o["fam1_0"]) == label_of(r, o["fam1_copy"]) != label
+    assert r.members(label) == [o["fam1_3"], o["fam1_1"], o["fam1_2"]] and r.to_review(o["fam1_1"])
+    assert r.cursor.doc == o["fam1_1"]
+
+
+def test_a_filter_that_lists_no_cluster_leaves_no_cursor(review):
+    r = review
+    for label in r.index.labels.tolist():
+        r.accept(label)
+    assert r.index.decided.all() and r.cursor.doc is not None
+    r.set_filter("undecided")
+    assert len(r.index.labels) == 0
+    assert r.cursor.doc is None
+
+
+# -- the queue's rules after every step of random reviews --------------------------------------------
+
+# The machine tolerated bugs the tests above found, now fixed.
+KNOWN_BUGS = False
+
+THRESHOLDS = st.one_of(st.sampled_from([FLOOR, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]),
+                       st.floats(FLOOR, 1.0, allow_nan=False))
+
+
+@dataclass
+class Step:
+    """A decision the machine made: where the cursor was and what was listed."""
+
+    doc: int  # the cursor's document (the decision was made on it or on its cluster)
+    members: list[int]  # its cluster's members, as listed
+    kept: list[int]  # the ones the clustering kept
+    labels: list[int]  # the list
+    pos: int  # the cluster's place in it
+    removed_member: bool = False  # a remove of a member the clustering did not keep
+    planned: int | None = None  # where the plan put the cursor (before the list was rebuilt)
+
+
+class ReviewMachine(RuleBasedStateMachine):
+    """Random reviews of a copy of the project; the queue's rules hold after every step."""
+
+    source: Path  # the project file, set by the test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="review_machine_"))
+        self.review = Review.open(copy_project(self.source, self.dir), author="t")
+        self.step: Step | None = None  # the decision of the last step
+        self.made: list[int] = []  # the cursor's document when each decision was made (undo: back there)
+        self.undone: list[int] = []
+        self.expect_cursor: int | None = None  # after an undo or redo: where the cursor must be
+
+    def teardown(self) -> None:
+        self.review.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- steps
+    def _decide(self, plan, removed_member: bool = False) -> None:
+        """Plan a decision with the cursor where it is and run it (ReviewError: nothing was
+        decided)."""
+        r = self.review
+        doc = r.cursor.doc
+        label = label_of(r, doc)
+        members = r.members(label)
+        step = Step(doc, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
+                    r.index.position(label), removed_member)
+        try:
+            made = plan()
+        except ReviewError:
+            return
+        step.planned = r.cursor.doc
+        r.run(made)
+        self.step = step
+        self.made.append(doc)
+        self.undone.clear()
+
+    @precondition(lambda self: self.review.cursor.doc is not None)
+    @rule()
+    def keep(self) -> None:
+        self._decide(lambda: self.review.plan_keep())
+
+    @precondition(lambda self: self.review.cursor.doc is not None)
+    @rule()
+    def remove(self) -> None:
+        r = self.review
+        kept = r.is_kept(r.cursor.doc)
+        self._decide(lambda: r.plan_remove(confirmed=kept), removed_member=not kept)
+
+    @precondition(lambda self: self.review.cursor.doc is not None)
+    @rule()
+    def separate(self) -> None:
+        self._decide(lambda: self.review.plan_separate())
+
+    @precondition(lambda self: self.review.cursor.doc is not None)
+    @rule()
+    def none_duplicates(self) -> None:
+        self._decide(lambda: self.review.plan_none_duplicates())
+
+    @precondition(lambda self: self.review.cursor.doc is not None)
+    @rule()
+    def accept(self) -> None:
+        self._decide(lambda: self.review.plan_accept())
+
+    @rule()
+    def undo(self) -> None:
+        r = self.review
+        r.undo()
+        if self.made:
+            self.undone.append(self.made.pop())
+            self.expect_cursor = self.undone[-1]
+
+    @rule()
+    def redo(self) -> None:
+        r = self.review
+        row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
+                                     (dec.UNDONE,)).fetchone()
+        r.redo()
+        if self.undone:
+            self.made.append(self.undone.pop())
+            self.expect_cursor = ords(r)[row[0]]  # on the document the decision names
+
+    @precondition(lambda self: len(self.review.index.labels) > 0)
+    @rule(i=st.integers(0, 1000))
+    def select(self, i: int) -> None:
+        members = listed_members(self.review)
+        self.review.select(members[i % len(members)])
+
+    @rule(flt=st.sampled_from(["undecided", "all"]))
+    def set_filter(self, flt: str) -> None:
+        self.review.set_filter(flt)
+
+    @rule(sort=st.sampled_from(sorted(SORTS)))
+    def set_sort(self, sort: str) -> None:
+        self.review.set_sort(sort)
+
+    @rule(threshold=THRESHOLDS)
+    def set_threshold(self, threshold: float) -> None:
+        self.review.change_view(threshold=threshold)
+
+    # -- the rules
+    def _listed(self, o: int) -> bool:
+        return self.review.index.position(label_of(self.review, o)) is not None
+
+    @invariant()
+    def cursor_is_on_a_listed_cluster(self) -> None:
+        r = self.review
+        if r.cursor.doc is not None:
+            if not len(r.index.labels) and KNOWN_BUGS:
+                return  # test_a_filter_that_lists_no_cluster_leaves_no_cursor
+            assert self._listed(r.cursor.doc), r.cursor
+        elif len(r.index.labels):
+            raise AssertionError("no cursor on a list of clusters")
+
+    @invariant()
+    def auto_advance_never_lands_on_a_kept_document(self) -> None:
+        r = self.review
+        if r.cursor.doc is not None and r.cursor.auto and any(r.to_review(m) for m in listed_members(r)):
+            assert not r.is_kept(r.cursor.doc), r.cursor
+
+    @invariant()
+    def progress_is_a_recount(self) -> None:
+        ix = self.review.index
+        decided = ix.overrides.decided
+        assert len(ix.labels) == len(ix.decided) == len(ix.reviewed) == len(ix.to_review)
+        for p, label in enumerate(ix.labels.tolist()):
+            members = ix.members(label)
+            removed = ix.clustering.reason[members] != KEPT
+            settled = np.array([int(m) in decided for m in members], dtype=bool)
+            assert int(ix.to_review[p]) == int(removed.sum()), label
+            assert int(ix.reviewed[p]) == int((removed & settled).sum()), label
+            assert bool(ix.decided[p]) == bool(ix.reviewed[p] >= ix.to_review[p]), label
+
+    @invariant()
+    def undo_and_redo_put_the_cursor_back(self) -> None:
+        expected, self.expect_cursor = self.expect_cursor, None
+        if expected is not None and self._listed(expected):
+            assert self.review.cursor.doc == expected, (expected, self.review.cursor)
+
+    @invariant()
+    def no_member_is_skipped_and_the_queue_goes_on_in_list_order(self) -> None:
+        step, self.step = self.step, None
+        if step is None or step.pos is None:  # (pos None: made on a cursor left on no listed cluster)
+            return
+        r = self.review
+        if step.removed_member:
+            assert all(r.is_kept(k) for k in step.kept), "a remove changed the document its cluster keeps"
+        left = [m for m in step.members if self._listed(m) and r.to_review(m)]
+        cur = r.cursor.doc
+        if left:  # still in the cluster the decision was made in
+            if KNOWN_BUGS and step.planned is not None and r.is_kept(step.planned) and \
+                    label_of(r, step.planned) not in {label_of(r, m) for m in left}:
+                return  # test_separate_goes_on_to_the_members_left_in_the_cluster
+            assert cur is not None and (cur in step.members or label_of(r, cur) in {label_of(r, m) for m in left}), \
+                (step, left, r.cursor)
+            return
+        # else: the first member to review of the next cluster in list order (wrapping round)
+        following = step.labels[step.pos + 1:] + step.labels[:step.pos]
+        expected = next((m for label in following for m in r.members(label_of(r, label)) if r.to_review(m)), None)
+        if expected is not None:
+            assert cur == expected and r.cursor.auto, (step, expected, r.cursor)
+
+
+def test_the_queue_rules_hold_after_every_step(built):
+    machine = type("Machine", (ReviewMachine,), {"source": built["machine"]})
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=int(__import__("os").environ.get("RM_EXAMPLES", 25)), stateful_step_count=int(__import__("os").environ.get("RM_STEPS", 20)), deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
