@@ -30,7 +30,7 @@ async def settle(pilot) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         main = app.main
-        if not (main.scanning or main._clustering_busy or any(w.is_running for w in app.workers)):
+        if not (main.scanning or main.busy or any(w.is_running for w in app.workers)):
             return
 
 

@@ -197,7 +197,7 @@ async def test_the_preview_names_the_document_the_keys_act_on(sample):
         main, model = app.main, app.main.model
         await pilot.press("tab")
         title = str(main.query_one("#preview-title").render())
-        assert f"keys act on ▸  {main.project.ids_for([model.cursor.doc])[0]}" in title
+        assert f" keys act on ▸  {main.project.ids_for([model.cursor.doc])[0]}" in title
         await pilot.press("home")  # the kept document: the title says the keys act on it
         await pilot.pause()
         assert model.is_kept(model.cursor.doc)

@@ -565,7 +565,7 @@ class MainScreen(Screen):
         ids = self.project.ids_for([kept, o])
         title = Text()
         if target == kept:
-            title.append("keys act on ▸ ", style="bold reverse")
+            title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" KEPT ", style="bold green")
             title.append(literal_line(ids[0], 40), style="bold")
             if o != kept:
@@ -574,7 +574,8 @@ class MainScreen(Screen):
         else:
             title.append("kept ", style="dim")
             title.append(literal_line(ids[0], 40), style="bold")
-            title.append("  ·  keys act on ▸ ", style="bold reverse")
+            title.append("  ·  ", style="dim")
+            title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" " + literal_line(ids[1], 40), style="bold")
             sim = c.similarity[o]
             if not np.isnan(sim):
