@@ -7,20 +7,28 @@ the project file."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import EXACT, KEPT
+from dedup_tui.engine.cluster import EXACT, KEPT, NEAR
 from dedup_tui.engine.errors import DedupError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.pipeline import ScanSettings, scan
@@ -62,7 +70,7 @@ def chain_texts(rng: random.Random, length: int, n: int = 24) -> list[str]:
         for i in range(1, length):
             words.append(_changed(words[-1], rng, [(2 * i) % n, (n - 1 - 3 * i) % n]))
         texts = [" ".join(w) for w in words]
-        near = all(similarity(a, b) >= 0.82 for a, b in zip(texts, texts[1:]))
+        near = all(similarity(a, b) >= 0.82 for a, b in pairwise(texts))
         far = all(similarity(texts[i], texts[j]) <= 0.77 for i in range(length) for j in range(i + 2, length))
         if near and far:
             return texts
@@ -118,8 +126,7 @@ def build_project(directory: Path, records: list[dict], name: str = "corpus") ->
     directory.mkdir(parents=True, exist_ok=True)
     corpus = directory / f"{name}.jsonl"
     with open(corpus, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     db = directory / f"{name}.db"
     project = Project(db, create=True)
     try:
@@ -279,10 +286,9 @@ def test_removing_a_kept_document_needs_confirmation(review):
 def test_separate_splits_a_chained_member_off_its_cluster(review):
     r, o = review, ords(review)
     a, b, c = o["chain0_a"], o["chain0_b"], o["chain0_c"]
-    assert r.members(a) == [a, b, c] or sorted(r.members(a)) == sorted([a, b, c])
+    assert sorted(r.members(a)) == [a, b, c]
     assert r.links_to_cut(c) == [(c, b, pytest.approx(r.graph.jaccard[r.graph.pair_index([b], [c])[0][0]]))]
     r.separate(c)
-    assert label_of(r, c) != a or len(r.index.members(label_of(r, c))) == 1
     assert len(r.index.members(label_of(r, c))) == 1  # c was held only by b: it is alone now
     assert label_of(r, b) == a  # a ~ b stay together
     assert active(r) == [("not_duplicate", "chain0_c", "chain0_b")]
@@ -324,17 +330,20 @@ def test_a_decision_never_reorders_the_list(review):
     assert r.view.sort == "borderline" and r.index.sort == "borderline"
     before = r.index.labels.tolist()
     pos = 2
-    r.select_cluster(before[pos])
-    doc = r.cursor.doc
+    doc = next(m for m in r.members(before[pos]) if r.index.clustering.reason[m] == NEAR)
+    r.select(doc)  # keeping a near member changes the cluster's similarities (its borderline rank)
+    resorted = False
     for decide in (lambda: r.keep(doc), lambda: r.remove(), lambda: r.remove(), lambda: r.undo()):
         listed = r.index.labels.tolist()
         decide()
         after = r.index.labels.tolist()
-        assert cluster_order(r, listed) == after[:len(cluster_order(r, listed))]
+        kept_order = cluster_order(r, listed)
+        assert kept_order == after[:len(kept_order)]
         assert r.index.position(label_of(r, doc)) == pos  # the cluster reviewed stays where it was
-    # the borderline order of the decided list would differ: re-sorting is the reviewer's to ask
-    r.set_sort("borderline")
-    assert r.index.sort == "borderline"
+        resorted |= r.index.with_sort("borderline").labels.tolist() != after
+    assert resorted  # (a fresh borderline sort would have moved it: the test means something)
+    r.set_sort("borderline")  # re-sorting is the reviewer's to ask for
+    assert r.index.labels.tolist() == r.index.with_sort("borderline").labels.tolist()
 
 
 @pytest.mark.parametrize("relist", ["set_filter", "set_sort"])
@@ -544,6 +553,49 @@ def test_separate_goes_on_to_the_members_left_in_the_cluster(shuffled_review):
     assert r.cursor.doc == o["fam1_1"]
 
 
+def test_separate_that_dissolves_the_cluster_goes_on_to_the_next_cluster(review):
+    r, o = review, ords(review)
+    a, b, c = o["chain0_a"], o["chain0_b"], o["chain0_c"]
+    labels = r.index.labels.tolist()
+    pos = labels.index(a)
+    assert 0 < pos < len(labels) - 1
+    r.select(b)  # the link of the chain a ~ b ~ c: the plan moves the cursor on to c
+    r.separate()
+    assert all(r.index.position(label_of(r, x)) is None for x in (a, b, c))  # no cluster left
+    assert r.index.labels.tolist() == labels[:pos] + labels[pos + 1:]
+    following = labels[pos + 1]
+    assert r.cursor.doc == next(m for m in r.members(following) if r.to_review(m)) and r.cursor.auto
+
+
+def test_separate_goes_on_to_the_exact_copies_split_off_with_it(shuffled_review):
+    r, o = shuffled_review, ords(shuffled_review)
+    label = o["fam2_copy"]
+    assert sorted(r.members(label)) == sorted(o[n] for n in ("fam2_copy", "fam2_0", "fam2_1", "fam2_2", "fam2_vcopy"))
+    assert r.root(o["fam2_1"]) == o["fam2_vcopy"]  # fam2_1 is an exact copy of fam2_vcopy
+    r.remove(o["fam2_0"])
+    r.remove(o["fam2_2"])
+    r.select(o["fam2_vcopy"])
+    r.separate()  # fam2_vcopy leaves with its copy fam2_1, which is still to review
+    pair = label_of(r, o["fam2_1"])
+    assert pair == o["fam2_vcopy"] and r.to_review(o["fam2_1"])
+    assert r.index.position(pair) == r.index.position(label) + 1
+    assert r.cursor.doc == o["fam2_1"]
+
+
+def test_none_duplicates_goes_on_to_the_copies_still_to_review(review):
+    r, o = review, ords(review)
+    label = o["fam2_0"]
+    assert r.members(label) == [o[n] for n in ("fam2_0", "fam2_copy", "fam2_vcopy", "fam2_2", "fam2_1")]
+    r.remove(o["fam2_1"])  # the first copy of fam2_vcopy
+    r.select(o["fam2_copy"])  # an exact copy of the kept document
+    r.none_duplicates()
+    # fam2_copy stays with fam2_0, still to review; fam2_vcopy now keeps its own cluster (fam2_1 removed)
+    assert r.members(label) == [o["fam2_0"], o["fam2_copy"]] and r.to_review(o["fam2_copy"])
+    assert r.is_kept(o["fam2_vcopy"]) and label_of(r, o["fam2_1"]) == o["fam2_vcopy"]
+    assert r.index.position(o["fam2_vcopy"]) == r.index.position(label) + 1
+    assert r.cursor.doc == o["fam2_copy"]
+
+
 def test_a_filter_that_lists_no_cluster_leaves_no_cursor(review):
     r = review
     for label in r.index.labels.tolist():
@@ -574,6 +626,7 @@ class Step:
     pos: int  # the cluster's place in it
     removed_member: bool = False  # a remove of a member the clustering did not keep
     planned: int | None = None  # where the plan put the cursor (before the list was rebuilt)
+    kind: str = ""  # the rule that made it
 
 
 class ReviewMachine(RuleBasedStateMachine):
@@ -595,7 +648,7 @@ class ReviewMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- steps
-    def _decide(self, plan, removed_member: bool = False) -> None:
+    def _decide(self, plan, removed_member: bool = False, kind: str = "") -> None:
         """Plan a decision with the cursor where it is and run it (ReviewError: nothing was
         decided)."""
         r = self.review
@@ -603,7 +656,7 @@ class ReviewMachine(RuleBasedStateMachine):
         label = label_of(r, doc)
         members = r.members(label)
         step = Step(doc, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
-                    r.index.position(label), removed_member)
+                    r.index.position(label), removed_member, kind=kind)
         try:
             made = plan()
         except ReviewError:
@@ -629,7 +682,7 @@ class ReviewMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.review.cursor.doc is not None)
     @rule()
     def separate(self) -> None:
-        self._decide(lambda: self.review.plan_separate())
+        self._decide(lambda: self.review.plan_separate(), kind="separate")
 
     @precondition(lambda self: self.review.cursor.doc is not None)
     @rule()
@@ -685,8 +738,6 @@ class ReviewMachine(RuleBasedStateMachine):
     def cursor_is_on_a_listed_cluster(self) -> None:
         r = self.review
         if r.cursor.doc is not None:
-            if not len(r.index.labels) and KNOWN_BUGS:
-                return  # test_a_filter_that_lists_no_cluster_leaves_no_cursor
             assert self._listed(r.cursor.doc), r.cursor
         elif len(r.index.labels):
             raise AssertionError("no cursor on a list of clusters")
@@ -727,9 +778,11 @@ class ReviewMachine(RuleBasedStateMachine):
         left = [m for m in step.members if self._listed(m) and r.to_review(m)]
         cur = r.cursor.doc
         if left:  # still in the cluster the decision was made in
+            if KNOWN_BUGS and step.kind == "separate" and all(r.root(m) == r.root(step.doc) for m in left):
+                return  # test_separate_goes_on_to_the_exact_copies_split_off_with_it
             if KNOWN_BUGS and step.planned is not None and r.is_kept(step.planned) and \
                     label_of(r, step.planned) not in {label_of(r, m) for m in left}:
-                return  # test_separate_goes_on_to_the_members_left_in_the_cluster
+                return  # test_none_duplicates_goes_on_to_the_copies_still_to_review
             assert cur is not None and (cur in step.members or label_of(r, cur) in {label_of(r, m) for m in left}), \
                 (step, left, r.cursor)
             return
@@ -741,7 +794,9 @@ class ReviewMachine(RuleBasedStateMachine):
 
 
 def test_the_queue_rules_hold_after_every_step(built):
+    # (REVIEW_MODEL_EXAMPLES / REVIEW_MODEL_STEPS: more, to hunt for bugs)
     machine = type("Machine", (ReviewMachine,), {"source": built["machine"]})
     run_state_machine_as_test(machine, settings=settings(
-        max_examples=int(__import__("os").environ.get("RM_EXAMPLES", 25)), stateful_step_count=int(__import__("os").environ.get("RM_STEPS", 20)), deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        max_examples=int(os.environ.get("REVIEW_MODEL_EXAMPLES", "25")),
+        stateful_step_count=int(os.environ.get("REVIEW_MODEL_STEPS", "20")),
+        deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))

@@ -71,6 +71,9 @@ class Cursor:
     doc: int | None = None  # the document the keys act on
     label: int | None = None  # its cluster (the kept document's ord) when it was placed
     auto: bool = False  # placed by auto-advance (not by the reviewer)
+    # auto-advance: the members of the cluster the decision was made in, as they were listed
+    # (after the list is rebuilt, those still to review come first)
+    origin: tuple = ()
 
 
 @dataclass
@@ -322,10 +325,11 @@ class Review:
     def advance(self, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> bool:
         """Move the cursor to the next member to review (or of `also`: documents a decision being
         saved makes members to review); False (the cursor stays) when none is left."""
-        nxt = self.next_to_review(self.cursor.doc, self.members(self.cursor.label), self.position, also, leaving)
+        members = self.members(self.cursor.label)
+        nxt = self.next_to_review(self.cursor.doc, members, self.position, also, leaving)
         if nxt is None:
             return False
-        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True, origin=tuple(members))
         return True
 
     def _settle_cursor(self, old: ClusterIndex | None = None) -> None:
@@ -342,13 +346,17 @@ class Review:
             if label is not None:
                 self.cursor = replace(cur, label=label)
                 if cur.auto and not self.to_review(cur.doc):
-                    nxt = self.next_to_review(cur.doc, self.members(label), index.position(label))
+                    # on among the members of the cluster the decision was made in, then from its place
+                    origin = list(cur.origin) or self.members(label)
+                    start = self._where_it_was(old, int(old.clustering.cluster[origin[0]])) \
+                        if old is not None and cur.origin else None
+                    nxt = self.next_to_review(cur.doc, origin, index.position(label) if start is None else start - 1)
                     if nxt is not None:
-                        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+                        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True, origin=cur.origin)
                 return
             start = self._where_it_was(old, cur.label)
             if start is not None:
-                members = [int(m) for m in old.members(cur.label)] if old is not None else None
+                members = list(cur.origin) or ([int(m) for m in old.members(cur.label)] if old is not None else None)
                 nxt = self.next_to_review(None, members, start - 1)
                 if nxt is not None:
                     self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
@@ -520,8 +528,8 @@ class Review:
         rows = [("not_duplicate", doc_id, other, None) for other in other_ids]
         named = ", ".join(f"{literal_line(i, 30)} {s:.2f}" for i, (_a, _b, s) in list(zip(other_ids, links))[:3])
         more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-        # its exact copies leave the cluster with it: the cursor goes on among those that stay
-        leaving = frozenset(m for m in self.members(int(self.index.clustering.cluster[o])) if self.root(m) == self.root(o))
+        # its exact copies leave the cluster with it, their first copy kept there: not one to go to
+        leaving = frozenset({self.root(o)})
         return self._decision(f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
                               f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o], leaving=leaving)
 
