@@ -91,21 +91,7 @@ def record(
     author: str | None = None,
 ) -> Decision:
     """Record one decision and commit it. Discards anything that could be redone."""
-    if kind not in KINDS:
-        raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
-    if kind == "not_duplicate" and not other_id:
-        raise DedupError("a not_duplicate decision needs two documents")
-    author = author or default_author()
-    created = now_iso()
-    with transaction(project.conn) as conn:
-        conn.execute("UPDATE decisions SET undone = ? WHERE undone = ?", (DISCARDED, UNDONE))
-        cur = conn.execute(
-            "INSERT INTO decisions(kind, doc_id, other_id, value, threshold, policy, author, created_at, undone) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            (kind, doc_id, other_id, value, threshold, policy, author, created),
-        )
-        rowid = int(cur.lastrowid)
-    return Decision(rowid, kind, doc_id, other_id, value, threshold, policy, author, created, 0)
+    return record_many(project, [(kind, doc_id, other_id, value)], threshold, policy, author)[0]
 
 
 def _row(r) -> Decision:

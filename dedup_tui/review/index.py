@@ -141,9 +141,20 @@ class ClusterIndex:
         order = np.lexsort((ords, -sim, ~kept))
         return ords[order]
 
+    def places(self) -> np.ndarray:
+        """Every ord -> the place in the list of the cluster it labels (-1: no listed cluster's
+        label). Built once per list: the review asks for places at every key."""
+        places = self.__dict__.get("_places")
+        if places is None:
+            places = np.full(len(self.clustering.cluster), -1, dtype=np.int64)
+            places[self.labels] = np.arange(len(self.labels))
+            self.__dict__["_places"] = places
+        return places
+
     def position(self, label: int) -> int | None:
-        hit = np.flatnonzero(self.labels == label)
-        return int(hit[0]) if len(hit) else None
+        places = self.places()
+        at = int(places[label]) if 0 <= label < len(places) else -1
+        return at if at >= 0 else None
 
     def can_show(self, view: str) -> bool:
         """Whether with_sort(view) can give this view (another filter needs every cluster)."""
@@ -172,10 +183,9 @@ class ClusterIndex:
             return self
         n = len(self.clustering.cluster)
         never = np.iinfo(np.int64).max
-        rank_of_label = np.full(n, never, dtype=np.int64)
-        rank_of_label[previous.labels] = np.arange(len(previous.labels))
+        was_listed_at = previous.places()[previous._sorted_labels]
         rank_of_doc = np.full(n, never, dtype=np.int64)
-        rank_of_doc[previous._by_cluster] = rank_of_label[previous._sorted_labels]
+        rank_of_doc[previous._by_cluster] = np.where(was_listed_at >= 0, was_listed_at, never)
         labels = self.every[0]
         if not len(labels):
             return self._listing(self.sort, self.every, np.empty(0, np.int64))

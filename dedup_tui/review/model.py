@@ -83,7 +83,7 @@ class Plan:
 
     what: str
     write: Callable[[Project], Any]
-    kind: str = "decision"  # decision, undo, redo, note, keep_rule
+    kind: str = "decision"  # decision, split, note, undo, redo, keep_rule
     cursor_before: Cursor | None = None
     seq: int = 0
     message: str = ""  # set by finish
@@ -177,10 +177,11 @@ class Review:
 
     # -- building the list ------------------------------------------------------------------------
     def request(self, keep_order: bool = True) -> Request:
-        previous = self.index if keep_order and self.index is not None and self._same_view(self.index) else None
+        previous = self.index if keep_order and self.index is not None and self.shows_view(self.index) else None
         return Request(self.view, previous, self._written)
 
-    def _same_view(self, index: ClusterIndex) -> bool:
+    def shows_view(self, index: ClusterIndex) -> bool:
+        """Whether `index` is a list of the current view (threshold, policy, sort and filter)."""
         v = self.view
         return (index.threshold, index.policy, index.sort) == (v.threshold, v.policy, v.listing)
 
@@ -197,10 +198,8 @@ class Review:
     def show(self, index: ClusterIndex, request: Request | None = None) -> None:
         """Put a newly built list on screen and the cursor where it belongs in it."""
         old, self.index = self.index, index
-        if request is not None:
-            self._pending = {d: s for d, s in self._pending.items() if s > request.written}
-            self._pending_keep = {d: s for d, s in self._pending_keep.items() if s > request.written}
-            self._demoted = {d: v for d, v in self._demoted.items() if v[0] > request.written}
+        if request is not None:  # the decisions written before it are in the list now
+            self._forget_pending(lambda seq: seq <= request.written)
         if self._saved_doc is not None:
             doc, self._saved_doc = self._saved_doc, None
             if self._listed_label(doc) is not None:
@@ -264,6 +263,13 @@ class Review:
         done, total = self.progress(label)
         return done >= total
 
+    def closest_member(self, kept: int) -> int:
+        """The member of `kept`'s cluster most similar to it (`kept` itself when it is alone):
+        what the kept document is shown beside."""
+        c = self.index.clustering
+        others = [m for m in self.members(int(c.cluster[kept])) if m != kept]
+        return max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else int(kept)
+
     def _listed_label(self, o: int) -> int | None:
         label = int(self.index.clustering.cluster[o])
         return label if self.index.position(label) is not None else None
@@ -273,8 +279,7 @@ class Review:
         """The cursor's cluster's place in the list."""
         if self.index is None or self.cursor.doc is None:
             return None
-        label = self._listed_label(self.cursor.doc)
-        return None if label is None else self.index.position(label)
+        return self.index.position(int(self.index.clustering.cluster[self.cursor.doc]))
 
     # -- the cursor and the queue ------------------------------------------------------------------
     def select(self, doc: int) -> None:
@@ -373,10 +378,8 @@ class Review:
         at = old.position(label)
         if at is None:
             return self.index.position(label)
-        rank = np.full(len(self.index.clustering.cluster), -1, dtype=np.int64)
-        rank[self.index.labels] = np.arange(len(self.index.labels))
         following = np.concatenate([old.members(label), old.labels[at + 1:], old.labels[:at]])
-        places = rank[self.index.clustering.cluster[following]]
+        places = self.index.places()[self.index.clustering.cluster[following]]
         places = places[places >= 0]
         return int(places[0]) if len(places) else None
 
@@ -434,7 +437,7 @@ class Review:
 
     def needs_rebuild(self) -> bool:
         """The list on screen is not of the current view (another threshold, policy or filter)."""
-        return self.index is None or not self._same_view(self.index)
+        return self.index is None or not self.shows_view(self.index)
 
     # -- decisions --------------------------------------------------------------------------------
     def _plan(self, what: str, write: Callable[[Project], Any], kind: str = "decision",
@@ -556,12 +559,10 @@ class Review:
         # each text's first copy is named first in one row: every one of them counts as decided
         rows_by_doc: list[tuple[int, int]] = []
         unused = list(range(len(pairs)))
-        covered: set[int] = set()
         for root in roots:
             i = next((i for i in unused if root in pairs[i]), None)
             a, b = pairs[i] if i is not None else next(p for p in pairs if root in p)
             rows_by_doc.append((root, b if a == root else a))
-            covered.add(root)
             if i is not None:
                 unused.remove(i)
         rows_by_doc += [pairs[i] for i in unused]
@@ -569,7 +570,7 @@ class Review:
         rows = [("not_duplicate", ids[a], ids[b], None) for a, b in rows_by_doc]
         decided = [m for m in members if self.root(m) == m]
         return self._decision(f"none of these are duplicates: cut {len(pairs)} links in the cluster of "
-                              f"{literal_line(ids.get(label, self._ids([label])[0]), 40)}", rows, decided)
+                              f"{literal_line(ids[label] if label in ids else self._ids([label])[0], 40)}", rows, decided)
 
     def plan_accept(self, label: int | None = None) -> Plan:
         label = self.cursor.label if label is None else int(label)
@@ -656,12 +657,16 @@ class Review:
     def abandon(self, plan: Plan) -> None:
         """A plan's write failed (the project was busy): nothing it decided counts, and the
         cursor goes back where the plan was made."""
-        self._pending = {d: s for d, s in self._pending.items() if s != plan.seq}
-        self._pending_keep = {d: s for d, s in self._pending_keep.items() if s != plan.seq}
-        self._demoted = {d: v for d, v in self._demoted.items() if v[0] != plan.seq}
+        self._forget_pending(lambda seq: seq == plan.seq)
         self._written = max(self._written, plan.seq)
         if plan.cursor_before is not None and plan.kind == "decision":
             self.cursor = plan.cursor_before
+
+    def _forget_pending(self, gone: Callable[[int], bool]) -> None:
+        """Drop what the plans whose seq is `gone` decided (in the list now, or never saved)."""
+        self._pending = {d: s for d, s in self._pending.items() if not gone(s)}
+        self._pending_keep = {d: s for d, s in self._pending_keep.items() if not gone(s)}
+        self._demoted = {d: v for d, v in self._demoted.items() if not gone(v[0])}
 
     def _return_to(self, d: Decision, kind: str) -> None:
         """Undo: back where the decision was made. Redo (or a decision of an earlier session):

@@ -206,7 +206,7 @@ class MainScreen(Screen):
     def on_view_ready(self, message: ViewReady) -> None:
         index = message.index
         self._set_floor(message.floor)
-        if self.index is None and self.model._same_view(index):
+        if self.index is None and self.model.shows_view(index):
             self._snapshot_generation = self._generation
             self.show_index(index, None)
             self.call_after_refresh(message.painted.set)
@@ -223,7 +223,7 @@ class MainScreen(Screen):
         index = message.index
         if index is None and self._snapshot_generation == self._generation:
             return  # the stored view on screen is still what the settings ask for
-        if index is not None and not self._clustering_busy and self.model._same_view(index):
+        if index is not None and not self._clustering_busy and self.model.shows_view(index):
             self._generation += 1
             self.show_index(index, None)
         else:
@@ -559,8 +559,7 @@ class MainScreen(Screen):
         target = o
         kept = int(c.keeper[o]) if c.keeper[o] >= 0 else None
         if kept is None:  # the kept document itself: show it beside its closest member
-            others = [int(m) for m in self.index.members(self._shown_label) if int(m) != o]
-            kept, o = o, (max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else o)
+            kept, o = o, self.model.closest_member(o)
         left, right = self.project.texts_for([kept, o])
         ids = self.project.ids_for([kept, o])
         title = Text()
@@ -906,8 +905,7 @@ class MainScreen(Screen):
         if len(members) < 2:
             return
         if self.model.is_kept(o):  # the kept document itself: compare it with its closest member
-            c = self.index.clustering
-            o = max((int(m) for m in members if int(m) != o), key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0))
+            o = self.model.closest_member(o)
         from .pair import PairScreen
 
         self.app.push_screen(PairScreen(self.review, self._label, o))

@@ -274,9 +274,7 @@ class PairScreen(Screen):
         self.label = int(c.cluster[right])
         kept = model.kept_of(right)
         if kept == right:  # the kept one: shown on the left, against its closest member
-            others = [int(m) for m in index.members(self.label) if int(m) != kept]
-            if others:
-                right = max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0))
+            right = model.closest_member(kept)
         self.left, self.right = kept, right
         if (self.left, self.right) != self._key[:2]:
             self.load_pair()
