@@ -82,6 +82,12 @@ def _one_line(message) -> str:
     return literal_line(str(message))
 
 
+def _say(message: str, *outputs) -> None:
+    """A command's closing line: on stderr when an output is being streamed to stdout."""
+    to_stdout = any(str(o) in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1") for o in outputs if o)
+    click.echo(message, err=to_stdout)
+
+
 def _fail(message: str, code: int = 1) -> None:
     click.echo(f"error: {_one_line(message)}", err=True)
     sys.exit(code)
@@ -129,6 +135,12 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
     except KeyboardInterrupt:
         progress.close()
         _fail(f"interrupted; {unchanged}", 130)
+    except BrokenPipeError:
+        # The reader of a streamed output stopped early (`| head`): quiet, as a Unix tool is.
+        progress.close()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
     except Cancelled:
         progress.close()
         _fail(f"cancelled; {unchanged}", 130)
@@ -256,7 +268,7 @@ def pairs(db, minimum, out, force):
     from .engine.export import write_pairs
 
     count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
-    click.echo(f"wrote {count:,} pairs to {_one_line(out)}")
+    _say(f"wrote {count:,} pairs to {_one_line(out)}", out)
 
 
 @main.command(name="export")
@@ -294,10 +306,8 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
         _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
-    click.echo(
-        f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-        f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied"
-    )
+    _say(f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
+         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
 
 
 def _review_settings(project: Project, db: str, threshold: float | None, policy: str | None) -> tuple[float, str]:
@@ -338,12 +348,33 @@ def synth(n_unique, copies, noise, seed, out, force):
 
     def write(control) -> None:
         check_outputs({"corpus": out}, force)
+        if force and not _synthetic_or_absent(Path(out)):
+            raise DedupError(f"{out}: is not a corpus written by synth (its first line is not an id, text and "
+                             f"group record); synth --force replaces only an earlier synthetic corpus")
         with AtomicFile(Path(out), "w", overwrite=force) as fh:
             for d in docs:
                 fh.write(json.dumps(d) + "\n")
 
     _run(write)
-    click.echo(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {_one_line(out)}")
+    _say(f"wrote {len(docs):,} documents ({n_unique:,} groups) to {_one_line(out)}", out)
+
+
+def _synthetic_or_absent(path: Path) -> bool:
+    """True when `path` is missing, empty, a stream, or starts with a record synth writes:
+    --force must not replace a real corpus that happens to have the name given."""
+    from .engine.outputs import is_stream
+
+    if is_stream(path) or not path.is_file():
+        return True
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+        if not first.strip():
+            return True
+        record = json.loads(first)
+        return isinstance(record, dict) and set(record) == {"id", "text", "group"}
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
@@ -489,6 +520,6 @@ def tune(db, threshold, target_precision, labels_out, bins, chain_margin, force)
         return report, written
 
     report, written = _run(work)
-    click.echo(tuning.format_report(report))
+    _say(tuning.format_report(report), labels_out)
     if labels_out:
-        click.echo(f"\nwrote {written:,} labels to {_one_line(labels_out)}")
+        _say(f"\nwrote {written:,} labels to {_one_line(labels_out)}", labels_out)

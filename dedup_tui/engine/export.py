@@ -16,7 +16,7 @@ import numpy as np
 from .cluster import EXACT, KEPT, REASONS, Clustering
 from .errors import DedupError, ProjectError
 from .ingest import parse_record
-from .outputs import OutputError, check_outputs, project_protected
+from .outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
 from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
@@ -50,14 +50,24 @@ class AtomicFile:
     A crash (even kill -9 or a power cut after the rename) never leaves a half-written file
     under the final name: it is the old file, or nothing, or the complete new one. With
     overwrite=False an existing target is never replaced (checked atomically at the rename).
+    A stream (`-`, /dev/stdout, a FIFO, /dev/null: see outputs.is_stream) is written directly,
+    never replaced by a file.
     """
 
     def __init__(self, path: Path, mode: str, overwrite: bool = True):
         self.path = Path(path)
         self.mode = mode
         self.overwrite = overwrite
+        self.stream = is_stream(self.path)
 
     def __enter__(self):
+        if self.stream:
+            fd = open_stream(self.path)
+            if "b" in self.mode:
+                self.fh = os.fdopen(fd, self.mode)
+            else:
+                self.fh = os.fdopen(fd, self.mode, encoding="utf-8", newline="")
+            return self.fh
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.overwrite and self.path.exists():
             raise OutputError(f"{self.path}: already exists", exists=True)
@@ -71,6 +81,13 @@ class AtomicFile:
         return self.fh
 
     def __exit__(self, exc_type, exc, tb):
+        if self.stream:
+            try:
+                self.fh.close()
+            except BrokenPipeError:
+                if exc_type is None:
+                    raise
+            return False
         try:
             if exc_type is None:
                 self.fh.flush()

@@ -4,6 +4,8 @@ file for two outputs, and never an existing file unless the caller says to repla
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +21,54 @@ class OutputError(DedupError):
     def __init__(self, message: str, exists: bool = False):
         super().__init__(message)
         self.exists = exists
+
+
+# Names that mean "this process's standard output" (or another of its open descriptors).
+_STREAM_NAMES = re.compile(r"^(-|/dev/stdout|/dev/stderr|/dev/fd/\d+|/proc/self/fd/\d+)$")
+
+
+def is_stream(path: str | Path) -> bool:
+    """True when writing `path` means writing a stream, never replacing a file: `-` (standard
+    output), /dev/stdout, /dev/fd/N, or an existing FIFO or character device (/dev/null, a
+    terminal, a named pipe)."""
+    if _STREAM_NAMES.match(str(path)):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def open_stream(path: str | Path) -> int:
+    """A descriptor to write the stream `path` (is_stream): standard output and /dev/fd/N are
+    duplicated, so a `>>` redirection keeps appending; a FIFO or a device is opened for writing."""
+    name = str(path)
+    if name in ("-", "/dev/stdout"):
+        return os.dup(1)
+    if name == "/dev/stderr":
+        return os.dup(2)
+    if _STREAM_NAMES.match(name):
+        return os.dup(int(name.rsplit("/", 1)[1]))
+    return os.open(path, os.O_WRONLY)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What an existing path is when it is neither a regular file nor a stream (and so can be
+    neither replaced nor written): a socket, a block device."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return None
+
+
+def _stream_path(path: Path) -> Path:
+    return Path("/dev/stdout") if str(path) == "-" else path
 
 
 def _identity(path: Path) -> tuple:
@@ -39,8 +89,21 @@ def protected_files(project_path: str | Path | None, sources: Iterable[str] = ()
         for suffix in PROJECT_COMPANIONS:
             out[Path(str(project_path) + suffix)] = f"the project's {suffix.lstrip('-.')} file" if suffix else "the project"
     for s in sources:
-        out[Path(s)] = "a corpus file the project was loaded from"
+        out[Path(s)] = ("the corpus folder the project was loaded from" if Path(s).is_dir()
+                        else "a corpus file the project was loaded from")
     return out
+
+
+def _inside_folder(path: Path, folders: dict[Path, str]) -> tuple[Path, str] | None:
+    """The protected folder that holds `path` (at any depth, also through links), if any."""
+    try:
+        resolved = path.resolve()
+    except OSError:
+        return None
+    for folder, label in folders.items():
+        if folder in resolved.parents:
+            return folder, label
+    return None
 
 
 def check_outputs(outputs: dict[str, str | Path | None], force: bool,
@@ -49,24 +112,40 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
 
     `outputs` maps what a file is ("kept records", "removed log") to its path (None: not asked
     for). Refused: a protected file (even via a link or another spelling), two outputs on one
-    file, a folder, and an existing file unless `force`.
+    file, a folder, a file inside a corpus folder, and an existing file unless `force`. Only a
+    regular file is ever replaced: a FIFO, a character device (/dev/null), `-` and /dev/stdout
+    are written as streams (no `force` needed, nothing replaced); a socket or a block device is
+    refused.
     """
     guarded: dict[tuple, str] = {}
+    folders: dict[Path, str] = {}
     for p, label in (protected or {}).items():
         guarded.setdefault(_identity(Path(p)), label)
         guarded.setdefault(("path", str(Path(p).resolve())), label)
+        if Path(p).is_dir():
+            folders[Path(p).resolve()] = label
     seen: dict[tuple, str] = {}
     for what, path in outputs.items():
         if path is None or str(path) == "":
             continue
         path = Path(path)
-        ident = _identity(path)
+        ident = _identity(_stream_path(path))
         label = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
         if label:
             raise OutputError(f"{path}: is {label}; choose another file for the {what}")
         if ident in seen:
             raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
         seen[ident] = what
+        if is_stream(path):
+            continue
+        kind = _not_a_file(path)
+        if kind:
+            raise OutputError(f"{path}: is {kind}; write the {what} to a regular file, a new path, "
+                              f"a named pipe or - (standard output)")
+        inside = _inside_folder(path, folders)
+        if inside:
+            raise OutputError(f"{path}: is inside {inside[1]} ({inside[0]}); writing there would change "
+                              f"the corpus: choose a file outside it for the {what}")
         database = _database_of(path)
         if database is not None:
             what_it_is = ("a SQLite database (a dedup-tui project?)" if database == path
@@ -90,8 +169,11 @@ def _database_of(path: Path) -> Path | None:
 
 
 def _sqlite_file(path: Path) -> bool:
-    """True when path is an existing SQLite database file (by its header)."""
+    """True when path is an existing SQLite database file (by its header). Only a regular file
+    is opened: opening a FIFO to read its header would wait for a writer forever."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
     except OSError:

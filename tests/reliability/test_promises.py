@@ -82,13 +82,14 @@ def test_export_refuses_one_file_for_two_outputs(project_files, log):
 def test_existing_outputs_need_force(project_files, cmd):
     tmp, _corpus, db = project_files
     target = tmp / "exists.jsonl"
-    target.write_text("precious\n")
+    precious = '{"id": 0, "text": "precious", "group": 0}\n'  # what synth writes: its --force may replace it
+    target.write_text(precious)
     args = [cmd[0]] + ([] if cmd[0] == "synth" else ["--db", db]) + [cmd[1], target]
     refused = run(*args)
     assert refused.exit_code == 1 and "already exists (use --force to overwrite)" in refused.output
-    assert target.read_text() == "precious\n"
+    assert target.read_text() == precious
     assert run(*args, "--force").exit_code == 0
-    assert target.read_text() != "precious\n"
+    assert target.read_text() != precious
 
 
 def test_beside_keeps_the_whole_stem():

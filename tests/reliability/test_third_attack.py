@@ -1,0 +1,143 @@
+"""Issue 25, the third attack: the edges where data was lost or a command hung.
+
+Each test is an attack's reproduction, now asserting the promise."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from dedup_tui.engine.outputs import OutputError, check_outputs, is_stream, protected_files
+
+from .conftest import CLI, cli, one_line_error, small_corpus, write_jsonl
+
+
+@pytest.fixture
+def txt_folder_project(tmp_path) -> tuple[Path, Path]:
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    for i, doc in enumerate(small_corpus(4)):
+        (folder / f"{i}.txt").write_text(doc["text"], encoding="utf-8")
+    db = tmp_path / "t.db"
+    cli("scan", "--db", db, folder)
+    return folder, db
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_no_output_lands_in_a_txt_folder_corpus_even_with_force(txt_folder_project):
+    folder, db = txt_folder_project
+    before = _snapshot(folder)
+    attempts = [
+        ("export", "--db", db, "--threshold", "0.8", "--out", folder / "1.txt", "--force"),
+        ("pairs", "--db", db, "--out", folder / "3.txt", "--force"),
+        ("tune", "--db", db, "--labels-out", folder / "2.txt", "--force"),
+        ("export", "--db", db, "--threshold", "0.8", "--out", folder / "new.jsonl"),  # a new file changes it too
+        ("export", "--db", db, "--threshold", "0.8", "--out", db.parent / "kept.jsonl", "--removed", folder / "sub" / "r.jsonl"),
+    ]
+    for args in attempts:
+        r = cli(*args, check=False)
+        assert r.returncode == 1
+        line = one_line_error(r)
+        assert "inside the corpus folder the project was loaded from" in line, line
+    assert _snapshot(folder) == before
+    assert not (db.parent / "kept.jsonl").exists()
+
+
+def test_force_never_replaces_a_device_fifo_or_socket(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    try:
+        # Streams are written, never replaced (and need no --force): nothing is refused here.
+        check_outputs({"kept records": "/dev/null"}, force=True)
+        check_outputs({"kept records": fifo}, force=False)
+        assert is_stream("-") and is_stream("/dev/stdout") and is_stream(fifo) and is_stream("/dev/null")
+        with pytest.raises(OutputError, match="is a socket"):
+            check_outputs({"pairs": sock_path}, force=True)
+        assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+    finally:
+        sock.close()
+
+
+def test_export_to_dev_null_with_force_leaves_it_a_device(scanned):
+    before = os.stat("/dev/null")
+    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", "/dev/null", "--force")
+    assert "kept" in r.stdout
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert not list(Path("/dev").glob(".null.*.part"))
+
+
+def test_pairs_to_a_fifo_streams_and_returns(scanned, tmp_path):
+    fifo = tmp_path / "pairs.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    r = cli("pairs", "--db", scanned, "--out", fifo)
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    lines = received[0].decode().splitlines()
+    assert lines and all(set(json.loads(line)) == {"a", "b", "jaccard"} for line in lines)
+    assert f"wrote {len(lines):,} pairs" in r.stdout
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_stdout_streams_pipe_to_head_ends_quietly(scanned):
+    full = cli("pairs", "--db", scanned, "--out", "-")
+    lines = full.stdout.splitlines()
+    assert len(lines) > 2 and "wrote" in full.stderr  # the summary goes to stderr, the data to stdout
+    assert all(set(json.loads(line)) == {"a", "b", "jaccard"} for line in lines)
+    shell = subprocess.run(f"{' '.join(CLI)} pairs --db '{scanned}' --out /dev/stdout | head -1",
+                           shell=True, capture_output=True, text=True, timeout=120)
+    assert shell.stdout.splitlines() == lines[:1]
+    assert "Traceback" not in shell.stderr and "Broken pipe" not in shell.stderr
+
+
+def test_stdout_appends_under_a_double_redirect(scanned, tmp_path):
+    log = tmp_path / "kept.jsonl"
+    log.write_text("first line\n")
+    with open(log, "a") as fh:
+        subprocess.run([*CLI, "export", "--db", str(scanned), "--threshold", "0.8", "--out", "-"], stdout=fh,
+                       stderr=subprocess.PIPE, check=True, timeout=120)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "first line" and len(lines) > 1
+
+
+def test_synth_force_replaces_only_a_synthetic_corpus(tmp_path):
+    real = write_jsonl(tmp_path / "real.jsonl", [{"id": 1, "text": "a corpus that took a week to gather"}])
+    before = real.read_bytes()
+    r = cli("synth", "--out", real, "--force", check=False)
+    assert "synth --force replaces only an earlier synthetic corpus" in one_line_error(r)
+    assert real.read_bytes() == before
+    made = tmp_path / "synthetic.jsonl"
+    cli("synth", "--out", made, "--n-unique", "3")
+    cli("synth", "--out", made, "--n-unique", "4", "--force")
+    assert len(made.read_text().splitlines()) == 12
+
+
+def test_protected_folder_is_named_as_a_folder(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    labels = protected_files(tmp_path / "p.db", [str(folder)])
+    assert labels[folder] == "the corpus folder the project was loaded from"
+    with pytest.raises(OutputError, match="inside the corpus folder"):
+        check_outputs({"pairs": folder / "deeper" / "x.jsonl"}, force=True, protected=labels)
+    check_outputs({"pairs": tmp_path / "docs-out.jsonl"}, force=True, protected=labels)  # a sibling name is fine
+
+
+if sys.platform != "linux":  # pragma: no cover
+    pytestmark = pytest.mark.skip("device files and FIFOs as on Linux")
