@@ -23,7 +23,7 @@ from .engine.export import FORMATS, check_threshold
 from .engine.ingest import load_corpus
 from .engine.outputs import OutputError, check_outputs, project_protected
 from .engine.progress import STAGE_NAMES, Control, describe_rate
-from .engine.store import Project
+from .engine.store import Project, build_project
 
 
 class _TerminalProgress:
@@ -181,17 +181,16 @@ def _load_options(fn):
 
 def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
     """Load the corpus files into the project (created if needed) and report; the project stays open."""
-    created = not Path(db).exists()
-    project = _open_project(db, create=True)
-    try:
-        report = _run(load_corpus, project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad)
-    except SystemExit:
-        # Nothing was loaded (the load is one transaction): do not leave an empty project behind.
-        project.close()
-        if created:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(db + suffix).unlink(missing_ok=True)
-        raise
+    def load_files(project: Project, control: Control):
+        return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
+                           control=control)
+
+    if Path(db).exists():
+        project = _open_project(db, create=True)
+        report = _run(lambda control: load_files(project, control))
+    else:
+        # A new project appears only once its first load is complete (kill -9 included).
+        project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {_one_line(db)}")
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
@@ -430,17 +429,23 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 def import_cmd(scan_dir, db, review_from):
     """Make a review project of a cluster scan's SCAN_DIR: the documents in some pair or exact
     group, with their records, pairs and groups. Open it with `dedup-tui DB`."""
-    from .engine.scandir import carry_review, describe_partial, import_scan, partial_view
+    from .engine.scandir import describe_partial, import_scan, partial_view
 
     if review_from and not Path(review_from).is_file():
         _fail(f"{review_from}: no such project file", 2)
-    project = _run(import_scan, scan_dir, db, unchanged=f"{db} was not created")
+    project = _run(import_scan, scan_dir, db, review_from=review_from, unchanged=f"{db} was not created")
     click.echo(f"imported into {_one_line(db)}: {describe_partial(partial_view(project))}")
     if review_from:
-        copied, missing = _run(lambda control: carry_review(project, review_from))
-        click.echo(f"carried over {copied:,} decisions from {_one_line(review_from)}"
-                   + (f"; {missing:,} of them name documents without a duplicate in this scan (kept as they are)"
-                      if missing else ""))
+        carried = json.loads(project.get_meta("carried_review") or "{}")
+        click.echo(f"carried over {carried.get('decisions', 0):,} decisions from {_one_line(review_from)}: "
+                   f"{carried.get('matched', 0):,} name documents of this scan"
+                   + (f", {carried['unmatched']:,} name documents without a duplicate in this scan (kept as they are)"
+                      if carried.get("unmatched") else ""))
+        if carried.get("other_files"):
+            names = ", ".join(_one_line(n) for n in carried["other_files"][:3])
+            click.echo(f"warning: {_one_line(review_from)} was loaded from files this scan did not read ({names}"
+                       f"{' and more' if len(carried['other_files']) > 3 else ''}): check that it reviewed this corpus",
+                       err=True)
     project.close()
 
 

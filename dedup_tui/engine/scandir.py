@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import DedupError, ProjectError
 from .progress import Control
-from .store import Project, insert_rows, now_iso, transaction
+from .store import Project, build_project, insert_rows, now_iso, transaction
 
 MANIFEST = "manifest.json"
 FILES = ("pairs.parquet", "exact_groups.parquet", MANIFEST)
@@ -78,8 +78,11 @@ def _table(path: Path, columns: list[str] | None = None):
         raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
 
-def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = None) -> Project:
-    """Create the review project `db` from SCAN_DIR (refused if `db` exists)."""
+def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = None,
+                review_from: str | Path | None = None) -> Project:
+    """Create the review project `db` from SCAN_DIR (refused if `db` exists), with the review of
+    the earlier project `review_from` carried over (see carry_review; what it carried is in the
+    project's `carried_review` meta). The project appears whole or not at all."""
     from .pipeline import write_scan_result
 
     control = control or Control()
@@ -109,8 +112,7 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     exact_of = np.full(len(ords), -1, np.int64)
     exact_of[local(groups["ord"], "exact groups")] = local(groups["first_ord"], "exact groups")
 
-    project = Project(db, create=True)
-    try:
+    def build(project: Project) -> None:
         conn = project.conn
         params = manifest["params"]
         with transaction(conn):
@@ -155,11 +157,12 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
             counts = dict(manifest.get("counts", {}))
             project.finish_run(run_id, "complete", manifest.get("timings", {}), counts)
         control.report("write", len(a), len(a))
-    except BaseException:
-        project.close()
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(str(db) + suffix).unlink(missing_ok=True)
-        raise
+        if review_from is not None:
+            carry_review(project, review_from)
+
+    # Built in a temporary file and renamed into place at the end: a killed or failed import
+    # (or a refused --review-from) never leaves a half-built project that looks scanned.
+    project, _ = build_project(db, build)
     return project
 
 
@@ -197,11 +200,17 @@ def refuse_local_export(project: Project) -> None:
                            f"curated corpus with dedup-tui cluster-export")
 
 
-def carry_review(project: Project, old: str | Path) -> tuple[int, int]:
+def carry_review(project: Project, old: str | Path) -> dict:
     """Copy the review of an earlier project of the same corpus (decisions with their undo
     history, pair labels, keep rule, last view) into this newly imported one: decisions are
-    by document id, so they hold across scans. Returns (decisions copied, how many of them
-    name a document this project does not hold: it has no duplicate at this scan's floor)."""
+    by document id, so they hold across scans.
+
+    Returns (and keeps in the project's `carried_review` meta) what was carried: `decisions`,
+    `matched` (naming only documents this project holds), `unmatched` (naming a document it does
+    not hold: one without a duplicate at this scan's floor, or of another corpus), and
+    `other_files` (the earlier project's source files, by SHA-256, that this corpus lacks).
+    Refused when the earlier project has decisions and not one of them names a document here:
+    that is the review of another corpus."""
     old = Path(old)
     if not old.is_file():
         raise ProjectError(f"{old}: no such project file")
@@ -213,6 +222,22 @@ def carry_review(project: Project, old: str | Path) -> tuple[int, int]:
         labels = earlier.conn.execute(
             "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels").fetchall()
         meta = {k: earlier.get_meta(k) for k in ("keep_rule", "ui_state")}
+        earlier_files = dict(earlier.conn.execute("SELECT sha256, path FROM sources").fetchall())
+    files_here = {r[0] for r in conn.execute("SELECT sha256 FROM sources")}
+    named = sorted({d[2] for d in decisions if d[2]} | {d[3] for d in decisions if d[3]})
+    held = set()
+    for s in range(0, len(named), 500):
+        chunk = named[s:s + 500]
+        held.update(r[0] for r in conn.execute(
+            f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})", chunk))
+    unmatched = sum(1 for d in decisions if (d[2] and d[2] not in held) or (d[3] and d[3] not in held))
+    other_files = sorted(os.path.basename(p) for sha, p in earlier_files.items() if sha not in files_here)
+    if decisions and unmatched == len(decisions):
+        raise ProjectError(f"{old}: none of its {len(decisions):,} decisions names a document of this scan "
+                           f"(it reviewed another corpus: {', '.join(other_files[:3]) or 'other files'}); "
+                           f"nothing carried over")
+    carried = {"from": str(old.resolve()), "decisions": len(decisions), "matched": len(decisions) - unmatched,
+               "unmatched": unmatched, "other_files": other_files}
     with transaction(conn):
         if conn.execute("SELECT count(*) FROM decisions").fetchone()[0]:
             raise ProjectError(f"{project.path}: already has decisions of its own")
@@ -220,13 +245,5 @@ def carry_review(project: Project, old: str | Path) -> tuple[int, int]:
                          "created_at, undone, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", decisions)
         conn.executemany("INSERT OR REPLACE INTO labels(a_id, b_id, label, similarity, threshold, author, created_at, "
                          "decision_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", labels)
-        project.set_meta(**{k: v for k, v in meta.items() if v is not None})
-    named = {d[2] for d in decisions if d[2]} | {d[3] for d in decisions if d[3]}
-    held = set()
-    named_list = sorted(named)
-    for s in range(0, len(named_list), 500):
-        chunk = named_list[s:s + 500]
-        held.update(r[0] for r in conn.execute(
-            f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})", chunk))
-    missing = sum(1 for d in decisions if (d[2] and d[2] not in held) or (d[3] and d[3] not in held))
-    return len(decisions), missing
+        project.set_meta(**{k: v for k, v in meta.items() if v is not None}, carried_review=json.dumps(carried))
+    return carried

@@ -766,3 +766,65 @@ class Project:
             "UPDATE runs SET status = ?, finished_at = ?, timings = ?, counts = ? WHERE id = ?",
             (status, now_iso(), json.dumps(timings or {}), json.dumps(counts or {}), run_id),
         )
+
+
+# -- a new project appears whole or not at all ---------------------------------------------------
+
+def remove_orphan_parts(path: str | Path) -> None:
+    """Temporary files a killed writer of `path` left beside it (`.NAME.PID.*part*`, with their
+    SQLite companions), when the process PID is gone."""
+    from glob import escape
+
+    path = Path(path)
+    for part in path.parent.glob(f".{escape(path.name)}.*.part*"):
+        pid = part.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            try:
+                part.unlink()
+            except IsADirectoryError:
+                pass
+            except FileNotFoundError:
+                pass
+
+
+def build_project(path: str | Path, build: Callable[[Project], object]) -> tuple[Project, object]:
+    """Make the new project `path` by running `build` on a project in a temporary file beside it,
+    renamed into place only when `build` returns: killed (even kill -9), cancelled or failed, no
+    project is left under `path` (a killed build's temporary file is removed by the next one).
+    Returns the project, open at `path`, and what `build` returned."""
+    path = Path(path)
+    if path.exists():
+        raise ProjectError(f"{path}: already exists")
+    remove_orphan_parts(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    project = Project(tmp, create=True)
+    try:
+        result = build(project)
+        busy = project.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        project.close()
+        wal = Path(str(tmp) + "-wal")
+        if busy or (wal.exists() and wal.stat().st_size):
+            raise ProjectError(f"{path}: could not write the new project whole (its WAL was not checkpointed)")
+        try:
+            os.link(tmp, path)  # never replaces a project that appeared meanwhile
+        except FileExistsError:
+            raise ProjectError(f"{path}: already exists (made by another command meanwhile)") from None
+        _fsync_folder(path.parent)
+    finally:
+        project.close()
+        for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+            Path(str(tmp) + suffix).unlink(missing_ok=True)
+    return Project(path), result
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
