@@ -23,7 +23,7 @@ from .engine.export import FORMATS, check_threshold
 from .engine.ingest import load_corpus
 from .engine.outputs import OutputError, check_outputs, project_protected
 from .engine.progress import STAGE_NAMES, Control, describe_rate
-from .engine.store import Project, build_project
+from .engine.store import Project, build_project, check_snapshots
 
 
 class _TerminalProgress:
@@ -131,7 +131,9 @@ def main() -> None:
 def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
     progress = _TerminalProgress()
     try:
-        return fn(*args, control=Control(progress), **kwargs)
+        result = fn(*args, control=Control(progress), **kwargs)
+        check_snapshots("what it reports may mix the old and the new project")
+        return result
     except KeyboardInterrupt:
         progress.close()
         _fail(f"interrupted; {unchanged}", 130)

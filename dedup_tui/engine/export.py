@@ -21,7 +21,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
 from .similarity import verify_pairs
-from .store import Project
+from .store import Project, check_snapshots
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -94,6 +94,7 @@ class AtomicFile:
                 os.fsync(self.fh.fileno())
             self.fh.close()
             if exc_type is None:
+                check_snapshots(f"{self.path} was not written")
                 os.chmod(self.tmp, 0o666 & ~_UMASK)
                 if self.overwrite:
                     os.replace(self.tmp, self.path)

@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,18 +146,11 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
     path = Path(path)
     if not create and not path.exists():
         raise ProjectError(f"{path}: no such project file")
+    companions = [Path(str(path) + suffix) for suffix in ("-wal", "-shm")]
+    existed = [c.exists() for c in companions]
     try:
         if readonly:
-            uri = "file:" + urllib.parse.quote(str(path.resolve()))
-            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-            try:
-                conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-            except sqlite3.OperationalError:
-                # A WAL project in a folder we cannot write: SQLite cannot create its -shm file.
-                # Opened as immutable (nothing else can be writing it there), it reads as saved.
-                conn.close()
-                conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None,
-                                       check_same_thread=False)
+            conn = _connect_readonly(path, companions, existed)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
@@ -167,8 +161,99 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and _disk_full(path):
+            _remove_stubs(companions, existed)
+            raise DiskFull(f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
+                           f"for its -wal and -shm files beside the project); free some space") from None
         raise ProjectError(f"{path}: not a dedup-tui project ({exc})") from None
     return conn
+
+
+class ReadSnapshot(sqlite3.Connection):
+    """A read-only connection that reads the project file as it is (SQLite's immutable mode),
+    creating no -wal or -shm file: check_snapshots() says whether the file changed meanwhile."""
+
+    path: Path
+    stamp: tuple
+
+
+_SNAPSHOTS: "weakref.WeakSet[ReadSnapshot]" = weakref.WeakSet()
+
+
+def _stamp(path: Path) -> tuple:
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _connect_readonly(path: Path, companions: list[Path], existed: list[bool]) -> sqlite3.Connection:
+    """A reader that leaves nothing behind. While no process has the project open (no -shm, no
+    unfinished -wal) it is read as an immutable file: a -shm created here would belong to this
+    user, and a teammate who owns the project could not write through it. SQLite changes the
+    main file only at a checkpoint, so an unchanged file (size, mtime) means the read was
+    consistent; outputs check that before they are renamed into place (check_snapshots)."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    wal, shm = companions
+    if not shm.exists() and not (wal.exists() and wal.stat().st_size):
+        return _snapshot(path, uri)
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError:
+        # A WAL project in a folder we cannot write: SQLite cannot create its -shm file.
+        conn.close()
+        _remove_stubs(companions, existed)
+        return _snapshot(path, uri)
+    return conn
+
+
+def _snapshot(path: Path, uri: str) -> ReadSnapshot:
+    stamp = _stamp(path)
+    conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False,
+                           factory=ReadSnapshot)
+    conn.path, conn.stamp = path, stamp
+    _SNAPSHOTS.add(conn)
+    return conn
+
+
+def check_snapshots(consequence: str = "nothing was written") -> None:
+    """Raise ProjectError when a project this process reads as a snapshot was changed (by its
+    owner, say) while it was read: what was read may mix the old and the new file."""
+    for conn in list(_SNAPSHOTS):
+        try:
+            changed = _stamp(conn.path) != conn.stamp
+        except OSError:
+            changed = True
+        if changed:
+            raise ProjectError(f"{conn.path}: was changed by another process while this command read it "
+                               f"(read-only, without SQLite's shared files); {consequence}: run it again")
+
+
+def forget_snapshot(conn: sqlite3.Connection) -> None:
+    if isinstance(conn, ReadSnapshot):
+        _SNAPSHOTS.discard(conn)
+
+
+class DiskFull(ProjectError):
+    """The project's disk has no room left for SQLite's -wal and -shm files."""
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path.resolve().parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (1 << 20)
+
+
+def _remove_stubs(companions: list[Path], existed: list[bool]) -> None:
+    """The -wal / -shm files a failed open created and could not fill (a 3-byte -shm on a full
+    disk): smaller than any file SQLite uses, so no process can be using them."""
+    for companion, was_there in zip(companions, existed):
+        try:
+            if not was_there and companion.stat().st_size < (32 << 10 if companion.name.endswith("-shm") else 1):
+                companion.unlink()
+        except OSError:
+            pass
 
 
 @contextmanager
@@ -416,7 +501,10 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
 
 
 def _has_decision_batch(conn: sqlite3.Connection) -> bool:
-    return "batch" in {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
+    """True unless a decisions table lacks the column (no table at all is a damaged project,
+    which the schema check names: nothing to add to)."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
+    return not columns or "batch" in columns
 
 
 def _add_decision_batch(conn: sqlite3.Connection) -> None:
@@ -461,7 +549,15 @@ class Project:
         # A project we may not write (its file or, for SQLite's -wal/-shm files, its folder) is
         # opened read-only: every command that only reads works, and a write says why it cannot.
         self.readonly = readonly or (existed and not _writable(self.path))
-        self.conn = connect(self.path, create=create, readonly=self.readonly)
+        self.readonly_reason = "the file or its folder cannot be written"
+        try:
+            self.conn = connect(self.path, create=create, readonly=self.readonly)
+        except DiskFull:
+            if not existed or self.readonly:
+                raise
+            # Nothing can be written anyway: read it as it is, so export, pairs and tune still work.
+            self.readonly, self.readonly_reason = True, "the disk holding it is full"
+            self.conn = connect(self.path, readonly=True)
         if existed:
             self._check_schema()
         elif create:
@@ -542,8 +638,7 @@ class Project:
     def check_writable(self, doing: str) -> None:
         """Raise ProjectError (saying why) when this project was opened read-only."""
         if self.readonly:
-            raise ProjectError(f"{self.path}: read-only (the file or its folder cannot be written), so it cannot "
-                               f"be {doing}")
+            raise ProjectError(f"{self.path}: read-only ({self.readonly_reason}), so it cannot be {doing}")
 
     # -- small helpers --------------------------------------------------------------------
     @property
@@ -552,6 +647,7 @@ class Project:
         return sqlite_utils.Database(self.conn)
 
     def close(self) -> None:
+        forget_snapshot(self.conn)
         self.conn.close()
 
     def __enter__(self) -> "Project":

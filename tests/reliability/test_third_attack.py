@@ -141,3 +141,85 @@ def test_protected_folder_is_named_as_a_folder(tmp_path):
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("device files and FIFOs as on Linux")
+
+
+# -- damaged, read-only, full ------------------------------------------------------------------
+
+def _schema_tables() -> list[str]:
+    from dedup_tui.engine import store
+
+    return [t for t in store._SCHEMA_TABLES if t != "meta"]
+
+
+@pytest.mark.parametrize("table", _schema_tables())
+def test_a_dropped_table_is_a_damaged_project_never_a_traceback(scanned, table):
+    import sqlite3
+
+    conn = sqlite3.connect(scanned)
+    kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    conn.execute(f"DROP {kind.upper()} {table}")
+    conn.commit()
+    conn.close()
+    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", scanned.parent / "k.jsonl", check=False)
+    assert f"damaged dedup-tui project: no {table}" in one_line_error(r)
+
+
+def test_a_reader_leaves_no_files_and_refuses_an_export_the_owner_changed_under_it(scanned, tmp_path):
+    """The attack: a colleague's read-only `tune` left -wal/-shm files owned by them, and the
+    owner was locked out. A reader now reads the file as it is and leaves nothing beside it;
+    if the owner changes the project during that read, the reader's outputs are not written."""
+    from dedup_tui.engine import decisions
+    from dedup_tui.engine.store import Project
+
+    beside = lambda: sorted(p.name for p in scanned.parent.iterdir() if p.name.startswith(scanned.name))  # noqa: E731
+    assert beside() == [scanned.name]
+    with Project(scanned, readonly=True) as reader:
+        assert reader.document_count() == len(small_corpus())
+        assert beside() == [scanned.name]
+        with Project(scanned) as owner:  # the owner writes, and SQLite checkpoints at close
+            owner.set_meta(note="changed by the owner")
+        out = tmp_path / "kept.jsonl"
+        with pytest.raises(Exception, match="changed by another process while this command read it"):
+            decisions.export_curated(reader, 0.8, "components", out)
+        assert not out.exists()
+    assert beside() == [scanned.name]
+    with Project(scanned, readonly=True) as reader:  # a read that nothing disturbs works
+        report = decisions.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
+    assert report.kept > 0 and beside() == [scanned.name]
+
+
+def test_a_reader_uses_the_owners_shared_files_while_the_owner_has_it_open(scanned, tmp_path):
+    from dedup_tui.engine import decisions
+    from dedup_tui.engine.store import Project
+
+    with Project(scanned) as owner:
+        owner.set_meta(note="open")
+        with Project(scanned, readonly=True) as reader:
+            owner.set_meta(note="still open")  # a WAL reader sees a consistent view: no refusal
+            report = decisions.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
+    assert report.kept > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sys.platform != "linux", reason="mounts a tiny tmpfs (root only)")
+def test_a_full_disk_says_so_and_export_still_reads(tmp_path):
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        corpus = write_jsonl(mount / "c.jsonl", small_corpus(6))
+        db = mount / "p.db"
+        cli("scan", "--db", db, corpus)
+        with open(mount / "fill", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+            except OSError:
+                pass
+        r = cli("scan", "--db", db, check=False)
+        assert "read-only (the disk holding it is full)" in one_line_error(r)
+        kept = cli("export", "--db", db, "--threshold", "0.8", "--out", tmp_path / "kept.jsonl")
+        assert "kept" in kept.stdout
+        assert sorted(p.name for p in mount.iterdir()) == ["c.jsonl", "fill", "p.db"]  # no 3-byte -shm
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
