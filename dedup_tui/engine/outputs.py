@@ -107,7 +107,7 @@ def _inside_folder(path: Path, folders: dict[Path, str]) -> tuple[Path, str] | N
 
 
 def check_outputs(outputs: dict[str, str | Path | None], force: bool,
-                  protected: dict[Path, str] | None = None) -> None:
+                  protected: dict[Path, str] | None = None, streams: bool = True) -> None:
     """Raise OutputError unless every named output may be written.
 
     `outputs` maps what a file is ("kept records", "removed log") to its path (None: not asked
@@ -115,7 +115,7 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
     file, a folder, a file inside a corpus folder, and an existing file unless `force`. Only a
     regular file is ever replaced: a FIFO, a character device (/dev/null), `-` and /dev/stdout
     are written as streams (no `force` needed, nothing replaced); a socket or a block device is
-    refused.
+    refused. `streams=False` (the app, which owns the terminal) refuses streams too.
     """
     guarded: dict[tuple, str] = {}
     folders: dict[Path, str] = {}
@@ -137,6 +137,9 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
             raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
         seen[ident] = what
         if is_stream(path):
+            if not streams:
+                raise OutputError(f"{path}: is a stream (standard output, a pipe or a device), not a file; "
+                                  f"the app writes the {what} to a file")
             continue
         kind = _not_a_file(path)
         if kind:
