@@ -133,7 +133,7 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
         label = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
         if label:
             raise OutputError(f"{path}: is {label}; choose another file for the {what}")
-        if ident in seen:
+        if ident in seen and ident != _identity(Path(os.devnull)):  # discarding two outputs is fine
             raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
         seen[ident] = what
         if is_stream(path):
