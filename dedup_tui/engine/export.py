@@ -281,11 +281,14 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
 
 
 def _csv_cell(value) -> str:
+    """A field as a CSV cell: a string as it is, null (and NaN or an infinity, which JSON has
+    not) as an empty cell, anything else as its JSON, with null for NaN and infinities inside."""
+    value = _json_safe(value)
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _csv_fields(project: Project, clustering: Clustering, sources: dict[int, dict]) -> list[str]:
