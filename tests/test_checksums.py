@@ -28,8 +28,8 @@ def run(*args):
 def stored_checksums_match(db: Path) -> int:
     """How many documents the project holds; asserts every one's checksum is its fields'."""
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
-    assert rows and all(r[5] == document_checksum(*r[:5]) for r in rows)
+        rows = conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
+    assert rows and all(r[6] == document_checksum(*r[:6]) for r in rows)
     return len(rows)
 
 
@@ -185,21 +185,46 @@ def test_an_imported_cluster_scan_gets_checksums(tmp_path):
     assert stored_checksums_match(tmp_path / "review.db") == 3
     with sqlite3.connect(tmp_path / "review.db") as conn:
         assert conn.execute("SELECT checksum FROM documents WHERE doc_id = 'doc_B'").fetchone()[0] == \
-            document_checksum("doc_B", 1, 2, NEAR_CORPUS[1][1], records[1])
+            document_checksum(1, "doc_B", 1, 2, NEAR_CORPUS[1][1], records[1])
 
 
 def test_the_checksum_covers_every_field_and_its_type():
     """One value per document: the fast path (what load stores) and the general one agree, and
     a change of any field, or of a field's type (TEXT read back as a BLOB), changes it."""
-    base = ("doc_1", 1, 7, "some text é", b'{"id": "doc_1", "text": "some text \\u00e9"}')
+    base = (3, "doc_1", 1, 7, "some text é", b'{"id": "doc_1", "text": "some text \\u00e9"}')
     value = document_checksum(*base)
     assert len(value) == 32 and int(value, 16) >= 0
-    assert document_checksum(base[0], base[1], base[2], base[3], bytearray(base[4])) == value  # the general path
-    changed = [("doc_2", 1, 7, base[3], base[4]), (base[0], 2, 7, base[3], base[4]), (base[0], 1, 8, base[3], base[4]),
-               (base[0], 1, 7, "some text e", base[4]), (base[0], 1, 7, base[3], base[4][:-1] + b"!"),
-               (base[0], 1, 7, base[3], base[4].decode()), (base[0].encode(), 1, 7, base[3], base[4]),
-               (base[0], 1, 7, base[3], None), (base[0], 1, None, base[3], base[4]), (base[0], 1, 7.0, base[3], base[4]),
-               ("doc_", 1, 7, "1some text é", base[4])]  # the same bytes, split elsewhere
+    assert document_checksum(*base[:5], bytearray(base[5])) == value  # the general path
+    changes = {0: [4, None, "3"], 1: ["doc_2", b"doc_1"], 2: [2], 3: [8, None, 7.0], 4: ["some text e"],
+               5: [base[5][:-1] + b"!", base[5].decode(), None]}
+    changed = [base[:i] + (v,) + base[i + 1:] for i, values in changes.items() for v in values]
+    changed.append((3, "doc_", 1, 7, "1some text é", base[5]))  # the same bytes, split elsewhere
     values = {document_checksum(*c) for c in changed}
     assert len(values) == len(changed) and value not in values
-    assert document_checksum("a", 1, 2**70, "t", None) != document_checksum("a", 1, 2**70 + 1, "t", None)
+    assert document_checksum(0, "a", 1, 2**70, "t", None) != document_checksum(0, "a", 1, 2**70 + 1, "t", None)
+
+
+def test_a_changed_position_or_a_row_the_table_no_longer_finds_fails(loaded):
+    """A flipped bit in a row id (ord) moves the row: checked by its checksum where it lands; and
+    a kept document that SQLite no longer finds (a damaged table) fails the export, never left out."""
+    tmp_path, _corpus, db = loaded
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET ord = 1000 WHERE doc_id = 'doc_E'")
+    export_fails_naming(tmp_path, db, "doc_E")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET ord = 4 WHERE doc_id = 'doc_E'")
+        conn.execute("DELETE FROM documents WHERE doc_id = 'doc_C'")  # what a search past a damaged row id sees
+    r = run("export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "out.jsonl")
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert "kept document(s) between positions" in r.output and "the project file is damaged" in r.output
+    assert not (tmp_path / "out.jsonl").exists()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET ord = 2 WHERE doc_id = 'doc_E'")  # in doc_C's place
+    export_fails_naming(tmp_path, db, "doc_E")
+
+
+def test_a_checksum_that_is_no_longer_utf8_is_named(loaded):
+    tmp_path, _corpus, db = loaded
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET checksum = CAST(X'61e162' AS TEXT) WHERE doc_id = 'doc_B'")
+    export_fails_naming(tmp_path, db, "doc_B")

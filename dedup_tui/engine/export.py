@@ -153,7 +153,8 @@ def _json_safe(value):
 def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> Iterator[tuple]:
     """(ord, doc_id, text, source_id, record) of kept documents, in corpus order, each checked
     against its checksum first: a document stored otherwise than it was loaded (a flipped bit
-    in its record, text, id, line or source) is a ProjectError, before any of it is used."""
+    in its record, text, id, line, source or ord), or one the file no longer finds, is a
+    ProjectError, before any of it is used."""
     kept = np.flatnonzero(clustering.reason == KEPT)
     checked = has_checksums(project.conn)  # not in a schema-3 project opened read-only
     for s in range(0, len(kept), batch):
@@ -162,16 +163,22 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
         rows = project.conn.execute(
             f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checked else 'NULL'} FROM documents "
             f"WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+        found = 0
         try:
             for row in rows:
                 if row[0] in wanted:
-                    if checked and document_checksum(row[1], row[3], row[5], row[2], row[4]) != row[6]:
+                    if checked and document_checksum(row[0], row[1], row[3], row[5], row[2], row[4]) != row[6]:
                         raise ProjectError(_damaged(project, row[1]))
+                    found += 1
                     yield row[:5]
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc):
                 raise
-            raise ProjectError(_undecodable(project, lo, hi)) from None
+            raise ProjectError(_undecodable(project, lo, hi, checked)) from None
+        if found != len(wanted):  # a damaged row id: SQLite's search of the table passes rows by
+            raise ProjectError(f"{project.path}: {len(wanted) - found:,} kept document(s) between positions {lo} "
+                               f"and {hi} cannot be found in the documents table: the project file is damaged "
+                               f"(restore it from a backup, or load the corpus into a new project)")
 
 
 def _damaged(project: Project, doc_id) -> str:
@@ -180,12 +187,14 @@ def _damaged(project: Project, doc_id) -> str:
             f"file is damaged (restore it from a backup, or load the corpus into a new project)")
 
 
-def _undecodable(project: Project, lo: int, hi: int) -> str:
+def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
     """The message for a stored text that is no longer UTF-8, naming its document."""
-    for ordinal, doc_id, text, record in project.conn.execute(
+    for _ord, doc_id, text, record, checksum in project.conn.execute(
             "SELECT ord, CAST(doc_id AS BLOB), CAST(text AS BLOB), CASE typeof(record) WHEN 'text' THEN "
-            "CAST(record AS BLOB) END FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)):
-        for value in (doc_id, text, record):
+            f"CAST(record AS BLOB) END, {'CAST(checksum AS BLOB)' if checked else 'NULL'} FROM documents "
+            "WHERE ord BETWEEN ? AND ? ORDER BY ord",
+            (lo, hi)):
+        for value in (doc_id, text, record, checksum):
             try:
                 (value or b"").decode("utf-8")
             except UnicodeDecodeError:

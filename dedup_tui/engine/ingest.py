@@ -605,7 +605,7 @@ def load_corpus(
                 insert_rows(
                     conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length, checksum)",
                     [(next_ord + i, doc_id, text, source_id, line, record, key, len(text),
-                      document_checksum(doc_id, source_id, line, text, record))
+                      document_checksum(next_ord + i, doc_id, source_id, line, text, record))
                      for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))],
                 )
                 next_ord += len(batch)

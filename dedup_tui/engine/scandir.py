@@ -131,7 +131,7 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
             for batch in batches:
                 d = batch.to_pydict()
                 rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
-                         document_checksum(doc_id, src + 1, line, text, record))
+                         document_checksum(done + i, doc_id, src + 1, line, text, record))
                         for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
                 insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
                             "checksum)", rows)

@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS documents (
     length INTEGER NOT NULL,        -- characters in the original text
     exact_hash TEXT NOT NULL,       -- SHA-256 of the normalised text
     exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
-    checksum TEXT NOT NULL,         -- BLAKE2b-128 of doc_id, source_id, line, text and record (document_checksum)
+    checksum TEXT NOT NULL,         -- BLAKE2b-128 of ord, doc_id, source_id, line, text and record (document_checksum)
     text TEXT NOT NULL,             -- original text, unchanged
     record BLOB                     -- original record: the JSONL line's bytes, or a JSON row
 );
@@ -143,9 +143,10 @@ def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_st
 #
 # Written with the row (load, import, and the migration from schema 3 for older projects) and
 # checked by every export before it writes the document: a flipped bit in a stored record,
-# text, id, line or source (which PRAGMA integrity_check does not see) is reported, not written.
+# text, id, line, source or position (which PRAGMA integrity_check does not see) is reported,
+# not written.
 
-_CHECKSUM_HEAD = struct.Struct("<10q")  # (type, length or value) of each of the five fields
+_CHECKSUM_HEAD = struct.Struct("<12q")  # (type, length or value) of each of the six fields
 _INT64 = 1 << 63
 
 
@@ -165,16 +166,17 @@ def _typed(value) -> tuple[int, int, bytes]:
     return 4, len(data), data
 
 
-def document_checksum(doc_id, source_id, line, text, record) -> str:
+def document_checksum(ord_, doc_id, source_id, line, text, record) -> str:
     """BLAKE2b-128 (hex) of a stored document's fields with their types (a TEXT column read
     back as a BLOB is a change too)."""
     if (type(doc_id) is str and type(text) is str and type(record) is bytes and type(source_id) is int
-            and type(line) is int and -_INT64 <= line < _INT64 and -_INT64 <= source_id < _INT64):
+            and type(line) is int and type(ord_) is int and -_INT64 <= line < _INT64 and -_INT64 <= source_id < _INT64
+            and -_INT64 <= ord_ < _INT64):
         # What load and import store, without the generic path's calls (a load of 100k documents hashes each).
         d, t = doc_id.encode("utf-8", "surrogatepass"), text.encode("utf-8", "surrogatepass")
-        head = _CHECKSUM_HEAD.pack(2, len(d), 1, source_id, 1, line, 2, len(t), 3, len(record))
+        head = _CHECKSUM_HEAD.pack(1, ord_, 2, len(d), 1, source_id, 1, line, 2, len(t), 3, len(record))
         return hashlib.blake2b(head + d + t + record, digest_size=16).hexdigest()
-    fields = [_typed(v) for v in (doc_id, source_id, line, text, record)]
+    fields = [_typed(v) for v in (ord_, doc_id, source_id, line, text, record)]
     head = _CHECKSUM_HEAD.pack(*(n for tag, size, _ in fields for n in (tag, size)))
     return hashlib.blake2b(head + b"".join(data for *_, data in fields), digest_size=16).hexdigest()
 
@@ -475,7 +477,9 @@ def _add_decision_batch(conn: sqlite3.Connection) -> None:
 
 def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     """Documents get a checksum, computed from the rows as they are now: damage done before
-    the upgrade cannot be told from the corpus."""
+    the upgrade cannot be told from the corpus. (Decisions get their batch where a schema-3
+    project made before it was added lacks it.)"""
+    _add_decision_batch(conn)
     if not has_checksums(conn):
         conn.execute("ALTER TABLE documents ADD COLUMN checksum TEXT")
     last = -1
@@ -488,7 +492,7 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
             if not rows:
                 return
             conn.executemany("UPDATE documents SET checksum = ? WHERE ord = ?",
-                             [(document_checksum(*row[1:]), row[0]) for row in rows])
+                             [(document_checksum(*row), row[0]) for row in rows])
             last = rows[-1][0]
     finally:
         conn.text_factory = factory

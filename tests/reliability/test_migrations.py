@@ -157,14 +157,18 @@ def test_every_table_is_in_the_schema_after_migration(scanned, tmp_path):
     assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables
 
 
-def make_v3_project(path, scanned: Project) -> None:
-    """A version-3 project (documents without checksums) with every row of `scanned`."""
+def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
+    """A version-3 project (documents without checksums) with every row of `scanned`; without
+    `batch`, as schema 3 was first written (decisions without their batch)."""
     import re
 
     from dedup_tui.engine import store
 
     schema, removed = re.subn(r"\n    checksum TEXT NOT NULL,[^\n]*", "", store._SCHEMA)
     assert removed == 1
+    if not batch:
+        schema, removed = re.subn(r",\n    batch INTEGER[^\n]*", "", schema)
+        assert removed == 1
     conn = sqlite3.connect(path)
     conn.executescript(schema)
     for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
@@ -198,8 +202,8 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     migrated = Project(old)
     try:
         assert migrated.get_meta("schema_version") == str(SCHEMA_VERSION) and migrated.get_meta("migrated_from") == "3"
-        rows = migrated.conn.execute("SELECT doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
-        assert len(rows) == len(docs) and all(row[5] == document_checksum(*row[:5]) for row in rows)
+        rows = migrated.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
+        assert len(rows) == len(docs) and all(row[6] == document_checksum(*row[:6]) for row in rows)
     finally:
         migrated.close()
     assert [row[:9] for row in dump(old, "documents", "ord")] == docs
@@ -215,6 +219,21 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     assert r.returncode == 1
     assert "the stored record of document 'g1-a' does not match its checksum: the project file is damaged" in one_line_error(r)
     assert not (tmp_path / "damaged.jsonl").exists()
+
+
+def test_a_schema_3_project_without_decision_batches_gets_them(scanned, tmp_path):
+    project = Project(scanned)
+    decisions.record(project, "keep", "g1-b", author="old-reviewer")
+    old = tmp_path / "old.db"
+    make_v3_project(old, project, batch=False)
+    project.close()
+    migrated = Project(old)
+    try:
+        assert "batch" in {r[1] for r in migrated.conn.execute("PRAGMA table_info(decisions)")}
+        assert [d.doc_id for d in decisions.active(migrated)] == ["g1-b"]
+        decisions.record(migrated, "remove", "g2-a", author="new-reviewer")
+    finally:
+        migrated.close()
 
 
 def test_a_schema_3_text_already_damaged_does_not_stop_the_upgrade(scanned, tmp_path):
