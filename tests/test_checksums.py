@@ -216,7 +216,8 @@ def test_a_changed_position_or_a_row_the_table_no_longer_finds_fails(loaded):
         conn.execute("DELETE FROM documents WHERE doc_id = 'doc_C'")  # what a search past a damaged row id sees
     r = run("export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "out.jsonl")
     assert r.exit_code == 1 and r.output.count("\n") == 1
-    assert "kept document(s) between positions" in r.output and "the project file is damaged" in r.output
+    assert "the documents table gives 4 of the 5 kept documents between positions 0 and 4: the project file is damaged" \
+        in r.output
     assert not (tmp_path / "out.jsonl").exists()
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE documents SET ord = 2 WHERE doc_id = 'doc_E'")  # in doc_C's place

@@ -176,9 +176,9 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
                 raise
             raise ProjectError(_undecodable(project, lo, hi, checked)) from None
         if found != len(wanted):  # a damaged row id: SQLite's search of the table passes rows by
-            raise ProjectError(f"{project.path}: {len(wanted) - found:,} kept document(s) between positions {lo} "
-                               f"and {hi} cannot be found in the documents table: the project file is damaged "
-                               f"(restore it from a backup, or load the corpus into a new project)")
+            raise ProjectError(f"{project.path}: the documents table gives {found:,} of the {len(wanted):,} kept "
+                               f"documents between positions {lo} and {hi}: the project file is damaged (restore it "
+                               f"from a backup, or load the corpus into a new project)")
 
 
 def _damaged(project: Project, doc_id) -> str:
