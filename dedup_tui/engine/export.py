@@ -198,7 +198,7 @@ def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
             try:
                 (value or b"").decode("utf-8")
             except UnicodeDecodeError:
-                return _damaged(project, doc_id.decode("utf-8", "replace"))
+                return _damaged(project, (doc_id or b"").decode("utf-8", "replace"))
     return (f"{project.path}: a stored document (between ords {lo} and {hi}) cannot be read: the project file is "
             f"damaged (restore it from a backup, or load the corpus into a new project)")
 
