@@ -251,3 +251,58 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     r = runner.invoke(main, ["export", "--db", str(tmp_path / "corpus.db"), "--threshold", "0.7", "--keep", "best",
                              "--out", str(tmp_path / "k2.jsonl")])
     assert r.exit_code == 2 and "unknown keep rule" in r.output
+
+
+# Each cluster's values of field "v" in corpus order (raw JSON; None: no field), and the index of
+# the document max:v keeps, then min:v. Ties keep the earliest.
+_BIG = "1" + "0" * 4999  # an integer of 5,000 digits: beyond int()'s limit, kept as its digits
+FIELD_CASES = [
+    # integers beyond 2**53 (snowflake ids): as floats the three tie and the first would win
+    (["1152921504606846978", "1152921504606846979", "1152921504606846977"], 1, 2),
+    # nanosecond timestamps written as strings (as every CSV value is)
+    (['"1733300000000000002"', '"1733300000000000003"', '"1733300000000000001"'], 1, 2),
+    # an integer against the float just below it: 2**53 + 1 > 2**53.0 exactly
+    (["9007199254740992.0", "9007199254740993"], 1, 0),
+    # beyond 64 bits
+    (["1180591620717411303424", "1180591620717411303425", "1180591620717411303423"], 1, 2),
+    # text, null, missing and numbers: a number always wins over the others, in both directions
+    (['"n/a"', "3", "null", None, '"zzz"', "1", "true"], 1, 5),
+    # only strings (ISO dates) and a document without the field: the strings in their order
+    ([None, '"2024-01-01"', '"2023-01-01"'], 1, 2),
+    # decimals as written: 0.1 (number) ties with "0.1" (string); 0.10000000000000001 is larger
+    # (as floats all three tie)
+    (["0.1", '"0.1"', "0.10000000000000001"], 2, 0),
+    # numbers of thousands of digits compare by value, not as infinity
+    ([_BIG, _BIG[:-1] + "1", "9" + "0" * 4998], 1, 2),
+    # NaN and booleans count as missing; Infinity is a number
+    (["NaN", "true", "5", "Infinity", '"-Infinity"'], 3, 4),
+]
+
+
+def test_keep_by_a_field_compares_numbers_exactly_and_before_text(tmp_path):
+    """max:FIELD / min:FIELD compare integers exactly (nanosecond timestamps, snowflake ids,
+    beyond 2**53 and beyond 64 bits), integers against floats and decimals by exact value, and
+    rank a number above a string and a string above null, a boolean, NaN or a missing field,
+    for max and for min alike."""
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.store import Project
+
+    lines = []
+    for k, (values, _max, _min) in enumerate(FIELD_CASES):
+        base = " ".join(f"c{k}w{i}" for i in range(50))
+        for j, raw in enumerate(values):
+            field = "" if raw is None else f', "v": {raw}'
+            lines.append(f'{{"id": "c{k}-{j}", "text": "{base} s{j}"{field}}}')
+    corpus = tmp_path / "values.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    project = Project(tmp_path / "values.db", create=True)
+    load_corpus(project, [corpus])
+    scan(project, ScanSettings(floor=0.5, method="exhaustive"))
+    graph = load_graph(project)
+    for rule, position in (("max:v", 1), ("min:v", 2)):
+        dec.set_keep_rule(project, rule)
+        c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+        kept = set(project.ids_for(np.flatnonzero(c.reason == KEPT).tolist()))
+        expected = {f"c{k}-{case[position]}" for k, case in enumerate(FIELD_CASES)}
+        assert kept == expected, rule
+    project.close()

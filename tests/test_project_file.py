@@ -17,7 +17,7 @@ def test_project_tables_columns_views_and_indexes_are_readable(make_project):
     assert {"documents", "pairs", "decisions", "runs", "sources", "meta"} <= set(db.table_names())
     assert project.db.table_names() == db.table_names()  # the engine's own sqlite-utils view
     assert {"near_pairs", "exact_duplicates"} <= set(db.view_names())
-    assert {"ord", "doc_id", "text", "record", "exact_hash", "exact_of"} <= set(db["documents"].columns_dict)
+    assert {"ord", "doc_id", "text", "record", "exact_hash", "exact_of", "checksum"} <= set(db["documents"].columns_dict)
     # pairs are keyed by (a, b); there is no second index by b: at millions of pairs it cost
     # seconds of every scan and nothing reads by b
     assert db["pairs"].pks == ["a", "b"]

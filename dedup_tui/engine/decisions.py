@@ -21,6 +21,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster, forget_r
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
-from .export import ExportReport, AtomicFile, check_threshold, export
+from .export import ExportReport, AtomicFile, _as_object, _sources, check_threshold, export
 from .progress import Control
 from .store import Project, now_iso, transaction
 
@@ -346,7 +347,8 @@ KEEP_RULES = {
     "longest": "the longest text (the earliest on ties)",
 }
 # Besides those: "max:FIELD" / "min:FIELD", the document whose record has the highest / lowest
-# value of FIELD (the newest date, the best score), the earliest on ties; documents without it last.
+# value of FIELD (the newest date, the best score), the earliest on ties. Numbers (also written
+# as strings) compare exactly and come before any other string; documents without it last.
 _FIELD_RULE = re.compile(r"(max|min):(.+)", re.DOTALL)
 
 
@@ -431,59 +433,112 @@ def _lengths(project: Project, graph: PairGraph) -> np.ndarray:
     return cached
 
 
-def field_ranks(project: Project, field: str, n: int) -> np.ndarray:
-    """Every document's rank by the value of `field` in its record: numbers (and strings that
-    read as numbers) by value, below other strings (ISO dates, in their order); -1 where the
-    record has no such field, or a null, boolean, list or object there."""
-    from .export import _as_object, _sources
+_EXACT_JSON = None
 
+
+def _exact_decoder():
+    """JSON as parse_record reads it, but every non-integer number a Decimal of its digits as
+    written: numbers compare by exact value (a JSON 0.1 equals the string "0.1", and integers
+    beyond 2**53 stay distinct)."""
+    global _EXACT_JSON
+    if _EXACT_JSON is None:
+        from .ingest import _parse_int
+
+        _EXACT_JSON = json.JSONDecoder(parse_float=Decimal, parse_int=_parse_int)
+    return _EXACT_JSON
+
+
+def _field_value(source: dict, doc_id: str, text: str, record, field: str):
+    """The record's value of `field` (a number that is not an integer as a Decimal), or None."""
+    value = _as_object(source, doc_id, text, record).get(field)
+    if type(value) is float and value - value == 0:  # finite: read again, its digits as written
+        raw = record.decode("utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
+        value = _exact_decoder().decode(raw).get(field)
+    return value
+
+
+_NOT_A_NUMBER = object()
+
+
+def _as_number(value):
+    """A field's value as an exactly comparable number (int, Decimal, or a float infinity),
+    None for a value that counts as missing (null, boolean, NaN, list, object), or
+    _NOT_A_NUMBER for a string that does not read as a number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):  # JSON's NaN / Infinity constants
+        return None if value != value else value
+    if isinstance(value, Decimal):
+        return None if value.is_nan() else value
+    if not isinstance(value, str):
+        return None
+    try:
+        number = Decimal(value)  # any number of digits, surrounding spaces allowed
+    except ArithmeticError:
+        return _NOT_A_NUMBER
+    if number.is_nan():
+        return None
+    if number.is_finite() and number.as_tuple().exponent == 0:
+        return int(number)  # an integer as written ("1733300000000000002"): compared as one
+    return number
+
+
+def _dense_ranks(values: list) -> np.ndarray:
+    """0 for the smallest value, 1 for the next distinct one, ...: exact for ints of any size,
+    Decimals and floats, and between them (Python compares them by exact value)."""
+    if all(type(v) is int and -(2**63) <= v < 2**63 for v in values):
+        return np.unique(np.array(values, np.int64), return_inverse=True)[1].reshape(-1)
+    index = {v: i for i, v in enumerate(sorted(set(values)))}
+    return np.fromiter((index[v] for v in values), np.int64, len(values))
+
+
+def field_ranks(project: Project, field: str, n: int, direction: str = "max") -> np.ndarray:
+    """Every document's preference by the value of `field` in its record, higher preferred:
+    a number (a JSON number, or a string that reads as one) is preferred to any other string
+    (ISO dates, in their order), and any string to a document whose record has no such field,
+    or a null, boolean, NaN, list or object there (-1). Among numbers the highest (max) or
+    lowest (min) value, compared exactly (integers beyond 2**53, decimals as written); among
+    strings the last (max) or first (min) in code-point order."""
     sources = _sources(project)
-    numbers: list[tuple[int, float]] = []
+    numbers: list[tuple[int, object]] = []
     texts: list[tuple[int, str]] = []
     rows = project.conn.execute("SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord")
     for ordinal, doc_id, text, source_id, record in rows:
         try:
-            value = _as_object(sources[source_id], doc_id, text, record).get(field)
-        except (ValueError, AttributeError):
+            value = _field_value(sources[source_id], doc_id, text, record, field)
+        except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
             continue
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, (int, float)):
-            if value == value:  # not NaN
-                numbers.append((ordinal, float(value)))
-            continue
-        if isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                texts.append((ordinal, value))
-                continue
-            if number == number:
-                numbers.append((ordinal, number))
+        number = _as_number(value)
+        if number is _NOT_A_NUMBER:
+            texts.append((ordinal, value))
+        elif number is not None:
+            numbers.append((ordinal, number))
     ranks = np.full(n, -1, np.int64)
-    if numbers:
-        ords, values = zip(*numbers)
-        _, dense = np.unique(np.array(values), return_inverse=True)
-        ranks[np.array(ords)] = dense
-    if texts:
-        ords, values = zip(*texts)
-        _, dense = np.unique(np.array(values, dtype=object), return_inverse=True)
-        ranks[np.array(ords)] = dense + (ranks.max() + 1)
+    base = 0
+    for found in (texts, numbers):  # numbers above strings, in either direction
+        if not found:
+            continue
+        ords, values = zip(*found)
+        if found is texts:
+            dense = np.unique(np.array(values, dtype=object), return_inverse=True)[1].reshape(-1)
+        else:
+            dense = _dense_ranks(list(values))
+        top = int(dense.max())
+        ranks[np.array(ords)] = base + (dense if direction == "max" else top - dense)
+        base += top + 1
     return ranks
 
 
 def _field_scores(project: Project, graph: PairGraph, rule: str) -> np.ndarray:
-    """Higher is preferred: the field's rank (max) or its reverse (min), missing values lowest.
-    Read once per graph and rule (a pass over every record)."""
+    """Higher is preferred (field_ranks). Read once per graph and rule (a pass over every record)."""
     cache = getattr(graph, "_field_scores", None)
     if cache is None:
         cache = graph._field_scores = {}
     if rule not in cache:
         direction, name = rule.split(":", 1)
-        ranks = field_ranks(project, name, graph.n)
-        if direction == "min":
-            ranks = np.where(ranks >= 0, ranks.max() - ranks, -1)
-        cache[rule] = ranks
+        cache[rule] = field_ranks(project, name, graph.n, direction)
     return cache[rule]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sqlite3
 import tempfile
 from glob import escape as glob_escape
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
 from .similarity import verify_pairs
-from .store import Project, check_snapshots
+from .store import Project, check_snapshots, document_checksum, has_checksums
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -168,16 +169,56 @@ def _json_safe(value):
 
 
 def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> Iterator[tuple]:
-    """(ord, doc_id, text, source_id, record) of kept documents, in corpus order."""
+    """(ord, doc_id, text, source_id, record) of kept documents, in corpus order, each checked
+    against its checksum first: a document stored otherwise than it was loaded (a flipped bit
+    in its record, text, id, line, source or ord), or one the file no longer finds, is a
+    ProjectError, before any of it is used."""
     kept = np.flatnonzero(clustering.reason == KEPT)
+    checked = has_checksums(project.conn)  # not in a schema-3 project opened read-only
     for s in range(0, len(kept), batch):
         lo, hi = int(kept[s]), int(kept[min(s + batch, len(kept)) - 1])
         wanted = set(kept[s : s + batch].tolist())
-        for row in project.conn.execute(
-            "SELECT ord, doc_id, text, source_id, record FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)
-        ):
-            if row[0] in wanted:
-                yield row
+        rows = project.conn.execute(
+            f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checked else 'NULL'} FROM documents "
+            f"WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+        found = 0
+        try:
+            for row in rows:
+                if row[0] in wanted:
+                    if checked and document_checksum(row[0], row[1], row[3], row[5], row[2], row[4]) != row[6]:
+                        raise ProjectError(_damaged(project, row[1]))
+                    found += 1
+                    yield row[:5]
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+            raise ProjectError(_undecodable(project, lo, hi, checked)) from None
+        if found != len(wanted):  # a damaged row id: SQLite's search of the table passes rows by
+            raise ProjectError(f"{project.path}: the documents table gives {found:,} of the {len(wanted):,} kept "
+                               f"documents between positions {lo} and {hi}: the project file is damaged (restore it "
+                               f"from a backup, or load the corpus into a new project)")
+
+
+def _damaged(project: Project, doc_id) -> str:
+    shown = str(doc_id) if len(str(doc_id)) <= 80 else str(doc_id)[:79] + "…"
+    return (f"{project.path}: the stored record of document '{shown}' does not match its checksum: the project "
+            f"file is damaged (restore it from a backup, or load the corpus into a new project)")
+
+
+def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
+    """The message for a stored text that is no longer UTF-8, naming its document."""
+    for _ord, doc_id, text, record, checksum in project.conn.execute(
+            "SELECT ord, CAST(doc_id AS BLOB), CAST(text AS BLOB), CASE typeof(record) WHEN 'text' THEN "
+            f"CAST(record AS BLOB) END, {'CAST(checksum AS BLOB)' if checked else 'NULL'} FROM documents "
+            "WHERE ord BETWEEN ? AND ? ORDER BY ord",
+            (lo, hi)):
+        for value in (doc_id, text, record, checksum):
+            try:
+                (value or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                return _damaged(project, (doc_id or b"").decode("utf-8", "replace"))
+    return (f"{project.path}: a stored document (between ords {lo} and {hi}) cannot be read: the project file is "
+            f"damaged (restore it from a backup, or load the corpus into a new project)")
 
 
 def fill_missing_similarities(project: Project, clustering: Clustering, k: int) -> None:
@@ -245,6 +286,8 @@ def export(
             import pyarrow.parquet as pq
         except ImportError:
             raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
+        for _row in iter_kept(project, clustering):  # checked first: rows are taken by their stored line
+            pass
         table = _parquet_rows_unchanged(project, clustering)
         if table is None:
             rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
@@ -299,11 +342,14 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
 
 
 def _csv_cell(value) -> str:
+    """A field as a CSV cell: a string as it is, null (and NaN or an infinity, which JSON has
+    not) as an empty cell, anything else as its JSON, with null for NaN and infinities inside."""
+    value = _json_safe(value)
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _csv_fields(project: Project, clustering: Clustering, sources: dict[int, dict]) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from .errors import CorpusError, DedupError
 from .normalize import exact_keys
 from .progress import Control
-from .store import Project, insert_rows, now_iso, transaction
+from .store import Project, document_checksum, insert_rows, now_iso, transaction
 
 BATCH = 5000
 TEXT_SUFFIXES = {".txt", ".text", ".md"}
@@ -603,8 +603,9 @@ def load_corpus(
                         batch = kept
                 keys = exact_keys([row[1] for row in batch])
                 insert_rows(
-                    conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length)",
-                    [(next_ord + i, doc_id, text, source_id, line, record, key, len(text))
+                    conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length, checksum)",
+                    [(next_ord + i, doc_id, text, source_id, line, record, key, len(text),
+                      document_checksum(next_ord + i, doc_id, source_id, line, text, record))
                      for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))],
                 )
                 next_ord += len(batch)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import DedupError, ProjectError
 from .progress import Control
-from .store import Project, build_project, insert_rows, now_iso, transaction
+from .store import Project, build_project, document_checksum, insert_rows, now_iso, transaction
 
 MANIFEST = "manifest.json"
 FILES = ("pairs.parquet", "exact_groups.parquet", MANIFEST)
@@ -132,10 +132,11 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
             batches = (b for part in parts for b in part.iter_batches(batch_size=5000, columns=columns))
             for batch in batches:
                 d = batch.to_pydict()
-                rows = [(done + i, doc_id, src + 1, line, length, h, text, record)
+                rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
+                         document_checksum(done + i, doc_id, src + 1, line, text, record))
                         for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
-                insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record)",
-                            rows)
+                insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
+                            "checksum)", rows)
                 done += len(rows)
                 control.check()
                 control.report("load", done, len(ords))

@@ -64,7 +64,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 3 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 4 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -89,7 +89,8 @@ def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_
         assert [d.doc_id for d in decisions.active(migrated)] == ["g1-b", "g2-a"]
     finally:
         migrated.close()
-    assert dump(old, "documents", "ord") == docs and dump(old, "pairs", "a, b") == pairs
+    assert [row[:9] for row in dump(old, "documents", "ord")] == docs  # (schema 4 adds checksum)
+    assert dump(old, "pairs", "a, b") == pairs
     assert [row[:10] for row in dump(old, "decisions", "id")] == decs  # (schema 3 adds batch)
     backup = tmp_path / "old.db.schema-1.bak"
     with sqlite3.connect(backup) as conn:
@@ -125,7 +126,7 @@ def test_newer_project_is_refused_with_a_clear_message(scanned):
     with sqlite3.connect(scanned) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     before = [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))]
-    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 3\\); upgrade"):
+    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 4\\); upgrade"):
         Project(scanned)
     for args in (["scan", "--db", scanned], ["export", "--db", scanned, "--threshold", "0.9", "--out",
                                               scanned.with_name("x.jsonl")], ["open", scanned]):
@@ -154,3 +155,96 @@ def test_every_table_is_in_the_schema_after_migration(scanned, tmp_path):
     make_v1_project(old, Project(scanned))
     migrated = Project(old)
     assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables
+
+
+def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
+    """A version-3 project (documents without checksums) with every row of `scanned`; without
+    `batch`, as schema 3 was first written (decisions without their batch)."""
+    import re
+
+    from dedup_tui.engine import store
+
+    schema, removed = re.subn(r"\n    checksum TEXT NOT NULL,[^\n]*", "", store._SCHEMA)
+    assert removed == 1
+    if not batch:
+        schema, removed = re.subn(r",\n    batch INTEGER[^\n]*", "", schema)
+        assert removed == 1
+    conn = sqlite3.connect(path)
+    conn.executescript(schema)
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA table_info({table})"))
+        rows = scanned.conn.execute(f"SELECT {cols} FROM {table}").fetchall()
+        conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({','.join('?' * len(cols.split(',')))})", rows)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+
+
+def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, tmp_path):
+    """Upgrading from schema 3 computes each document's checksum from the row as it is then
+    (damage done before cannot be told apart): exports are unchanged, and a change made after
+    the upgrade is refused like in a new project. Read-only, a schema-3 project still exports
+    (without the check: it has no checksums)."""
+    from dedup_tui.engine.store import document_checksum
+
+    old = tmp_path / "old.db"
+    make_v3_project(old, Project(scanned))
+    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "before.jsonl")
+    readonly = Project(old, readonly=True)
+    try:
+        assert readonly.get_meta("schema_version") == "3"
+        decisions.export_curated(readonly, 0.8, "components", tmp_path / "readonly.jsonl")
+    finally:
+        readonly.close()
+    assert (tmp_path / "readonly.jsonl").read_bytes() == (tmp_path / "before.jsonl").read_bytes()
+    docs = dump(old, "documents", "ord")
+
+    migrated = Project(old)
+    try:
+        assert migrated.get_meta("schema_version") == str(SCHEMA_VERSION) and migrated.get_meta("migrated_from") == "3"
+        rows = migrated.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
+        assert len(rows) == len(docs) and all(row[6] == document_checksum(*row[:6]) for row in rows)
+    finally:
+        migrated.close()
+    assert [row[:9] for row in dump(old, "documents", "ord")] == docs
+    with sqlite3.connect(tmp_path / "old.db.schema-3.bak") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        assert "checksum" not in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
+    cli("export", "--db", old, "--threshold", "0.8", "--out", tmp_path / "after.jsonl")
+    assert (tmp_path / "after.jsonl").read_bytes() == (tmp_path / "before.jsonl").read_bytes()
+
+    with sqlite3.connect(old) as conn:
+        conn.execute("""UPDATE documents SET record = CAST(replace(record, '"id"', '"ic"') AS BLOB) WHERE doc_id = 'g1-a'""")
+    r = cli("export", "--db", old, "--threshold", "0.8", "--out", tmp_path / "damaged.jsonl", check=False)
+    assert r.returncode == 1
+    assert "the stored record of document 'g1-a' does not match its checksum: the project file is damaged" in one_line_error(r)
+    assert not (tmp_path / "damaged.jsonl").exists()
+
+
+def test_a_schema_3_project_without_decision_batches_gets_them(scanned, tmp_path):
+    project = Project(scanned)
+    decisions.record(project, "keep", "g1-b", author="old-reviewer")
+    old = tmp_path / "old.db"
+    make_v3_project(old, project, batch=False)
+    project.close()
+    migrated = Project(old)
+    try:
+        assert "batch" in {r[1] for r in migrated.conn.execute("PRAGMA table_info(decisions)")}
+        assert [d.doc_id for d in decisions.active(migrated)] == ["g1-b"]
+        decisions.record(migrated, "remove", "g2-a", author="new-reviewer")
+    finally:
+        migrated.close()
+
+
+def test_a_schema_3_text_already_damaged_does_not_stop_the_upgrade(scanned, tmp_path):
+    """A stored text that is no longer UTF-8 before the upgrade: the upgrade completes (its
+    checksum is of the bytes as they are) and the export names the document."""
+    old = tmp_path / "old.db"
+    make_v3_project(old, Project(scanned))
+    with sqlite3.connect(old) as conn:
+        conn.execute("UPDATE documents SET text = CAST(X'72e1766572' AS TEXT) WHERE doc_id = 'g2-a'")
+    Project(old).close()
+    r = cli("export", "--db", old, "--threshold", "0.8", "--out", tmp_path / "out.jsonl", check=False)
+    assert r.returncode == 1
+    assert "the stored record of document 'g2-a' does not match its checksum" in one_line_error(r)
+    assert not (tmp_path / "out.jsonl").exists()
