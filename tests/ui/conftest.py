@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,17 @@ def write_corpus(path: Path, docs: list[dict]) -> Path:
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     return write_corpus(tmp_path / "corpus.jsonl", corpus_docs())
+
+
+def plain_screen(app) -> str:
+    """The screen's lines as plain text (from the SVG screenshot: its text runs, line by line;
+    runs of blanks between styled parts may be left out)."""
+    svg = app.export_screenshot()
+    lines: dict[int, list[tuple[float, str]]] = {}
+    for x, line, text in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*?clip-path="url\(#terminal-\d+-line-(\d+)\)">'
+                                    r'(.*?)</text>', svg):
+        lines.setdefault(int(line), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    return "\n".join("".join(t for _x, t in sorted(lines[n])) for n in sorted(lines))
 
 
 async def settle(pilot, rounds: int = 60) -> None:

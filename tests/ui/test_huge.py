@@ -3,9 +3,6 @@ ever works on a whole huge text."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 
 from dedup_tui.engine.store import Project
@@ -15,17 +12,7 @@ from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
 from dedup_tui.ui.window import PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
 
-from .conftest import HUGE, huge_text, settle
-
-
-def screen_text(app) -> str:
-    """The screen's lines as plain text (from the SVG screenshot: its text runs, line by line)."""
-    svg = app.export_screenshot()
-    lines: dict[int, list[tuple[float, str]]] = {}
-    for x, line, text in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*?clip-path="url\(#terminal-\d+-line-(\d+)\)">'
-                                    r'(.*?)</text>', svg):
-        lines.setdefault(int(line), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
-    return "\n".join("".join(t for _x, t in sorted(lines[n])) for n in sorted(lines))
+from .conftest import HUGE, huge_text, plain_screen as screen_text, settle
 
 
 def read_texts(monkeypatch) -> list:
