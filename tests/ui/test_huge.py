@@ -10,7 +10,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
-from dedup_tui.ui.window import PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
+from dedup_tui.ui.window import PAIR_LINES, PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
 
 from .conftest import HUGE, huge_text, plain_screen as screen_text, settle
 
@@ -92,6 +92,19 @@ def test_text_windows_read_the_start_of_a_text_and_its_length(make_project):
         shown = windows(project, [2, 1], 10)
         assert shown == [Shown(texts[2][:10], 301), Shown("short", 5)]
         assert shown[0].cut and not shown[1].cut
+    finally:
+        project.close()
+
+
+def test_a_window_of_short_lines_ends_after_its_last_whole_line(make_project):
+    # 100,000 characters of one-character lines are 50,000 rows to lay out: the window stops at a line count too
+    text = "".join(f"{i % 10}\n" for i in range(60_000))
+    project = make_project([("lines", text), ("no-breaks", "word " * 30_000)])
+    try:
+        by_lines, no_breaks = windows(project, [0, 1], PAIR_WINDOW, PAIR_LINES)
+        assert by_lines.text == text[: 2 * PAIR_LINES] and by_lines.text.count("\n") == PAIR_LINES
+        assert cut_notice(by_lines) == f"showing the first {2 * PAIR_LINES:,} of 120,000 characters"
+        assert no_breaks == Shown(("word " * 30_000)[:PAIR_WINDOW], 150_000)
     finally:
         project.close()
 

@@ -45,7 +45,7 @@ from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
-from ..window import PREVIEW_WINDOW, Shown, short_notice, windows
+from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
@@ -564,7 +564,7 @@ class MainScreen(Screen):
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
-        left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW)
+        left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
         left, right = left_shown.text, right_shown.text
         ids = self.project.ids_for([kept, o])
         title = Text()

@@ -22,7 +22,7 @@ from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
-from ..window import PAIR_WINDOW, Shown, pair_notice, windows
+from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
 class PairScreen(Screen):
@@ -100,9 +100,10 @@ class PairScreen(Screen):
 
     def load_pair(self) -> None:
         """Both documents (a window of a huge one: reading, wrapping and the diff are bounded by
-        PAIR_WINDOW, never by the document), the diff computed in a worker."""
+        PAIR_WINDOW characters and PAIR_LINES lines, never by the document), the diff computed in
+        a worker."""
         project = self.review.project
-        self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW))
+        self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
         left_text, right_text = left.text, right.text
         self.set_class(left.cut or right.cut, "-cut")
         if self.aligned_choice is None:

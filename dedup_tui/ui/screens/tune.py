@@ -24,7 +24,7 @@ from ..text import literal_line
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
-from ..window import PAIR_WINDOW, Shown, pair_notice, windows
+from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
 class TuneReady(Message):
@@ -363,7 +363,7 @@ class ReviewScreen(Screen):
         project = self.review.project
         self._ids = tuple(project.ids_for([q.a, q.b]))
         # a window of a huge document (reading, wrapping and the diff bounded by it)
-        self.shown = windows(project, [q.a, q.b], PAIR_WINDOW)
+        self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
         (left, left_length), (right, right_length) = ((s.text, s.length) for s in self.shown)
         self.set_class(any(s.cut for s in self.shown), "-cut")
         lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
