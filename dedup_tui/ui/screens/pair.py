@@ -105,7 +105,7 @@ class PairScreen(Screen):
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
         left_text, right_text = left.text, right.text
-        self.set_class(left.cut or right.cut, "-cut")
+        self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
             self.aligned = min(len(lines_of(left_text)), len(lines_of(right_text))) >= self.ALIGN_MIN_LINES
         else:

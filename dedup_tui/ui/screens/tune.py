@@ -365,7 +365,7 @@ class ReviewScreen(Screen):
         # a window of a huge document (reading, wrapping and the diff bounded by it)
         self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
         (left, left_length), (right, right_length) = ((s.text, s.length) for s in self.shown)
-        self.set_class(any(s.cut for s in self.shown), "-cut")
+        self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
         lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
         key = (q.a, q.b)
         if len(left) + len(right) <= self.SYNC_DIFF_CHARS:
