@@ -9,6 +9,7 @@ import json
 import pytest
 from rich.console import Console
 from rich.table import Table
+from textual.binding import Binding
 from textual.widgets import Static
 
 from dedup_tui.engine import decisions
@@ -122,6 +123,8 @@ async def test_the_app_applies_the_valid_entries_and_reports_the_rest(corpus, tm
         shown = plain_screen(app)
         assert "1 applied, 3 ignored" in shown and "\\x1b]2;KM\\x07" in shown
         assert "\x1b" not in app.export_screenshot() and "\x07" not in app.export_screenshot()
+        # and a key display that got past the check anyway would still be shown inert
+        assert app.get_key_display(Binding(TITLE_SEQUENCE, "noop")) == "\\x1b]2;KM\\x07"
         # the valid entry works: M notes, m no longer does
         await pilot.press("tab", "down", "m")
         await pilot.pause()
