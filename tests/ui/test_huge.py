@@ -8,6 +8,7 @@ import pytest
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
+from dedup_tui.ui.screens.tune import ReviewScreen
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
 from dedup_tui.ui.window import PAIR_LINES, PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
@@ -119,3 +120,28 @@ def test_a_window_of_short_lines_ends_after_its_last_whole_line(make_project):
 def test_pair_notice_names_what_is_cut(left, right, expected):
     assert pair_notice(left, right) == expected
     assert cut_notice(Shown("ab", 2)) == "" and cut_notice(Shown("ab", 3)) == "showing the first 2 of 3 characters"
+
+
+async def test_the_labelling_queue_shows_a_huge_pair_through_a_window(huge_pair_project, monkeypatch):
+    whole_reads = read_texts(monkeypatch)
+    app = create_app(huge_pair_project, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        await pilot.press("l")  # label borderline pairs: the huge pair is one of the four stored
+        await settle(pilot)
+        queue = app.screen
+        assert isinstance(queue, ReviewScreen) and (3, 4) in [(q.a, q.b) for q in queue.queue]
+        for _ in range(len(queue.queue)):  # skip to it
+            if (queue.current.a, queue.current.b) == (3, 4):
+                break
+            await pilot.press("s")
+            await settle(pilot)
+        assert (queue.current.a, queue.current.b) == (3, 4)
+        notice = f"showing the first {PAIR_WINDOW:,} characters of each ({HUGE:,} and {HUGE + 7:,} in all)"
+        assert notice in screen_text(app)
+        for side, length in (("#left-doc", HUGE), ("#right-doc", HUGE + 7)):
+            view = queue.query_one(side, DocView)
+            assert len(view._raw) == PAIR_WINDOW and view.notice.endswith(f"of {length:,} characters")
+    assert whole_reads == []
