@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from textual.app import App
@@ -11,8 +9,8 @@ from textual.app import App
 from ..engine.decisions import default_author
 from ..engine.scandir import describe_partial, partial_view
 from ..engine.store import AppLock, Project, acquire_app_lock
-from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 from .commands import ActionCommands
+from .keymap import Keymap, load_keymap
 from .launch import OpenSpec
 from .text import literal, literal_line
 from .state import ReviewState
@@ -35,6 +33,7 @@ class DedupApp(App):
             super().__init__()
             self.spec = spec
             self.told: list[str] = []  # the notifications shown, newest last
+            self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
             self.writer = ProjectWriter(self, spec.db)
             self.author = author or default_author()
@@ -52,11 +51,12 @@ class DedupApp(App):
             raise
 
     def on_mount(self) -> None:
-        keymap, problem = load_keymap()
-        if keymap:
-            self.set_keymap(keymap)
-        if problem:
-            self.notify(problem, title="Keymap", severity="warning", timeout=10, markup=False)
+        # the user's keymap, checked: what is valid applied, every entry ignored said why
+        self.keymap = load_keymap()
+        if self.keymap.keys:
+            self.set_keymap(self.keymap.keys)
+        if self.keymap.report():
+            self.notify(self.keymap.report(), title="Keymap", severity="warning", timeout=20, markup=False)
         if self.spec.warning:
             self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
@@ -92,6 +92,10 @@ class DedupApp(App):
         super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
                        markup=markup)
 
+    def get_key_display(self, binding) -> str:
+        """A key as the footer shows it, inert like every other string on screen."""
+        return literal_line(super().get_key_display(binding))
+
     def get_default_screen(self) -> MainScreen:
         return MainScreen(self.spec, self.review)
 
@@ -102,32 +106,6 @@ class DedupApp(App):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
-
-
-def keymap_path() -> Path:
-    """DEDUP_TUI_KEYMAP, else $XDG_CONFIG_HOME/dedup-tui/keymap.json (~/.config/...)."""
-    if os.environ.get("DEDUP_TUI_KEYMAP"):
-        return Path(os.environ["DEDUP_TUI_KEYMAP"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "dedup-tui" / "keymap.json"
-
-
-def load_keymap() -> tuple[dict[str, str], str | None]:
-    """{binding id: keys} from the keymap file (ids as in the help screen, e.g. "main.remove":
-    "delete,x"), and a problem to report, if any. No file: no remapping."""
-    path = keymap_path()
-    if not path.exists():
-        return {}, None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return {}, f"{path}: not read ({exc}); the default keys apply"
-    known = {a.id for a in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS}
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        return {}, f"{path}: expected a JSON object of binding id -> keys; the default keys apply"
-    unknown = sorted(set(data) - known)
-    keymap = {k: v for k, v in data.items() if k in known}
-    return keymap, (f"{path}: unknown binding ids ignored: {', '.join(unknown[:5])}" if unknown else None)
 
 
 def create_app(path=None, db=None, **options) -> DedupApp:

@@ -19,7 +19,8 @@ class ActionCommands(Provider):
             target = self.app if act.action.startswith("app.") else screen
             if target is screen and screen.check_action(name, ()) is not True:
                 continue
-            yield act.title, partial(screen.run_action, act.action), f"key: {act.display}"
+            keys = self.app.keymap.display(act) if hasattr(self.app, "keymap") else act.display  # as remapped
+            yield act.title, partial(screen.run_action, act.action), f"key: {keys}"
 
     async def discover(self) -> Hits:
         for title, callback, help_text in self._commands():

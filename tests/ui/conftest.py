@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,17 @@ def corpus(tmp_path) -> Path:
     return write_corpus(tmp_path / "corpus.jsonl", corpus_docs())
 
 
+def plain_screen(app) -> str:
+    """The screen's lines as plain text (from the SVG screenshot: its text runs, line by line;
+    runs of blanks between styled parts may be left out)."""
+    svg = app.export_screenshot()
+    lines: dict[int, list[tuple[float, str]]] = {}
+    for x, line, text in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*?clip-path="url\(#terminal-\d+-line-(\d+)\)">'
+                                    r'(.*?)</text>', svg):
+        lines.setdefault(int(line), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    return "\n".join("".join(t for _x, t in sorted(lines[n])) for n in sorted(lines))
+
+
 async def settle(pilot, rounds: int = 60) -> None:
     """Wait until no worker runs and no re-clustering is pending (no sleeping)."""
     app = pilot.app
@@ -61,3 +74,47 @@ async def settle(pilot, rounds: int = 60) -> None:
         if not busy:
             return
     raise AssertionError("the app did not settle")
+
+
+HUGE = 20_000_000  # characters in each of the huge pair's documents
+
+
+def huge_text(size: int, changed_every: int = 0) -> str:
+    """`size` characters of numbered lines (every `changed_every`-th line reworded), the first
+    line carrying markup and an escape sequence that must stay literal."""
+    head = "[bold]not bold[/bold] \x1b]2;HUGE\x07 the report begins\n"
+    line = "line {:07d} of a very long report: river library council garden notes and survey{}\n"
+    n = size // len(line.format(0, "")) + 1
+    body = "".join(line.format(i, " CHANGED" if changed_every and i % changed_every == 0 else "") for i in range(n))
+    return (head + body)[:size]
+
+
+@pytest.fixture
+def huge_pair_project(tmp_path) -> Path:
+    """A scanned project whose cluster list is a cluster of three short notes, then big-a and
+    big-b: two near-duplicate documents of HUGE characters each.
+
+    The scan runs on short stand-ins and the two texts are put in place after it: scanning 40 MB
+    takes ~8 s, and what is tested is how the app shows what a project holds, not the scan."""
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.pipeline import scan
+    from dedup_tui.engine.store import Project
+
+    rng = random.Random(3)
+    base = " ".join(rng.choice(WORDS) for _ in range(60))
+    stand_in = " ".join(rng.choice(WORDS) for _ in range(60))
+    docs = [{"id": f"note-{i}", "text": base + " note" * i} for i in range(3)]
+    docs += [{"id": "big-a", "text": stand_in}, {"id": "big-b", "text": stand_in + " changed"}]
+    docs += [{"id": f"single-{i}", "text": f"a single note number {i} about " + rng.choice(WORDS)} for i in range(3)]
+    corpus = write_corpus(tmp_path / "huge.jsonl", docs)
+    db = tmp_path / "huge.db"
+    project = Project(db, create=True)
+    try:
+        load_corpus(project, [corpus])
+        scan(project)
+        for doc_id, text in (("big-a", huge_text(HUGE)), ("big-b", huge_text(HUGE + 7, changed_every=997))):
+            project.conn.execute("UPDATE documents SET text = ?, length = ? WHERE doc_id = ?",
+                                 (text, len(text), doc_id))
+    finally:
+        project.close()
+    return db

@@ -11,9 +11,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..actions import EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
+from ..keymap import Keymap
 
 
-def keys_table() -> Table:
+def keys_table(keymap: Keymap | None = None) -> Table:
+    """Every key, as the user's keymap (if any) left it."""
+    keymap = keymap or Keymap()
     table = Table(box=None, expand=True, show_header=True, header_style="bold", padding=(0, 1))
     table.add_column("Key", no_wrap=True, style="bold")
     table.add_column("Action")
@@ -22,7 +25,10 @@ def keys_table() -> Table:
     for keys, text, section in EXTRA_KEYS:
         table.add_row(Text(keys), Text(text), Text(section))
     for act in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS:
-        keys = ", ".join([act.display] + [k for k in act.key.split(",")[1:] if k not in ("question_mark",)])
+        if act.id in keymap.keys:
+            keys = keymap.display(act)
+        else:
+            keys = ", ".join([act.display] + [k for k in act.key.split(",")[1:] if k not in ("question_mark",)])
         if (keys, act.section) in seen:
             continue
         seen.add((keys, act.section))
@@ -63,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(Text("dedup-tui keys", style="bold"), id="help-title")
-            yield Static(keys_table())
+            yield Static(keys_table(getattr(self.app, "keymap", None)))
             yield Static(Text("Words", style="bold"), id="glossary-title")
             yield Static(glossary_table())
             yield Static(Text(

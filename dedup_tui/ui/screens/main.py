@@ -45,6 +45,7 @@ from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
+from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
@@ -448,7 +449,9 @@ class MainScreen(Screen):
         self.query_one("#summary", Static).update(s)
 
     def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
-        return self.project.previews(ords, chars)
+        """ord -> (id, length, the text's first `chars` characters): read without loading a
+        huge text whole (SQLite's substr() would, on the UI thread, for every row shown)."""
+        return self.project.text_windows(ords, chars)
 
     @property
     def pages(self) -> int:
@@ -560,7 +563,9 @@ class MainScreen(Screen):
         kept = int(c.keeper[o]) if c.keeper[o] >= 0 else None
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
-        left, right = self.project.texts_for([kept, o])
+        # the start of a huge document: reading, wrapping and the diff stay bounded on any size
+        left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
+        left, right = left_shown.text, right_shown.text
         ids = self.project.ids_for([kept, o])
         title = Text()
         if target == kept:
@@ -579,20 +584,28 @@ class MainScreen(Screen):
             sim = c.similarity[o]
             if not np.isnan(sim):
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
+        cut = left_shown.cut or (right_shown.cut and o != kept)
+        # the title's second line says how much is shown (the class on the title alone: restyling the screen
+        # on every move between a huge document and a short one took 30 ms)
+        self.query_one("#preview-title", Static).set_class(cut, "-cut")
+        if cut:
+            title.append("\n")
+            title.append(short_notice(left_shown, right_shown if o != kept else Shown("", 0), ("kept", "other")),
+                         style="italic bold")
         self.query_one("#preview-title", Static).update(title)
         kept_view, member_view = self.query_one("#preview-kept", DocView), self.query_one("#preview-member", DocView)
         self._preview_key = (kept, o)
         if o == kept:
-            kept_view.set_document(left)
+            kept_view.set_document(left, length=left_shown.length)
             member_view.set_document("")
             return
         if len(left) + len(right) <= self.PREVIEW_SYNC_CHARS:
             result = diff(left, right)
-            kept_view.set_document(left, result.left)
-            member_view.set_document(right, result.right)
+            kept_view.set_document(left, result.left, length=left_shown.length)
+            member_view.set_document(right, result.right, length=right_shown.length)
             return
-        kept_view.set_document(left)
-        member_view.set_document(right)
+        kept_view.set_document(left, length=left_shown.length)
+        member_view.set_document(right, length=right_shown.length)
         self.compute_preview((kept, o), left, right)
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)

@@ -22,6 +22,7 @@ from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
+from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
 class PairScreen(Screen):
@@ -37,6 +38,8 @@ class PairScreen(Screen):
         self.left = review.kept_of(right)
         self.layout_choice: str | None = None  # None: automatic by width
         self.jaccard: float | None = None
+        self.jaccard_computed = False  # below the scan's floor: computed by the pair view
+        self.jaccard_unknown = False  # below the floor and too long to compute here
         self._key: tuple = ()
         self._syncing = False
         self._advance = False  # after a decision here: show the next undecided member when it is saved
@@ -44,6 +47,8 @@ class PairScreen(Screen):
         self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
         self.aligned = False
         self._shown_change: int | None = None  # the "change k/n" the header last showed
+        # what is shown of each document: a window of a huge one (its first PAIR_WINDOW characters)
+        self.shown: tuple[Shown, Shown] = (Shown("", 0), Shown("", 0))
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
@@ -57,8 +62,7 @@ class PairScreen(Screen):
         self.watch(right, "scroll_y", lambda _: self._sync(right, left), init=False)
         aligned = self.query_one("#aligned-doc", AlignedDiffView)
         self.watch(aligned, "scroll_y", lambda _: self._follow_changes(aligned), init=False)
-        self.load_pair()
-        right.focus()
+        self.load_pair()  # focuses the view the documents are shown in
 
     def _follow_changes(self, view: AlignedDiffView) -> None:
         """The header's "change 3/17", redrawn only when scrolling reaches another change (not
@@ -95,23 +99,31 @@ class PairScreen(Screen):
     ALIGN_MIN_LINES = 4  # documents with at least this many lines open line-aligned
 
     def load_pair(self) -> None:
+        """Both documents (a window of a huge one: reading, wrapping and the diff are bounded by
+        PAIR_WINDOW characters and PAIR_LINES lines, never by the document), the diff computed in
+        a worker."""
         project = self.review.project
-        left_text, right_text = project.texts_for([self.left, self.right])
+        self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
+        left_text, right_text = left.text, right.text
+        self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
             self.aligned = min(len(lines_of(left_text)), len(lines_of(right_text))) >= self.ALIGN_MIN_LINES
         else:
             self.aligned = self.aligned_choice
         self.set_class(self.aligned, "-aligned")
-        self.query_one("#left-doc", DocView).set_document(left_text)
-        self.query_one("#right-doc", DocView).set_document(right_text)
+        self.query_one("#left-doc", DocView).set_document(left_text, length=left.length)
+        self.query_one("#right-doc", DocView).set_document(right_text, length=right.length)
         self.query_one("#aligned-doc", AlignedDiffView).set_diff(None)
         (self.query_one("#aligned-doc") if self.aligned else self.query_one("#right-doc")).focus()
         self._key = (self.left, self.right, self.aligned, self.normalized)
         self.jaccard = self._stored_jaccard()
         self.jaccard_computed = False
+        # Below the floor the Jaccard is computed here, of the whole texts: never of a window
+        self.jaccard_unknown = self.jaccard is None and (left.cut or right.cut)
         self.refresh_view()
         k = int((project.scan_params() or {}).get("k", 5))
-        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None else 0, self.aligned)
+        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None and not self.jaccard_unknown
+                          else 0, self.aligned)
 
     def _stored_jaccard(self) -> float | None:
         a, b = (self.review.exact_root(o) for o in (self.left, self.right))
@@ -138,7 +150,7 @@ class PairScreen(Screen):
         if message.key != self._key:
             return
         if isinstance(message.result, AlignedDiff):
-            self.query_one("#aligned-doc", AlignedDiffView).set_diff(message.result)
+            self.query_one("#aligned-doc", AlignedDiffView).set_diff(message.result, pair_notice(*self.shown))
         else:
             self.query_one("#left-doc", DocView).set_spans(message.result.left)
             self.query_one("#right-doc", DocView).set_spans(message.result.right)
@@ -155,8 +167,11 @@ class PairScreen(Screen):
         ids = self.review.project.ids_for([self.left, self.right])
         header = Text()
         header.append(" JACCARD ", style="reverse bold")
-        header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
-        if getattr(self, "jaccard_computed", False):
+        if self.jaccard is None and self.jaccard_unknown:
+            header.append(" — (no stored pair; not computed for documents this long) ", style="dim")
+        else:
+            header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
+        if self.jaccard_computed:
             header.append("(below the scan's floor, computed now) ", style="dim")
         header.append(f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
         if self.normalized:
@@ -181,6 +196,12 @@ class PairScreen(Screen):
         header.append("changed", style=self._style("change"))
         header.append(" ")
         header.append("chars", style=self._style("char"))
+        notice = pair_notice(*self.shown, names=("top", "bottom") if self.has_class("-stacked") and not self.aligned
+                             else ("left", "right"))
+        if notice:
+            header.append("\n")
+            header.append(" LONG ", style="reverse bold")
+            header.append(" " + notice, style="italic")
         self.query_one("#pair-header", Static).update(header)
         for side, o, doc_id in (("left", self.left, ids[0]), ("right", self.right, ids[1])):
             status, style = STATUS[int(index.clustering.reason[o])]

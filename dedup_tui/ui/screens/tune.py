@@ -24,6 +24,7 @@ from ..text import literal_line
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
+from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
 class TuneReady(Message):
@@ -316,6 +317,7 @@ class ReviewScreen(Screen):
         self.layout_choice: str | None = None
         self.current: tuning.QueuePair | None = None
         self._ids: tuple[str, str] = ("", "")
+        self.shown: list[Shown] = [Shown("", 0), Shown("", 0)]  # what is shown of each (a window of a huge one)
         self._round = 0
 
     def compose(self) -> ComposeResult:
@@ -360,16 +362,19 @@ class ReviewScreen(Screen):
         q = self.current = self.queue[self.pos]
         project = self.review.project
         self._ids = tuple(project.ids_for([q.a, q.b]))
-        left, right = project.texts_for([q.a, q.b])
+        # a window of a huge document (reading, wrapping and the diff bounded by it)
+        self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
+        (left, left_length), (right, right_length) = ((s.text, s.length) for s in self.shown)
+        self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
         lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
         key = (q.a, q.b)
         if len(left) + len(right) <= self.SYNC_DIFF_CHARS:
             result = diff(left, right)
-            lv.set_document(left, result.left)
-            rv.set_document(right, result.right)
+            lv.set_document(left, result.left, length=left_length)
+            rv.set_document(right, result.right, length=right_length)
         else:
-            lv.set_document(left)
-            rv.set_document(right)
+            lv.set_document(left, length=left_length)
+            rv.set_document(right, length=right_length)
             self.compute_diff(key, left, right)
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
@@ -404,6 +409,11 @@ class ReviewScreen(Screen):
         t.append("\n")
         t.append(note or "d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back",
                  style="italic" if note else "dim")
+        cut = pair_notice(*self.shown) if q is not None else ""
+        if cut:
+            t.append("\n")
+            t.append(" LONG ", style="reverse bold")
+            t.append(" " + cut, style="italic")
         self.query_one("#review-header", Static).update(t)
 
     # -- actions ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class AlignedDiffView(ScrollView, can_focus=True):
         "aligned--fold",
         "aligned--changed-bar",
         "aligned--equal-bar",
+        "docview--cut",
     }
     DEFAULT_CSS = """
     AlignedDiffView { height: 1fr; }
@@ -40,6 +41,7 @@ class AlignedDiffView(ScrollView, can_focus=True):
     AlignedDiffView > .aligned--fold { color: $text-accent; text-style: italic; }
     AlignedDiffView > .aligned--changed-bar { color: $warning; text-style: bold; }
     AlignedDiffView > .aligned--equal-bar { color: $foreground 30%; }
+    AlignedDiffView > .docview--cut { color: $text-warning; text-style: italic; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -52,10 +54,12 @@ class AlignedDiffView(ScrollView, can_focus=True):
         self._change_lines: list[int] = []  # visual line where each change starts
         self._width = 0
         self._cache: dict[int, Strip] = {}
+        self.notice = ""  # after windows of longer documents: the last line says how much is shown
 
     # -- content -------------------------------------------------------------------------
-    def set_diff(self, result: AlignedDiff | None) -> None:
+    def set_diff(self, result: AlignedDiff | None, notice: str = "") -> None:
         self.result = result
+        self.notice = notice
         self._rebuild(force=True)
         self.scroll_to(0, 0, animate=False)
 
@@ -149,6 +153,10 @@ class AlignedDiffView(ScrollView, can_focus=True):
                         row_number if k == 0 else None,  # the row's index in r.rows, on its first line
                     ))
                 row_number += 1
+            if self.notice:
+                self._visual.append((Text(""), None, "notice", None))
+                for line in Text(f"[… {self.notice}]").wrap(self.app.console, width, overflow="fold"):
+                    self._visual.append((line, None, "notice", None))
         self.virtual_size = Size(width, len(self._visual))
         self.refresh()
 
@@ -176,7 +184,10 @@ class AlignedDiffView(ScrollView, can_focus=True):
         strip = self._cache.get(index)
         if strip is None:
             left, right, kind, _row = self._visual[index]
-            if kind == "fold":
+            if kind == "notice":
+                style = base + self.get_component_rich_style("docview--cut", partial=True)
+                strip = Strip(list(left.render(self.app.console, end=""))).apply_style(style)
+            elif kind == "fold":
                 style = base + self.get_component_rich_style("aligned--fold", partial=True)
                 label = f" {left:,} identical line{'s' if left != 1 else ''} (o shows them) "
                 strip = Strip([Segment(label.center(width, "╌")[:width], style)])
@@ -193,6 +204,6 @@ class AlignedDiffView(ScrollView, can_focus=True):
 
     def visible_text(self) -> tuple[str, str]:
         """Every line of both sides as shown when unfolded (for tests): left, right."""
-        left = "".join(v[0].plain for v in self._visual if v[2] != "fold" and v[0] is not None)
+        left = "".join(v[0].plain for v in self._visual if v[2] not in ("fold", "notice") and v[0] is not None)
         right = "".join(v[1].plain for v in self._visual if v[2] != "fold" and v[1] is not None)
         return left, right

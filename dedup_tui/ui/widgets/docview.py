@@ -2,7 +2,8 @@
 
 The text is wrapped once per width; each visible line becomes a Strip on demand and is cached,
 so a 100 KB document scrolls as fast as a short one. Diff ranges are styled with component
-classes (`docview--insert` ...) so themes can restyle them.
+classes (`docview--insert` ...) so themes can restyle them. A huge document is given as a window
+(`ui.window`): its length too, and the view ends with a line saying how much is shown.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.widgets import Static
 
 from ..diff import shift
 from ..text import escape_spans
+from ..window import Shown, cut_notice
 
 
 def styled(widget, shown: str, escapes: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> Text:
@@ -39,6 +41,7 @@ class DocView(ScrollView, can_focus=True):
         "docview--change",
         "docview--char",
         "docview--escape",
+        "docview--cut",
     }
     DEFAULT_CSS = """
     DocView { height: 1fr; }
@@ -53,17 +56,20 @@ class DocView(ScrollView, can_focus=True):
         self._lines: list[Text] | None = None
         self._width = 0
         self._cache: dict[int, Strip] = {}
+        self.notice = ""  # the line after a window of a longer document: how much is shown
 
     @property
     def text(self) -> str:
-        """What is shown (controls escaped)."""
+        """What is shown of the document (controls escaped), without the notice."""
         return self._display
 
     @property
     def line_count(self) -> int:
         return len(self._lines or [])
 
-    def set_document(self, text: str, spans: list[tuple[int, int, str]] = ()) -> None:
+    def set_document(self, text: str, spans: list[tuple[int, int, str]] = (), length: int | None = None) -> None:
+        """Show `text`; `length`: of the whole document when `text` is only its start (a window)."""
+        self.notice = cut_notice(Shown(text, length)) if length is not None else ""
         self._display, self._escapes = escape_spans(text)
         self._raw = text
         self._spans = shift(list(spans), self._escapes, text)
@@ -75,7 +81,11 @@ class DocView(ScrollView, can_focus=True):
         self._rewrap(force=True)
 
     def _styled(self) -> Text:
-        return styled(self, self._display, self._escapes, self._spans)
+        text = styled(self, self._display, self._escapes, self._spans)
+        if self.notice:
+            text.append("\n\n")
+            text.append(f"[… {self.notice}]", self.get_component_rich_style("docview--cut", partial=True))
+        return text
 
     def _rewrap(self, force: bool = False) -> None:
         if not self.is_mounted:
