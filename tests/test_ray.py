@@ -459,3 +459,85 @@ def test_a_damaged_scan_folder_is_a_one_line_error(scanned, tmp_path):
     r = CliRunner().invoke(main, ["import", str(broken), "--db", str(tmp_path / "b.db")])
     assert r.exit_code == 1 and "pairs.parquet: cannot be read" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+
+
+# -- issue 25: scan folders, leftovers, errors and addresses -----------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> list[Path]:
+    """A small corpus (a few pairs and exact copies): a scan of it takes a second or two."""
+    folder = tmp_path_factory.mktemp("tiny")
+    rng = random.Random(3)
+    texts = _texts(rng, n_families=8, n_unique=20)
+    path = folder / "tiny.jsonl"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return [path]
+
+
+def _one_line_error(r) -> str:
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def _stages():
+    """A Control that records the stages reported (none: the command refused before any work)."""
+    seen: list[str] = []
+    return seen, Control(lambda stage, done, total: seen.append(stage))
+
+
+def test_force_replaces_only_what_a_scan_wrote(tiny, tmp_path):
+    """Issue 25, item 2: a review project (or anything else) kept inside SCAN_DIR is never
+    removed by cluster-scan --force: refused before any work, naming it; and import refuses
+    to make a project inside a scan folder."""
+    from dedup_tui.engine.errors import DedupError
+
+    scan_dir = tmp_path / "scan"
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2))
+    r = CliRunner().invoke(main, ["import", str(scan_dir), "--db", str(scan_dir / "review.db")])
+    assert "review.db: inside the scan folder" in _one_line_error(r)
+    assert not (scan_dir / "review.db").exists()
+    # a project put there anyway (moved in, or made by an older dedup-tui), and a stray part
+    import_scan(scan_dir, tmp_path / "review.db").close()
+    (tmp_path / "review.db").rename(scan_dir / "review.db")
+    project_bytes = (scan_dir / "review.db").read_bytes()
+    manifest = (scan_dir / "manifest.json").read_bytes()
+    seen, control = _stages()
+    with pytest.raises(DedupError, match="review.db: not written by a cluster scan"):
+        cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), control=control, force=True)
+    assert seen == []
+    r = CliRunner().invoke(main, ["cluster-scan", str(tiny[0]), "--out", str(scan_dir), "--force"])
+    assert "review.db: not written by a cluster scan" in _one_line_error(r)
+    assert (scan_dir / "review.db").read_bytes() == project_bytes
+    assert (scan_dir / "manifest.json").read_bytes() == manifest
+    (scan_dir / "review.db").rename(tmp_path / "review.db")
+    (scan_dir / "documents" / "notes.txt").write_text("mine")
+    with pytest.raises(DedupError, match="notes.txt: not written by a cluster scan"):
+        cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), force=True)
+    assert (scan_dir / "documents" / "notes.txt").read_text() == "mine"
+    # holding only what a scan wrote, the earlier scan is replaced, and nothing is left beside it
+    (scan_dir / "documents" / "notes.txt").unlink()
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), force=True)
+    assert (scan_dir / "manifest.json").read_bytes() != manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["review.db", "scan"]
+
+
+def test_a_symlinked_scan_dir_is_refused_before_the_work(tiny, tmp_path):
+    """Issue 25: --out LINK --force ran the whole job, then failed removing the link. A
+    symbolic link is refused at once, naming it and where it points; nothing changes."""
+    from dedup_tui.engine.errors import DedupError
+
+    scan_dir = tmp_path / "scan-1"
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2))
+    manifest = (scan_dir / "manifest.json").read_bytes()
+    link = tmp_path / "latest"
+    link.symlink_to(scan_dir.name)
+    seen, control = _stages()
+    with pytest.raises(DedupError, match="latest: is a symbolic link"):
+        cluster_scan(tiny, link, ClusterScanSettings(partitions=2), control=control, force=True)
+    assert seen == []
+    r = CliRunner().invoke(main, ["cluster-scan", str(tiny[0]), "--out", str(link), "--force"])
+    assert "latest: is a symbolic link (to scan-1)" in _one_line_error(r)
+    assert link.is_symlink() and (link / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "scan-1"]

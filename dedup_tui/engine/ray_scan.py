@@ -35,7 +35,7 @@ import io
 import json
 import os
 import re
-import shutil
+import socket
 import time
 import warnings
 import zlib
@@ -720,9 +720,11 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
-    tmp = out_dir.resolve().with_name(f".{out_dir.name}.{os.getpid()}.part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out_dir = out_dir.parent.resolve() / out_dir.name  # not a link (checked): the folder itself
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_scans(out_dir)
+    tmp = out_dir.with_name(work_name(out_dir.name, "part"))
+    tmp.mkdir()
     try:
         job = _ScanJob(ray, stage, files, settings, tmp)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
@@ -733,12 +735,17 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
         stage.cancel()
         raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():
+            _remove_scan(tmp)
 
 
 def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
-    """SCAN_DIR may be new, empty, or (with force) an earlier cluster scan: never a file, a
-    folder holding the corpus, or any other folder (--force removes what it replaces)."""
+    """SCAN_DIR may be new, empty, or (with force) an earlier cluster scan holding only what a
+    scan writes: never a symbolic link, a file, a folder holding the corpus, or any other
+    folder. Checked before any work."""
+    if out_dir.is_symlink():
+        raise DedupError(f"{out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the scan folder itself, "
+                         f"the scan never writes through a link")
     where = out_dir.resolve()
     for f in files:
         if where == f.resolve() or where in f.resolve().parents:
@@ -754,6 +761,104 @@ def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
             read_manifest(out_dir)
         except DedupError:
             raise DedupError(f"{out_dir}: is not a cluster scan folder; --force replaces only an earlier scan") from None
+        scan_files(out_dir)
+
+
+# -- what a scan folder holds ----------------------------------------------------------------------
+
+SCAN_FILES = ("pairs.parquet", "exact_groups.parquet", "manifest.json")
+_PART = re.compile(r"part-\d+\.parquet")
+
+
+def scan_files(folder: Path) -> list[Path]:
+    """The files a cluster scan wrote in `folder` (its documents/ folder last). Anything else
+    in it (a review project, notes, a link) is a DedupError naming it: --force replaces an
+    earlier scan by removing only these, and refuses to touch a folder that holds more."""
+    found: list[Path] = []
+    documents: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name in SCAN_FILES and entry.is_file() and not entry.is_symlink():
+            found.append(entry)
+        elif entry.name == DOCUMENTS_DIR and entry.is_dir() and not entry.is_symlink():
+            for part in sorted(entry.iterdir()):
+                if not (_PART.fullmatch(part.name) and part.is_file() and not part.is_symlink()):
+                    _foreign(folder, part)
+                documents.append(part)
+            documents.append(entry)
+        else:
+            _foreign(folder, entry)
+    return found + documents
+
+
+def _foreign(folder: Path, entry: Path):
+    raise DedupError(f"{entry}: not written by a cluster scan; --force replaces only an earlier scan's files and "
+                     f"leaves {folder} as it is while it holds anything else (move it out, or choose another folder)")
+
+
+def _remove_scan(folder: Path) -> bool:
+    """Remove a folder a scan wrote, file by file (never a tree): False, and nothing removed,
+    if it holds anything a scan does not write."""
+    try:
+        written = scan_files(folder)
+    except DedupError:
+        return False
+    try:
+        for path in written:
+            if path.name == DOCUMENTS_DIR:
+                path.rmdir()
+            else:
+                path.unlink()
+        folder.rmdir()
+    except OSError:  # something appeared meanwhile (a late task's part): left as it is
+        return False
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this machine with this id runs (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def work_name(name: str, suffix: str) -> str:
+    """The name of a file or folder this run writes beside `name` and renames into place:
+    .NAME.HOST.PID.SUFFIX, so a later run knows whether the process that wrote it is gone."""
+    return f".{name}.{socket.gethostname()}.{os.getpid()}.{suffix}"
+
+
+def stale_work(folder: Path, name: str, suffix: str) -> list[Path]:
+    """Files or folders `work_name(name, suffix)` left in `folder` by runs of this machine
+    whose process is dead (a killed run; also the older .NAME.PID.SUFFIX names)."""
+    host = socket.gethostname()
+    stale = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    head, tail = f".{name}.", f".{suffix}"
+    for entry in entries:
+        n = entry.name
+        if not (n.startswith(head) and n.endswith(tail)) or len(n) <= len(head) + len(tail):
+            continue
+        who, _, pid = n[len(head):-len(tail)].rpartition(".")
+        if pid.isdigit() and who in ("", host) and not pid_alive(int(pid)):
+            stale.append(entry)
+    return stale
+
+
+def _remove_stale_scans(out_dir: Path) -> None:
+    """The work folders of killed scans into this SCAN_DIR (only what a scan writes)."""
+    for suffix in ("part", "old"):
+        for folder in stale_work(out_dir.parent, out_dir.name, suffix):
+            if folder.is_dir() and not folder.is_symlink():
+                _remove_scan(folder)
 
 
 class _ScanJob:
@@ -981,11 +1086,19 @@ class _ScanJob:
         with open(self.tmp / "manifest.json", "w", encoding="utf-8") as fh:
             json.dump(self.manifest(), fh, indent=2, ensure_ascii=False)
             fh.write("\n")
-        if out_dir.exists():
-            if not force and any(out_dir.iterdir()):
+        if os.path.lexists(out_dir):
+            if out_dir.is_symlink() or not out_dir.is_dir() or (not force and any(out_dir.iterdir())):
                 raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
-            shutil.rmtree(out_dir)
-        os.replace(self.tmp, out_dir)
+            scan_files(out_dir)  # nothing but an earlier scan's files, still
+            # The earlier scan is set aside, the new one renamed into place, then the earlier
+            # one's files removed: a crash in between leaves one of the two whole (the next
+            # run removes a killed run's .old folder).
+            aside = out_dir.with_name(work_name(out_dir.name, "old"))
+            os.rename(out_dir, aside)
+            os.rename(self.tmp, out_dir)
+            _remove_scan(aside)
+        else:
+            os.rename(self.tmp, out_dir)
         self.stage.control.report("write", 1, 1)
 
     def manifest(self) -> dict:
