@@ -623,20 +623,40 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
         "text": pa.array(out["text"], pa.large_string()),
         "record": pa.array(out["record"], pa.large_binary()),
     })
-    pq.write_table(table, part)
+    try:
+        pq.write_table(table, part)
+    except OSError as exc:
+        raise DedupError(f"{part}: cannot be written ({os_reason(exc)})") from None
     return np.array(out["ord"], np.int64), out["doc_id"]
 
 
 # -- the driver ------------------------------------------------------------------------------------
 
+PROBE_SECONDS = 5.0
+_TOKEN = "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+
+
+def auth_hint() -> str:
+    """What to check when a cluster answers but no session starts: Ray's token authentication
+    fails as a plain connection timeout."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return f"authentication may be the cause: RAY_AUTH_MODE=token is set here; check that the token ({_TOKEN}) is the cluster's"
+    return (f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
+            f"and its token ({_TOKEN}) where you run this command")
+
+
 def connect(address: str | None = None, num_cpus: int | None = None):
-    """Ray, connected: to `address` (ray://host:port, or 'auto' for the cluster this machine
-    belongs to), else to the Ray already started in this process, else to a new local one."""
+    """Ray, connected: to `address` (ray://host:port, host:port of the head's GCS, or 'auto'
+    for the cluster this machine belongs to), else to the Ray already started in this
+    process, else to a new local one. An address nothing answers at is a DedupError within
+    seconds (Ray itself retries for minutes)."""
     # A failed task's error reaches the user once, as a one-line error: not again as Ray's
     # "unhandled error" log of the task's other results, never fetched.
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     ray = require_ray()
     if not ray.is_initialized():
+        target = address or os.environ.get("RAY_ADDRESS") or None
+        answered = bool(target) and probe_address(target)  # something listens there
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         try:
             with warnings.catch_warnings():  # Ray warns, then raises: the error says it
@@ -645,12 +665,75 @@ def connect(address: str | None = None, num_cpus: int | None = None):
                     ray.init(address=address, **kwargs)
                 else:
                     ray.init(num_cpus=num_cpus, **kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as exc:  # what ray.init raises for an address
-            raise DedupError(f"cannot reach a Ray cluster at {address}: {' '.join(str(exc).split())}") from None
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:  # what ray.init raises for an address
+            reason = " ".join(str(exc).split())
+            hint = f"; {auth_hint()}" if answered and isinstance(exc, (ConnectionError, TimeoutError)) else ""
+            raise DedupError(f"cannot reach a Ray cluster at {target or 'this machine'}: {reason}{hint}") from None
     return ray
 
 
-class _Stage:
+def host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of ray://host:port or host:port; None for 'auto', 'local' or no port."""
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    if text in ("auto", "local") or not text:
+        return None
+    try:
+        parts = urlsplit(text if "://" in text else f"//{text}")
+        return (parts.hostname, parts.port) if parts.hostname and parts.port else None
+    except ValueError:  # a port that is not a number
+        raise DedupError(f"{address}: not a Ray address (ray://host:port, host:port or auto)") from None
+
+
+def probe_address(address: str, seconds: float = PROBE_SECONDS) -> bool:
+    """A DedupError naming the address unless something accepts a connection there within
+    `seconds` (ray.init retries an unreachable address for minutes); False when the address
+    names no port to try ('auto')."""
+    where = host_port(address)
+    if where is None:
+        return False
+    try:
+        with socket.create_connection(where, timeout=seconds) as conn:
+            speaks = _speaks_grpc(conn)
+    except socket.gaierror as exc:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: unknown host {where[0]} "
+                         f"({exc.strerror or exc})") from None
+    except ConnectionRefusedError:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: connection refused (nothing listens on port "
+                         f"{where[1]} of {where[0]}: is the cluster started, and is this its address?)") from None
+    except (TimeoutError, socket.timeout):
+        raise DedupError(f"cannot reach a Ray cluster at {address}: no answer within {seconds:g} s (a firewall, "
+                         f"or the wrong host?)") from None
+    except OSError as exc:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: {os_reason(exc)}") from None
+    if not speaks:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: something listens there but it is not a Ray "
+                         f"cluster (no gRPC answer within {seconds:g} s); give ray://HEAD:10001 (the Ray client) or "
+                         f"HEAD:6379 (the head's GCS)")
+    return True
+
+
+def _speaks_grpc(conn: socket.socket) -> bool:
+    """Whether the peer answers an HTTP/2 greeting as every gRPC server (Ray's GCS and client
+    server) does, with a SETTINGS frame; authentication, if any, comes later. Not tried over
+    TLS (RAY_USE_TLS), where the greeting is the TLS handshake."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true", "yes"):
+        return True
+    try:
+        conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        head = b""
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:  # a timeout, a reset
+        return False
+    return head[3] == 0x04  # the frame type: SETTINGS
+
+
+class Stage:
     """Waits for a stage's tasks, reporting progress and honouring a cancel (which cancels
     every task still running on the cluster)."""
 
@@ -690,13 +773,46 @@ class _Stage:
 
 
 def _unwrap(exc: BaseException) -> BaseException:
+    """The user's error of a failed task: ours as raised; else its root cause on one line
+    (an OSError's reason and file: "No space left on device"), never Ray's traceback."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, DedupError):
         return cause
     if isinstance(exc, DedupError):
         return exc
+    return DedupError(f"a cluster task failed: {root_cause(cause if isinstance(cause, BaseException) else exc)}")
+
+
+def os_reason(exc: OSError) -> str:
+    """An OSError's reason in words ("No space left on device"); pyarrow's I/O errors carry it
+    in their text."""
+    text = " ".join(str(exc.strerror or exc).split())
+    detail = re.search(r"Detail: \[errno \d+\] (.*)", text)
+    return detail.group(1) if detail else text or type(exc).__name__
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause of an error, on one line: FILE: reason for an OSError, else its
+    type and message (Ray's own errors: their first line, which says what happened)."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if isinstance(exc, OSError):
+        names = [n for n in (exc.filename, exc.filename2) if n is not None]
+        return ": ".join([*map(str, names), os_reason(exc)])
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Ray colours its task names
-    return DedupError(f"a cluster task failed: {' '.join(text.split())[:300]}")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    name = type(exc).__name__
+    if name.startswith("RayTaskError") and lines:  # a traceback (its cause was lost): the last line names it
+        return _cut(lines[-1])
+    if type(exc).__module__.startswith("ray") and lines:  # Ray's own: the first line says what happened
+        return f"{name}: {_cut(lines[0])}"
+    return f"{name}: {_cut(' '.join(text.split()))}" if lines else name
+
+
+def _cut(line: str, most: int = 400) -> str:
+    return line if len(line) <= most else line[:most] + "..."
 
 
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
@@ -717,7 +833,7 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     except ImportError:
         raise DedupError(RAY_MISSING) from None
     ray = connect(address)
-    stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
+    stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
     out_dir = out_dir.parent.resolve() / out_dir.name  # not a link (checked): the folder itself
@@ -827,6 +943,25 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def this_process() -> tuple:
+    """This process, as process_gone() knows it: (host, PID namespace, process id)."""
+    return socket.gethostname(), _pid_namespace(), os.getpid()
+
+
+def process_gone(process: tuple) -> bool:
+    """Whether the process (this_process() of it) is known to have ended: only one of this
+    machine (and PID namespace) can be known so."""
+    host, namespace, pid = process
+    return host == socket.gethostname() and namespace == _pid_namespace() and not pid_alive(pid)
+
+
 def work_name(name: str, suffix: str) -> str:
     """The name of a file or folder this run writes beside `name` and renames into place:
     .NAME.HOST.PID.SUFFIX, so a later run knows whether the process that wrote it is gone."""
@@ -865,11 +1000,12 @@ class _ScanJob:
     """The driver's side of one cluster scan: each method runs a stage's tasks and keeps the
     small arrays the next stages need (counts, positions, ords); the data stays on the cluster."""
 
-    def __init__(self, ray, stage: _Stage, files: list[Path], settings: ClusterScanSettings, tmp: Path):
+    def __init__(self, ray, stage: Stage, files: list[Path], settings: ClusterScanSettings, tmp: Path):
         self.ray, self.stage, self.files, self.settings, self.tmp = ray, stage, files, settings, tmp
         self.formats = [cluster_format(f) for f in files]
         self.result = ClusterScanResult()
         self.started = time.perf_counter()
+        self.at_start = cluster_state(ray)
         self.cpus = int(ray.cluster_resources().get("CPU", 2))
         self.partitions = settings.partitions or max(2, 2 * self.cpus)
         self.banding = lsh.choose_banding(settings.floor, settings.num_perm)
@@ -1125,10 +1261,27 @@ class _ScanJob:
                        "skip_bad": s.skip_bad},
             "counts": {k: v for k, v in asdict(r).items() if k not in ("timings", "shuffle_bytes")},
             "shuffle_bytes": r.shuffle_bytes,
-            "cluster": {"nodes": len([n for n in self.ray.nodes() if n.get("Alive")]), "cpus": self.cpus,
-                        "pieces": len(self.pieces), "partitions": self.partitions},
+            "cluster": cluster_change(self.at_start, cluster_state(self.ray)) | {
+                "pieces": len(self.pieces), "partitions": self.partitions},
             "timings": r.timings,
         }
+
+
+def cluster_state(ray) -> dict:
+    """The cluster's live nodes now: {nodes, cpus, ids}."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    return {"nodes": len(alive), "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)),
+            "ids": sorted(str(n.get("NodeID")) for n in alive)}
+
+
+def cluster_change(start: dict, end: dict) -> dict:
+    """The manifest's account of the cluster: live nodes and their CPUs when the scan started
+    and when it ended, and how many nodes died or joined in between (Ray re-runs the tasks of a
+    node that died, so the result is complete either way)."""
+    return {"at_start": {"nodes": start["nodes"], "cpus": start["cpus"]},
+            "at_end": {"nodes": end["nodes"], "cpus": end["cpus"]},
+            "nodes_lost": len(set(start["ids"]) - set(end["ids"])),
+            "nodes_joined": len(set(end["ids"]) - set(start["ids"]))}
 
 
 def _version() -> str:
