@@ -642,6 +642,14 @@ def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
     assert str(err.value) == "a cluster task failed: /data/scan/documents/part-00001.parquet: No space left on device"
     with pytest.raises(DedupError, match=r"a cluster task failed: No space left on device$"):
         stage.run("documents", [arrow_full.remote()])
+    # an error out of ray.wait (through ray://, e.g. a cluster running another version) too
+
+    class Skewed:
+        def wait(self, *args, **kwargs):
+            raise TypeError("too many positional arguments")
+
+    with pytest.raises(DedupError, match=r"^a cluster task failed: TypeError: too many positional arguments$"):
+        Stage(Skewed(), Control(), []).run("export", [object()])
     # the tasks that write name the file they could not write
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, not a folder")

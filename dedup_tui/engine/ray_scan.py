@@ -39,6 +39,7 @@ import socket
 import time
 import warnings
 import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from glob import glob
 from pathlib import Path
@@ -658,18 +659,42 @@ def connect(address: str | None = None, num_cpus: int | None = None):
         target = address or os.environ.get("RAY_ADDRESS") or None
         answered = bool(target) and probe_address(target)  # something listens there
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        said = io.StringIO()
         try:
             with warnings.catch_warnings():  # Ray warns, then raises: the error says it
                 warnings.simplefilter("ignore")
-                if address:
-                    ray.init(address=address, **kwargs)
+                if target:
+                    with _native_stderr(said):  # Ray's C++ client logs a warning a second while it retries
+                        ray.init(address=address, **kwargs)
                 else:
                     ray.init(num_cpus=num_cpus, **kwargs)
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:  # what ray.init raises for an address
             reason = " ".join(str(exc).split())
+            if re.search(r"InvalidAuthToken|Unauthenticated", said.getvalue()):
+                reason += " (the cluster refused this machine's authentication token)"
             hint = f"; {auth_hint()}" if answered and isinstance(exc, (ConnectionError, TimeoutError)) else ""
             raise DedupError(f"cannot reach a Ray cluster at {target or 'this machine'}: {reason}{hint}") from None
     return ray
+
+
+@contextmanager
+def _native_stderr(into: io.StringIO):
+    """What is written to file descriptor 2 meanwhile (also by native code), kept in `into`."""
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            into.write(tmp.read().decode("utf-8", "replace"))
 
 
 def host_port(address: str) -> tuple[str, int] | None:
@@ -748,12 +773,13 @@ class Stage:
         pending = list(refs)
         total = len(refs)
         self.control.report(name, 0, total)
-        while pending:
-            self.control.check()
-            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
-            self.control.report(name, total - len(pending), total)
-        self.control.check()
         try:
+            while pending:
+                self.control.check()
+                # (through ray://, a task's error can already come out of wait)
+                done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
+                self.control.report(name, total - len(pending), total)
+            self.control.check()
             result = self.ray.get(refs)
         except Exception as exc:  # noqa: BLE001 - a task's error: show the user's error, not Ray's wrapper
             error = _unwrap(exc)
