@@ -775,3 +775,30 @@ def test_a_reachable_cluster_that_starts_no_session_names_authentication(monkeyp
         connect(address)
     assert str(err.value).startswith(f"cannot reach a Ray cluster at {address}: ray client connection timeout; "
                                      f"authentication may be the cause: RAY_AUTH_MODE=token is set here")
+
+
+def test_a_connection_that_hangs_is_given_up():
+    """Issue 25, item 12: Ray's connection loops run in C++, where a Ctrl-C waited 30 s and a
+    port answering as gRPC without being a Ray cluster hung for minutes. ray.init runs in a
+    thread of its own, waited for a bounded time; its errors come through as they are."""
+    import time
+
+    from dedup_tui.engine.ray_scan import init_within
+
+    never = threading.Event()
+
+    class Hangs:
+        def init(self, **kwargs):
+            never.wait()
+
+    class Refuses:
+        def init(self, **kwargs):
+            raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379")
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="no Ray session started within 0.2 s"):
+        init_within(Hangs(), 0.2, address="h:1")
+    assert time.monotonic() - t0 < 10
+    never.set()
+    with pytest.raises(ConnectionError, match="Failed to connect"):
+        init_within(Refuses(), 5, address="h:1")

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 import warnings
 import zlib
@@ -661,12 +662,12 @@ def connect(address: str | None = None, num_cpus: int | None = None):
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         said = io.StringIO()
         try:
-            with warnings.catch_warnings():  # Ray warns, then raises: the error says it
-                warnings.simplefilter("ignore")
-                if target:
-                    with _native_stderr(said):  # Ray's C++ client logs a warning a second while it retries
-                        ray.init(address=address, **kwargs)
-                else:
+            if target:
+                with _native_stderr(said):  # Ray's C++ client logs a warning a second while it retries
+                    init_within(ray, CONNECT_SECONDS, address=address, **kwargs)
+            else:
+                with warnings.catch_warnings():  # Ray warns, then raises: the error says it
+                    warnings.simplefilter("ignore")
                     ray.init(num_cpus=num_cpus, **kwargs)
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:  # what ray.init raises for an address
             reason = " ".join(str(exc).split())
@@ -675,6 +676,33 @@ def connect(address: str | None = None, num_cpus: int | None = None):
             hint = f"; {auth_hint()}" if answered and isinstance(exc, (ConnectionError, TimeoutError)) else ""
             raise DedupError(f"cannot reach a Ray cluster at {target or 'this machine'}: {reason}{hint}") from None
     return ray
+
+
+CONNECT_SECONDS = 60.0
+
+
+def init_within(ray, seconds: float, **kwargs) -> None:
+    """ray.init(**kwargs) waited for at most `seconds`, and given up at once on Ctrl-C (a
+    KeyboardInterrupt here). Connecting to a cluster, Ray retries in C++ for minutes where
+    a Ctrl-C is only seen when it returns (it took 30 s): so it runs in a thread of its own,
+    left behind (a daemon) when given up; the command then exits."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            with warnings.catch_warnings():  # Ray warns, then raises: the error says it
+                warnings.simplefilter("ignore")
+                ray.init(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="ray-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no Ray session started within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
 
 
 @contextmanager
