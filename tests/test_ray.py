@@ -4,6 +4,7 @@ the local scan and export, with the corpus forced into many pieces and partition
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from pathlib import Path
@@ -558,7 +559,6 @@ def test_leftovers_of_killed_runs_are_removed(tiny, tmp_path):
     .part shards that no run removed. The next run removes those of dead processes of this
     machine (only what a scan or an export writes), and leaves a live run's and another
     machine's."""
-    import os
     import socket
 
     host, dead, live = socket.gethostname(), _dead_pid(), os.getppid()
@@ -569,9 +569,10 @@ def test_leftovers_of_killed_runs_are_removed(tiny, tmp_path):
             (tmp_path / name / f).write_bytes(b"")
         return name
 
-    killed = [folder(f".scan.{host}.{dead}.part", "documents/part-00000.parquet", "manifest.json"),
-              folder(f".scan.{dead}.part", "pairs.parquet"),  # named as before this fix
-              folder(f".scan.{host}.{dead}.old", "pairs.parquet", "exact_groups.parquet")]
+    # killed runs' folders: removed
+    folder(f".scan.{host}.{dead}.part", "documents/part-00000.parquet", "manifest.json")
+    folder(f".scan.{dead}.part", "pairs.parquet")  # named as before this fix
+    folder(f".scan.{host}.{dead}.old", "pairs.parquet", "exact_groups.parquet")
     kept = [folder(f".scan.{host}.{live}.part", "pairs.parquet"),  # a run still going
             folder(f".scan.elsewhere.{dead}.part", "pairs.parquet"),  # another machine's
             folder(f".scan.{host}.{_dead_pid()}.old", "notes.txt")]  # not only a scan's files
@@ -618,7 +619,6 @@ def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
     characters and "No space left on device" never showed. The error is one line: the
     root cause, with the file."""
     import errno
-    import os
 
     from dedup_tui.engine.errors import DedupError
     from dedup_tui.engine.ray_scan import PieceSpec, Stage, collect_documents
@@ -663,7 +663,6 @@ def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
     """Issue 25, item 11, end to end: a shard that cannot be written (here: its part is
     /dev/full, as on a full disk) is a one-line error naming the part and "No space left on
     device"; no shard is named as done and nothing is left behind."""
-    import os
     import socket
     import stat
 
@@ -710,7 +709,6 @@ def _closed_port() -> int:
 
 def _cli_process(*args, timeout=20):
     """The CLI in its own process (this one already has a Ray): (return code, stderr, seconds)."""
-    import os
     import subprocess
     import sys
     import time
@@ -719,7 +717,7 @@ def _cli_process(*args, timeout=20):
     env.pop("RAY_ADDRESS", None)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "dedup_tui", *map(str, args)], capture_output=True, text=True,
-                       env=env, timeout=timeout)
+                       env=env, timeout=timeout, check=False)
     return r.returncode, r.stderr, time.monotonic() - t0
 
 
@@ -732,9 +730,9 @@ def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_pat
     port = _closed_port()
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", address)
-        assert code == 1 and err.strip().splitlines() == [
+        assert code == 1 and err.strip().splitlines() == [(
             f"error: cannot reach a Ray cluster at {address}: connection refused (nothing listens on port {port} of "
-            f"127.0.0.1: is the cluster started, and is this its address?)"], err
+            f"127.0.0.1: is the cluster started, and is this its address?)")], err
     assert not (tmp_path / "scan").exists() and not list(tmp_path.iterdir())
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     import_scan(tmp_path / "scan", tmp_path / "review.db").close()
@@ -802,3 +800,49 @@ def test_a_connection_that_hangs_is_given_up():
     never.set()
     with pytest.raises(ConnectionError, match="Failed to connect"):
         init_within(Refuses(), 5, address="h:1")
+
+
+_SCAN_CHILD = """
+import sys, threading
+import ray
+from dedup_tui.engine.progress import Control
+from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan
+
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+         object_store_memory=80 << 20, _temp_dir=sys.argv[3])
+
+def progress(stage, done, total):
+    if stage == "read":
+        print("READING", flush=True)
+        threading.Event().wait()  # held here, mid-job, until killed
+
+cluster_scan([sys.argv[1]], sys.argv[2], ClusterScanSettings(partitions=2), control=Control(progress))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups")
+def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path):
+    """Issue 25: a cluster-scan killed mid-job (its process group: the driver and the Ray it
+    started) left its .SCAN.HOST.PID.part folder for good. The next run removes it."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    ray_dir = tempfile.mkdtemp(prefix="rk")  # short: Ray's socket paths have a length limit
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", _SCAN_CHILD, str(tiny[0]), str(tmp_path / "scan"), ray_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith("READING")
+        left = [p.name for p in tmp_path.iterdir()]
+        assert len(left) == 1 and left[0].startswith(".scan.") and left[0].endswith(f".{proc.pid}.part")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
+    assert [p.name for p in tmp_path.iterdir()] == ["scan"]

@@ -755,7 +755,7 @@ def probe_address(address: str, seconds: float = PROBE_SECONDS) -> bool:
     except ConnectionRefusedError:
         raise DedupError(f"cannot reach a Ray cluster at {address}: connection refused (nothing listens on port "
                          f"{where[1]} of {where[0]}: is the cluster started, and is this its address?)") from None
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise DedupError(f"cannot reach a Ray cluster at {address}: no answer within {seconds:g} s (a firewall, "
                          f"or the wrong host?)") from None
     except OSError as exc:
