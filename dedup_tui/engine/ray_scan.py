@@ -966,8 +966,8 @@ def _foreign(folder: Path, entry: Path):
 
 
 def _remove_scan(folder: Path) -> bool:
-    """Remove a folder a scan wrote, file by file (never a tree): False, and nothing removed,
-    if it holds anything a scan does not write."""
+    """Remove a folder a scan wrote, file by file (never a tree). False if it holds anything a
+    scan does not write (then nothing is removed) or something appeared while it was removed."""
     try:
         written = scan_files(folder)
     except DedupError:
@@ -1285,7 +1285,11 @@ class _ScanJob:
             # run removes a killed run's .old folder).
             aside = out_dir.with_name(work_name(out_dir.name, "old"))
             os.rename(out_dir, aside)
-            os.rename(self.tmp, out_dir)
+            try:
+                os.rename(self.tmp, out_dir)
+            except OSError:
+                os.rename(aside, out_dir)  # the earlier scan back in its place
+                raise
             _remove_scan(aside)
         else:
             os.rename(self.tmp, out_dir)
