@@ -625,10 +625,8 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
         "text": pa.array(out["text"], pa.large_string()),
         "record": pa.array(out["record"], pa.large_binary()),
     })
-    try:
+    with _writing(part):
         pq.write_table(table, part)
-    except OSError as exc:
-        raise DedupError(f"{part}: cannot be written ({os_reason(exc)})") from None
     return np.array(out["ord"], np.int64), out["doc_id"]
 
 
@@ -863,6 +861,15 @@ def root_cause(exc: BaseException) -> str:
     if type(exc).__module__.startswith("ray") and lines:  # Ray's own: the first line says what happened
         return f"{name}: {_cut(lines[0])}"
     return f"{name}: {_cut(' '.join(text.split()))}" if lines else name
+
+
+@contextmanager
+def _writing(path: Path):
+    """An OSError while writing `path` as a one-line error naming it ("No space left on device")."""
+    try:
+        yield path
+    except OSError as exc:
+        raise DedupError(f"{path}: cannot be written ({os_reason(exc)})") from None
 
 
 def _cut(line: str, most: int = 400) -> str:
@@ -1263,17 +1270,17 @@ class _ScanJob:
             return pa.array(self.id_of[np.searchsorted(self.participants, ords)].tolist(), pa.string())
 
         a, b, j = self.pairs
-        pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
-                                 "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}),
-                       self.tmp / "pairs.parquet")
-        pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
-                                 "ord": pa.array(self.dup_ords, pa.int64()),
-                                 "first_ord": pa.array(self.first_ords, pa.int64())}),
-                       self.tmp / "exact_groups.parquet")
+        with _writing(self.tmp / "pairs.parquet") as path:
+            pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
+                                     "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}), path)
+        with _writing(self.tmp / "exact_groups.parquet") as path:
+            pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
+                                     "ord": pa.array(self.dup_ords, pa.int64()),
+                                     "first_ord": pa.array(self.first_ords, pa.int64())}), path)
         r.skipped_records = sum(len(v) for v in self.skipped.values())
         self._timed("write", t0)
         r.timings["total"] = time.perf_counter() - self.started
-        with open(self.tmp / "manifest.json", "w", encoding="utf-8") as fh:
+        with _writing(self.tmp / "manifest.json") as path, open(path, "w", encoding="utf-8") as fh:
             json.dump(self.manifest(), fh, indent=2, ensure_ascii=False)
             fh.write("\n")
         if os.path.lexists(out_dir):
