@@ -4,6 +4,7 @@ the local scan and export, with the corpus forced into many pieces and partition
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from pathlib import Path
@@ -459,3 +460,389 @@ def test_a_damaged_scan_folder_is_a_one_line_error(scanned, tmp_path):
     r = CliRunner().invoke(main, ["import", str(broken), "--db", str(tmp_path / "b.db")])
     assert r.exit_code == 1 and "pairs.parquet: cannot be read" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+
+
+# -- issue 25: scan folders, leftovers, errors and addresses -----------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> list[Path]:
+    """A small corpus (a few pairs and exact copies): a scan of it takes a second or two."""
+    folder = tmp_path_factory.mktemp("tiny")
+    rng = random.Random(3)
+    texts = _texts(rng, n_families=8, n_unique=20)
+    path = folder / "tiny.jsonl"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    return [path]
+
+
+def _one_line_error(r) -> str:
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def _stages():
+    """A Control that records the stages reported (none: the command refused before any work)."""
+    seen: list[str] = []
+    return seen, Control(lambda stage, done, total: seen.append(stage))
+
+
+def test_force_replaces_only_what_a_scan_wrote(tiny, tmp_path):
+    """Issue 25, item 2: a review project (or anything else) kept inside SCAN_DIR is never
+    removed by cluster-scan --force: refused before any work, naming it; and import refuses
+    to make a project inside a scan folder."""
+    from dedup_tui.engine.errors import DedupError
+
+    scan_dir = tmp_path / "scan"
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2))
+    r = CliRunner().invoke(main, ["import", str(scan_dir), "--db", str(scan_dir / "review.db")])
+    assert "review.db: inside the scan folder" in _one_line_error(r)
+    assert not (scan_dir / "review.db").exists()
+    # a project put there anyway (moved in, or made by an older dedup-tui), and a stray part
+    import_scan(scan_dir, tmp_path / "review.db").close()
+    (tmp_path / "review.db").rename(scan_dir / "review.db")
+    project_bytes = (scan_dir / "review.db").read_bytes()
+    manifest = (scan_dir / "manifest.json").read_bytes()
+    seen, control = _stages()
+    with pytest.raises(DedupError, match="review.db: not written by a cluster scan"):
+        cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), control=control, force=True)
+    assert seen == []
+    r = CliRunner().invoke(main, ["cluster-scan", str(tiny[0]), "--out", str(scan_dir), "--force"])
+    assert "review.db: not written by a cluster scan" in _one_line_error(r)
+    assert (scan_dir / "review.db").read_bytes() == project_bytes
+    assert (scan_dir / "manifest.json").read_bytes() == manifest
+    (scan_dir / "review.db").rename(tmp_path / "review.db")
+    (scan_dir / "documents" / "notes.txt").write_text("mine")
+    with pytest.raises(DedupError, match="notes.txt: not written by a cluster scan"):
+        cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), force=True)
+    assert (scan_dir / "documents" / "notes.txt").read_text() == "mine"
+    # holding only what a scan wrote, the earlier scan is replaced, and nothing is left beside it
+    (scan_dir / "documents" / "notes.txt").unlink()
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), force=True)
+    assert (scan_dir / "manifest.json").read_bytes() != manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["review.db", "scan"]
+
+
+def test_a_symlinked_scan_dir_is_refused_before_the_work(tiny, tmp_path):
+    """Issue 25: --out LINK --force ran the whole job, then failed removing the link. A
+    symbolic link is refused at once, naming it and where it points; nothing changes."""
+    from dedup_tui.engine.errors import DedupError
+
+    scan_dir = tmp_path / "scan-1"
+    cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2))
+    manifest = (scan_dir / "manifest.json").read_bytes()
+    link = tmp_path / "latest"
+    link.symlink_to(scan_dir.name)
+    seen, control = _stages()
+    with pytest.raises(DedupError, match="latest: is a symbolic link"):
+        cluster_scan(tiny, link, ClusterScanSettings(partitions=2), control=control, force=True)
+    assert seen == []
+    r = CliRunner().invoke(main, ["cluster-scan", str(tiny[0]), "--out", str(link), "--force"])
+    assert "latest: is a symbolic link (to scan-1)" in _one_line_error(r)
+    assert link.is_symlink() and (link / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "scan-1"]
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended (and been waited for)."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_leftovers_of_killed_runs_are_removed(tiny, tmp_path):
+    """Issue 25: a killed cluster-scan left .SCAN.PID.part folders and a killed cluster-export
+    .part shards that no run removed. The next run removes those of dead processes of this
+    machine (only what a scan or an export writes), and leaves a live run's and another
+    machine's."""
+    import socket
+
+    host, dead, live = socket.gethostname(), _dead_pid(), os.getppid()
+
+    def folder(name, *files):
+        (tmp_path / name / "documents").mkdir(parents=True)
+        for f in files:
+            (tmp_path / name / f).write_bytes(b"")
+        return name
+
+    # killed runs' folders: removed
+    folder(f".scan.{host}.{dead}.part", "documents/part-00000.parquet", "manifest.json")
+    folder(f".scan.{dead}.part", "pairs.parquet")  # named as before this fix
+    folder(f".scan.{host}.{dead}.old", "pairs.parquet", "exact_groups.parquet")
+    kept = [folder(f".scan.{host}.{live}.part", "pairs.parquet"),  # a run still going
+            folder(f".scan.elsewhere.{dead}.part", "pairs.parquet"),  # another machine's
+            folder(f".scan.{host}.{_dead_pid()}.old", "notes.txt")]  # not only a scan's files
+    cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept + ["scan"])
+    # cluster-export's parts, in its OUT_DIR
+    import_scan(tmp_path / "scan", tmp_path / "review.db").close()
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    name = tiny[0].name
+    for stale in (f".{name}.{host}.{dead}.part", f".{name}.{dead}.part", f".{name}.{host}.{live}.part"):
+        (curated / stale).write_text("half a shard")
+    cluster_export(tmp_path / "review.db", 0.8, "components", tiny, curated)
+    assert sorted(p.name for p in curated.iterdir()) == sorted(
+        [f".{name}.{host}.{live}.part", name, "removed.jsonl", "decisions.jsonl", "manifest.json"])
+
+
+def test_a_shard_task_stops_when_its_driver_is_gone(tiny, tmp_path):
+    """Issue 25: an orphaned worker of a killed cluster-export kept writing its .part shard.
+    A shard task checks that its driver runs (on this machine) and that its part is still
+    its own, and else stops, removing the part."""
+    from dedup_tui.engine.errors import DedupError
+    from dedup_tui.engine.ray_export import _Watch, export_shard
+    from dedup_tui.engine.ray_scan import this_process
+
+    part = tmp_path / ".tiny.jsonl.part"
+    gone = (*this_process()[:2], _dead_pid())
+    with pytest.raises(DedupError, match=r"stopped writing, the job's driver \(process \d+\) is gone"):
+        export_shard(str(tiny[0]), "jsonl", "", None, "text", [], frozenset(), str(part), gone)
+    assert not part.exists()
+    with open(part, "wb") as fh:  # a later run removed the part: the task stops
+        watch = _Watch(this_process(), str(part))
+        watch.check(fh)
+        part.unlink()
+        watch.next = 0
+        with pytest.raises(DedupError, match="removed by a later run"):
+            watch.check(fh)
+    r = export_shard(str(tiny[0]), "jsonl", "", None, "text", [], frozenset(), str(part), this_process())
+    assert r["kept"] == len(tiny[0].read_text().splitlines()) and part.read_bytes() == tiny[0].read_bytes()
+
+
+def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
+    """Issue 25, item 11: with the disk full, a task's error was a traceback cut at 300
+    characters and "No space left on device" never showed. The error is one line: the
+    root cause, with the file."""
+    import errno
+
+    from dedup_tui.engine.errors import DedupError
+    from dedup_tui.engine.ray_scan import PieceSpec, Stage, collect_documents
+
+    def deep(n):
+        if n:
+            return deep(n - 1)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/scan/documents/part-00001.parquet")
+
+    @ray.remote
+    def full():
+        deep(40)  # a long traceback: the cause is at its end
+
+    @ray.remote
+    def arrow_full():  # pyarrow's form of it
+        raise OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    stage = Stage(ray, Control(), [])
+    with pytest.raises(DedupError) as err:
+        stage.run("documents", [full.remote()])
+    assert str(err.value) == "a cluster task failed: /data/scan/documents/part-00001.parquet: No space left on device"
+    with pytest.raises(DedupError, match=r"a cluster task failed: No space left on device$"):
+        stage.run("documents", [arrow_full.remote()])
+    # an error out of ray.wait (through ray://, e.g. a cluster running another version) too
+
+    class Skewed:
+        def wait(self, *args, **kwargs):
+            raise TypeError("too many positional arguments")
+
+    with pytest.raises(DedupError, match=r"^a cluster task failed: TypeError: too many positional arguments$"):
+        Stage(Skewed(), Control(), []).run("export", [object()])
+    # the tasks that write name the file they could not write
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    piece = PieceSpec(0, str(tiny[0]), "jsonl", 0, -1, 1, "")
+    with pytest.raises(DedupError, match=r"blocker/part-00000.parquet: cannot be written \(.*Not a directory"):
+        collect_documents(piece, ClusterScanSettings(), 0, np.empty(0, np.int64), 0, np.array([0, 1]), 0,
+                          str(blocker / "part-00000.parquet"))
+
+
+def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
+    """Issue 25, item 11, end to end: a shard that cannot be written (here: its part is
+    /dev/full, as on a full disk) is a one-line error naming the part and "No space left on
+    device"; no shard is named as done and nothing is left behind."""
+    import socket
+    import stat
+
+    if not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
+        pytest.skip("needs /dev/full")
+    out, _, _ = scanned
+    import_scan(out, tmp_path / "review.db").close()
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    part = curated / f".{corpus[1].name}.{socket.gethostname()}.{os.getpid()}.part"
+    part.symlink_to("/dev/full")  # the part this run's task writes (a symbolic link: only the link is removed)
+    r = CliRunner().invoke(main, ["cluster-export", *map(str, corpus), "--db", str(tmp_path / "review.db"),
+                                  "--threshold", "0.8", "--out", str(curated)])
+    line = _one_line_error(r)
+    assert f"{part}: cannot be written (No space left on device)" in line, line
+    assert list(curated.iterdir()) == [] and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_the_manifest_says_how_the_cluster_changed(tiny, tmp_path, monkeypatch):
+    """Issue 25, item 11: after a node died mid-scan the manifest said 2 nodes and 3 CPUs.
+    It says the live nodes and CPUs at the start and at the end, and how many were lost."""
+    real = ray.nodes
+    calls = []
+
+    def nodes():  # a second node (1 CPU) alive when the scan starts, dead after
+        calls.append(1)
+        extra = {"NodeID": "f" * 56, "Alive": len(calls) == 1, "Resources": {"CPU": 1.0}}
+        return real() + [extra]
+
+    monkeypatch.setattr(ray, "nodes", nodes)
+    cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
+    cluster = json.loads((tmp_path / "scan" / "manifest.json").read_text())["cluster"]
+    assert cluster["at_start"] == {"nodes": 2, "cpus": 3} and cluster["at_end"] == {"nodes": 1, "cpus": 2}
+    assert (cluster["nodes_lost"], cluster["nodes_joined"]) == (1, 0)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli_process(*args, timeout=20):
+    """The CLI in its own process (this one already has a Ray): (return code, stderr, seconds)."""
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("RAY_ADDRESS", None)
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "dedup_tui", *map(str, args)], capture_output=True, text=True,
+                       env=env, timeout=timeout, check=False)
+    return r.returncode, r.stderr, time.monotonic() - t0
+
+
+def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_path):
+    """Issue 25, item 12: --address 127.0.0.1:6379 with no cluster there ran for 590 s. A
+    closed port (and a port where something that is not Ray listens) is one line naming the
+    address, in seconds, for cluster-scan and cluster-export (the timeout guards a hang)."""
+    import socket
+
+    port = _closed_port()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", address)
+        assert code == 1 and err.strip().splitlines() == [(
+            f"error: cannot reach a Ray cluster at {address}: connection refused (nothing listens on port {port} of "
+            f"127.0.0.1: is the cluster started, and is this its address?)")], err
+    assert not (tmp_path / "scan").exists() and not list(tmp_path.iterdir())
+    cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
+    import_scan(tmp_path / "scan", tmp_path / "review.db").close()
+    with socket.socket() as listener:  # accepts connections, answers nothing
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        code, err, _ = _cli_process("cluster-export", tiny[0], "--db", tmp_path / "review.db", "--threshold", "0.8",
+                                    "--out", tmp_path / "curated", "--address", address)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith(
+        f"error: cannot reach a Ray cluster at {address}: something listens there but it is not a Ray cluster"), err
+    assert not (tmp_path / "curated").exists()
+
+
+def test_a_reachable_cluster_that_starts_no_session_names_authentication(monkeypatch):
+    """Issue 25, item 11: with Ray's token authentication, a ray:// address failed after 31 s
+    with "connection timeout" and no word of authentication. The error names it and the
+    variables to set."""
+    from dedup_tui.engine.ray_scan import auth_hint, probe_address
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert "set RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH" in auth_hint()
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert "RAY_AUTH_MODE=token is set here; check that the token" in auth_hint()
+    # a real Ray answers the probe (an HTTP/2 greeting) at once
+    assert probe_address(ray.get_runtime_context().gcs_address) is True
+    # the wiring: a port that answers, then Ray's client timeout (what token auth gives)
+    from dedup_tui.engine.errors import DedupError
+    from dedup_tui.engine.ray_scan import connect
+
+    def timeout(**kwargs):
+        raise ConnectionError("ray client connection timeout")
+
+    address = "ray://" + ray.get_runtime_context().gcs_address
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", timeout)
+    with pytest.raises(DedupError) as err:
+        connect(address)
+    assert str(err.value).startswith(f"cannot reach a Ray cluster at {address}: ray client connection timeout; "
+                                     f"authentication may be the cause: RAY_AUTH_MODE=token is set here")
+
+
+def test_a_connection_that_hangs_is_given_up():
+    """Issue 25, item 12: Ray's connection loops run in C++, where a Ctrl-C waited 30 s and a
+    port answering as gRPC without being a Ray cluster hung for minutes. ray.init runs in a
+    thread of its own, waited for a bounded time; its errors come through as they are."""
+    import time
+
+    from dedup_tui.engine.ray_scan import init_within
+
+    never = threading.Event()
+
+    class Hangs:
+        def init(self, **kwargs):
+            never.wait()
+
+    class Refuses:
+        def init(self, **kwargs):
+            raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379")
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="no Ray session started within 0.2 s"):
+        init_within(Hangs(), 0.2, address="h:1")
+    assert time.monotonic() - t0 < 10
+    never.set()
+    with pytest.raises(ConnectionError, match="Failed to connect"):
+        init_within(Refuses(), 5, address="h:1")
+
+
+_SCAN_CHILD = """
+import sys, threading
+import ray
+from dedup_tui.engine.progress import Control
+from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan
+
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+         object_store_memory=80 << 20, _temp_dir=sys.argv[3])
+
+def progress(stage, done, total):
+    if stage == "read":
+        print("READING", flush=True)
+        threading.Event().wait()  # held here, mid-job, until killed
+
+cluster_scan([sys.argv[1]], sys.argv[2], ClusterScanSettings(partitions=2), control=Control(progress))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups")
+def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path):
+    """Issue 25: a cluster-scan killed mid-job (its process group: the driver and the Ray it
+    started) left its .SCAN.HOST.PID.part folder for good. The next run removes it."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    ray_dir = tempfile.mkdtemp(prefix="rk")  # short: Ray's socket paths have a length limit
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", _SCAN_CHILD, str(tiny[0]), str(tmp_path / "scan"), ray_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith("READING")
+        left = [p.name for p in tmp_path.iterdir()]
+        assert len(left) == 1 and left[0].startswith(".scan.") and left[0].endswith(f".{proc.pid}.part")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
+    assert [p.name for p in tmp_path.iterdir()] == ["scan"]

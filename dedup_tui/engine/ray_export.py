@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,8 @@ import numpy as np
 
 from .errors import Cancelled, CorpusError, DedupError, ProjectError
 from .progress import Control
-from .ray_scan import _Stage, cluster_format, connect, expand_inputs, id_prefixes, piece_records, PieceSpec
+from .ray_scan import (PieceSpec, Stage, cluster_format, connect, expand_inputs, id_prefixes, os_reason, piece_records,
+                       process_gone, stale_work, this_process, work_name)
 from .outputs import check_outputs, protected_files
 from .store import Project
 
@@ -36,9 +38,41 @@ class ClusterExportResult:
     decisions_out: str = ""
 
 
+class _Watch:
+    """A shard task's check, about once a second, that its work is still wanted: the job's
+    driver runs (when it is on this machine: a killed cluster-export whose workers Ray did not
+    stop at once) and the part is still the file this task writes (a later run removes the
+    parts of a dead one). Else the part is removed and the task stops."""
+
+    def __init__(self, driver: tuple, part: str):
+        self.driver, self.part = driver, part
+        self.next = 0.0
+
+    def check(self, fh=None) -> None:
+        now = time.monotonic()
+        if now < self.next:
+            return
+        self.next = now + 1.0
+        why = f"the job's driver (process {self.driver[-1]}) is gone" if process_gone(self.driver) else None
+        if fh is not None:
+            try:
+                ours = os.path.samestat(os.fstat(fh.fileno()), os.stat(self.part))
+            except FileNotFoundError:
+                ours = False
+            if not ours:
+                why = "it was removed by a later run"
+            elif why:
+                os.unlink(self.part)
+        if why:
+            raise DedupError(f"{self.part}: stopped writing, {why}")
+
+
 def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_field: str, skipped_lines: list[int],
-                 removed: frozenset, part: str) -> dict:
-    """Write the shard's kept records to `part`; (kept, removed, sha256 of the input)."""
+                 removed: frozenset, part: str, driver: tuple | None = None) -> dict:
+    """Write the shard's kept records to `part`; (kept, removed, sha256 of the input). It
+    stops (removing the part) when the job's driver (this_process() of it) is gone."""
+    watch = _Watch(driver or this_process(), part)
+    watch.check()
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(1 << 20):
@@ -56,13 +90,17 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
 
     if fmt == "jsonl":
         opener = gzip.open if path.lower().endswith(".gz") else open
-        with opener(part, "wb") as out:
-            for rec, keep in decided():
-                if keep:
-                    out.write(rec.record + b"\n")
-                    kept += 1
-                else:
-                    dropped += 1
+        try:
+            with opener(part, "wb") as out:
+                for rec, keep in decided():
+                    if keep:
+                        out.write(rec.record + b"\n")
+                        kept += 1
+                    else:
+                        dropped += 1
+                    watch.check(out)
+        except OSError as exc:  # writing the part (reading errors are CorpusErrors)
+            raise DedupError(f"{part}: cannot be written ({os_reason(exc)})") from None
     else:
         import pyarrow.parquet as pq
 
@@ -71,7 +109,12 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
         for rec, keep in decided():
             mask[rec.line - 1] = keep
             dropped += not keep
-        pq.write_table(pf.read().filter(mask), part)
+        table = pf.read().filter(mask)
+        watch.check()
+        try:
+            pq.write_table(table, part)
+        except OSError as exc:
+            raise DedupError(f"{part}: cannot be written ({os_reason(exc)})") from None
         kept = int(mask.sum())
     if errors and len({b.line for b in errors} - skip):
         bad = min(b.line for b in errors if b.line not in skip)
@@ -113,6 +156,7 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
         protected = protected_files(project.path, [r[1] for r in sources] + [str(f) for f in files])
         check_outputs({f"curated shard {n}": out_dir / n for n in names} | {f"{k} log": p for k, p in logs.items()},
                       force, protected)
+        ray = connect(address)  # an unreachable cluster is said before the work
         control.report("graph", 0, 0)
         graph = load_graph(project)
         clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions
@@ -120,15 +164,20 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
         removed_ords = np.flatnonzero(clustering.reason != KEPT)
         removed_ids = frozenset(project.ids_for(removed_ords.tolist()))
         out_dir.mkdir(parents=True, exist_ok=True)
-        ray = connect(address)
-        stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
+        stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
         removed_ref = ray.put(removed_ids)
         prefixes = id_prefixes(files)
-        parts = [out_dir.resolve() / f".{n}.{os.getpid()}.part" for n in names]  # the workers write them
+        # The workers write the parts; those a killed run of this machine left are removed.
+        for n in names:
+            for stale in stale_work(out_dir, n, "part"):
+                if stale.is_file() or stale.is_symlink():
+                    stale.unlink(missing_ok=True)
+        parts = [out_dir.resolve() / work_name(n, "part") for n in names]
+        driver = this_process()
         try:
             refs = [ray.remote(export_shard).remote(
                 str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
-                removed_ref, str(part)) for f, src, prefix, part in zip(files, sources, prefixes, parts)]
+                removed_ref, str(part), driver) for f, src, prefix, part in zip(files, sources, prefixes, parts)]
             try:
                 results = stage.run("export", refs)
             except (Cancelled, KeyboardInterrupt):

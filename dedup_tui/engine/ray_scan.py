@@ -35,10 +35,12 @@ import io
 import json
 import os
 import re
-import shutil
+import socket
+import threading
 import time
 import warnings
 import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from glob import glob
 from pathlib import Path
@@ -623,34 +625,166 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
         "text": pa.array(out["text"], pa.large_string()),
         "record": pa.array(out["record"], pa.large_binary()),
     })
-    pq.write_table(table, part)
+    with _writing(part):
+        pq.write_table(table, part)
     return np.array(out["ord"], np.int64), out["doc_id"]
 
 
 # -- the driver ------------------------------------------------------------------------------------
 
+PROBE_SECONDS = 5.0
+_TOKEN = "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+
+
+def auth_hint() -> str:
+    """What to check when a cluster answers but no session starts: Ray's token authentication
+    fails as a plain connection timeout."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return f"authentication may be the cause: RAY_AUTH_MODE=token is set here; check that the token ({_TOKEN}) is the cluster's"
+    return (f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
+            f"and its token ({_TOKEN}) where you run this command")
+
+
 def connect(address: str | None = None, num_cpus: int | None = None):
-    """Ray, connected: to `address` (ray://host:port, or 'auto' for the cluster this machine
-    belongs to), else to the Ray already started in this process, else to a new local one."""
+    """Ray, connected: to `address` (ray://host:port, host:port of the head's GCS, or 'auto'
+    for the cluster this machine belongs to), else to the Ray already started in this
+    process, else to a new local one. An address nothing answers at is a DedupError within
+    seconds (Ray itself retries for minutes)."""
     # A failed task's error reaches the user once, as a one-line error: not again as Ray's
     # "unhandled error" log of the task's other results, never fetched.
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     ray = require_ray()
     if not ray.is_initialized():
+        target = address or os.environ.get("RAY_ADDRESS") or None
+        answered = bool(target) and probe_address(target)  # something listens there
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        said = io.StringIO()
         try:
-            with warnings.catch_warnings():  # Ray warns, then raises: the error says it
-                warnings.simplefilter("ignore")
-                if address:
-                    ray.init(address=address, **kwargs)
-                else:
+            if target:
+                with _native_stderr(said):  # Ray's C++ client logs a warning a second while it retries
+                    init_within(ray, CONNECT_SECONDS, address=address, **kwargs)
+            else:
+                with warnings.catch_warnings():  # Ray warns, then raises: the error says it
+                    warnings.simplefilter("ignore")
                     ray.init(num_cpus=num_cpus, **kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as exc:  # what ray.init raises for an address
-            raise DedupError(f"cannot reach a Ray cluster at {address}: {' '.join(str(exc).split())}") from None
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:  # what ray.init raises for an address
+            reason = " ".join(str(exc).split())
+            if re.search(r"InvalidAuthToken|Unauthenticated", said.getvalue()):
+                reason += " (the cluster refused this machine's authentication token)"
+            hint = f"; {auth_hint()}" if answered and isinstance(exc, (ConnectionError, TimeoutError)) else ""
+            raise DedupError(f"cannot reach a Ray cluster at {target or 'this machine'}: {reason}{hint}") from None
     return ray
 
 
-class _Stage:
+CONNECT_SECONDS = 60.0
+
+
+def init_within(ray, seconds: float, **kwargs) -> None:
+    """ray.init(**kwargs) waited for at most `seconds`, and given up at once on Ctrl-C (a
+    KeyboardInterrupt here). Connecting to a cluster, Ray retries in C++ for minutes where
+    a Ctrl-C is only seen when it returns (it took 30 s): so it runs in a thread of its own,
+    left behind (a daemon) when given up; the command then exits."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            with warnings.catch_warnings():  # Ray warns, then raises: the error says it
+                warnings.simplefilter("ignore")
+                ray.init(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="ray-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no Ray session started within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+@contextmanager
+def _native_stderr(into: io.StringIO):
+    """What is written to file descriptor 2 meanwhile (also by native code), kept in `into`."""
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            into.write(tmp.read().decode("utf-8", "replace"))
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of ray://host:port or host:port; None for 'auto', 'local' or no port."""
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    if text in ("auto", "local") or not text:
+        return None
+    try:
+        parts = urlsplit(text if "://" in text else f"//{text}")
+        return (parts.hostname, parts.port) if parts.hostname and parts.port else None
+    except ValueError:  # a port that is not a number
+        raise DedupError(f"{address}: not a Ray address (ray://host:port, host:port or auto)") from None
+
+
+def probe_address(address: str, seconds: float = PROBE_SECONDS) -> bool:
+    """A DedupError naming the address unless something accepts a connection there within
+    `seconds` (ray.init retries an unreachable address for minutes); False when the address
+    names no port to try ('auto')."""
+    where = host_port(address)
+    if where is None:
+        return False
+    try:
+        with socket.create_connection(where, timeout=seconds) as conn:
+            speaks = _speaks_grpc(conn)
+    except socket.gaierror as exc:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: unknown host {where[0]} "
+                         f"({exc.strerror or exc})") from None
+    except ConnectionRefusedError:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: connection refused (nothing listens on port "
+                         f"{where[1]} of {where[0]}: is the cluster started, and is this its address?)") from None
+    except TimeoutError:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: no answer within {seconds:g} s (a firewall, "
+                         f"or the wrong host?)") from None
+    except OSError as exc:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: {os_reason(exc)}") from None
+    if not speaks:
+        raise DedupError(f"cannot reach a Ray cluster at {address}: something listens there but it is not a Ray "
+                         f"cluster (no gRPC answer within {seconds:g} s); give ray://HEAD:10001 (the Ray client) or "
+                         f"HEAD:6379 (the head's GCS)")
+    return True
+
+
+def _speaks_grpc(conn: socket.socket) -> bool:
+    """Whether the peer answers an HTTP/2 greeting as every gRPC server (Ray's GCS and client
+    server) does, with a SETTINGS frame; authentication, if any, comes later. Not tried over
+    TLS (RAY_USE_TLS), where the greeting is the TLS handshake."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true", "yes"):
+        return True
+    try:
+        conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        head = b""
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:  # a timeout, a reset
+        return False
+    return head[3] == 0x04  # the frame type: SETTINGS
+
+
+class Stage:
     """Waits for a stage's tasks, reporting progress and honouring a cancel (which cancels
     every task still running on the cluster)."""
 
@@ -665,12 +799,13 @@ class _Stage:
         pending = list(refs)
         total = len(refs)
         self.control.report(name, 0, total)
-        while pending:
-            self.control.check()
-            done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
-            self.control.report(name, total - len(pending), total)
-        self.control.check()
         try:
+            while pending:
+                self.control.check()
+                # (through ray://, a task's error can already come out of wait)
+                done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
+                self.control.report(name, total - len(pending), total)
+            self.control.check()
             result = self.ray.get(refs)
         except Exception as exc:  # noqa: BLE001 - a task's error: show the user's error, not Ray's wrapper
             error = _unwrap(exc)
@@ -690,13 +825,55 @@ class _Stage:
 
 
 def _unwrap(exc: BaseException) -> BaseException:
+    """The user's error of a failed task: ours as raised; else its root cause on one line
+    (an OSError's reason and file: "No space left on device"), never Ray's traceback."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, DedupError):
         return cause
     if isinstance(exc, DedupError):
         return exc
+    return DedupError(f"a cluster task failed: {root_cause(cause if isinstance(cause, BaseException) else exc)}")
+
+
+def os_reason(exc: OSError) -> str:
+    """An OSError's reason in words ("No space left on device"); pyarrow's I/O errors carry it
+    in their text."""
+    text = " ".join(str(exc.strerror or exc).split())
+    detail = re.search(r"Detail: \[errno \d+\] (.*)", text)
+    return detail.group(1) if detail else text or type(exc).__name__
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause of an error, on one line: FILE: reason for an OSError, else its
+    type and message (Ray's own errors: their first line, which says what happened)."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if isinstance(exc, OSError):
+        names = [n for n in (exc.filename, exc.filename2) if n is not None]
+        return ": ".join([*map(str, names), os_reason(exc)])
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Ray colours its task names
-    return DedupError(f"a cluster task failed: {' '.join(text.split())[:300]}")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    name = type(exc).__name__
+    if name.startswith("RayTaskError") and lines:  # a traceback (its cause was lost): the last line names it
+        return _cut(lines[-1])
+    if type(exc).__module__.startswith("ray") and lines:  # Ray's own: the first line says what happened
+        return f"{name}: {_cut(lines[0])}"
+    return f"{name}: {_cut(' '.join(text.split()))}" if lines else name
+
+
+@contextmanager
+def _writing(path: Path):
+    """An OSError while writing `path` as a one-line error naming it ("No space left on device")."""
+    try:
+        yield path
+    except OSError as exc:
+        raise DedupError(f"{path}: cannot be written ({os_reason(exc)})") from None
+
+
+def _cut(line: str, most: int = 400) -> str:
+    return line if len(line) <= most else line[:most] + "..."
 
 
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
@@ -717,12 +894,14 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     except ImportError:
         raise DedupError(RAY_MISSING) from None
     ray = connect(address)
-    stage = _Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
+    stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
-    tmp = out_dir.resolve().with_name(f".{out_dir.name}.{os.getpid()}.part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out_dir = out_dir.parent.resolve() / out_dir.name  # not a link (checked): the folder itself
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_scans(out_dir)
+    tmp = out_dir.with_name(work_name(out_dir.name, "part"))
+    tmp.mkdir()
     try:
         job = _ScanJob(ray, stage, files, settings, tmp)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
@@ -733,12 +912,17 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
         stage.cancel()
         raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():
+            _remove_scan(tmp)
 
 
 def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
-    """SCAN_DIR may be new, empty, or (with force) an earlier cluster scan: never a file, a
-    folder holding the corpus, or any other folder (--force removes what it replaces)."""
+    """SCAN_DIR may be new, empty, or (with force) an earlier cluster scan holding only what a
+    scan writes: never a symbolic link, a file, a folder holding the corpus, or any other
+    folder. Checked before any work."""
+    if out_dir.is_symlink():
+        raise DedupError(f"{out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the scan folder itself, "
+                         f"the scan never writes through a link")
     where = out_dir.resolve()
     for f in files:
         if where == f.resolve() or where in f.resolve().parents:
@@ -754,17 +938,135 @@ def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
             read_manifest(out_dir)
         except DedupError:
             raise DedupError(f"{out_dir}: is not a cluster scan folder; --force replaces only an earlier scan") from None
+        scan_files(out_dir)
+
+
+# -- what a scan folder holds ----------------------------------------------------------------------
+
+SCAN_FILES = ("pairs.parquet", "exact_groups.parquet", "manifest.json")
+_PART = re.compile(r"part-\d+\.parquet")
+
+
+def scan_files(folder: Path) -> list[Path]:
+    """The files a cluster scan wrote in `folder` (its documents/ folder last). Anything else
+    in it (a review project, notes, a link) is a DedupError naming it: --force replaces an
+    earlier scan by removing only these, and refuses to touch a folder that holds more."""
+    found: list[Path] = []
+    documents: list[Path] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name in SCAN_FILES and entry.is_file() and not entry.is_symlink():
+            found.append(entry)
+        elif entry.name == DOCUMENTS_DIR and entry.is_dir() and not entry.is_symlink():
+            for part in sorted(entry.iterdir()):
+                if not (_PART.fullmatch(part.name) and part.is_file() and not part.is_symlink()):
+                    _foreign(folder, part)
+                documents.append(part)
+            documents.append(entry)
+        else:
+            _foreign(folder, entry)
+    return found + documents
+
+
+def _foreign(folder: Path, entry: Path):
+    raise DedupError(f"{entry}: not written by a cluster scan; --force replaces only an earlier scan's files and "
+                     f"leaves {folder} as it is while it holds anything else (move it out, or choose another folder)")
+
+
+def _remove_scan(folder: Path) -> bool:
+    """Remove a folder a scan wrote, file by file (never a tree). False if it holds anything a
+    scan does not write (then nothing is removed) or something appeared while it was removed."""
+    try:
+        written = scan_files(folder)
+    except DedupError:
+        return False
+    try:
+        for path in written:
+            if path.name == DOCUMENTS_DIR:
+                path.rmdir()
+            else:
+                path.unlink()
+        folder.rmdir()
+    except OSError:  # something appeared meanwhile (a late task's part): left as it is
+        return False
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this machine with this id runs (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def this_process() -> tuple:
+    """This process, as process_gone() knows it: (host, PID namespace, process id)."""
+    return socket.gethostname(), _pid_namespace(), os.getpid()
+
+
+def process_gone(process: tuple) -> bool:
+    """Whether the process (this_process() of it) is known to have ended: only one of this
+    machine (and PID namespace) can be known so."""
+    host, namespace, pid = process
+    return host == socket.gethostname() and namespace == _pid_namespace() and not pid_alive(pid)
+
+
+def work_name(name: str, suffix: str) -> str:
+    """The name of a file or folder this run writes beside `name` and renames into place:
+    .NAME.HOST.PID.SUFFIX, so a later run knows whether the process that wrote it is gone."""
+    return f".{name}.{socket.gethostname()}.{os.getpid()}.{suffix}"
+
+
+def stale_work(folder: Path, name: str, suffix: str) -> list[Path]:
+    """Files or folders `work_name(name, suffix)` left in `folder` by runs of this machine
+    whose process is dead (a killed run; also the older .NAME.PID.SUFFIX names)."""
+    host = socket.gethostname()
+    stale = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    head, tail = f".{name}.", f".{suffix}"
+    for entry in entries:
+        n = entry.name
+        if not (n.startswith(head) and n.endswith(tail)) or len(n) <= len(head) + len(tail):
+            continue
+        who, _, pid = n[len(head):-len(tail)].rpartition(".")
+        if pid.isdigit() and who in ("", host) and not pid_alive(int(pid)):
+            stale.append(entry)
+    return stale
+
+
+def _remove_stale_scans(out_dir: Path) -> None:
+    """The work folders of killed scans into this SCAN_DIR (only what a scan writes)."""
+    for suffix in ("part", "old"):
+        for folder in stale_work(out_dir.parent, out_dir.name, suffix):
+            if folder.is_dir() and not folder.is_symlink():
+                _remove_scan(folder)
 
 
 class _ScanJob:
     """The driver's side of one cluster scan: each method runs a stage's tasks and keeps the
     small arrays the next stages need (counts, positions, ords); the data stays on the cluster."""
 
-    def __init__(self, ray, stage: _Stage, files: list[Path], settings: ClusterScanSettings, tmp: Path):
+    def __init__(self, ray, stage: Stage, files: list[Path], settings: ClusterScanSettings, tmp: Path):
         self.ray, self.stage, self.files, self.settings, self.tmp = ray, stage, files, settings, tmp
         self.formats = [cluster_format(f) for f in files]
         self.result = ClusterScanResult()
         self.started = time.perf_counter()
+        self.at_start = cluster_state(ray)
         self.cpus = int(ray.cluster_resources().get("CPU", 2))
         self.partitions = settings.partitions or max(2, 2 * self.cpus)
         self.banding = lsh.choose_banding(settings.floor, settings.num_perm)
@@ -968,24 +1270,36 @@ class _ScanJob:
             return pa.array(self.id_of[np.searchsorted(self.participants, ords)].tolist(), pa.string())
 
         a, b, j = self.pairs
-        pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
-                                 "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}),
-                       self.tmp / "pairs.parquet")
-        pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
-                                 "ord": pa.array(self.dup_ords, pa.int64()),
-                                 "first_ord": pa.array(self.first_ords, pa.int64())}),
-                       self.tmp / "exact_groups.parquet")
+        with _writing(self.tmp / "pairs.parquet") as path:
+            pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
+                                     "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}), path)
+        with _writing(self.tmp / "exact_groups.parquet") as path:
+            pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
+                                     "ord": pa.array(self.dup_ords, pa.int64()),
+                                     "first_ord": pa.array(self.first_ords, pa.int64())}), path)
         r.skipped_records = sum(len(v) for v in self.skipped.values())
         self._timed("write", t0)
         r.timings["total"] = time.perf_counter() - self.started
-        with open(self.tmp / "manifest.json", "w", encoding="utf-8") as fh:
+        with _writing(self.tmp / "manifest.json") as path, open(path, "w", encoding="utf-8") as fh:
             json.dump(self.manifest(), fh, indent=2, ensure_ascii=False)
             fh.write("\n")
-        if out_dir.exists():
-            if not force and any(out_dir.iterdir()):
+        if os.path.lexists(out_dir):
+            if out_dir.is_symlink() or not out_dir.is_dir() or (not force and any(out_dir.iterdir())):
                 raise DedupError(f"{out_dir}: appeared while the scan ran; not replaced")
-            shutil.rmtree(out_dir)
-        os.replace(self.tmp, out_dir)
+            scan_files(out_dir)  # nothing but an earlier scan's files, still
+            # The earlier scan is set aside, the new one renamed into place, then the earlier
+            # one's files removed: a crash in between leaves one of the two whole (the next
+            # run removes a killed run's .old folder).
+            aside = out_dir.with_name(work_name(out_dir.name, "old"))
+            os.rename(out_dir, aside)
+            try:
+                os.rename(self.tmp, out_dir)
+            except OSError:
+                os.rename(aside, out_dir)  # the earlier scan back in its place
+                raise
+            _remove_scan(aside)
+        else:
+            os.rename(self.tmp, out_dir)
         self.stage.control.report("write", 1, 1)
 
     def manifest(self) -> dict:
@@ -1012,10 +1326,27 @@ class _ScanJob:
                        "skip_bad": s.skip_bad},
             "counts": {k: v for k, v in asdict(r).items() if k not in ("timings", "shuffle_bytes")},
             "shuffle_bytes": r.shuffle_bytes,
-            "cluster": {"nodes": len([n for n in self.ray.nodes() if n.get("Alive")]), "cpus": self.cpus,
-                        "pieces": len(self.pieces), "partitions": self.partitions},
+            "cluster": cluster_change(self.at_start, cluster_state(self.ray)) | {
+                "pieces": len(self.pieces), "partitions": self.partitions},
             "timings": r.timings,
         }
+
+
+def cluster_state(ray) -> dict:
+    """The cluster's live nodes now: {nodes, cpus, ids}."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    return {"nodes": len(alive), "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)),
+            "ids": sorted(str(n.get("NodeID")) for n in alive)}
+
+
+def cluster_change(start: dict, end: dict) -> dict:
+    """The manifest's account of the cluster: live nodes and their CPUs when the scan started
+    and when it ended, and how many nodes died or joined in between (Ray re-runs the tasks of a
+    node that died, so the result is complete either way)."""
+    return {"at_start": {"nodes": start["nodes"], "cpus": start["cpus"]},
+            "at_end": {"nodes": end["nodes"], "cpus": end["cpus"]},
+            "nodes_lost": len(set(start["ids"]) - set(end["ids"])),
+            "nodes_joined": len(set(end["ids"]) - set(start["ids"]))}
 
 
 def _version() -> str:

@@ -89,6 +89,9 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     scan_dir = Path(scan_dir)
     manifest = read_manifest(scan_dir)
     db = Path(db)
+    if scan_dir.resolve() in db.resolve().parents:
+        raise DedupError(f"{db}: inside the scan folder {scan_dir}, which holds only what a scan wrote "
+                         f"(cluster-scan --force replaces it); keep the project elsewhere")
     if db.exists():
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
