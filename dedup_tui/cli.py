@@ -297,16 +297,21 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     project = _open_project(db)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
-        from .engine.decisions import parse_keep_rule, set_keep_rule
+        from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, set_keep_rule
 
         try:
             keep = parse_keep_rule(keep)
         except DedupError as exc:
             _fail(f"--keep: {exc}", 2)
-
-        _run(lambda control: set_keep_rule(project, keep))
+        if project.readonly:  # the rule is for this export; the project cannot keep it
+            keep = _run(lambda control: check_keep_rule(project, keep))
+            click.echo(f"keeping {describe_keep_rule(keep)} for this export (the project is read-only, so the rule "
+                       f"is not saved in it)", err=True)
+        else:
+            _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
-             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force)
+             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
+             keep=keep)
     _say(f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
          f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
 

@@ -579,12 +579,12 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
 
 
 def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: str = "components",
-                           overrides: Overrides | None = None) -> Clustering:
+                           overrides: Overrides | None = None, rule: str | None = None) -> Clustering:
     """cluster() with the project's not-duplicate splits, then its keep rule (which document a
-    cluster keeps), then the reviewer's keep/remove overrides."""
+    cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides."""
     ov = overrides if overrides is not None else Overrides.load(project)
     c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
-    rule = keep_rule(project)
+    rule = rule or keep_rule(project)
     if rule == "longest":
         c = keep_longest(graph, c, _lengths(project, graph))
     elif rule != "first":
@@ -667,7 +667,8 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     return len(decisions)
 
 
-def manifest(project: Project, clustering: Clustering, threshold: float, policy: str, outputs: dict) -> dict:
+def manifest(project: Project, clustering: Clustering, threshold: float, policy: str, outputs: dict,
+             rule: str | None = None) -> dict:
     try:
         from importlib.metadata import version
 
@@ -688,7 +689,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "scan_params": project.scan_params(),
         "threshold": threshold,
         "policy": policy,
-        "keep_rule": keep_rule(project),
+        "keep_rule": rule or keep_rule(project),
         "counts": {
             "documents": int(len(reason)),
             "kept": int((reason == KEPT).sum()),
@@ -716,8 +717,10 @@ def export_curated(
     force: bool = True,
     graph: PairGraph | None = None,
     control: Control | None = None,
+    keep: str | None = None,
 ) -> CuratedExport:
-    """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for."""
+    """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for.
+    `keep`: a keep rule for this export only (the project's own is used otherwise)."""
     from .pipeline import load_graph
     from .scandir import refuse_local_export
 
@@ -727,7 +730,7 @@ def export_curated(
                    "manifest": manifest_out}, force, project_protected(project))
     graph = graph if graph is not None else load_graph(project)
     if use_decisions:
-        clustering = cluster_with_decisions(project, graph, threshold, policy)
+        clustering = cluster_with_decisions(project, graph, threshold, policy, rule=keep)
     else:
         clustering = cluster(graph, threshold, policy)
     # The engine writes the kept records (and fills in missing similarities); the removed log
@@ -755,7 +758,7 @@ def export_curated(
     if manifest_out:
         outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
-        data = manifest(project, clustering, threshold, policy, outputs)
+        data = manifest(project, clustering, threshold, policy, outputs, rule=keep)
         with AtomicFile(Path(manifest_out), "w") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.write("\n")

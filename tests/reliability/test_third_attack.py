@@ -223,3 +223,29 @@ def test_a_full_disk_says_so_and_export_still_reads(tmp_path):
         assert sorted(p.name for p in mount.iterdir()) == ["c.jsonl", "fill", "p.db"]  # no 3-byte -shm
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_export_keep_on_a_read_only_project_uses_the_rule_without_saving_it(tmp_path, monkeypatch):
+    """The attack: `export --keep longest` on a read-only project failed 'attempt to write a
+    readonly database' (the rule was saved first)."""
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main
+    from dedup_tui.engine import store
+
+    docs = [{"id": "short", "text": "alpha beta gamma delta epsilon zeta eta theta"},
+            {"id": "long", "text": "alpha beta gamma delta epsilon zeta eta theta iota"}]
+    corpus = write_jsonl(tmp_path / "c.jsonl", docs)
+    db = tmp_path / "c.db"
+    cli("scan", "--db", db, corpus)
+    monkeypatch.setattr(store, "_writable", lambda path: False)  # as a teammate without write access
+    runner = CliRunner()
+    r = runner.invoke(main, ["export", "--db", str(db), "--threshold", "0.5", "--keep", "longest",
+                             "--out", str(tmp_path / "kept.jsonl"), "--manifest", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    assert "not saved" in r.output
+    assert [json.loads(line)["id"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()] == ["long"]
+    assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "longest"
+    monkeypatch.undo()
+    with store.Project(db) as project:
+        assert project.get_meta("keep_rule") is None

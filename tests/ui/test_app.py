@@ -994,3 +994,18 @@ async def test_keep_by_a_field_from_the_app(tmp_path):
         assert main.index.clustering.kept_by == "max:date"
         assert main.project.ids_for([int(main.index.labels[0])]) == ["new"]
         assert "highest date" in str(main.query_one("#members").get_row_at(0)[0])
+
+
+async def test_export_dialog_refuses_a_stream_the_app_would_write_over_its_screen(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        app.screen.query_one("#export-path", Input).value = "/dev/stdout"
+        app.screen.query_one("#export-threshold", Input).value = "0.75"
+        await pilot.click("#export-ok")
+        await settle(pilot)
+        assert isinstance(app.screen, ExportScreen)
+        assert "is a stream" in screen_text(app)

@@ -178,7 +178,7 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
             outputs |= {"removed log": beside(out, "removed.jsonl"), "decisions log": beside(out, "decisions.jsonl"),
                         "manifest": beside(out, "manifest.json")}
         try:
-            check_outputs(outputs, True, self.protected)
+            check_outputs(outputs, True, self.protected, streams=False)
         except OutputError as exc:
             error.update(Text(str(exc)))
             return
