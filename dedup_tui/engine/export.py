@@ -7,7 +7,6 @@ import json
 import os
 import sqlite3
 import tempfile
-from glob import escape as glob_escape
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
 from .similarity import verify_pairs
-from .store import Project, check_snapshots, document_checksum, has_checksums
+from .store import Project, check_snapshots, document_checksum, has_checksums, remove_orphan_parts
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -33,16 +32,6 @@ class ExportReport:
     removed: int
     exact: int
     near: int
-
-
-def _remove_orphan_parts(path: Path) -> None:
-    """Temporary files a killed writer of this path left (named with its pid, now gone)."""
-    from .store import pid_alive
-
-    for part in path.parent.glob(f".{glob_escape(path.name)}.*.part"):
-        pid = part.name[len(path.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            part.unlink(missing_ok=True)
 
 
 class AtomicFile:
@@ -72,7 +61,7 @@ class AtomicFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.overwrite and self.path.exists():
             raise OutputError(f"{self.path}: already exists", exists=True)
-        _remove_orphan_parts(self.path)
+        remove_orphan_parts(self.path)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.{os.getpid()}.", suffix=".part",
                                         dir=self.path.parent)
         if "b" in self.mode:

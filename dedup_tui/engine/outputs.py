@@ -186,4 +186,4 @@ def _sqlite_file(path: Path) -> bool:
 def project_protected(project) -> dict[Path, str]:
     """protected_files of an open Project (its path and its sources' paths)."""
     rows = project.conn.execute("SELECT path FROM sources").fetchall()
-    return protected_files(project.path, [r[0] for r in rows])
+    return protected_files(project.path, [r[0] for r in rows if isinstance(r[0], str) and r[0]])

@@ -210,6 +210,8 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
             conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except UnicodeDecodeError:  # a damaged schema text
+        raise ProjectError(f"{path}: damaged dedup-tui project (its schema is not readable text)") from None
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and _disk_full(path):
             _remove_stubs(companions, existed)

@@ -249,3 +249,23 @@ def test_export_keep_on_a_read_only_project_uses_the_rule_without_saving_it(tmp_
     monkeypatch.undo()
     with store.Project(db) as project:
         assert project.get_meta("keep_rule") is None
+
+
+def test_damaged_rows_and_schema_text_are_one_line_errors(scanned, tmp_path):
+    import shutil
+    import sqlite3
+
+    nulled = tmp_path / "nulled.db"
+    shutil.copy(scanned, nulled)
+    with sqlite3.connect(nulled) as conn:
+        conn.execute("UPDATE sources SET path = X'ff00'")  # what a flipped type byte can make of it
+    r = cli("export", "--db", nulled, "--threshold", "0.8", "--out", tmp_path / "k.jsonl", check=False)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr
+
+    garbled = tmp_path / "garbled.db"
+    shutil.copy(scanned, garbled)
+    with sqlite3.connect(garbled) as conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("UPDATE sqlite_master SET sql = CAST(X'43524541544520ff' AS TEXT) WHERE name = 'labels'")
+    r = cli("export", "--db", garbled, "--threshold", "0.8", "--out", tmp_path / "k2.jsonl", check=False)
+    assert "garbled.db: " in one_line_error(r)
