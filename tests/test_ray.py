@@ -20,7 +20,7 @@ from click.testing import CliRunner  # noqa: E402
 from dedup_tui.cli import main  # noqa: E402
 from dedup_tui.engine import decisions  # noqa: E402
 from dedup_tui.engine.cluster import cluster  # noqa: E402
-from dedup_tui.engine.errors import Cancelled, CorpusError, ProjectError  # noqa: E402
+from dedup_tui.engine.errors import Cancelled, CorpusError, DedupError, ProjectError  # noqa: E402
 from dedup_tui.engine.ingest import load_corpus  # noqa: E402
 from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan  # noqa: E402
 from dedup_tui.engine.progress import Control  # noqa: E402
@@ -707,14 +707,16 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _cli_process(*args, timeout=20):
+def _cli_process(*args, timeout=20, env=None):
     """The CLI in its own process (this one already has a Ray): (return code, stderr, seconds)."""
     import subprocess
     import sys
     import time
 
+    extra = env or {}
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     env.pop("RAY_ADDRESS", None)
+    env.update(extra)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "dedup_tui", *map(str, args)], capture_output=True, text=True,
                        env=env, timeout=timeout, check=False)
@@ -846,3 +848,27 @@ def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path)
         shutil.rmtree(ray_dir, ignore_errors=True)
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     assert [p.name for p in tmp_path.iterdir()] == ["scan"]
+
+
+def test_addresses_without_a_port_or_through_auto_are_probed_too(tiny, tmp_path, monkeypatch):
+    """The re-attack: `ray://127.0.0.1` (no port) took 30 s, and `--address auto` with
+    RAY_ADDRESS at a closed port 61 s: both are probed (Ray client's port 10001; RAY_ADDRESS)."""
+    from dedup_tui.engine.ray_scan import host_port
+
+    assert host_port("ray://10.0.0.7") == ("10.0.0.7", 10001)
+    with pytest.raises(DedupError, match="names no host"):
+        host_port("ray://")
+    port = _closed_port()
+    code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", "auto",
+                                env={"RAY_ADDRESS": f"127.0.0.1:{port}"})
+    assert code == 1 and f"cannot reach a Ray cluster at 127.0.0.1:{port}: connection refused" in err, err
+
+
+def test_cluster_export_never_writes_into_a_scan_folder(scanned, corpus, tmp_path):
+    out, _result, _local = scanned
+    before = sorted(p.name for p in out.iterdir())
+    review = import_scan(out, tmp_path / "review.db")
+    review.close()
+    with pytest.raises(DedupError, match="is a cluster scan folder"):
+        cluster_export(tmp_path / "review.db", 0.8, "components", corpus, out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == before

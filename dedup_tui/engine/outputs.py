@@ -149,6 +149,14 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
         if inside:
             raise OutputError(f"{path}: is inside {inside[1]} ({inside[0]}); writing there would change "
                               f"the corpus: choose a file outside it for the {what}")
+        moved = _corpus_folder_by_name(path, protected)
+        if moved:
+            raise OutputError(f"{path}: is inside {moved}, a folder of .txt files named as the corpus folder the "
+                              f"project was loaded from (moved or copied?); choose a file outside it for the {what}")
+        copy = _copy_of_corpus(path, protected)
+        if copy:
+            raise OutputError(f"{path}: holds the same bytes as the corpus file {copy} the project was loaded from "
+                              f"(moved or copied?); choose another file for the {what}")
         database = _database_of(path)
         if database is not None:
             what_it_is = ("a SQLite database (a dedup-tui project?)" if database == path
@@ -183,7 +191,62 @@ def _sqlite_file(path: Path) -> bool:
         return False
 
 
-def project_protected(project) -> dict[Path, str]:
-    """protected_files of an open Project (its path and its sources' paths)."""
-    rows = project.conn.execute("SELECT path FROM sources").fetchall()
-    return protected_files(project.path, [r[0] for r in rows if isinstance(r[0], str) and r[0]])
+class Protected(dict):
+    """protected_files, plus what recognises the corpus after it (or the project) moved: its
+    files by size and SHA-256, its .txt folders by name."""
+
+    def __init__(self, files: dict[Path, str], digests: dict[tuple[int, str], str], folder_names: set[str]):
+        super().__init__(files)
+        self.digests, self.folder_names = digests, folder_names
+
+
+def project_protected(project) -> Protected:
+    """protected_files of an open Project (its path and its sources' paths), recognising the
+    corpus files by content and its folders by name too: a project folder moved or copied with
+    its corpus keeps the stored paths of the old place."""
+    rows = project.conn.execute("SELECT path, sha256, size_bytes FROM sources").fetchall()
+    paths = [r[0] for r in rows if isinstance(r[0], str) and r[0]]
+    # Only a corpus no longer at its stored path is looked for elsewhere (a copy of a corpus that
+    # is still in place, such as an export that removed nothing, may be replaced).
+    rows = [r for r in rows if isinstance(r[0], str) and r[0] and not os.path.exists(r[0])]
+    digests = {(r[2], r[1]): os.path.basename(r[0]) for r in rows
+               if isinstance(r[0], str) and isinstance(r[1], str) and isinstance(r[2], int)}
+    folders = {os.path.basename(r[0].rstrip("/")) for r in rows if isinstance(r[0], str) and r[0] and r[1] is None}
+    return Protected(protected_files(project.path, paths), digests, folders)
+
+
+def _copy_of_corpus(path: Path, protected) -> str | None:
+    """The name of the corpus file that `path` holds the same bytes as (by size, then SHA-256)."""
+    import hashlib
+
+    digests = getattr(protected, "digests", None)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not digests or not stat.S_ISREG(st.st_mode) or st.st_size not in {size for size, _ in digests}:
+        return None
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return digests.get((st.st_size, h.hexdigest()))
+
+
+def _corpus_folder_by_name(path: Path, protected) -> Path | None:
+    """A folder holding `path` that has the name of a .txt folder corpus and holds .txt files:
+    that corpus, moved or copied with the project."""
+    names = getattr(protected, "folder_names", None)
+    if not names:
+        return None
+    try:
+        resolved = path.resolve()
+    except OSError:
+        return None
+    for folder in resolved.parents:
+        if folder.name in names and any(folder.glob("*.txt")):
+            return folder
+    return None

@@ -146,6 +146,10 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
         if len(set(names)) != len(names):
             raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
         out_dir = Path(out_dir)
+        if (out_dir / "manifest.json").is_file() and ((out_dir / "pairs.parquet").exists()
+                                                      or (out_dir / "documents").is_dir()):
+            raise DedupError(f"{out_dir}: is a cluster scan folder, which holds only what a scan wrote; write the "
+                             f"curated corpus to another folder")
         logs = {"removed": out_dir / "removed.jsonl", "decisions": out_dir / "decisions.jsonl",
                 "manifest": out_dir / "manifest.json"}
         clash = {p.name for p in logs.values()} & set(names)

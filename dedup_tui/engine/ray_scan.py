@@ -656,6 +656,8 @@ def connect(address: str | None = None, num_cpus: int | None = None):
     ray = require_ray()
     if not ray.is_initialized():
         target = address or os.environ.get("RAY_ADDRESS") or None
+        if target == "auto" and os.environ.get("RAY_ADDRESS"):  # 'auto' goes where RAY_ADDRESS says
+            target = os.environ["RAY_ADDRESS"]
         answered = bool(target) and probe_address(target)  # something listens there
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         said = io.StringIO()
@@ -732,7 +734,10 @@ def host_port(address: str) -> tuple[str, int] | None:
         return None
     try:
         parts = urlsplit(text if "://" in text else f"//{text}")
-        return (parts.hostname, parts.port) if parts.hostname and parts.port else None
+        if text.startswith("ray://") and not parts.hostname:
+            raise DedupError(f"{address}: names no host (ray://host:port)")
+        port = parts.port or (10001 if text.startswith("ray://") else None)  # Ray client's default port
+        return (parts.hostname, port) if parts.hostname and port else None
     except ValueError:  # a port that is not a number
         raise DedupError(f"{address}: not a Ray address (ray://host:port, host:port or auto)") from None
 

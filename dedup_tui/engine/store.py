@@ -684,6 +684,9 @@ class Project:
         if missing:
             raise ProjectError(f"{self.path}: damaged dedup-tui project: no {', '.join(missing)} "
                                f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project")
+        if version >= 4 and not has_checksums(self.conn):  # export would check nothing, silently
+            raise ProjectError(f"{self.path}: damaged dedup-tui project: its documents have no checksum column; "
+                               f"load the corpus into a new project")
 
     def _migrate(self, version: int) -> None:
         """Bring an older project up to SCHEMA_VERSION: a backup copy, then every step in one transaction."""

@@ -174,6 +174,8 @@ def load_keymap(path: Path | None = None) -> Keymap:
     path = path or keymap_path()
     if not path.exists():
         return Keymap(path)
+    if not path.is_file():  # a FIFO would wait for a writer forever, before the first screen
+        return Keymap(path, ignored=["not a regular file: every binding keeps its default keys"])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

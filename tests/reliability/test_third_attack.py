@@ -269,3 +269,51 @@ def test_damaged_rows_and_schema_text_are_one_line_errors(scanned, tmp_path):
         conn.execute("UPDATE sqlite_master SET sql = CAST(X'43524541544520ff' AS TEXT) WHERE name = 'labels'")
     r = cli("export", "--db", garbled, "--threshold", "0.8", "--out", tmp_path / "k2.jsonl", check=False)
     assert "garbled.db: " in one_line_error(r)
+
+
+def test_a_moved_project_still_protects_its_corpus(tmp_path):
+    """The re-attack: after `mv mv1 mv2`, `export --out k.jsonl --force` replaced the corpus
+    (stored paths named the old place), and `pairs --out txt/1.txt --force` a folder's file."""
+    import shutil
+
+    first = tmp_path / "mv1"
+    (first / "txt").mkdir(parents=True)
+    corpus = write_jsonl(first / "k.jsonl", small_corpus(4))
+    for i, doc in enumerate(small_corpus(3)):
+        (first / "txt" / f"{i}.txt").write_text(doc["text"], encoding="utf-8")
+    cli("scan", "--db", first / "k.db", corpus)
+    cli("scan", "--db", first / "t.db", first / "txt")
+    moved = tmp_path / "mv2"
+    shutil.move(first, moved)
+    before = (moved / "k.jsonl").read_bytes(), _snapshot(moved / "txt")
+    r = cli("export", "--db", moved / "k.db", "--threshold", "0.9", "--out", moved / "k.jsonl", "--force", check=False)
+    assert "holds the same bytes as the corpus file k.jsonl" in one_line_error(r)
+    for args in (("pairs", "--db", moved / "t.db", "--out", moved / "txt" / "1.txt", "--force"),
+                 ("export", "--db", moved / "t.db", "--threshold", "0.9", "--out", moved / "txt" / "x.jsonl")):
+        assert "named as the corpus folder" in one_line_error(cli(*args, check=False))
+    assert ((moved / "k.jsonl").read_bytes(), _snapshot(moved / "txt")) == before
+    # An output elsewhere is fine, and so is replacing a copy while the corpus is in place.
+    cli("export", "--db", moved / "k.db", "--threshold", "0.9", "--out", moved / "curated.jsonl")
+
+
+def test_a_project_without_its_checksum_column_is_damaged_not_silently_unchecked(scanned, tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(scanned) as conn:
+        conn.execute("ALTER TABLE documents DROP COLUMN checksum")
+    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k.jsonl", check=False)
+    assert "no checksum column" in one_line_error(r)
+    assert not (tmp_path / "k.jsonl").exists()
+
+
+def test_a_keymap_that_is_a_fifo_is_reported_not_waited_on(tmp_path):
+    from dedup_tui.ui.keymap import load_keymap
+
+    fifo = tmp_path / "keymap.json"
+    os.mkfifo(fifo)
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(load_keymap(fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert any("not a regular file" in line for line in result[0].ignored)
