@@ -278,7 +278,7 @@ def pairs(db, minimum, out, force):
 @click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order.")
 @click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
-@click.option("--format", "fmt", default="jsonl", show_default=True, type=click.Choice(FORMATS), help="Format of the kept records.")
+@click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
 @click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
@@ -294,6 +294,11 @@ def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest
     """
     from .engine.decisions import export_curated
 
+    suffix = Path(out).suffix.lower().lstrip(".")
+    if fmt is None:
+        fmt = suffix if suffix in FORMATS else "jsonl"
+    elif suffix in FORMATS and suffix != fmt:
+        _fail(f"--out {out} ends in .{suffix} but --format is {fmt}: change one of them", 2)
     project = _open_project(db)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:

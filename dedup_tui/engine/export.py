@@ -96,12 +96,22 @@ class AtomicFile:
                     finally:
                         os.unlink(self.tmp)
                 return False
+        except OSError as error:  # flushing or closing on a full disk: name the file
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+            raise _write_error(self.path, error) from None
         except BaseException:
             if os.path.exists(self.tmp):
                 os.unlink(self.tmp)
             raise
         os.unlink(self.tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            raise _write_error(self.path, exc) from None
         return False
+
+
+def _write_error(path: Path, error: OSError) -> DedupError:
+    return DedupError(f"{path}: cannot be written ({error.strerror or error}); nothing was written under that name")
 
 
 def _umask() -> int:

@@ -221,6 +221,9 @@ def test_a_full_disk_says_so_and_export_still_reads(tmp_path):
         kept = cli("export", "--db", db, "--threshold", "0.8", "--out", tmp_path / "kept.jsonl")
         assert "kept" in kept.stdout
         assert sorted(p.name for p in mount.iterdir()) == ["c.jsonl", "fill", "p.db"]  # no 3-byte -shm
+        onto_full = cli("export", "--db", db, "--threshold", "0.8", "--out", mount / "k.jsonl", check=False)
+        assert "k.jsonl: cannot be written (No space left on device)" in one_line_error(onto_full)
+        assert sorted(p.name for p in mount.iterdir()) == ["c.jsonl", "fill", "p.db"]
     finally:
         subprocess.run(["umount", str(mount)], check=False)
 
@@ -317,3 +320,12 @@ def test_a_keymap_that_is_a_fifo_is_reported_not_waited_on(tmp_path):
     reader.join(timeout=30)
     assert not reader.is_alive()
     assert any("not a regular file" in line for line in result[0].ignored)
+
+
+def test_export_format_follows_the_out_suffix_and_a_contradiction_is_refused(scanned, tmp_path):
+    cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k.csv")
+    assert (tmp_path / "k.csv").read_text().splitlines()[0] == "id,text"
+    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k2.csv", "--format", "jsonl",
+            check=False)
+    assert r.returncode == 2 and "ends in .csv but --format is jsonl" in r.stderr
+    assert not (tmp_path / "k2.csv").exists()
