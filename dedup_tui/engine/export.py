@@ -110,8 +110,12 @@ class AtomicFile:
         return False
 
 
-def _write_error(path: Path, error: OSError) -> DedupError:
-    return DedupError(f"{path}: cannot be written ({error.strerror or error}); nothing was written under that name")
+class WriteError(DedupError, OSError):
+    """An output that could not be written (a full disk), named: still an OSError for callers."""
+
+
+def _write_error(path: Path, error: OSError) -> WriteError:
+    return WriteError(f"{path}: cannot be written ({error.strerror or error}); nothing was written under that name")
 
 
 def _umask() -> int:
