@@ -21,7 +21,7 @@ from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
 from .engine.export import FORMATS, check_threshold
 from .engine.ingest import load_corpus
-from .engine.outputs import OutputError, check_outputs, project_protected
+from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
 from .engine.progress import STAGE_NAMES, Control, describe_rate
 from .engine.store import Project, build_project, check_snapshots
 
@@ -84,8 +84,7 @@ def _one_line(message) -> str:
 
 def _say(message: str, *outputs) -> None:
     """A command's closing line: on stderr when an output is being streamed to stdout."""
-    to_stdout = any(str(o) in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1") for o in outputs if o)
-    click.echo(message, err=to_stdout)
+    click.echo(message, err=any(writes_to_stdout(o) for o in outputs))
 
 
 def _fail(message: str, code: int = 1) -> None:

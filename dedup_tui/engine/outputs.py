@@ -40,6 +40,12 @@ def is_stream(path: str | Path) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
+def writes_to_stdout(path: str | Path | None) -> bool:
+    """Whether writing `path` writes this process's standard output (see open_stream)."""
+    name = str(path) if path else ""
+    return name in ("-", "/dev/stdout") or (bool(_STREAM_NAMES.match(name)) and name.rsplit("/", 1)[1] == "1")
+
+
 def open_stream(path: str | Path) -> int:
     """A descriptor to write the stream `path` (is_stream): standard output and /dev/fd/N are
     duplicated, so a `>>` redirection keeps appending; a FIFO or a device is opened for writing."""
@@ -204,15 +210,15 @@ def project_protected(project) -> Protected:
     """protected_files of an open Project (its path and its sources' paths), recognising the
     corpus files by content and its folders by name too: a project folder moved or copied with
     its corpus keeps the stored paths of the old place."""
-    rows = project.conn.execute("SELECT path, sha256, size_bytes FROM sources").fetchall()
-    paths = [r[0] for r in rows if isinstance(r[0], str) and r[0]]
+    rows = [r for r in project.conn.execute("SELECT path, sha256, size_bytes FROM sources")
+            if isinstance(r[0], str) and r[0]]  # (a damaged row's path may be anything)
     # Only a corpus no longer at its stored path is looked for elsewhere (a copy of a corpus that
     # is still in place, such as an export that removed nothing, may be replaced).
-    rows = [r for r in rows if isinstance(r[0], str) and r[0] and not os.path.exists(r[0])]
-    digests = {(r[2], r[1]): os.path.basename(r[0]) for r in rows
-               if isinstance(r[0], str) and isinstance(r[1], str) and isinstance(r[2], int)}
-    folders = {os.path.basename(r[0].rstrip("/")) for r in rows if isinstance(r[0], str) and r[0] and r[1] is None}
-    return Protected(protected_files(project.path, paths), digests, folders)
+    gone = [r for r in rows if not os.path.exists(r[0])]
+    digests = {(size, sha): os.path.basename(path) for path, sha, size in gone
+               if isinstance(sha, str) and isinstance(size, int)}
+    folders = {os.path.basename(path.rstrip("/")) for path, sha, _size in gone if sha is None}
+    return Protected(protected_files(project.path, [r[0] for r in rows]), digests, folders)
 
 
 def _copy_of_corpus(path: Path, protected) -> str | None:

@@ -53,7 +53,7 @@ from .ingest import _guarded, _show, detect_format, read_jsonl, read_parquet
 from .minhash import MinHasher
 from .pipeline import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL
 from .progress import Control
-from .store import now_iso
+from .store import now_iso, pid_alive
 
 SCAN_FORMAT = "dedup-tui cluster scan"
 DOCUMENTS_DIR = "documents"
@@ -992,19 +992,6 @@ def _remove_scan(folder: Path) -> bool:
                 path.unlink()
         folder.rmdir()
     except OSError:  # something appeared meanwhile (a late task's part): left as it is
-        return False
-    return True
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this machine with this id runs (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):
         return False
     return True
 

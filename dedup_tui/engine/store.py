@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - not POSIX: no lock files, SQLite's own
 import sqlite_utils
 
 from .errors import ProjectError
+from .outputs import PROJECT_COMPANIONS
 
 SCHEMA_VERSION = 4
 
@@ -609,13 +610,17 @@ def _writable(path: Path) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process of this machine with this id runs (one of another user counts; an id
+    no process can have, such as one read from a file name with too many digits, does not)."""
     if pid == os.getpid():
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
+    except (OverflowError, ValueError):
+        return False
+    except OSError:  # PermissionError: another user's
         return True
     return True
 
@@ -1022,7 +1027,7 @@ def build_project(path: str | Path, build: Callable[[Project], object]) -> tuple
         _fsync_folder(path.parent)
     finally:
         project.close()
-        for suffix in ("", "-wal", "-shm", "-journal", ".lock"):
+        for suffix in PROJECT_COMPANIONS:
             Path(str(tmp) + suffix).unlink(missing_ok=True)
     return Project(path), result
 
