@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from dedup_tui.engine import kernels, lsh, shingle
+from dedup_tui.engine import kernels, lsh, shingle, sketch
 from dedup_tui.engine.cluster import connected_min_labels
 from dedup_tui.engine.minhash import MinHasher
 from dedup_tui.engine.normalize import normalize
@@ -290,3 +290,81 @@ def test_normalized_buffer_of_an_ascii_only_batch():
     buf = kernels.normalized_buffer(texts)
     got = [bytes(buf.data[s:e]).decode("ascii") for s, e in zip(buf.offsets, buf.offsets[1:])]
     assert got == [normalize(t) for t in texts]
+
+
+# -- sketches ----------------------------------------------------------------------------------
+
+def _sketch_texts(seed: int) -> list[str]:
+    return _texts(seed, count=150, longest=1500) + _family(seed, members=40)
+
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_signatures_with_sketches_equal_sketch_of_each_shingle_set(k):
+    texts = _sketch_texts(k)
+    hasher = MinHasher(32, seed=3)
+    buf = kernels.TextBuffer.from_texts(texts)
+    sizes = np.diff(buf.offsets)
+    sketch_of = np.where(sizes >= 300, np.arange(len(texts)), -1)
+    sketch_of[sketch_of >= 0] = np.arange((sketch_of >= 0).sum())
+    sketches = np.full(((sketch_of >= 0).sum(), sketch.SKETCH_BINS), 77, np.uint8)
+    sig = np.empty((len(texts), 32), np.uint32)
+    kernels.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, np.ascontiguousarray(hasher._a[:, 0]),
+                       np.ascontiguousarray(hasher._b[:, 0]), sig, sketch_of, sketches)
+    assert np.array_equal(sig, hasher.signatures(*shingle.shingle_hashes(texts, k)))
+    values, offsets = shingle.shingle_sets(texts, k)
+    assert len(sketches) > 20
+    for row, target in enumerate(sketch_of.tolist()):
+        if target >= 0:
+            assert np.array_equal(sketches[target], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))
+    # from the sorted rows (the cluster scan's verification) the same sketches
+    again = np.full_like(sketches, 9)
+    kernels.sketch_rows(values, offsets, sketch_of, again)
+    assert np.array_equal(again, sketches)
+
+
+def test_sketch_of_set_marks_empty_bins_and_tags_each_bins_smallest():
+    fps = np.array([5 << 10 | 3, 9 << 10 | 3, 2 << 10 | 7, 2 << 10 | 7], np.uint64)  # repeats allowed
+    got = sketch.sketch_of_set(fps[::-1])
+    assert got[3] == 5 % 255 + 1 and got[7] == 2 % 255 + 1
+    assert (np.delete(got, [3, 7]) == sketch.EMPTY).all()
+    assert (sketch.sketch_of_set(np.empty(0, np.uint64)) == sketch.EMPTY).all()
+
+
+def test_sketch_keep_equals_reference_and_never_drops_a_pair_without_two_sketches():
+    texts = _sketch_texts(11)
+    values, offsets = shingle.shingle_sets(texts, 5)
+    n = len(texts)
+    sizes = np.diff(offsets)
+    sketch_of = np.full(n, -1, np.int64)
+    long_rows = np.flatnonzero(sizes >= 200)
+    sketch_of[long_rows] = np.arange(len(long_rows))
+    sketches = np.zeros((len(long_rows), sketch.SKETCH_BINS), np.uint8)
+    kernels.sketch_rows(values, offsets, sketch_of, sketches)
+    rng = np.random.default_rng(2)
+    lo = rng.integers(0, n, 4000)
+    hi = rng.integers(0, n, 4000)
+    fam = np.arange(n - 40, n)
+    lo = np.r_[lo, np.repeat(fam, 40)]
+    hi = np.r_[hi, np.tile(fam, 40)]
+    for floor in (0.3, 0.5, 0.9):
+        needed = sketch.matches_needed(floor, 3e-3)
+        keep = np.empty(len(lo), np.bool_)
+        kept = kernels.sketch_keep(lo, hi, sketch_of, sketches, needed, keep)
+        want = sketch.keep_pairs(sketch_of, sketches, lo, hi, needed)
+        assert np.array_equal(keep, want) and kept == want.sum()
+        assert keep[(sketch_of[lo] < 0) | (sketch_of[hi] < 0)].all()
+        assert not keep.all()  # it does drop pairs: random texts are far apart
+        exact = np.array([jaccard(shingle_set(texts[x], 5), shingle_set(texts[y], 5)) for x, y in zip(lo, hi)])
+        assert keep[exact >= floor + 0.05].all()
+
+
+def test_matches_needed_is_the_binomial_tail():
+    import math
+
+    for floor, tail in ((0.5, 1e-3), (0.8, 3e-3)):
+        needed = sketch.matches_needed(floor, tail)
+        p = floor + (1 - floor) / sketch.TAG_VALUES
+        for u in (0, 1, 7, 60, 500, 1024):
+            cdf = [sum(math.comb(u, m) * p**m * (1 - p) ** (u - m) for m in range(c + 1)) for c in range(u + 1)]
+            want = next((c for c in range(u + 1) if cdf[c] >= tail * (1 - 1e-9)), u)
+            assert needed[u] == want
