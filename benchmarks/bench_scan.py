@@ -66,10 +66,14 @@ def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
     """datasketch's own optimum (false positive and negative weights 0.5/0.5); for rensa,
     whose bands must divide num_perm, the best of those under the same criterion."""
     try:
-        from datasketch.lsh import _false_negative_probability, _false_positive_probability
+        from datasketch.lsh import (
+            _false_negative_probability,
+            _false_positive_probability,
+        )
     except ImportError:  # the same integrals (datasketch's own midpoint rule without scipy)
+
         def _integral(f, lo: float, hi: float, step: float = 0.001) -> float:
-            return sum(f(lo + (i + 0.5) * step) * step for i in range(int(round((hi - lo) / step))))
+            return sum(f(lo + (i + 0.5) * step) * step for i in range(round((hi - lo) / step)))
 
         def _false_positive_probability(t: float, b: int, r: int) -> float:
             return _integral(lambda s: 1 - (1 - s ** r) ** b, 0.0, t)
