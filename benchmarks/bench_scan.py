@@ -3,6 +3,7 @@
     python benchmarks/bench_scan.py --kind long --docs 10000 --floor 0.8
     python benchmarks/bench_scan.py --kind template --docs 2000 --floor 0.5
     python benchmarks/bench_scan.py --kind real --docs 200000 --floor 0.5 --timeout 900
+    python benchmarks/bench_scan.py --kind manpages --docs 9885 --floor 0.5 --peers rensa,rensa-sets --cold
 
 Each tool runs end to end in its own subprocess (reading the same JSONL file), timed from the
 parent, with peak memory sampled over the whole process tree. The peers run their leanest
@@ -10,7 +11,9 @@ usage and only count their candidates while timed; afterwards (untimed) they lis
 candidates of a sample of query documents. Pairs are compared at the level of distinct
 normalised texts (exact duplicates collapsed to their first document), and recall and
 precision are measured against the exact Jaccard of every pair touching that sample (every
-pair when the corpus is small); see benchmarks/README.md for every column.
+pair when the corpus is small); see benchmarks/README.md for every column. For our CLI it also
+reads the scan's own record (stage seconds and counts) from the project's `runs` table, and
+with --cold runs it first on an empty numba cache (the first scan after an install).
 """
 
 from __future__ import annotations
