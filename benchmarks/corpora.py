@@ -14,6 +14,11 @@ Kinds:
   optional and reordered sections; an option table; each page documents one of the
   template's commands; some pages are revisions of an earlier one), the rest unique pages.
   Millions of pairs >= 0.5 at 20k pages; group = the template ("t07") or "u<i>";
+* ``manpages`` -- the 9,885 real manual pages of ../shared/corpora/manpages_a.jsonl.gz as they
+  are (8,295 of them one SDK's pages from one template); ``--docs N`` below 9,885 keeps N pages
+  evenly spaced through the file (file order), above it all of them. No planting; group null;
+* ``manpages2x`` -- every real page plus one generated variant of it (twice as many pages):
+  stands in for the full 19.8k-page set we do not have; see ``manpage_variant``;
 * ``families`` -- 150-800-character package descriptions (mean ~430): 45% in families of
   near-copies (sizes at quantiles of a power law, 10 to ~1,100 members at 64k documents,
   scaled with the corpus) sharing most text with their own names, versions and word edits;
@@ -44,7 +49,27 @@ from pathlib import Path
 from statistics import NormalDist
 
 REPO = Path(__file__).resolve().parent.parent
-SUMMARIES = REPO.parent / "shared" / "corpora" / "package_summaries.jsonl.gz"
+
+
+def _shared_corpus(name: str) -> Path:
+    """../shared/corpora/NAME relative to the repository; in a git worktree (whose .git is a
+    file "gitdir: MAIN/.git/worktrees/X"), relative to the main checkout MAIN when not here."""
+    here = REPO.parent / "shared" / "corpora" / name
+    git = REPO / ".git"
+    if not here.exists() and git.is_file():
+        line = git.read_text().strip()
+        if line.startswith("gitdir:"):
+            gitdir = Path(line[len("gitdir:"):].strip())
+            if gitdir.parent.name == "worktrees":
+                main_checkout = gitdir.parent.parent.parent
+                there = main_checkout.parent / "shared" / "corpora" / name
+                if there.exists():
+                    return there
+    return here
+
+
+SUMMARIES = _shared_corpus("package_summaries.jsonl.gz")
+MANPAGES = _shared_corpus("manpages_a.jsonl.gz")
 
 LONG_TARGET = 4000
 SHORT_RANGE = (120, 280)
@@ -470,6 +495,10 @@ def generate(kind: str, n_docs: int, seed: int = 0) -> list[dict]:
         return template_pages(n_docs, seed)
     if kind == "families":
         return family_descriptions(n_docs, seed)
+    if kind == "manpages":
+        return manpages(n_docs)
+    if kind == "manpages2x":
+        return manpages_twice(n_docs, seed)
     if kind not in ("long", "short"):
         raise ValueError(f"unknown corpus kind {kind!r}")
     rng = random.Random(seed)
@@ -598,7 +627,176 @@ def family_descriptions(n_docs: int, seed: int = 0) -> list[dict]:
     return [{"id": f"k{i:07d}", "text": t, "group": g} for i, (g, t) in enumerate(docs)]
 
 
-KINDS = ["long", "short", "real", "realplus", "template", "families"]
+# ---------------------------------------------------------------------------------------
+# "manpages" and "manpages2x": real manual pages (../shared/corpora/manpages_a.jsonl.gz).
+# ---------------------------------------------------------------------------------------
+
+MANPAGES_PAGES = 9_885
+
+
+class CorpusMissing(SystemExit):
+    """A real corpus file is absent: one line on stderr, exit status 1 (a SystemExit)."""
+
+    def __init__(self, what: str, path: Path, env: str):
+        super().__init__(f"error: {what} not found at {path} (set ${env} to its path, or place it at "
+                         f"../shared/corpora/ relative to the repository)")
+
+
+def manpages_path() -> Path | None:
+    env = os.environ.get("DEDUP_BENCH_MANPAGES")
+    p = Path(env) if env else MANPAGES
+    return p if p.exists() else None
+
+
+def read_manpages() -> list[dict]:
+    """Every record of manpages_a.jsonl.gz ({"id": "man1/name.1", "text": page}) in file order."""
+    path = manpages_path()
+    if path is None:
+        raise CorpusMissing("the manual pages corpus (manpages_a.jsonl.gz)",
+                            Path(os.environ.get("DEDUP_BENCH_MANPAGES") or MANPAGES), "DEDUP_BENCH_MANPAGES")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _spaced(n_total: int, n: int) -> list[int]:
+    """n indices evenly spaced through range(n_total) (all of them when n >= n_total)."""
+    if n >= n_total:
+        return list(range(n_total))
+    return [i * n_total // n for i in range(n)]
+
+
+def manpages(n_docs: int) -> list[dict]:
+    """The real pages as they are (id and text). Fewer than all: evenly spaced through the file,
+    so a small development run keeps the corpus's mix (84% from the SDK's template)."""
+    recs = read_manpages()
+    return [recs[i] for i in _spaced(len(recs), n_docs)]
+
+
+_MAN_NAME = re.compile(r"^(man\w*)/(.+?)(\.\w+)?$")
+_WORD = re.compile(r"\S+")
+
+
+def _man_name(doc_id: str) -> tuple[str, str, str]:
+    """(section folder, page name, extension) of an id such as "man1/gcloud_beta_iap_web.1"."""
+    m = _MAN_NAME.match(doc_id)
+    return (m.group(1), m.group(2), m.group(3) or "") if m else ("", doc_id, "")
+
+
+def _family(name: str) -> str:
+    return re.split(r"[_\-.]", name, maxsplit=1)[0].lower()
+
+
+def _units(text: str) -> tuple[list[str], str]:
+    """A page's units: its paragraphs when it has many (gcloud pages), else its lines."""
+    paras = text.split("\n\n")
+    return (paras, "\n\n") if len(paras) >= 8 else (text.split("\n"), "\n")
+
+
+def _is_option(unit: str) -> bool:
+    u = unit.lstrip()
+    if u.startswith("2m\n"):  # gcloud's rendering puts "2m" before a flag's line
+        u = u[3:].lstrip()
+    return u.startswith("-")
+
+
+def _is_heading(unit: str) -> bool:
+    """A section heading ("NAME", "GCLOUD WIDE FLAGS"): upper case, one short line."""
+    u = unit.strip()
+    return bool(u) and "\n" not in u and len(u) <= 40 and u.upper() == u and any(c.isalpha() for c in u)
+
+
+def manpage_variant(recs: list[dict], i: int, by_family: dict[str, list[int]],
+                    loners_by_section: dict[str, list[int]], seed: int = 0) -> dict:
+    """A new page in page i's template: page i with another page's ("donor": same family, e.g.
+    another gcloud page; for a page of its own, one of its section outside families of more than
+    100 pages) command name, option blocks and words swapped in.
+
+    1. Name: the page's command (e.g. "gcloud beta iap web", in its spaced, underscored and
+       upper-case forms) gets the donor's last name word instead of its own ("gcloud beta iap
+       describe"); when they are equal, the donor's word is appended.
+    2. Units (paragraphs on pages with 8 or more, else lines): every option unit (a flag and,
+       for gcloud, its "2m" marker) is replaced, with probability p_opt ~ U(0.3, 0.7), by a random
+       option unit of the donor; every other unit but a heading, with probability p_swap ~
+       U(0.05, 0.3), by the donor's unit at the same relative position unless that one is a
+       heading (the page keeps its own headings: the template's shape stays).
+    3. Words: a share ~ U(0.02, 0.08) of the words is replaced by a donor word, dropped, or
+       preceded by a donor word (a third each).
+    A variant whose normalised text equals its original's is edited again. Deterministic per
+    (seed, i): the same page gets the same variant whatever the corpus size."""
+    rng = random.Random(f"manpages2x-{seed}-{i}")
+    rec = recs[i]
+    section, name, ext = _man_name(rec["id"])
+    pool = by_family.get(_family(name), [])
+    if len(pool) < 2:  # a page of its own: a donor of its section, not from the SDK's template
+        pool = loners_by_section.get(section) or list(range(len(recs)))
+    j = i
+    while j == i and len(pool) > 1:
+        j = rng.choice(pool)
+    donor = recs[j]
+    _, dname, _ = _man_name(donor["id"])
+    words = name.split("_") if "_" in name else [name]
+    dwords = dname.split("_") if "_" in dname else [dname]
+    new_words = words[:-1] + [dwords[-1]] if dwords[-1] != words[-1] else words + [dwords[0]]
+    text = rec["text"]
+    for old, new in ((" ".join(words), " ".join(new_words)), ("_".join(words), "_".join(new_words))):
+        if len(old) >= 3:
+            text = text.replace(old, new).replace(old.upper(), new.upper())
+    units, sep = _units(text)
+    dunits, _ = _units(donor["text"])
+    d_opts = [u for u in dunits if _is_option(u)]
+    p_opt, p_swap = rng.uniform(0.3, 0.7), rng.uniform(0.05, 0.3)
+    out = []
+    for k, u in enumerate(units):
+        if _is_option(u) and d_opts:
+            out.append(rng.choice(d_opts) if rng.random() < p_opt else u)
+        elif dunits and not _is_heading(u) and rng.random() < p_swap:
+            d = dunits[min(len(dunits) - 1, k * len(dunits) // max(1, len(units)))]
+            out.append(u if _is_heading(d) else d)
+        else:
+            out.append(u)
+    text = sep.join(out)
+    dvocab = _WORD.findall(donor["text"]) or ["x"]
+    norm = lambda t: _WS.sub(" ", t.lower().strip())
+    original = norm(rec["text"])
+    rate = rng.uniform(0.02, 0.08)
+    while True:
+        pieces = re.split(r"(\s+)", text)  # words at even positions, the whitespace between kept
+        for w in range(0, len(pieces), 2):
+            if pieces[w] and rng.random() < rate:
+                op = rng.random()
+                if op < 1 / 3:
+                    pieces[w] = rng.choice(dvocab)
+                elif op < 2 / 3:
+                    pieces[w] = ""
+                else:
+                    pieces[w] = rng.choice(dvocab) + " " + pieces[w]
+        text = "".join(pieces)
+        if norm(text) != original:
+            break
+        rate = max(rate, 0.05)
+    return {"id": f"{section}/{'_'.join(new_words)}{ext}#v{i}" if section else f"{rec['id']}#v{i}",
+            "text": text}
+
+
+def manpages_twice(n_docs: int, seed: int = 0) -> list[dict]:
+    """Every real page (of the evenly spaced ceil(n/2), see ``manpages``), then one variant of
+    each (``manpage_variant``) in the same order: 19,770 pages at full size."""
+    recs = read_manpages()
+    base = _spaced(len(recs), (n_docs + 1) // 2)
+    by_family: dict[str, list[int]] = {}
+    names = [_man_name(r["id"]) for r in recs]
+    for k, (_, name, _) in enumerate(names):
+        by_family.setdefault(_family(name), []).append(k)
+    loners_by_section: dict[str, list[int]] = {}  # pages outside families of more than 100
+    for k, (section, name, _) in enumerate(names):
+        if len(by_family[_family(name)]) <= 100:
+            loners_by_section.setdefault(section, []).append(k)
+    out = [recs[i] for i in base]
+    out += [manpage_variant(recs, i, by_family, loners_by_section, seed) for i in base]
+    return out[:n_docs]
+
+
+KINDS = ["long", "short", "real", "realplus", "template", "families", "manpages", "manpages2x"]
 
 
 def write_jsonl(records: list[dict], path: str | Path) -> int:

@@ -50,7 +50,7 @@ def main() -> None:
           f"{d:,} distinct normalised texts")
     print(f"bytes per doc: mean {sizes.mean():.0f}, p5 {np.percentile(sizes, 5):.0f}, median {np.median(sizes):.0f}, "
           f"p95 {np.percentile(sizes, 95):.0f}, min {sizes.min()}, max {sizes.max()}")
-    groups = [r["group"] for r in recs]
+    groups = [r.get("group") for r in recs]  # manpages: none (one group, as for real)
     by: dict = {}
     for i in reps.tolist():
         by.setdefault(groups[i], []).append(i)

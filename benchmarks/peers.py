@@ -1,6 +1,12 @@
 """The peers of bench_scan.py, each run as its own process: ``python benchmarks/peers.py TOOL
 CORPUS FLOOR OUT --mark FILE [--queries FILE] [--bands B]``.
 
+TOOL is ``datasketch``, ``rensa`` (rensa's first lean use: every k-window of the text as a list,
+repeats kept, LSH bands given by --bands) or ``rensa-sets`` (its second: the set of k-shingles,
+LSH bands --bands or, by default, rensa's own choice for the threshold, as its
+RMinHashDeduplicator makes it: ``rensa_bands``). Both rensa uses then run
+``from_token_sets`` -> ``RMinHashLSH.insert_many`` -> ``query_all``.
+
 Their leanest normal use, timed end to end by the parent: read the JSONL, normalise, shingle,
 sketch, index, query every document, and only COUNT the candidates (gathering hundreds of
 millions of keys into Python arrays is the benchmark's bookkeeping, not the user's work; on
@@ -53,6 +59,23 @@ RENSA_BATCH_TOKENS = 100_000  # shingles per RMinHash.from_token_sets call (boun
 RENSA_QUERY_CHUNK = 1_000  # signatures per query_all call (bounds the result lists)
 
 
+def rensa_bands(threshold: float, num_perm: int = NUM_PERM) -> int:
+    """rensa's own banding when none is given (RMinHashDeduplicator, rensa 0.5,
+    inline_dedup/rminhash.rs select_lsh_bands): 4 bands at >= 0.9, 8 at >= 0.8, 16 at >= 0.7,
+    32 at >= 0.5, else num_perm / 2; the largest divisor of num_perm not above that."""
+    if threshold >= 0.9:
+        bands = 4
+    elif threshold >= 0.8:
+        bands = 8
+    elif threshold >= 0.7:
+        bands = 16
+    elif threshold >= 0.5:
+        bands = 32
+    else:
+        bands = max(1, num_perm // 2)
+    return next(b for b in range(min(bands, num_perm), 0, -1) if num_perm % b == 0)
+
+
 def _hwm_kb() -> int:
     """This process's peak RSS since its exec (VmHWM; ru_maxrss would include the RSS of the
     process it was forked from)."""
@@ -81,7 +104,8 @@ def peer_main(argv: list[str]) -> None:
     ap.add_argument("corpus")
     ap.add_argument("floor", type=float)
     ap.add_argument("out")
-    ap.add_argument("--bands", type=int, help="rensa: LSH bands (must divide NUM_PERM)")
+    ap.add_argument("--bands", type=int, help="rensa, rensa-sets: LSH bands (must divide NUM_PERM; rensa-sets "
+                                              "defaults to rensa's own choice, rensa_bands)")
     ap.add_argument("--mark", required=True)
     ap.add_argument("--queries", help=".npy of document indices whose candidates are listed (untimed)")
     a = ap.parse_args(argv)
@@ -108,15 +132,21 @@ def peer_main(argv: list[str]) -> None:
 
         def candidates(idx: list[int]) -> list[list[int]]:
             return [lsh.query(sigs[i]) for i in idx]
-    elif a.tool == "rensa":
+    elif a.tool in ("rensa", "rensa-sets"):
         from rensa import RMinHash, RMinHashLSH
 
+        if a.bands is None:
+            if a.tool == "rensa":
+                raise SystemExit("rensa: --bands is required")
+            a.bands = rensa_bands(a.floor)
         info["banding"] = f"{a.bands}x{NUM_PERM // a.bands}"
+        info["tokens"] = "k-window lists" if a.tool == "rensa" else "k-shingle sets"
+        tokenize = _windows if a.tool == "rensa" else shingles
         lsh = RMinHashLSH(threshold=a.floor, num_perm=NUM_PERM, num_bands=a.bands)
         sigs = []
         batch, size = [], 0
         for i, t in enumerate(texts):
-            w = _windows(normalize(t))
+            w = tokenize(normalize(t))
             batch.append(w)
             size += len(w)
             if size >= RENSA_BATCH_TOKENS or i == n - 1:

@@ -22,6 +22,16 @@ run real 200000 0.8
 run real 200000 0.5
 run template 20000 0.5
 run families 64000 0.5
+# Real template pages (issue 21): the 9,885 manual pages of ../shared/corpora/manpages_a.jsonl.gz
+# and twice as many (each page plus a generated variant in its template, standing in for the
+# full 19.8k-page set), against both of rensa's lean uses; the first also with a first run on
+# an empty numba cache. Skipped when the file is absent.
+if "$PY" -c 'import sys; sys.path.insert(0, "benchmarks"); import corpora; sys.exit(corpora.manpages_path() is None)'; then
+  run manpages 9885 0.5 --peers rensa,rensa-sets --cold
+  run manpages2x 19770 0.5 --peers rensa,rensa-sets
+else
+  echo "skipping manpages, manpages2x: ../shared/corpora/manpages_a.jsonl.gz not found (or set DEDUP_BENCH_MANPAGES)" >&2
+fi
 if [ "${FULL:-1}" = 1 ]; then  # the scaling issue's sizes (~20 min; datasketch would take ~7 min each)
   run real 841708 0.8 --peers rensa
   run real 841708 0.5 --peers rensa
