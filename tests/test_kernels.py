@@ -368,3 +368,37 @@ def test_matches_needed_is_the_binomial_tail():
             cdf = [sum(math.comb(u, m) * p**m * (1 - p) ** (u - m) for m in range(c + 1)) for c in range(u + 1)]
             want = next((c for c in range(u + 1) if cdf[c] >= tail * (1 - 1e-9)), u)
             assert needed[u] == want
+
+
+@pytest.mark.parametrize("slice_bytes", [1 << 30, 4096])
+def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes):
+    # a template family (the bitset path) plus unrelated texts, and a vocabulary cut into
+    # many slices when slice_bytes is small
+    monkeypatch.setattr(kernels, "FAMILY_SLICE_BYTES", slice_bytes)
+    texts = _family(5, members=70) + _texts(6, count=60, longest=300)
+    buf = kernels.TextBuffer.from_texts(texts)
+    docs = np.r_[np.arange(0, len(texts), 2), np.arange(1, len(texts), 2)]  # any order of texts
+    family = kernels.Family(buf, docs, 5)
+    values, offsets = kernels.shingle_rows(buf, docs, 5)
+    assert np.array_equal(family.sizes, np.diff(offsets))
+    rng = np.random.default_rng(3)
+    ra = rng.integers(0, len(docs), 3000)
+    rb = rng.integers(0, len(docs), 3000)
+    ra[:5] = rb[:5]  # a row with itself
+    progress = []
+    got = family.intersections(ra, rb, progress.append)
+    assert np.array_equal(got, intersection_sizes(values, offsets, ra, rb))
+    assert progress and progress[-1] == len(ra)
+    assert family.words > 1
+
+
+def test_text_sketches_equal_signature_pass_sketches():
+    texts = _sketch_texts(4)
+    buf = kernels.TextBuffer.from_texts(texts)
+    docs = np.arange(len(texts))[::-1].copy()
+    sketch_of = np.where(np.diff(buf.offsets)[docs] >= 300, np.arange(len(docs)), -1)
+    got = np.zeros((len(docs), sketch.SKETCH_BINS), np.uint8)
+    kernels.text_sketches(buf, docs, 5, sketch_of, got)
+    values, offsets = shingle.shingle_sets([texts[d] for d in docs], 5)
+    for row in np.flatnonzero(sketch_of >= 0):
+        assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))

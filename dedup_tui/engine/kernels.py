@@ -336,6 +336,15 @@ def signatures(data, offsets, docs, k, a, b, out, sketch_of=None, sketches=None)
     _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches)
 
 
+_NO_PERMUTATIONS = np.zeros(0, np.uint32)
+
+
+def text_sketches(text: TextBuffer, docs: np.ndarray, k: int, sketch_of: np.ndarray, sketches: np.ndarray) -> None:
+    """The sketches of the texts `docs` (those with sketch_of[row] >= 0) from their text."""
+    _signatures(text.data, text.offsets, np.ascontiguousarray(docs, np.int64), k, _NO_PERMUTATIONS,
+                _NO_PERMUTATIONS, np.empty((len(docs), 0), np.uint32), sketch_of, sketches)
+
+
 @kernel
 def sketch_rows(values, offsets, sketch_of, sketches):
     """The sketch of each CSR row r of sorted fingerprints with sketch_of[r] >= 0, into
@@ -392,11 +401,12 @@ def sketch_keep(lo, hi, sketch_of, sketches, needed, keep):
 
 
 @kernel
-def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts):
+def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, low_row_base):
     """(row << fingerprint_bits) | (hash >> (64 - fingerprint_bits)) for every distinct shingle
     of each text of docs (rows numbered from 0), unsorted; row r's keys start at row_starts[r]
     (len(docs) + 1 entries). Repeats within a text (over half of a manual page's shingles) are
-    dropped through a small hash table, so that only distinct ones are sorted."""
+    dropped through a small hash table, so that only distinct ones are sorted.
+    With low_row_base >= 0 the other way round: (fingerprint << 16) | (low_row_base + row)."""
     upper = 0
     for d in docs:
         upper += max(offsets[d + 1] - offsets[d] - k + 1, 1)  # bytes >= code points
@@ -421,6 +431,7 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts):
         mask = np.uint64(size - 1)
         seen[:size] = 0
         tag = np.uint64(row) << np.uint64(fingerprint_bits)
+        low_tag = np.uint64(low_row_base + row) if low_row_base >= 0 else np.uint64(0)
         for s in range(count):
             fp = hashes[s] >> shift
             slot = np.int64(fp & mask)
@@ -428,7 +439,7 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts):
                 slot = (slot + 1) & (size - 1)
             if seen[slot] == 0:
                 seen[slot] = fp + _ONE
-                keys[pos] = tag | fp
+                keys[pos] = (fp << np.uint64(16)) | low_tag if low_row_base >= 0 else tag | fp
                 pos += 1
     row_starts[docs.shape[0]] = pos
     return keys[:pos]
@@ -479,7 +490,7 @@ def shingle_rows(text: TextBuffer, docs: np.ndarray, k: int) -> tuple[np.ndarray
     for lo in range(0, len(docs), _ROWS_PER_SORT):
         part = docs[lo:lo + _ROWS_PER_SORT]
         row_starts = np.empty(len(part) + 1, np.int64)
-        keys = _packed_fingerprints(text.data, text.offsets, part, k, FINGERPRINT_BITS, row_starts)
+        keys = _packed_fingerprints(text.data, text.offsets, part, k, FINGERPRINT_BITS, row_starts, -1)
         _sort_in_slices(keys, row_starts)
         values, row_offsets = _split_sorted_keys(keys, len(part), FINGERPRINT_BITS)
         values_parts.append(values)
@@ -731,6 +742,142 @@ class Intersector:
         # a row with itself: its unrepeated fingerprints are not in the vocabulary
         self_pair = np.flatnonzero(self.ra[lo:hi] == self.rb[lo:hi])
         out[self_pair] = self.sizes[self.ra[lo:hi][self_pair]]
+        return out
+
+
+# -- template families ----------------------------------------------------------------------
+
+@kernel
+def _top_byte_counts(keys):
+    counts = np.zeros(256, np.int64)
+    for i in range(keys.shape[0]):
+        counts[np.int64(keys[i] >> np.uint64(56))] += 1
+    return counts
+
+
+@kernel
+def _scatter_by_top_byte(keys, out, next_slot):
+    """Each key to out[next_slot[its top byte]++] (a counting sort's second pass)."""
+    for i in range(keys.shape[0]):
+        b = np.int64(keys[i] >> np.uint64(56))
+        out[next_slot[b]] = keys[i]
+        next_slot[b] += 1
+
+
+@kernel
+def _accumulate_bitset_intersections(bits, la, lb, out):
+    words = bits.shape[1]
+    for p in range(la.shape[0]):
+        x = bits[la[p]]
+        y = bits[lb[p]]
+        common = np.uint64(0)
+        for w in range(words):
+            common += popcount64(x[w] & y[w])
+        out[p] += common
+
+
+# A slice of the family's bitsets takes at most this much memory; a bigger vocabulary is
+# compared in several slices, each adding its part of every intersection.
+FAMILY_SLICE_BYTES = 32 << 20
+FAMILY_MAX_ROWS = _ROW_MASK + 1
+_FAMILY_CHUNK_BYTES = 1 << 21
+
+
+class Family:
+    """The shingle sets of a template family (up to 65,536 texts that the candidate pairs tie
+    together), held as what their intersections need: every distinct fingerprint of every
+    text, as (fingerprint << 16 | row), sorted within 256 groups by the fingerprint's top byte,
+    and each text's set size.
+
+    `intersections(ra, rb)` = kernels.intersections over shingle_rows(text, docs, k), as
+    bitsets over the fingerprints that two or more texts hold, in slices of at most
+    FAMILY_SLICE_BYTES, the pairs taken in cache-sized tiles of rows. Nothing per fingerprint
+    and text is held twice, and no sorted row lists are built.
+    """
+
+    def __init__(self, text: TextBuffer, docs: np.ndarray, k: int, parallel_map=_serial_map):
+        if len(docs) > FAMILY_MAX_ROWS:
+            raise ValueError(f"a family has at most {FAMILY_MAX_ROWS} texts")
+        self.parallel_map = parallel_map
+        docs = np.ascontiguousarray(docs, np.int64)
+        cum = np.cumsum(np.diff(text.offsets)[docs])
+        cuts = np.unique(np.r_[0, np.searchsorted(cum, np.arange(_FAMILY_CHUNK_BYTES, cum[-1] if len(cum) else 0,
+                                                                      _FAMILY_CHUNK_BYTES)), len(docs)])
+        chunks = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+
+        def tagged(lo, hi):
+            row_starts = np.empty(hi - lo + 1, np.int64)
+            keys = _packed_fingerprints(text.data, text.offsets, docs[lo:hi], k, FINGERPRINT_BITS, row_starts, lo)
+            return keys, np.diff(row_starts), _top_byte_counts(keys)
+
+        parts = parallel_map(tagged, chunks)
+        self.sizes = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        counts = np.sum([p[2] for p in parts], axis=0) if parts else np.zeros(256, np.int64)
+        self.bounds = np.r_[0, np.cumsum(counts)]
+        self.keys = np.empty(int(self.bounds[-1]), np.uint64)
+        next_slot = self.bounds[:-1].copy()
+        for i in range(len(parts)):
+            _scatter_by_top_byte(parts[i][0], self.keys, next_slot)
+            parts[i] = None  # free each part once placed
+        groups = [(lo, hi) for lo, hi in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()) if hi > lo]
+
+        def sort_group(lo, hi):
+            self.keys[lo:hi].sort()
+            return lo, _shared_fingerprints(self.keys[lo:hi])
+
+        self.shared = np.zeros(256, np.int64)  # fingerprints held by two texts or more, per group
+        for lo, shared in parallel_map(sort_group, groups):
+            self.shared[int(np.searchsorted(self.bounds, lo, side="right")) - 1] = shared
+        self.rows = len(docs)
+
+    @property
+    def words(self) -> int:
+        """64-bit words per text over the whole shared vocabulary."""
+        return max(1, (int(self.shared.sum()) + 63) // 64)
+
+    def intersections(self, ra: np.ndarray, rb: np.ndarray, progress=None) -> np.ndarray:
+        """|A ∩ B| for each pair of rows (ra[p], rb[p]); progress(pairs done) after each piece."""
+        ra = np.ascontiguousarray(ra, np.int64)
+        rb = np.ascontiguousarray(rb, np.int64)
+        out = np.zeros(len(ra), np.int64)
+        if not len(ra):
+            return out
+        # groups of the top byte into slices whose bitsets fit FAMILY_SLICE_BYTES
+        per_word = 64 * max(1, FAMILY_SLICE_BYTES // (8 * max(self.rows, 1)))
+        slices, first, held = [], 0, 0
+        for g in range(256):
+            if held and held + self.shared[g] > per_word:
+                slices.append((first, g, held))
+                first, held = g, 0
+            held += int(self.shared[g])
+        slices.append((first, 256, held))
+        widest = max(1, max((h + 63) // 64 for _, _, h in slices))
+        tile = max(16, _TILE_BYTES // (8 * widest))
+        order = np.argsort((ra // tile) * (self.rows // tile + 1) + rb // tile, kind="stable")
+        la, lb = ra[order], rb[order]
+        inter = np.zeros(len(ra), np.int64)
+        pieces = max(1, min(len(ra) // 50_000, 4 * 64))
+        cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
+        for s, (g0, g1, held) in enumerate(slices):
+            if not held:
+                continue
+            bits = np.zeros((self.rows, (held + 63) // 64), np.uint64)
+            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits)
+
+            def piece(lo, hi, bits=bits):
+                _accumulate_bitset_intersections(bits, la[lo:hi], lb[lo:hi], inter[lo:hi])
+                return hi - lo
+
+            done = 0
+            for n in self.parallel_map(piece, list(zip(cuts[:-1], cuts[1:]))):
+                done += n
+                if progress is not None:
+                    progress((s * len(ra) + done) / len(slices))
+            del bits
+        # a row with itself: its unshared fingerprints are in no bitset
+        self_pair = np.flatnonzero(la == lb)
+        inter[self_pair] = self.sizes[la[self_pair]]
+        out[order] = inter
         return out
 
 

@@ -500,12 +500,19 @@ def _verify(text, reps, pairs, settings, control, threads, kernels, sketched=Fal
         in_comp[cb[lo:hi]] = True
         docs = np.flatnonzero(in_comp)
         del in_comp
-        doc_chunks = _chunks(docs, byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
-        values, offsets = _concat_csr(list(threads.map(rows_job, ((d,) for d in doc_chunks), control)))
         local = np.empty(n_reps, np.int64)
         local[docs] = np.arange(len(docs))
         ra, rb = local[ca[lo:hi]], local[cb[lo:hi]]
         del local
+        family = _compare_family(text, docs, ra, rb, settings, needed, threads, control, kernels,
+                                 lambda d, done=done: control.report("verify", done + int(d), total))
+        if family is not None:
+            results[lo:hi], n_compared = family
+            compared += n_compared
+            done += hi - lo
+            continue
+        doc_chunks = _chunks(docs, byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
+        values, offsets = _concat_csr(list(threads.map(rows_job, ((d,) for d in doc_chunks), control)))
         possible, sa, sb = possible_pairs(values, offsets, byte_len[docs], ra, rb)
         possible = np.flatnonzero(possible)
         control.check()
@@ -531,6 +538,33 @@ def _verify(text, reps, pairs, settings, control, threads, kernels, sketched=Fal
         del inter, values, offsets
     good = np.flatnonzero(results >= settings.floor)
     return reps[ca[good]], reps[cb[good]], results[good], compared
+
+
+def _compare_family(text, docs, ra, rb, settings, needed, threads, control, kernels, progress):
+    """(jaccard per pair, pairs compared) of one template family's pairs (rows ra, rb of docs)
+    through kernels.Family, or None when its bitsets would cost more than merging sorted
+    rows (a big but sparse component) or it has too many texts."""
+    if len(docs) > kernels.FAMILY_MAX_ROWS:
+        return None
+    family = kernels.Family(text, docs, settings.k, parallel_map=lambda fn, jobs: list(threads.map(fn, jobs, control)))
+    sa, sb = family.sizes[ra], family.sizes[rb]
+    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= settings.floor
+    if needed is not None:
+        sketch_of = _sketch_rows_of(np.diff(text.offsets)[docs])
+        sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
+        kernels.text_sketches(text, docs, settings.k, sketch_of, sketches)
+        agree = np.empty(len(ra), np.bool_)
+        kernels.sketch_keep(ra, rb, sketch_of, sketches, needed, agree)
+        possible &= agree
+        del sketches
+    idx = np.flatnonzero(possible)
+    merge_work = int(sa[idx].sum() + sb[idx].sum())
+    if family.words * (len(idx) + len(docs)) >= 4 * merge_work:
+        return None
+    control.check()
+    j = np.zeros(len(ra), np.float64)
+    j[idx] = jaccard_from_counts(family.intersections(ra[idx], rb[idx], progress), sa[idx], sb[idx])
+    return j, len(idx)
 
 
 def _unique_sorted(x: np.ndarray) -> np.ndarray:
