@@ -132,10 +132,12 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
     packed = lsh.pack_nibbles(sig)
     min_agree = 10
     band_state = np.zeros(bands, np.int8)
+    tags = np.zeros((n, bands), np.uint16)
     got = []
     want: set[int] = set()
     for band in range(bands):
         keys = lsh.band_keys(sig, band, rows)
+        tags[:, band] = kernels.band_tags(keys)
         ref, _, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
         want.update(ref.tolist())
         order = np.argsort(keys, kind="stable")
@@ -148,7 +150,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(starts):
             out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
-            written = kernels.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, band, rows,
+            written = kernels.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows,
                                              band_state, n, out, resume)
             got.extend(out[:written].tolist())
     if not max_bucket:

@@ -911,11 +911,20 @@ def _nibble_agreement(packed, x, y, perms):
 
 
 @kernel
-def _collide_earlier(sig, x, y, band, rows, band_state):
+def _collide_earlier(sig, tags, x, y, band, rows, band_state):
     """Whether x and y share a band before `band` that reports its own pairs (state 1: no
-    bucket in it was skipped as oversized)."""
+    bucket in it was skipped as oversized). `tags` (n, bands) holds 16 bits of each band's
+    key: only a band where they are equal (a real collision, or one chance in 65,536) is
+    compared in full, after one vectorised pass over the tags."""
+    tx = tags[x]
+    ty = tags[y]
+    any_equal = False
     for c in range(band):
-        if band_state[c] != 1:
+        any_equal |= tx[c] == ty[c]
+    if not any_equal:
+        return False
+    for c in range(band):
+        if tx[c] != ty[c] or band_state[c] != 1:
             continue
         same = True
         for col in range(c * rows, (c + 1) * rows):
@@ -928,11 +937,11 @@ def _collide_earlier(sig, x, y, band, rows, band_state):
 
 
 @kernel
-def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, band, rows, band_state,
+def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tags, band, rows, band_state,
                    n, out, resume):
-    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) whose 4-bit
-    signatures agree in >= min_agree positions and that share no earlier band already reporting
-    them, as lo * n + hi, into out.
+    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) that share
+    no earlier band already reporting them and whose 4-bit signatures agree in >= min_agree
+    positions, as lo * n + hi, into out. (`tags`: see _collide_earlier.)
 
     resume = [run, i, j]: where to start, updated in place to where to go on when out is full
     (run == len(run_start): done). Returns the number written.
@@ -947,9 +956,10 @@ def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, ban
             x = order[s + i]
             for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
                 y = order[s + j]
-                if _nibble_agreement(packed, x, y, perms) < min_agree:
+                # most pairs of a big bucket met in an earlier band: that test goes first
+                if band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
                     continue
-                if band and _collide_earlier(sig, x, y, band, rows, band_state):
+                if _nibble_agreement(packed, x, y, perms) < min_agree:
                     continue
                 if written == capacity:
                     resume[0], resume[1], resume[2] = r, i, j
@@ -958,6 +968,11 @@ def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, ban
                 written += 1
     resume[0], resume[1], resume[2] = run_start.shape[0], 0, 0
     return written
+
+
+def band_tags(keys: np.ndarray) -> np.ndarray:
+    """The 16 bits of a band's keys that band_survivors' tags hold."""
+    return (keys >> np.uint64(48)).astype(np.uint16)
 
 
 # -- components --------------------------------------------------------------------------------

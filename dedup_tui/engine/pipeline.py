@@ -309,12 +309,14 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
     index_bits = max(1, (n_reps - 1).bit_length())
     index_mask = np.uint64((1 << index_bits) - 1)
     doc_index = np.arange(n_reps, dtype=np.uint64)
+    tags = np.zeros((n_reps, banding.bands), np.uint16)
 
     def band_job(band):
         # The document index replaces the key's low bits, so one sort (numpy's vectorised
         # sort, ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may
         # join keys that differ only in those low bits: a few extra candidates, never a miss.)
         keys = lsh.band_keys(signatures, band, banding.rows)
+        tags[:, band] = kernels.band_tags(keys)
         keys &= ~index_mask
         keys |= doc_index
         keys.sort()
@@ -340,7 +342,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
                 break
             out = np.empty(BAND_BUFFER, np.int64)
             written = kernels.band_survivors(order, run_start, run_len, packed, settings.num_perm, min_agree,
-                                             signatures, band, banding.rows, band_state, n_reps, out, resume)
+                                             signatures, tags, band, banding.rows, band_state, n_reps, out, resume)
             found = out[:written]
             keep = np.empty(written, np.bool_)
             kernels.sketch_keep(found // n_reps, found % n_reps, sketch_of, sketches, needed, keep)
@@ -356,7 +358,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
             result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
         result.candidates += generated
         survivors.append(kept)
-    del signatures, packed, sketches
+    del signatures, packed, sketches, tags
     # Every pair is reported by one band (by several only after a skipped bucket): the merge
     # of the bands' survivors removes those repeats. The list is handed over, not copied.
     pairs = _CandidatePairs(survivors, n_reps)

@@ -467,10 +467,11 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     found = []
     resume = np.array([0, 0, 1], np.int64)
     dummy_sig = np.zeros((1, 1), np.uint32)
+    dummy_tags = np.zeros((1, 1), np.uint16)
     dummy_state = np.zeros(1, np.int8)
     while resume[0] < len(run_start):
         out = np.empty(1 << 21, np.int64)
-        written = kernels.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, 0, 1,
+        written = kernels.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, dummy_tags, 0, 1,
                                          dummy_state, n_t, out, resume)
         found.append(out[:written].copy())
     local_keys = np.concatenate(found) if found else empty
