@@ -285,6 +285,28 @@ def _longest(offsets, docs):
 
 
 @kernel
+def _distinct_hashes(hashes, count, seen):
+    """Moves one hash of each distinct fingerprint (hash >> 16) of hashes[:count] to the front
+    (through the hash table `seen`); returns how many. Repeated shingles, over half of a manual
+    page's, change neither a minimum nor a sketch."""
+    size = 16
+    while size < 2 * count:
+        size *= 2
+    seen[:size] = 0
+    kept = 0
+    for s in range(count):
+        fp = hashes[s] >> np.uint64(64 - FINGERPRINT_BITS)
+        slot = np.int64(fp) & (size - 1)
+        while seen[slot] != 0 and seen[slot] != fp + _ONE:
+            slot = (slot + 1) & (size - 1)
+        if seen[slot] == 0:
+            seen[slot] = fp + _ONE
+            hashes[kept] = hashes[s]
+            kept += 1
+    return kept
+
+
+@kernel
 def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     longest = _longest(offsets, docs)
     cps = np.empty(longest, np.uint32)
@@ -293,10 +315,14 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     sig = np.empty(perms, np.uint32)
     smallest = np.empty(sketches.shape[1], np.uint64)
     bin_mask = np.uint64(sketches.shape[1] - 1)
+    slots = 16
+    while slots < 2 * longest:
+        slots *= 2
+    seen = np.zeros(slots, np.uint64)
     for row in range(docs.shape[0]):
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
-        count = _window_hashes(cps, n, k, hashes)
+        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen)
         for j in range(perms):
             sig[j] = 0xFFFFFFFF
         for s in range(count):
