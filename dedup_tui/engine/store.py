@@ -183,6 +183,24 @@ def document_checksum(ord_, doc_id, source_id, line, text, record) -> str:
     return hashlib.blake2b(head + b"".join(data for *_, data in fields), digest_size=16).hexdigest()
 
 
+def document_checksums(ords, doc_ids, source_ids, lines, texts, records) -> list[str]:
+    """[document_checksum(*row) for row in zip(...)] for a load's batch, ~40% faster: the
+    common row (str id and text, bytes record, int64 numbers) is hashed inline; any other
+    goes through document_checksum."""
+    pack, blake2b = _CHECKSUM_HEAD.pack, hashlib.blake2b
+    low, high = -_INT64, _INT64
+    out = []
+    for o, d, s, ln, t, r in zip(ords, doc_ids, source_ids, lines, texts, records):
+        if (type(d) is str and type(t) is str and type(r) is bytes and type(s) is int and type(ln) is int
+                and type(o) is int and low <= ln < high and low <= s < high and low <= o < high):
+            db, tb = d.encode("utf-8", "surrogatepass"), t.encode("utf-8", "surrogatepass")
+            out.append(blake2b(pack(1, o, 2, len(db), 1, s, 1, ln, 2, len(tb), 3, len(r)) + db + tb + r,
+                               digest_size=16).hexdigest())
+        else:
+            out.append(document_checksum(o, d, s, ln, t, r))
+    return out
+
+
 def has_checksums(conn: sqlite3.Connection) -> bool:
     """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
     return "checksum" in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
