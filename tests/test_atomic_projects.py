@@ -92,6 +92,58 @@ def test_build_project_never_replaces_a_project_that_appeared(tmp_path):
     assert _leftovers(tmp_path, "p.db") == ["p.db"]
 
 
+def test_a_built_project_is_synced_whole_before_it_appears_and_is_a_wal_project(tmp_path, monkeypatch):
+    """The temporary file is built without a WAL or per-commit syncs (issue 21); so it must be
+    fsynced, whole, before it is linked into place, and come out as a WAL project like any other."""
+    from dedup_tui.engine import store
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", small_corpus(5))
+    db = tmp_path / "p.db"
+    events: list[str] = []
+    real_fsync, real_link = store._fsync_file, os.link
+
+    def fsync_file(path):
+        events.append(f"fsync {Path(path).name} exists={db.exists()}")
+        real_fsync(path)
+
+    def link(src, dst):
+        events.append(f"link {Path(dst).name}")
+        real_link(src, dst)
+
+    monkeypatch.setattr(store, "_fsync_file", fsync_file)
+    monkeypatch.setattr(store.os, "link", link)
+
+    def building(project: Project) -> None:
+        mode = project.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        events.append(f"building in {mode}")
+        load_corpus(project, [corpus])
+
+    project, _ = build_project(db, building)
+    project.close()
+    assert events[0] == "building in memory"
+    assert events[1:] == [f"fsync .p.db.{os.getpid()}.part exists=False", "link p.db"]
+    assert db.read_bytes()[18:20] == b"\x02\x02"  # the file format's WAL mode
+    assert _leftovers(tmp_path, "p.db") == ["p.db"]
+    with Project(db) as project:
+        assert project.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert project.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL, once it is a project
+        assert project.document_count() > 0
+
+
+def test_a_build_that_cannot_be_synced_leaves_no_project(tmp_path, monkeypatch):
+    from dedup_tui.engine import store
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", small_corpus(2))
+
+    def broken(path):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(store, "_fsync_file", broken)
+    with pytest.raises(ProjectError, match="could not write the new project to the disk"):
+        build_project(tmp_path / "p.db", lambda project: load_corpus(project, [corpus]))
+    assert _leftovers(tmp_path, "p.db") == []
+
+
 # -- import of a cluster scan ------------------------------------------------------------------
 
 ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install -e ".[test,ray]"')

@@ -22,7 +22,7 @@ from pathlib import Path
 from .errors import CorpusError, DedupError
 from .normalize import exact_keys
 from .progress import Control
-from .store import Project, document_checksum, insert_rows, now_iso, transaction
+from .store import Project, document_checksums, insert_rows, now_iso, transaction
 
 BATCH = 5000
 TEXT_SUFFIXES = {".txt", ".text", ".md"}
@@ -124,9 +124,9 @@ def _check_repeated_fields(line: str, fields: tuple[str, ...], lineno: int) -> N
         return dict(pairs)
 
     json.loads(line, object_pairs_hook=pairs_hook)
-    for field in fields:
-        if top.count(field) > 1:
-            raise _Bad(lineno, f"field {_show(field)} appears {top.count(field)} times in the record")
+    for name in fields:
+        if top.count(name) > 1:
+            raise _Bad(lineno, f"field {_show(name)} appears {top.count(name)} times in the record")
 
 
 def _field_text(value, line: int, text_field: str) -> str:
@@ -601,12 +601,14 @@ def load_corpus(
                             else:
                                 kept.append(row)
                         batch = kept
-                keys = exact_keys([row[1] for row in batch])
+                doc_ids, texts, lines, records = zip(*batch)
+                ords = range(next_ord, next_ord + len(batch))
+                keys = exact_keys(list(texts))
+                sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
                 insert_rows(
                     conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length, checksum)",
-                    [(next_ord + i, doc_id, text, source_id, line, record, key, len(text),
-                      document_checksum(next_ord + i, doc_id, source_id, line, text, record))
-                     for i, ((doc_id, text, line, record), key) in enumerate(zip(batch, keys))],
+                    [(o, doc_id, text, source_id, line, record, key, len(text), checksum)
+                     for o, doc_id, text, line, record, key, checksum in zip(ords, doc_ids, texts, lines, records, keys, sums)],
                 )
                 next_ord += len(batch)
                 count += len(batch)

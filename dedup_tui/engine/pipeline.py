@@ -691,27 +691,43 @@ def _counts(result: ScanResult) -> dict:
 _PAIR_ARRAY_CHUNK = 4_000_000
 
 
-_ROWS_PER_INSERT = 100
-_INSERT_CHUNK = 100_000  # rows turned into Python objects at a time
+_ROWS_PER_INSERT = 500
+_INSERT_CHUNK = 100_000  # rows turned into Python objects at a time (a multiple of _ROWS_PER_INSERT)
 
 
 def _insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
-    """INSERT the pairs, 100 rows per statement: SQLite's per-statement cost was more than
-    half of a row-per-statement insert (2.3x faster at millions of pairs)."""
-    many = "INSERT INTO pairs(a, b, jaccard) VALUES " + ",".join(["(?, ?, ?)"] * _ROWS_PER_INSERT)
-    for lo in range(0, len(a), _INSERT_CHUNK):
-        hi = min(lo + _INSERT_CHUNK, len(a))
-        full = lo + (hi - lo) // _ROWS_PER_INSERT * _ROWS_PER_INSERT
-        flat = np.empty(3 * (full - lo), dtype=object)
-        flat[0::3] = a[lo:full].tolist()
-        flat[1::3] = b[lo:full].tolist()
-        flat[2::3] = j[lo:full].tolist()
-        values = flat.tolist()
-        del flat
-        step = 3 * _ROWS_PER_INSERT
-        conn.executemany(many, (values[i:i + step] for i in range(0, len(values), step)))
-        conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
-                         zip(a[full:hi].tolist(), b[full:hi].tolist(), j[full:hi].tolist()))
+    """INSERT the pairs, 500 rows per statement (SQLite's per-statement cost was more than
+    half of a row-per-statement insert; 500 rows were ~10% faster than 100). The next chunk's
+    Python values are made on a thread while SQLite inserts this one (it releases the GIL
+    while it writes)."""
+    try:  # an old SQLite allows 999 parameters in a statement
+        per = max(1, min(_ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 3))
+    except (AttributeError, sqlite3.Error):
+        per = 100
+    chunk = _INSERT_CHUNK // per * per
+    many = "INSERT INTO pairs(a, b, jaccard) VALUES " + ",".join(["(?, ?, ?)"] * per)
+    step = 3 * per
+    full = len(a) // per * per
+    bounds = [(lo, min(lo + chunk, full)) for lo in range(0, full, chunk)]
+
+    def values(lo: int, hi: int) -> list:
+        flat = [None] * (3 * (hi - lo))
+        flat[0::3] = a[lo:hi].tolist()
+        flat[1::3] = b[lo:hi].tolist()
+        flat[2::3] = j[lo:hi].tolist()
+        return flat
+
+    if bounds:
+        with ThreadPoolExecutor(1) as side:
+            ahead = side.submit(values, *bounds[0])
+            for i in range(len(bounds)):
+                flat = ahead.result()
+                if i + 1 < len(bounds):
+                    ahead = side.submit(values, *bounds[i + 1])
+                conn.executemany(many, (flat[k:k + step] for k in range(0, len(flat), step)))
+                del flat
+    conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
+                     zip(a[full:].tolist(), b[full:].tolist(), j[full:].tolist()))
 
 
 def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:

@@ -183,6 +183,24 @@ def document_checksum(ord_, doc_id, source_id, line, text, record) -> str:
     return hashlib.blake2b(head + b"".join(data for *_, data in fields), digest_size=16).hexdigest()
 
 
+def document_checksums(ords, doc_ids, source_ids, lines, texts, records) -> list[str]:
+    """[document_checksum(*row) for row in zip(...)] for a load's batch, ~40% faster: the
+    common row (str id and text, bytes record, int64 numbers) is hashed inline; any other
+    goes through document_checksum."""
+    pack, blake2b = _CHECKSUM_HEAD.pack, hashlib.blake2b
+    low, high = -_INT64, _INT64
+    out = []
+    for o, d, s, ln, t, r in zip(ords, doc_ids, source_ids, lines, texts, records):
+        if (type(d) is str and type(t) is str and type(r) is bytes and type(s) is int and type(ln) is int
+                and type(o) is int and low <= ln < high and low <= s < high and low <= o < high):
+            db, tb = d.encode("utf-8", "surrogatepass"), t.encode("utf-8", "surrogatepass")
+            out.append(blake2b(pack(1, o, 2, len(db), 1, s, 1, ln, 2, len(tb), 3, len(r)) + db + tb + r,
+                               digest_size=16).hexdigest())
+        else:
+            out.append(document_checksum(o, d, s, ln, t, r))
+    return out
+
+
 def has_checksums(conn: sqlite3.Connection) -> bool:
     """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
     return "checksum" in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
@@ -192,8 +210,13 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()) + f"{time.strftime('%z')}"
 
 
-def connect(path: str | Path, create: bool = False, readonly: bool = False) -> sqlite3.Connection:
-    """One connection per thread; autocommit mode, explicit transactions via `transaction`."""
+def connect(path: str | Path, create: bool = False, readonly: bool = False, building: bool = False) -> sqlite3.Connection:
+    """One connection per thread; autocommit mode, explicit transactions via `transaction`.
+
+    `building`: a new project's temporary file, which no other process opens and which is
+    removed unless the build finishes (build_project): its rollback journal is kept in memory
+    (a failed load still rolls back) and nothing is synced until the build is done, when
+    build_project switches it to WAL and syncs the whole file once."""
     path = Path(path)
     if not create and not path.exists():
         raise ProjectError(f"{path}: no such project file")
@@ -205,7 +228,11 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False) -> s
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 10000")
-        if not readonly:
+        if building:
+            # Each byte written once (not to a WAL, then again to the file), with no fsync per commit.
+            conn.execute("PRAGMA journal_mode = MEMORY")
+            conn.execute("PRAGMA synchronous = OFF")
+        elif not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
             # FULL: a committed transaction (a decision) survives a power cut, not only a crash.
             conn.execute("PRAGMA synchronous = FULL")
@@ -628,7 +655,7 @@ def pid_alive(pid: int) -> bool:
 class Project:
     """A project file. Engine operations take one of these; it owns one connection."""
 
-    def __init__(self, path: str | Path, create: bool = False, readonly: bool = False):
+    def __init__(self, path: str | Path, create: bool = False, readonly: bool = False, building: bool = False):
         self.path = Path(path)
         existed = self.path.exists() and self.path.stat().st_size > 0
         if not create and not existed:
@@ -640,7 +667,7 @@ class Project:
         self.readonly = readonly or (existed and not _writable(self.path))
         self.readonly_reason = "the file or its folder cannot be written"
         try:
-            self.conn = connect(self.path, create=create, readonly=self.readonly)
+            self.conn = connect(self.path, create=create, readonly=self.readonly, building=building)
         except DiskFull:
             if not existed or self.readonly:
                 raise
@@ -1012,14 +1039,21 @@ def build_project(path: str | Path, build: Callable[[Project], object]) -> tuple
         raise ProjectError(f"{path}: already exists")
     remove_orphan_parts(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    project = Project(tmp, create=True)
+    # Built without a WAL or fsyncs (no other process opens the temporary file, and a killed
+    # build's file is never linked into place): the file is synced once, whole, before the link.
+    project = Project(tmp, create=True, building=True)
     try:
         result = build(project)
+        mode = project.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]  # what every project is
         busy = project.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         project.close()
         wal = Path(str(tmp) + "-wal")
-        if busy or (wal.exists() and wal.stat().st_size):
+        if str(mode).lower() != "wal" or busy or (wal.exists() and wal.stat().st_size):
             raise ProjectError(f"{path}: could not write the new project whole (its WAL was not checkpointed)")
+        try:  # before the link: a project that appears under `path` is whole on disk
+            _fsync_file(tmp)
+        except OSError as exc:
+            raise ProjectError(f"{path}: could not write the new project to the disk ({exc.strerror or exc})") from None
         try:
             os.link(tmp, path)  # never replaces a project that appeared meanwhile
         except FileExistsError:
@@ -1030,6 +1064,15 @@ def build_project(path: str | Path, build: Callable[[Project], object]) -> tuple
         for suffix in PROJECT_COMPANIONS:
             Path(str(tmp) + suffix).unlink(missing_ok=True)
     return Project(path), result
+
+
+def _fsync_file(path: Path) -> None:
+    """Write the file's data to the disk (errors raise: an unsynced project must not appear)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_folder(folder: Path) -> None:
