@@ -1,0 +1,304 @@
+"""Compiling the scan's kernels ahead of time, in a separate process, so that a fresh install's
+first large scan does not wait for numba.
+
+The kernels (kernels.py) are compiled by numba on first use and cached on disk (see _jit.py).
+A first scan used to compile them in the scanning process, several seconds on which nothing
+moved. Now a command that will need them starts `python -m dedup_tui.engine.warmup` as early as
+it can (before loading a large corpus, which takes seconds of its own): on another core and
+without sharing a GIL, it runs the real LSH scan on a small made-up corpus in a temporary
+folder, so exactly the kernels and argument types a scan uses are compiled into the cache.
+The scan then waits for what is left of it (the stage "kernels", shown with its timer ticking)
+and loads the kernels from the cache.
+
+Nothing here imports numba: a small corpus (the bundled sample, compared exhaustively with
+numpy) neither compiles nor starts anything. When no cache folder is writable nothing can be
+kept for the next process, so no warm-up is started (the scan compiles in its own process, as
+before).
+
+A stamp file in the cache folder, named after the engine's sources and numba's version, marks
+a finished warm-up; a lock file marks one under way (shared by every process of this user:
+the app and a CLI command in another terminal wait for the same one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+STAGE = "kernels"
+# A corpus at least this large (bytes of its files) is likely to need the kernels (the
+# compiled normalisation of a load starts at 256 KiB of text; LSH a little above that).
+CORPUS_BYTES = 1 << 18
+ENGINE = Path(__file__).resolve().parent
+PACKAGE_ROOT = ENGINE.parent.parent
+_LOCK_NAME = "dedup-tui-warmup.lock"
+
+
+def _writable_dir(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def cache_dir() -> str | None:
+    """The folder compiled kernels are cached in (None: no cache)."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    if chosen:
+        return chosen if _writable_dir(Path(chosen)) else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    for candidate in (Path(base) / "dedup-tui" / "numba", Path(tempfile.gettempdir()) / f"dedup-tui-numba-{uid}"):
+        if _writable_dir(candidate):
+            return str(candidate)
+    return None
+
+
+def _sources_key() -> str:
+    """Changes whenever the engine's code, numba or Python does (then the cache needs filling again)."""
+    h = hashlib.sha256()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        h.update(version("numba").encode())
+    except PackageNotFoundError:
+        h.update(b"numba?")
+    h.update(sys.version.encode())
+    h.update(str(ENGINE).encode())
+    for path in sorted(ENGINE.glob("*.py")):
+        st = path.stat()
+        h.update(f"{path.name}:{st.st_mtime_ns}:{st.st_size};".encode())
+    return h.hexdigest()[:16]
+
+
+def stamp_path(cache: str | None = None) -> Path | None:
+    cache = cache or cache_dir()
+    return Path(cache) / f"dedup-tui-warm-{_sources_key()}" if cache else None
+
+
+def is_warm(cache: str | None = None) -> bool:
+    """The cache holds the kernels of this code (a warm-up finished since it last changed)."""
+    stamp = stamp_path(cache)
+    return stamp is not None and stamp.exists()
+
+
+def _lock_file(cache: str):
+    return open(Path(cache) / _LOCK_NAME, "a+b")
+
+
+def _running(cache: str) -> bool:
+    """A warm-up process holds the lock (any process of this user, not only ours)."""
+    try:
+        import fcntl
+    except ImportError:  # (Windows) only our own child is known
+        return False
+    try:
+        with _lock_file(cache) as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            return False
+    except OSError:
+        return False
+
+
+class Warmup:
+    """A warm-up process started by this one (or None when one was already running)."""
+
+    def __init__(self, cache: str, process: subprocess.Popen | None):
+        self.cache = cache
+        self.process = process
+
+    def running(self) -> bool:
+        if is_warm(self.cache):
+            return False
+        if self.process is not None and self.process.poll() is None:
+            return True
+        return _running(self.cache)
+
+
+_started: Warmup | None = None
+_started_lock = threading.Lock()
+
+
+def start() -> Warmup | None:
+    """Start a warm-up process unless the cache is warm, one is already running, or there is no
+    cache to fill (then None). Returns at once; the process ends by itself, silently."""
+    global _started
+    cache = cache_dir()
+    if cache is None or is_warm(cache):
+        return None
+    with _started_lock:
+        if _started is not None and _started.running():
+            return _started
+        if _running(cache):
+            _started = Warmup(cache, None)
+            return _started
+        env = dict(os.environ)
+        env["NUMBA_CACHE_DIR"] = cache
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dedup_tui.engine.warmup"], env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
+                close_fds=True,
+            )
+        except OSError:
+            return None
+        # Reaped as soon as it ends (a long-lived app keeps no zombie).
+        threading.Thread(target=process.wait, name="dedup-tui-warmup-reaper", daemon=True).start()
+        _started = Warmup(cache, process)
+        return _started
+
+
+def corpus_bytes(paths) -> int:
+    total = 0
+    for p in paths:
+        p = Path(p)
+        try:
+            if p.is_dir():
+                total += sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+            else:
+                total += p.stat().st_size
+        except OSError:
+            pass
+        if total >= CORPUS_BYTES:
+            break
+    return total
+
+
+def start_for_corpus(paths, method: str = "auto") -> Warmup | None:
+    """Before loading `paths`: start the warm-up when what follows will likely compile."""
+    if method == "exhaustive":
+        return None
+    if method == "lsh" or corpus_bytes(paths) >= CORPUS_BYTES:
+        return start()
+    return None
+
+
+def scan_needs_kernels(project, settings) -> bool:
+    """Whether the scan of `project` with `settings` will run the compiled LSH path (as
+    pipeline.find_pairs decides, estimated from the stored documents)."""
+    from . import pipeline
+
+    if settings.method == "lsh":
+        return True
+    if settings.method == "exhaustive":
+        return False
+    n, avg = project.conn.execute("SELECT count(DISTINCT exact_hash), avg(length) FROM documents").fetchone()
+    n = n or 0
+    return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
+
+
+def prepare(project, settings, control, tick: float = 0.25) -> None:
+    """Before pipeline.scan: when the scan will compile kernels, have them compiled by a warm-up
+    process (started now unless one runs) and wait for it, reporting the stage STAGE with its
+    timer ticking and honouring the control's cancel. Returns at once when the cache is warm,
+    there is no cache or the scan needs no kernels; a failed warm-up only means the scan
+    compiles what it needs itself."""
+    cache = cache_dir()
+    if cache is None or is_warm(cache) or not scan_needs_kernels(project, settings):
+        return
+    handle = start()
+    if handle is None:
+        return
+    while handle.running():
+        control.report(STAGE, 0, 0)
+        control.check()
+        control.cancel.wait(tick)
+    control.check()
+
+
+# -- the warm-up process -------------------------------------------------------------------
+def _corpus() -> list[dict]:
+    """Small, made-up, but enough to take every path of a scan that a corpus of a few thousand
+    documents takes: exact copies, non-ASCII text, many small components, and one template
+    family with more than 50,000 pairs (verified as bitsets, and enough pairs for the compiled
+    spanning forest)."""
+    import random
+
+    rng = random.Random(21)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zé", "ßa", "qu", "ex", "on", "ar", "el"]
+    words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(400)]
+
+    def text(n):
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    def edit(t, n):
+        w = t.split(" ")
+        for _ in range(n):
+            w[rng.randrange(len(w))] = rng.choice(words)
+        return " ".join(w)
+
+    docs = []
+    family = text(70)
+    for _ in range(340):  # one component of ~57,000 pairs
+        docs.append(edit(family, 2))
+    for _ in range(150):  # small components: pairs and triples
+        base = text(rng.randint(30, 90))
+        docs += [base] + [edit(base, 3) for _ in range(rng.randint(1, 2))]
+    docs += [text(rng.randint(10, 120)) for _ in range(300)]
+    docs += docs[:5]  # exact copies
+    docs.append("  Ünïcödé  TEXT\twith\u00a0spaces  ")
+    rng.shuffle(docs)
+    return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
+
+
+def run() -> None:
+    """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
+    cache whatever they use)."""
+    import json
+
+    from . import normalize, pipeline
+    from .ingest import load_corpus
+    from .store import Project
+
+    with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
+        corpus = Path(tmp) / "warmup.jsonl"
+        with open(corpus, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
+        project = Project(Path(tmp) / "warmup.db", create=True)
+        try:
+            normalize._COMPILED_MIN_CHARS = 0  # a large load's compiled normalisation too
+            load_corpus(project, [corpus])
+            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2))
+        finally:
+            project.close()
+
+
+def main() -> int:
+    cache = cache_dir()
+    if cache is None:
+        return 0
+    os.environ["NUMBA_CACHE_DIR"] = cache
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    with _lock_file(cache) as lock:
+        if fcntl is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return 0  # another warm-up is filling the cache
+        if is_warm(cache):
+            return 0
+        run()
+        stamp = stamp_path(cache)
+        stamp.touch()
+        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
+            if old != stamp:
+                old.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
