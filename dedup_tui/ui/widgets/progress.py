@@ -25,7 +25,9 @@ class StageRow(Horizontal):
         self.finished: float | None = None  # a finished stage keeps its final rate
 
     def compose(self) -> ComposeResult:
-        yield Label(STAGE_NAMES.get(self.stage, self.stage), classes="stage-name")
+        name = STAGE_NAMES.get(self.stage, self.stage)
+        # a long name (the first run's kernel stage) takes the room it needs
+        yield Label(name, classes="stage-name" + (" -wide" if len(name) > 14 else ""))
         yield self.bar
         yield self.counts
 
