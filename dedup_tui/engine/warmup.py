@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 STAGE = "kernels"
@@ -115,6 +116,16 @@ class Warmup:
     def __init__(self, cache: str, process: subprocess.Popen | None):
         self.cache = cache
         self.process = process
+
+    def wait(self, seconds: float) -> None:
+        """Until the process ends or `seconds` pass."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.wait(seconds)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            time.sleep(seconds)  # (another process's warm-up: its lock is polled)
 
     def running(self) -> bool:
         if is_warm(self.cache):
@@ -210,10 +221,14 @@ def prepare(project, settings, control, tick: float = 0.25) -> None:
     handle = start()
     if handle is None:
         return
+    shown = 0.0
     while handle.running():
-        control.report(STAGE, 0, 0)
+        now = time.monotonic()
+        if now - shown >= tick:  # the elapsed time ticks
+            control.report(STAGE, 0, 0)
+            shown = now
         control.check()
-        control.cancel.wait(tick)
+        handle.wait(0.05)
     control.check()
 
 
@@ -257,7 +272,7 @@ def run() -> None:
     cache whatever they use)."""
     import json
 
-    from . import normalize, pipeline
+    from . import pipeline
     from .ingest import load_corpus
     from .store import Project
 
@@ -267,8 +282,7 @@ def run() -> None:
             fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
         project = Project(Path(tmp) / "warmup.db", create=True)
         try:
-            normalize._COMPILED_MIN_CHARS = 0  # a large load's compiled normalisation too
-            load_corpus(project, [corpus])
+            load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
             pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2))
         finally:
             project.close()
