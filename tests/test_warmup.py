@@ -197,3 +197,16 @@ def test_the_scan_prediction_follows_the_method(make_project):
     assert warmup.scan_needs_kernels(project, ScanSettings(method="lsh"))
     assert not warmup.scan_needs_kernels(project, ScanSettings(method="exhaustive"))
     assert not warmup.scan_needs_kernels(project, ScanSettings())  # tiny: exhaustive
+
+
+def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+
+    def broken():
+        raise RuntimeError("a kernel that does not compile")
+
+    monkeypatch.setattr(warmup, "run", broken)
+    with pytest.raises(RuntimeError):
+        warmup.main()
+    assert not warmup.is_warm()
+    assert warmup.start() is None  # the scan compiles (and reports the error) itself

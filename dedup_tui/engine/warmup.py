@@ -89,6 +89,13 @@ def is_warm(cache: str | None = None) -> bool:
     return stamp is not None and stamp.exists()
 
 
+def _failed(cache: str) -> bool:
+    """A warm-up of this code failed already (then scans compile what they need themselves,
+    and show why if it fails there too, instead of every command starting a doomed warm-up)."""
+    stamp = stamp_path(cache)
+    return stamp is not None and stamp.with_suffix(".failed").exists()
+
+
 def _lock_file(cache: str):
     return open(Path(cache) / _LOCK_NAME, "a+b")
 
@@ -144,7 +151,7 @@ def start() -> Warmup | None:
     cache to fill (then None). Returns at once; the process ends by itself, silently."""
     global _started
     cache = cache_dir()
-    if cache is None or is_warm(cache):
+    if cache is None or is_warm(cache) or _failed(cache):
         return None
     with _started_lock:
         if _started is not None and _started.running():
@@ -305,8 +312,12 @@ def main() -> int:
                 return 0  # another warm-up is filling the cache
         if is_warm(cache):
             return 0
-        run()
         stamp = stamp_path(cache)
+        try:
+            run()
+        except BaseException:
+            stamp.with_suffix(".failed").touch()
+            raise
         stamp.touch()
         for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
             if old != stamp:
