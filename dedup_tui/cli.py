@@ -161,7 +161,7 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
 
 
 def _scan(project: Project, settings: pipeline.ScanSettings, control: Control) -> pipeline.ScanResult:
-    warmup.prepare(project, settings, control)  # first run only: wait for the compiled kernels
+    control = warmup.prepare(project, settings, control)  # first run only: alongside the kernels' compiling
     return pipeline.scan(project, settings, control)
 
 

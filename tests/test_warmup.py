@@ -74,16 +74,16 @@ def corpus(tmp_path):
     return write_jsonl(tmp_path / "corpus.jsonl", docs)
 
 
-def test_a_scan_that_needs_kernels_waits_for_the_warmup_and_then_compiles_nothing(tmp_path, corpus):
+def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_path, corpus):
     cache = tmp_path / "cache"
     out = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
     assert not warmup.is_warm()
     at_load = len(compiled)  # (this load compiled its normalisation itself: the cache was empty)
-    warmup.prepare(project, settings, control)
-    warm = warmup.is_warm()
-    code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
+    gated = warmup.prepare(project, settings, control)
     before_scan = len(compiled) - at_load
-    pipeline.scan(project, settings, control)
+    pipeline.scan(project, settings, gated)
+    warm = warmup.is_warm()  # the scan ended after the warm-up (it waits for its last stage)
+    code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
     print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:],
                       "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
     """, cache)

@@ -216,27 +216,80 @@ def scan_needs_kernels(project, settings) -> bool:
     return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
 
 
-def prepare(project, settings, control, tick: float = 0.25) -> None:
-    """Before pipeline.scan: when the scan will compile kernels, have them compiled by a warm-up
-    process (started now unless one runs) and wait for it, reporting the stage STAGE with its
-    timer ticking and honouring the control's cancel. Returns at once when the cache is warm,
-    there is no cache or the scan needs no kernels; a failed warm-up only means the scan
-    compiles what it needs itself."""
-    cache = cache_dir()
-    if cache is None or is_warm(cache) or not scan_needs_kernels(project, settings):
-        return
-    handle = start()
-    if handle is None:
-        return
+def _stages_path(cache: str) -> Path | None:
+    stamp = stamp_path(cache)
+    return stamp.with_suffix(".stages") if stamp else None
+
+
+def warmup_stages(cache: str) -> list[str]:
+    """The stages the running warm-up's scan has reached so far, in order."""
+    try:
+        return _stages_path(cache).read_text(encoding="utf-8").split()
+    except (OSError, AttributeError):
+        return []
+
+
+def _wait(handle: Warmup, control, ready, tick: float) -> None:
+    """Wait, reporting STAGE (its timer ticking) and honouring cancel, until the warm-up ended
+    or ready(its stages) holds."""
     shown = 0.0
-    while handle.running():
+    while handle.running() and not ready(warmup_stages(handle.cache)):
         now = time.monotonic()
-        if now - shown >= tick:  # the elapsed time ticks
+        if now - shown >= tick:
             control.report(STAGE, 0, 0)
             shown = now
         control.check()
         handle.wait(0.05)
     control.check()
+
+
+class _Gated:
+    """The scan's Control while the warm-up still compiles: the scan runs alongside it, one
+    stage behind. When the scan finishes a stage (done == total), it waits until the warm-up
+    has finished the next one (reported the stage after it), whose kernels are then in the
+    cache; stages the warm-up never reported pass. The scan so loads every kernel from the
+    cache instead of compiling it a second time, and shows STAGE whenever it does wait."""
+
+    def __init__(self, control, handle: Warmup, tick: float):
+        self._control, self._handle, self._tick = control, handle, tick
+        self.cancel = control.cancel
+        self.progress = control.progress
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        self._control.report(stage, done, total)
+        if total and done >= total and stage != STAGE and self._handle.running():
+            def ready(stages, stage=stage):
+                return stage not in stages or len(stages) > stages.index(stage) + 2
+
+            self._wait_for(ready)
+
+    def _wait_for(self, ready) -> None:
+        if not ready(warmup_stages(self._handle.cache)):
+            _wait(self._handle, self._control, ready, self._tick)
+
+    def check(self) -> None:
+        self._control.check()
+
+
+def prepare(project, settings, control, tick: float = 0.25):
+    """Before pipeline.scan: when the scan will use kernels that are not cached yet, have them
+    compiled by a warm-up process (started now unless one runs) and return the Control to scan
+    with. The scan starts once the warm-up has finished its first two stages (its first
+    kernels are cached) and then follows it a stage behind (see _Gated), so most of the
+    compiling overlaps the scan's own work. Returns `control` itself when the cache is warm,
+    there is no cache, or the scan needs no kernels; a failed warm-up only means the scan
+    compiles what it needs itself."""
+    cache = cache_dir()
+    if cache is None or is_warm(cache) or not scan_needs_kernels(project, settings):
+        return control
+    handle = start()
+    if handle is None:
+        return control
+    # The scan's first stage (exact copies) needs no kernels; its second needs the warm-up's second.
+    _wait(handle, control, lambda stages: len(stages) >= 3, tick)
+    if not handle.running():
+        return control
+    return _Gated(control, handle, tick)
 
 
 # -- the warm-up process -------------------------------------------------------------------
@@ -281,6 +334,7 @@ def run() -> None:
 
     from . import pipeline
     from .ingest import load_corpus
+    from .progress import Control
     from .store import Project
 
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
@@ -288,9 +342,19 @@ def run() -> None:
         with open(corpus, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
         project = Project(Path(tmp) / "warmup.db", create=True)
+        stages_file = _stages_path(cache_dir())
+        reached: list[str] = []
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
+                reached.append(stage)
+                with open(stages_file, "a", encoding="utf-8") as fh:
+                    fh.write(stage + "\n")
+
         try:
+            stages_file.unlink(missing_ok=True)
             load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
-            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2))
+            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2), Control(progress))
         finally:
             project.close()
 
@@ -319,6 +383,7 @@ def main() -> int:
             stamp.with_suffix(".failed").touch()
             raise
         stamp.touch()
+        _stages_path(cache).unlink(missing_ok=True)
         for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
             if old != stamp:
                 old.unlink(missing_ok=True)

@@ -166,8 +166,8 @@ class MainScreen(Screen):
                     warmup.start_for_corpus(self.spec.corpus, settings.method)
                     load_corpus(project, self.spec.corpus, control=control, **self.spec.load_options)
             if scan_it or project.scan_state != "complete":
-                warmup.prepare(project, settings, control)  # first run only: waits for the kernels
-                scan(project, settings, control)
+                # first run only: the scan follows the kernels' compiling in another process
+                scan(project, settings, warmup.prepare(project, settings, control))
             control.report("graph", 0, 0)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             view = replace(view, threshold=min(max(view.threshold, floor), 1.0))
