@@ -210,3 +210,38 @@ def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkey
         warmup.main()
     assert not warmup.is_warm()
     assert warmup.start() is None  # the scan compiles (and reports the error) itself
+
+
+def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    stages_file = warmup._stages_path(str(tmp_path))
+    stages_file.write_text("exact\nsignatures\ncandidates\n")
+    later = iter(["verify", "write"])
+
+    class Helper(warmup.Warmup):  # a warm-up that reaches its next stage at each wait
+        ended = False
+
+        def running(self):
+            return not self.ended
+
+        def wait(self, seconds):
+            stage = next(later, None)
+            if stage is None:
+                self.ended = True
+            else:
+                with open(stages_file, "a") as fh:
+                    fh.write(stage + "\n")
+
+    seen = []
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), Helper(str(tmp_path), None), tick=0)
+    gated.report("signatures", 5, 5)  # the next stage (candidates) is finished: verify was reported
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "verify" and seen[-1][0] == warmup.STAGE
+    seen.clear()
+    gated.report("candidates", 3, 7)  # mid-stage: no wait
+    assert seen == [("candidates", 3, 7)]
+    gated.report("write", 9, 9)  # the last stage: no kernels follow, no wait (inside the transaction)
+    assert seen[-1] == ("write", 9, 9) and warmup.warmup_stages(str(tmp_path))[-1] == "verify"
+    gated.report("candidates", 7, 7)  # waits until the warm-up reports the stage after verify
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "write" and seen[-1][0] == warmup.STAGE
+    gated.report("verify", 4, 4)  # nothing after write: waits until the warm-up ended
+    assert gated._handle.ended

@@ -243,11 +243,16 @@ def _wait(handle: Warmup, control, ready, tick: float) -> None:
     control.check()
 
 
+# The scan's last stage (whose end is reported inside its final transaction: no kernel follows,
+# and waiting there would only hold the project's write lock).
+_UNGATED = (STAGE, "write")
+
+
 class _Gated:
     """The scan's Control while the warm-up still compiles: the scan runs alongside it, one
     stage behind. When the scan finishes a stage (done == total), it waits until the warm-up
     has finished the next one (reported the stage after it), whose kernels are then in the
-    cache; stages the warm-up never reported pass. The scan so loads every kernel from the
+    cache (or until the warm-up ended). The scan so loads every kernel from the
     cache instead of compiling it a second time, and shows STAGE whenever it does wait."""
 
     def __init__(self, control, handle: Warmup, tick: float):
@@ -257,9 +262,9 @@ class _Gated:
 
     def report(self, stage: str, done: int, total: int) -> None:
         self._control.report(stage, done, total)
-        if total and done >= total and stage != STAGE and self._handle.running():
+        if total and done >= total and stage not in _UNGATED and self._handle.running():
             def ready(stages, stage=stage):
-                return stage not in stages or len(stages) > stages.index(stage) + 2
+                return stage in stages and len(stages) > stages.index(stage) + 2
 
             self._wait_for(ready)
 

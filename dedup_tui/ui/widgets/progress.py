@@ -72,6 +72,12 @@ class ScanProgress(Vertical):
             row.update(done, total)
             self.mount(row)
         else:
+            if row.finished is not None:  # a stage reported again after others (the first run's
+                for r in rows.values():   # kernels stage): its timer goes on from where it stopped
+                    if r is not row:
+                        r.complete()
+                row.started = time.perf_counter() - (row.finished - row.started)
+                row.finished = None
             row.update(done, total)
 
     def stop(self, message: str | None = None) -> None:
