@@ -11,11 +11,17 @@ import sys
 import time
 from pathlib import Path
 
+from .engine import warmup
+
+# First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
+# now, before this module's imports (numba-free; see engine/warmup.py).
+warmup.start_early(sys.argv)
+
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from .engine import pipeline, warmup
+from .engine import pipeline
 from .engine.cluster import POLICIES
 from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError

@@ -245,3 +245,18 @@ def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(
     assert warmup.warmup_stages(str(tmp_path))[-1] == "write" and seen[-1][0] == warmup.STAGE
     gated.report("verify", 4, 4)  # nothing after write: waits until the warm-up ended
     assert gated._handle.ended
+
+
+def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(warmup, "start_for_corpus", lambda corpus, method="auto": calls.append((corpus, method)))
+    prog = str(ROOT / "dedup_tui" / "__main__.py")
+    warmup.start_early([prog, "scan", "--db", "p.db", "--k", "5", "a.jsonl", "b.csv"])
+    warmup.start_early(["/usr/bin/dedup-tui", "load", "--method=lsh", "--db=p.db", "c.jsonl"])
+    warmup.start_early(["/usr/bin/dedup-tui", "scan", "--method", "exhaustive", "--db", "p.db", "d.jsonl"])
+    assert calls == [(["a.jsonl", "b.csv"], "auto"), (["c.jsonl"], "lsh"), (["d.jsonl"], "exhaustive")]
+    calls.clear()
+    warmup.start_early(["/usr/bin/dedup-tui", "scan", "--db", "p.db"])  # no corpus: the scan decides
+    warmup.start_early(["/usr/bin/dedup-tui", "export", "--db", "p.db", "x.jsonl"])
+    warmup.start_early(["/x/pytest/__main__.py", "scan", "a.jsonl"])  # another program
+    assert calls == []

@@ -202,6 +202,32 @@ def start_for_corpus(paths, method: str = "auto") -> Warmup | None:
     return None
 
 
+_VALUE_OPTIONS = ("--db", "--id-field", "--text-field", "--k", "--floor", "--method", "--num-perm", "--seed",
+                  "--workers", "--max-bucket")
+
+
+def start_early(argv: list[str]) -> Warmup | None:
+    """From the dedup-tui command line itself, before the CLI's imports (a third of a second):
+    `scan` or `load` of a large corpus starts the warm-up (the command's own start_for_corpus
+    then finds it running). Anything else, or a guess gone wrong, only leaves that to the
+    command."""
+    if len(argv) < 3 or argv[1] not in ("scan", "load"):
+        return None
+    prog = Path(argv[0])
+    if prog.name != "dedup-tui" and not (prog.name == "__main__.py" and prog.parent.name == "dedup_tui"):
+        return None
+    method, corpus, args = "auto", [], argv[2:]
+    for i, arg in enumerate(args):
+        if arg.startswith("--method="):
+            method = arg.split("=", 1)[1]
+        elif arg.startswith("-") or (i and args[i - 1] in _VALUE_OPTIONS):
+            if i and args[i - 1] == "--method":
+                method = arg
+        else:
+            corpus.append(arg)
+    return start_for_corpus(corpus, method) if corpus else None
+
+
 def scan_needs_kernels(project, settings) -> bool:
     """Whether the scan of `project` with `settings` will run the compiled LSH path (as
     pipeline.find_pairs decides, estimated from the stored documents)."""
