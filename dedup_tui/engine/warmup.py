@@ -36,7 +36,6 @@ STAGE = "kernels"
 # compiled normalisation of a load starts at 256 KiB of text; LSH a little above that).
 CORPUS_BYTES = 1 << 18
 ENGINE = Path(__file__).resolve().parent
-PACKAGE_ROOT = ENGINE.parent.parent
 _LOCK_NAME = "dedup-tui-warmup.lock"
 
 
@@ -118,7 +117,7 @@ def _running(cache: str) -> bool:
 
 
 class Warmup:
-    """A warm-up process started by this one (or None when one was already running)."""
+    """A warm-up under way: `process` when this process started it (None: another one did)."""
 
     def __init__(self, cache: str, process: subprocess.Popen | None):
         self.cache = cache
@@ -142,6 +141,19 @@ class Warmup:
         return _running(self.cache)
 
 
+# The child imports this very dedup_tui (wherever this process found it: an install, a checkout
+# on PYTHONPATH or the current folder), without putting its folder on sys.path.
+_CHILD = """\
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location(
+    "dedup_tui", os.path.join({package!r}, "__init__.py"), submodule_search_locations=[{package!r}])
+package = importlib.util.module_from_spec(spec)
+sys.modules["dedup_tui"] = package
+spec.loader.exec_module(package)
+from dedup_tui.engine.warmup import main
+sys.exit(main())
+"""
+
 _started: Warmup | None = None
 _started_lock = threading.Lock()
 
@@ -161,10 +173,9 @@ def start() -> Warmup | None:
             return _started
         env = dict(os.environ)
         env["NUMBA_CACHE_DIR"] = cache
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "dedup_tui.engine.warmup"], env=env,
+                [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))], env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
                 close_fds=True,
