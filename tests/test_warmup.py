@@ -78,17 +78,18 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     cache = tmp_path / "cache"
     out = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
     assert not warmup.is_warm()
-    at_load = len(compiled)  # (this load compiled its normalisation itself: the cache was empty)
+    at_load = len(compiled)  # a load on an empty cache normalises in Python: it leaves compiling to the warm-up
     gated = warmup.prepare(project, settings, control)
     before_scan = len(compiled) - at_load
     pipeline.scan(project, settings, gated)
     warm = warmup.is_warm()  # the scan ended after the warm-up (it waits for its last stage)
     code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
-    print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:],
+    print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:], "at_load": at_load,
                       "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
     """, cache)
     assert out["warm"] and out["code"] == 0
     assert out["stages"][0] == warmup.STAGE and "signatures" in out["stages"]
+    assert out["at_load"] == 0, "the load compiled nothing"
     assert out["before_scan"] == 0, "the waiting process compiled nothing itself"
     assert out["compiled"] == [], f"the scan compiled what the warm-up did not: {out['compiled']}"
     assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
