@@ -63,11 +63,15 @@ def cache_dir() -> str | None:
 def _sources_key() -> str:
     """Changes whenever the engine's code, numba or Python does (then the cache needs filling again)."""
     h = hashlib.sha256()
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
 
-    try:
-        h.update(version("numba").encode())
-    except PackageNotFoundError:
+    try:  # numba's own files (found, not imported: importlib.metadata costs ~0.1 s)
+        for name in ("numba", "llvmlite"):
+            origin = Path(find_spec(name).origin)
+            for f in (origin, origin.with_name("_version.py")):
+                st = f.stat()
+                h.update(f"{f}:{st.st_mtime_ns}:{st.st_size};".encode())
+    except (AttributeError, TypeError, ImportError, ValueError, OSError):
         h.update(b"numba?")
     h.update(sys.version.encode())
     h.update(str(ENGINE).encode())
