@@ -11,6 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from .engine import warmup
+
+# First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
+# now, before this module's imports (numba-free; see engine/warmup.py).
+warmup.start_early(sys.argv)
+
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
@@ -160,6 +166,11 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
         progress.close()
 
 
+def _scan(project: Project, settings: pipeline.ScanSettings, control: Control) -> pipeline.ScanResult:
+    control = warmup.prepare(project, settings, control)  # first run only: alongside the kernels' compiling
+    return pipeline.scan(project, settings, control)
+
+
 def _open_project(db: str, create: bool = False) -> Project:
     try:
         return Project(db, create=create)
@@ -207,6 +218,7 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
 @_load_options
 def load(corpus, db, id_field, text_field, skip_bad):
     """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+    warmup.start_for_corpus(corpus)  # a large corpus is scanned next: its kernels compile meanwhile
     _load_into(db, corpus, id_field, text_field, skip_bad).close()
 
 
@@ -229,13 +241,15 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_f
     """
     if not corpus and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
+    if corpus:
+        warmup.start_for_corpus(corpus, method)  # first run: the kernels compile while the corpus loads
     project = _load_into(db, corpus, id_field, text_field, skip_bad) if corpus else _open_project(db)
     for run in project.interrupted_runs("scan"):
         click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
                    f"nothing of it was kept, scanning again from the start", err=True)
     settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
                                      workers=workers, max_bucket=max_bucket)
-    r = _run(pipeline.scan, project, settings)
+    r = _run(_scan, project, settings)
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
     click.echo(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "

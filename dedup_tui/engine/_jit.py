@@ -6,35 +6,15 @@ not in a read-only site-packages; with no writable place at all, `cache=True` fa
 ("no locator available"). So, unless the user chose NUMBA_CACHE_DIR, kernels are cached under
 the user's cache folder (or a per-user temporary folder), and when no folder is writable they
 are compiled without a cache: a missing cache costs time, never an error.
+
+A fresh cache is filled ahead of a scan by a separate process (warmup.py).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
-
-def _writable_dir(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(path, os.W_OK | os.X_OK)
-
-
-def cache_dir() -> str | None:
-    """The folder compiled kernels are cached in (None: no cache)."""
-    chosen = os.environ.get("NUMBA_CACHE_DIR")
-    if chosen:
-        return chosen
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
-    for candidate in (Path(base) / "dedup-tui" / "numba", Path(tempfile.gettempdir()) / f"dedup-tui-numba-{uid}"):
-        if _writable_dir(candidate):
-            return str(candidate)
-    return None
-
+from .warmup import cache_dir  # (numba-free: the warm-up's parent process needs it too)
 
 CACHE_DIR = cache_dir()
 if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):

@@ -12,6 +12,7 @@ STAGE_NAMES = {
     "load": "Loading",
     "exact": "Exact copies",
     "shingles": "Shingling",
+    "kernels": "Preparing the compiled kernels (first run only)",  # warmup.STAGE
     "signatures": "MinHash",
     "candidates": "LSH bands",
     "compare": "Comparing",

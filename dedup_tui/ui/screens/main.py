@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
-from ...engine import decisions
+from ...engine import decisions, warmup
 from ...engine.cluster import NEAR, POLICIES, strongest_links
 from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
@@ -159,11 +159,15 @@ class MainScreen(Screen):
         project = Project(self.spec.db, create=True)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         try:
+            settings = self.spec.scan_settings or ScanSettings()
             if load:
                 if project.document_count() == 0:
+                    # first run: a large corpus's kernels compile in another process while it loads
+                    warmup.start_for_corpus(self.spec.corpus, settings.method)
                     load_corpus(project, self.spec.corpus, control=control, **self.spec.load_options)
             if scan_it or project.scan_state != "complete":
-                scan(project, self.spec.scan_settings or ScanSettings(), control)
+                # first run only: the scan follows the kernels' compiling in another process
+                scan(project, settings, warmup.prepare(project, settings, control))
             control.report("graph", 0, 0)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             view = replace(view, threshold=min(max(view.threshold, floor), 1.0))

@@ -25,7 +25,9 @@ class StageRow(Horizontal):
         self.finished: float | None = None  # a finished stage keeps its final rate
 
     def compose(self) -> ComposeResult:
-        yield Label(STAGE_NAMES.get(self.stage, self.stage), classes="stage-name")
+        name = STAGE_NAMES.get(self.stage, self.stage)
+        # a long name (the first run's kernel stage) takes the room it needs
+        yield Label(name, classes="stage-name" + (" -wide" if len(name) > 14 else ""))
         yield self.bar
         yield self.counts
 
@@ -70,6 +72,12 @@ class ScanProgress(Vertical):
             row.update(done, total)
             self.mount(row)
         else:
+            if row.finished is not None:  # a stage reported again after others (the first run's
+                for r in rows.values():   # kernels stage): its timer goes on from where it stopped
+                    if r is not row:
+                        r.complete()
+                row.started = time.perf_counter() - (row.finished - row.started)
+                row.finished = None
             row.update(done, total)
 
     def stop(self, message: str | None = None) -> None:

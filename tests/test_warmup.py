@@ -1,0 +1,263 @@
+"""The first-run warm-up (engine/warmup.py): a separate process fills an empty numba cache with
+what a real scan uses; a scan that needs kernels waits for it as a stage; small corpora start
+nothing. Each test that compiles runs in fresh processes on an empty cache folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dedup_tui.engine import warmup
+from dedup_tui.engine.progress import STAGE_NAMES, Control
+
+from .conftest import write_jsonl
+from .test_scan import planted_corpus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(cache: Path) -> dict:
+    env = dict(os.environ)
+    env["NUMBA_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _python(code: str, cache: Path, timeout: float = 240) -> dict:
+    """Run `code` in a fresh interpreter; it prints one JSON line last, returned."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, env=_env(cache), capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# Counts every numba compilation in the process (of a kernel, or of anything a kernel calls).
+_COUNT_COMPILES = """
+    from numba.core import event
+    compiled = []
+    class Count(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+        def on_end(self, ev):
+            pass
+    event.register("numba:compile", Count())
+"""
+
+_SCAN = """
+    import json, sys
+    from dedup_tui.engine import pipeline, warmup
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.progress import Control
+    from dedup_tui.engine.store import Project
+    project = Project({db!r}, create=True)
+    load_corpus(project, [{corpus!r}])
+    stages = []
+    control = Control(lambda s, d, t: stages.append(s))
+    settings = pipeline.ScanSettings(method="lsh")
+"""
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Planted near copies plus one template family with over 50,000 pairs (its bitsets and
+    the compiled spanning forest) and long texts (the load's compiled normalisation)."""
+    docs = planted_corpus(n_bases=120)
+    family = " ".join(f"t{i % 97}x{i}" for i in range(60))
+    docs += [(f"f{i}", family + f" v{i}") for i in range(330)]
+    docs += [(f"long{i}", f"lorem ipsum dolor sit amet {i} " * 400) for i in range(30)]
+    return write_jsonl(tmp_path / "corpus.jsonl", docs)
+
+
+def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_path, corpus):
+    cache = tmp_path / "cache"
+    out = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
+    assert not warmup.is_warm()
+    at_load = len(compiled)  # a load on an empty cache normalises in Python: it leaves compiling to the warm-up
+    gated = warmup.prepare(project, settings, control)
+    before_scan = len(compiled) - at_load
+    pipeline.scan(project, settings, gated)
+    warm = warmup.is_warm()  # the scan ended after the warm-up (it waits for its last stage)
+    code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
+    print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:], "at_load": at_load,
+                      "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
+    """, cache)
+    assert out["warm"] and out["code"] == 0
+    assert out["stages"][0] == warmup.STAGE and "signatures" in out["stages"]
+    assert out["at_load"] == 0, "the load compiled nothing"
+    assert out["before_scan"] == 0, "the waiting process compiled nothing itself"
+    assert out["compiled"] == [], f"the scan compiled what the warm-up did not: {out['compiled']}"
+    assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
+    assert warmup.stamp_path(str(cache)).exists()
+    # A second warm-up finds the cache warm and does nothing.
+    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup"], check=False, env=_env(cache), capture_output=True,
+                           timeout=60, cwd=ROOT)
+    assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
+
+
+def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup"], env=_env(cache), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        during = _python(_SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
+    pipeline.scan(project, settings, control)  # compiles too, into the same cache, at the same time
+    print(json.dumps(project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()))
+        """, cache)
+    finally:
+        out, err = helper.communicate(timeout=240)
+    assert helper.returncode == 0 and out == b"" and err == b""
+    after = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
+    pipeline.scan(project, settings, control)
+    pairs = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
+    pipeline.scan(project, pipeline.ScanSettings(method="exhaustive"), control)
+    truth = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
+    print(json.dumps({"pairs": pairs, "truth": truth, "compiled": compiled}))
+    """, cache)
+    assert after["compiled"] == [], "the cache both processes wrote is whole"
+    assert during == after["pairs"]
+    assert set(map(tuple, during)) <= set(map(tuple, after["truth"]))
+    assert len(during) >= 0.99 * len(after["truth"])
+
+
+def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sample = ROOT / "sample_corpora" / "notes.jsonl"
+    out = _python(f"""
+    import json, sys
+    from dedup_tui.cli import main
+    from dedup_tui.engine import warmup
+    try:
+        main(["scan", "--db", {str(tmp_path / "s.db")!r}, {str(sample)!r}])
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+    print(json.dumps({{"numba": "numba" in sys.modules, "kernels": "dedup_tui.engine.kernels" in sys.modules,
+                      "started": warmup._started is not None}}))
+    """, cache)
+    assert out == {"numba": False, "kernels": False, "started": False}
+    assert list(cache.iterdir()) == []
+
+
+def test_start_for_corpus_only_for_a_large_corpus_or_lsh(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(warmup, "start", lambda: started.append(1))
+    small = write_jsonl(tmp_path / "small.jsonl", [("a", "x" * 100)])
+    warmup.start_for_corpus([small])
+    warmup.start_for_corpus([small], "exhaustive")
+    assert started == []
+    warmup.start_for_corpus([small], "lsh")
+    big = tmp_path / "big.jsonl"
+    big.write_text("x" * warmup.CORPUS_BYTES)
+    warmup.start_for_corpus([big])
+    assert started == [1, 1]
+    warmup.start_for_corpus([big], "exhaustive")
+    assert started == [1, 1]
+
+
+def test_no_writable_cache_means_no_warmup_and_no_wait(tmp_path, monkeypatch, make_project):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker / "cache"))  # under a file: cannot be made
+    assert warmup.cache_dir() is None
+    assert warmup.start() is None and not warmup.is_warm()
+    project = make_project([("a", "one two three"), ("b", "one two four")])
+    from dedup_tui.engine.pipeline import ScanSettings
+
+    stages = []
+    warmup.prepare(project, ScanSettings(method="lsh"), Control(lambda s, d, t: stages.append(s)))
+    assert stages == []
+
+
+def test_the_stamp_follows_the_engine_sources(tmp_path, monkeypatch):
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    (engine / "kernels.py").write_text("a = 1\n")
+    monkeypatch.setattr(warmup, "ENGINE", engine)
+    first = warmup.stamp_path(str(tmp_path))
+    first.touch()
+    assert warmup.is_warm(str(tmp_path))
+    (engine / "kernels.py").write_text("a = 22\n")  # another size (and time): changed kernels
+    assert not warmup.is_warm(str(tmp_path))
+
+
+def test_the_stage_has_a_name():
+    assert STAGE_NAMES[warmup.STAGE] == "Preparing the compiled kernels (first run only)"
+
+
+def test_the_scan_prediction_follows_the_method(make_project):
+    from dedup_tui.engine.pipeline import ScanSettings
+
+    project = make_project([("a", "one two three"), ("b", "one two four"), ("c", "five six")])
+    assert warmup.scan_needs_kernels(project, ScanSettings(method="lsh"))
+    assert not warmup.scan_needs_kernels(project, ScanSettings(method="exhaustive"))
+    assert not warmup.scan_needs_kernels(project, ScanSettings())  # tiny: exhaustive
+
+
+def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+
+    def broken():
+        raise RuntimeError("a kernel that does not compile")
+
+    monkeypatch.setattr(warmup, "run", broken)
+    with pytest.raises(RuntimeError):
+        warmup.main()
+    assert not warmup.is_warm()
+    assert warmup.start() is None  # the scan compiles (and reports the error) itself
+
+
+def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    stages_file = warmup._stages_path(str(tmp_path))
+    stages_file.write_text("exact\nsignatures\ncandidates\n")
+    later = iter(["verify", "write"])
+
+    class Helper(warmup.Warmup):  # a warm-up that reaches its next stage at each wait
+        ended = False
+
+        def running(self):
+            return not self.ended
+
+        def wait(self, seconds):
+            stage = next(later, None)
+            if stage is None:
+                self.ended = True
+            else:
+                with open(stages_file, "a") as fh:
+                    fh.write(stage + "\n")
+
+    seen = []
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), Helper(str(tmp_path), None), tick=0)
+    gated.report("signatures", 5, 5)  # the next stage (candidates) is finished: verify was reported
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "verify" and seen[-1][0] == warmup.STAGE
+    seen.clear()
+    gated.report("candidates", 3, 7)  # mid-stage: no wait
+    assert seen == [("candidates", 3, 7)]
+    gated.report("write", 9, 9)  # the last stage: no kernels follow, no wait (inside the transaction)
+    assert seen[-1] == ("write", 9, 9) and warmup.warmup_stages(str(tmp_path))[-1] == "verify"
+    gated.report("candidates", 7, 7)  # waits until the warm-up reports the stage after verify
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "write" and seen[-1][0] == warmup.STAGE
+    gated.report("verify", 4, 4)  # nothing after write: waits until the warm-up ended
+    assert gated._handle.ended
+
+
+def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(warmup, "start_for_corpus", lambda corpus, method="auto": calls.append((corpus, method)))
+    prog = str(ROOT / "dedup_tui" / "__main__.py")
+    warmup.start_early([prog, "scan", "--db", "p.db", "--k", "5", "a.jsonl", "b.csv"])
+    warmup.start_early(["/usr/bin/dedup-tui", "load", "--method=lsh", "--db=p.db", "c.jsonl"])
+    warmup.start_early(["/usr/bin/dedup-tui", "scan", "--method", "exhaustive", "--db", "p.db", "d.jsonl"])
+    assert calls == [(["a.jsonl", "b.csv"], "auto"), (["c.jsonl"], "lsh"), (["d.jsonl"], "exhaustive")]
+    calls.clear()
+    warmup.start_early(["/usr/bin/dedup-tui", "scan", "--db", "p.db"])  # no corpus: the scan decides
+    warmup.start_early(["/usr/bin/dedup-tui", "export", "--db", "p.db", "x.jsonl"])
+    warmup.start_early(["/x/pytest/__main__.py", "scan", "a.jsonl"])  # another program
+    assert calls == []
