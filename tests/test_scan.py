@@ -382,3 +382,60 @@ def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path):
     pipeline._insert_pairs(conn, a, b, j)
     rows = conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY rowid").fetchall()
     assert rows == list(zip(a.tolist(), b.tolist(), j.tolist()))
+
+
+def template_family_corpus(seed: int = 7) -> list[tuple[str, str]]:
+    """One long template page in 230 noisy variants (a component of ~26k candidate pairs,
+    similarities spread across the floor) and 40 unrelated long pages with two copies each."""
+    rng = np.random.RandomState(seed)
+
+    def page() -> str:
+        return " ".join(f"w{rng.randint(0, 3000)}" for _ in range(rng.randint(180, 260)))
+
+    template = page()
+    docs = [(f"t{i}", noisy_copy(rng, template, int(len(template) * rng.uniform(0.0, 0.12)))) for i in range(230)]
+    for i in range(40):
+        base = page()
+        docs += [(f"u{i}", base)] + [(f"u{i}c{c}", noisy_copy(rng, base, int(len(base) * rng.uniform(0.0, 0.1))))
+                                     for c in range(2)]
+    return [docs[i] for i in rng.permutation(len(docs))]
+
+
+def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_project, monkeypatch):
+    project = make_project(template_family_corpus(), name="family")
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="exhaustive"))
+    truth = pair_set(project)
+    near_floor = [p for p, j in truth.items() if j < 0.55]
+    assert len(truth) > 5000 and len(near_floor) > 300, "corpus does not exercise the floor"
+
+    # the template's pages verified as one kernels.Family
+    from dedup_tui.engine import kernels
+
+    families = []
+
+    class SpyFamily(kernels.Family):
+        def __init__(self, text, docs, *args, **kwargs):
+            families.append(len(docs))
+            super().__init__(text, docs, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "BIG_COMPONENT_PAIRS", 2_000)
+    monkeypatch.setattr(kernels, "Family", SpyFamily)
+    sketched = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    assert families and max(families) >= 200
+    found = pair_set(project)
+    assert set(found) <= set(truth) and all(found[p] == truth[p] for p in found)
+    assert len(found) / len(truth) >= 0.99
+    assert sum(p in found for p in near_floor) / len(near_floor) >= 0.98
+
+    # the same scan without the sketch test compares more pairs and finds the same ones or more
+    monkeypatch.setattr(pipeline, "SKETCH_TAIL", 0.0)
+    unsketched = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    assert set(found) <= set(pair_set(project))
+    assert sketched.verified < 0.8 * unsketched.verified
+    assert sketched.pairs >= 0.999 * unsketched.pairs
+
+    # and the family compared as sorted rows instead of kernels.Family: the same pairs
+    monkeypatch.setattr(pipeline, "SKETCH_TAIL", 3e-3)
+    monkeypatch.setattr(pipeline, "BIG_COMPONENT_PAIRS", 10**9)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    assert pair_set(project) == found
