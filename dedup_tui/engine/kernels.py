@@ -965,9 +965,9 @@ def _collide_earlier(sig, tags, x, y, band, rows, band_state):
 @kernel
 def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tags, band, rows, band_state,
                    n, out, resume):
-    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) that share
-    no earlier band already reporting them and whose 4-bit signatures agree in >= min_agree
-    positions, as lo * n + hi, into out. (`tags`: see _collide_earlier.)
+    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) whose 4-bit
+    signatures agree in >= min_agree positions and that share no earlier band already
+    reporting them, as lo * n + hi, into out. (`tags`: see _collide_earlier.)
 
     resume = [run, i, j]: where to start, updated in place to where to go on when out is full
     (run == len(run_start): done). Returns the number written.
@@ -982,10 +982,9 @@ def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tag
             x = order[s + i]
             for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
                 y = order[s + j]
-                # most pairs of a big bucket met in an earlier band: that test goes first
-                if band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
-                    continue
                 if _nibble_agreement(packed, x, y, perms) < min_agree:
+                    continue
+                if band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
                     continue
                 if written == capacity:
                     resume[0], resume[1], resume[2] = r, i, j
