@@ -690,8 +690,8 @@ class Intersector:
     that fit in the cache (`order`). Otherwise, a merge. `method` forces one (tests);
     `parallel_map(fn, jobs)` may run the preparation on threads.
 
-    Slices are of the pairs in `order`: __call__(lo, hi) gives the intersections of pairs
-    order[lo:hi].
+    Slices are of the pairs in `order` (None: as given): __call__(lo, hi) gives the
+    intersections of pairs order[lo:hi].
     """
 
     def __init__(self, values, offsets, ra, rb, method: str | None = None, parallel_map=_serial_map):
@@ -700,7 +700,7 @@ class Intersector:
         self.rb = np.ascontiguousarray(rb, dtype=np.int64)
         self.sizes = np.diff(offsets)
         self.method = "merge"
-        self.order = np.arange(len(self.ra))
+        self.order = None  # pairs in the given order (else: their order of computation)
         if not len(self.ra):
             return
         self.merge_work = int(self.sizes[self.ra].sum() + self.sizes[self.rb].sum())
@@ -917,6 +917,8 @@ def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: n
     """|A ∩ B| for each pair of rows (ra[p], rb[p]) of sorted, repeat-free CSR rows (see
     Intersector)."""
     inter = Intersector(values, offsets, ra, rb, method)
+    if inter.order is None:
+        return inter()
     out = np.empty(len(inter.order), np.int64)
     out[inter.order] = inter()
     return out

@@ -527,7 +527,10 @@ def _verify(text, reps, pairs, settings, control, threads, kernels, sketched=Fal
         ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
         j = np.zeros(hi - lo, np.float64)
 
-        def piece_job(plo, phi, inter=inter, possible=possible[inter.order], sa=sa, sb=sb, j=j):
+        if inter.order is not None:
+            possible = possible[inter.order]
+
+        def piece_job(plo, phi, inter=inter, possible=possible, sa=sa, sb=sb, j=j):
             idx = possible[plo:phi]
             j[idx] = jaccard_from_counts(inter(plo, phi), sa[idx], sb[idx])
 
