@@ -587,34 +587,6 @@ def _bitset_rows(values, offsets, rows, vocab, bits, first):
 
 
 @kernel
-def _bitset_intersections(bits, la, lb, out):
-    words = bits.shape[1]
-    for p in range(la.shape[0]):
-        x = bits[la[p]]
-        y = bits[lb[p]]
-        common = np.uint64(0)
-        for w in range(words):
-            common += popcount64(x[w] & y[w])
-        out[p] = common
-
-
-@kernel
-def _bucket_by_top_byte(keys, out, starts):
-    """keys into out grouped by their top 8 bits (a counting sort's one pass, stable);
-    starts (257 entries): where each group begins."""
-    counts = np.zeros(257, np.int64)
-    for i in range(keys.shape[0]):
-        counts[np.int64(keys[i] >> np.uint64(56)) + 1] += 1
-    for b in range(256):
-        counts[b + 1] += counts[b]
-    starts[:] = counts
-    for i in range(keys.shape[0]):
-        b = np.int64(keys[i] >> np.uint64(56))
-        out[counts[b]] = keys[i]
-        counts[b] += 1
-
-
-@kernel
 def _shared_fingerprints(keys):
     """keys: sorted (fingerprint << 16 | row); how many fingerprints have two rows or more."""
     shared = 0
@@ -671,10 +643,10 @@ def _sorted_row_tagged(values, offsets, used, parallel_map):
     gathered <<= np.uint64(16)
     gathered |= np.repeat(np.arange(len(used), dtype=np.uint64), sizes)
     grouped = np.empty_like(gathered)
-    starts = np.empty(257, np.int64)
-    _bucket_by_top_byte(gathered, grouped, starts)
+    bounds = np.r_[0, np.cumsum(_top_byte_counts(gathered))]
+    _scatter_by_top_byte(gathered, grouped, bounds[:-1].copy())
     del gathered
-    bounds = starts.tolist()
+    bounds = bounds.tolist()
     parallel_map(lambda lo, hi: grouped[lo:hi].sort(), list(zip(bounds[:-1], bounds[1:])))
     return grouped
 
@@ -764,7 +736,7 @@ class Intersector:
         if self.method == "merge":
             merge_intersections(self.values, self.offsets, self.ra[lo:hi], self.rb[lo:hi], out)
             return out
-        _bitset_intersections(self.bits, self.la[lo:hi], self.lb[lo:hi], out)
+        _accumulate_bitset_intersections(self.bits, self.la[lo:hi], self.lb[lo:hi], out)
         # a row with itself: its unrepeated fingerprints are not in the vocabulary
         self_pair = np.flatnonzero(self.ra[lo:hi] == self.rb[lo:hi])
         out[self_pair] = self.sizes[self.ra[lo:hi][self_pair]]
