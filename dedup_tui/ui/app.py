@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 from textual.app import App
 
+from ..engine import warmup
 from ..engine.decisions import default_author
 from ..engine.scandir import describe_partial, partial_view
 from ..engine.store import AppLock, Project, acquire_app_lock
@@ -51,6 +54,10 @@ class DedupApp(App):
             raise
 
     def on_mount(self) -> None:
+        # First run after an install: the compiled kernels are prepared in the background
+        # while the reviewer works (the first LSH scan then starts warm).
+        if os.environ.get("DEDUP_TUI_APP_WARMUP", "1") != "0":
+            threading.Thread(target=warmup.start, name="dedup-tui-warmup-start", daemon=True).start()
         # the user's keymap, checked: what is valid applied, every entry ignored said why
         self.keymap = load_keymap()
         if self.keymap.keys:

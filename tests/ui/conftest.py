@@ -10,6 +10,13 @@ from pathlib import Path
 
 import pytest
 
+
+@pytest.fixture(autouse=True)
+def no_kernel_warmup_from_the_app(monkeypatch):
+    """The app starts a kernel warm-up process on mount (first run after an install); tests of
+    the screens do not (tests/ui/test_app.py checks that it does)."""
+    monkeypatch.setenv("DEDUP_TUI_APP_WARMUP", "0")
+
 WORDS = ("river library council garden report schedule volunteer students meeting import path "
          "release quiet survey winter opening hours notes front desk bread recipe choir water").split()
 

@@ -1009,3 +1009,22 @@ async def test_export_dialog_refuses_a_stream_the_app_would_write_over_its_scree
         await settle(pilot)
         assert isinstance(app.screen, ExportScreen)
         assert "is a stream" in screen_text(app)
+
+
+async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
+    from dedup_tui.engine import warmup
+
+    started = threading.Event()
+    monkeypatch.setenv("DEDUP_TUI_APP_WARMUP", "1")
+    monkeypatch.setattr(warmup, "start", started.set)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert started.wait(10), "the app did not start the warm-up"
+    # switched off (the other screen tests): not started
+    started.clear()
+    monkeypatch.setenv("DEDUP_TUI_APP_WARMUP", "0")
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+    assert not started.is_set()
