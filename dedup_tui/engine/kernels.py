@@ -34,6 +34,8 @@ _NIBBLE_LOW = np.uint64(0x1111111111111111)
 FINGERPRINT_BITS = 48
 _NO_FINGERPRINT = np.uint64(0xFFFFFFFFFFFFFFFF)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+# Repeats within a text are dropped through a hash table only up to this many shingles.
+_DEDUP_MAX = 1 << 21
 _SKETCH_SHIFT = np.uint64(SKETCH_BITS)
 _TAG_VALUES = np.uint64(TAG_VALUES)
 
@@ -288,7 +290,10 @@ def _longest(offsets, docs):
 def _distinct_hashes(hashes, count, seen):
     """Moves one hash of each distinct fingerprint (hash >> 16) of hashes[:count] to the front
     (through the hash table `seen`); returns how many. Repeated shingles, over half of a manual
-    page's, change neither a minimum nor a sketch."""
+    page's, change neither a minimum nor a sketch. A text of more than _DEDUP_MAX shingles
+    is left as it is (its table would take 16 bytes a shingle)."""
+    if count > _DEDUP_MAX:
+        return count
     size = 16
     while size < 2 * count:
         size *= 2
@@ -316,7 +321,7 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     smallest = np.empty(sketches.shape[1], np.uint64)
     bin_mask = np.uint64(sketches.shape[1] - 1)
     slots = 16
-    while slots < 2 * longest:
+    while slots < 2 * min(longest, _DEDUP_MAX):
         slots *= 2
     seen = np.zeros(slots, np.uint64)
     for row in range(docs.shape[0]):
@@ -440,8 +445,10 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
     longest = _longest(offsets, docs)
     cps = np.empty(longest, np.uint32)
     hashes = np.empty(longest, np.uint64)
+    # (the family layout needs every repeat dropped; sorted rows drop them again when split)
+    table_for = longest if low_row_base >= 0 else min(longest, _DEDUP_MAX)
     slots = 16
-    while slots < 2 * longest:
+    while slots < 2 * table_for:
         slots *= 2
     seen = np.zeros(slots, np.uint64)  # fingerprint + 1; 0: empty
     shift = np.uint64(64 - fingerprint_bits)
@@ -451,6 +458,12 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
         count = _window_hashes(cps, n, k, hashes)
+        if count > table_for:
+            tag = np.uint64(row) << np.uint64(fingerprint_bits)
+            for s in range(count):
+                keys[pos] = tag | (hashes[s] >> shift)
+                pos += 1
+            continue
         size = 16
         while size < 2 * count:
             size *= 2
