@@ -287,12 +287,12 @@ def _longest(offsets, docs):
 
 
 @kernel
-def _distinct_hashes(hashes, count, seen):
+def _distinct_hashes(hashes, count, seen, limit):
     """Moves one hash of each distinct fingerprint (hash >> 16) of hashes[:count] to the front
-    (through the hash table `seen`); returns how many. Repeated shingles, over half of a manual
-    page's, change neither a minimum nor a sketch. A text of more than _DEDUP_MAX shingles
-    is left as it is (its table would take 16 bytes a shingle)."""
-    if count > _DEDUP_MAX:
+    (through the hash table `seen`, of at least 2 * min(count, limit) slots); returns how many.
+    Repeated shingles are over half of a manual page's. More than `limit` hashes are left as
+    they are (the table takes 16 bytes a shingle)."""
+    if count > limit:
         return count
     size = 16
     while size < 2 * count:
@@ -327,7 +327,8 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     for row in range(docs.shape[0]):
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
-        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen)
+        # repeated shingles change neither a minimum nor a sketch
+        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen, _DEDUP_MAX)
         for j in range(perms):
             sig[j] = 0xFFFFFFFF
         for s in range(count):
@@ -457,28 +458,16 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
         row_starts[row] = pos
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
-        count = _window_hashes(cps, n, k, hashes)
-        if count > table_for:
+        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen, table_for)
+        if low_row_base >= 0:
+            low_tag = np.uint64(low_row_base + row)
+            for s in range(count):
+                keys[pos] = ((hashes[s] >> shift) << np.uint64(16)) | low_tag
+                pos += 1
+        else:
             tag = np.uint64(row) << np.uint64(fingerprint_bits)
             for s in range(count):
                 keys[pos] = tag | (hashes[s] >> shift)
-                pos += 1
-            continue
-        size = 16
-        while size < 2 * count:
-            size *= 2
-        mask = np.uint64(size - 1)
-        seen[:size] = 0
-        tag = np.uint64(row) << np.uint64(fingerprint_bits)
-        low_tag = np.uint64(low_row_base + row) if low_row_base >= 0 else np.uint64(0)
-        for s in range(count):
-            fp = hashes[s] >> shift
-            slot = np.int64(fp & mask)
-            while seen[slot] != 0 and seen[slot] != fp + _ONE:
-                slot = (slot + 1) & (size - 1)
-            if seen[slot] == 0:
-                seen[slot] = fp + _ONE
-                keys[pos] = (fp << np.uint64(16)) | low_tag if low_row_base >= 0 else tag | fp
                 pos += 1
     row_starts[docs.shape[0]] = pos
     return keys[:pos]
@@ -647,6 +636,13 @@ def _serial_map(fn, jobs):
     return [fn(*job) for job in jobs]
 
 
+def _tile_order(la: np.ndarray, lb: np.ndarray, rows: int, words: int) -> np.ndarray:
+    """An order of the pairs (la[p], lb[p]) of bitset rows (`words` each) tile by tile: both
+    rows of the pairs of one tile fit _TILE_BYTES."""
+    tile = max(16, _TILE_BYTES // (8 * words))
+    return np.argsort((la // tile) * (rows // tile + 1) + lb // tile, kind="stable")
+
+
 def _sorted_row_tagged(values, offsets, used, parallel_map):
     """Every fingerprint of the used rows as (fingerprint << 16 | local row), sorted: grouped
     by their top byte first, so each group's sort stays in cache."""
@@ -730,8 +726,7 @@ class Intersector:
         self.values = None  # the bitsets replace them
         local = np.cumsum(in_pair) - 1
         la, lb = local[self.ra], local[self.rb]
-        tile = max(16, _TILE_BYTES // (8 * words))
-        self.order = np.argsort((la // tile) * (len(used) // tile + 1) + lb // tile, kind="stable")
+        self.order = _tile_order(la, lb, len(used), words)
         self.la, self.lb = la[self.order], lb[self.order]
         self.ra, self.rb = self.ra[self.order], self.rb[self.order]
 
@@ -830,15 +825,16 @@ class Family:
         for i in range(len(parts)):
             _scatter_by_top_byte(parts[i][0], self.keys, next_slot)
             parts[i] = None  # free each part once placed
-        groups = [(lo, hi) for lo, hi in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()) if hi > lo]
+        groups = [(g, lo, hi) for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
+                  if hi > lo]
 
-        def sort_group(lo, hi):
+        def sort_group(g, lo, hi):
             self.keys[lo:hi].sort()
-            return lo, _shared_fingerprints(self.keys[lo:hi])
+            return g, _shared_fingerprints(self.keys[lo:hi])
 
         self.shared = np.zeros(256, np.int64)  # fingerprints held by two texts or more, per group
-        for lo, shared in parallel_map(sort_group, groups):
-            self.shared[int(np.searchsorted(self.bounds, lo, side="right")) - 1] = shared
+        for g, shared in parallel_map(sort_group, groups):
+            self.shared[g] = shared
         self.rows = len(docs)
 
     @property
@@ -863,8 +859,7 @@ class Family:
             held += int(self.shared[g])
         slices.append((first, 256, held))
         widest = max(1, max((h + 63) // 64 for _, _, h in slices))
-        tile = max(16, _TILE_BYTES // (8 * widest))
-        order = np.argsort((ra // tile) * (self.rows // tile + 1) + rb // tile, kind="stable")
+        order = _tile_order(ra, rb, self.rows, widest)
         la, lb = ra[order], rb[order]
         inter = np.zeros(len(ra), np.int64)
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
