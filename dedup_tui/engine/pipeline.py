@@ -431,20 +431,8 @@ def _verify(text, reps, pairs, settings, control, threads, kernels, sketched=Fal
     needed = None if sketched else matches_needed(settings.floor, SKETCH_TAIL)
 
     def possible_pairs(values, offsets, row_bytes, ra, rb):
-        """Which pairs of rows may reach the floor: by their sizes (as a division: J =
-        inter/union <= min/max, both correctly rounded, so J >= floor implies passing whatever
-        the rounding) and, unless `sketched`, by their sketches."""
-        sizes = np.diff(offsets)
-        sa, sb = sizes[ra], sizes[rb]
-        possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= settings.floor
-        if needed is not None:
-            sketch_of = _sketch_rows_of(row_bytes)
-            sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
-            kernels.sketch_rows(values, offsets, sketch_of, sketches)
-            agree = np.empty(len(ra), np.bool_)
-            kernels.sketch_keep(ra, rb, sketch_of, sketches, needed, agree)
-            possible &= agree
-        return possible, sa, sb
+        return _possible_pairs(np.diff(offsets), row_bytes, ra, rb, settings.floor, needed, kernels,
+                               lambda sketch_of, sketches: kernels.sketch_rows(values, offsets, sketch_of, sketches))
 
     def compare(values, offsets, row_bytes, ra, rb):
         possible, sa, sb = possible_pairs(values, offsets, row_bytes, ra, rb)
@@ -545,6 +533,24 @@ def _verify(text, reps, pairs, settings, control, threads, kernels, sketched=Fal
     return reps[ca[good]], reps[cb[good]], results[good], compared
 
 
+def _possible_pairs(sizes, row_bytes, ra, rb, floor, needed, kernels, fill_sketches):
+    """(which pairs of rows may reach the floor, their sizes): by their set sizes (as a
+    division: J = inter/union <= min/max, both correctly rounded, so J >= floor implies passing
+    whatever the rounding) and, with `needed` (the candidates were not sketch-tested yet), by
+    the sketches of the rows of at least SKETCH_MIN_BYTES that fill_sketches(sketch_of,
+    sketches) computes."""
+    sa, sb = sizes[ra], sizes[rb]
+    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= floor
+    if needed is not None:
+        sketch_of = _sketch_rows_of(row_bytes)
+        sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
+        fill_sketches(sketch_of, sketches)
+        agree = np.empty(len(ra), np.bool_)
+        kernels.sketch_keep(ra, rb, sketch_of, sketches, needed, agree)
+        possible &= agree
+    return possible, sa, sb
+
+
 def _compare_family(text, docs, ra, rb, settings, needed, threads, control, kernels, progress):
     """(jaccard per pair, pairs compared) of one template family's pairs (rows ra, rb of docs)
     through kernels.Family, or None when its bitsets would cost more than merging sorted
@@ -552,16 +558,9 @@ def _compare_family(text, docs, ra, rb, settings, needed, threads, control, kern
     if len(docs) > kernels.FAMILY_MAX_ROWS:
         return None
     family = kernels.Family(text, docs, settings.k, parallel_map=lambda fn, jobs: list(threads.map(fn, jobs, control)))
-    sa, sb = family.sizes[ra], family.sizes[rb]
-    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= settings.floor
-    if needed is not None:
-        sketch_of = _sketch_rows_of(np.diff(text.offsets)[docs])
-        sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
-        kernels.text_sketches(text, docs, settings.k, sketch_of, sketches)
-        agree = np.empty(len(ra), np.bool_)
-        kernels.sketch_keep(ra, rb, sketch_of, sketches, needed, agree)
-        possible &= agree
-        del sketches
+    possible, sa, sb = _possible_pairs(
+        family.sizes, np.diff(text.offsets)[docs], ra, rb, settings.floor, needed, kernels,
+        lambda sketch_of, sketches: kernels.text_sketches(text, docs, settings.k, sketch_of, sketches))
     idx = np.flatnonzero(possible)
     merge_work = int(sa[idx].sum() + sb[idx].sum())
     if family.words * (len(idx) + len(docs)) >= 4 * merge_work:
