@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dedup_tui.engine import warmup
+from dedup_tui.engine import kernel_cache, warmup, warmup_job
 from dedup_tui.engine.progress import STAGE_NAMES, Control
 
 from .conftest import write_jsonl
@@ -93,9 +93,9 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     assert out["before_scan"] == 0, "the waiting process compiled nothing itself"
     assert out["compiled"] == [], f"the scan compiled what the warm-up did not: {out['compiled']}"
     assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
-    assert warmup.stamp_path(str(cache)).exists()
+    assert kernel_cache.stamp_path(str(cache)).exists()
     # A second warm-up finds the cache warm and does nothing.
-    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup"], check=False, env=_env(cache), capture_output=True,
+    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup_job"], check=False, env=_env(cache), capture_output=True,
                            timeout=60, cwd=ROOT)
     assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
 
@@ -103,7 +103,7 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
     cache = tmp_path / "cache"
     cache.mkdir()
-    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup"], env=_env(cache), cwd=ROOT,
+    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup_job"], env=_env(cache), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         during = _python(_SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
@@ -133,7 +133,7 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     out = _python(f"""
     import json, sys
     from dedup_tui.cli import main
-    from dedup_tui.engine import warmup
+    from dedup_tui.engine import kernel_cache, warmup, warmup_job
     try:
         main(["scan", "--db", {str(tmp_path / "s.db")!r}, {str(sample)!r}])
     except SystemExit as exc:
@@ -179,12 +179,16 @@ def test_the_stamp_follows_the_engine_sources(tmp_path, monkeypatch):
     engine = tmp_path / "engine"
     engine.mkdir()
     (engine / "kernels.py").write_text("a = 1\n")
-    monkeypatch.setattr(warmup, "ENGINE", engine)
-    first = warmup.stamp_path(str(tmp_path))
+    monkeypatch.setattr(kernel_cache, "ENGINE", engine)
+    first = kernel_cache.stamp_path(str(tmp_path))
     first.touch()
-    assert warmup.is_warm(str(tmp_path))
+    assert kernel_cache.is_warm(str(tmp_path))
     (engine / "kernels.py").write_text("a = 22\n")  # another size (and time): changed kernels
-    assert not warmup.is_warm(str(tmp_path))
+    assert not kernel_cache.is_warm(str(tmp_path))
+    kernel_cache.stamp_path(str(tmp_path)).touch()
+    (engine / "store").mkdir()
+    (engine / "store" / "schema.py").write_text("b = 1\n")  # a module of a subpackage counts too
+    assert not kernel_cache.is_warm(str(tmp_path))
 
 
 def test_the_stage_has_a_name():
@@ -206,16 +210,16 @@ def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkey
     def broken():
         raise RuntimeError("a kernel that does not compile")
 
-    monkeypatch.setattr(warmup, "run", broken)
+    monkeypatch.setattr(warmup_job, "run", broken)
     with pytest.raises(RuntimeError):
-        warmup.main()
+        warmup_job.main()
     assert not warmup.is_warm()
     assert warmup.start() is None  # the scan compiles (and reports the error) itself
 
 
 def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    stages_file = warmup._stages_path(str(tmp_path))
+    stages_file = kernel_cache.stages_path(str(tmp_path))
     stages_file.write_text("exact\nsignatures\ncandidates\n")
     later = iter(["verify", "write"])
 

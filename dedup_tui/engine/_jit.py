@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .warmup import cache_dir  # (numba-free: the warm-up's parent process needs it too)
+from .kernel_cache import cache_dir  # (numba-free: the warm-up's parent process needs it too)
 
 CACHE_DIR = cache_dir()
 if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):

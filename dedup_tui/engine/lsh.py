@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .shingle import _mix64
+from .shingle import mix64
 
 # Recall-weighted: a missed pair is invisible to the reviewer, a false candidate only costs
 # an exact verification.
@@ -57,7 +57,7 @@ def choose_banding(
     return Banding(best[1], best[2])
 
 
-_ROW_MULTIPLIERS = _mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+_ROW_MULTIPLIERS = mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 
 
 def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
@@ -67,7 +67,7 @@ def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         for j in range(rows):
             key += (cols[:, j] + np.uint64(1)) * _ROW_MULTIPLIERS[j % len(_ROW_MULTIPLIERS)]
-    return _mix64(key)
+    return mix64(key)
 
 
 def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits: int = 32) -> int:

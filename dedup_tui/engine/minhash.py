@@ -27,6 +27,16 @@ class MinHasher:
         )[:, None]
         self._b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)[:, None]
 
+    @property
+    def multipliers(self) -> np.ndarray:
+        """a_j of each permutation, contiguous uint32 (for the compiled kernels)."""
+        return np.ascontiguousarray(self._a[:, 0])
+
+    @property
+    def increments(self) -> np.ndarray:
+        """b_j of each permutation, contiguous uint32."""
+        return np.ascontiguousarray(self._b[:, 0])
+
     def signatures(self, hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """(n_docs, num_perm) uint32 minima; every document must have at least one hash."""
         n_docs = len(offsets) - 1

@@ -51,6 +51,6 @@ def _compiled_ready() -> bool:
 
     if "dedup_tui.engine.kernels" in sys.modules:
         return True
-    from .warmup import is_warm
+    from .kernel_cache import is_warm
 
     return is_warm()

@@ -266,8 +266,8 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
     # threads hash them (compiled), and keeps them as UTF-8 for verification.
     t0 = time.perf_counter()
     hasher = MinHasher(settings.num_perm, settings.seed)
-    perm_a = np.ascontiguousarray(hasher._a[:, 0])
-    perm_b = np.ascontiguousarray(hasher._b[:, 0])
+    perm_a = hasher.multipliers
+    perm_b = hasher.increments
     signatures = np.empty((n_reps, settings.num_perm), np.uint32)
     chunks = _chunks(reps, lengths)
     texts: list[kernels.TextBuffer] = []

@@ -288,8 +288,8 @@ def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
     hasher = MinHasher(settings.num_perm, settings.seed)
     sig = np.empty((n, settings.num_perm), np.uint32)
     if n:
-        kernels.signatures(buf.data, buf.offsets, np.arange(n), settings.k, np.ascontiguousarray(hasher._a[:, 0]),
-                           np.ascontiguousarray(hasher._b[:, 0]), sig)
+        kernels.signatures(buf.data, buf.offsets, np.arange(n), settings.k, hasher.multipliers,
+                           hasher.increments, sig)
     summary = {"n": n, "bad": sorted((b.line, b.message) for b in errors), "all_int": all(ints),
                "has_id_field": info.get("has_id_field"), "decided_at": info.get("decided_at"),
                "first_record_line": lines[0] if lines else None}

@@ -16,7 +16,7 @@ _SHORT_TAG = _U64(0xD6E8FEB86659FD93)  # separates "whole text shorter than k" f
 _LENGTH_MULT = _U64(0xC2B2AE3D27D4EB4F)
 
 
-def _mix64(h: np.ndarray) -> np.ndarray:
+def mix64(h: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser, in place on a uint64 array; returns it."""
     tmp = np.empty_like(h)
     for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
@@ -57,7 +57,7 @@ def _short_text_hash(cps: np.ndarray) -> np.uint64:
         for c in cps.astype(np.uint64):
             h = h * _BASE + c + _U64(1)
         arr = np.array([(h ^ _SHORT_TAG) + _U64(len(cps)) * _LENGTH_MULT], dtype=np.uint64)
-    return _mix64(arr)[0]
+    return mix64(arr)[0]
 
 
 def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +85,7 @@ def shingle_hashes(normalized: list[str], k: int) -> tuple[np.ndarray, np.ndarra
             for i in range(k):
                 window *= _BASE
                 window += cps_plus_one[i : i + n_windows]
-        _mix64(window)
+        mix64(window)
         # A window is valid when it ends inside the text it starts in: drop the last k - 1
         # start positions of every text (all of a text shorter than k).
         valid = np.ones(len(cps), dtype=bool)

@@ -3,7 +3,7 @@ first large scan does not wait for numba.
 
 The kernels (kernels.py) are compiled by numba on first use and cached on disk (see _jit.py).
 A first scan used to compile them in the scanning process, several seconds on which nothing
-moved. Now a command that will need them starts `python -m dedup_tui.engine.warmup` as early as
+moved. Now a command that will need them starts a warm-up process (warmup_job.py) as early as
 it can (before loading a large corpus, which takes seconds of its own): on another core and
 without sharing a GIL, it runs the real LSH scan on a small made-up corpus in a temporary
 folder, so exactly the kernels and argument types a scan uses are compiled into the cache.
@@ -15,109 +15,26 @@ numpy) neither compiles nor starts anything. When no cache folder is writable no
 kept for the next process, so no warm-up is started (the scan compiles in its own process, as
 before).
 
-A stamp file in the cache folder, named after the engine's sources and numba's version, marks
-a finished warm-up; a lock file marks one under way (shared by every process of this user:
-the app and a CLI command in another terminal wait for the same one).
+The cache's state (a stamp for a finished warm-up, a lock for one under way, shared by every
+process of this user: the app and a CLI command in another terminal wait for the same one) is
+kept by kernel_cache.py; the warm-up process itself is warmup_job.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from .kernel_cache import ENGINE, cache_dir, has_failed, is_warm, warmup_running, warmup_stages
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
 # compiled normalisation of a load starts at 256 KiB of text; LSH a little above that).
 CORPUS_BYTES = 1 << 18
-ENGINE = Path(__file__).resolve().parent
-_LOCK_NAME = "dedup-tui-warmup.lock"
-
-
-def _writable_dir(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(path, os.W_OK | os.X_OK)
-
-
-def cache_dir() -> str | None:
-    """The folder compiled kernels are cached in (None: no cache)."""
-    chosen = os.environ.get("NUMBA_CACHE_DIR")
-    if chosen:
-        return chosen if _writable_dir(Path(chosen)) else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
-    for candidate in (Path(base) / "dedup-tui" / "numba", Path(tempfile.gettempdir()) / f"dedup-tui-numba-{uid}"):
-        if _writable_dir(candidate):
-            return str(candidate)
-    return None
-
-
-def _sources_key() -> str:
-    """Changes whenever the engine's code, numba or Python does (then the cache needs filling again)."""
-    h = hashlib.sha256()
-    from importlib.util import find_spec
-
-    try:  # numba's own files (found, not imported: importlib.metadata costs ~0.1 s)
-        for name in ("numba", "llvmlite"):
-            origin = Path(find_spec(name).origin)
-            for f in (origin, origin.with_name("_version.py")):
-                st = f.stat()
-                h.update(f"{f}:{st.st_mtime_ns}:{st.st_size};".encode())
-    except (AttributeError, TypeError, ImportError, ValueError, OSError):
-        h.update(b"numba?")
-    h.update(sys.version.encode())
-    h.update(str(ENGINE).encode())
-    for path in sorted(ENGINE.glob("*.py")):
-        st = path.stat()
-        h.update(f"{path.name}:{st.st_mtime_ns}:{st.st_size};".encode())
-    return h.hexdigest()[:16]
-
-
-def stamp_path(cache: str | None = None) -> Path | None:
-    cache = cache or cache_dir()
-    return Path(cache) / f"dedup-tui-warm-{_sources_key()}" if cache else None
-
-
-def is_warm(cache: str | None = None) -> bool:
-    """The cache holds the kernels of this code (a warm-up finished since it last changed)."""
-    stamp = stamp_path(cache)
-    return stamp is not None and stamp.exists()
-
-
-def _failed(cache: str) -> bool:
-    """A warm-up of this code failed already (then scans compile what they need themselves,
-    and show why if it fails there too, instead of every command starting a doomed warm-up)."""
-    stamp = stamp_path(cache)
-    return stamp is not None and stamp.with_suffix(".failed").exists()
-
-
-def _lock_file(cache: str):
-    return open(Path(cache) / _LOCK_NAME, "a+b")
-
-
-def _running(cache: str) -> bool:
-    """A warm-up process holds the lock (any process of this user, not only ours)."""
-    try:
-        import fcntl
-    except ImportError:  # (Windows) only our own child is known
-        return False
-    try:
-        with _lock_file(cache) as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            return False
-    except OSError:
-        return False
 
 
 class Warmup:
@@ -142,7 +59,7 @@ class Warmup:
             return False
         if self.process is not None and self.process.poll() is None:
             return True
-        return _running(self.cache)
+        return warmup_running(self.cache)
 
 
 # The child imports this very dedup_tui (wherever this process found it: an install, a checkout
@@ -154,7 +71,7 @@ spec = importlib.util.spec_from_file_location(
 package = importlib.util.module_from_spec(spec)
 sys.modules["dedup_tui"] = package
 spec.loader.exec_module(package)
-from dedup_tui.engine.warmup import main
+from dedup_tui.engine.warmup_job import main
 sys.exit(main())
 """
 
@@ -167,12 +84,12 @@ def start() -> Warmup | None:
     cache to fill (then None). Returns at once; the process ends by itself, silently."""
     global _started
     cache = cache_dir()
-    if cache is None or is_warm(cache) or _failed(cache):
+    if cache is None or is_warm(cache) or has_failed(cache):
         return None
     with _started_lock:
         if _started is not None and _started.running():
             return _started
-        if _running(cache):
+        if warmup_running(cache):
             _started = Warmup(cache, None)
             return _started
         env = dict(os.environ)
@@ -257,19 +174,6 @@ def scan_needs_kernels(project, settings) -> bool:
     return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
 
 
-def _stages_path(cache: str) -> Path | None:
-    stamp = stamp_path(cache)
-    return stamp.with_suffix(".stages") if stamp else None
-
-
-def warmup_stages(cache: str) -> list[str]:
-    """The stages the running warm-up's scan has reached so far, in order."""
-    try:
-        return _stages_path(cache).read_text(encoding="utf-8").split()
-    except (OSError, AttributeError):
-        return []
-
-
 def _wait(handle: Warmup, control, ready, tick: float) -> None:
     """Wait, reporting STAGE (its timer ticking) and honouring cancel, until the warm-up ended
     or ready(its stages) holds."""
@@ -338,103 +242,3 @@ def prepare(project, settings, control, tick: float = 0.25):
     return _Gated(control, handle, tick)
 
 
-# -- the warm-up process -------------------------------------------------------------------
-def _corpus() -> list[dict]:
-    """Small, made-up, but enough to take every path of a scan that a corpus of a few thousand
-    documents takes: exact copies, non-ASCII text, many small components, and one template
-    family with more than 50,000 pairs (verified as bitsets, and enough pairs for the compiled
-    spanning forest)."""
-    import random
-
-    rng = random.Random(21)
-    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zé", "ßa", "qu", "ex", "on", "ar", "el"]
-    words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(400)]
-
-    def text(n):
-        return " ".join(rng.choice(words) for _ in range(n))
-
-    def edit(t, n):
-        w = t.split(" ")
-        for _ in range(n):
-            w[rng.randrange(len(w))] = rng.choice(words)
-        return " ".join(w)
-
-    docs = []
-    family = text(70)
-    for _ in range(340):  # one component of ~57,000 pairs
-        docs.append(edit(family, 2))
-    for _ in range(150):  # small components: pairs and triples
-        base = text(rng.randint(30, 90))
-        docs += [base] + [edit(base, 3) for _ in range(rng.randint(1, 2))]
-    docs += [text(rng.randint(10, 120)) for _ in range(300)]
-    docs += docs[:5]  # exact copies
-    docs.append("  Ünïcödé  TEXT\twith\u00a0spaces  ")
-    rng.shuffle(docs)
-    return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
-
-
-def run() -> None:
-    """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
-    cache whatever they use)."""
-    import json
-
-    from . import pipeline
-    from .ingest import load_corpus
-    from .progress import Control
-    from .store import Project
-
-    with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
-        corpus = Path(tmp) / "warmup.jsonl"
-        with open(corpus, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
-        project = Project(Path(tmp) / "warmup.db", create=True)
-        stages_file = _stages_path(cache_dir())
-        reached: list[str] = []
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
-                reached.append(stage)
-                with open(stages_file, "a", encoding="utf-8") as fh:
-                    fh.write(stage + "\n")
-
-        try:
-            stages_file.unlink(missing_ok=True)
-            load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
-            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2), Control(progress))
-        finally:
-            project.close()
-
-
-def main() -> int:
-    cache = cache_dir()
-    if cache is None:
-        return 0
-    os.environ["NUMBA_CACHE_DIR"] = cache
-    try:
-        import fcntl
-    except ImportError:
-        fcntl = None
-    with _lock_file(cache) as lock:
-        if fcntl is not None:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return 0  # another warm-up is filling the cache
-        if is_warm(cache):
-            return 0
-        stamp = stamp_path(cache)
-        try:
-            run()
-        except BaseException:
-            stamp.with_suffix(".failed").touch()
-            raise
-        stamp.touch()
-        _stages_path(cache).unlink(missing_ok=True)
-        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
-            if old != stamp:
-                old.unlink(missing_ok=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

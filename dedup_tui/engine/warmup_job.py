@@ -1,0 +1,110 @@
+"""The warm-up process (started by warmup.start): runs the real load and LSH scan on a small
+made-up corpus in a temporary folder, so that exactly the kernels and argument types a scan
+uses are compiled into numba's cache, then stamps the cache (kernel_cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from . import pipeline
+from .ingest import load_corpus
+from .kernel_cache import cache_dir, is_warm, lock_file, stages_path, stamp_path
+from .progress import Control
+from .store import Project
+
+
+def _corpus() -> list[dict]:
+    """Small, made-up, but enough to take every path of a scan that a corpus of a few thousand
+    documents takes: exact copies, non-ASCII text, many small components, and one template
+    family with more than 50,000 pairs (verified as bitsets, and enough pairs for the compiled
+    spanning forest)."""
+    rng = random.Random(21)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zé", "ßa", "qu", "ex", "on", "ar", "el"]
+    words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(400)]
+
+    def text(n):
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    def edit(t, n):
+        w = t.split(" ")
+        for _ in range(n):
+            w[rng.randrange(len(w))] = rng.choice(words)
+        return " ".join(w)
+
+    docs = []
+    family = text(70)
+    for _ in range(340):  # one component of ~57,000 pairs
+        docs.append(edit(family, 2))
+    for _ in range(150):  # small components: pairs and triples
+        base = text(rng.randint(30, 90))
+        docs += [base] + [edit(base, 3) for _ in range(rng.randint(1, 2))]
+    docs += [text(rng.randint(10, 120)) for _ in range(300)]
+    docs += docs[:5]  # exact copies
+    docs.append("  Ünïcödé  TEXT\twith\u00a0spaces  ")
+    rng.shuffle(docs)
+    return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
+
+
+def run() -> None:
+    """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
+    cache whatever they use)."""
+    with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
+        corpus = Path(tmp) / "warmup.jsonl"
+        with open(corpus, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
+        project = Project(Path(tmp) / "warmup.db", create=True)
+        stages_file = stages_path(cache_dir())
+        reached: list[str] = []
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
+                reached.append(stage)
+                with open(stages_file, "a", encoding="utf-8") as fh:
+                    fh.write(stage + "\n")
+
+        try:
+            stages_file.unlink(missing_ok=True)
+            load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
+            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2), Control(progress))
+        finally:
+            project.close()
+
+
+def main() -> int:
+    cache = cache_dir()
+    if cache is None:
+        return 0
+    os.environ["NUMBA_CACHE_DIR"] = cache
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    with lock_file(cache) as lock:
+        if fcntl is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return 0  # another warm-up is filling the cache
+        if is_warm(cache):
+            return 0
+        stamp = stamp_path(cache)
+        try:
+            run()
+        except BaseException:
+            stamp.with_suffix(".failed").touch()
+            raise
+        stamp.touch()
+        stages_path(cache).unlink(missing_ok=True)
+        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
+            if old != stamp:
+                old.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
