@@ -276,11 +276,12 @@ def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
 
 
 def test_exact_keys_compiled_equals_plain():
-    from dedup_tui.engine.normalize import _COMPILED_MIN_CHARS, exact_key, exact_keys
+    from dedup_tui.engine.exact import COMPILED_MIN_CHARS, exact_keys
+    from dedup_tui.engine.normalize import exact_key
 
     rng = random.Random(5)
     texts = ["".join(rng.choice("Ab \t\x1fé\u00a0") for _ in range(rng.randint(0, 200))) for _ in range(4000)]
-    assert sum(map(len, texts)) >= _COMPILED_MIN_CHARS  # the compiled path is the one tested
+    assert sum(map(len, texts)) >= COMPILED_MIN_CHARS  # the compiled path is the one tested
     assert exact_keys(texts) == [exact_key(t) for t in texts]
 
 

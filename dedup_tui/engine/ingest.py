@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorpusError, DedupError
-from .normalize import exact_keys
+from .exact import exact_keys
 from .progress import Control
 from .store import Project, document_checksums, insert_rows, now_iso, transaction
 

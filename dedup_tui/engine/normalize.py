@@ -25,32 +25,3 @@ def normalize(text: str) -> str:
 def exact_key(text: str) -> str:
     """SHA-256 hex digest of the normalised text: equal keys mean exact duplicates."""
     return hashlib.sha256(normalize(text).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-# A batch with at least this many characters is normalised by the compiled kernel: below it,
-# importing numba would cost more than it saves (and a small corpus opens without it).
-_COMPILED_MIN_CHARS = 1 << 18
-
-
-def exact_keys(texts: list[str]) -> list[str]:
-    """[exact_key(t) for t in texts], the large batches normalised by a compiled pass."""
-    if sum(map(len, texts)) < _COMPILED_MIN_CHARS or not _compiled_ready():
-        return [exact_key(t) for t in texts]
-    from .kernels import normalized_buffer
-
-    buf = normalized_buffer(texts)
-    data, bounds = memoryview(buf.data), buf.offsets.tolist()
-    sha256 = hashlib.sha256
-    return [sha256(data[s:e]).hexdigest() for s, e in zip(bounds, bounds[1:])]
-
-
-def _compiled_ready() -> bool:
-    """The compiled pass costs no compiling here: its kernels are loaded, or cached (a first
-    run's load leaves the compiling to the warm-up process instead of doing it twice)."""
-    import sys
-
-    if "dedup_tui.engine.kernels" in sys.modules:
-        return True
-    from .kernel_cache import is_warm
-
-    return is_warm()

@@ -590,7 +590,7 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .normalize import exact_keys
+    from .exact import exact_keys
 
     out = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
     if not len(wanted):

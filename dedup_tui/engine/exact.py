@@ -1,0 +1,34 @@
+"""Exact keys (normalize.exact_key) of a batch of texts: a large batch is normalised by a
+compiled pass when the kernels cost no compiling here."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from .kernel_cache import is_warm
+from .normalize import exact_key
+
+# A batch with at least this many characters is normalised by the compiled kernel: below it,
+# importing numba would cost more than it saves (and a small corpus opens without it).
+COMPILED_MIN_CHARS = 1 << 18
+
+
+def exact_keys(texts: list[str]) -> list[str]:
+    """[exact_key(t) for t in texts], the large batches normalised by a compiled pass."""
+    if sum(map(len, texts)) < COMPILED_MIN_CHARS or not _compiled_ready():
+        return [exact_key(t) for t in texts]
+    from .kernels import normalized_buffer
+
+    buf = normalized_buffer(texts)
+    data, bounds = memoryview(buf.data), buf.offsets.tolist()
+    sha256 = hashlib.sha256
+    return [sha256(data[s:e]).hexdigest() for s, e in zip(bounds, bounds[1:])]
+
+
+def _compiled_ready() -> bool:
+    """The compiled pass costs no compiling here: its kernels are loaded, or cached (a first
+    run's load leaves the compiling to the warm-up process instead of doing it twice)."""
+    if "dedup_tui.engine.kernels" in sys.modules:
+        return True
+    return is_warm()
