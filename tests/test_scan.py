@@ -342,6 +342,7 @@ def test_scan_threads_stop_between_jobs_on_cancel():
 
     from dedup_tui.engine.errors import Cancelled
     from dedup_tui.engine.progress import Control
+    from dedup_tui.engine.scanning import Threads
 
     control = Control()
     started = []
@@ -353,7 +354,7 @@ def test_scan_threads_stop_between_jobs_on_cancel():
             release.wait(10)
         return i
 
-    threads = pipeline._Threads(2)
+    threads = Threads(2)
     results = []
     try:
         it = threads.map(job, ((i,) for i in range(1000)), control)
@@ -409,7 +410,7 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     assert len(truth) > 5000 and len(near_floor) > 300, "corpus does not exercise the floor"
 
     # the template's pages verified as one kernels.Family
-    from dedup_tui.engine import kernels
+    from dedup_tui.engine import kernels, scanning
 
     families = []
 
@@ -418,7 +419,7 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
             families.append(len(docs))
             super().__init__(text, docs, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "BIG_COMPONENT_PAIRS", 2_000)
+    monkeypatch.setattr(scanning, "BIG_COMPONENT_PAIRS", 2_000)
     monkeypatch.setattr(kernels, "Family", SpyFamily)
     sketched = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
     assert families and max(families) >= 200
@@ -436,6 +437,6 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
 
     # and the family compared as sorted rows instead of kernels.Family: the same pairs
     monkeypatch.setattr(pipeline, "SKETCH_TAIL", 3e-3)
-    monkeypatch.setattr(pipeline, "BIG_COMPONENT_PAIRS", 10**9)
+    monkeypatch.setattr(scanning, "BIG_COMPONENT_PAIRS", 10**9)
     pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found

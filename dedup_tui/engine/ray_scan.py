@@ -41,7 +41,7 @@ import time
 import warnings
 import zlib
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
 
@@ -51,7 +51,8 @@ from . import lsh
 from .errors import Cancelled, CorpusError, DedupError
 from .ingest import _guarded, _show, detect_format, read_jsonl, read_parquet
 from .minhash import MinHasher
-from .pipeline import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL
+from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL,
+                       CandidatePairs, ScanCounts, ScanSettings, Threads, VerifyPlan, verify)
 from .progress import Control
 from .store import now_iso, pid_alive
 
@@ -89,26 +90,12 @@ class ClusterScanSettings:
 
 
 @dataclass
-class ClusterScanResult:
-    documents: int = 0
-    representatives: int = 0
-    exact_duplicates: int = 0
-    exact_groups: int = 0
-    bands: int = 0
-    rows: int = 0
-    candidates: int = 0
-    prefiltered: int = 0
-    verified: int = 0
-    pairs: int = 0
+class ClusterScanResult(ScanCounts):
     participants: int = 0
-    oversized_buckets: int = 0
-    largest_bucket: int = 0
-    skipped_candidates: int = 0
     skipped_records: int = 0
     band_reports: int = 0  # pairs passing the prefilter, counted once per band sharing a bucket
     pieces: int = 0
     shuffle_bytes: dict = field(default_factory=dict)  # stage -> bytes its reducers received
-    timings: dict = field(default_factory=dict)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -525,7 +512,6 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
     import ray
 
     from . import kernels
-    from .pipeline import ScanSettings, _CandidatePairs, _Threads, _verify
 
     own_texts, candidates = args[:len(own)], args[len(own):]
     keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
@@ -540,7 +526,7 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
     index = _index_of(docs)
     local_keys = index(lo) * m + index(hi)
     del lo, hi, index
-    pairs = _CandidatePairs([local_keys], m)  # distinct pairs of indices into docs
+    pairs = CandidatePairs([local_keys], m)  # distinct pairs of indices into docs
     bounds = pieces_info["rep_bounds"]
     piece_of = np.searchsorted(bounds, docs, side="right") - 1
     needed = np.unique(piece_of).tolist()
@@ -561,13 +547,12 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
     del fetched
     text = kernels.TextBuffer.concat(buffers)
     doc_ords = np.concatenate(ords_parts)
-    settings = ScanSettings(k=k, floor=floor)
-    pool = _Threads(max(1, threads))
+    pool = Threads(max(1, threads))
     try:
-        a, b, j, compared = _verify(text, doc_ords, pairs, settings, Control(), pool, kernels)
+        found = verify(text, doc_ords, pairs, VerifyPlan(k, floor, pool, Control()))
     finally:
         pool.close()
-    return a, b, j, compared, pairs.count, received
+    return found.a, found.b, found.jaccard, found.compared, pairs.count, received
 
 
 def _select(data: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
@@ -889,8 +874,6 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     manifest.json. The folder appears only when complete."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
-    from .pipeline import ScanSettings
-
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
     out_dir = Path(out_dir)
     files = expand_inputs(paths)
@@ -1317,7 +1300,7 @@ class _ScanJob:
                        "max_bucket": s.max_bucket, "method": "lsh", "bands": self.banding.bands,
                        "rows": self.banding.rows, "id_field": s.id_field or "id", "text_field": s.text_field,
                        "skip_bad": s.skip_bad},
-            "counts": {k: v for k, v in asdict(r).items() if k not in ("timings", "shuffle_bytes")},
+            "counts": r.counts(),
             "shuffle_bytes": r.shuffle_bytes,
             "cluster": cluster_change(self.at_start, cluster_state(self.ray)) | {
                 "pieces": len(self.pieces), "partitions": self.partitions},

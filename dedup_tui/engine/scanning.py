@@ -1,0 +1,441 @@
+"""What the local scan (pipeline.py) and the cluster scan (ray_scan.py) share: their settings,
+counters, the thread pool that runs compiled kernels, candidate pairs, and the exact
+verification of candidate pairs, component by component."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import ProjectError
+from .progress import Control
+from .sketch import SKETCH_BINS, SKETCH_MIN_BYTES, matches_needed
+from .similarity import jaccard_from_counts
+
+DEFAULT_FLOOR = 0.5
+DEFAULT_NUM_PERM = 128
+DEFAULT_SEED = 1
+DEFAULT_K = 5
+DEFAULT_MAX_BUCKET = 20_000
+METHODS = ("auto", "lsh", "exhaustive")
+
+CHUNK_DOCS = 8192
+CHUNK_CHARS = 2_000_000
+# Verification: a job of separate small components shingles at most this much text...
+VERIFY_JOB_CHARS = 4_000_000
+# ... and compares about this many fingerprints (both sides of every pair; ~0.1 s), so a
+# cancel is honoured within a second.
+VERIFY_JOB_WORK = 60_000_000
+# A component of the candidate graph with at least this many pairs (a template family) is
+# shingled once and its pairs are shared out among the threads.
+BIG_COMPONENT_PAIRS = 20_000
+# A pair exactly at the floor is dropped by the signature-agreement prefilter (equal low
+# 4 bits of the minima) with probability below this, before exact verification; pairs above
+# the floor far less often. (LSH banding itself misses ~0.5% of pairs exactly at the floor.)
+# On 200k real summaries at 0.5, 1e-3 instead of 1e-5 cut exact verifications by a third and
+# lost 21 of 513,831 pairs. A second check on the full 32-bit minima removed only ~10% more
+# candidates and cost more than verifying them.
+PREFILTER_TAIL = 1e-3
+# Then the pairs of long texts go through their one-permutation sketches (sketch.py), which
+# drop a pair at the floor with probability below this in the binomial model (an upper bound
+# on the sketches' spread). On 9,885 manual pages at 0.5 it cut exact comparisons from 6.1M
+# to 2.4M (1.5 per pair found) and lost 1 of 1,624,634 pairs (J 0.502); 1e-2 would cut to
+# 2.3M and lose 21.
+SKETCH_TAIL = 3e-3
+
+
+@dataclass
+class ScanSettings:
+    k: int = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
+    method: str = "auto"
+    num_perm: int = DEFAULT_NUM_PERM
+    seed: int = DEFAULT_SEED
+    workers: int = 0  # threads running compiled kernels; 0: one per core
+    # LSH buckets with more members than this are skipped (their m*(m-1)/2 candidates would
+    # swamp the scan) and reported; their pairs are still found through any other band.
+    max_bucket: int = DEFAULT_MAX_BUCKET
+
+    def validate(self) -> None:
+        if self.k < 1:
+            raise SettingsError("k", "the shingle size must be at least 1")
+        if not 0.0 < self.floor <= 1.0:
+            raise SettingsError("floor", "the floor must be in (0, 1]")
+        if self.method not in METHODS:
+            raise SettingsError("method", f"the method must be one of {', '.join(METHODS)}")
+        if not 1 <= self.num_perm <= 1024:
+            raise SettingsError("num_perm", "the number of permutations must be between 1 and 1024")
+        if not 0 <= self.seed < 2**63:
+            raise SettingsError("seed", "the seed must be between 0 and 2^63 - 1")
+
+
+@dataclass
+class ScanCounts:
+    """What a scan counted (the local scan's ScanResult and the cluster scan's
+    ClusterScanResult add their own): documents, exact copies, the banding, LSH candidates,
+    those the prefilters dropped, pairs verified exactly and pairs found; buckets skipped for
+    their size; seconds per stage."""
+
+    documents: int = 0
+    representatives: int = 0
+    exact_duplicates: int = 0
+    exact_groups: int = 0
+    bands: int = 0
+    rows: int = 0
+    candidates: int = 0
+    prefiltered: int = 0
+    verified: int = 0
+    pairs: int = 0
+    oversized_buckets: int = 0
+    largest_bucket: int = 0
+    skipped_candidates: int = 0
+    timings: dict = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        """Every field but the timings (and any dict-valued field: those are not counts)."""
+        return {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
+
+
+class SettingsError(ProjectError):
+    """A scan setting out of range; `setting` names the ScanSettings field."""
+
+    def __init__(self, setting: str, message: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+class Threads:
+    """Runs jobs on threads (the compiled kernels release the GIL), a few ahead of the one
+    being waited for, in order; checks for a cancel between results."""
+
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dedup-scan")
+
+    def map(self, fn, jobs, control: Control, stage: str = "", total: int = 0, sizes=None):
+        """Yield fn(*job) for each job, in order; report (stage, done, total) with done the sum
+        of `sizes` of the finished jobs (when stage is given)."""
+        pending: list = []
+        sizes_it = iter(sizes) if sizes is not None else None
+        done = 0
+        window = self.workers * 2
+        it = iter(jobs)
+        try:
+            for job in it:
+                pending.append((self.pool.submit(fn, *job), next(sizes_it) if sizes_it else 1))
+                if len(pending) >= window:
+                    break
+            while pending:
+                control.check()
+                fut, size = pending.pop(0)
+                result = fut.result()
+                job = next(it, None)
+                if job is not None:
+                    pending.append((self.pool.submit(fn, *job), next(sizes_it) if sizes_it else 1))
+                done += size
+                if stage:
+                    control.report(stage, done, total)
+                yield result
+        finally:
+            for fut, _ in pending:
+                fut.cancel()
+
+    def close(self) -> None:
+        # Running jobs are short (bounded work per kernel call): wait for them.
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def chunks(ords: np.ndarray, lengths: np.ndarray, max_docs: int = CHUNK_DOCS, max_chars: int = CHUNK_CHARS):
+    """Consecutive slices of ords with at most max_docs documents and about max_chars
+    characters each, so work spreads evenly over the pool whatever the document sizes."""
+    out, start = [], 0
+    cum = np.cumsum(lengths[ords] + 1)
+    while start < len(ords):
+        base = cum[start - 1] if start else 0
+        stop = int(np.searchsorted(cum, base + max_chars, side="right"))
+        stop = min(max(stop, start + 1), start + max_docs)
+        out.append(ords[start:stop])
+        start = stop
+    return out
+
+
+def sketch_rows_of(byte_lengths: np.ndarray) -> np.ndarray:
+    """Per text: its row among the sketches (texts of at least SKETCH_MIN_BYTES), or -1."""
+    long_text = byte_lengths >= SKETCH_MIN_BYTES
+    return np.where(long_text, np.cumsum(long_text) - 1, -1)
+
+
+class CandidatePairs:
+    """Unique candidate pairs (lo, hi), indices into reps, merged from per-band arrays of
+    lo * n + hi; take() hands the arrays over so the caller holds the only reference."""
+
+    def __init__(self, parts: list[np.ndarray], n: int):
+        keys = unique_sorted(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        parts.clear()
+        self.count = len(keys)
+        lo = keys // n
+        np.remainder(keys, n, out=keys)
+        self._arrays = [lo, keys]
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = self._arrays
+        self._arrays = []
+        return lo, hi
+
+
+@dataclass
+class VerifyPlan:
+    """How candidate pairs are verified: shingles of k characters, pairs kept at >= floor,
+    jobs on `threads`, progress and cancel through `control`. `sketched`: the candidates
+    passed the sketch test already (the local LSH scan tests them band by band), so it is not
+    applied again."""
+
+    k: int
+    floor: float
+    threads: Threads
+    control: Control
+    sketched: bool = False
+
+
+@dataclass
+class Verified:
+    """The pairs that reached the floor (ords a < b, exact Jaccard) and how many pairs were
+    compared exactly (the others were ruled out by their sizes or sketches)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    jaccard: np.ndarray
+    compared: int
+
+
+def verify(text, ords: np.ndarray, pairs: CandidatePairs, plan: VerifyPlan) -> Verified:
+    """The candidate pairs (indices into `ords` and the rows of the normalised `text`, a
+    kernels.TextBuffer) whose exact Jaccard is >= the floor.
+
+    Pairs go component by component of the candidate graph. A big component (a template
+    family) is shingled once and its pairs shared out among the threads, as bitsets over the
+    family's shared fingerprints when that is cheaper than merging; small components are
+    packed into jobs that shingle their own documents. Pairs that the size filter rules out
+    (J <= min(|A|, |B|) / max(|A|, |B|) < floor, exact) get 0 without a comparison, and so
+    do pairs of long texts whose sketches disagree (unless the plan says `sketched`).
+    """
+    ca, cb = pairs.take()
+    if not len(ca):
+        e = np.empty(0, np.int64)
+        return Verified(e, e, np.empty(0, np.float64), 0)
+    from . import kernels  # compiled: loaded only when there is something to verify
+
+    return _Verification(text, len(ords), plan, kernels).run(ords, ca, cb)
+
+
+class _Verification:
+    """One verify() call: its scores, counters and progress, filled component by component."""
+
+    def __init__(self, text, n_rows: int, plan: VerifyPlan, kernels):
+        self.text, self.n_rows, self.plan, self.kernels = text, n_rows, plan, kernels
+        self.byte_len = np.diff(text.offsets)
+        self.needed = None if plan.sketched else matches_needed(plan.floor, SKETCH_TAIL)
+        self.compared = 0
+        self.done = 0
+        self.total = 0
+
+    def run(self, ords, ca, cb) -> Verified:
+        self.total = len(ca)
+        ca, cb, self.comp, bounds = self.by_component(ca, cb)
+        self.ca, self.cb = ca, cb
+        self.results = np.zeros(self.total, np.float64)
+        big_comp = np.diff(bounds) >= BIG_COMPONENT_PAIRS
+        self.verify_small_components(big_comp, bounds)
+        for c in np.flatnonzero(big_comp).tolist():
+            self.verify_family(int(bounds[c]), int(bounds[c + 1]))
+        good = np.flatnonzero(self.results >= self.plan.floor)
+        return Verified(ords[ca[good]], ords[cb[good]], self.results[good], self.compared)
+
+    def by_component(self, ca, cb):
+        """The pairs ordered by their component of the candidate graph: (ca, cb, component of
+        each pair, bounds of each component's run)."""
+        labels = self.kernels.component_labels(self.n_rows, ca, cb)
+        order = self.kernels.order_by_label(labels, ca)
+        ca = ca[order]
+        cb = cb[order]
+        del order
+        comp = labels[ca]
+        del labels
+        bounds = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1], True])
+        return ca, cb, comp, bounds
+
+    def report(self, pairs_done: int) -> None:
+        self.done += pairs_done
+        self.plan.control.report("verify", self.done, self.total)
+
+    def parallel_map(self, fn, jobs):
+        return list(self.plan.threads.map(fn, jobs, self.plan.control))
+
+    def shingle_rows(self, docs):
+        return self.kernels.shingle_rows(self.text, docs, self.plan.k)
+
+    def possible_pairs(self, values, offsets, row_bytes, ra, rb):
+        return possible_pairs(np.diff(offsets), row_bytes, ra, rb, self.plan.floor, self.needed, self.kernels,
+                              lambda sketch_of, sketches: self.kernels.sketch_rows(values, offsets, sketch_of, sketches))
+
+    def verify_small_components(self, big_comp, bounds) -> None:
+        """The pairs of the components below BIG_COMPONENT_PAIRS, packed in order into jobs
+        of about VERIFY_JOB_CHARS of text compared (both sides of every pair), a component
+        never split; each job shingles its own documents."""
+        ca, cb, byte_len, comp = self.ca, self.cb, self.byte_len, self.comp
+        self.comp = None  # (not needed after the packing)
+        small = np.flatnonzero(~np.repeat(big_comp, np.diff(bounds))) if big_comp.any() else np.arange(self.total)
+        ranges = []
+        if len(small):
+            small_comp = comp[small]
+            starts = np.flatnonzero(np.r_[True, small_comp[1:] != small_comp[:-1]])
+            del small_comp
+            work = byte_len[ca[small]]
+            work += byte_len[cb[small]]
+            work += 1
+            first_work = work[starts]
+            np.cumsum(work, out=work)
+            job_of_comp = (work[starts] - first_work) // VERIFY_JOB_CHARS
+            del work
+            job = np.repeat(job_of_comp, np.diff(np.r_[starts, len(small)]))
+            cuts = np.flatnonzero(np.r_[True, job[1:] != job[:-1], True])
+            ranges = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+            del job
+        del comp
+
+        def small_job(lo, hi):
+            idx = small[lo:hi]
+            pa, pb = ca[idx], cb[idx]
+            docs = unique_sorted(np.concatenate([pa, pb]))
+            values, offsets = self.shingle_rows(docs)
+            return self.compare(values, offsets, byte_len[docs], np.searchsorted(docs, pa), np.searchsorted(docs, pb))
+
+        for (lo, hi), (j, n_compared) in zip(ranges, self.plan.threads.map(small_job, ranges, self.plan.control)):
+            self.results[small[lo:hi]] = j
+            self.compared += n_compared
+            self.report(hi - lo)
+
+    def compare(self, values, offsets, row_bytes, ra, rb):
+        """(jaccard of each pair of rows, pairs compared) by merging their sorted rows."""
+        possible, sa, sb = self.possible_pairs(values, offsets, row_bytes, ra, rb)
+        out = np.zeros(len(ra), np.float64)
+        if possible.all():
+            inter = self.kernels.intersections(values, offsets, ra, rb)
+            out = jaccard_from_counts(inter, sa, sb)
+        elif possible.any():
+            inter = self.kernels.intersections(values, offsets, ra[possible], rb[possible])
+            out[possible] = jaccard_from_counts(inter, sa[possible], sb[possible])
+        return out, int(possible.sum())
+
+    def verify_family(self, lo: int, hi: int) -> None:
+        """The pairs lo:hi of one big component: its documents shingled once, its pairs shared
+        out among the threads (as bitsets through kernels.Family when cheaper, else by
+        merging sorted rows through kernels.Intersector)."""
+        ca, cb = self.ca, self.cb
+        in_comp = np.zeros(self.n_rows, dtype=bool)
+        in_comp[ca[lo:hi]] = True
+        in_comp[cb[lo:hi]] = True
+        docs = np.flatnonzero(in_comp)
+        del in_comp
+        local = np.empty(self.n_rows, np.int64)
+        local[docs] = np.arange(len(docs))
+        ra, rb = local[ca[lo:hi]], local[cb[lo:hi]]
+        del local
+        done = self.done
+        family = compare_family(self.text, docs, ra, rb, self.plan, self.needed, self.kernels,
+                                lambda d: self.plan.control.report("verify", done + int(d), self.total))
+        if family is not None:
+            self.results[lo:hi], n_compared = family
+            self.compared += n_compared
+            self.done += hi - lo
+            return
+        self.results[lo:hi] = self.intersect_rows(docs, ra, rb)
+
+    def intersect_rows(self, docs, ra, rb) -> np.ndarray:
+        """Jaccard of the pairs (ra, rb) of rows of docs by kernels.Intersector, in pieces of
+        about VERIFY_JOB_WORK on the threads."""
+        doc_chunks = chunks(docs, self.byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
+        values, offsets = concat_csr(self.parallel_map(self.shingle_rows, ((d,) for d in doc_chunks)))
+        possible, sa, sb = self.possible_pairs(values, offsets, self.byte_len[docs], ra, rb)
+        possible = np.flatnonzero(possible)
+        self.plan.control.check()
+        inter = self.kernels.Intersector(values, offsets, ra[possible], rb[possible], parallel_map=self.parallel_map)
+        values = None  # the intersector keeps them only when it merges
+        work = inter.pair_cost()
+        cut = (np.cumsum(work) - work) // VERIFY_JOB_WORK
+        piece = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True])
+        ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
+        j = np.zeros(len(ra), np.float64)
+        if inter.order is not None:
+            possible = possible[inter.order]
+
+        def piece_job(plo, phi):
+            idx = possible[plo:phi]
+            j[idx] = jaccard_from_counts(inter(plo, phi), sa[idx], sb[idx])
+
+        for (plo, phi), _ in zip(ranges, self.plan.threads.map(piece_job, ranges, self.plan.control)):
+            self.report(phi - plo)
+        self.compared += len(possible)
+        self.done += len(ra) - len(possible)
+        return j
+
+
+def possible_pairs(sizes, row_bytes, ra, rb, floor, needed, kernels, fill_sketches):
+    """(which pairs of rows may reach the floor, their sizes): by their set sizes (as a
+    division: J = inter/union <= min/max, both correctly rounded, so J >= floor implies passing
+    whatever the rounding) and, with `needed` (the candidates were not sketch-tested yet), by
+    the sketches of the rows of at least SKETCH_MIN_BYTES that fill_sketches(sketch_of,
+    sketches) computes."""
+    sa, sb = sizes[ra], sizes[rb]
+    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= floor
+    if needed is not None:
+        sketch_of = sketch_rows_of(row_bytes)
+        sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
+        fill_sketches(sketch_of, sketches)
+        agree = np.empty(len(ra), np.bool_)
+        kernels.sketch_keep(ra, rb, sketch_of, sketches, needed, agree)
+        possible &= agree
+    return possible, sa, sb
+
+
+def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, kernels, progress):
+    """(jaccard per pair, pairs compared) of one template family's pairs (rows ra, rb of docs)
+    through kernels.Family, or None when its bitsets would cost more than merging sorted
+    rows (a big but sparse component) or it has too many texts."""
+    if len(docs) > kernels.FAMILY_MAX_ROWS:
+        return None
+    family = kernels.Family(text, docs, plan.k,
+                            parallel_map=lambda fn, jobs: list(plan.threads.map(fn, jobs, plan.control)))
+    possible, sa, sb = possible_pairs(
+        family.sizes, np.diff(text.offsets)[docs], ra, rb, plan.floor, needed, kernels,
+        lambda sketch_of, sketches: kernels.text_sketches(text, docs, plan.k, sketch_of, sketches))
+    idx = np.flatnonzero(possible)
+    merge_work = int(sa[idx].sum() + sb[idx].sum())
+    if family.words * (len(idx) + len(docs)) >= 4 * merge_work:
+        return None
+    plan.control.check()
+    j = np.zeros(len(ra), np.float64)
+    j[idx] = jaccard_from_counts(family.intersections(ra[idx], rb[idx], progress), sa[idx], sb[idx])
+    return j, len(idx)
+
+
+def unique_sorted(x: np.ndarray) -> np.ndarray:
+    """The distinct values of x, sorted. Sorts x in place: pass an array of your own."""
+    x.sort()
+    if len(x) < 2:
+        return x
+    return x[np.r_[True, x[1:] != x[:-1]]]
+
+
+def concat_csr(parts):
+    if not parts:
+        return np.empty(0, np.uint64), np.zeros(1, np.int64)
+    values = np.concatenate([p[0] for p in parts])
+    sizes = np.concatenate([np.diff(p[1]) for p in parts])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return values, offsets
+
+
