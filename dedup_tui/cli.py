@@ -454,12 +454,13 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 def import_cmd(scan_dir, db, review_from):
     """Make a review project of a cluster scan's SCAN_DIR: the documents in some pair or exact
     group, with their records, pairs and groups. Open it with `dedup-tui DB`."""
-    from .engine.scandir import describe_partial, import_scan, partial_view
+    from .engine.partial import partial_view
+    from .engine.scandir import import_scan
 
     if review_from and not Path(review_from).is_file():
         _fail(f"{review_from}: no such project file", 2)
     project = _run(import_scan, scan_dir, db, review_from=review_from, unchanged=f"{db} was not created")
-    click.echo(f"imported into {_one_line(db)}: {describe_partial(partial_view(project))}")
+    click.echo(f"imported into {_one_line(db)}: {partial_view(project).describe()}")
     if review_from:
         carried = json.loads(project.get_meta("carried_review") or "{}")
         click.echo(f"carried over {carried.get('decisions', 0):,} decisions from {_one_line(review_from)}: "

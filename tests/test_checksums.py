@@ -159,7 +159,7 @@ def test_an_imported_cluster_scan_gets_checksums(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     from dedup_tui.engine.exact import exact_keys
-    from dedup_tui.engine.ray_scan import SCAN_FORMAT, SCAN_VERSION
+    from dedup_tui.engine.scandir import SCAN_FORMAT, SCAN_VERSION
     from dedup_tui.engine.scandir import import_scan
 
     scan = tmp_path / "scan"

@@ -26,7 +26,8 @@ from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan  # noqa: E4
 from dedup_tui.engine.progress import Control  # noqa: E402
 from dedup_tui.engine.ray_export import cluster_export  # noqa: E402
 from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan, index_file  # noqa: E402
-from dedup_tui.engine.scandir import import_scan, partial_view  # noqa: E402
+from dedup_tui.engine.partial import partial_view  # noqa: E402
+from dedup_tui.engine.scandir import import_scan  # noqa: E402
 from dedup_tui.engine.store import Project  # noqa: E402
 
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
@@ -143,7 +144,7 @@ def test_imported_project_clusters_as_the_local_one(scanned, tmp_path):
     out, result, local = scanned
     project = import_scan(out, tmp_path / "review.db")
     view = partial_view(project)
-    assert view["documents"] == result.participants < view["corpus_documents"] == local.document_count()
+    assert view.documents == result.participants < view.corpus_documents == local.document_count()
     ids = project.ids_for(range(project.document_count()))
     local_ord = decisions.ords_for_ids(local, ids)
     mine, theirs = load_graph(project), load_graph(local)

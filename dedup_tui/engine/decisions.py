@@ -31,6 +31,7 @@ from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
 from .export import ExportReport, AtomicFile, _as_object, _sources, check_threshold, export
+from .partial import refuse_local_export
 from .progress import Control
 from .store import Project, now_iso, transaction
 
@@ -722,7 +723,6 @@ def export_curated(
     """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for.
     `keep`: a keep rule for this export only (the project's own is used otherwise)."""
     from .pipeline import load_graph
-    from .scandir import refuse_local_export
 
     refuse_local_export(project)
     check_threshold(project, threshold)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .errors import CorpusError, DedupError
 from .exact import exact_keys
+from .partial import refuse_local_rescan
 from .progress import Control
 from .store import Project, document_checksums, insert_rows, now_iso, transaction
 
@@ -523,7 +524,6 @@ def load_corpus(
     skipped and their line numbers are in the report; a file left with no documents, or one
     that cannot be read at all, is still an error.
     """
-    from .scandir import refuse_local_rescan
 
     control = control or Control()
     project.check_writable("loaded into")

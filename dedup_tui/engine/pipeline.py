@@ -16,6 +16,7 @@ from .cluster import PairGraph, maximum_spanning_forest
 from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
+from .partial import refuse_local_rescan
 from .progress import Control
 from .shingle import batches_by_length, shingle_sets
 from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, METHODS,
@@ -285,7 +286,6 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     control = control or Control()
     if project.document_count() == 0:
         raise ProjectError(f"{project.path}: no documents loaded (run dedup-tui load first)")
-    from .scandir import refuse_local_rescan
     from .store import WriteGuard
 
     refuse_local_rescan(project, "scanned")

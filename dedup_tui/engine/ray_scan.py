@@ -54,11 +54,10 @@ from .minhash import MinHasher
 from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL,
                        CandidatePairs, ScanCounts, ScanSettings, Threads, VerifyPlan, verify)
 from .progress import Control
+from .scandir import DOCUMENTS as DOCUMENTS_DIR
+from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
 from .store import now_iso, pid_alive
 
-SCAN_FORMAT = "dedup-tui cluster scan"
-DOCUMENTS_DIR = "documents"
-SCAN_VERSION = 1
 PIECE_BYTES = 64 << 20
 # A verify task with fewer candidate pairs than this runs on one CPU.
 VERIFY_TASK_PAIRS = 1_000_000
@@ -921,7 +920,6 @@ def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
     if out_dir.is_dir() and any(out_dir.iterdir()):
         if not force:
             raise DedupError(f"{out_dir}: already exists and is not empty (--force replaces an earlier scan)")
-        from .scandir import read_manifest
 
         try:
             read_manifest(out_dir)

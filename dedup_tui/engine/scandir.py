@@ -3,7 +3,7 @@
 The project holds only the documents that take part in some pair or exact group, with their
 records, in corpus order; its pairs and exact groups are the cluster scan's. Everything that
 reviews (threshold, policies, decisions, tuning) works on it as on a local project. It is a
-partial view of a larger corpus, which `partial_view()` describes: the curated corpus is
+partial view of a larger corpus, which partial.PartialView describes: the curated corpus is
 written by `cluster-export`, which reads the whole corpus again.
 """
 
@@ -16,17 +16,18 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DedupError, ProjectError
+from .partial import META_KEY, PartialView
 from .progress import Control
 from .store import Project, build_project, document_checksum, insert_rows, now_iso, transaction
 
+SCAN_FORMAT = "dedup-tui cluster scan"
+SCAN_VERSION = 1
 MANIFEST = "manifest.json"
 FILES = ("pairs.parquet", "exact_groups.parquet", MANIFEST)
-DOCUMENTS = "documents"  # a folder of Parquet parts, in corpus order by name (ray_scan.DOCUMENTS_DIR)
+DOCUMENTS = "documents"  # a folder of Parquet parts, in corpus order by name
 
 
 def read_manifest(scan_dir: str | Path) -> dict:
-    from .ray_scan import SCAN_FORMAT, SCAN_VERSION
-
     scan_dir = Path(scan_dir)
     if not scan_dir.is_dir():
         raise DedupError(f"{scan_dir}: no such folder (the output of dedup-tui cluster-scan)")
@@ -154,9 +155,9 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
             total = sum(inp["documents"] for inp in manifest["inputs"])
             project.set_meta(
                 scan_state="complete", scan_params=json.dumps(params),
-                partial_view=json.dumps({"scan_dir": str(scan_dir.resolve()), "corpus_documents": total,
-                                         "documents": len(ords), "inputs": [inp["path"] for inp in manifest["inputs"]],
-                                         "imported_at": now_iso()}),
+                **{META_KEY: PartialView(scan_dir=str(scan_dir.resolve()), corpus_documents=total,
+                                         documents=len(ords), inputs=[inp["path"] for inp in manifest["inputs"]],
+                                         imported_at=now_iso()).to_json()},
                 cluster_manifest=json.dumps(manifest))
             counts = dict(manifest.get("counts", {}))
             project.finish_run(run_id, "complete", manifest.get("timings", {}), counts)
@@ -168,40 +169,6 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     # (or a refused --review-from) never leaves a half-built project that looks scanned.
     project, _ = build_project(db, build)
     return project
-
-
-def partial_view(project: Project) -> dict | None:
-    """For an imported cluster scan: {scan_dir, corpus_documents, documents, inputs}; else None."""
-    raw = project.get_meta("partial_view")
-    if not raw:
-        return None
-    try:
-        view = json.loads(raw)
-        return view if isinstance(view, dict) else None
-    except ValueError:
-        return None
-
-
-def describe_partial(view: dict) -> str:
-    names = [os.path.basename(p) for p in view.get("inputs", [])]
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"partial view: {view.get('documents', 0):,} of {view.get('corpus_documents', 0):,} documents "
-            f"(those in a pair or exact group) of {shown}; write the curated corpus with cluster-export")
-
-
-def refuse_local_rescan(project: Project, doing: str) -> None:
-    view = partial_view(project)
-    if view is not None:
-        raise ProjectError(f"{project.path}: imported from a cluster scan, so it cannot be {doing} here: scan the "
-                           f"corpus again with dedup-tui cluster-scan and import that")
-
-
-def refuse_local_export(project: Project) -> None:
-    view = partial_view(project)
-    if view is not None:
-        raise ProjectError(f"{project.path}: holds {view.get('documents', 0):,} of the corpus's "
-                           f"{view.get('corpus_documents', 0):,} documents (imported from a cluster scan); write the "
-                           f"curated corpus with dedup-tui cluster-export")
 
 
 def carry_review(project: Project, old: str | Path) -> dict:

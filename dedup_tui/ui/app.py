@@ -10,7 +10,7 @@ from textual.app import App
 
 from ..engine import warmup
 from ..engine.decisions import default_author
-from ..engine.scandir import describe_partial, partial_view
+from ..engine.partial import partial_view
 from ..engine.store import AppLock, Project, acquire_app_lock
 from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
@@ -45,10 +45,10 @@ class DedupApp(App):
                 self.state_message = project.state_message()
                 # an imported cluster scan: its screens say so, and export and rescan are the cluster's
                 self.partial = partial_view(project)
-            self.partial_message = describe_partial(self.partial) if self.partial else None
+            self.partial_message = self.partial.describe() if self.partial else None
             if self.partial:
                 self.sub_title = literal_line(f"{spec.db.name} · partial view of "
-                                              f"{self.partial.get('corpus_documents', 0):,} documents")
+                                              f"{self.partial.corpus_documents:,} documents")
         except BaseException:
             self.project_lock.release()
             raise

@@ -28,6 +28,7 @@ from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
 from ...engine.pipeline import ScanSettings, load_graph, scan
+from ...engine.partial import PartialView
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
@@ -54,7 +55,7 @@ class MainScreen(Screen):
     ACTIONS = MAIN_ACTIONS
     PAGE = 100
     NARROW = 110
-    partial: dict | None = None  # an imported cluster scan: scandir.partial_view
+    partial: PartialView | None = None  # an imported cluster scan
 
     def __init__(self, spec, review: ReviewState) -> None:
         super().__init__()
@@ -433,7 +434,7 @@ class MainScreen(Screen):
             stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != \
                 (view.threshold, view.policy)
             partial = self.partial
-            corpus_docs = int(partial.get("corpus_documents", c.documents)) if partial else c.documents
+            corpus_docs = partial.corpus_documents if partial else c.documents
             parts = [
                 (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents"),
                 (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
@@ -935,7 +936,7 @@ class MainScreen(Screen):
     # export
     def action_export(self) -> None:
         if self.partial:
-            inputs = " ".join(shlex.quote(p) for p in self.partial.get("inputs", []))
+            inputs = " ".join(shlex.quote(p) for p in self.partial.inputs)
             self.notify(f"This project holds only the documents with a duplicate; write the curated corpus on the "
                         f"cluster:\ndedup-tui cluster-export {inputs} --db {shlex.quote(str(self.spec.db))} "
                         f"--threshold {self.threshold:.2f} --policy {self.policy} --out CURATED_DIR",
