@@ -509,7 +509,7 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
 def open_cmd(path, db, id_field, text_field, skip_bad):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
     try:
-        from .ui.launch import launch
+        from .ui.run import launch
     except ImportError as exc:  # pragma: no cover - the UI ships with the package
         _fail(f"the review app is unavailable ({exc})")
     try:

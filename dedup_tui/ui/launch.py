@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine.errors import CorpusError, ProjectError
+from ..engine.errors import ProjectError
 from ..engine.pipeline import ScanSettings
 from ..engine.store import Project
 
@@ -118,30 +117,3 @@ def default_export_path(db: Path) -> Path:
     sample, whose project lives in a hidden data folder: there, the current folder."""
     folder = Path.cwd() if db.resolve().parent == sample_dir().resolve() else db.parent
     return folder / f"{db.stem}.curated.jsonl"
-
-
-def launch(path: str | None = None, db: str | None = None, **load_options) -> None:
-    from .app import DedupApp
-
-    try:
-        spec = prepare(path, db, **load_options)
-    except CorpusError as exc:
-        # A corpus that does not open as it is (its text is in another field, a bad record):
-        # in a terminal, choose the fields and skip-bad from its first records, then open.
-        chosen = pick_fields(path, exc, load_options) if path is not None and sys.stdin.isatty() else None
-        if chosen is None:
-            raise
-        spec = prepare(path, db, **chosen)
-    DedupApp(spec).run()
-
-
-def pick_fields(path: str | Path, problem: CorpusError, load_options: dict) -> dict | None:
-    """The load options chosen in the field picker (checked: the corpus loads with them), or
-    None when the corpus has no fields to offer or the user cancelled."""
-    from ..engine.ingest import sample_fields
-    from .setup import FieldPickerApp
-
-    fields = sample_fields(path)
-    if not fields:
-        return None
-    return FieldPickerApp(path, fields, str(problem), load_options).run()
