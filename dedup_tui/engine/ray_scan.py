@@ -162,59 +162,80 @@ def index_file(path: str, fmt: str, piece_bytes: int) -> dict:
     JSON Lines (end -1: the whole file, for .gz), (first row group, end, rows before) for
     Parquet."""
     h = hashlib.sha256()
-    size = 0
-    pieces: list[tuple[int, int, int]] = []
     fields = None
     try:
         if fmt == "jsonl" and not path.lower().endswith(".gz"):
-            start, start_line, lines, target = 0, 1, 0, piece_bytes
-            carry_search = False
-            with open(path, "rb") as fh:
-                while block := fh.read(_BLOCK):
-                    h.update(block)
-                    at = 0
-                    while size + len(block) > target or carry_search:
-                        i = block.find(b"\n", max(target - size, 0) if not carry_search else at)
-                        if i < 0:
-                            carry_search = True
-                            break
-                        carry_search = False
-                        cut = size + i + 1
-                        lines += block.count(b"\n", at, i + 1)
-                        pieces.append((start, cut, start_line))
-                        start, start_line, at = cut, lines + 1, i + 1
-                        target = cut + piece_bytes
-                    lines += block.count(b"\n", at)
-                    size += len(block)
-            if size > start or not pieces:
-                pieces.append((start, size, start_line))
+            size, pieces = _jsonl_pieces(path, piece_bytes, h)
         else:
-            with open(path, "rb") as fh:
-                while block := fh.read(_BLOCK):
-                    h.update(block)
-                    size += len(block)
+            size = _hash_file(path, h)
             if fmt == "jsonl":
-                pieces.append((0, -1, 1))
+                pieces = [(0, -1, 1)]
             else:
-                import pyarrow.parquet as pq
-
-                try:
-                    meta = pq.ParquetFile(path).metadata
-                    fields = pq.ParquetFile(path).schema_arrow.names
-                except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
-                    raise CorpusError(path, None, f"not a readable Parquet file ({' '.join(str(exc).split())})") from None
-                first, rows, acc = 0, 0, 0
-                for g in range(meta.num_row_groups):
-                    acc += meta.row_group(g).total_byte_size
-                    if acc >= piece_bytes or g == meta.num_row_groups - 1:
-                        pieces.append((first, g + 1, rows))
-                        rows += sum(meta.row_group(x).num_rows for x in range(first, g + 1))
-                        first, acc = g + 1, 0
-                if not pieces:
-                    pieces.append((0, 0, 0))
+                pieces, fields = _parquet_pieces(path, piece_bytes)
     except OSError as exc:
         raise CorpusError(path, None, f"cannot read ({exc.strerror or exc})") from None
     return {"sha256": h.hexdigest(), "size_bytes": size, "pieces": pieces, "fields": fields}
+
+
+def _hash_file(path: str, h) -> int:
+    """Feeds the file to the hash h; its size."""
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(_BLOCK):
+            h.update(block)
+            size += len(block)
+    return size
+
+
+def _jsonl_pieces(path: str, piece_bytes: int, h) -> tuple[int, list[tuple[int, int, int]]]:
+    """(size, pieces) of a JSON Lines file read once (and fed to the hash h): pieces of about
+    piece_bytes, each ending at a line's end, with the number of its first line."""
+    size = 0
+    pieces: list[tuple[int, int, int]] = []
+    start, start_line, lines, target = 0, 1, 0, piece_bytes
+    carry_search = False
+    with open(path, "rb") as fh:
+        while block := fh.read(_BLOCK):
+            h.update(block)
+            at = 0
+            while size + len(block) > target or carry_search:
+                i = block.find(b"\n", max(target - size, 0) if not carry_search else at)
+                if i < 0:
+                    carry_search = True
+                    break
+                carry_search = False
+                cut = size + i + 1
+                lines += block.count(b"\n", at, i + 1)
+                pieces.append((start, cut, start_line))
+                start, start_line, at = cut, lines + 1, i + 1
+                target = cut + piece_bytes
+            lines += block.count(b"\n", at)
+            size += len(block)
+    if size > start or not pieces:
+        pieces.append((start, size, start_line))
+    return size, pieces
+
+
+def _parquet_pieces(path: str, piece_bytes: int) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """(pieces, column names) of a Parquet file: runs of row groups of about piece_bytes."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+        fields = pq.ParquetFile(path).schema_arrow.names
+    except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors
+        raise CorpusError(path, None, f"not a readable Parquet file ({' '.join(str(exc).split())})") from None
+    pieces: list[tuple[int, int, int]] = []
+    first, rows, acc = 0, 0, 0
+    for g in range(meta.num_row_groups):
+        acc += meta.row_group(g).total_byte_size
+        if acc >= piece_bytes or g == meta.num_row_groups - 1:
+            pieces.append((first, g + 1, rows))
+            rows += sum(meta.row_group(x).num_rows for x in range(first, g + 1))
+            first, acc = g + 1, 0
+    if not pieces:
+        pieces.append((0, 0, 0))
+    return pieces, fields
 
 
 # -- stage 2: read and sign (one task a piece) ------------------------------------------------------
