@@ -424,26 +424,43 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     the piece of lo; plus (generated, oversized bucket sizes, bytes received). As the local
     scan: per band, one sort of the keys gives the buckets (runs of equal high bits) and
     their members (the low bits)."""
-    from . import kernels
-
     n_groups = len(group_bounds) - 1
-    index_bits = max(1, (n_reps - 1).bit_length())
-    mask = np.uint64((1 << index_bits) - 1)
-    band = np.concatenate([p[0] for p in parts])
-    keys = np.concatenate([p[1] for p in parts])
     table = np.concatenate([p[2] for p in parts])
     order = np.argsort(table)
     table = table[order]
     packed = np.ascontiguousarray(np.concatenate([p[3] for p in parts])[order]) if len(order) else \
         np.empty((0, -(-num_perm // 16)), np.uint64)
     received = sum(x.nbytes for p in parts for x in p)
+    local, run_start, run_len, oversized = _partition_buckets(parts, n_reps, max_bucket, _index_of(table))
+    generated = int((run_len * (run_len - 1) // 2).sum())
+    n_t = len(table)
+    local_keys = _prefiltered_pairs(local, run_start, run_len, packed, num_perm, min_agree, n_t)
+    reports = len(local_keys)
+    g = table[local_keys // n_t] * n_reps + table[local_keys % n_t]  # table is sorted: lo < hi stays
+    del local_keys
+    g.sort()
+    if len(g) > 1:
+        g = g[np.r_[True, g[1:] != g[:-1]]]
+    group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
+    cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
+    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_groups)], (generated, oversized, received, reports,
+                                                                  np.diff(cuts)))
+
+
+def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
+    """The usable buckets of a partition's (band, key) parts, band by band: (members as
+    positions in the partition's table, each bucket's start and length among them, sizes of
+    the buckets skipped for exceeding max_bucket)."""
     empty = np.empty(0, np.int64)
+    index_bits = max(1, (n_reps - 1).bit_length())
+    mask = np.uint64((1 << index_bits) - 1)
+    band = np.concatenate([p[0] for p in parts])
+    keys = np.concatenate([p[1] for p in parts])
     by_band = np.argsort(band, kind="stable")  # int16: radix
     sorted_band = band[by_band]
     band_cuts = np.flatnonzero(np.r_[True, sorted_band[1:] != sorted_band[:-1], True]) if len(band) else [0]
     del sorted_band
     del band
-    lookup = _index_of(table)
     members, starts, lens, oversized_parts = [], [], [], []
     offset = 0
     for lo, hi in zip(band_cuts[:-1], band_cuts[1:]):
@@ -465,12 +482,14 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         lens.append(run_len)
         offset += len(rep)
     del keys, by_band
-    oversized = np.concatenate(oversized_parts) if oversized_parts else empty
-    local = np.concatenate(members) if members else empty
-    run_start = np.concatenate(starts) if starts else empty
-    run_len = np.concatenate(lens) if lens else empty
-    generated = int((run_len * (run_len - 1) // 2).sum())
-    n_t = len(table)
+    return tuple(np.concatenate(x) if x else empty for x in (members, starts, lens, oversized_parts))
+
+
+def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agree: int, n_t: int) -> np.ndarray:
+    """The buckets' pairs (lo * n_t + hi, positions in the table) that pass the 4-bit
+    agreement prefilter."""
+    from . import kernels
+
     found = []
     resume = np.array([0, 0, 1], np.int64)
     dummy_sig = np.zeros((1, 1), np.uint32)
@@ -481,17 +500,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         written = kernels.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, dummy_tags, 0, 1,
                                          dummy_state, n_t, out, resume)
         found.append(out[:written].copy())
-    local_keys = np.concatenate(found) if found else empty
-    reports = len(local_keys)
-    g = table[local_keys // n_t] * n_reps + table[local_keys % n_t]  # table is sorted: lo < hi stays
-    del local_keys
-    g.sort()
-    if len(g) > 1:
-        g = g[np.r_[True, g[1:] != g[:-1]]]
-    group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
-    cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
-    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_groups)], (generated, oversized, received, reports,
-                                                                  np.diff(cuts)))
+    return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
