@@ -191,6 +191,18 @@ def test_duplicate_id_across_loads(tmp_path):
     assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
 
 
+def test_skip_bad_with_every_id_already_in_the_project_is_a_one_line_error(tmp_path):
+    db = tmp_path / "p.db"
+    a = write_jsonl(tmp_path / "a.jsonl", [("same", "one text"), ("other", "two text")])
+    b = write_jsonl(tmp_path / "b.jsonl", [("other", "three text"), ("same", "four text")])
+    assert cli("load", a, "--db", db).exit_code == 0
+    before = documents(db)
+    message = assert_one_error_line(cli("load", b, "--db", db, "--skip-bad"), b, 1)
+    assert message.endswith('no good documents in this file (2 bad record(s) skipped, at lines 1, 2); '
+                            'first: duplicate id "other" (already in the project)')
+    assert documents(db) == before
+
+
 def test_hostile_id_in_an_error_is_shown_on_one_inert_line(tmp_path):
     nasty = "a\nb\x1b]52;c;aGk=\x07\x1b[31m"
     path = write_jsonl(tmp_path / "n.jsonl", [(nasty, "one"), (nasty, "two")])

@@ -601,6 +601,8 @@ def load_corpus(
                             else:
                                 kept.append(row)
                         batch = kept
+                        if not batch:  # every id was already in the project (all skipped)
+                            return
                 doc_ids, texts, lines, records = zip(*batch)
                 ords = range(next_ord, next_ord + len(batch))
                 keys = exact_keys(list(texts))
