@@ -49,7 +49,7 @@ import numpy as np
 
 from . import lsh
 from .errors import Cancelled, CorpusError, DedupError
-from .ingest import _guarded, _show, detect_format, read_jsonl, read_parquet
+from .readers import detect_format, guarded as _guarded, read_jsonl, read_parquet, show as _show
 from .minhash import MinHasher
 from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL,
                        CandidatePairs, ScanCounts, ScanSettings, Threads, VerifyPlan, verify)
