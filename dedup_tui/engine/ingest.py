@@ -39,6 +39,14 @@ class LoadReport:
     def skipped_count(self) -> int:
         return sum(len(v) for v in self.skipped.values())
 
+    def add_file(self, path: Path, documents: int, skipped: list[BadRecord]) -> None:
+        self.documents += documents
+        self.sources.append(str(path))
+        if skipped:
+            self.skipped[str(path)] = sorted(b.line for b in skipped)
+            first = min(skipped, key=lambda b: b.line)
+            self.reasons[str(path)] = f"line {first.line}: {first.message}"
+
 
 @dataclass(frozen=True)
 class _LoadSettings:
@@ -78,13 +86,8 @@ def load_corpus(
         writer = DocumentsWriter(project)
         seen_ids: set[str] = set()
         for path, fmt in zip(paths, formats):
-            count, bad = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids, control)
-            report.documents += count
-            report.sources.append(str(path))
-            if bad.errors:
-                report.skipped[str(path)] = bad.lines()
-                first = min(bad.errors, key=lambda b: b.line)
-                report.reasons[str(path)] = f"line {first.line}: {first.message}"
+            count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids, control)
+            report.add_file(path, count, skipped)
         writer.mark_scan_stale()
     return report
 
@@ -142,7 +145,7 @@ class _BadRecords:
 
 
 def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSettings, prefix: str,
-               seen_ids: set[str], control: Control) -> tuple[int, _BadRecords]:
+               seen_ids: set[str], control: Control) -> tuple[int, list[BadRecord]]:
     """One file into the project: its sources row, then its documents; how many, and the bad records skipped."""
     sha, size = file_sha256(path)
     loaded_at = writer.loaded_at(path, sha)
@@ -166,7 +169,7 @@ def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSet
     writer.finish_source(source_id, count, bad.lines())
     if int_ids:
         writer.mark_integer_ids(source_id)
-    return count, bad
+    return count, bad.errors
 
 
 def _write_records(records: Iterator[Record], writer: DocumentsWriter, source_id: int, prefix: str,
