@@ -191,6 +191,18 @@ def test_duplicate_id_across_loads(tmp_path):
     assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
 
 
+def test_skip_bad_with_every_id_already_in_the_project_is_a_one_line_error(tmp_path):
+    db = tmp_path / "p.db"
+    a = write_jsonl(tmp_path / "a.jsonl", [("same", "one text"), ("other", "two text")])
+    b = write_jsonl(tmp_path / "b.jsonl", [("other", "three text"), ("same", "four text")])
+    assert cli("load", a, "--db", db).exit_code == 0
+    before = documents(db)
+    message = assert_one_error_line(cli("load", b, "--db", db, "--skip-bad"), b, 1)
+    assert message.endswith('no good documents in this file (2 bad record(s) skipped, at lines 1, 2); '
+                            'first: duplicate id "other" (already in the project)')
+    assert documents(db) == before
+
+
 def test_hostile_id_in_an_error_is_shown_on_one_inert_line(tmp_path):
     nasty = "a\nb\x1b]52;c;aGk=\x07\x1b[31m"
     path = write_jsonl(tmp_path / "n.jsonl", [(nasty, "one"), (nasty, "two")])
@@ -215,7 +227,7 @@ def test_unknown_format_missing_file_and_broken_gzip(tmp_path):
 def test_unreadable_corpus_file(tmp_path, monkeypatch):
     import builtins
 
-    from dedup_tui.engine import ingest
+    from dedup_tui.engine.readers import files
 
     path = tmp_path / "locked.jsonl"
     write_jsonl(path, [("a", "text")])
@@ -225,7 +237,7 @@ def test_unreadable_corpus_file(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(file))
         return builtins.open(file, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "open", denied, raising=False)
+    monkeypatch.setattr(files, "open", denied, raising=False)
     message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, None)
     assert "cannot read (Permission denied)" in message
     assert not (tmp_path / "p.db").exists()
@@ -565,14 +577,14 @@ def test_an_unpaired_surrogate_escape_in_jsonl_is_a_one_line_error(tmp_path, rec
     '{"a": 1}{"b": 2}', '', '  ', '{"a": }', '"s"', 'NaN', '[1, 2]',
 ])
 def test_fast_json_line_parse_equals_json_loads(line):
-    from dedup_tui.engine.ingest import _parse_json_line
+    from dedup_tui.engine.readers import parse_json_line
 
     try:
         want = ("ok", json.loads(line))
     except json.JSONDecodeError as exc:
         want = ("error", exc.msg, exc.colno)
     try:
-        got = ("ok", _parse_json_line(line))
+        got = ("ok", parse_json_line(line))
     except json.JSONDecodeError as exc:
         got = ("error", exc.msg, exc.colno)
     assert got == want
@@ -581,7 +593,7 @@ def test_fast_json_line_parse_equals_json_loads(line):
 def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
     """Ordinary chunks are checked a chunk at a time, the rest line by line: both give the same
     records (ids, texts, bytes, line numbers) and the same errors, on a file mixing both."""
-    import dedup_tui.engine.ingest as ingest
+    from dedup_tui.engine.readers import jsonl
 
     rng = random.Random(8)
     good = [
@@ -601,12 +613,12 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
 
     def read():
         errors = []
-        records = [(r.line, r.doc_id, r.text, r.record) for r in ingest.read_jsonl(src, "id", "text", errors)]
+        records = [(r.line, r.doc_id, r.text, r.record) for r in jsonl.read_jsonl(src, "id", "text", errors)]
         return records, [(e.line, e.message) for e in errors]
 
-    monkeypatch.setattr(ingest, "_JSONL_CHUNK_BYTES", 2000)
+    monkeypatch.setattr(jsonl, "CHUNK_BYTES", 2000)
     chunked = read()
-    monkeypatch.setattr(ingest, "_CHUNKED", False)
+    monkeypatch.setattr(jsonl, "CHUNKED", False)
     assert chunked == read()
     assert len(chunked[0]) > 2900 and chunked[1]
     assert chunked[0][0][3].startswith(b"{")  # the BOM is not part of the first record
@@ -616,10 +628,10 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
 def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatch, chunked):
     """A corpus whose ids are JSON integers gets them back as integers in pairs, the removed and
     decisions logs; a corpus of string ids (even "7") keeps strings; so does a mixed one."""
-    import dedup_tui.engine.ingest as ingest
     from dedup_tui.engine import decisions
+    from dedup_tui.engine.readers import jsonl
 
-    monkeypatch.setattr(ingest, "_CHUNKED", chunked)
+    monkeypatch.setattr(jsonl, "CHUNKED", chunked)
     base = "the quick brown fox jumps over the lazy dog and runs far away"
     ints = write_jsonl(tmp_path / "ints.jsonl", [{"id": 7, "text": base}, {"id": 12, "text": base + "!"},
                                                  {"id": 30, "text": "something else entirely, a different text"}])
@@ -645,3 +657,69 @@ def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatc
         logged = [json.loads(x) for x in (tmp_path / f"{src.stem}.dec.jsonl").read_text().splitlines()]
         assert (logged[0]["doc_id"], logged[0]["other_id"]) == (want[1], want[0])
         assert kept.read_text().splitlines()[0] == src.read_text().splitlines()[0]  # records unchanged
+
+
+# -- the readers' public interface and the loader's writer ---------------------------------
+
+def test_every_format_reads_to_the_same_records_through_open_reader(tmp_path):
+    """One corpus in each format, read through readers.open_reader: CSV, TSV and Parquet give
+    their column names first, then every format the same ids and texts in order; a bad record
+    goes into the errors list, not out as an exception, and reading goes on."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import csv
+
+    import pyarrow as pa
+
+    from dedup_tui.engine.readers import FIELD_FORMATS, BadRecord, Record, detect_format, open_reader
+
+    rows = [("a.txt", "first text"), ("b.txt", 'a "quoted", text\twith tab'), ("c.txt", "third\nline")]
+    lines = [json.dumps({"id": i, "text": t}) for i, t in rows]
+    (tmp_path / "c.jsonl").write_text("\n".join(lines[:1] + ['{"id": "bad", "text": 5}'] + lines[1:]) + "\n", encoding="utf-8")
+    for name, delimiter in (("c.csv", ","), ("c.tsv", "\t")):
+        with open(tmp_path / name, "w", encoding="utf-8", newline="") as fh:
+            csv.writer(fh, delimiter=delimiter).writerows([("id", "text")] + rows)
+    pq.write_table(pa.table({"id": [i for i, _ in rows], "text": [t for _, t in rows]}), tmp_path / "c.parquet")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for doc_id, text in rows:
+        (folder / doc_id).write_text(text, encoding="utf-8")
+
+    for path in (tmp_path / "c.jsonl", tmp_path / "c.csv", tmp_path / "c.tsv", tmp_path / "c.parquet", folder):
+        fmt = detect_format(path)
+        errors: list[BadRecord] = []
+        items = list(open_reader(path, fmt, "id", "text", errors, id_required=fmt != "txt"))
+        if fmt in FIELD_FORMATS:
+            assert items.pop(0) == ["id", "text"], path
+        assert all(type(r) is Record for r in items), path
+        assert [(r.doc_id, r.text) for r in items] == rows, path
+        if fmt == "jsonl":
+            assert [(e.line, e.message) for e in errors] == [(2, 'text field "text" is a number, not a string')]
+            assert [r.line for r in items] == [1, 3, 4]
+        else:
+            assert errors == [], path
+
+
+def test_documents_writer_continues_ords_and_looks_up_ids_only_in_a_project_that_had_documents(tmp_path):
+    from dedup_tui.engine.documents_writer import DocumentsWriter
+    from dedup_tui.engine.store import transaction
+
+    project = Project(tmp_path / "p.db", create=True)
+    try:
+        with transaction(project.conn):
+            writer = DocumentsWriter(project)
+            source = writer.add_source(tmp_path / "new.jsonl", "jsonl", "0" * 64, 10, None, "id", "text")
+            assert writer.add_documents(source, []) == 0
+            assert writer.add_documents(source, [("x", "one", 1, b"{}"), ("y", "two", 2, b"{}")]) == 2
+            assert writer.ids_in_project(["x", "z"]) == set()  # an empty project: nothing to clash with
+            writer.finish_source(source, 2, [])
+        assert writer.loaded_at(tmp_path / "new.jsonl", "0" * 64) is None  # read when the writer was made
+        with transaction(project.conn):
+            writer = DocumentsWriter(project)
+            assert writer.loaded_at(tmp_path / "new.jsonl", "0" * 64) is not None
+            assert writer.loaded_at(tmp_path / "new.jsonl", None) is None  # a folder has no sha
+            assert writer.ids_in_project(["x", "z", "y"]) == {"x", "y"}
+            assert writer.add_documents(source, [("z", "three", 3, b"{}")]) == 1
+        got = project.conn.execute("SELECT ord, doc_id, length, exact_hash IS NOT NULL FROM documents ORDER BY ord").fetchall()
+        assert got == [(0, "x", 3, 1), (1, "y", 3, 1), (2, "z", 5, 1)]
+    finally:
+        project.close()

@@ -443,9 +443,9 @@ def _exact_decoder():
     beyond 2**53 stay distinct)."""
     global _EXACT_JSON
     if _EXACT_JSON is None:
-        from .ingest import _parse_int
+        from .readers import parse_json_int
 
-        _EXACT_JSON = json.JSONDecoder(parse_float=Decimal, parse_int=_parse_int)
+        _EXACT_JSON = json.JSONDecoder(parse_float=Decimal, parse_int=parse_json_int)
     return _EXACT_JSON
 
 

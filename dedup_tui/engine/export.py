@@ -15,7 +15,7 @@ import numpy as np
 
 from .cluster import EXACT, KEPT, REASONS, Clustering
 from .errors import DedupError, ProjectError
-from .ingest import parse_record
+from .readers import parse_record
 from .outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
 from .normalize import normalize
 from .progress import Control
@@ -325,7 +325,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .ingest import file_sha256
+    from .readers import file_sha256
 
     rows = project.conn.execute("SELECT id, format, path, sha256 FROM sources ORDER BY id").fetchall()
     if not rows or any(fmt != "parquet" for _id, fmt, _p, _s in rows):

@@ -49,7 +49,7 @@ import numpy as np
 
 from . import lsh
 from .errors import Cancelled, CorpusError, DedupError
-from .ingest import _guarded, _show, detect_format, read_jsonl, read_parquet
+from .readers import detect_format, guarded, read_jsonl, read_parquet, show
 from .minhash import MinHasher
 from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, PREFILTER_TAIL,
                        CandidatePairs, ScanCounts, ScanSettings, Threads, VerifyPlan, verify)
@@ -264,8 +264,8 @@ def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, error
                 stream = io.BytesIO(fh.read(piece.end - piece.start))
         it = read_jsonl(path, field_name, text_field, errors, id_required, stream=stream,
                         first_line=piece.first_line, info=info)
-        return _guarded(path, it, errors)
-    it = _guarded(path, read_parquet(path, field_name, text_field, errors, id_required,
+        return guarded(path, it, errors)
+    it = guarded(path, read_parquet(path, field_name, text_field, errors, id_required,
                                      row_groups=None if piece.end < 0 else list(range(piece.start, piece.end)),
                                      first_row=piece.first_line), errors)
     names = next(it)
@@ -1135,7 +1135,7 @@ class _ScanJob:
             with_id = next(line for line, h in decided if h)
             without = next(line for line, h in decided if not h)
             raise CorpusError(str(f), max(with_id, without),
-                              f"id field {_show(self.settings.id_field or 'id')} is present at line {with_id} but not "
+                              f"id field {show(self.settings.id_field or 'id')} is present at line {with_id} but not "
                               f"at line {without} (give every record an id, or none)")
         if not sum(s["n"] for s in summaries):
             bad = self.skipped[i]
@@ -1161,11 +1161,11 @@ class _ScanJob:
             if not self.settings.skip_bad:
                 pos, doc_id = later[0]
                 f, line = where(pos)
-                raise CorpusError(str(self.files[f]), line, f"duplicate id {_show(doc_id)}")
+                raise CorpusError(str(self.files[f]), line, f"duplicate id {show(doc_id)}")
             self.dropped = np.array([pos for pos, _ in later], np.int64)
             for pos, doc_id in later:
                 f, line = where(pos)
-                self.skipped[f].append((line, f"duplicate id {_show(doc_id)}"))
+                self.skipped[f].append((line, f"duplicate id {show(doc_id)}"))
         self.dropped_ref = self.ray.put(self.dropped)
         self._timed("ids", t0)
 

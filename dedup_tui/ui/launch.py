@@ -95,7 +95,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
 def _check_corpus(project: Project, corpus: Path) -> str | None:
     """Refuse a project that was loaded from other files; a warning when this corpus changed
     since it was loaded (its SHA-256 is in `sources`)."""
-    from ..engine.ingest import file_sha256
+    from ..engine.readers import file_sha256
 
     sources = project.sources()
     resolved = str(corpus.resolve())

@@ -1,0 +1,85 @@
+"""A load's writes to a project: a sources row per file, its documents in batches, and what
+the load changes in the project's meta. All of it inside the load's transaction."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+from .exact import exact_keys
+from .store import Project, document_checksums, insert_rows, now_iso
+
+_IDS_PER_QUERY = 500  # doc_ids looked up a query at a time (under the 999 parameters older SQLite builds allow)
+
+
+class DocumentsWriter:
+    """Writes one load's sources and documents: ords continue the project's, each document with
+    its exact key and checksum. Knows nothing of formats or bad records."""
+
+    def __init__(self, project: Project):
+        self.project, self.conn = project, project.conn
+        self.next_ord = project.next_ord()
+        self.had_documents = project.document_count() > 0
+        self.loaded = {(path, sha): loaded_at
+                       for path, sha, loaded_at in self.conn.execute("SELECT path, sha256, loaded_at FROM sources")}
+
+    def loaded_at(self, path: Path, sha: str | None) -> str | None:
+        """When this file (the same path with the same content) was loaded into the project, or None."""
+        if sha is None:
+            return None
+        return self.loaded.get((str(path.resolve()), sha))
+
+    def add_source(self, path: Path, fmt: str, sha: str | None, size: int | None, fields: list[str] | None,
+                   id_field: str, text_field: str) -> int:
+        """A sources row for the file (its counts are written by finish_source); its id."""
+        cur = self.conn.execute(
+            "INSERT INTO sources(path, format, sha256, size_bytes, fields, id_field, text_field, loaded_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (str(path.resolve()), fmt, sha, size, json.dumps(fields) if fields else None, id_field, text_field, now_iso()),
+        )
+        return cur.lastrowid
+
+    def ids_in_project(self, doc_ids: list[str]) -> set[str]:
+        """The ids among doc_ids that are already in the project; not looked up (none) when the
+        project had no documents before this load (the loader checks a load's own ids as it reads)."""
+        clashes: set[str] = set()
+        if not self.had_documents:
+            return clashes
+        for start in range(0, len(doc_ids), _IDS_PER_QUERY):
+            ids = doc_ids[start : start + _IDS_PER_QUERY]
+            query = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})"
+            clashes.update(r[0] for r in self.conn.execute(query, ids))
+        return clashes
+
+    def add_documents(self, source_id: int, rows: list[tuple]) -> int:
+        """Documents from rows of (doc_id, text, line, record), in order; how many were added."""
+        if not rows:
+            return 0
+        doc_ids, texts, lines, records = zip(*rows)
+        ords = range(self.next_ord, self.next_ord + len(rows))
+        keys = exact_keys(list(texts))
+        sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
+        insert_rows(
+            self.conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length, checksum)",
+            [(o, doc_id, text, source_id, line, record, key, len(text), checksum)
+             for o, doc_id, text, line, record, key, checksum in zip(ords, doc_ids, texts, lines, records, keys, sums)],
+        )
+        self.next_ord += len(rows)
+        return len(rows)
+
+    def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
+        self.conn.execute(
+            "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
+            (documents, json.dumps(skipped_lines), source_id),
+        )
+
+    def mark_integer_ids(self, source_id: int) -> None:
+        """Every document of the source had an integer id: logs give its ids back as numbers."""
+        project = self.project
+        project.set_meta(integer_id_sources=json.dumps(sorted(project.integer_id_sources() | {source_id})))
+
+    def mark_scan_stale(self) -> None:
+        """A scan made before the load no longer covers every document."""
+        if self.project.scan_state != "none":
+            self.project.set_meta(scan_state="stale")
