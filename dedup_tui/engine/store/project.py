@@ -134,8 +134,16 @@ class Project:
     # -- small helpers --------------------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
-        """sqlite-utils view of the same connection, for ad-hoc queries and tooling."""
-        return sqlite_utils.Database(self.conn)
+        """sqlite-utils view of the same connection: the small tables (decisions, labels, meta,
+        sources) are read and written through it (store/review.py)."""
+        db = self.__dict__.get("_db")
+        if db is None or db.conn is not self.conn:
+            db = self._db = sqlite_utils.Database(self.conn)
+        return db
+
+    def set_busy_timeout(self, ms: int) -> None:
+        """How long a statement waits for another process's lock before it fails."""
+        self.conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
 
     def close(self) -> None:
         forget_snapshot(self.conn)
@@ -213,6 +221,80 @@ class Project:
         """The loaded files, oldest first: path (resolved), format, sha256, size, loaded_at."""
         rows = self.conn.execute("SELECT path, format, sha256, size_bytes, loaded_at FROM sources ORDER BY id").fetchall()
         return [dict(zip(("path", "format", "sha256", "size_bytes", "loaded_at"), r)) for r in rows]
+
+    def source_rows(self, columns: str = "path, format, sha256, size_bytes, documents, loaded_at") -> list[dict]:
+        """The loaded files' rows, oldest first, as {column: value} in the order of `columns`."""
+        return list(self.db["sources"].rows_where(order_by="id", select=columns))
+
+    def record_sources(self) -> dict[int, dict]:
+        """source id -> how its records are read: format, fields (CSV/TSV/Parquet columns), id_field, text_field."""
+        return {r["id"]: {"format": r["format"], "fields": json.loads(r["fields"]) if r["fields"] else None,
+                          "id_field": r["id_field"], "text_field": r["text_field"]}
+                for r in self.db["sources"].rows_where(select="id, format, fields, id_field, text_field")}
+
+    def records(self):
+        """(ord, doc_id, text, source_id, record) of every document, in corpus order (a cursor:
+        read as it goes)."""
+        return self.conn.execute("SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord")
+
+    def has_checksums(self) -> bool:
+        """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
+        return has_checksums(self.conn)
+
+    def documents_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
+        """(ord, doc_id, text, source_id, record, line, checksum or None) of the documents with
+        lo <= ord <= hi, in corpus order. Hand-written: export reads every document through it."""
+        return self.conn.execute(
+            f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checksum else 'NULL'} FROM documents "
+            f"WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+
+    def document_bytes_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
+        """(ord, doc_id, text, record when stored as text, checksum) as bytes, for lo <= ord <= hi:
+        read without decoding, to find a stored value that is no longer UTF-8."""
+        return self.conn.execute(
+            "SELECT ord, CAST(doc_id AS BLOB), CAST(text AS BLOB), CASE typeof(record) WHEN 'text' THEN "
+            f"CAST(record AS BLOB) END, {'CAST(checksum AS BLOB)' if checksum else 'NULL'} FROM documents "
+            "WHERE ord BETWEEN ? AND ? ORDER BY ord",
+            (lo, hi))
+
+    def source_lines(self, source_id: int) -> sqlite3.Cursor:
+        """(ord, line in the source) of one source's documents, in corpus order."""
+        return self.conn.execute("SELECT ord, line FROM documents WHERE source_id = ? ORDER BY ord", (source_id,))
+
+    def pairs_with_ids(self, minimum: float) -> sqlite3.Cursor:
+        """(a's doc_id, a's source_id, b's doc_id, b's source_id, jaccard) of every stored pair
+        with jaccard >= minimum, by (a, b). Hand-written: it walks the whole pairs table."""
+        return self.conn.execute(
+            "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
+            "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
+            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+
+    def lengths(self):
+        """Characters of every document's text, in corpus order (numpy int64)."""
+        import numpy as np
+
+        rows = self.conn.execute("SELECT length FROM documents ORDER BY ord").fetchall()
+        return np.fromiter((r[0] for r in rows), np.int64, len(rows))
+
+    def ords_for_ids(self, ids) -> dict[str, int]:
+        """{id: ord} of the given document ids that are in the project."""
+        ids = list(dict.fromkeys(i for i in ids if i is not None))
+        out: dict[str, int] = {}
+        for s in range(0, len(ids), 500):
+            chunk = ids[s : s + 500]
+            q = f"SELECT doc_id, ord FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
+            out.update(self.conn.execute(q, chunk).fetchall())
+        return out
+
+    def exact_roots(self, ords) -> dict[int, int]:
+        """ord -> the first copy of its text (itself when it is the first)."""
+        ords = list(dict.fromkeys(int(o) for o in ords))
+        out: dict[int, int] = {}
+        for s in range(0, len(ords), 500):
+            chunk = ords[s : s + 500]
+            q = f"SELECT ord, exact_of FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
+            out.update((o, o if e is None or e < 0 else e) for o, e in self.conn.execute(q, chunk))
+        return out
 
     def find_documents(self, query: str, limit: int = 20) -> list[int]:
         """Ords of documents whose id is `query`, else whose id starts with it, else whose text
