@@ -133,8 +133,8 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
     project = Project(db)
     try:
         check_threshold(project, threshold)
-        sources = project.conn.execute(
-            "SELECT id, path, format, sha256, id_field, text_field, skipped_lines FROM sources ORDER BY id").fetchall()
+        sources = [tuple(r.values())
+                   for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")]
         files = expand_inputs(paths)
         if len(files) != len(sources):
             raise DedupError(f"{len(files)} corpus file(s) given, but {project.path} was scanned from {len(sources)}: "

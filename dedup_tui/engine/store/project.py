@@ -13,7 +13,7 @@ import sqlite_utils
 
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
-from .connection import DiskFull, connect, forget_snapshot, now_iso, pid_alive
+from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive
 from .locks import transaction
 from .schema import MIGRATIONS, SCHEMA_VERSION, _CORE_TABLES, _SCHEMA, _SCHEMA_TABLES, _add_decision_batch, _has_decision_batch
 from .checksums import has_checksums
@@ -268,6 +268,20 @@ class Project:
             "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
             "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
             "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+
+    def distinct_texts_and_average_length(self) -> tuple[int, float | None]:
+        """(how many distinct normalised texts, the texts' average length in characters)."""
+        return self.conn.execute("SELECT count(DISTINCT exact_hash), avg(length) FROM documents").fetchone()
+
+    def add_source(self, row: dict) -> None:
+        """One row of `sources` (a loaded or imported file)."""
+        self.db["sources"].insert(row)
+
+    def insert_documents(self, rows: list[tuple]) -> None:
+        """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum).
+        Hand-written, many rows per statement: a load or an import inserts millions of them."""
+        insert_rows(self.conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
+                    "checksum)", rows)
 
     def lengths(self):
         """Characters of every document's text, in corpus order (numpy int64)."""

@@ -76,6 +76,17 @@ def insert_decisions(db: sqlite_utils.Database, rows: list[dict], batch: bool) -
     return decision_rows(db, "id >= ?", [first])
 
 
+def decision_count(db: sqlite_utils.Database) -> int:
+    return db["decisions"].count
+
+
+def insert_carried(db: sqlite_utils.Database, decisions: list[dict], labels: list[dict]) -> None:
+    """Decisions (every DECISION_COLUMNS, their ids and states kept) and labels copied from an
+    earlier review of the same corpus."""
+    db["decisions"].insert_all(decisions)
+    db["labels"].insert_all(labels, replace=True)
+
+
 def active_notes(db: sqlite_utils.Database, doc_id: str) -> list[str]:
     """The active notes on a document, oldest first."""
     return [r["value"] for r in db["decisions"].rows_where("kind = 'note' AND undone = ? AND doc_id = ?",
@@ -91,9 +102,11 @@ def split_in_force(db: sqlite_utils.Database, a_id: str, b_id: str) -> bool:
 
 # -- labels ---------------------------------------------------------------------------------
 
-def label_rows(db: sqlite_utils.Database) -> list[dict]:
-    """Every label, oldest first (none in a schema-2 project opened read-only: no labels table)."""
-    return list(db["labels"].rows_where(order_by="created_at, rowid", select=", ".join(LABEL_COLUMNS)))
+def label_rows(db: sqlite_utils.Database, in_order: bool = True) -> list[dict]:
+    """Every label, oldest first unless not `in_order` (then as stored); none in a schema-2
+    project opened read-only (no labels table)."""
+    return list(db["labels"].rows_where(order_by="created_at, rowid" if in_order else None,
+                                        select=", ".join(LABEL_COLUMNS)))
 
 
 def label_of(db: sqlite_utils.Database, a_id: str, b_id: str) -> dict | None:
