@@ -14,9 +14,8 @@ import sqlite_utils
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
 from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive
-from .locks import transaction
-from .schema import MIGRATIONS, SCHEMA_VERSION, _CORE_TABLES, _SCHEMA, _SCHEMA_TABLES, _add_decision_batch, _has_decision_batch
 from .checksums import has_checksums
+from .schema import check_schema, create_schema
 
 
 def _writable(path: Path) -> bool:
@@ -47,84 +46,9 @@ class Project:
             self.readonly, self.readonly_reason = True, "the disk holding it is full"
             self.conn = connect(self.path, readonly=True)
         if existed:
-            self._check_schema()
+            check_schema(self.conn, self.path, self.readonly)
         elif create:
-            self._create()
-
-    # -- schema ---------------------------------------------------------------------------
-    def _create(self) -> None:
-        with transaction(self.conn):
-            for stmt in _SCHEMA.split(";\n"):
-                if stmt.strip():
-                    self.conn.execute(stmt)
-            self.conn.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
-                (str(SCHEMA_VERSION), now_iso()),
-            )
-
-    def _check_schema(self) -> None:
-        try:
-            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.DatabaseError:
-            raise ProjectError(f"{self.path}: not a dedup-tui project (no meta table)") from None
-        if row is None:
-            raise ProjectError(f"{self.path}: not a dedup-tui project (no schema version)")
-        try:
-            version = int(row[0])
-        except (TypeError, ValueError):
-            raise ProjectError(f"{self.path}: not a dedup-tui project (schema version {row[0]!r})") from None
-        if version > SCHEMA_VERSION:
-            raise ProjectError(
-                f"{self.path}: made by a newer dedup-tui (schema {version}, this one reads {SCHEMA_VERSION}); upgrade dedup-tui"
-            )
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
-        if version == SCHEMA_VERSION and not self.readonly and not _has_decision_batch(self.conn):
-            with transaction(self.conn) as conn:  # schema 3 as first written lacked it
-                _add_decision_batch(conn)
-        present = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
-        missing = [t for t in needed if t not in present]
-        if missing:
-            raise ProjectError(f"{self.path}: damaged dedup-tui project: no {', '.join(missing)} "
-                               f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project")
-        if version >= 4 and not has_checksums(self.conn):  # export would check nothing, silently
-            raise ProjectError(f"{self.path}: damaged dedup-tui project: its documents have no checksum column; "
-                               f"load the corpus into a new project")
-
-    def _migrate(self, version: int) -> None:
-        """Bring an older project up to SCHEMA_VERSION: a backup copy, then every step in one transaction."""
-        if version not in MIGRATIONS:
-            raise ProjectError(
-                f"{self.path}: made by an old dedup-tui (schema {version}) that this one cannot upgrade; "
-                f"load the corpus into a new project")
-        if self.readonly:
-            if version >= 2:
-                return  # schema 2 lacks only tables its readers treat as empty: readable as it is
-            raise ProjectError(
-                f"{self.path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it")
-        backup = self.path.with_name(f"{self.path.name}.schema-{version}.bak")
-        if not backup.exists():
-            tmp = backup.with_name(backup.name + ".part")
-            try:
-                dst = sqlite3.connect(str(tmp))
-                try:
-                    self.conn.backup(dst)
-                finally:
-                    dst.close()
-                os.replace(tmp, backup)
-            except (OSError, sqlite3.Error) as exc:
-                tmp.unlink(missing_ok=True)
-                raise ProjectError(f"{self.path}: could not write the backup copy {backup.name} before upgrading the "
-                                   f"project ({exc}); the project is unchanged") from None
-        with transaction(self.conn) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            current = int(row[0])  # re-read: another process may have migrated it meanwhile
-            while current < SCHEMA_VERSION:
-                MIGRATIONS[current](conn)
-                current += 1
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from', ?)", (str(version),))
+            create_schema(self.conn)
 
     def check_writable(self, doing: str) -> None:
         """Raise ProjectError (saying why) when this project was opened read-only."""
@@ -156,14 +80,13 @@ class Project:
         self.close()
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else default
+        rows = list(self.db["meta"].rows_where("key = ?", [key], select="value", limit=1))
+        return rows[0]["value"] if rows else default
 
     def set_meta(self, **values: object) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-            [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in values.items()],
-        )
+        """meta rows (key, value), replaced; a value that is not a string is stored as its JSON."""
+        self.db["meta"].insert_all(
+            ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True)
 
     # -- the last view the review app showed, so reopening shows it without re-clustering --
     def save_view_snapshot(self, key: str, data: bytes) -> None:

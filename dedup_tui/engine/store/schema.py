@@ -1,12 +1,24 @@
-"""The project file's schema, and the migrations that bring an older project up to it."""
+"""The project file's schema, and the migrations that bring an older project up to it.
+
+The schema stays written out as SQL: its comments document each column for anyone who opens
+the file with another SQLite tool, and a new project's file stays as it was byte for byte
+(`pairs` is WITHOUT ROWID, which sqlite-utils' Table.create does not write). Migrations change
+it through sqlite-utils (Table.add_column), and read the columns it has through it."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
+import sqlite_utils
+
+from ..errors import ProjectError
 from .checksums import document_checksum, has_checksums
+from .connection import now_iso
+from .locks import transaction
 
 
 SCHEMA_VERSION = 4
@@ -110,11 +122,11 @@ _CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "n
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Runs record the process running them, so a scan killed mid-way is recognised."""
-    cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-    if "pid" not in cols:
-        conn.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
-    if "host" not in cols:
-        conn.execute("ALTER TABLE runs ADD COLUMN host TEXT")
+    runs = sqlite_utils.Database(conn)["runs"]
+    if "pid" not in runs.columns_dict:
+        runs.add_column("pid", int)
+    if "host" not in runs.columns_dict:
+        runs.add_column("host", str)
 
 
 def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
@@ -129,14 +141,14 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
 def _has_decision_batch(conn: sqlite3.Connection) -> bool:
     """True unless a decisions table lacks the column (no table at all is a damaged project,
     which the schema check names: nothing to add to)."""
-    columns = {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
+    columns = sqlite_utils.Database(conn)["decisions"].columns_dict
     return not columns or "batch" in columns
 
 
 def _add_decision_batch(conn: sqlite3.Connection) -> None:
     """decisions.batch, where it is missing (also in a schema-3 project made before it was added)."""
     if not _has_decision_batch(conn):
-        conn.execute("ALTER TABLE decisions ADD COLUMN batch INTEGER")
+        sqlite_utils.Database(conn)["decisions"].add_column("batch", int)
 
 
 def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
@@ -145,7 +157,7 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     project made before it was added lacks it.)"""
     _add_decision_batch(conn)
     if not has_checksums(conn):
-        conn.execute("ALTER TABLE documents ADD COLUMN checksum TEXT")
+        sqlite_utils.Database(conn)["documents"].add_column("checksum", str)
     last = -1
     factory = conn.text_factory
     conn.text_factory = _text_or_bytes  # a text already damaged is hashed as it is: export reports it
@@ -175,3 +187,86 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
 }
+
+
+# -- opening: create, check, migrate ----------------------------------------------------------
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """A new project's tables, views and first meta rows."""
+    with transaction(conn):
+        for stmt in _SCHEMA.split(";\n"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
+            (str(SCHEMA_VERSION), now_iso()),
+        )
+
+
+def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    """Raise ProjectError unless this is a dedup-tui project this version reads; an older one
+    is migrated (read-only: read as it is where it can be)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError:
+        raise ProjectError(f"{path}: not a dedup-tui project (no meta table)") from None
+    if row is None:
+        raise ProjectError(f"{path}: not a dedup-tui project (no schema version)")
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        raise ProjectError(f"{path}: not a dedup-tui project (schema version {row[0]!r})") from None
+    if version > SCHEMA_VERSION:
+        raise ProjectError(
+            f"{path}: made by a newer dedup-tui (schema {version}, this one reads {SCHEMA_VERSION}); upgrade dedup-tui"
+        )
+    if version < SCHEMA_VERSION:
+        migrate(conn, path, version, readonly)
+    if version == SCHEMA_VERSION and not readonly and not _has_decision_batch(conn):
+        with transaction(conn):  # schema 3 as first written lacked it
+            _add_decision_batch(conn)
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
+    missing = [t for t in needed if t not in present]
+    if missing:
+        raise ProjectError(f"{path}: damaged dedup-tui project: no {', '.join(missing)} "
+                           f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project")
+    if version >= 4 and not has_checksums(conn):  # export would check nothing, silently
+        raise ProjectError(f"{path}: damaged dedup-tui project: its documents have no checksum column; "
+                           f"load the corpus into a new project")
+
+
+def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) -> None:
+    """Bring an older project up to SCHEMA_VERSION: a backup copy, then every step in one transaction."""
+    if version not in MIGRATIONS:
+        raise ProjectError(
+            f"{path}: made by an old dedup-tui (schema {version}) that this one cannot upgrade; "
+            f"load the corpus into a new project")
+    if readonly:
+        if version >= 2:
+            return  # schema 2 lacks only tables its readers treat as empty: readable as it is
+        raise ProjectError(
+            f"{path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it")
+    backup = path.with_name(f"{path.name}.schema-{version}.bak")
+    if not backup.exists():
+        tmp = backup.with_name(backup.name + ".part")
+        try:
+            dst = sqlite3.connect(str(tmp))
+            try:
+                conn.backup(dst)
+            finally:
+                dst.close()
+            os.replace(tmp, backup)
+        except (OSError, sqlite3.Error) as exc:
+            tmp.unlink(missing_ok=True)
+            raise ProjectError(f"{path}: could not write the backup copy {backup.name} before upgrading the "
+                               f"project ({exc}); the project is unchanged") from None
+    with transaction(conn):
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        current = int(row[0])  # re-read: another process may have migrated it meanwhile
+        while current < SCHEMA_VERSION:
+            MIGRATIONS[current](conn)
+            current += 1
+        sqlite_utils.Database(conn)["meta"].insert_all(
+            [{"key": "schema_version", "value": str(SCHEMA_VERSION)}, {"key": "migrated_from", "value": str(version)}],
+            replace=True)
