@@ -148,7 +148,7 @@ if sys.platform != "linux":  # pragma: no cover
 def _schema_tables() -> list[str]:
     from dedup_tui.engine import store
 
-    return [t for t in store._SCHEMA_TABLES if t != "meta"]
+    return [t for t in store.SCHEMA_TABLES if t != "meta"]
 
 
 @pytest.mark.parametrize("table", _schema_tables())

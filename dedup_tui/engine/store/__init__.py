@@ -19,11 +19,11 @@ from .connection import (DiskFull, ReadSnapshot, check_snapshots, connect, forge
                          pid_alive)
 from .locks import AppLock, ProjectLocked, WriteGuard, acquire_app_lock, app_lock_held, lock_path, transaction
 from .project import Project, build_project, remove_orphan_parts
-from .schema import _SCHEMA, _SCHEMA_TABLES, MIGRATIONS, SCHEMA_VERSION
+from .schema import SCHEMA, SCHEMA_TABLES, MIGRATIONS, SCHEMA_VERSION
 
 __all__ = [
     "AppLock", "DiskFull", "MIGRATIONS", "Project", "ProjectLocked", "ReadSnapshot", "SCHEMA_VERSION", "WriteGuard",
     "acquire_app_lock", "app_lock_held", "build_project", "check_snapshots", "connect", "document_checksum",
     "document_checksums", "forget_snapshot", "has_checksums", "insert_rows", "lock_path", "now_iso", "pid_alive",
-    "remove_orphan_parts", "transaction", "_SCHEMA", "_SCHEMA_TABLES",
+    "remove_orphan_parts", "transaction", "SCHEMA", "SCHEMA_TABLES",
 ]

@@ -23,7 +23,7 @@ from .locks import transaction
 
 SCHEMA_VERSION = 4
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS sources (
     id INTEGER PRIMARY KEY,
@@ -111,8 +111,8 @@ CREATE VIEW IF NOT EXISTS exact_duplicates AS
 """
 
 
-_SCHEMA_TABLES = re.findall(r"CREATE (?:TABLE|VIEW) IF NOT EXISTS (\w+)", _SCHEMA)
-_CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "near_pairs", "exact_duplicates"]
+SCHEMA_TABLES = re.findall(r"CREATE (?:TABLE|VIEW) IF NOT EXISTS (\w+)", SCHEMA)
+CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "near_pairs", "exact_duplicates"]
 
 
 # -- migrations ------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
 def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     """Tables that were created when first needed are now in the schema (created if missing);
     decisions get a batch (bulk actions undo in one step)."""
-    for stmt in _SCHEMA.split(";\n"):
+    for stmt in SCHEMA.split(";\n"):
         if stmt.strip() and "CREATE TABLE" in stmt:
             conn.execute(stmt)
     _add_decision_batch(conn)
@@ -194,7 +194,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 def create_schema(conn: sqlite3.Connection) -> None:
     """A new project's tables, views and first meta rows."""
     with transaction(conn):
-        for stmt in _SCHEMA.split(";\n"):
+        for stmt in SCHEMA.split(";\n"):
             if stmt.strip():
                 conn.execute(stmt)
         conn.execute(
@@ -226,7 +226,7 @@ def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         with transaction(conn):  # schema 3 as first written lacked it
             _add_decision_batch(conn)
     present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-    needed = _CORE_TABLES if version < SCHEMA_VERSION else _SCHEMA_TABLES  # (a read-only older project)
+    needed = CORE_TABLES if version < SCHEMA_VERSION else SCHEMA_TABLES  # (a read-only older project)
     missing = [t for t in needed if t not in present]
     if missing:
         raise ProjectError(f"{path}: damaged dedup-tui project: no {', '.join(missing)} "
