@@ -4,13 +4,13 @@ Readable with any SQLite tool (sqlite-utils, Datasette). Corpus order is `docume
 (0-based); every other table refers to documents by ord, and the views `near_pairs` and
 `exact_duplicates` show ids.
 
-Every SQL statement of the engine is in this package:
+The engine's SQL lives in this package:
 - schema.py      the schema and the migrations of older projects
 - connection.py  opening the file (read-write, building, read-only snapshots)
 - locks.py       the review app's lock, headless writers' shared lock, `transaction`
 - checksums.py   a checksum per stored document
-- project.py     `Project` (documents, runs, meta, the view snapshot) and `build_project`
-- review.py      the reviewer's tables: decisions, labels, notes, sources (through sqlite-utils)
+- project.py     `Project` (documents, sources, runs, meta, the view snapshot) and `build_project`
+- review.py      the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
 - scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays
 """
 
