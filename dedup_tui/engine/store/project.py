@@ -13,7 +13,7 @@ import sqlite_utils
 
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
-from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive
+from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
 from .checksums import has_checksums
 from .schema import check_schema, create_schema
 
@@ -62,7 +62,7 @@ class Project:
         sources) are read and written through it (store/review.py)."""
         db = self.__dict__.get("_db")
         if db is None or db.conn is not self.conn:
-            db = self._db = sqlite_utils.Database(self.conn)
+            db = self._db = sqlite_utils_db(self.conn)
         return db
 
     def set_busy_timeout(self, ms: int) -> None:

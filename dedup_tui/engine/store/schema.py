@@ -13,11 +13,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import sqlite_utils
-
 from ..errors import ProjectError
 from .checksums import document_checksum, has_checksums
-from .connection import now_iso
+from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
 
@@ -122,7 +120,7 @@ CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "ne
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Runs record the process running them, so a scan killed mid-way is recognised."""
-    runs = sqlite_utils.Database(conn)["runs"]
+    runs = sqlite_utils_db(conn)["runs"]
     if "pid" not in runs.columns_dict:
         runs.add_column("pid", int)
     if "host" not in runs.columns_dict:
@@ -141,14 +139,14 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
 def _has_decision_batch(conn: sqlite3.Connection) -> bool:
     """True unless a decisions table lacks the column (no table at all is a damaged project,
     which the schema check names: nothing to add to)."""
-    columns = sqlite_utils.Database(conn)["decisions"].columns_dict
+    columns = sqlite_utils_db(conn)["decisions"].columns_dict
     return not columns or "batch" in columns
 
 
 def _add_decision_batch(conn: sqlite3.Connection) -> None:
     """decisions.batch, where it is missing (also in a schema-3 project made before it was added)."""
     if not _has_decision_batch(conn):
-        sqlite_utils.Database(conn)["decisions"].add_column("batch", int)
+        sqlite_utils_db(conn)["decisions"].add_column("batch", int)
 
 
 def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
@@ -157,7 +155,7 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     project made before it was added lacks it.)"""
     _add_decision_batch(conn)
     if not has_checksums(conn):
-        sqlite_utils.Database(conn)["documents"].add_column("checksum", str)
+        sqlite_utils_db(conn)["documents"].add_column("checksum", str)
     last = -1
     factory = conn.text_factory
     conn.text_factory = _text_or_bytes  # a text already damaged is hashed as it is: export reports it
@@ -267,6 +265,6 @@ def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) 
         while current < SCHEMA_VERSION:
             MIGRATIONS[current](conn)
             current += 1
-        sqlite_utils.Database(conn)["meta"].insert_all(
+        sqlite_utils_db(conn)["meta"].insert_all(
             [{"key": "schema_version", "value": str(SCHEMA_VERSION)}, {"key": "migrated_from", "value": str(version)}],
             replace=True)
