@@ -25,6 +25,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -36,7 +37,9 @@ from .display import literal_line
 from .store import Project, now_iso, review, transaction
 from .synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
 
-LABELS = ("duplicate", "not_duplicate", "skip")
+# A reviewer's verdict on a pair (the `labels` table's `label` column).
+PairLabel = Literal["duplicate", "not_duplicate", "skip"]
+LABELS: tuple[PairLabel, ...] = get_args(PairLabel)
 DEFAULT_TARGET_PRECISION = 0.95
 BIN_WIDTH = 0.05
 SHINGLE_KS = (3, 5, 7, 9, 12)
@@ -187,7 +190,7 @@ def s_curve(scan_params: dict | None, points: int = 21) -> tuple[np.ndarray, np.
 class Label:
     a_id: str
     b_id: str
-    label: str
+    label: PairLabel
     similarity: float | None
     threshold: float | None
     author: str | None
@@ -207,7 +210,7 @@ def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
     return (a_id, b_id) if ords[a_id] <= ords[b_id] else (b_id, a_id)
 
 
-def set_label(project: Project, a_id: str, b_id: str, label: str, similarity: float | None = None,
+def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similarity: float | None = None,
               threshold: float | None = None, policy: str | None = None, author: str | None = None) -> Label:
     """Label a pair (the newest label of a pair wins) and commit.
 
