@@ -100,7 +100,7 @@ def test_a_built_project_is_synced_whole_before_it_appears_and_is_a_wal_project(
     corpus = write_jsonl(tmp_path / "c.jsonl", small_corpus(5))
     db = tmp_path / "p.db"
     events: list[str] = []
-    real_fsync, real_link = store._fsync_file, os.link
+    real_fsync, real_link = store.project._fsync_file, os.link
 
     def fsync_file(path):
         events.append(f"fsync {Path(path).name} exists={db.exists()}")
@@ -110,8 +110,8 @@ def test_a_built_project_is_synced_whole_before_it_appears_and_is_a_wal_project(
         events.append(f"link {Path(dst).name}")
         real_link(src, dst)
 
-    monkeypatch.setattr(store, "_fsync_file", fsync_file)
-    monkeypatch.setattr(store.os, "link", link)
+    monkeypatch.setattr(store.project, "_fsync_file", fsync_file)
+    monkeypatch.setattr(store.project.os, "link", link)
 
     def building(project: Project) -> None:
         mode = project.conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -138,7 +138,7 @@ def test_a_build_that_cannot_be_synced_leaves_no_project(tmp_path, monkeypatch):
     def broken(path):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(store, "_fsync_file", broken)
+    monkeypatch.setattr(store.project, "_fsync_file", broken)
     with pytest.raises(ProjectError, match="could not write the new project to the disk"):
         build_project(tmp_path / "p.db", lambda project: load_corpus(project, [corpus]))
     assert _leftovers(tmp_path, "p.db") == []

@@ -372,15 +372,17 @@ def test_scan_threads_stop_between_jobs_on_cancel():
 def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path):
     import sqlite3
 
+    from dedup_tui.engine.store import scans
+
     rng = np.random.default_rng(2)
-    n = pipeline._INSERT_CHUNK + 257  # a full chunk, then full statements and a remainder
+    n = scans.INSERT_CHUNK + 257  # a full chunk, then full statements and a remainder
     a = np.sort(rng.integers(0, 10**9, n))
     b = a + rng.integers(1, 10**6, n)
     j = rng.random(n)
     j[:3] = [0.5, 1.0, np.nextafter(0.5, 1)]
     conn = sqlite3.connect(tmp_path / "p.db")
     conn.execute("CREATE TABLE pairs (a INTEGER NOT NULL, b INTEGER NOT NULL, jaccard REAL NOT NULL)")
-    pipeline._insert_pairs(conn, a, b, j)
+    scans.insert_pairs(conn, a, b, j)
     rows = conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY rowid").fetchall()
     assert rows == list(zip(a.tolist(), b.tolist(), j.tolist()))
 

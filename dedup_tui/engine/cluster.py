@@ -42,6 +42,14 @@ class PairGraph:
             self._keys = keys
         return self._keys
 
+    def per_document(self, key: str, compute):
+        """An array over the documents derived from the project this graph was read from (the
+        texts' lengths, a keep rule's scores): `compute()` once per graph and key, then kept here."""
+        cache = self.__dict__.setdefault("_per_document", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     def pair_index(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each (x[i], y[i]) with x < y: its index among the pairs and whether it is a
         stored pair."""

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -30,23 +31,26 @@ from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster, forget_r
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
-from .export import ExportReport, AtomicFile, _as_object, _sources, check_threshold, export
+from .export import ExportReport, AtomicFile, as_object, check_threshold, export
 from .partial import refuse_local_export
 from .progress import Control
-from .store import Project, now_iso, transaction
+from .store import Project, now_iso, review, transaction
+from .store.review import ACTIVE, DISCARDED, UNDONE
 
-KINDS = ("keep", "remove", "not_duplicate", "accept", "note")
+# What a decision says (the `decisions` table's `kind` column), and its state (`undone`).
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+DecisionStatus = Literal["active", "undone", "discarded"]
+KINDS: tuple[DecisionKind, ...] = get_args(DecisionKind)
+STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}
 # Reason code for a document removed by a reviewer's "remove" (beside cluster.KEPT/EXACT/NEAR).
 REVIEWER = 3
 REASON_NAMES = {KEPT: "kept", EXACT: "exact", NEAR: "near", REVIEWER: "reviewer"}
-
-ACTIVE, UNDONE, DISCARDED = 0, 1, 2
 
 
 @dataclass
 class Decision:
     id: int
-    kind: str
+    kind: DecisionKind
     doc_id: str | None
     other_id: str | None
     value: str | None
@@ -72,8 +76,6 @@ class Decision:
         return f"{self.kind} {doc}"
 
 
-_COLUMNS = "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch"
-
 
 def default_author() -> str:
     try:
@@ -84,7 +86,7 @@ def default_author() -> str:
 
 def record(
     project: Project,
-    kind: str,
+    kind: DecisionKind,
     doc_id: str,
     other_id: str | None = None,
     value: str | None = None,
@@ -96,42 +98,40 @@ def record(
     return record_many(project, [(kind, doc_id, other_id, value)], threshold, policy, author)[0]
 
 
-def _row(r) -> Decision:
-    return Decision(*r)
+def _row(r: dict) -> Decision:
+    return Decision(**r)
 
 
 def undo(project: Project) -> Decision | None:
     """Undo the newest active decision (with the rest of its bulk action); returns it, or None
     when there is nothing to undo."""
-    with transaction(project.conn) as conn:
-        r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = 0 ORDER BY id DESC LIMIT 1").fetchone()
+    with transaction(project.conn):
+        r = review.newest_active_decision(project.db)
         if r is None:
             return None
         d = _row(r)
         if d.batch is None:
-            conn.execute("UPDATE decisions SET undone = ? WHERE id = ?", (UNDONE, d.id))
+            review.set_decision_state(project.db, d.id, UNDONE)
         else:
-            d.batch_size = conn.execute("UPDATE decisions SET undone = ? WHERE batch = ? AND undone = 0",
-                                        (UNDONE, d.batch)).rowcount
+            d.batch_size = review.set_batch_state(project.db, d.batch, ACTIVE, UNDONE)
     return d
 
 
 def redo(project: Project) -> Decision | None:
     """Bring back the most recently undone decision (with the rest of its bulk action)."""
-    with transaction(project.conn) as conn:
-        r = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = ? ORDER BY id ASC LIMIT 1", (UNDONE,)).fetchone()
+    with transaction(project.conn):
+        r = review.oldest_undone_decision(project.db)
         if r is None:
             return None
         d = _row(r)
         if d.batch is None:
-            conn.execute("UPDATE decisions SET undone = 0 WHERE id = ?", (d.id,))
+            review.set_decision_state(project.db, d.id, ACTIVE)
         else:
-            d.batch_size = conn.execute("UPDATE decisions SET undone = 0 WHERE batch = ? AND undone = ?",
-                                        (d.batch, UNDONE)).rowcount
+            d.batch_size = review.set_batch_state(project.db, d.batch, UNDONE, ACTIVE)
     return d
 
 
-def record_many(project: Project, rows: list[tuple[str, str, str | None, str | None]], threshold: float | None = None,
+def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None, str | None]], threshold: float | None = None,
                 policy: str | None = None, author: str | None = None) -> list[Decision]:
     """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
     one undo. Discards anything that could be redone. Returns them, oldest first."""
@@ -144,18 +144,12 @@ def record_many(project: Project, rows: list[tuple[str, str, str | None, str | N
             raise DedupError("a not_duplicate decision needs two documents")
     author = author or default_author()
     created = now_iso()
-    with transaction(project.conn) as conn:
-        conn.execute("UPDATE decisions SET undone = ? WHERE undone = ?", (DISCARDED, UNDONE))
-        batch = None
-        if len(rows) > 1:
-            batch = conn.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0]
-        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM decisions").fetchone()[0]
-        conn.executemany(
-            "INSERT INTO decisions(kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-            [(kind, doc_id, other_id, value, threshold, policy, author, created, batch)
-             for kind, doc_id, other_id, value in rows])
-        got = conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE id >= ? ORDER BY id", (first,)).fetchall()
+    with transaction(project.conn):
+        review.discard_redoable(project.db)
+        got = review.insert_decisions(project.db, [
+            {"kind": kind, "doc_id": doc_id, "other_id": other_id, "value": value, "threshold": threshold,
+             "policy": policy, "author": author, "created_at": created} for kind, doc_id, other_id, value in rows],
+            batch=len(rows) > 1)
     return [_row(r) for r in got]
 
 
@@ -168,48 +162,33 @@ def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], thr
 
 
 def active(project: Project) -> list[Decision]:
-    rows = project.conn.execute(f"SELECT {_COLUMNS} FROM decisions WHERE undone = 0 ORDER BY id").fetchall()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in review.decision_rows(project.db, "undone = ?", [ACTIVE])]
 
 
 def all_decisions(project: Project) -> list[Decision]:
-    rows = project.conn.execute(f"SELECT {_COLUMNS} FROM decisions ORDER BY id").fetchall()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in review.decision_rows(project.db)]
 
 
 def can_undo(project: Project) -> bool:
-    return project.conn.execute("SELECT 1 FROM decisions WHERE undone = 0 LIMIT 1").fetchone() is not None
+    return review.has_decision(project.db, ACTIVE)
 
 
 def can_redo(project: Project) -> bool:
-    return project.conn.execute("SELECT 1 FROM decisions WHERE undone = ? LIMIT 1", (UNDONE,)).fetchone() is not None
+    return review.has_decision(project.db, UNDONE)
 
 
 def notes_for(project: Project, doc_id: str) -> list[str]:
     """The active notes on a document, oldest first."""
-    return [r[0] for r in project.conn.execute(
-        "SELECT value FROM decisions WHERE kind = 'note' AND undone = 0 AND doc_id = ? ORDER BY id", (doc_id,))]
+    return review.active_notes(project.db, doc_id)
 
 
 def ords_for_ids(project: Project, ids) -> dict[str, int]:
-    ids = list(dict.fromkeys(i for i in ids if i is not None))
-    out: dict[str, int] = {}
-    for s in range(0, len(ids), 500):
-        chunk = ids[s : s + 500]
-        q = f"SELECT doc_id, ord FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
-        out.update(project.conn.execute(q, chunk).fetchall())
-    return out
+    return project.ords_for_ids(ids)
 
 
 def roots_of(project: Project, ords) -> dict[int, int]:
     """ord -> the first copy of its text (itself when it is the first)."""
-    ords = list(dict.fromkeys(int(o) for o in ords))
-    out: dict[int, int] = {}
-    for s in range(0, len(ords), 500):
-        chunk = ords[s : s + 500]
-        q = f"SELECT ord, exact_of FROM documents WHERE ord IN ({','.join('?' * len(chunk))})"
-        out.update((o, o if e is None or e < 0 else e) for o, e in project.conn.execute(q, chunk))
-    return out
+    return project.exact_roots(ords)
 
 
 @dataclass
@@ -276,7 +255,7 @@ def _roots(graph: PairGraph, ords: np.ndarray) -> np.ndarray:
     return np.where(ex >= 0, ex, ords)
 
 
-class _PairIndex:
+class PairIndex:
     """Stored Jaccard between two documents (through their exact-group representatives)."""
 
     def __init__(self, graph: PairGraph):
@@ -306,7 +285,7 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     groups: dict[int, list[int]] = {}
     for m, lab in zip(members_all.tolist(), c.cluster[members_all].tolist()):
         groups.setdefault(lab, []).append(m)
-    index = _PairIndex(graph)
+    index = PairIndex(graph)
     for label, members in groups.items():
         members.sort()
         forced_keep = [m for m in members if m in ov.keep]
@@ -384,14 +363,11 @@ def keep_rule(project: Project) -> str:
 def record_fields(project: Project, wanted: str | None = None, sample: int = 1000) -> tuple[bool, list[str]]:
     """Whether some record has the field `wanted` (every record is read until one has it), and
     the fields of the first `sample` records, in first-seen order."""
-    from .export import _as_object, _sources
-
-    sources = _sources(project)
+    sources = project.record_sources()
     seen: dict[str, None] = {}
-    rows = project.conn.execute("SELECT doc_id, text, source_id, record FROM documents ORDER BY ord")
-    for i, (doc_id, text, source_id, record) in enumerate(rows):
+    for i, (_ord, doc_id, text, source_id, record) in enumerate(project.records()):
         try:
-            fields = _as_object(sources[source_id], doc_id, text, record)
+            fields = as_object(sources[source_id], doc_id, text, record)
         except (ValueError, AttributeError):
             continue
         if not isinstance(fields, dict):
@@ -426,12 +402,7 @@ def set_keep_rule(project: Project, rule: str) -> None:
 
 def _lengths(project: Project, graph: PairGraph) -> np.ndarray:
     """Characters of every document's text (read once per graph)."""
-    cached = getattr(graph, "_lengths", None)
-    if cached is None or len(cached) != graph.n:
-        rows = project.conn.execute("SELECT length FROM documents ORDER BY ord").fetchall()
-        cached = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        graph._lengths = cached
-    return cached
+    return graph.per_document("lengths", project.lengths)
 
 
 _EXACT_JSON = None
@@ -451,7 +422,7 @@ def _exact_decoder():
 
 def _field_value(source: dict, doc_id: str, text: str, record, field: str):
     """The record's value of `field` (a number that is not an integer as a Decimal), or None."""
-    value = _as_object(source, doc_id, text, record).get(field)
+    value = as_object(source, doc_id, text, record).get(field)
     if type(value) is float and value - value == 0:  # finite: read again, its digits as written
         raw = record.decode("utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
         value = _exact_decoder().decode(raw).get(field)
@@ -502,11 +473,10 @@ def field_ranks(project: Project, field: str, n: int, direction: str = "max") ->
     or a null, boolean, NaN, list or object there (-1). Among numbers the highest (max) or
     lowest (min) value, compared exactly (integers beyond 2**53, decimals as written); among
     strings the last (max) or first (min) in code-point order."""
-    sources = _sources(project)
+    sources = project.record_sources()
     numbers: list[tuple[int, object]] = []
     texts: list[tuple[int, str]] = []
-    rows = project.conn.execute("SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord")
-    for ordinal, doc_id, text, source_id, record in rows:
+    for ordinal, doc_id, text, source_id, record in project.records():
         try:
             value = _field_value(sources[source_id], doc_id, text, record, field)
         except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
@@ -534,13 +504,8 @@ def field_ranks(project: Project, field: str, n: int, direction: str = "max") ->
 
 def _field_scores(project: Project, graph: PairGraph, rule: str) -> np.ndarray:
     """Higher is preferred (field_ranks). Read once per graph and rule (a pass over every record)."""
-    cache = getattr(graph, "_field_scores", None)
-    if cache is None:
-        cache = graph._field_scores = {}
-    if rule not in cache:
-        direction, name = rule.split(":", 1)
-        cache[rule] = field_ranks(project, name, graph.n, direction)
-    return cache[rule]
+    direction, name = rule.split(":", 1)
+    return graph.per_document(f"field_scores {rule}", lambda: field_ranks(project, name, graph.n, direction))
 
 
 def keep_longest(graph: PairGraph, c: Clustering, lengths: np.ndarray) -> Clustering:
@@ -574,7 +539,7 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
     c.keeper[others] = their_rep
     same_text = _roots(graph, others) == _roots(graph, their_rep)
     c.reason[others] = np.where(same_text, EXACT, NEAR)
-    c.similarity[others] = _PairIndex(graph).similarity(their_rep, others)
+    c.similarity[others] = PairIndex(graph).similarity(their_rep, others)
     c.cluster[moved] = reps
     return forget_rejected(c)
 
@@ -661,7 +626,7 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
         for d in decisions:
             row = asdict(d)
             row["doc_id"], row["other_id"] = as_given.get(d.doc_id, d.doc_id), as_given.get(d.other_id, d.other_id)
-            row["status"] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}[d.undone]
+            row["status"] = STATUS_NAMES[d.undone]
             row.pop("undone")
             row.pop("batch_size")  # only meaningful for an undo or redo just made
             fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -676,10 +641,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         ver = version("dedup-tui")
     except Exception:  # noqa: BLE001 - not installed as a distribution
         ver = "unknown"
-    sources = [
-        {"path": r[0], "format": r[1], "sha256": r[2], "size_bytes": r[3], "documents": r[4], "loaded_at": r[5]}
-        for r in project.conn.execute("SELECT path, format, sha256, size_bytes, documents, loaded_at FROM sources ORDER BY id")
-    ]
+    sources = project.source_rows("path, format, sha256, size_bytes, documents, loaded_at")
     reason = clustering.reason
     return {
         "created_at": now_iso(),
@@ -722,7 +684,7 @@ def export_curated(
 ) -> CuratedExport:
     """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for.
     `keep`: a keep rule for this export only (the project's own is used otherwise)."""
-    from .pipeline import load_graph
+    from .store.scans import load_graph
 
     refuse_local_export(project)
     check_threshold(project, threshold)

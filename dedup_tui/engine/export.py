@@ -21,7 +21,7 @@ from .normalize import normalize
 from .progress import Control
 from .shingle import shingle_sets
 from .similarity import verify_pairs
-from .store import Project, check_snapshots, document_checksum, has_checksums, remove_orphan_parts
+from .store import Project, check_snapshots, document_checksum, remove_orphan_parts
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -128,12 +128,8 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
-def _sources(project: Project) -> dict[int, dict]:
-    rows = project.conn.execute("SELECT id, format, fields, id_field, text_field FROM sources").fetchall()
-    return {r[0]: {"format": r[1], "fields": json.loads(r[2]) if r[2] else None, "id_field": r[3], "text_field": r[4]} for r in rows}
-
-
-def _as_object(source: dict, doc_id: str, text: str, record: bytes | None) -> dict:
+def as_object(source: dict, doc_id: str, text: str, record: bytes | None) -> dict:
+    """A stored document as the object its record was (`source`: Project.record_sources()'s entry)."""
     fmt = source["format"]
     if fmt in ("jsonl", "parquet") and record is not None:
         return parse_record(record)
@@ -177,13 +173,11 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
     in its record, text, id, line, source or ord), or one the file no longer finds, is a
     ProjectError, before any of it is used."""
     kept = np.flatnonzero(clustering.reason == KEPT)
-    checked = has_checksums(project.conn)  # not in a schema-3 project opened read-only
+    checked = project.has_checksums()  # not in a schema-3 project opened read-only
     for s in range(0, len(kept), batch):
         lo, hi = int(kept[s]), int(kept[min(s + batch, len(kept)) - 1])
         wanted = set(kept[s : s + batch].tolist())
-        rows = project.conn.execute(
-            f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checked else 'NULL'} FROM documents "
-            f"WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+        rows = project.documents_between(lo, hi, checked)
         found = 0
         try:
             for row in rows:
@@ -210,11 +204,7 @@ def _damaged(project: Project, doc_id) -> str:
 
 def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
     """The message for a stored text that is no longer UTF-8, naming its document."""
-    for _ord, doc_id, text, record, checksum in project.conn.execute(
-            "SELECT ord, CAST(doc_id AS BLOB), CAST(text AS BLOB), CASE typeof(record) WHEN 'text' THEN "
-            f"CAST(record AS BLOB) END, {'CAST(checksum AS BLOB)' if checked else 'NULL'} FROM documents "
-            "WHERE ord BETWEEN ? AND ? ORDER BY ord",
-            (lo, hi)):
+    for _ord, doc_id, text, record, checksum in project.document_bytes_between(lo, hi, checked):
         for value in (doc_id, text, record, checksum):
             try:
                 (value or b"").decode("utf-8")
@@ -254,7 +244,7 @@ def export(
     check_outputs({"kept records": out, "removed log": removed_out}, force, project_protected(project))
     params = project.scan_params() or {}
     fill_missing_similarities(project, clustering, int(params.get("k", 5)))
-    sources = _sources(project)
+    sources = project.record_sources()
     total = len(clustering.reason)
     kept_count = 0
     if fmt == "jsonl":
@@ -264,7 +254,7 @@ def export(
                 if src["format"] == "jsonl" and record is not None:
                     fh.write(bytes(record) + b"\n")
                 else:
-                    obj = _json_safe(_as_object(src, doc_id, text, record))
+                    obj = _json_safe(as_object(src, doc_id, text, record))
                     fh.write(json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n")
                 kept_count += 1
                 if kept_count % 10000 == 0:
@@ -280,7 +270,7 @@ def export(
                 if src["format"] in ("csv", "tsv") and src["fields"] == fields and record is not None:
                     writer.writerow(parse_record(record))
                 else:
-                    obj = _as_object(src, doc_id, text, record)
+                    obj = as_object(src, doc_id, text, record)
                     writer.writerow([_csv_cell(obj.get(f)) for f in fields])
                 kept_count += 1
     else:
@@ -293,7 +283,7 @@ def export(
             pass
         table = _parquet_rows_unchanged(project, clustering)
         if table is None:
-            rows = [_as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
+            rows = [as_object(sources[r[3]], r[1], r[2], r[4]) for r in iter_kept(project, clustering)]
             table = _table_from_rows(rows)
         kept_count = table.num_rows
         with AtomicFile(out, "wb", overwrite=force) as fh:
@@ -327,7 +317,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
 
     from .readers import file_sha256
 
-    rows = project.conn.execute("SELECT id, format, path, sha256 FROM sources ORDER BY id").fetchall()
+    rows = [tuple(r.values()) for r in project.source_rows("id, format, path, sha256")]
     if not rows or any(fmt != "parquet" for _id, fmt, _p, _s in rows):
         return None
     kept = set(np.flatnonzero(clustering.reason == KEPT).tolist())
@@ -336,8 +326,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
         if file_sha256(Path(path))[0] != sha:
             raise DedupError(f"{path}: changed since it was loaded (its SHA-256 differs), so its rows cannot be "
                              f"exported unchanged as Parquet; restore it, or export as JSONL or CSV")
-        lines = [line for o, line in project.conn.execute(
-            "SELECT ord, line FROM documents WHERE source_id = ? ORDER BY ord", (source_id,)) if o in kept]
+        lines = [line for o, line in project.source_lines(source_id) if o in kept]
         tables.append(pq.read_table(path).take(pa.array([line - 1 for line in lines], pa.int64())))
     if any(t.schema != tables[0].schema for t in tables[1:]):
         return None
@@ -361,7 +350,7 @@ def _csv_fields(project: Project, clustering: Clustering, sources: dict[int, dic
         return list(tabular[0])
     fields: dict[str, None] = {}
     for _, doc_id, text, source_id, record in iter_kept(project, clustering):
-        fields.update(dict.fromkeys(_as_object(sources[source_id], doc_id, text, record)))
+        fields.update(dict.fromkeys(as_object(sources[source_id], doc_id, text, record)))
     return list(fields)
 
 
@@ -392,10 +381,7 @@ def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: 
     count = 0
     with AtomicFile(Path(out), "wb", overwrite=force) as fh:
         ints = project.integer_id_sources()
-        rows = project.conn.execute(
-            "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
-            "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
-            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+        rows = project.pairs_with_ids(minimum)
         for a_id, a_src, b_id, b_src, j in rows:
             if ints:  # the ids as the corpus gave them: numbers where its ids were
                 a_id, b_id = int(a_id) if a_src in ints else a_id, int(b_id) if b_src in ints else b_id

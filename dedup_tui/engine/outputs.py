@@ -210,7 +210,7 @@ def project_protected(project) -> Protected:
     """protected_files of an open Project (its path and its sources' paths), recognising the
     corpus files by content and its folders by name too: a project folder moved or copied with
     its corpus keeps the stored paths of the old place."""
-    rows = [r for r in project.conn.execute("SELECT path, sha256, size_bytes FROM sources")
+    rows = [r for r in (tuple(row.values()) for row in project.source_rows("path, sha256, size_bytes"))
             if isinstance(r[0], str) and r[0]]  # (a damaged row's path may be anything)
     # Only a corpus no longer at its stored path is looked for elsewhere (a copy of a corpus that
     # is still in place, such as an export that removed nothing, may be replaced).

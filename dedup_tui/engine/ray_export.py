@@ -127,14 +127,14 @@ def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir
     from .cluster import KEPT, cluster
     from .decisions import cluster_with_decisions, manifest, write_decisions_log, write_removed
     from .export import AtomicFile, check_threshold
-    from .pipeline import load_graph
+    from .store.scans import load_graph
 
     control = control or Control()
     project = Project(db)
     try:
         check_threshold(project, threshold)
-        sources = project.conn.execute(
-            "SELECT id, path, format, sha256, id_field, text_field, skipped_lines FROM sources ORDER BY id").fetchall()
+        sources = [tuple(r.values())
+                   for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")]
         files = expand_inputs(paths)
         if len(files) != len(sources):
             raise DedupError(f"{len(files)} corpus file(s) given, but {project.path} was scanned from {len(sources)}: "

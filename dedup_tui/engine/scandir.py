@@ -18,7 +18,7 @@ import numpy as np
 from .errors import DedupError, ProjectError
 from .partial import META_KEY, PartialView
 from .progress import Control
-from .store import Project, build_project, document_checksum, insert_rows, now_iso, transaction
+from .store import Project, build_project, document_checksum, now_iso, review, transaction
 
 SCAN_FORMAT = "dedup-tui cluster scan"
 SCAN_VERSION = 1
@@ -84,7 +84,7 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     """Create the review project `db` from SCAN_DIR (refused if `db` exists), with the review of
     the earlier project `review_from` carried over (see carry_review; what it carried is in the
     project's `carried_review` meta). The project appears whole or not at all."""
-    from .pipeline import write_scan_result
+    from .store.scans import write_scan_result
 
     control = control or Control()
     scan_dir = Path(scan_dir)
@@ -122,12 +122,11 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
         with transaction(conn):
             integer_sources = []
             for i, inp in enumerate(manifest["inputs"]):
-                conn.execute(
-                    "INSERT INTO sources(id, path, format, sha256, size_bytes, fields, id_field, text_field, documents,"
-                    " skipped_lines, loaded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (i + 1, inp["path"], inp["format"], inp["sha256"], inp["size_bytes"],
-                     json.dumps(inp["fields"]) if inp.get("fields") else None, params["id_field"], params["text_field"],
-                     inp["documents"], json.dumps(inp["skipped_lines"]), manifest["created_at"]))
+                project.add_source({
+                    "id": i + 1, "path": inp["path"], "format": inp["format"], "sha256": inp["sha256"],
+                    "size_bytes": inp["size_bytes"], "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
+                    "id_field": params["id_field"], "text_field": params["text_field"], "documents": inp["documents"],
+                    "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]})
                 if inp.get("integer_ids"):
                     integer_sources.append(i + 1)
             # A batch of records at a time: a laptop imports millions of them.
@@ -139,8 +138,7 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
                 rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
                          document_checksum(done + i, doc_id, src + 1, line, text, record))
                         for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
-                insert_rows(conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
-                            "checksum)", rows)
+                project.insert_documents(rows)
                 done += len(rows)
                 control.check()
                 control.report("load", done, len(ords))
@@ -187,20 +185,13 @@ def carry_review(project: Project, old: str | Path) -> dict:
         raise ProjectError(f"{old}: no such project file")
     conn = project.conn
     with Project(old, readonly=True) as earlier:
-        decisions = earlier.conn.execute(
-            "SELECT id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone, batch "
-            "FROM decisions ORDER BY id").fetchall()
-        labels = earlier.conn.execute(
-            "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels").fetchall()
+        decisions = [tuple(r.values()) for r in review.decision_rows(earlier.db)]
+        labels = review.label_rows(earlier.db, in_order=False)
         meta = {k: earlier.get_meta(k) for k in ("keep_rule", "ui_state")}
-        earlier_files = dict(earlier.conn.execute("SELECT sha256, path FROM sources").fetchall())
-    files_here = {r[0] for r in conn.execute("SELECT sha256 FROM sources")}
+        earlier_files = {r["sha256"]: r["path"] for r in earlier.source_rows("sha256, path")}
+    files_here = {r["sha256"] for r in project.source_rows("sha256")}
     named = sorted({d[2] for d in decisions if d[2]} | {d[3] for d in decisions if d[3]})
-    held = set()
-    for s in range(0, len(named), 500):
-        chunk = named[s:s + 500]
-        held.update(r[0] for r in conn.execute(
-            f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})", chunk))
+    held = set(project.ords_for_ids(named))
     unmatched = sum(1 for d in decisions if (d[2] and d[2] not in held) or (d[3] and d[3] not in held))
     other_files = sorted(os.path.basename(p) for sha, p in earlier_files.items() if sha not in files_here)
     if decisions and unmatched == len(decisions):
@@ -210,11 +201,8 @@ def carry_review(project: Project, old: str | Path) -> dict:
     carried = {"from": str(old.resolve()), "decisions": len(decisions), "matched": len(decisions) - unmatched,
                "unmatched": unmatched, "other_files": other_files}
     with transaction(conn):
-        if conn.execute("SELECT count(*) FROM decisions").fetchone()[0]:
+        if review.decision_count(project.db):
             raise ProjectError(f"{project.path}: already has decisions of its own")
-        conn.executemany("INSERT INTO decisions(id, kind, doc_id, other_id, value, threshold, policy, author, "
-                         "created_at, undone, batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", decisions)
-        conn.executemany("INSERT OR REPLACE INTO labels(a_id, b_id, label, similarity, threshold, author, created_at, "
-                         "decision_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", labels)
+        review.insert_carried(project.db, [dict(zip(review.DECISION_COLUMNS, d)) for d in decisions], labels)
         project.set_meta(**{k: v for k, v in meta.items() if v is not None}, carried_review=json.dumps(carried))
     return carried

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -34,10 +34,12 @@ from .cluster import PairGraph, cluster
 from .lsh import candidate_probability
 from .sets import jaccard, shingle_set
 from .display import literal_line
-from .store import Project, now_iso, transaction
+from .store import Project, now_iso, review, transaction
 from .synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
 
-LABELS = ("duplicate", "not_duplicate", "skip")
+# A reviewer's verdict on a pair (the `labels` table's `label` column).
+PairLabel = Literal["duplicate", "not_duplicate", "skip"]
+LABELS: tuple[PairLabel, ...] = get_args(PairLabel)
 DEFAULT_TARGET_PRECISION = 0.95
 BIN_WIDTH = 0.05
 SHINGLE_KS = (3, 5, 7, 9, 12)
@@ -188,7 +190,7 @@ def s_curve(scan_params: dict | None, points: int = 21) -> tuple[np.ndarray, np.
 class Label:
     a_id: str
     b_id: str
-    label: str
+    label: PairLabel
     similarity: float | None
     threshold: float | None
     author: str | None
@@ -197,13 +199,7 @@ class Label:
 
 
 def labels(project: Project) -> list[Label]:
-    try:
-        rows = project.conn.execute(
-            "SELECT a_id, b_id, label, similarity, threshold, author, created_at, decision_id FROM labels "
-            "ORDER BY created_at, rowid").fetchall()
-    except sqlite3.OperationalError:  # a schema-2 project opened read-only has no labels table
-        return []
-    return [Label(*r) for r in rows]
+    return [Label(**r) for r in review.label_rows(project.db)]
 
 
 def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
@@ -214,15 +210,7 @@ def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
     return (a_id, b_id) if ords[a_id] <= ords[b_id] else (b_id, a_id)
 
 
-def _split_active(project: Project, a_id: str, b_id: str) -> bool:
-    return project.conn.execute(
-        "SELECT 1 FROM decisions WHERE kind = 'not_duplicate' AND undone = 0 AND "
-        "((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?)) LIMIT 1",
-        (a_id, b_id, b_id, a_id),
-    ).fetchone() is not None
-
-
-def set_label(project: Project, a_id: str, b_id: str, label: str, similarity: float | None = None,
+def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similarity: float | None = None,
               threshold: float | None = None, policy: str | None = None, author: str | None = None) -> Label:
     """Label a pair (the newest label of a pair wins) and commit.
 
@@ -235,33 +223,30 @@ def set_label(project: Project, a_id: str, b_id: str, label: str, similarity: fl
     a_id, b_id = _ordered(project, a_id, b_id)
     author = author or decisions.default_author()
     created = now_iso()
-    with transaction(project.conn) as conn:  # the label and the decision it records: one commit
-        old = conn.execute("SELECT label, decision_id FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id)).fetchone()
-        decision_id = old[1] if old and old[0] == "not_duplicate" else None
-        if old and old[0] == "not_duplicate" and label != "not_duplicate" and old[1] is not None:
-            # withdrawn, not undone: it must not come back with redo
-            conn.execute("UPDATE decisions SET undone = ? WHERE id = ? AND undone = 0", (decisions.DISCARDED, old[1]))
+    with transaction(project.conn):  # the label and the decision it records: one commit
+        old = review.label_of(project.db, a_id, b_id)
+        was_split = old is not None and old["label"] == "not_duplicate"
+        decision_id = old["decision_id"] if was_split else None
+        if was_split and label != "not_duplicate" and decision_id is not None:
+            review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
-        if label == "not_duplicate" and not _split_active(project, a_id, b_id):
+        if label == "not_duplicate" and not review.split_in_force(project.db, a_id, b_id):
             d = decisions.record(project, "not_duplicate", a_id, b_id, value="label", threshold=threshold,
                                  policy=policy, author=author)
             decision_id = d.id
-        conn.execute(
-            "INSERT OR REPLACE INTO labels(a_id, b_id, label, similarity, threshold, author, created_at, decision_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (a_id, b_id, label, similarity, threshold, author, created, decision_id),
-        )
-    return Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)
+        result = Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)
+        review.save_label(project.db, asdict(result))
+    return result
 
 
 def remove_label(project: Project, a_id: str, b_id: str) -> None:
     """Forget a pair's label (and withdraw the decision a "not a duplicate" label recorded)."""
     a_id, b_id = _ordered(project, a_id, b_id)
-    row = project.conn.execute("SELECT decision_id FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id)).fetchone()
-    with transaction(project.conn) as conn:
-        if row and row[0] is not None:
-            conn.execute("UPDATE decisions SET undone = ? WHERE id = ? AND undone = 0", (decisions.DISCARDED, row[0]))
-        conn.execute("DELETE FROM labels WHERE a_id = ? AND b_id = ?", (a_id, b_id))
+    old = review.label_of(project.db, a_id, b_id)
+    with transaction(project.conn):
+        if old is not None and old["decision_id"] is not None:
+            review.discard_decision(project.db, old["decision_id"])
+        review.delete_label(project.db, a_id, b_id)
 
 
 def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
@@ -374,7 +359,7 @@ def label_pairs(project: Project, graph: PairGraph) -> list[tuple[int, int, floa
     if not labs:
         return []
     ords = decisions.ords_for_ids(project, [x.a_id for x in labs] + [x.b_id for x in labs])
-    index = decisions._PairIndex(graph)
+    index = decisions.PairIndex(graph)
     out = []
     for lab in labs:
         if lab.a_id not in ords or lab.b_id not in ords:
@@ -654,7 +639,7 @@ def split_chain(project: Project, chain: Chain, threshold: float | None = None, 
     recorded."""
     ids = project.ids_for([o for pair in chain.cut for o in pair])
     rows = [("not_duplicate", ids[i], ids[i + 1], "chain split") for i in range(0, len(ids), 2)
-            if not _split_active(project, ids[i], ids[i + 1])]
+            if not review.split_in_force(project.db, ids[i], ids[i + 1])]
     return len(decisions.record_many(project, rows, threshold, policy, author=author))
 
 

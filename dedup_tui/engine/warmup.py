@@ -169,7 +169,7 @@ def scan_needs_kernels(project, settings) -> bool:
         return True
     if settings.method == "exhaustive":
         return False
-    n, avg = project.conn.execute("SELECT count(DISTINCT exact_hash), avg(length) FROM documents").fetchone()
+    n, avg = project.distinct_texts_and_average_length()
     n = n or 0
     return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
 

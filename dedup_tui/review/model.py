@@ -133,7 +133,7 @@ class Review:
     @classmethod
     def open(cls, path, author: str | None = None) -> "Review":
         """A review of a scanned project, its list built (synchronously)."""
-        from ..engine.pipeline import load_graph
+        from ..engine.store.scans import load_graph
 
         project = Project(path)
         review = cls(project, load_graph(project), author=author)

@@ -47,7 +47,7 @@ class ProjectWriter:
     def _connection(self) -> Project:
         if self._project is None:
             self._project = Project(self.db)
-            self._project.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._project.set_busy_timeout(BUSY_TIMEOUT_MS)
         return self._project
 
     def _drain(self, deliver: bool = True) -> None:

@@ -164,7 +164,7 @@ def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
 
     from dedup_tui.engine import store
 
-    schema, removed = re.subn(r"\n    checksum TEXT NOT NULL,[^\n]*", "", store._SCHEMA)
+    schema, removed = re.subn(r"\n    checksum TEXT NOT NULL,[^\n]*", "", store.SCHEMA)
     assert removed == 1
     if not batch:
         schema, removed = re.subn(r",\n    batch INTEGER[^\n]*", "", schema)

@@ -268,7 +268,7 @@ def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypa
                 conn.execute("PRAGMA max_page_count = 2")
             return conn
 
-    monkeypatch.setattr(store, "sqlite3", TinyDisk())
+    monkeypatch.setattr(store.schema, "sqlite3", TinyDisk())  # the backup copy is made in store/schema.py
     with pytest.raises(ProjectError, match="could not write the backup copy .*unchanged"):
         store.Project(db)
     assert not list(db.parent.glob("*.bak*"))

@@ -148,7 +148,7 @@ if sys.platform != "linux":  # pragma: no cover
 def _schema_tables() -> list[str]:
     from dedup_tui.engine import store
 
-    return [t for t in store._SCHEMA_TABLES if t != "meta"]
+    return [t for t in store.SCHEMA_TABLES if t != "meta"]
 
 
 @pytest.mark.parametrize("table", _schema_tables())
@@ -241,7 +241,7 @@ def test_export_keep_on_a_read_only_project_uses_the_rule_without_saving_it(tmp_
     corpus = write_jsonl(tmp_path / "c.jsonl", docs)
     db = tmp_path / "c.db"
     cli("scan", "--db", db, corpus)
-    monkeypatch.setattr(store, "_writable", lambda path: False)  # as a teammate without write access
+    monkeypatch.setattr(store.project, "_writable", lambda path: False)  # as a teammate without write access
     runner = CliRunner()
     r = runner.invoke(main, ["export", "--db", str(db), "--threshold", "0.5", "--keep", "longest",
                              "--out", str(tmp_path / "kept.jsonl"), "--manifest", str(tmp_path / "m.json")])

@@ -1,0 +1,29 @@
+"""The SQLite project file: documents, exact groups, verified pairs, runs and decisions.
+
+Readable with any SQLite tool (sqlite-utils, Datasette). Corpus order is `documents.ord`
+(0-based); every other table refers to documents by ord, and the views `near_pairs` and
+`exact_duplicates` show ids.
+
+The engine's SQL lives in this package:
+- schema.py      the schema and the migrations of older projects
+- connection.py  opening the file (read-write, building, read-only snapshots)
+- locks.py       the review app's lock, headless writers' shared lock, `transaction`
+- checksums.py   a checksum per stored document
+- project.py     `Project` (documents, sources, runs, meta, the view snapshot) and `build_project`
+- review.py      the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
+- scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays
+"""
+
+from .checksums import document_checksum, document_checksums, has_checksums
+from .connection import (DiskFull, ReadSnapshot, check_snapshots, connect, forget_snapshot, insert_rows, now_iso,
+                         pid_alive)
+from .locks import AppLock, ProjectLocked, WriteGuard, acquire_app_lock, app_lock_held, lock_path, transaction
+from .project import Project, build_project, remove_orphan_parts
+from .schema import SCHEMA, SCHEMA_TABLES, MIGRATIONS, SCHEMA_VERSION
+
+__all__ = [
+    "AppLock", "DiskFull", "MIGRATIONS", "Project", "ProjectLocked", "ReadSnapshot", "SCHEMA_VERSION", "WriteGuard",
+    "acquire_app_lock", "app_lock_held", "build_project", "check_snapshots", "connect", "document_checksum",
+    "document_checksums", "forget_snapshot", "has_checksums", "insert_rows", "lock_path", "now_iso", "pid_alive",
+    "remove_orphan_parts", "transaction", "SCHEMA", "SCHEMA_TABLES",
+]
