@@ -82,10 +82,12 @@ def _test_closes_its_projects(_module_closes_its_projects, request):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if OPEN_PROJECTS.engine_leaks:
-        terminalreporter.write_sep("-", "connections left open by a Project(...) that raised")
-        for leak in OPEN_PROJECTS.engine_leaks:
-            terminalreporter.write_line(leak)
+    for title, projects in (("connections left open by a Project(...) that raised", OPEN_PROJECTS.engine_leaks),
+                            ("projects the app still held when its test ended", OPEN_PROJECTS.kept_by_app)):
+        if projects:
+            terminalreporter.write_sep("-", f"{title} (closed by tests/conftest.py)")
+            for project in projects:
+                terminalreporter.write_line(project)
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ noted there, and when the scope ends the ones still open are closed and named.
 A project opened by the tests' own code (the nearest caller outside store.py is a file under
 tests/) must be closed by them: it is held until the scope ends, so one that was merely dropped
 is caught too. A project the app or the engine opened (a review, a screen's writer) is held
-weakly: one still alive at the end is one the app keeps until it is torn down, and is closed
-without blame. A `Project(...)` that raises after opening its connection leaves that connection
+weakly: one still alive at the end is one the app keeps until it is torn down; it is closed,
+and listed in the run's summary without failing the test. A `Project(...)` that raises after opening its connection leaves that connection
 to the garbage collector; it is closed at once and counted in `engine_leaks`."""
 
 from __future__ import annotations
@@ -59,17 +59,19 @@ class Scope:
     """The projects opened while one test (or one module's fixtures) ran."""
 
     by_tests: list[tuple[store.Project, str]] = field(default_factory=list)
-    by_app: "weakref.WeakSet[store.Project]" = field(default_factory=weakref.WeakSet)
+    by_app: "weakref.WeakKeyDictionary[store.Project, str]" = field(default_factory=weakref.WeakKeyDictionary)
 
-    def close_all(self) -> list[str]:
-        """Close every project still open; return where the tests' own open ones were opened."""
+    def close_all(self, kept_by_app: list[str]) -> list[str]:
+        """Close every project still open; return where the tests' own open ones were opened
+        (and add the app's to `kept_by_app`)."""
         left = []
         for project, where in self.by_tests:
             if is_open(project):
                 left.append(f"{project.path} (opened at {where})")
                 project.close()
-        for project in list(self.by_app):
+        for project, where in list(self.by_app.items()):
             if is_open(project):
+                kept_by_app.append(f"{project.path} (opened at {where})")
                 project.close()
         self.by_tests.clear()
         return left
@@ -79,6 +81,7 @@ class Tracker:
     def __init__(self) -> None:
         self.scopes: list[Scope] = []
         self.engine_leaks: list[str] = []
+        self.kept_by_app: list[str] = []
         self._init = store.Project.__init__
 
     def install(self, monkeypatch) -> None:
@@ -102,7 +105,7 @@ class Tracker:
         if opener[0].startswith(TESTS):
             scope.by_tests.append((project, _where(opener)))
         else:
-            scope.by_app.add(project)
+            scope.by_app[project] = _where(opener)
 
     def begin(self) -> Scope:
         scope = Scope()
@@ -111,7 +114,7 @@ class Tracker:
 
     def end(self, scope: Scope) -> list[str]:
         self.scopes.remove(scope)
-        return scope.close_all()
+        return scope.close_all(self.kept_by_app)
 
 
 def _where(opener: tuple[str, int]) -> str:

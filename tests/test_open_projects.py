@@ -28,3 +28,22 @@ def test_a_dropped_project_is_caught_too(tmp_path):
     Project(tmp_path / "dropped.db", create=True).document_count()  # never closed, never kept
     assert [entry.split(" (")[0] for entry in OPEN_PROJECTS.end(scope)] == [str(tmp_path / "dropped.db")]
 
+
+
+def test_a_project_the_app_holds_is_closed_without_blame(make_project):
+    from dedup_tui.engine import pipeline
+    from dedup_tui.review.model import Review
+
+    from .conftest import NEAR_CORPUS
+
+    project = make_project(NEAR_CORPUS)
+    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    project.close()
+    kept_before = len(OPEN_PROJECTS.kept_by_app)
+    scope = OPEN_PROJECTS.begin()
+    review = Review.open(project.path, author="t")  # the review opens (and owns) its project
+    assert OPEN_PROJECTS.end(scope) == []
+    assert not is_open(review.project)
+    [kept] = OPEN_PROJECTS.kept_by_app[kept_before:]
+    assert kept.startswith(f"{project.path} (opened at dedup_tui/")  # by the review's code, not the test's
+    del OPEN_PROJECTS.kept_by_app[kept_before:]  # not a leak of the run's
