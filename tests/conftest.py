@@ -7,6 +7,8 @@ import pytest
 
 from dedup_tui.engine.store import Project
 
+from .open_projects import Tracker
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 EXACT_CORPUS = [
@@ -39,15 +41,69 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 
 
+OPEN_PROJECTS = Tracker()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _track_projects():
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        OPEN_PROJECTS.install(monkeypatch)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_closes_its_projects(_track_projects):
+    scope = OPEN_PROJECTS.begin()
+    yield
+    left = OPEN_PROJECTS.end(scope)
+    if left:
+        pytest.fail(f"the module's fixtures left {len(left)} project(s) open: " + "; ".join(left), pytrace=False)
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed:
+        item.stash[_FAILED] = True
+
+
+@pytest.fixture(autouse=True)
+def _test_closes_its_projects(_module_closes_its_projects, request):
+    """Every project a test opens is closed by it: the ones it left open are closed here and the
+    test errors, naming them (unless it failed already: a failed assertion skips its close)."""
+    scope = OPEN_PROJECTS.begin()
+    yield
+    left = OPEN_PROJECTS.end(scope)
+    if left and not request.node.stash.get(_FAILED, False):
+        pytest.fail(f"test left {len(left)} project(s) open: " + "; ".join(left), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for title, projects in (("connections left open by a Project(...) that raised", OPEN_PROJECTS.engine_leaks),
+                            ("projects the app still held when its test ended", OPEN_PROJECTS.kept_by_app)):
+        if projects:
+            terminalreporter.write_sep("-", f"{title} (closed by tests/conftest.py)")
+            for project in projects:
+                terminalreporter.write_line(project)
+
+
 @pytest.fixture
 def make_project(tmp_path):
-    """Create a project from (id, text) tuples or dicts; returns the open Project."""
+    """Create a project from (id, text) tuples or dicts; returns the open Project, closed at teardown."""
     from dedup_tui.engine.ingest import load_corpus
+
+    made: list[Project] = []
 
     def make(docs, name="corpus") -> Project:
         corpus = write_jsonl(tmp_path / f"{name}.jsonl", docs)
         project = Project(tmp_path / f"{name}.db", create=True)
+        made.append(project)
         load_corpus(project, [corpus])
         return project
 
-    return make
+    yield make
+    for project in made:
+        project.close()

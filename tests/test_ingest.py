@@ -151,13 +151,13 @@ def test_many_skipped_lines_are_summarised_and_all_stored(tmp_path):
 
 
 def test_engine_error_carries_path_and_line(tmp_path):
-    project = Project(tmp_path / "p.db", create=True)
-    with pytest.raises(CorpusError) as info:
-        load_corpus(project, [BAD / "malformed.jsonl"])
-    assert (info.value.path, info.value.line) == (str(BAD / "malformed.jsonl"), 3)
-    assert project.document_count() == 0
-    assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 0
-    report = load_corpus(project, [BAD / "malformed.jsonl"], skip_bad=True)
+    with Project(tmp_path / "p.db", create=True) as project:
+        with pytest.raises(CorpusError) as info:
+            load_corpus(project, [BAD / "malformed.jsonl"])
+        assert (info.value.path, info.value.line) == (str(BAD / "malformed.jsonl"), 3)
+        assert project.document_count() == 0
+        assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 0
+        report = load_corpus(project, [BAD / "malformed.jsonl"], skip_bad=True)
     assert report.documents == 3 and report.skipped == {str(BAD / "malformed.jsonl"): [3]}
     assert report.skipped_count == 1
 
@@ -168,10 +168,10 @@ def test_second_file_bad_means_nothing_from_the_first(tmp_path):
     bad = BAD / "malformed.jsonl"
     assert_one_error_line(cli("load", good, bad, "--db", db), bad, 3)
     assert not db.exists()
-    project = Project(tmp_path / "q.db", create=True)
-    with pytest.raises(CorpusError):
-        load_corpus(project, [good, bad])
-    assert project.document_count() == 0
+    with Project(tmp_path / "q.db", create=True) as project:
+        with pytest.raises(CorpusError):
+            load_corpus(project, [good, bad])
+        assert project.document_count() == 0
 
 
 def test_duplicate_id_across_loads(tmp_path):
@@ -516,6 +516,7 @@ def test_cancelled_load_writes_nothing(tmp_path):
     assert seen == [5000]
     assert [d for d, in project.conn.execute("SELECT doc_id FROM documents ORDER BY ord")] == ["a", "b", "c"]
     assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
+    project.close()
 
 
 def test_ctrl_c_during_load_exits_130_and_leaves_no_new_project(tmp_path, monkeypatch):

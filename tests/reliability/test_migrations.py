@@ -148,13 +148,14 @@ def test_unknown_old_version_or_garbage_is_refused(scanned, value):
 def test_every_table_is_in_the_schema_after_migration(scanned, tmp_path):
     """A version-1 project migrated to the current schema has every table a fresh one has,
     so nothing is created on the fly (a read-only project can be read by every command)."""
-    fresh = Project(tmp_path / "fresh.db", create=True)
-    tables = {r[0] for r in fresh.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    with Project(tmp_path / "fresh.db", create=True) as fresh:
+        tables = {r[0] for r in fresh.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
     assert {"labels", "view_snapshot", "pair_arrays", "pair_forest", "exact_array"} <= tables
     old = tmp_path / "old.db"
-    make_v1_project(old, Project(scanned))
-    migrated = Project(old)
-    assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables
+    with Project(scanned) as project:
+        make_v1_project(old, project)
+    with Project(old) as migrated:
+        assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables
 
 
 def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
@@ -188,7 +189,8 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     from dedup_tui.engine.store import document_checksum
 
     old = tmp_path / "old.db"
-    make_v3_project(old, Project(scanned))
+    with Project(scanned) as project:
+        make_v3_project(old, project)
     r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "before.jsonl")
     readonly = Project(old, readonly=True)
     try:
@@ -240,7 +242,8 @@ def test_a_schema_3_text_already_damaged_does_not_stop_the_upgrade(scanned, tmp_
     """A stored text that is no longer UTF-8 before the upgrade: the upgrade completes (its
     checksum is of the bytes as they are) and the export names the document."""
     old = tmp_path / "old.db"
-    make_v3_project(old, Project(scanned))
+    with Project(scanned) as project:
+        make_v3_project(old, project)
     with sqlite3.connect(old) as conn:
         conn.execute("UPDATE documents SET text = CAST(X'72e1766572' AS TEXT) WHERE doc_id = 'g2-a'")
     Project(old).close()

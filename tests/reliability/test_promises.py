@@ -58,14 +58,15 @@ def test_no_command_writes_onto_the_project_or_its_corpus(project_files, args, m
     tmp, corpus, db = project_files
     monkeypatch.chdir(tmp)
     before = _fingerprint(corpus)
-    pairs_before = Project(db).conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
+    with Project(db) as project:
+        pairs_before = project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
     result = run(*[a.format(db=db, corpus=corpus) for a in args])
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
     assert _fingerprint(corpus) == before
-    project = Project(db)  # still a project, with its documents and pairs
-    assert project.document_count() == len(NEAR_CORPUS) + 1
-    assert project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0] == pairs_before
+    with Project(db) as project:  # still a project, with its documents and pairs
+        assert project.document_count() == len(NEAR_CORPUS) + 1
+        assert project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0] == pairs_before
 
 
 @pytest.mark.parametrize("log", ["--removed", "--decisions-log", "--manifest"])
@@ -121,6 +122,7 @@ def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeyp
     monkeypatch.setattr(pipeline, "find_pairs", real_find_pairs)
     result = pipeline.scan(project, pipeline.ScanSettings())
     assert result.exact_duplicates == 1  # the late copy is found by the next scan
+    project.close()
 
 
 def test_bom_is_text_in_every_format(tmp_path):
@@ -133,9 +135,9 @@ def test_bom_is_text_in_every_format(tmp_path):
     jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "a", "text": "\ufeffhello world"}).encode() + b"\n")
     texts = []
     for i, src in enumerate([folder, jsonl]):
-        project = Project(tmp_path / f"p{i}.db", create=True)
-        load_corpus(project, [src])
-        texts.append(project.conn.execute("SELECT text FROM documents").fetchone()[0])
+        with Project(tmp_path / f"p{i}.db", create=True) as project:
+            load_corpus(project, [src])
+            texts.append(project.conn.execute("SELECT text FROM documents").fetchone()[0])
     assert texts == ["\ufeffhello world", "\ufeffhello world"]
 
 
@@ -146,23 +148,26 @@ def test_a_named_id_field_must_exist(tmp_path):
     assert 'c.jsonl:1: no id field "uuid"' in result.output
     assert not (tmp_path / "p.db").exists()
     assert run("load", corpus, "--db", tmp_path / "p.db", "--id-field", "uid").exit_code == 0
-    assert Project(tmp_path / "p.db").ids_for([0]) == ["x"]
+    with Project(tmp_path / "p.db") as project:
+        assert project.ids_for([0]) == ["x"]
 
 
 def test_same_file_names_in_two_folders_get_distinct_ids(tmp_path):
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "data.jsonl").write_text(json.dumps({"text": f"text {sub}"}) + "\n")
-    project = Project(tmp_path / "p.db", create=True)
-    load_corpus(project, [tmp_path / "a" / "data.jsonl", tmp_path / "b" / "data.jsonl"])
-    ids = project.ids_for([0, 1])
+    with Project(tmp_path / "p.db", create=True) as project:
+        load_corpus(project, [tmp_path / "a" / "data.jsonl", tmp_path / "b" / "data.jsonl"])
+        ids = project.ids_for([0, 1])
     assert len(set(ids)) == 2 and all(i.endswith("data.jsonl:1") for i in ids)
 
 
 @pytest.mark.parametrize("args", [("--seed", "-1"), ("--seed", str(2**64)), ("--k", "0")])
 def test_scan_settings_out_of_range_are_usage_errors(project_files, args):
     _tmp, _corpus, db = project_files
-    assert run("scan", "--db", db, *args).exit_code == 2
+    result = run("scan", "--db", db, *args)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{args[0]}': {args[1]} is not in the range" in result.output  # not an unknown option
 
 
 def test_parquet_export_keeps_every_type(tmp_path):
@@ -183,12 +188,12 @@ def test_parquet_export_keeps_every_type(tmp_path):
     })
     src = tmp_path / "c.parquet"
     pq.write_table(table, src)
-    project = Project(tmp_path / "p.db", create=True)
-    load_corpus(project, [src])
-    pipeline.scan(project, pipeline.ScanSettings())
-    from dedup_tui.engine.decisions import export_curated
+    with Project(tmp_path / "p.db", create=True) as project:
+        load_corpus(project, [src])
+        pipeline.scan(project, pipeline.ScanSettings())
+        from dedup_tui.engine.decisions import export_curated
 
-    result = export_curated(project, 0.99, "components", tmp_path / "out.parquet", fmt="parquet")
+        result = export_curated(project, 0.99, "components", tmp_path / "out.parquet", fmt="parquet")
     assert result.kept == n - 1
     got = pq.read_table(tmp_path / "out.parquet")
     assert got.schema == table.schema
@@ -223,7 +228,8 @@ def test_parquet_with_invalid_utf8_is_a_one_line_error(tmp_path):
     assert result.exit_code == 1 and "c.parquet:2: invalid UTF-8" in result.output
     assert not (tmp_path / "p.db").exists()
     assert run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db", "--skip-bad").exit_code == 0
-    assert Project(tmp_path / "p.db").document_count() == 1
+    with Project(tmp_path / "p.db") as project:
+        assert project.document_count() == 1
 
 
 def test_an_empty_file_is_not_a_project(tmp_path):
@@ -275,7 +281,8 @@ def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypa
     monkeypatch.undo()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
-    assert store.Project(db).get_meta("schema_version") == str(store.SCHEMA_VERSION)
+    with store.Project(db) as project:
+        assert project.get_meta("schema_version") == str(store.SCHEMA_VERSION)
 
 
 def test_disk_full_during_a_load_says_so(tmp_path):
@@ -285,15 +292,15 @@ def test_disk_full_during_a_load_says_so(tmp_path):
 
     first = write_jsonl(tmp_path / "a.jsonl", NEAR_CORPUS)
     big = write_jsonl(tmp_path / "b.jsonl", [(f"big{i}", f"document {i} " + "x" * 2000) for i in range(400)])
-    project = Project(tmp_path / "p.db", create=True)
-    load_corpus(project, [first])
-    pages = project.conn.execute("PRAGMA page_count").fetchone()[0]
-    project.conn.execute(f"PRAGMA max_page_count = {pages + 20}")
-    with pytest.raises(Exception) as caught:
-        load_corpus(project, [big])
-    assert "full" in str(caught.value) and "no transaction" not in str(caught.value)
-    assert project.document_count() == len(NEAR_CORPUS)
-    assert not project.conn.in_transaction
+    with Project(tmp_path / "p.db", create=True) as project:
+        load_corpus(project, [first])
+        pages = project.conn.execute("PRAGMA page_count").fetchone()[0]
+        project.conn.execute(f"PRAGMA max_page_count = {pages + 20}")
+        with pytest.raises(Exception) as caught:
+            load_corpus(project, [big])
+        assert "full" in str(caught.value) and "no transaction" not in str(caught.value)
+        assert project.document_count() == len(NEAR_CORPUS)
+        assert not project.conn.in_transaction
 
 
 @pytest.mark.parametrize("tamper", [
@@ -367,7 +374,10 @@ def test_an_unreadable_corpus_is_an_error_not_a_usage_error(tmp_path, monkeypatc
                                   ("export", "--db", "P.db", "--threshold", "nan", "--out", "x.jsonl")])
 def test_bad_numbers_are_usage_errors(project_files, args, monkeypatch):
     monkeypatch.chdir(project_files[0])
-    assert run(*args).exit_code == 2
+    result = run(*args)
+    assert result.exit_code == 2
+    option, value = args[3], args[4]
+    assert f"Invalid value for '{option}': " in result.output and value in result.output  # not an unknown option
 
 
 def test_a_mistyped_command_is_named(tmp_path, monkeypatch):
@@ -439,7 +449,8 @@ def test_the_same_file_is_not_loaded_twice(project_files):
     _tmp, corpus, db = project_files
     result = run("load", corpus, "--db", db)
     assert result.exit_code == 1 and "already loaded into this project" in result.output
-    assert Project(db).document_count() == len(NEAR_CORPUS) + 1
+    with Project(db) as project:
+        assert project.document_count() == len(NEAR_CORPUS) + 1
 
 
 def test_a_text_folder_has_no_fields(tmp_path):
