@@ -172,10 +172,13 @@ def _scan(project: Project, settings: pipeline.ScanSettings, control: Control) -
 
 
 def _open_project(db: str, create: bool = False) -> Project:
+    """The command's project, closed when the command ends (also when it fails)."""
     try:
-        return Project(db, create=create)
+        project = Project(db, create=create)
     except DedupError as exc:
         _fail(str(exc))
+    click.get_current_context().call_on_close(project.close)
+    return project
 
 
 _LOAD_OPTIONS = [

@@ -47,30 +47,36 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False, buil
         raise ProjectError(f"{path}: no such project file")
     companions = [Path(str(path) + suffix) for suffix in ("-wal", "-shm")]
     existed = [c.exists() for c in companions]
+    conn = None
     try:
-        if readonly:
-            conn = _connect_readonly(path, companions, existed)
-        else:
-            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        if building:
-            # Each byte written once (not to a WAL, then again to the file), with no fsync per commit.
-            conn.execute("PRAGMA journal_mode = MEMORY")
-            conn.execute("PRAGMA synchronous = OFF")
-        elif not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
-            # FULL: a committed transaction (a decision) survives a power cut, not only a crash.
-            conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = OFF")
-        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except UnicodeDecodeError:  # a damaged schema text
-        raise ProjectError(f"{path}: damaged dedup-tui project (its schema is not readable text)") from None
-    except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.OperationalError) and _disk_full(path):
-            _remove_stubs(companions, existed)
-            raise DiskFull(f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
-                           f"for its -wal and -shm files beside the project); free some space") from None
-        raise ProjectError(f"{path}: not a dedup-tui project ({exc})") from None
+        try:
+            if readonly:
+                conn = _connect_readonly(path, companions, existed)
+            else:
+                conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            if building:
+                # Each byte written once (not to a WAL, then again to the file), with no fsync per commit.
+                conn.execute("PRAGMA journal_mode = MEMORY")
+                conn.execute("PRAGMA synchronous = OFF")
+            elif not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                # FULL: a committed transaction (a decision) survives a power cut, not only a crash.
+                conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        except UnicodeDecodeError:  # a damaged schema text
+            raise ProjectError(f"{path}: damaged dedup-tui project (its schema is not readable text)") from None
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _disk_full(path):
+                _remove_stubs(companions, existed)
+                raise DiskFull(f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
+                               f"for its -wal and -shm files beside the project); free some space") from None
+            raise ProjectError(f"{path}: not a dedup-tui project ({exc})") from None
+    except BaseException:
+        if conn is not None:
+            conn.close()  # no project (or no room for one): no connection left behind
+        raise
     return conn
 
 

@@ -45,10 +45,14 @@ class Project:
             # Nothing can be written anyway: read it as it is, so export, pairs and tune still work.
             self.readonly, self.readonly_reason = True, "the disk holding it is full"
             self.conn = connect(self.path, readonly=True)
-        if existed:
-            check_schema(self.conn, self.path, self.readonly)
-        elif create:
-            create_schema(self.conn)
+        try:
+            if existed:
+                check_schema(self.conn, self.path, self.readonly)
+            elif create:
+                create_schema(self.conn)
+        except BaseException:
+            self.conn.close()  # not a project we can use: no connection left behind
+            raise
 
     def check_writable(self, doing: str) -> None:
         """Raise ProjectError (saying why) when this project was opened read-only."""
