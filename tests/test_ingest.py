@@ -701,7 +701,7 @@ def test_every_format_reads_to_the_same_records_through_open_reader(tmp_path):
 
 
 def test_documents_writer_continues_ords_and_looks_up_ids_only_in_a_project_that_had_documents(tmp_path):
-    from dedup_tui.engine.documents_writer import DocumentsWriter
+    from dedup_tui.engine.store.documents import DocumentsWriter
     from dedup_tui.engine.store import transaction
 
     project = Project(tmp_path / "p.db", create=True)

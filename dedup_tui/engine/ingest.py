@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .documents_writer import DocumentsWriter
 from .errors import CorpusError, DedupError
 from .partial import refuse_local_rescan
 from .progress import Control
 from .readers import (FIELD_FORMATS, BadRecord, Record, detect_format, file_sha256, guarded, open_binary, open_reader,
                       show)
 from .store import Project, transaction
+from .store.documents import DocumentsWriter
 
 BATCH = 5000  # documents written at a time; progress is reported and cancelling checked after each batch
 

@@ -12,6 +12,7 @@ The engine's SQL lives in this package:
 - project.py     `Project` (documents, sources, runs, meta, the view snapshot) and `build_project`
 - review.py      the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
 - scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays
+- documents.py   what a load writes: its sources and documents (DocumentsWriter)
 """
 
 from .checksums import document_checksum, document_checksums, has_checksums

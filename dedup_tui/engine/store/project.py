@@ -200,9 +200,13 @@ class Project:
         """(how many distinct normalised texts, the texts' average length in characters)."""
         return self.conn.execute("SELECT count(DISTINCT exact_hash), avg(length) FROM documents").fetchone()
 
-    def add_source(self, row: dict) -> None:
-        """One row of `sources` (a loaded or imported file)."""
-        self.db["sources"].insert(row)
+    def add_source(self, row: dict) -> int:
+        """One row of `sources` (a loaded or imported file); its id."""
+        return self.db["sources"].insert(row).last_pk
+
+    def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
+        """A loaded file's counts, once its documents are written."""
+        self.db["sources"].update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
 
     def insert_documents(self, rows: list[tuple]) -> None:
         """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum).

@@ -7,10 +7,10 @@ import itertools
 import json
 from pathlib import Path
 
-from .exact import exact_keys
-from .store import Project, document_checksums, insert_rows, now_iso
-
-_IDS_PER_QUERY = 500  # doc_ids looked up a query at a time (under the 999 parameters older SQLite builds allow)
+from ..exact import exact_keys
+from .checksums import document_checksums
+from .connection import now_iso
+from .project import Project
 
 
 class DocumentsWriter:
@@ -18,11 +18,10 @@ class DocumentsWriter:
     its exact key and checksum. Knows nothing of formats or bad records."""
 
     def __init__(self, project: Project):
-        self.project, self.conn = project, project.conn
+        self.project = project
         self.next_ord = project.next_ord()
         self.had_documents = project.document_count() > 0
-        self.loaded = {(path, sha): loaded_at
-                       for path, sha, loaded_at in self.conn.execute("SELECT path, sha256, loaded_at FROM sources")}
+        self.loaded = {(r["path"], r["sha256"]): r["loaded_at"] for r in project.source_rows("path, sha256, loaded_at")}
 
     def loaded_at(self, path: Path, sha: str | None) -> str | None:
         """When this file (the same path with the same content) was loaded into the project, or None."""
@@ -33,24 +32,17 @@ class DocumentsWriter:
     def add_source(self, path: Path, fmt: str, sha: str | None, size: int | None, fields: list[str] | None,
                    id_field: str, text_field: str) -> int:
         """A sources row for the file (its counts are written by finish_source); its id."""
-        cur = self.conn.execute(
-            "INSERT INTO sources(path, format, sha256, size_bytes, fields, id_field, text_field, loaded_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (str(path.resolve()), fmt, sha, size, json.dumps(fields) if fields else None, id_field, text_field, now_iso()),
-        )
-        return cur.lastrowid
+        return self.project.add_source({
+            "path": str(path.resolve()), "format": fmt, "sha256": sha, "size_bytes": size,
+            "fields": json.dumps(fields) if fields else None, "id_field": id_field, "text_field": text_field,
+            "loaded_at": now_iso()})
 
     def ids_in_project(self, doc_ids: list[str]) -> set[str]:
         """The ids among doc_ids that are already in the project; not looked up (none) when the
         project had no documents before this load (the loader checks a load's own ids as it reads)."""
-        clashes: set[str] = set()
         if not self.had_documents:
-            return clashes
-        for start in range(0, len(doc_ids), _IDS_PER_QUERY):
-            ids = doc_ids[start : start + _IDS_PER_QUERY]
-            query = f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})"
-            clashes.update(r[0] for r in self.conn.execute(query, ids))
-        return clashes
+            return set()
+        return set(self.project.ords_for_ids(doc_ids))
 
     def add_documents(self, source_id: int, rows: list[tuple]) -> int:
         """Documents from rows of (doc_id, text, line, record), in order; how many were added."""
@@ -60,19 +52,14 @@ class DocumentsWriter:
         ords = range(self.next_ord, self.next_ord + len(rows))
         keys = exact_keys(list(texts))
         sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
-        insert_rows(
-            self.conn, "INSERT INTO documents(ord, doc_id, text, source_id, line, record, exact_hash, length, checksum)",
-            [(o, doc_id, text, source_id, line, record, key, len(text), checksum)
-             for o, doc_id, text, line, record, key, checksum in zip(ords, doc_ids, texts, lines, records, keys, sums)],
-        )
+        self.project.insert_documents(
+            [(o, doc_id, source_id, line, len(text), key, text, record, checksum)
+             for o, doc_id, text, line, record, key, checksum in zip(ords, doc_ids, texts, lines, records, keys, sums)])
         self.next_ord += len(rows)
         return len(rows)
 
     def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
-        self.conn.execute(
-            "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
-            (documents, json.dumps(skipped_lines), source_id),
-        )
+        self.project.finish_source(source_id, documents, skipped_lines)
 
     def mark_integer_ids(self, source_id: int) -> None:
         """Every document of the source had an integer id: logs give its ids back as numbers."""
