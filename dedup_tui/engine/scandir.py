@@ -18,6 +18,7 @@ import numpy as np
 from .errors import DedupError, ProjectError
 from .partial import META_KEY, PartialView
 from .progress import Control
+from .store.scans import write_scan_result
 from .store import Project, build_project, document_checksum, now_iso, review, transaction
 
 SCAN_FORMAT = "dedup-tui cluster scan"
@@ -84,82 +85,20 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     """Create the review project `db` from SCAN_DIR (refused if `db` exists), with the review of
     the earlier project `review_from` carried over (see carry_review; what it carried is in the
     project's `carried_review` meta). The project appears whole or not at all."""
-    from .store.scans import write_scan_result
-
     control = control or Control()
-    scan_dir = Path(scan_dir)
+    scan_dir, db = Path(scan_dir), Path(db)
     manifest = read_manifest(scan_dir)
-    db = Path(db)
     if scan_dir.resolve() in db.resolve().parents:
         raise DedupError(f"{db}: inside the scan folder {scan_dir}, which holds only what a scan wrote "
                          f"(cluster-scan --force replaces it); keep the project elsewhere")
     if db.exists():
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
-    parts = [_parquet_file(p) for p in sorted((scan_dir / DOCUMENTS).glob("part-*.parquet"))]
-    pairs = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "pairs.parquet", ["a_ord", "b_ord", "jaccard"]))}
-    groups = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "exact_groups.parquet", ["ord", "first_ord"]))}
-    ords = np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64) for p in parts]) \
-        if parts else np.empty(0, np.int64)
-    if len(ords) > 1 and not (ords[1:] > ords[:-1]).all():
-        raise DedupError(f"{scan_dir / DOCUMENTS}: documents out of corpus order")
-
-    def local(global_ords, what: str) -> np.ndarray:
-        g = np.asarray(global_ords, np.int64)
-        i = np.searchsorted(ords, g)
-        if len(g) and ((i >= len(ords)) | (ords[np.minimum(i, len(ords) - 1)] != g)).any():
-            raise DedupError(f"{scan_dir}: damaged: {what} refer to documents missing from {DOCUMENTS}/")
-        return i
-
-    a, b = local(pairs["a_ord"], "pairs"), local(pairs["b_ord"], "pairs")
-    j = np.asarray(pairs["jaccard"], np.float64)
-    exact_of = np.full(len(ords), -1, np.int64)
-    exact_of[local(groups["ord"], "exact groups")] = local(groups["first_ord"], "exact groups")
+    scan = _ScanFiles(scan_dir)
 
     def build(project: Project) -> None:
-        conn = project.conn
-        params = manifest["params"]
-        with transaction(conn):
-            integer_sources = []
-            for i, inp in enumerate(manifest["inputs"]):
-                project.add_source({
-                    "id": i + 1, "path": inp["path"], "format": inp["format"], "sha256": inp["sha256"],
-                    "size_bytes": inp["size_bytes"], "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
-                    "id_field": params["id_field"], "text_field": params["text_field"], "documents": inp["documents"],
-                    "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]})
-                if inp.get("integer_ids"):
-                    integer_sources.append(i + 1)
-            # A batch of records at a time: a laptop imports millions of them.
-            done = 0
-            columns = ["doc_id", "source", "line", "length", "exact_hash", "text", "record"]
-            batches = (b for part in parts for b in part.iter_batches(batch_size=5000, columns=columns))
-            for batch in batches:
-                d = batch.to_pydict()
-                rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
-                         document_checksum(done + i, doc_id, src + 1, line, text, record))
-                        for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
-                project.insert_documents(rows)
-                done += len(rows)
-                control.check()
-                control.report("load", done, len(ords))
-            if done != len(ords):
-                raise DedupError(f"{scan_dir / DOCUMENTS}: damaged (rows changed while read)")
-            if integer_sources:
-                project.set_meta(integer_id_sources=json.dumps(integer_sources))
-        run_id = project.start_run("scan", {"imported_from": str(scan_dir.resolve())} | params)
-        control.report("write", 0, len(a))
-        with transaction(conn):
-            write_scan_result(conn, exact_of, a, b, j)
-            total = sum(inp["documents"] for inp in manifest["inputs"])
-            project.set_meta(
-                scan_state="complete", scan_params=json.dumps(params),
-                **{META_KEY: PartialView(scan_dir=str(scan_dir.resolve()), corpus_documents=total,
-                                         documents=len(ords), inputs=[inp["path"] for inp in manifest["inputs"]],
-                                         imported_at=now_iso()).to_json()},
-                cluster_manifest=json.dumps(manifest))
-            counts = dict(manifest.get("counts", {}))
-            project.finish_run(run_id, "complete", manifest.get("timings", {}), counts)
-        control.report("write", len(a), len(a))
+        _write_sources_and_documents(project, manifest, scan, control)
+        _write_scan(project, manifest, scan, control)
         if review_from is not None:
             carry_review(project, review_from)
 
@@ -167,6 +106,82 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     # (or a refused --review-from) never leaves a half-built project that looks scanned.
     project, _ = build_project(db, build)
     return project
+
+
+class _ScanFiles:
+    """A scan folder's documents (Parquet parts, in corpus order) and its pairs and exact groups
+    renumbered to the documents' positions (the project's ords)."""
+
+    def __init__(self, scan_dir: Path):
+        self.scan_dir = scan_dir
+        self.parts = [_parquet_file(p) for p in sorted((scan_dir / DOCUMENTS).glob("part-*.parquet"))]
+        pairs = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "pairs.parquet", ["a_ord", "b_ord", "jaccard"]))}
+        groups = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "exact_groups.parquet", ["ord", "first_ord"]))}
+        self.ords = np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64)
+                                    for p in self.parts]) if self.parts else np.empty(0, np.int64)
+        if len(self.ords) > 1 and not (self.ords[1:] > self.ords[:-1]).all():
+            raise DedupError(f"{scan_dir / DOCUMENTS}: documents out of corpus order")
+        self.a, self.b = self.local(pairs["a_ord"], "pairs"), self.local(pairs["b_ord"], "pairs")
+        self.j = np.asarray(pairs["jaccard"], np.float64)
+        self.exact_of = np.full(len(self.ords), -1, np.int64)
+        self.exact_of[self.local(groups["ord"], "exact groups")] = self.local(groups["first_ord"], "exact groups")
+
+    def local(self, global_ords, what: str) -> np.ndarray:
+        """The positions among the documents of the corpus's ords (refused when one is missing)."""
+        ords = self.ords
+        g = np.asarray(global_ords, np.int64)
+        i = np.searchsorted(ords, g)
+        if len(g) and ((i >= len(ords)) | (ords[np.minimum(i, len(ords) - 1)] != g)).any():
+            raise DedupError(f"{self.scan_dir}: damaged: {what} refer to documents missing from {DOCUMENTS}/")
+        return i
+
+
+def _write_sources_and_documents(project: Project, manifest: dict, scan: _ScanFiles, control: Control) -> None:
+    params = manifest["params"]
+    with transaction(project.conn):
+        integer_sources = []
+        for i, inp in enumerate(manifest["inputs"]):
+            project.add_source({
+                "id": i + 1, "path": inp["path"], "format": inp["format"], "sha256": inp["sha256"],
+                "size_bytes": inp["size_bytes"], "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
+                "id_field": params["id_field"], "text_field": params["text_field"], "documents": inp["documents"],
+                "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]})
+            if inp.get("integer_ids"):
+                integer_sources.append(i + 1)
+        # A batch of records at a time: a laptop imports millions of them.
+        done = 0
+        columns = ["doc_id", "source", "line", "length", "exact_hash", "text", "record"]
+        for batch in (b for part in scan.parts for b in part.iter_batches(batch_size=5000, columns=columns)):
+            d = batch.to_pydict()
+            rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
+                     document_checksum(done + i, doc_id, src + 1, line, text, record))
+                    for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
+            project.insert_documents(rows)
+            done += len(rows)
+            control.check()
+            control.report("load", done, len(scan.ords))
+        if done != len(scan.ords):
+            raise DedupError(f"{scan.scan_dir / DOCUMENTS}: damaged (rows changed while read)")
+        if integer_sources:
+            project.set_meta(integer_id_sources=json.dumps(integer_sources))
+
+
+def _write_scan(project: Project, manifest: dict, scan: _ScanFiles, control: Control) -> None:
+    """The cluster scan's pairs and exact groups as the project's scan, with its run and the
+    partial view it makes of the corpus."""
+    params = manifest["params"]
+    run_id = project.start_run("scan", {"imported_from": str(scan.scan_dir.resolve())} | params)
+    control.report("write", 0, len(scan.a))
+    with transaction(project.conn):
+        write_scan_result(project.conn, scan.exact_of, scan.a, scan.b, scan.j)
+        view = PartialView(scan_dir=str(scan.scan_dir.resolve()),
+                           corpus_documents=sum(inp["documents"] for inp in manifest["inputs"]),
+                           documents=len(scan.ords), inputs=[inp["path"] for inp in manifest["inputs"]],
+                           imported_at=now_iso())
+        project.set_meta(scan_state="complete", scan_params=json.dumps(params), **{META_KEY: view.to_json()},
+                         cluster_manifest=json.dumps(manifest))
+        project.finish_run(run_id, "complete", manifest.get("timings", {}), dict(manifest.get("counts", {})))
+    control.report("write", len(scan.a), len(scan.a))
 
 
 def carry_review(project: Project, old: str | Path) -> dict:
