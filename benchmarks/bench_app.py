@@ -122,7 +122,7 @@ def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[s
                     c = cluster(graph, th, policy)
                     times.append(ms(time.perf_counter() - t))
                     t = time.perf_counter()
-                    build_index(graph, c, overrides, "size")
+                    build_index(graph, c, overrides)
                     idx_times.append(ms(time.perf_counter() - t))
                 rows.append((f"`cluster.cluster` {policy} @ {th:.2f} ({c.cluster_count:,} clusters)", times))
                 rows.append((f"`review.index.build_index` {policy} @ {th:.2f}", idx_times))
