@@ -122,7 +122,7 @@ def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[s
                     c = cluster(graph, th, policy)
                     times.append(ms(time.perf_counter() - t))
                     t = time.perf_counter()
-                    build_index(graph, c, overrides, "size")
+                    build_index(graph, c, overrides)
                     idx_times.append(ms(time.perf_counter() - t))
                 rows.append((f"`cluster.cluster` {policy} @ {th:.2f} ({c.cluster_count:,} clusters)", times))
                 rows.append((f"`review.index.build_index` {policy} @ {th:.2f}", idx_times))
@@ -367,12 +367,12 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             # a typed one (size and lowest similarity), then clears it
             from textual.widgets import Input
 
-            from dedup_tui.review.index import parse_filter, split_view
+            from dedup_tui.review.index import parse_filter
             from dedup_tui.ui.screens.dialogs import AskScreen
 
             def filtered(flt: str):
                 # (a filter lists from page 0; after a re-clustering the selected cluster keeps its page)
-                return lambda: (split_view(main.sort)[1] == flt and main.index.sort == main.sort
+                return lambda: (main.model.view.listing.filter == flt and main.index.sort == main.sort
                                 and reflects(main, main.threshold, main.policy))
 
             for flt in ("undecided", "near", "exact", "all"):

@@ -34,7 +34,7 @@ from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.pipeline import ScanSettings, scan
 from dedup_tui.engine.sets import jaccard, shingle_set
 from dedup_tui.engine.store import Project
-from dedup_tui.review.index import SORTS
+from dedup_tui.review.index import SORTS, Listing
 from dedup_tui.review.model import NeedsConfirmation, Review, ReviewError, View
 
 FLOOR = 0.5
@@ -340,10 +340,10 @@ def test_a_decision_never_reorders_the_list(review):
         kept_order = cluster_order(r, listed)
         assert kept_order == after[:len(kept_order)]
         assert r.index.position(label_of(r, doc)) == pos  # the cluster reviewed stays where it was
-        resorted |= r.index.with_sort("borderline").labels.tolist() != after
+        resorted |= r.index.with_listing(Listing("borderline")).labels.tolist() != after
     assert resorted  # (a fresh borderline sort would have moved it: the test means something)
     r.set_sort("borderline")  # re-sorting is the reviewer's to ask for
-    assert r.index.labels.tolist() == r.index.with_sort("borderline").labels.tolist()
+    assert r.index.labels.tolist() == r.index.with_listing(Listing("borderline")).labels.tolist()
 
 
 @pytest.mark.parametrize("relist", ["set_filter", "set_sort"])
@@ -489,11 +489,11 @@ def test_search_returns_every_match(review):
         for m in found:
             assert m.doc == o[m.doc_id]
             label = label_of(r, m.doc)
-            assert m.label == (label if r.index.position(label) is not None else None)
+            assert m.cluster_id == (label if r.index.position(label) is not None else None)
     [kept] = r.search(r.project, "fam0_0")
-    assert kept.label == o["fam0_0"] and "(kept)" in kept.status and "cluster of 7" in kept.status
+    assert kept.cluster_id == o["fam0_0"] and "(kept)" in kept.status and "cluster of 7" in kept.status
     [single] = r.search(r.project, "single0")
-    assert single.label is None and "no duplicate" in single.status
+    assert single.cluster_id is None and "no duplicate" in single.status
 
 
 def test_search_says_a_document_of_a_decided_cluster_is_hidden_by_the_filter(review):
@@ -508,11 +508,11 @@ def test_search_says_a_document_of_a_decided_cluster_is_hidden_by_the_filter(rev
     assert r.index.position(label) is None
     for m in members:
         [match] = r.search(r.project, r.project.ids_for([m])[0])
-        assert match.label is None
+        assert match.cluster_id is None
         assert "hidden by the current filter" in match.status and "removed" not in match.status, match.status
     r.set_filter("all")
     [match] = r.search(r.project, "fam1_1")
-    assert match.label == label and "(decided)" in match.status
+    assert match.cluster_id == label and "(decided)" in match.status
 
 
 # -- an exact copy of a member the cluster does not keep (its keeper is that member, its first copy) --
@@ -604,6 +604,34 @@ def test_a_filter_that_lists_no_cluster_leaves_no_cursor(review):
     r.set_filter("undecided")
     assert len(r.index.labels) == 0
     assert r.cursor.doc is None
+
+
+@pytest.mark.parametrize("sort", sorted(SORTS))
+@pytest.mark.parametrize("flt", ["all", "undecided", "near", "exact", "undecided,size>=5,sim<=0.9", "exact,size=2"])
+def test_a_listing_round_trips_through_its_stored_string(sort, flt):
+    listing = Listing(sort, flt)
+    text = str(listing)
+    assert text == (sort if flt == "all" else f"{sort}:{flt}")  # the format projects store
+    assert Listing.parse(text) == listing
+
+
+@pytest.mark.parametrize("text, error", [("bogus", "unknown sort 'bogus'"), ("bogus:undecided", "unknown sort 'bogus'"),
+                                         ("size:decided", "unknown filter 'decided'"),
+                                         ("high:undecided,size>>2", "unknown filter 'size>>2'")])
+def test_a_listing_that_names_an_unknown_sort_or_filter_is_refused(text, error):
+    with pytest.raises(ValueError) as raised:
+        Listing.parse(text)
+    assert str(raised.value) == error
+
+
+def test_the_review_lists_its_view_and_stores_it_as_strings(review):
+    r = review
+    r.set_sort("low")
+    r.set_filter("undecided")
+    assert r.view.listing == Listing("low", "undecided") == r.index.listing
+    assert r.index.sort == "low:undecided"
+    state = json.loads(r.view_state())
+    assert (state["sort"], state["filter"]) == ("low", "undecided")
 
 
 # -- the queue's rules after every step of random reviews --------------------------------------------
@@ -800,3 +828,15 @@ def test_the_queue_rules_hold_after_every_step(built):
         max_examples=int(os.environ.get("REVIEW_MODEL_EXAMPLES", "25")),
         stateful_step_count=int(os.environ.get("REVIEW_MODEL_STEPS", "20")),
         deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_the_review_s_literal_kinds_are_the_engine_s():
+    from typing import get_args
+
+    from dedup_tui.engine.cluster import POLICIES, Policy
+    from dedup_tui.review.index import FILTERS, FilterName, Sort
+    from dedup_tui.review.model import DecisionKind
+
+    assert get_args(Policy) == POLICIES
+    assert get_args(Sort) == tuple(SORTS) and get_args(FilterName) == tuple(FILTERS)
+    assert get_args(DecisionKind) == dec.KINDS

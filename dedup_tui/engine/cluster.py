@@ -12,10 +12,12 @@ Exact duplicates always collapse first: they are removed as duplicates of the fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
-POLICIES = ("components", "greedy")
+Policy = Literal["components", "greedy"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 KEPT, EXACT, NEAR = 0, 1, 2
 REASONS = {EXACT: "exact", NEAR: "near"}

@@ -17,22 +17,26 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 
-from ..engine.cluster import KEPT, Clustering, PairGraph
+from ..engine.cluster import KEPT, Clustering, PairGraph, Policy
 from ..engine.decisions import keep_rule, Overrides
 from ..engine.store import Project
 
-SORTS = {
+Sort = Literal["size", "high", "low", "borderline"]
+FilterName = Literal["all", "undecided", "near", "exact"]
+
+SORTS: dict[Sort, str] = {
     "size": "largest first",
     "high": "highest similarity first",
     "low": "lowest similarity first",
     "borderline": "closest to the threshold first",
 }
-# A view is "sort" or "sort:filter"; the filter keeps some clusters of the list (the counts in the
-# summary stay those of every cluster).
-FILTERS = {
+# A listing's filter keeps some clusters of the list (the counts in the summary stay those of
+# every cluster).
+FILTERS: dict[FilterName, str] = {
     "all": "every cluster",
     "undecided": "clusters without a decision",
     "near": "clusters with a near (not exact) duplicate",
@@ -73,19 +77,41 @@ def parse_filter(text: str) -> str:
     return ",".join(names + conditions) or "all"
 
 
-def split_view(view: str) -> tuple[str, str]:
-    sort, _, flt = view.partition(":")
-    return sort, flt or "all"
+def _check_filter_part(part: str) -> None:
+    """A part of a listing's filter is a named filter ("all" only alone) or a condition."""
+    if (part == "all" or part not in FILTERS) and not _CONDITION.fullmatch(part):
+        raise ValueError(f"unknown filter {part!r}")
 
 
-def join_view(sort: str, flt: str) -> str:
-    return sort if flt == "all" else f"{sort}:{flt}"
+@dataclass(frozen=True)
+class Listing:
+    """How the cluster list is listed: its order and the clusters its filter keeps. Stored (the
+    project's view snapshots, their keys) as its string: "sort", or "sort:filter" when the
+    filter is not "all"; `Listing.parse(str(listing)) == listing`."""
 
+    sort: Sort = "size"
+    # "all", or named filters and conditions joined by commas: "undecided,size>=5,sim<=0.9"
+    # (parse_filter makes one from what the reviewer typed)
+    filter: str = "all"
 
-def describe_view(view: str) -> str:
-    """Short, for the list's title: 'largest first', 'largest first · undecided'."""
-    sort, flt = split_view(view)
-    return SORTS[sort] + ("" if flt == "all" else f" · {flt.replace(',', ', ')} only")
+    @classmethod
+    def parse(cls, text: str) -> "Listing":
+        """The listing a string names ("size", "low:undecided"); ValueError for an unknown sort
+        or filter."""
+        sort, _, flt = text.partition(":")
+        if sort not in SORTS:
+            raise ValueError(f"unknown sort {sort!r}")
+        if flt and flt != "all":
+            for part in flt.split(","):
+                _check_filter_part(part)
+        return cls(sort, flt or "all")
+
+    def __str__(self) -> str:
+        return self.sort if self.filter == "all" else f"{self.sort}:{self.filter}"
+
+    def describe(self) -> str:
+        """Short, for the list's title: 'largest first', 'largest first · undecided only'."""
+        return SORTS[self.sort] + ("" if self.filter == "all" else f" · {self.filter.replace(',', ', ')} only")
 
 
 @dataclass
@@ -104,8 +130,8 @@ class Counts:
 @dataclass
 class ClusterIndex:
     threshold: float
-    policy: str
-    sort: str
+    policy: Policy
+    listing: Listing
     clustering: Clustering
     overrides: Overrides
     counts: Counts
@@ -126,24 +152,29 @@ class ClusterIndex:
     def columns(self) -> tuple:
         return (self.labels, self.sizes, self.max_sim, self.min_sim, self.decided, self.reviewed, self.to_review)
 
-    def members(self, label: int) -> np.ndarray:
+    @property
+    def sort(self) -> str:
+        """The listing as stored ("sort" or "sort:filter")."""
+        return str(self.listing)
+
+    def members(self, cluster_id: int) -> np.ndarray:
         """Ords of the cluster's documents: kept ones first, then by similarity, highest first."""
-        lo = np.searchsorted(self._sorted_labels, label, "left")
-        hi = np.searchsorted(self._sorted_labels, label, "right")
+        lo = np.searchsorted(self._sorted_labels, cluster_id, "left")
+        hi = np.searchsorted(self._sorted_labels, cluster_id, "right")
         ords = self._by_cluster[lo:hi]
         c = self.clustering
         if not len(ords):  # a document alone in its cluster (the index only holds clusters of >= 2)
-            label = int(label)
-            return np.array([label], dtype=np.int64) if 0 <= label < len(c.cluster) and c.cluster[label] == label \
-                else ords
+            cluster_id = int(cluster_id)
+            alone = 0 <= cluster_id < len(c.cluster) and c.cluster[cluster_id] == cluster_id
+            return np.array([cluster_id], dtype=np.int64) if alone else ords
         kept = c.reason[ords] == KEPT
         sim = np.nan_to_num(c.similarity[ords], nan=-1.0)
         order = np.lexsort((ords, -sim, ~kept))
         return ords[order]
 
     def places(self) -> np.ndarray:
-        """Every ord -> the place in the list of the cluster it labels (-1: no listed cluster's
-        label). Built once per list: the review asks for places at every key."""
+        """Every ord -> the place in the list of the cluster it is the id of (-1: no listed
+        cluster's id). Built once per list: the review asks for places at every key."""
         places = self.__dict__.get("_places")
         if places is None:
             places = np.full(len(self.clustering.cluster), -1, dtype=np.int64)
@@ -151,25 +182,25 @@ class ClusterIndex:
             self.__dict__["_places"] = places
         return places
 
-    def position(self, label: int) -> int | None:
+    def position(self, cluster_id: int) -> int | None:
         places = self.places()
-        at = int(places[label]) if 0 <= label < len(places) else -1
+        at = int(places[cluster_id]) if 0 <= cluster_id < len(places) else -1
         return at if at >= 0 else None
 
-    def can_show(self, view: str) -> bool:
-        """Whether with_sort(view) can give this view (another filter needs every cluster)."""
-        return self.every is not None or split_view(view)[1] == split_view(self.sort)[1]
+    def can_show(self, listing: Listing) -> bool:
+        """Whether with_listing(listing) can give this listing (another filter needs every cluster)."""
+        return self.every is not None or listing.filter == self.listing.filter
 
-    def with_sort(self, sort: str) -> "ClusterIndex":
-        """The same clustering in another view: another order, or another filter (see can_show)."""
+    def with_listing(self, listing: Listing) -> "ClusterIndex":
+        """The same clustering listed otherwise: another order, or another filter (see can_show)."""
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
-        order = sort_order(sort, labels, sizes, max_sim, min_sim, self.threshold, decided)
-        return self._listing(sort, every, order)
+        order = sort_order(listing, labels, sizes, max_sim, min_sim, self.threshold, decided)
+        return self._listed(listing, every, order)
 
-    def _listing(self, sort: str, every: tuple, order: np.ndarray) -> "ClusterIndex":
+    def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> "ClusterIndex":
         labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
-        return ClusterIndex(self.threshold, self.policy, sort, self.clustering, self.overrides, self.counts,
+        return ClusterIndex(self.threshold, self.policy, listing, self.clustering, self.overrides, self.counts,
                             labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
                             self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order])
 
@@ -188,21 +219,21 @@ class ClusterIndex:
         rank_of_doc[previous._by_cluster] = np.where(was_listed_at >= 0, was_listed_at, never)
         labels = self.every[0]
         if not len(labels):
-            return self._listing(self.sort, self.every, np.empty(0, np.int64))
+            return self._listed(self.listing, self.every, np.empty(0, np.int64))
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
-        fresh = sort_order(self.sort, *self.every[:4], self.threshold, self.every[4])  # the view's own list
+        fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4])  # the view's own list
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
         listed = np.flatnonzero(was_at < never)
         kept_in_place = listed[np.lexsort((fresh_rank[listed], was_at[listed]))]
         new = fresh[was_at[fresh] == never]
-        return self._listing(self.sort, self.every, np.concatenate([kept_in_place, new]))
+        return self._listed(self.listing, self.every, np.concatenate([kept_in_place, new]))
 
 
-def sort_order(view: str, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
-    """Positions of the clusters to list, in the view's order (the filter drops some)."""
-    sort, flt = split_view(view)
+def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
+    """Positions of the clusters to list, in the listing's order (its filter drops some)."""
+    sort, flt = listing.sort, listing.filter
     hi = np.nan_to_num(max_sim, nan=0.0)
     lo = np.nan_to_num(min_sim, nan=1.0)
     if sort == "size":
@@ -265,7 +296,8 @@ def _stable_argsort(keys: np.ndarray, bound: int) -> np.ndarray:
     return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")]
 
 
-def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, sort: str = "size") -> ClusterIndex:
+def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
+                listing: Listing = Listing()) -> ClusterIndex:
     """Only the documents in clusters of >= 2 are sorted and reduced (the rest are singletons)."""
     c = clustering
     n = len(c.cluster)
@@ -304,9 +336,9 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
         decided_clusters=int(decided.sum()),
     )
     sizes = sizes_all[labels]
-    order = sort_order(sort, labels, sizes, max_sim, min_sim, c.threshold, decided)
+    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided)
     every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
-    return ClusterIndex(c.threshold, c.policy, sort, c, overrides, counts, labels[order], sizes[order],
+    return ClusterIndex(c.threshold, c.policy, listing, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
                         every, reviewed[order], to_review[order])
 
@@ -315,9 +347,9 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides, 
 _SNAPSHOT_FORMAT = 2  # 2: review progress per cluster
 
 
-def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, str], str]:
+def view_keys(project: Project, overrides: Overrides) -> Callable[[float, Policy, Listing], str]:
     """Keys of the views of this project's scan and these decisions: key(threshold, policy,
-    sort) names everything a ClusterIndex depends on. (The project is read and the decisions
+    listing) names everything a ClusterIndex depends on. (The project is read and the decisions
     digested once, for all the views a worker prepares.)"""
     decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
                           sorted(overrides.accepted), sorted(overrides.decided), sorted(overrides.pinned)])
@@ -325,14 +357,14 @@ def view_keys(project: Project, overrides: Overrides) -> Callable[[float, str, s
             "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
             "keep_rule": keep_rule(project)}
 
-    def key(threshold: float, policy: str, sort: str) -> str:
-        return json.dumps(base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": sort},
+    def key(threshold: float, policy: Policy, listing: Listing) -> str:
+        return json.dumps(base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": str(listing)},
                           sort_keys=True)
     return key
 
 
-def view_key(project: Project, overrides: Overrides, threshold: float, policy: str, sort: str) -> str:
-    return view_keys(project, overrides)(threshold, policy, sort)
+def view_key(project: Project, overrides: Overrides, threshold: float, policy: Policy, listing: Listing) -> str:
+    return view_keys(project, overrides)(threshold, policy, listing)
 
 
 def _pack_arrays(arrays: dict[str, np.ndarray], meta: dict) -> bytes:
@@ -390,7 +422,7 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
         clustering = Clustering(meta["threshold"], meta["policy"], keeper, similarity, reason, cluster)
         as_ords = {name: z[name].astype(np.int64)
                    for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")}
-        return ClusterIndex(meta["threshold"], meta["policy"], meta["sort"], clustering, overrides,
+        return ClusterIndex(meta["threshold"], meta["policy"], Listing.parse(meta["sort"]), clustering, overrides,
                             Counts(**meta["counts"]), as_ords["labels"], as_ords["sizes"], z["max_sim"],
                             z["min_sim"], z["decided"], as_ords["by_cluster"], as_ords["sorted_labels"], None,
                             as_ords["reviewed"], as_ords["to_review"])
@@ -400,15 +432,15 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
 
 def save_snapshot(project: Project, index: ClusterIndex) -> str:
     """Store the index as the project's view snapshot; returns its key."""
-    key = view_key(project, index.overrides, index.threshold, index.policy, index.sort)
+    key = view_key(project, index.overrides, index.threshold, index.policy, index.listing)
     project.save_view_snapshot(key, snapshot_bytes(index))
     return key
 
 
-def load_snapshot(project: Project, overrides: Overrides, threshold: float, policy: str,
-                  sort: str) -> tuple[ClusterIndex | None, str]:
+def load_snapshot(project: Project, overrides: Overrides, threshold: float, policy: Policy,
+                  listing: Listing) -> tuple[ClusterIndex | None, str]:
     """The stored index for exactly this view (else None), and the view's key."""
-    key = view_key(project, overrides, threshold, policy, sort)
+    key = view_key(project, overrides, threshold, policy, listing)
     data = project.view_snapshot(key)
     return (index_from_snapshot(data, overrides) if data is not None else None), key
 

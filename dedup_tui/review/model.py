@@ -29,19 +29,26 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..engine import decisions
-from ..engine.cluster import EXACT, KEPT, POLICIES, PairGraph
+from ..engine.cluster import EXACT, KEPT, POLICIES, PairGraph, Policy
 from ..engine.decisions import Decision, Overrides, cluster_with_decisions, default_author
 from ..engine.display import literal_line
 from ..engine.errors import DedupError
 from ..engine.store import Project
-from .index import FILTERS, SORTS, ClusterIndex, build_index, join_view, parse_filter
+from .index import FILTERS, SORTS, ClusterIndex, Listing, Sort, build_index, parse_filter
 
 DEFAULT_THRESHOLD = 0.8
+
+# What a Plan does: a decision (keep, remove, not a duplicate, accept) or one of the others
+PlanKind = Literal["decision", "split", "note", "undo", "redo", "keep_rule"]
+# The kinds of decisions.KINDS (the decisions table's kind column) the review records
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+# A decision to record: (kind, doc id, other doc id, value), as decisions.record_many takes them
+DecisionRow = tuple[DecisionKind, str, str | None, str | None]
 
 
 class ReviewError(DedupError):
@@ -56,20 +63,20 @@ class NeedsConfirmation(ReviewError):
 @dataclass(frozen=True)
 class View:
     threshold: float = DEFAULT_THRESHOLD
-    policy: str = "components"
-    sort: str = "size"
-    filter: str = "all"
+    policy: Policy = "components"
+    sort: Sort = "size"
+    filter: str = "all"  # see Listing.filter
 
     @property
-    def listing(self) -> str:
-        """The ClusterIndex's view string ("sort" or "sort:filter")."""
-        return join_view(self.sort, self.filter)
+    def listing(self) -> Listing:
+        """How the ClusterIndex lists the clusters (its sort and filter)."""
+        return Listing(self.sort, self.filter)
 
 
 @dataclass(frozen=True)
 class Cursor:
     doc: int | None = None  # the document the keys act on
-    label: int | None = None  # its cluster (the kept document's ord) when it was placed
+    cluster_id: int | None = None  # its cluster (the kept document's ord) when it was placed
     auto: bool = False  # placed by auto-advance (not by the reviewer)
     # auto-advance: the members of the cluster the decision was made in, as they were listed
     # (after the list is rebuilt, those still to review come first)
@@ -83,7 +90,7 @@ class Plan:
 
     what: str
     write: Callable[[Project], Any]
-    kind: str = "decision"  # decision, split, note, undo, redo, keep_rule
+    kind: PlanKind = "decision"
     cursor_before: Cursor | None = None
     seq: int = 0
     message: str = ""  # set by finish
@@ -104,7 +111,7 @@ class Match:
 
     doc: int
     doc_id: str
-    label: int | None  # its cluster when listed (None otherwise)
+    cluster_id: int | None  # its cluster when listed (None otherwise)
     status: str  # for people: "cluster of X, 3 members", "hidden by the current filter", ...
 
 
@@ -183,7 +190,7 @@ class Review:
     def shows_view(self, index: ClusterIndex) -> bool:
         """Whether `index` is a list of the current view (threshold, policy, sort and filter)."""
         v = self.view
-        return (index.threshold, index.policy, index.sort) == (v.threshold, v.policy, v.listing)
+        return (index.threshold, index.policy, index.listing) == (v.threshold, v.policy, v.listing)
 
     def compute(self, project: Project, request: Request, graph: PairGraph | None = None,
                 overrides: Overrides | None = None) -> ClusterIndex:
@@ -202,8 +209,8 @@ class Review:
             self._forget_pending(lambda seq: seq <= request.written)
         if self._saved_doc is not None:
             doc, self._saved_doc = self._saved_doc, None
-            if self._listed_label(doc) is not None:
-                self.cursor = Cursor(doc, self._listed_label(doc))
+            if self._listed_cluster(doc) is not None:
+                self.cursor = Cursor(doc, self._listed_cluster(doc))
                 return
         self._settle_cursor(old)
 
@@ -244,23 +251,23 @@ class Review:
         """A member the reviewer still has to judge: not kept, no decision yet."""
         return not self.is_kept(o) and not self.is_decided(o)
 
-    def members(self, label: int | None = None) -> list[int]:
-        label = self.cursor.label if label is None else label
-        return [] if label is None or self.index is None else [int(m) for m in self.index.members(label)]
+    def members(self, cluster_id: int | None = None) -> list[int]:
+        cluster_id = self.cursor.cluster_id if cluster_id is None else cluster_id
+        return [] if cluster_id is None or self.index is None else [int(m) for m in self.index.members(cluster_id)]
 
-    def progress(self, label: int) -> tuple[int, int]:
+    def progress(self, cluster_id: int) -> tuple[int, int]:
         """(members decided, members to review) of a listed cluster, decisions being saved included."""
-        pos = self.index.position(label)
+        pos = self.index.position(cluster_id)
         if pos is None:
             return 0, 0
         done, total = int(self.index.reviewed[pos]), int(self.index.to_review[pos])
         if self._pending:
-            done += sum(1 for m in self.index.members(label).tolist()
+            done += sum(1 for m in self.index.members(cluster_id).tolist()
                         if m in self._pending and not self.is_kept(m) and m not in self.index.overrides.decided)
         return min(done, total), total
 
-    def cluster_decided(self, label: int) -> bool:
-        done, total = self.progress(label)
+    def cluster_decided(self, cluster_id: int) -> bool:
+        done, total = self.progress(cluster_id)
         return done >= total
 
     def closest_member(self, kept: int) -> int:
@@ -270,9 +277,9 @@ class Review:
         others = [m for m in self.members(int(c.cluster[kept])) if m != kept]
         return max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else int(kept)
 
-    def _listed_label(self, o: int) -> int | None:
-        label = int(self.index.clustering.cluster[o])
-        return label if self.index.position(label) is not None else None
+    def _listed_cluster(self, o: int) -> int | None:
+        cluster_id = int(self.index.clustering.cluster[o])
+        return cluster_id if self.index.position(cluster_id) is not None else None
 
     @property
     def position(self) -> int | None:
@@ -284,18 +291,18 @@ class Review:
     # -- the cursor and the queue ------------------------------------------------------------------
     def select(self, doc: int) -> None:
         """The reviewer put the cursor on `doc` (a member of a listed cluster)."""
-        self.cursor = Cursor(int(doc), self._listed_label(int(doc)))
+        self.cursor = Cursor(int(doc), self._listed_cluster(int(doc)))
 
-    def select_cluster(self, label: int) -> None:
+    def select_cluster(self, cluster_id: int) -> None:
         """The reviewer chose a cluster: the cursor goes to its first member to review (else its
         first member the clustering does not keep, else its kept document)."""
-        members = self.members(label)
+        members = self.members(cluster_id)
         if not members:
             return
         doc = next((m for m in members if self.to_review(m)), None)
         if doc is None:
             doc = next((m for m in members if not self.is_kept(m)), members[0])
-        self.cursor = Cursor(doc, int(label))
+        self.cursor = Cursor(doc, int(cluster_id))
 
     def select_position(self, pos: int) -> None:
         if self.index is not None and len(self.index.labels):
@@ -312,7 +319,7 @@ class Review:
         if members:
             start = members.index(after) + 1 if after in members else 0
             for m in members[start:] + members[:start]:
-                if m not in leaving and self._listed_label(m) is not None and (self.to_review(m) or m in also):
+                if m not in leaving and self._listed_cluster(m) is not None and (self.to_review(m) or m in also):
                     return m
         index = self.index
         count = len(index.labels)
@@ -330,11 +337,11 @@ class Review:
     def advance(self, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> bool:
         """Move the cursor to the next member to review (or of `also`: documents a decision being
         saved makes members to review); False (the cursor stays) when none is left."""
-        members = self.members(self.cursor.label)
+        members = self.members(self.cursor.cluster_id)
         nxt = self.next_to_review(self.cursor.doc, members, self.position, also, leaving)
         if nxt is None:
             return False
-        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True, origin=tuple(members))
+        self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True, origin=tuple(members))
         return True
 
     def _settle_cursor(self, old: ClusterIndex | None = None) -> None:
@@ -347,38 +354,38 @@ class Review:
             self.cursor = Cursor()
             return
         if cur.doc is not None and cur.doc < len(index.clustering.cluster):
-            label = self._listed_label(cur.doc)
-            if label is not None:
-                self.cursor = replace(cur, label=label)
+            cluster_id = self._listed_cluster(cur.doc)
+            if cluster_id is not None:
+                self.cursor = replace(cur, cluster_id=cluster_id)
                 if cur.auto and not self.to_review(cur.doc):
                     # on among the members of the cluster the decision was made in, then from its place
-                    origin = list(cur.origin) or self.members(label)
+                    origin = list(cur.origin) or self.members(cluster_id)
                     start = self._where_it_was(old, int(old.clustering.cluster[origin[0]])) \
                         if old is not None and cur.origin else None
-                    nxt = self.next_to_review(cur.doc, origin, index.position(label) if start is None else start - 1)
+                    nxt = self.next_to_review(cur.doc, origin, index.position(cluster_id) if start is None else start - 1)
                     if nxt is not None:
-                        self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True, origin=cur.origin)
+                        self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True, origin=cur.origin)
                 return
-            start = self._where_it_was(old, cur.label)
+            start = self._where_it_was(old, cur.cluster_id)
             if start is not None:
-                members = list(cur.origin) or ([int(m) for m in old.members(cur.label)] if old is not None else None)
+                members = list(cur.origin) or ([int(m) for m in old.members(cur.cluster_id)] if old is not None else None)
                 nxt = self.next_to_review(None, members, start - 1)
                 if nxt is not None:
-                    self.cursor = Cursor(nxt, self._listed_label(nxt), auto=True)
+                    self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True)
                     return
         self.select_position(0)
 
-    def _where_it_was(self, old: ClusterIndex | None, label: int | None) -> int | None:
-        """The place in this list of the first cluster, from `label`'s place in the `old` list
-        on, that is still listed (its documents may be listed under another label now)."""
-        if label is None:
+    def _where_it_was(self, old: ClusterIndex | None, cluster_id: int | None) -> int | None:
+        """The place in this list of the first cluster, from `cluster_id`'s place in the `old` list
+        on, that is still listed (its documents may be listed under another cluster id now)."""
+        if cluster_id is None:
             return None
         if old is None or len(old.clustering.cluster) != len(self.index.clustering.cluster):
-            return self.index.position(label)
-        at = old.position(label)
+            return self.index.position(cluster_id)
+        at = old.position(cluster_id)
         if at is None:
-            return self.index.position(label)
-        following = np.concatenate([old.members(label), old.labels[at + 1:], old.labels[:at]])
+            return self.index.position(cluster_id)
+        following = np.concatenate([old.members(cluster_id), old.labels[at + 1:], old.labels[:at]])
         places = self.index.places()[self.index.clustering.cluster[following]]
         places = places[places >= 0]
         return int(places[0]) if len(places) else None
@@ -392,7 +399,7 @@ class Review:
         self.view = replace(self.view, threshold=value)
         return True
 
-    def set_policy(self, policy: str) -> bool:
+    def set_policy(self, policy: Policy) -> bool:
         if policy not in POLICIES:
             raise ReviewError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
         if policy == self.view.policy:
@@ -403,7 +410,7 @@ class Review:
     def toggle_policy(self) -> None:
         self.set_policy(POLICIES[(POLICIES.index(self.view.policy) + 1) % len(POLICIES)])
 
-    def set_sort(self, sort: str) -> None:
+    def set_sort(self, sort: Sort) -> None:
         """Re-sort the list now (no re-clustering); the cursor goes to its top."""
         if sort not in SORTS:
             raise ReviewError(f"unknown sort {sort!r} (choose from {', '.join(SORTS)})")
@@ -429,7 +436,7 @@ class Review:
     def _relist(self) -> None:
         if self.index is not None and self.index.can_show(self.view.listing) and \
                 (self.index.threshold, self.index.policy) == (self.view.threshold, self.view.policy):
-            self.index = self.index.with_sort(self.view.listing)
+            self.index = self.index.with_listing(self.view.listing)
             if len(self.index.labels):
                 self.select_position(0)
             else:
@@ -440,7 +447,7 @@ class Review:
         return self.index is None or not self.shows_view(self.index)
 
     # -- decisions --------------------------------------------------------------------------------
-    def _plan(self, what: str, write: Callable[[Project], Any], kind: str = "decision",
+    def _plan(self, what: str, write: Callable[[Project], Any], kind: PlanKind = "decision",
               decided: list[int] = ()) -> Plan:
         self._seq += 1
         plan = Plan(what, write, kind, self.cursor, self._seq)
@@ -457,7 +464,7 @@ class Review:
     def _ids(self, ords) -> list[str]:
         return self.project.ids_for([int(o) for o in ords])
 
-    def _decision(self, what: str, rows: list[tuple[str, str, str | None, str | None]], decided: list[int],
+    def _decision(self, what: str, rows: list[DecisionRow], decided: list[int],
                   advance: bool = True, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> Plan:
         v, author = self.view, self.author
         state = self.view_state()
@@ -501,9 +508,9 @@ class Review:
     def links_to_cut(self, o: int) -> list[tuple[int, int, float]]:
         """The stored pairs at or above the threshold that hold `o` (its text's first copy) in
         its cluster: (its first copy, the other member's first copy, similarity)."""
-        label = int(self.index.clustering.cluster[o])
+        cluster_id = int(self.index.clustering.cluster[o])
         mine = self.root(o)
-        others = sorted({self.root(m) for m in self.members(label)} - {mine})
+        others = sorted({self.root(m) for m in self.members(cluster_id)} - {mine})
         if not others or self.graph is None:
             return []
         others = np.array(others, dtype=np.int64)
@@ -536,13 +543,13 @@ class Review:
         return self._decision(f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
                               f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o], leaving=leaving)
 
-    def plan_none_duplicates(self, label: int | None = None) -> Plan:
+    def plan_none_duplicates(self, cluster_id: int | None = None) -> Plan:
         """None of the cluster's documents are duplicates of each other: every link between
         different texts in it is cut (exact copies stay together)."""
-        label = self.cursor.label if label is None else int(label)
-        if label is None or self.index is None:
+        cluster_id = self.cursor.cluster_id if cluster_id is None else int(cluster_id)
+        if cluster_id is None or self.index is None:
             raise ReviewError("Select a cluster first")
-        members = self.members(label)
+        members = self.members(cluster_id)
         roots = sorted({self.root(m) for m in members})
         if len(roots) < 2:
             raise ReviewError("Every document of this cluster has the same text: exact copies cannot be split")
@@ -570,32 +577,33 @@ class Review:
         rows = [("not_duplicate", ids[a], ids[b], None) for a, b in rows_by_doc]
         decided = [m for m in members if self.root(m) == m]
         return self._decision(f"none of these are duplicates: cut {len(pairs)} links in the cluster of "
-                              f"{literal_line(ids[label] if label in ids else self._ids([label])[0], 40)}", rows, decided)
+                              f"{literal_line(ids[cluster_id] if cluster_id in ids else self._ids([cluster_id])[0], 40)}",
+                              rows, decided)
 
-    def plan_accept(self, label: int | None = None) -> Plan:
-        label = self.cursor.label if label is None else int(label)
-        if label is None or self.index is None:
+    def plan_accept(self, cluster_id: int | None = None) -> Plan:
+        cluster_id = self.cursor.cluster_id if cluster_id is None else int(cluster_id)
+        if cluster_id is None or self.index is None:
             raise ReviewError("Select a cluster first")
-        members = self.members(label)
+        members = self.members(cluster_id)
         ids = self._ids(members)
-        kept = self._ids([label])[0]
+        kept = self._ids([cluster_id])[0]
         return self._decision(f"accept the cluster of {literal_line(kept, 40)}",
                               [("accept", kept, None, json.dumps(ids, ensure_ascii=False))], members)
 
     def bulk_candidates(self, at_least: float) -> tuple[list[int], int]:
         """Listed clusters with a member to review whose lowest similarity is at least `at_least`:
-        their labels and how many documents accepting them removes."""
+        their cluster ids and how many documents accepting them removes."""
         index = self.index
         picked = np.flatnonzero((index.reviewed < index.to_review) & (index.min_sim >= at_least - 1e-9))
         return [int(index.labels[p]) for p in picked], int(index.sizes[picked].sum()) - len(picked)
 
-    def plan_bulk_accept(self, labels: list[int]) -> Plan:
-        members = [self.members(label) for label in labels]
-        ids = dict(zip(labels, self._ids(labels)))
-        rows = [("accept", ids[label], None, json.dumps(self._ids(ms), ensure_ascii=False))
-                for label, ms in zip(labels, members)]
-        return self._decision(f"accept {len(labels):,} clusters", rows, [m for ms in members for m in ms],
-                              advance=self.cursor.label in set(labels))
+    def plan_bulk_accept(self, cluster_ids: list[int]) -> Plan:
+        members = [self.members(cluster_id) for cluster_id in cluster_ids]
+        ids = dict(zip(cluster_ids, self._ids(cluster_ids)))
+        rows = [("accept", ids[cluster_id], None, json.dumps(self._ids(ms), ensure_ascii=False))
+                for cluster_id, ms in zip(cluster_ids, members)]
+        return self._decision(f"accept {len(cluster_ids):,} clusters", rows, [m for ms in members for m in ms],
+                              advance=self.cursor.cluster_id in set(cluster_ids))
 
     def plan_split_chain(self, chain) -> Plan:
         """The tuning screen's split of a chained cluster (engine.tune.Chain): its weakest links
@@ -668,12 +676,12 @@ class Review:
         self._pending_keep = {d: s for d, s in self._pending_keep.items() if not gone(s)}
         self._demoted = {d: v for d, v in self._demoted.items() if not gone(v[0])}
 
-    def _return_to(self, d: Decision, kind: str) -> None:
+    def _return_to(self, d: Decision, kind: Literal["undo", "redo"]) -> None:
         """Undo: back where the decision was made. Redo (or a decision of an earlier session):
         on the document it names."""
         before = self._cursor_of.get(d.id) if kind == "undo" else None
         if before is not None and before.doc is not None:
-            self.cursor = Cursor(before.doc, before.label)
+            self.cursor = Cursor(before.doc, before.cluster_id)
             return
         about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
         if about is not None:
@@ -696,15 +704,15 @@ class Review:
     def separate(self, o: int | None = None) -> str:
         return self.run(self.plan_separate(o))
 
-    def none_duplicates(self, label: int | None = None) -> str:
-        return self.run(self.plan_none_duplicates(label))
+    def none_duplicates(self, cluster_id: int | None = None) -> str:
+        return self.run(self.plan_none_duplicates(cluster_id))
 
-    def accept(self, label: int | None = None) -> str:
-        return self.run(self.plan_accept(label))
+    def accept(self, cluster_id: int | None = None) -> str:
+        return self.run(self.plan_accept(cluster_id))
 
     def bulk_accept(self, at_least: float) -> str:
-        labels, _removed = self.bulk_candidates(at_least)
-        return self.run(self.plan_bulk_accept(labels)) if labels else "No cluster to accept"
+        cluster_ids, _removed = self.bulk_candidates(at_least)
+        return self.run(self.plan_bulk_accept(cluster_ids)) if cluster_ids else "No cluster to accept"
 
     def note(self, value: str, o: int | None = None) -> str:
         return self.run(self.plan_note(value, o))
@@ -718,7 +726,7 @@ class Review:
     def set_keep_rule(self, rule: str) -> str:
         return self.run(self.plan_keep_rule(rule))
 
-    def change_view(self, threshold: float | None = None, policy: str | None = None) -> None:
+    def change_view(self, threshold: float | None = None, policy: Policy | None = None) -> None:
         """Another threshold or policy, the list rebuilt here (scripts, tests)."""
         changed = (threshold is not None and self.set_threshold(threshold)) | \
             (policy is not None and self.set_policy(policy))
@@ -736,12 +744,12 @@ class Review:
     def whereabouts(self, o: int) -> tuple[int | None, str]:
         index = self.index
         c = index.clustering
-        label = int(c.cluster[o])
-        size = len(index.members(label))
+        cluster_id = int(c.cluster[o])
+        size = len(index.members(cluster_id))
         t = f"{index.threshold:.2f}"
-        if index.position(label) is not None:
+        if index.position(cluster_id) is not None:
             state = "kept" if self.is_kept(o) else ("decided" if self.is_decided(o) else "to review")
-            return label, f"in a cluster of {size} at {t} ({state})"
+            return cluster_id, f"in a cluster of {size} at {t} ({state})"
         if size >= 2:
             return None, f"in a cluster of {size} at {t}, hidden by the current filter (f shows every cluster)"
         if int(c.reason[o]) == decisions.REVIEWER:

@@ -118,7 +118,7 @@ async def test_decide_undo_redo(corpus):
         await settle(pilot)
         main = app.main
         db = main.spec.db
-        label = main.model.cursor.label
+        label = main.model.cursor.cluster_id
         members = main.index.members(label)
         assert len(members) >= 2
         other = int(members[1])
@@ -133,7 +133,7 @@ async def test_decide_undo_redo(corpus):
         # the kept document changed; the cluster follows it and stays selected
         assert main.index.clustering.keeper[other] == -1
         # the cluster follows it, and the cursor moved on to the next member without a decision
-        assert main.model.cursor.label == other
+        assert main.model.cursor.cluster_id == other
         moved_to = main.selected_doc()
         assert moved_to != other and main.index.clustering.keeper[moved_to] == other
         assert moved_to not in main.index.overrides.decided
@@ -190,7 +190,7 @@ async def test_not_duplicate_accept_and_note(corpus):
         main.show_page()
         main.query_one("#clusters").move_cursor(row=row)
         await pilot.pause()
-        assert main.model.cursor.label == label
+        assert main.model.cursor.cluster_id == label
         other = int(members[1])
         await pilot.press("tab", "n")  # on the first member to review
         await settle(pilot)
@@ -433,8 +433,8 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
         project = Project(app.spec.db)
         assert decisions.active(project) == []
         main.query_one("#members").focus()
-        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main.model.cursor.label)].index(target)
-                                               if target in main.index.members(main.model.cursor.label) else 0)
+        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main.model.cursor.cluster_id)].index(target)
+                                               if target in main.index.members(main.model.cursor.cluster_id) else 0)
         await pilot.press("x")
         await settle(pilot)
         assert [d.kind for d in decisions.active(project)] == ["remove"]
@@ -482,7 +482,7 @@ async def test_triage_on_one_screen(corpus):
         main.query_one("#clusters").move_cursor(row=main.index.position(int(c.cluster[near])))
         await pilot.pause()
         await pilot.press("tab")
-        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main.model.cursor.label)].index(near))
+        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main.model.cursor.cluster_id)].index(near))
         await pilot.pause()
         member = main.selected_doc()
         assert member == near
@@ -490,7 +490,7 @@ async def test_triage_on_one_screen(corpus):
         kept_view, member_view = main.query_one("#preview-kept", DocView), main.query_one("#preview-member", DocView)
         assert (kept_view.text, member_view.text) == tuple(main.project.texts_for([kept, member]))
         assert member_view._spans and kept_view._spans  # the differences are marked on both sides
-        first_label = main.model.cursor.label
+        first_label = main.model.cursor.cluster_id
         main.query_one("#members").move_cursor(row=1)  # the first member after the kept one
         await pilot.pause()
         members = [int(m) for m in main.index.members(first_label)]
@@ -501,8 +501,8 @@ async def test_triage_on_one_screen(corpus):
             assert main.selected_doc() == expected_next
         await pilot.press("x")  # the cluster's last undecided member: on to the next cluster
         await settle(pilot)
-        assert main.model.cursor.label != first_label
-        assert not main.index.decided[main.index.position(main.model.cursor.label)]
+        assert main.model.cursor.cluster_id != first_label
+        assert not main.index.decided[main.index.position(main.model.cursor.cluster_id)]
         assert main.index.clustering.keeper[main.selected_doc()] >= 0  # a member to decide on
         project = Project(app.spec.db)
         assert sorted(d.doc_id for d in decisions.active(project)) == sorted(project.ids_for(undecided))
@@ -568,7 +568,7 @@ async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
                 assert options.option_count == len(main.project.find_documents(query, limit=1000)) > 1
                 await pilot.press("enter")
                 await settle(pilot)
-            assert main.model.cursor.label == target_label
+            assert main.model.cursor.cluster_id == target_label
             found = main.selected_doc()
             assert found == member or query != doc_id  # by id: that very document
             assert text[5:40].lower() in main.project.texts_for([found])[0].lower()
@@ -734,11 +734,11 @@ async def test_filters_undecided_near_and_exact(corpus):
         await pilot.press("f")  # undecided: every cluster, none decided yet
         await settle(pilot)
         assert main.sort == "size:undecided" and len(main.index.labels) == total
-        first = main.model.cursor.label
+        first = main.model.cursor.cluster_id
         await pilot.press("tab", "a")  # accept the selected cluster: decided, it stays in place
         await settle(pilot)
         assert len(main.index.labels) == total and main.index.labels[0] == first and main.index.decided[0]
-        assert main.model.cursor.label != first  # the cursor went on to the next cluster
+        assert main.model.cursor.cluster_id != first  # the cursor went on to the next cluster
         await pilot.press("f", "f", "f", "f")  # the reviewer asks again: it leaves the list
         await settle(pilot)
         assert main.sort == "size:undecided"
@@ -946,15 +946,15 @@ async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         main = app.main
-        first = main.model.cursor.label
+        first = main.model.cursor.cluster_id
         await pilot.press("a")  # accept: the cursor moves on to the next undecided cluster
         await settle(pilot)
         await pilot.press("a")
         await settle(pilot)
-        assert main.model.cursor.label != first
+        assert main.model.cursor.cluster_id != first
         await pilot.press("u", "u")  # both accepts undone: back at the first cluster
         await settle(pilot)
-        assert main.model.cursor.label == first and not main.index.decided.any()
+        assert main.model.cursor.cluster_id == first and not main.index.decided.any()
 
 
 async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
@@ -969,7 +969,7 @@ async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
         await pilot.press("tab", "end")
         await settle(pilot)
         assert members.loaded == members.total and members.cursor_row == members.total - 1
-        last = app.main.index.members(app.main.model.cursor.label)[-1]
+        last = app.main.index.members(app.main.model.cursor.cluster_id)[-1]
         assert app.main.selected_doc() == int(last)
         assert "shown, more as you scroll" not in str(app.main.query_one("#members-title").render())
 

@@ -69,7 +69,7 @@ async def test_one_decision_does_not_decide_the_cluster(sample):
         main, model = app.main, app.main.model
         model.select(ord_of(main, "note-0268"))
         main.render_list()
-        label = model.cursor.label
+        label = model.cursor.cluster_id
         await pilot.press("x")
         await settle(pilot)
         pos = main.index.position(label)
@@ -103,7 +103,7 @@ async def test_keep_rule_never_moves_an_accepted_cluster(sample):
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         main, model = app.main, app.main.model
-        accepted = model.cursor.label
+        accepted = model.cursor.cluster_id
         members = set(model.members())
         await pilot.press("a")
         await settle(pilot)

@@ -142,4 +142,4 @@ async def test_split_and_open_chain(tmp_path):
         await pilot.press("o")
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and main.policy == "components"
-        assert np.any(main.index.labels == main.model.cursor.label)
+        assert np.any(main.index.labels == main.model.cursor.cluster_id)

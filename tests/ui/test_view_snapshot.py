@@ -11,7 +11,8 @@ from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
-from dedup_tui.review.index import build_index, index_from_snapshot, load_snapshot, save_snapshot, snapshot_bytes
+from dedup_tui.review.index import (Listing, build_index, index_from_snapshot, load_snapshot, save_snapshot,
+                                    snapshot_bytes)
 
 from .conftest import settle
 
@@ -43,7 +44,7 @@ def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
     decisions.record(project, "keep", ids[1], threshold=0.7, policy="greedy")
     decisions.record(project, "remove", ids[0], threshold=0.7, policy="greedy")
     ov = Overrides.load(project)
-    want = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy", overrides=ov), ov, "low")
+    want = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy", overrides=ov), ov, Listing("low"))
     assert (want.clustering.reason == decisions.REVIEWER).any()
     got = index_from_snapshot(snapshot_bytes(want), ov)
     assert_same_index(got, want)
@@ -60,18 +61,19 @@ def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(tmp_path, co
     ov = Overrides.load(project)
     index = build_index(graph, cluster_with_decisions(project, graph, 0.8, "components", overrides=ov), ov)
     save_snapshot(project, index)
-    assert load_snapshot(project, ov, 0.8, "components", "size")[0] is not None
-    for other_view in ((0.81, "components", "size"), (0.8, "greedy", "size"), (0.8, "components", "high")):
+    size, high = Listing("size"), Listing("high")
+    assert load_snapshot(project, ov, 0.8, "components", size)[0] is not None
+    for other_view in ((0.81, "components", size), (0.8, "greedy", size), (0.8, "components", high)):
         assert load_snapshot(project, ov, *other_view)[0] is None
     # a decision changes what the view would show
     decisions.record(project, "remove", project.ids_for([int(index.labels[0])])[0])
     ov2 = Overrides.load(project)
-    assert load_snapshot(project, ov2, 0.8, "components", "size")[0] is None
+    assert load_snapshot(project, ov2, 0.8, "components", size)[0] is None
     decisions.undo(project)
-    assert load_snapshot(project, Overrides.load(project), 0.8, "components", "size")[0] is not None
+    assert load_snapshot(project, Overrides.load(project), 0.8, "components", size)[0] is not None
     # a new scan replaces the pairs the view was built from
     scan(project, ScanSettings(floor=0.6))
-    assert load_snapshot(project, Overrides.load(project), 0.8, "components", "size")[0] is None
+    assert load_snapshot(project, Overrides.load(project), 0.8, "components", size)[0] is None
     project.close()
 
 
@@ -188,10 +190,10 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         project = Project(main.spec.db)
 
         def key(t):
-            return view_key(project, decisions.Overrides.load(project), t, main.policy, main.sort)
+            return view_key(project, decisions.Overrides.load(project), t, main.policy, main.model.view.listing)
 
         assert main._views.has(key(0.82)) and main._views.has(key(0.8))
-        assert main._views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.sort))
+        assert main._views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing))
         prepared = main._views.get(key(0.82), lambda: None)
         await pilot.press("right_square_bracket")
         await settle(pilot)

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from ...engine.cluster import POLICIES
+from ...engine.cluster import POLICIES, Policy
 from ...engine.decisions import beside
 from ...engine.errors import DedupError
 from ...engine.export import FORMATS
@@ -64,7 +64,7 @@ class ExportRequest:
     out: Path
     fmt: str
     threshold: float
-    policy: str
+    policy: Policy
     logs: bool  # also write removed log, decisions log and manifest beside
 
 
@@ -117,7 +117,7 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     OK = "export-ok"
 
-    def __init__(self, out: Path, threshold: float, policy: str, floor: float,
+    def __init__(self, out: Path, threshold: float, policy: Policy, floor: float,
                  protected: dict[Path, str] | None = None) -> None:
         super().__init__(classes="dialog-screen")
         self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor

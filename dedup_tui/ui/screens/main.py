@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions, warmup
-from ...engine.cluster import NEAR, POLICIES, strongest_links
+from ...engine.cluster import NEAR, POLICIES, Policy, strongest_links
 from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
@@ -33,7 +33,7 @@ from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
-from ...review.index import (FILTERS, SORTS, describe_view, ClusterIndex, PreparedViews, load_snapshot,
+from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_snapshot,
                              save_snapshot, view_key, view_keys)
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
@@ -78,7 +78,7 @@ class MainScreen(Screen):
         self._last_step = 0.0  # the last threshold move, for which way to prepare first
         self._matches: list = []  # the last search's matches, stepped with . and ,
         self._match_at = -1
-        self._shown_label: int | None = None  # the cluster whose members are on screen
+        self._shown_cluster: int | None = None  # the cluster whose members are on screen
 
     # what the screens on top and the tests read (the model's, for the most part)
     project = property(lambda self: self.review.project)
@@ -90,7 +90,8 @@ class MainScreen(Screen):
 
     @property
     def sort(self) -> str:
-        return self.model.view.listing
+        """The list's sort and filter as stored ("sort" or "sort:filter")."""
+        return str(self.model.view.listing)
 
     @property
     def busy(self) -> bool:
@@ -98,8 +99,8 @@ class MainScreen(Screen):
         return self._clustering_busy or self._dirty
 
     @property
-    def _label(self) -> int | None:
-        return self.model.cursor.label if self.model is not None and self.model.index is not None else None
+    def _cluster_id(self) -> int | None:
+        return self.model.cursor.cluster_id if self.model is not None and self.model.index is not None else None
 
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -246,7 +247,7 @@ class MainScreen(Screen):
                 self.model.needs_rebuild():
             return
         try:
-            stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.sort) != self._snapshot_key
+            stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.listing) != self._snapshot_key
         except sqlite3.Error:
             return
         if stale:  # only a shortcut for the next opening: a failure leaves the project unaffected
@@ -324,10 +325,10 @@ class MainScreen(Screen):
             return
         self._match_at = (self._match_at + delta) % len(self._matches)
         m = self._matches[self._match_at]
-        label, status = self.model.whereabouts(m.doc) if self.index is not None else (None, m.status)
+        cluster_id, status = self.model.whereabouts(m.doc) if self.index is not None else (None, m.status)
         where = f"match {self._match_at + 1}/{len(self._matches)}" + (" (. next, , previous)" if len(self._matches) > 1 else "")
         self.notify(f"{literal_line(m.doc_id, 60)}: {status} · {where}", markup=False, timeout=5)
-        if label is not None:
+        if cluster_id is not None:
             self.model.select(m.doc)
             self.render_list()
             self.query_one("#members", MemberTable).focus()
@@ -369,7 +370,7 @@ class MainScreen(Screen):
             key_of = view_keys(project, overrides)
             view = request.view
 
-            def prepared(t: float, pol: str) -> tuple[str, Callable[[], ClusterIndex]]:
+            def prepared(t: float, pol: Policy) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
                     return model.compute(project, replace(request, view=replace(view, threshold=t, policy=pol),
                                                           previous=None), graph, overrides)
@@ -475,12 +476,12 @@ class MainScreen(Screen):
         self.page = min(self.page, self.pages - 1)
         start = self.page * self.PAGE
         stop = min(start + self.PAGE, len(index.labels))
-        labels = [int(x) for x in index.labels[start:stop]]
-        previews = {o: (d, t) for o, (d, _n, t) in self._previews(labels).items()}
+        cluster_ids = [int(x) for x in index.labels[start:stop]]
+        previews = {o: (d, t) for o, (d, _n, t) in self._previews(cluster_ids).items()}
         table.fill(index, start, stop, previews)
         title = Text()
         title.append(f"Clusters {start + 1 if stop else 0:,}–{stop:,} of {len(index.labels):,}", style="bold")
-        title.append(f"  page {self.page + 1}/{self.pages} (< >) · {describe_view(self.sort)} (s, f)", style="dim")
+        title.append(f"  page {self.page + 1}/{self.pages} (< >) · {self.model.view.listing.describe()} (s, f)", style="dim")
         self.query_one("#clusters-title", Static).update(title)
         if stop > start:
             if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
@@ -489,7 +490,7 @@ class MainScreen(Screen):
             table.move_cursor(row=pos - start, animate=False)
             self.show_members()
         else:
-            self._shown_label = None
+            self._shown_cluster = None
             self.query_one("#members", MemberTable).clear()
             self.query_one("#members-title", Static).update(Text("No clusters at this threshold", style="dim"))
             self.query_one("#member-info", Static).update("")
@@ -497,16 +498,16 @@ class MainScreen(Screen):
 
     def show_members(self) -> None:
         """The cursor's cluster's members, the cursor's document selected."""
-        label, focus_doc = self.model.cursor.label, self.model.cursor.doc
-        self._shown_label = label
+        cluster_id, focus_doc = self.model.cursor.cluster_id, self.model.cursor.doc
+        self._shown_cluster = cluster_id
         index = self.index
-        members = index.members(label)
+        members = index.members(cluster_id)
         table = self.query_one("#members", MemberTable)
         hit = np.flatnonzero(members == focus_doc) if focus_doc is not None else np.empty(0, np.int64)
         # enough chunks to show the document to focus
         count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
         rows = self._previews(members[:count].tolist(), 240)
-        table.fill(index, label, members, rows, count, decided=self.model.is_decided)
+        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided)
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
@@ -515,8 +516,8 @@ class MainScreen(Screen):
         table = self.query_one("#members", MemberTable)
         title = Text()
         title.append(f"{table.total:,} members", style="bold")
-        if self._shown_label is not None:
-            done, total = self.model.progress(self._shown_label)
+        if self._shown_cluster is not None:
+            done, total = self.model.progress(self._shown_cluster)
             title.append(f" · {done}/{total} reviewed", style="bold green" if done >= total else "bold")
         if table.loaded < table.total:
             title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
@@ -533,7 +534,7 @@ class MainScreen(Screen):
         doc_id, length, _ = self._previews([o], 1)[o]
         t = Text()
         t.append(literal_line(doc_id, 80), style="bold")
-        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_label)}")
+        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
         if self.model.is_decided(o):
             t.append(" · decided", style="green")
         if c.keeper[o] >= 0:
@@ -630,9 +631,9 @@ class MainScreen(Screen):
         if event.cursor_row != event.data_table.cursor_row:
             return  # stale: posted while the page was refilled, before the cursor was put back
         if self.index is not None and event.row_key is not None and event.row_key.value is not None:
-            label = int(event.row_key.value)
-            if label != self.model.cursor.label:  # the reviewer moved: the cluster's first member to review
-                self.model.select_cluster(label)
+            cluster_id = int(event.row_key.value)
+            if cluster_id != self.model.cursor.cluster_id:  # the reviewer moved: the cluster's first member to review
+                self.model.select_cluster(cluster_id)
                 self.show_members()
 
     @on(DataTable.RowHighlighted, "#members")
@@ -720,7 +721,7 @@ class MainScreen(Screen):
         self.remember_state()
         self.schedule_recluster(keep_order=False)
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: Policy) -> None:
         if self.model.set_policy(policy):
             self.remember_state()
             self.schedule_recluster(keep_order=False)
@@ -879,17 +880,17 @@ class MainScreen(Screen):
             if not text or self.index is None:
                 return
             at_least = float(text)
-            labels, removed = self.model.bulk_candidates(at_least)
-            if not labels:
+            cluster_ids, removed = self.model.bulk_candidates(at_least)
+            if not cluster_ids:
                 self.notify(f"No listed cluster to review has all its similarities ≥ {at_least:.2f}", severity="warning")
                 return
 
             def confirmed(answer: str | None) -> None:
                 if answer:
-                    self._try(lambda: self.model.plan_bulk_accept(labels))
+                    self._try(lambda: self.model.plan_bulk_accept(cluster_ids))
 
             self.app.push_screen(AskScreen(
-                f"Accept {len(labels):,} clusters ({removed:,} documents removed)? Type yes (u undoes it in one step)",
+                f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? Type yes (u undoes it in one step)",
                 placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
                 "Type yes to accept them, esc to cancel"), confirmed)
 
@@ -917,16 +918,16 @@ class MainScreen(Screen):
 
     def action_open_pair(self) -> None:
         o = self.selected_doc()
-        if o is None or self._label is None:
+        if o is None or self._cluster_id is None:
             return
-        members = self.index.members(self._label)
+        members = self.index.members(self._cluster_id)
         if len(members) < 2:
             return
         if self.model.is_kept(o):  # the kept document itself: compare it with its closest member
             o = self.model.closest_member(o)
         from .pair import PairScreen
 
-        self.app.push_screen(PairScreen(self.review, self._label, o))
+        self.app.push_screen(PairScreen(self.review, self._cluster_id, o))
 
     def action_tune(self) -> None:
         from .tune import TuneScreen

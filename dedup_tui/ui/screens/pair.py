@@ -30,10 +30,10 @@ class PairScreen(Screen):
     ACTIONS = PAIR_ACTIONS
     NARROW = 100
 
-    def __init__(self, review, label: int, right: int) -> None:
+    def __init__(self, review, cluster_id: int, right: int) -> None:
         super().__init__()
         self.review = review
-        self.label = label
+        self.cluster_id = cluster_id
         self.right = right
         self.left = review.kept_of(right)
         self.layout_choice: str | None = None  # None: automatic by width
@@ -93,7 +93,7 @@ class PairScreen(Screen):
 
     # -- content -------------------------------------------------------------------------
     def members(self) -> np.ndarray:
-        members = self.review.index.members(self.label)
+        members = self.review.index.members(self.cluster_id)
         return members[members != self.left]
 
     ALIGN_MIN_LINES = 4  # documents with at least this many lines open line-aligned
@@ -292,7 +292,7 @@ class PairScreen(Screen):
             return
         c = index.clustering
         right = int(model.cursor.doc)
-        self.label = int(c.cluster[right])
+        self.cluster_id = int(c.cluster[right])
         kept = model.kept_of(right)
         if kept == right:  # the kept one: shown on the left, against its closest member
             right = model.closest_member(kept)

@@ -11,18 +11,17 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..diff import EQUAL, AlignedDiff, AlignedRow, fold_rows, shift
 from ..text import escape_spans
 from .docview import styled
+from .lines import LineCacheView
 
 CONTEXT = 3  # equal lines shown around each change when runs are folded
 
 
-class AlignedDiffView(ScrollView, can_focus=True):
+class AlignedDiffView(LineCacheView, can_focus=True):
     COMPONENT_CLASSES = {
         "docview--delete",
         "docview--insert",
@@ -52,22 +51,20 @@ class AlignedDiffView(ScrollView, can_focus=True):
         # or (fold length, None, "fold").
         self._visual: list[tuple] = []
         self._change_lines: list[int] = []  # visual line where each change starts
-        self._width = 0
-        self._cache: dict[int, Strip] = {}
         self.notice = ""  # after windows of longer documents: the last line says how much is shown
 
     # -- content -------------------------------------------------------------------------
     def set_diff(self, result: AlignedDiff | None, notice: str = "") -> None:
         self.result = result
         self.notice = notice
-        self._rebuild(force=True)
+        self._relayout(force=True)
         self.scroll_to(0, 0, animate=False)
 
     def toggle_fold(self) -> None:
         """Show or fold the runs of equal lines, keeping the line at the top in view."""
         top_row = self._row_at(int(self.scroll_y))
         self.folded = not self.folded
-        self._rebuild(force=True)
+        self._relayout(force=True)
         if top_row is not None:
             line = next((i for i, v in enumerate(self._visual) if v[3] is not None and v[3] >= top_row), 0)
             self.scroll_to(y=line, animate=False)
@@ -116,16 +113,9 @@ class AlignedDiffView(ScrollView, can_focus=True):
             return [Text("")]
         return list(text.wrap(self.app.console, width, overflow="fold", no_wrap=False))
 
-    def _rebuild(self, force: bool = False) -> None:
-        if not self.is_mounted:
-            return
-        width = self.scrollable_content_region.width
-        if width <= 0 or (not force and width == self._width):
-            return
-        self._width = width
+    def _lay_out(self, width: int) -> int:
         self._visual = []
         self._change_lines = []
-        self._cache.clear()
         r = self.result
         if r is not None:
             col = max(1, (width - 1) // 2)
@@ -157,16 +147,9 @@ class AlignedDiffView(ScrollView, can_focus=True):
                 self._visual.append((Text(""), None, "notice", None))
                 for line in Text(f"[… {self.notice}]").wrap(self.app.console, width, overflow="fold"):
                     self._visual.append((line, None, "notice", None))
-        self.virtual_size = Size(width, len(self._visual))
-        self.refresh()
+        return len(self._visual)
 
     # -- rendering -----------------------------------------------------------------------
-    def on_mount(self) -> None:
-        self.watch(self.app, "theme", lambda _: self._rebuild(force=True), init=False)
-
-    def on_resize(self) -> None:
-        self._rebuild()
-
     def _cell(self, text: Text | None, width: int, base: Style) -> list[Segment]:
         if text is None:
             gap = self.get_component_rich_style("aligned--gap", partial=True)
@@ -181,26 +164,21 @@ class AlignedDiffView(ScrollView, can_focus=True):
         index = int(self.scroll_y) + y
         if index >= len(self._visual):
             return Strip.blank(width, base)
-        strip = self._cache.get(index)
-        if strip is None:
-            left, right, kind, _row = self._visual[index]
-            if kind == "notice":
-                style = base + self.get_component_rich_style("docview--cut", partial=True)
-                strip = Strip(list(left.render(self.app.console, end=""))).apply_style(style)
-            elif kind == "fold":
-                style = base + self.get_component_rich_style("aligned--fold", partial=True)
-                label = f" {left:,} identical line{'s' if left != 1 else ''} (o shows them) "
-                strip = Strip([Segment(label.center(width, "╌")[:width], style)])
-            else:
-                col = max(1, (width - 1) // 2)
-                bar_style = "aligned--equal-bar" if kind == EQUAL else "aligned--changed-bar"
-                bar = Segment("│" if kind == EQUAL else "┃", base + self.get_component_rich_style(bar_style, partial=True))
-                segments = self._cell(left, col, base) + [bar] + self._cell(right, width - col - 1, base)
-                strip = Strip(segments)
-            if len(self._cache) > 2000:
-                self._cache.clear()
-            self._cache[index] = strip
-        return strip.extend_cell_length(width, base)
+        return self._strip(index, lambda i: self._render_visual(i, width, base)).extend_cell_length(width, base)
+
+    def _render_visual(self, index: int, width: int, base: Style) -> Strip:
+        left, right, kind, _row = self._visual[index]
+        if kind == "notice":
+            style = base + self.get_component_rich_style("docview--cut", partial=True)
+            return Strip(list(left.render(self.app.console, end=""))).apply_style(style)
+        if kind == "fold":
+            style = base + self.get_component_rich_style("aligned--fold", partial=True)
+            label = f" {left:,} identical line{'s' if left != 1 else ''} (o shows them) "
+            return Strip([Segment(label.center(width, "╌")[:width], style)])
+        col = max(1, (width - 1) // 2)
+        bar_style = "aligned--equal-bar" if kind == EQUAL else "aligned--changed-bar"
+        bar = Segment("│" if kind == EQUAL else "┃", base + self.get_component_rich_style(bar_style, partial=True))
+        return Strip(self._cell(left, col, base) + [bar] + self._cell(right, width - col - 1, base))
 
     def visible_text(self) -> tuple[str, str]:
         """Every line of both sides as shown when unfolded (for tests): left, right."""

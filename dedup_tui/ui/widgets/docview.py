@@ -11,15 +11,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
-from textual.geometry import Size
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
 from ..diff import shift
 from ..text import escape_spans
 from ..window import Shown, cut_notice
+from .lines import LineCacheView
 
 
 def styled(widget, shown: str, escapes: list[tuple[int, int]], spans: list[tuple[int, int, str]]) -> Text:
@@ -34,7 +33,7 @@ def styled(widget, shown: str, escapes: list[tuple[int, int]], spans: list[tuple
     return text
 
 
-class DocView(ScrollView, can_focus=True):
+class DocView(LineCacheView, can_focus=True):
     COMPONENT_CLASSES = {
         "docview--delete",
         "docview--insert",
@@ -54,8 +53,6 @@ class DocView(ScrollView, can_focus=True):
         self._escapes: list[tuple[int, int]] = []
         self._spans: list[tuple[int, int, str]] = []
         self._lines: list[Text] | None = None
-        self._width = 0
-        self._cache: dict[int, Strip] = {}
         self.notice = ""  # the line after a window of a longer document: how much is shown
 
     @property
@@ -73,12 +70,12 @@ class DocView(ScrollView, can_focus=True):
         self._display, self._escapes = escape_spans(text)
         self._raw = text
         self._spans = shift(list(spans), self._escapes, text)
-        self._rewrap(force=True)
+        self._relayout(force=True)
         self.scroll_to(0, 0, animate=False)
 
     def set_spans(self, spans: list[tuple[int, int, str]]) -> None:
         self._spans = shift(list(spans), self._escapes, getattr(self, "_raw", ""))
-        self._rewrap(force=True)
+        self._relayout(force=True)
 
     def _styled(self) -> Text:
         text = styled(self, self._display, self._escapes, self._spans)
@@ -87,25 +84,9 @@ class DocView(ScrollView, can_focus=True):
             text.append(f"[… {self.notice}]", self.get_component_rich_style("docview--cut", partial=True))
         return text
 
-    def _rewrap(self, force: bool = False) -> None:
-        if not self.is_mounted:
-            return
-        width = self.scrollable_content_region.width
-        if width <= 0:
-            return
-        if not force and self._lines is not None and width == self._width:
-            return
-        self._width = width
+    def _lay_out(self, width: int) -> int:
         self._lines = list(self._styled().wrap(self.app.console, width, overflow="fold", no_wrap=False))
-        self._cache.clear()
-        self.virtual_size = Size(width, len(self._lines))
-        self.refresh()
-
-    def on_mount(self) -> None:
-        self.watch(self.app, "theme", lambda _: self._rewrap(force=True), init=False)
-
-    def on_resize(self) -> None:
-        self._rewrap()
+        return len(self._lines)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -115,13 +96,7 @@ class DocView(ScrollView, can_focus=True):
         lines = self._lines or []
         if index >= len(lines):
             return Strip.blank(width, style)
-        strip = self._cache.get(index)
-        if strip is None:
-            line = lines[index]
-            strip = Strip(list(line.render(self.app.console, end=""))).apply_style(style)
-            if len(self._cache) > 2000:
-                self._cache.clear()
-            self._cache[index] = strip
+        strip = self._strip(index, lambda i: Strip(list(lines[i].render(self.app.console, end=""))).apply_style(style))
         return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, style)
 
 

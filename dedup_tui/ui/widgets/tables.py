@@ -94,8 +94,8 @@ class ClusterTable(RowTable):
     def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]]) -> None:
         rows = []
         for i in range(start, stop):
-            label = int(index.labels[i])
-            doc_id, text = previews.get(label, ("?", ""))
+            cluster_id = int(index.labels[i])
+            doc_id, text = previews.get(cluster_id, ("?", ""))
             doc_id = literal_line(doc_id, ID_WIDTH)
             kept = Text(doc_id, style="bold")
             room = max(12, pane_width(self) - 30 - len(doc_id))
@@ -110,7 +110,7 @@ class ClusterTable(RowTable):
                 (_sim(float(index.max_sim[i])), 4, "right"),
                 (_sim(float(index.min_sim[i])), 4, "right"),
                 (kept, kept.cell_len, "left"),
-            ]), str(label)))
+            ]), str(cluster_id)))
         header = self.layout_row([(Text("done"), 5, "left"), (Text("size"), 4, "right"), (Text("max"), 4, "left"),
                                   (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
         self.set_rows(header, rows)
@@ -120,13 +120,13 @@ STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near
           REVIEWER: ("removed", "red")}
 
 
-def why(index: ClusterIndex, ord_: int, label: int) -> str:
+def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     c, ov = index.clustering, index.overrides
     reason = int(c.reason[ord_])
     if reason == KEPT:
         if ord_ in ov.keep:
             return "reviewer's choice"
-        if ord_ != label:
+        if ord_ != cluster_id:
             return "kept (others removed)"
         if c.kept_by in ("first", "longest"):
             return "longest text" if c.kept_by == "longest" else "first in corpus order"
@@ -166,7 +166,7 @@ class MemberTable(RowTable):
         super().__init__(*args, **kwargs)
         self._shown_rows: list | None = None  # the shown rows' plain fields
         self._members = np.empty(0, dtype=np.int64)
-        self._cluster_context: tuple | None = None  # (index, label, room for the text snippet)
+        self._cluster_context: tuple | None = None  # (index, cluster_id, room for the text snippet)
         self._decided = lambda o: False
 
     @property
@@ -189,13 +189,13 @@ class MemberTable(RowTable):
         return super().clear(columns)
 
     def _plain(self, ords: list[int], rows: dict[int, tuple[str, int, str]]):
-        index, label, room = self._cluster_context
+        index, cluster_id, room = self._cluster_context
         c = index.clustering
         ids = [literal_line(rows.get(o, ("?",))[0], ID_WIDTH) for o in ords]
-        whys = [why(index, o, label) for o in ords]
+        whys = [why(index, o, cluster_id) for o in ords]
         if room is None:  # the first chunk sets the snippets' length for the cluster
             room = max(12, pane_width(self) - 24 - max(map(len, ids), default=4) - max(map(len, whys), default=4))
-            self._cluster_context = (index, label, room)
+            self._cluster_context = (index, cluster_id, room)
         plain = []
         for o, doc_id, reason in zip(ords, ids, whys):
             status, style = STATUS[int(c.reason[o])]
@@ -223,13 +223,13 @@ class MemberTable(RowTable):
         self.set_rows(header, [self._laid(p, id_w, why_w) for p in plain])
         self._shown_rows = plain
 
-    def fill(self, index: ClusterIndex, label: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
+    def fill(self, index: ClusterIndex, cluster_id: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
              count: int | None = None, decided=None) -> None:
         """Show the first `count` (default CHUNK) members; when every row would be the same as
         the ones shown, keep them. decided(ord): whether a decision settles it (a * after its
         status); default: the index's decisions."""
         self._decided = decided or (lambda o: o in index.overrides.decided)
-        self._cluster_context = (index, label, None)
+        self._cluster_context = (index, cluster_id, None)
         self._members = members
         plain = self._plain(members[: count or self.CHUNK].tolist(), rows)
         if plain == self._shown_rows:

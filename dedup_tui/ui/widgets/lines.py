@@ -1,0 +1,58 @@
+"""What DocView and AlignedDiffView share: content laid out again for each width and theme,
+rendered a visible line at a time (Line API) from a cache of Strips.
+
+A subclass says how to lay its content out at a width (`_lay_out`, returning how many lines it
+made) and how to render one of those lines (given to `_strip`); the base decides when to lay out
+again (a new width, a new theme, or `_relayout(force=True)` after new content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+CACHED_LINES = 2000  # rendered lines kept; the cache is emptied beyond it
+
+
+class LineCacheView(ScrollView):
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._width = 0  # the width the content was laid out at (0: not yet)
+        self._cache: dict[int, Strip] = {}  # line index -> its rendered Strip
+
+    def _lay_out(self, width: int) -> int:
+        """Lay the content out at `width` columns; the number of lines."""
+        raise NotImplementedError
+
+    def _relayout(self, force: bool = False) -> None:
+        """Lay the content out again when the width changed (or `force`: the content or the theme
+        did), once the widget is mounted and has a width."""
+        if not self.is_mounted:
+            return
+        width = self.scrollable_content_region.width
+        if width <= 0 or (not force and width == self._width):
+            return
+        self._width = width
+        self._cache.clear()
+        self.virtual_size = Size(width, self._lay_out(width))
+        self.refresh()
+
+    def _strip(self, index: int, render: Callable[[int], Strip]) -> Strip:
+        """Line `index` rendered by `render`, from the cache when it was rendered already."""
+        strip = self._cache.get(index)
+        if strip is None:
+            strip = render(index)
+            if len(self._cache) > CACHED_LINES:
+                self._cache.clear()
+            self._cache[index] = strip
+        return strip
+
+    def on_mount(self) -> None:
+        # the component classes' styles are baked into the laid out lines
+        self.watch(self.app, "theme", lambda _: self._relayout(force=True), init=False)
+
+    def on_resize(self) -> None:
+        self._relayout()
