@@ -150,7 +150,7 @@ class PairGraph:
             self._forest_nodes = cached
         return cached[1]
 
-    def warm(self, policy: str, split_pairs=()) -> None:
+    def warm(self, policy: Policy, split_pairs=()) -> None:
         """Build what re-clustering under this policy reuses (cached), ahead of the first use."""
         self.sorted_keys()
         if policy == "components":
@@ -201,7 +201,7 @@ def _compact_ids(nodes: np.ndarray, n: int) -> np.ndarray:
 @dataclass
 class Clustering:
     threshold: float
-    policy: str
+    policy: Policy
     keeper: np.ndarray  # int64: ord this document is a duplicate of, -1 when kept
     similarity: np.ndarray  # float64: Jaccard to the keeper (1.0 exact; nan if no stored pair)
     reason: np.ndarray  # int8: KEPT, EXACT or NEAR
@@ -362,7 +362,7 @@ def _greedy_loop(state: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         state[doc] = _REMOVED if removed else _KEPT
 
 
-def cluster(graph: PairGraph, threshold: float, policy: str = "components",
+def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
             split_pairs: set[tuple[int, int]] | None = None) -> Clustering:
     """Cluster every document at `threshold`; split_pairs (ord pairs, a < b) are never joined."""
     if policy not in POLICIES:

@@ -27,7 +27,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, cluster, forget_rejected, strongest_links
+from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, strongest_links
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
@@ -55,7 +55,7 @@ class Decision:
     other_id: str | None
     value: str | None
     threshold: float | None
-    policy: str | None
+    policy: Policy | None
     author: str | None
     created_at: str
     undone: int = 0
@@ -91,7 +91,7 @@ def record(
     other_id: str | None = None,
     value: str | None = None,
     threshold: float | None = None,
-    policy: str | None = None,
+    policy: Policy | None = None,
     author: str | None = None,
 ) -> Decision:
     """Record one decision and commit it. Discards anything that could be redone."""
@@ -132,7 +132,7 @@ def redo(project: Project) -> Decision | None:
 
 
 def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None, str | None]], threshold: float | None = None,
-                policy: str | None = None, author: str | None = None) -> list[Decision]:
+                policy: Policy | None = None, author: str | None = None) -> list[Decision]:
     """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
     one undo. Discards anything that could be redone. Returns them, oldest first."""
     if not rows:
@@ -154,7 +154,7 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
 
 
 def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
-                    policy: str | None = None, author: str | None = None) -> int:
+                    policy: Policy | None = None, author: str | None = None) -> int:
     """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
     step. Returns how many were accepted."""
     rows = [("accept", kept, None, json.dumps(ids, ensure_ascii=False)) for kept, ids in clusters]
@@ -544,7 +544,7 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
     return forget_rejected(c)
 
 
-def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: str = "components",
+def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: Policy = "components",
                            overrides: Overrides | None = None, rule: str | None = None) -> Clustering:
     """cluster() with the project's not-duplicate splits, then its keep rule (which document a
     cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides."""
@@ -633,7 +633,7 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     return len(decisions)
 
 
-def manifest(project: Project, clustering: Clustering, threshold: float, policy: str, outputs: dict,
+def manifest(project: Project, clustering: Clustering, threshold: float, policy: Policy, outputs: dict,
              rule: str | None = None) -> dict:
     try:
         from importlib.metadata import version
@@ -670,7 +670,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
 def export_curated(
     project: Project,
     threshold: float,
-    policy: str,
+    policy: Policy,
     out: str | Path,
     fmt: str = "jsonl",
     removed_out: str | Path | None = None,

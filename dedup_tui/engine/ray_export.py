@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cluster import Policy
 from .errors import Cancelled, CorpusError, DedupError, ProjectError
 from .progress import Control
 from .ray_scan import (PieceSpec, Stage, cluster_format, connect, expand_inputs, id_prefixes, os_reason, piece_records,
@@ -122,7 +123,7 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
     return {"kept": kept, "removed": dropped, "sha256": h.hexdigest()}
 
 
-def cluster_export(db: str | Path, threshold: float, policy: str, paths, out_dir: str | Path, control: Control | None = None,
+def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_dir: str | Path, control: Control | None = None,
                    address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
     from .cluster import KEPT, cluster
     from .decisions import cluster_with_decisions, manifest, write_decisions_log, write_removed

@@ -30,7 +30,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from . import decisions
-from .cluster import PairGraph, cluster
+from .cluster import PairGraph, Policy, cluster
 from .lsh import candidate_probability
 from .sets import jaccard, shingle_set
 from .display import literal_line
@@ -211,7 +211,7 @@ def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
 
 
 def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similarity: float | None = None,
-              threshold: float | None = None, policy: str | None = None, author: str | None = None) -> Label:
+              threshold: float | None = None, policy: Policy | None = None, author: str | None = None) -> Label:
     """Label a pair (the newest label of a pair wins) and commit.
 
     "not_duplicate" also records a not_duplicate decision (unless one is in force), so the
@@ -633,7 +633,7 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
     return out
 
 
-def split_chain(project: Project, chain: Chain, threshold: float | None = None, policy: str | None = None,
+def split_chain(project: Project, chain: Chain, threshold: float | None = None, policy: Policy | None = None,
                 author: str | None = None) -> int:
     """Mark the chain's cut links not-duplicate (decisions, one undo step); returns how many were
     recorded."""

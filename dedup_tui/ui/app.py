@@ -74,6 +74,8 @@ class DedupApp(App):
     def on_unmount(self) -> None:
         try:
             self.writer.close()  # every decision asked for is written before the lock goes
+            if self.review.project is not None:
+                self.review.project.close()  # the screens' connection (the writer has its own)
             self._remove_if_nothing_loaded()
         finally:
             self.project_lock.release()
@@ -82,8 +84,6 @@ class DedupApp(App):
         """A project made for this opening whose load failed or was cancelled is not left behind."""
         if not self.spec.created:
             return
-        if self.review.project is not None:
-            self.review.project.close()
         with Project(self.spec.db) as project:
             empty = not project.has_documents()
         if empty:

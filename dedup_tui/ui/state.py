@@ -13,6 +13,7 @@ from typing import Protocol
 
 from textual.message import Message
 
+from ..engine.cluster import Policy
 from ..review import DEFAULT_THRESHOLD, Plan, Review
 
 __all__ = ["DEFAULT_THRESHOLD", "ReviewChanged", "ReviewState"]
@@ -27,7 +28,7 @@ class Controller(Protocol):
     def _try(self, make: Callable[[], Plan]) -> bool: ...
     def action_remove(self, o: int | None = None) -> None: ...
     def set_threshold(self, value: float) -> None: ...
-    def set_policy(self, policy: str) -> None: ...
+    def set_policy(self, policy: Policy) -> None: ...
     def schedule_recluster(self, keep_order: bool = True) -> None: ...
     def render_list(self) -> None: ...
 
@@ -79,7 +80,7 @@ class ReviewState:
     def step_threshold(self, delta: float) -> None:
         self._controller.set_threshold(round(self.threshold + delta, 2))
 
-    def set_policy(self, policy: str) -> None:
+    def set_policy(self, policy: Policy) -> None:
         self._controller.set_policy(policy)
 
     def recluster(self) -> None:
