@@ -23,7 +23,7 @@ from pathlib import Path
 from dedup_tui.engine import store
 
 TESTS = os.path.dirname(os.path.realpath(__file__)) + os.sep
-_STORE = os.path.realpath(store.__file__)
+_STORE = os.path.dirname(os.path.realpath(store.__file__)) + os.sep  # the store package
 _real_paths: dict[str, str] = {}
 
 
@@ -34,9 +34,9 @@ def _real(filename: str) -> str:
 
 
 def _opener() -> tuple[str, int]:
-    """The file and line that asked for the project: the innermost frame outside store.py."""
+    """The file and line that asked for the project: the innermost frame outside the store package."""
     frame = sys._getframe(2)
-    while frame is not None and _real(frame.f_code.co_filename) == _STORE:
+    while frame is not None and _real(frame.f_code.co_filename).startswith(_STORE):
         frame = frame.f_back
     if frame is None:  # pragma: no cover
         return "?", 0

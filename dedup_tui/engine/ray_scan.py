@@ -100,7 +100,7 @@ class ClusterScanResult(ScanCounts):
 # -- inputs --------------------------------------------------------------------------------------
 
 def cluster_format(path: Path) -> str:
-    """The load's format of a shard (ingest.detect_format), when it is one the cluster reads."""
+    """The load's format of a shard (readers.detect_format), when it is one the cluster reads."""
     try:
         fmt = detect_format(path)
     except CorpusError:
