@@ -105,29 +105,25 @@ def _row(r: dict) -> Decision:
 def undo(project: Project) -> Decision | None:
     """Undo the newest active decision (with the rest of its bulk action); returns it, or None
     when there is nothing to undo."""
-    with transaction(project.conn):
-        r = review.newest_active_decision(project.db)
-        if r is None:
-            return None
-        d = _row(r)
-        if d.batch is None:
-            review.set_decision_state(project.db, d.id, UNDONE)
-        else:
-            d.batch_size = review.set_batch_state(project.db, d.batch, ACTIVE, UNDONE)
-    return d
+    return _switch(project, review.newest_active_decision, ACTIVE, UNDONE)
 
 
 def redo(project: Project) -> Decision | None:
     """Bring back the most recently undone decision (with the rest of its bulk action)."""
+    return _switch(project, review.oldest_undone_decision, UNDONE, ACTIVE)
+
+
+def _switch(project: Project, find, old_state: int, new_state: int) -> Decision | None:
+    """The decision find(db) names, with the rest of its bulk action, from old_state to new_state."""
     with transaction(project.conn):
-        r = review.oldest_undone_decision(project.db)
+        r = find(project.db)
         if r is None:
             return None
         d = _row(r)
         if d.batch is None:
-            review.set_decision_state(project.db, d.id, ACTIVE)
+            review.set_decision_state(project.db, d.id, new_state)
         else:
-            d.batch_size = review.set_batch_state(project.db, d.batch, UNDONE, ACTIVE)
+            d.batch_size = review.set_batch_state(project.db, d.batch, old_state, new_state)
     return d
 
 
