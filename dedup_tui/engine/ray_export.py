@@ -126,94 +126,119 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
 def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_dir: str | Path, control: Control | None = None,
                    address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
     from .cluster import KEPT, cluster
-    from .decisions import cluster_with_decisions, manifest, write_decisions_log, write_removed
-    from .export import AtomicFile, check_threshold
+    from .decisions import cluster_with_decisions, write_decisions_log, write_removed
+    from .export import check_threshold
     from .store.scans import load_graph
 
     control = control or Control()
     project = Project(db)
     try:
         check_threshold(project, threshold)
-        sources = [tuple(r.values())
-                   for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")]
-        files = expand_inputs(paths)
-        if len(files) != len(sources):
-            raise DedupError(f"{len(files)} corpus file(s) given, but {project.path} was scanned from {len(sources)}: "
-                             f"give the same files, in the same order")
-        for f, src in zip(files, sources):
-            if src[2] not in ("jsonl", "parquet") or cluster_format(f) != src[2]:
-                raise CorpusError(str(f), None, f"is not the {src[2]} file scanned as {src[1]}")
-        names = [f.name for f in files]
-        if len(set(names)) != len(names):
-            raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
-        out_dir = Path(out_dir)
-        if (out_dir / "manifest.json").is_file() and ((out_dir / "pairs.parquet").exists()
-                                                      or (out_dir / "documents").is_dir()):
-            raise DedupError(f"{out_dir}: is a cluster scan folder, which holds only what a scan wrote; write the "
-                             f"curated corpus to another folder")
-        logs = {"removed": out_dir / "removed.jsonl", "decisions": out_dir / "decisions.jsonl",
-                "manifest": out_dir / "manifest.json"}
-        clash = {p.name for p in logs.values()} & set(names)
-        if clash:
-            raise DedupError(f"a corpus shard is named {sorted(clash)[0]}, as one of the logs cluster-export writes")
-        # Never the project, its companions or an input shard (OUT_DIR may be the corpus's
-        # folder: a shard would be replaced by its own curated copy), never a file twice.
-        protected = protected_files(project.path, [r[1] for r in sources] + [str(f) for f in files])
-        check_outputs({f"curated shard {n}": out_dir / n for n in names} | {f"{k} log": p for k, p in logs.items()},
-                      force, protected)
+        plan = _ExportPlan(project, paths, Path(out_dir))
+        check_outputs({f"curated shard {n}": plan.out_dir / n for n in plan.names}
+                      | {f"{k} log": p for k, p in plan.logs.items()}, force, plan.protected)
         ray = connect(address)  # an unreachable cluster is said before the work
         control.report("graph", 0, 0)
         graph = load_graph(project)
         clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions
                       else cluster(graph, threshold, policy))
-        removed_ords = np.flatnonzero(clustering.reason != KEPT)
-        removed_ids = frozenset(project.ids_for(removed_ords.tolist()))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
-        removed_ref = ray.put(removed_ids)
-        prefixes = id_prefixes(files)
-        # The workers write the parts; those a killed run of this machine left are removed.
-        for n in names:
-            for stale in stale_work(out_dir, n, "part"):
-                if stale.is_file() or stale.is_symlink():
-                    stale.unlink(missing_ok=True)
-        parts = [out_dir.resolve() / work_name(n, "part") for n in names]
-        driver = this_process()
+        removed_ids = frozenset(project.ids_for(np.flatnonzero(clustering.reason != KEPT).tolist()))
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        parts = [plan.out_dir.resolve() / work_name(n, "part") for n in plan.names]
         try:
-            refs = [ray.remote(export_shard).remote(
-                str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
-                removed_ref, str(part), driver) for f, src, prefix, part in zip(files, sources, prefixes, parts)]
-            try:
-                results = stage.run("export", refs)
-            except (Cancelled, KeyboardInterrupt):
-                stage.cancel()
-                raise
-            for f, src, r in zip(files, sources, results):
-                if src[3] and r["sha256"] != src[3]:
-                    raise CorpusError(str(f), None, f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
-                                                    f"scanned {src[3][:12]}...); nothing was written")
-            if sum(r["removed"] for r in results) != len(removed_ids):
-                raise ProjectError(f"{len(removed_ids):,} documents to remove, but "
-                                   f"{sum(r['removed'] for r in results):,} found in the corpus: these are not the "
-                                   f"files {project.path} was scanned from; nothing was written")
-            write_removed(project, clustering, logs["removed"], graph)
-            write_decisions_log(project, logs["decisions"])
-            for part, name in zip(parts, names):
-                os.replace(part, out_dir / name)
+            results = _export_shards(ray, plan, parts, removed_ids, control)
+            write_removed(project, clustering, plan.logs["removed"], graph)
+            write_decisions_log(project, plan.logs["decisions"])
+            for part, name in zip(parts, plan.names):
+                os.replace(part, plan.out_dir / name)
         finally:
             for part in parts:
                 part.unlink(missing_ok=True)
         result = ClusterExportResult(kept=sum(r["kept"] for r in results), removed=sum(r["removed"] for r in results),
-                                     shards=[str(out_dir / n) for n in names], removed_out=str(logs["removed"]),
-                                     decisions_out=str(logs["decisions"]), manifest_out=str(logs["manifest"]))
-        data = manifest(project, clustering, threshold, policy,
-                        {"shards": result.shards, "format": "as the input", "removed": result.removed_out,
-                         "decisions": result.decisions_out, "decisions_applied": use_decisions})
-        data["counts"]["kept"] = result.kept
-        data["counts"]["documents"] = result.kept + result.removed
-        with AtomicFile(logs["manifest"], "w") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
+                                     shards=[str(plan.out_dir / n) for n in plan.names],
+                                     removed_out=str(plan.logs["removed"]), decisions_out=str(plan.logs["decisions"]),
+                                     manifest_out=str(plan.logs["manifest"]))
+        _write_manifest(project, clustering, threshold, policy, result, use_decisions)
         return result
     finally:
         project.close()
+
+
+class _ExportPlan:
+    """What a cluster export reads and writes, checked before any work: the corpus files (the
+    ones the project was scanned from, in order), the shards' names and the logs in out_dir,
+    and the files no output may replace."""
+
+    def __init__(self, project: Project, paths, out_dir: Path):
+        self.out_dir, self.project_path = out_dir, project.path
+        self.sources = [tuple(r.values())
+                        for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")]
+        self.files = expand_inputs(paths)
+        if len(self.files) != len(self.sources):
+            raise DedupError(f"{len(self.files)} corpus file(s) given, but {project.path} was scanned from "
+                             f"{len(self.sources)}: give the same files, in the same order")
+        for f, src in zip(self.files, self.sources):
+            if src[2] not in ("jsonl", "parquet") or cluster_format(f) != src[2]:
+                raise CorpusError(str(f), None, f"is not the {src[2]} file scanned as {src[1]}")
+        self.names = [f.name for f in self.files]
+        if len(set(self.names)) != len(self.names):
+            raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
+        if (out_dir / "manifest.json").is_file() and ((out_dir / "pairs.parquet").exists()
+                                                      or (out_dir / "documents").is_dir()):
+            raise DedupError(f"{out_dir}: is a cluster scan folder, which holds only what a scan wrote; write the "
+                             f"curated corpus to another folder")
+        self.logs = {"removed": out_dir / "removed.jsonl", "decisions": out_dir / "decisions.jsonl",
+                     "manifest": out_dir / "manifest.json"}
+        clash = {p.name for p in self.logs.values()} & set(self.names)
+        if clash:
+            raise DedupError(f"a corpus shard is named {sorted(clash)[0]}, as one of the logs cluster-export writes")
+        # Never the project, its companions or an input shard (OUT_DIR may be the corpus's
+        # folder: a shard would be replaced by its own curated copy), never a file twice.
+        self.protected = protected_files(project.path, [r[1] for r in self.sources] + [str(f) for f in self.files])
+
+
+def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: frozenset, control: Control) -> list[dict]:
+    """Each shard's kept records written to its part file by a worker; refused (nothing
+    renamed into place) when a shard changed since the scan or the removed documents are not
+    all found."""
+    stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in plan.files})
+    removed_ref = ray.put(removed_ids)
+    # The workers write the parts; those a killed run of this machine left are removed.
+    for n in plan.names:
+        for stale in stale_work(plan.out_dir, n, "part"):
+            if stale.is_file() or stale.is_symlink():
+                stale.unlink(missing_ok=True)
+    driver = this_process()
+    refs = [ray.remote(export_shard).remote(
+        str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
+        removed_ref, str(part), driver)
+        for f, src, prefix, part in zip(plan.files, plan.sources, id_prefixes(plan.files), parts)]
+    try:
+        results = stage.run("export", refs)
+    except (Cancelled, KeyboardInterrupt):
+        stage.cancel()
+        raise
+    for f, src, r in zip(plan.files, plan.sources, results):
+        if src[3] and r["sha256"] != src[3]:
+            raise CorpusError(str(f), None, f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
+                                            f"scanned {src[3][:12]}...); nothing was written")
+    if sum(r["removed"] for r in results) != len(removed_ids):
+        raise ProjectError(f"{len(removed_ids):,} documents to remove, but "
+                           f"{sum(r['removed'] for r in results):,} found in the corpus: these are not the "
+                           f"files {plan.project_path} was scanned from; nothing was written")
+    return results
+
+
+def _write_manifest(project: Project, clustering, threshold: float, policy: Policy, result: ClusterExportResult,
+                    use_decisions: bool) -> None:
+    from .decisions import manifest
+    from .export import AtomicFile
+
+    data = manifest(project, clustering, threshold, policy,
+                    {"shards": result.shards, "format": "as the input", "removed": result.removed_out,
+                     "decisions": result.decisions_out, "decisions_applied": use_decisions})
+    data["counts"]["kept"] = result.kept
+    data["counts"]["documents"] = result.kept + result.removed
+    with AtomicFile(result.manifest_out, "w") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
