@@ -57,10 +57,17 @@ def small_corpus(n_groups: int = 12) -> list[dict]:
 
 @pytest.fixture
 def scanned(tmp_path) -> Path:
+    """small_corpus() loaded and scanned into corpus.db, as `dedup-tui load` and `scan` make it
+    (built here through the engine the CLI calls: two CLI processes cost 0.85 s a test)."""
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.pipeline import scan
+    from dedup_tui.engine.store import build_project
+
     corpus = write_jsonl(tmp_path / "corpus.jsonl", small_corpus())
     db = tmp_path / "corpus.db"
-    cli("load", corpus, "--db", db)
-    cli("scan", "--db", db)
+    project, _ = build_project(db, lambda new: load_corpus(new, [corpus]))
+    with project:
+        scan(project)
     return db
 
 
