@@ -416,6 +416,7 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     """Bare `dedup-tui` copies the sample into the user data directory: the first run says where
     (on stderr, before the app opens); later runs, which reopen that project, do not."""
     from dedup_tui.ui import run
+    from dedup_tui.ui.launch import sample_notice
 
     opened = []
 
@@ -432,8 +433,7 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     first = ok()
     assert first.stdout == ""
     assert first.stderr.splitlines() == [
-        f"dedup-tui: first run on the bundled sample: copied it to {where / 'notes.jsonl'} and made its project "
-        f"{where / 'notes.db'} (your review of the sample is kept there; `dedup-tui {where / 'notes.db'}` opens it)"]
+        f"dedup-tui: first run: copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)"]
     assert opened[0].db == where / "notes.db" and opened[0].db.exists()
     # what the app's first opening leaves: the sample loaded into its project
     from dedup_tui.engine.ingest import load_corpus
@@ -442,3 +442,30 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
         load_corpus(project, opened[0].corpus)
     again = ok()
     assert again.stderr == "" and len(opened) == 2 and opened[1].notice is None and opened[1].db == opened[0].db
+    # under the home folder, the folder is shown as ~/...
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sample_notice(where / "notes.jsonl", where / "notes.db") == (
+        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ (notes.jsonl; your review goes in notes.db)")
+
+
+def test_the_readmes_commands_parse_as_written():
+    """Every `dedup-tui` line of the README's headless commands, and its quick start, is a
+    command line the CLI accepts (parsed, not run), in the spelling the README shows."""
+    import shlex
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Headless commands"):].split("```")[1]
+    lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
+    assert len(lines) >= 10
+    for words in lines:
+        name, args = words[1], words[2:]
+        command = main.commands[name]
+        with command.make_context(name, args) as ctx:
+            if any(param.name == "db" for param in command.params):  # it reads a project: given as PROJECT
+                assert "--db" not in args and ctx.params["db"] is None, words
+                project = ctx.params.get("project") or ctx.params["corpus"][0]
+                assert project.endswith(".db"), words
+    quick_start = readme[readme.index("## Quick start"):].split("```")[1]
+    app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
+    assert 'pip install -e . && dedup-tui ' in app_line and "[test]" not in app_line
+    assert 'pip install -e ".[test]" && python -m pytest' in test_line

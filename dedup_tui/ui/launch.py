@@ -105,9 +105,14 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
 
 
 def sample_notice(corpus: Path, db: Path) -> str:
-    """What the first run of bare `dedup-tui` says: where it put the sample and its project."""
-    return (f"dedup-tui: first run on the bundled sample: copied it to {corpus} and made its project "
-            f"{db} (your review of the sample is kept there; `dedup-tui {db}` opens it)")
+    """What the first run of bare `dedup-tui` says: where it put the sample and its project
+    (the folder as ~/... when it is under the home folder)."""
+    folder = db.parent
+    try:
+        shown = f"~/{folder.relative_to(Path.home())}"
+    except ValueError:
+        shown = str(folder)
+    return f"dedup-tui: first run: copied the sample to {shown}/ ({corpus.name}; your review goes in {db.name})"
 
 
 def _check_corpus(project: Project, corpus: Path) -> str | None:
