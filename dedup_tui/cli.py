@@ -186,7 +186,7 @@ def _db_option(help_text: str):
                         help=f"{help_text}, if not given as the PROJECT argument.")
 
 
-_PROJECT_ARGUMENT = click.argument("project", required=False, metavar="[PROJECT]",
+_PROJECT_ARGUMENT = click.argument("project_path", required=False, metavar="[PROJECT]",
                                    type=click.Path(dir_okay=False, readable=False))
 
 
@@ -328,10 +328,10 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_f
 @click.option("--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line (- for standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
-def pairs(project, db, minimum, out, force):
+def pairs(project_path, db, minimum, out, force):
     """Write PROJECT's verified near-duplicate pairs, a before b in corpus order (--out -:
     standard output)."""
-    db = _the_project(project, db, "PROJECT --out FILE")
+    db = _the_project(project_path, db, "PROJECT --out FILE")
     project = _open_project(db)
     try:
         project.require_current_scan()
@@ -360,7 +360,7 @@ def pairs(project, db, minimum, out, force):
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
-def export_cmd(project, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
+def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
                force):
     """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
@@ -372,7 +372,7 @@ def export_cmd(project, db, threshold, policy, out, removed, fmt, decisions_log,
     """
     from .engine.decisions import export_curated
 
-    db = _the_project(project, db, "PROJECT --out FILE")
+    db = _the_project(project_path, db, "PROJECT --out FILE")
 
     suffix = Path(out).suffix.lower().lstrip(".")
     if fmt is None:
@@ -520,17 +520,17 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 @_PROJECT_ARGUMENT
 @_db_option("Project file to create")
 @click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over (after a new cluster-scan).")
-def import_cmd(scan_dir, project, db, review_from):
+def import_cmd(scan_dir, project_path, db, review_from):
     """Make PROJECT, a review project of a cluster scan's SCAN_DIR: the documents in some pair
     or exact group, with their records, pairs and groups. Open it with `dedup-tui PROJECT`."""
     from .engine.partial import partial_view
     from .engine.scandir import import_scan
     from .ui.launch import is_project_file
 
-    if project is not None and is_project_file(scan_dir) and not is_project_file(project):
+    if project_path is not None and is_project_file(scan_dir) and not is_project_file(project_path):
         _fail(f"{scan_dir}: is a project, not a scan folder; give the scan folder first: "
               f"dedup-tui import SCAN_DIR PROJECT", 2)
-    db = _the_project(project, db, "SCAN_DIR PROJECT")
+    db = _the_project(project_path, db, "SCAN_DIR PROJECT")
 
     if review_from and not Path(review_from).is_file():
         _fail(f"{review_from}: no such project file", 2)
@@ -610,13 +610,13 @@ def open_cmd(path, db, id_field, text_field, skip_bad):
 @click.option("--chain-margin", default=0.2, show_default=True, type=_Fraction(0, 1),
               help="Flag clusters whose most distant members are this far below the threshold.")
 @click.option("--force", is_flag=True, help="Overwrite the labels file if it exists.")
-def tune(project, db, threshold, target_precision, labels_out, bins, chain_margin, force):
+def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_margin, force):
     """Evidence for choosing PROJECT's threshold: similarity histogram, kept documents per threshold for
     both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
     shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
     from .engine import tune as tuning
 
-    db = _the_project(project, db, "PROJECT")
+    db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)
 
     def work(control):

@@ -463,7 +463,7 @@ def test_the_readmes_commands_parse_as_written():
         with command.make_context(name, args) as ctx:
             if any(param.name == "db" for param in command.params):  # it reads a project: given as PROJECT
                 assert "--db" not in args and ctx.params["db"] is None, words
-                project = ctx.params.get("project") or ctx.params["corpus"][0]
+                project = ctx.params.get("project_path") or ctx.params["corpus"][0]
                 assert project.endswith(".db"), words
     quick_start = readme[readme.index("## Quick start"):].split("```")[1]
     app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
