@@ -181,6 +181,57 @@ def _open_project(db: str, create: bool = False) -> Project:
     return project
 
 
+def _db_option(help_text: str):
+    return click.option("--db", metavar="PROJECT", type=click.Path(dir_okay=False, readable=False),
+                        help=f"{help_text}, if not given as the PROJECT argument.")
+
+
+_PROJECT_ARGUMENT = click.argument("project_path", required=False, metavar="[PROJECT]",
+                                   type=click.Path(dir_okay=False, readable=False))
+
+
+def _the_project(given: str | None, db: str | None, usage: str, hint: str = "") -> str:
+    """The project a command was given, as its PROJECT argument or with --db (both spellings stay
+    valid): exactly one of them, else a one-line usage error showing the command's form."""
+    if given is not None and db is not None:
+        _fail(f"the project is given twice ({given} and --db {db}): give it once, as PROJECT or with --db", 2)
+    project = given if given is not None else db
+    if project is None:
+        command = click.get_current_context().info_name
+        _fail(f"give the project: dedup-tui {command} {usage} (or --db PROJECT){hint}", 2)
+    _refuse_stream_project(project)
+    return project
+
+
+def _refuse_stream_project(project: str | None) -> None:
+    if project is not None and str(project) == "-":
+        _fail("-: a project is a file (.db), not standard input or output", 2)
+
+
+def _project_and_files(files: tuple[str, ...], db: str | None, usage: str) -> tuple[str, list[str]]:
+    """For a command whose arguments are files (CORPUS...): the first one is the project when it
+    is one by name (.db, .sqlite, .sqlite3) or by content (a SQLite file), which no corpus file
+    is; a project anywhere else among them is a usage error."""
+    from .ui.launch import is_project_file
+
+    files = list(files)
+    given = files.pop(0) if files and is_project_file(files[0]) else None
+    for name in files:
+        if is_project_file(name):
+            command = click.get_current_context().info_name
+            _fail(f"{name}: is a project, not a corpus file; give the project first: dedup-tui {command} {usage}", 2)
+    hint = (f"; {files[0]} was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"
+            if files and given is None and db is None else "")
+    return _the_project(given, db, usage, hint), files
+
+
+def _folder_out(out_dir: str) -> None:
+    """`-` is standard output for the outputs that are streams; a folder output is none."""
+    if out_dir == "-":
+        command = click.get_current_context().info_name
+        _fail(f"--out -: {command} writes a folder (several files), not a stream; give the folder's path", 2)
+
+
 _LOAD_OPTIONS = [
     click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]"),
     click.option("--text-field", default="text", show_default=True, help="Field holding the document text."),
@@ -216,17 +267,21 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
 
 
 @main.command()
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create or add to.")
+@click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
+@_db_option("Project file to create or add to")
 @_load_options
 def load(corpus, db, id_field, text_field, skip_bad):
-    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into a project."""
+    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into PROJECT (a .db file,
+    created if needed): `dedup-tui load notes.db notes.jsonl`."""
+    db, corpus = _project_and_files(corpus, db, "PROJECT CORPUS...")
+    if not corpus:
+        _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
     warmup.start_for_corpus(corpus)  # a large corpus is scanned next: its kernels compile meanwhile
     _load_into(db, corpus, id_field, text_field, skip_bad).close()
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
+@_db_option("Project file")
 @click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
 @click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
 @click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
@@ -234,14 +289,15 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
-@click.argument("corpus", nargs=-1, type=click.Path(exists=False, readable=False))
+@click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad):
-    """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor).
+    """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
-    Given CORPUS files, loads them into the project first (created if needed), as `load`
-    does, in the same run.
+    Given CORPUS files after it, loads them into the project first (created if needed), as
+    `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`.
     """
+    db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
     if not corpus and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
     if corpus:
@@ -267,12 +323,15 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_f
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
+@_PROJECT_ARGUMENT
+@_db_option("Project file")
 @click.option("--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line (- for standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
-def pairs(db, minimum, out, force):
-    """Write verified near-duplicate pairs, a before b in corpus order."""
+def pairs(project_path, db, minimum, out, force):
+    """Write PROJECT's verified near-duplicate pairs, a before b in corpus order (--out -:
+    standard output)."""
+    db = _the_project(project_path, db, "PROJECT --out FILE")
     project = _open_project(db)
     try:
         project.require_current_scan()
@@ -289,26 +348,31 @@ def pairs(db, minimum, out, force):
 
 
 @main.command(name="export")
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file.")
+@_PROJECT_ARGUMENT
+@_db_option("Project file")
 @click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
 @click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order (- for standard output).")
 @click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
 @click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
-@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, status (active/undone).")
+@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), undone (redo brings it back) or discarded (out of force for good: withdrawn, or undone and then replaced by a newer decision).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
-def export_cmd(db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions, force):
-    """Write the curated corpus at a threshold, with the review decisions applied.
+def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
+               force):
+    """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
     policy unless --ignore-decisions is given. --removed, --decisions-log and --manifest
     write the optional logs. Every file is written to a temporary file and renamed into
-    place; existing files are never overwritten without --force.
+    place; existing files are never overwritten without --force. Any output given as -
+    is written to standard output (and this summary to standard error).
     """
     from .engine.decisions import export_curated
+
+    db = _the_project(project_path, db, "PROJECT --out FILE")
 
     suffix = Path(out).suffix.lower().lstrip(".")
     if fmt is None:
@@ -362,7 +426,7 @@ def _review_settings(project: Project, db: str, threshold: float | None, policy:
 @click.option("--copies", default=3, show_default=True, type=click.IntRange(1), help="Documents per base (the base and its noisy copies).")
 @click.option("--noise", default=0.15, show_default=True, type=_Fraction(0, 1), help="Fraction of characters replaced in each copy.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL with id, text, group.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL with id, text, group (- for standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def synth(n_unique, copies, noise, seed, out, force):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
@@ -427,10 +491,11 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
     """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
-    `dedup-tui import SCAN_DIR --db P.db` makes a review project of them. The files and
+    `dedup-tui import SCAN_DIR P.db` makes a review project of them. The files and
     SCAN_DIR must be at the same path on every node (a shared file system). Ctrl-C cancels the
     job's tasks on the cluster.
     """
+    _folder_out(out_dir)
     from .engine import ray_scan
 
     settings = ray_scan.ClusterScanSettings(k=k, floor=floor, num_perm=num_perm, seed=seed, max_bucket=max_bucket,
@@ -452,13 +517,20 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 
 @main.command(name="import")
 @click.argument("scan_dir", type=click.Path(exists=False, readable=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file to create.")
+@_PROJECT_ARGUMENT
+@_db_option("Project file to create")
 @click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over (after a new cluster-scan).")
-def import_cmd(scan_dir, db, review_from):
-    """Make a review project of a cluster scan's SCAN_DIR: the documents in some pair or exact
-    group, with their records, pairs and groups. Open it with `dedup-tui DB`."""
+def import_cmd(scan_dir, project_path, db, review_from):
+    """Make PROJECT, a review project of a cluster scan's SCAN_DIR: the documents in some pair
+    or exact group, with their records, pairs and groups. Open it with `dedup-tui PROJECT`."""
     from .engine.partial import partial_view
     from .engine.scandir import import_scan
+    from .ui.launch import is_project_file
+
+    if project_path is not None and is_project_file(scan_dir) and not is_project_file(project_path):
+        _fail(f"{scan_dir}: is a project, not a scan folder; give the scan folder first: "
+              f"dedup-tui import SCAN_DIR PROJECT", 2)
+    db = _the_project(project_path, db, "SCAN_DIR PROJECT")
 
     if review_from and not Path(review_from).is_file():
         _fail(f"{review_from}: no such project file", 2)
@@ -479,8 +551,8 @@ def import_cmd(scan_dir, db, review_from):
 
 
 @main.command(name="cluster-export")
-@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="The reviewed project (imported, or local).")
+@click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
+@_db_option("The reviewed project (imported, or local)")
 @click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
 @click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder for the curated shards (named as the input's), removed.jsonl, decisions.jsonl and manifest.json.")
@@ -491,7 +563,11 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
     """Apply the review to the whole corpus on a Ray cluster: each shard's kept records,
     unchanged and in its own format, plus the removed log, decisions log and manifest.
     A shard is renamed into place only when every shard was written and is still the file
-    scanned."""
+    scanned. PROJECT is the reviewed project: `dedup-tui cluster-export review.db shards/ --out curated/`."""
+    db, corpus = _project_and_files(corpus, db, "PROJECT CORPUS... --out DIR")
+    if not corpus:
+        _fail("give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR", 2)
+    _folder_out(out_dir)
     from .engine.ray_export import cluster_export
 
     project = _open_project(db)
@@ -511,6 +587,7 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
 @click.option("--skip-bad", is_flag=True, help="Corpus: skip bad records instead of stopping.")
 def open_cmd(path, db, id_field, text_field, skip_bad):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
+    _refuse_stream_project(db)
     try:
         from .ui.run import launch
     except ImportError as exc:  # pragma: no cover - the UI ships with the package
@@ -523,21 +600,23 @@ def open_cmd(path, db, id_field, text_field, skip_bad):
 
 
 @main.command()
-@click.option("--db", required=True, type=click.Path(dir_okay=False, readable=False), help="Project file (scanned).")
+@_PROJECT_ARGUMENT
+@_db_option("Project file (scanned)")
 @click.option("--threshold", type=_Fraction(0, 1), help="Threshold to report at (default: the app's current one, else 0.8).")
 @click.option("--target-precision", default=0.95, show_default=True, type=_Fraction(0, 1, min_open=True),
               help="Precision the recommended threshold must reach (estimated from your labels).")
-@click.option("--labels-out", type=click.Path(dir_okay=False, readable=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author}.")
+@click.option("--labels-out", type=click.Path(dir_okay=False, readable=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author} (- for standard output).")
 @click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
 @click.option("--chain-margin", default=0.2, show_default=True, type=_Fraction(0, 1),
               help="Flag clusters whose most distant members are this far below the threshold.")
 @click.option("--force", is_flag=True, help="Overwrite the labels file if it exists.")
-def tune(db, threshold, target_precision, labels_out, bins, chain_margin, force):
-    """Evidence for choosing a threshold: similarity histogram, kept documents per threshold for
+def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_margin, force):
+    """Evidence for choosing PROJECT's threshold: similarity histogram, kept documents per threshold for
     both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
     shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
     from .engine import tune as tuning
 
+    db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)
 
     def work(control):

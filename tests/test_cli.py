@@ -57,18 +57,13 @@ def test_every_command_has_help():
 
 
 @pytest.mark.parametrize("args", [
-    ["load", "--db", "x.db"],                                   # no corpus
-    ["load", "c.jsonl"],                                        # missing --db
     ["load", "c.jsonl", "--db", "x.db", "--bogus"],             # unknown option
-    ["scan"],                                                   # missing --db
     ["scan", "--db", "x.db", "--floor", "2"],
     ["scan", "--db", "x.db", "--floor", "0"],
     ["scan", "--db", "x.db", "--k", "0"],
     ["scan", "--db", "x.db", "--method", "magic"],
     ["scan", "--db", "x.db", "--num-perm", "abc"],
-    ["pairs", "--out", "p.jsonl"],
     ["pairs", "--db", "x.db", "--out", "p.jsonl", "--min", "1.5"],
-    ["export", "--threshold", "0.5", "--out", "k.jsonl"],
     ["export", "--db", "x.db", "--threshold", "0.5", "--out", "k.jsonl", "--policy", "random"],
     ["synth", "--out", "s.jsonl", "--noise", "2"],
     ["synth", "--out", "s.jsonl", "--n-unique", "0"],
@@ -81,6 +76,76 @@ def test_bad_arguments_exit_2(tmp_path, monkeypatch, args):
     assert result.exit_code == 2, result.output
     assert "Usage:" in result.output and "Error" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["tune"], "give the project: dedup-tui tune PROJECT (or --db PROJECT)"),
+    (["pairs", "--out", "p.jsonl"], "give the project: dedup-tui pairs PROJECT --out FILE (or --db PROJECT)"),
+    (["export", "--threshold", "0.5", "--out", "k.jsonl"],
+     "give the project: dedup-tui export PROJECT --out FILE (or --db PROJECT)"),
+    (["scan"], "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT)"),
+    (["scan", "c.jsonl"], "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT); c.jsonl was "
+                          "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
+    (["load", "c.jsonl"], "give the project: dedup-tui load PROJECT CORPUS... (or --db PROJECT); c.jsonl was "
+                          "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
+    (["load", "--db", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
+    (["load", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
+    (["load", "c.jsonl", "x.db"], "x.db: is a project, not a corpus file; give the project first: "
+                                  "dedup-tui load PROJECT CORPUS..."),
+    (["import", "scan"], "give the project: dedup-tui import SCAN_DIR PROJECT (or --db PROJECT)"),
+    (["import", "x.db", "scan"], "x.db: is a project, not a scan folder; give the scan folder first: "
+                                 "dedup-tui import SCAN_DIR PROJECT"),
+    (["cluster-export", "shards", "--out", "curated"],
+     "give the project: dedup-tui cluster-export PROJECT CORPUS... --out DIR (or --db PROJECT); shards was read as "
+     "a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
+    (["cluster-export", "x.db", "--out", "curated"],
+     "give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR"),
+    (["tune", "x.db", "--db", "y.db"], "the project is given twice (x.db and --db y.db): give it once, as PROJECT "
+                                       "or with --db"),
+    (["scan", "x.db", "--db", "x.db"], "the project is given twice (x.db and --db x.db): give it once, as PROJECT "
+                                       "or with --db"),
+    (["export", "x.db", "--db", "y.db", "--out", "k.jsonl"], "the project is given twice (x.db and --db y.db): "
+                                                              "give it once, as PROJECT or with --db"),
+    (["load", "c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
+    (["c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
+    (["cluster-scan", "c.jsonl", "--out", "-"],
+     "--out -: cluster-scan writes a folder (several files), not a stream; give the folder's path"),
+    (["cluster-export", "x.db", "c.jsonl", "--out", "-"],
+     "--out -: cluster-export writes a folder (several files), not a stream; give the folder's path"),
+])
+def test_the_project_is_given_once_as_argument_or_db(tmp_path, monkeypatch, args, message):
+    """No project, two, or a project where a corpus file goes: a one-line usage error that shows
+    the command's form; nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [f"error: {message}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
+
+
+def test_every_command_that_reads_a_project_takes_it_as_an_argument(scanned, tmp_path):
+    """`dedup-tui tune P.db` does what `dedup-tui tune --db P.db` does, for every command."""
+    db, _ = scanned
+    for command in (["tune"], ["pairs", "--out", "{out}"], ["export", "--threshold", "0.5", "--out", "{out}"]):
+        as_argument, as_option = tmp_path / f"{command[0]}-arg.jsonl", tmp_path / f"{command[0]}-opt.jsonl"
+        by_argument = ok(command[0], db, *[a.replace("{out}", str(as_argument)) for a in command[1:]])
+        by_option = ok(command[0], "--db", db, *[a.replace("{out}", str(as_option)) for a in command[1:]])
+        if command[0] == "tune":
+            assert by_argument.output == by_option.output and "stored pairs" in by_argument.output
+        else:
+            assert as_argument.read_bytes() == as_option.read_bytes() != b""
+    corpus = write_jsonl(tmp_path / "more.jsonl", [("m1", "an entirely new document about sailing boats")])
+    r = ok("load", tmp_path / "new.db", corpus)
+    assert r.output.startswith(f"loaded 1 documents from 1 source(s) into {tmp_path / 'new.db'}")
+    r = ok("scan", tmp_path / "new.db")
+    assert r.output.startswith("1 documents: 0 exact duplicates")
+    r = ok("scan", tmp_path / "both.db", corpus, "--method", "exhaustive")
+    assert r.output.startswith("loaded 1 documents") and "1 documents: 0 exact" in r.output
+    # an existing SQLite file is a project whatever its name
+    renamed = tmp_path / "project-without-suffix"
+    renamed.write_bytes(Path(db).read_bytes())
+    assert ok("tune", renamed).output == ok("tune", db).output
 
 
 @pytest.mark.parametrize("command", [["scan"], ["pairs", "--out", "p.jsonl"], ["export", "--threshold", "0.5", "--out", "k.jsonl"]])
@@ -272,3 +337,135 @@ def test_cluster_commands_without_the_ray_extra_say_how_to_install_it(tmp_path, 
     assert r.exit_code == 1
     assert 'pip install "dedup-tui[ray]"' in r.output and "Traceback" not in r.output
     assert not (tmp_path / "scan").exists()
+
+
+# -- `-` is standard output for every output that is a stream ---------------------------
+
+def _reviewed(db: Path) -> None:
+    """A decision in each status the log writes, and a label."""
+    from dedup_tui.engine import decisions, tune
+
+    with Project(db) as project:
+        decisions.record(project, "keep", "doc_A")
+        decisions.record(project, "remove", "doc_D")
+        decisions.undo(project)                             # doc_D's removal: undone ...
+        decisions.record(project, "remove", "late_B")       # ... and then discarded by a newer decision
+        decisions.record(project, "remove", "doc_C")
+        decisions.undo(project)                             # doc_C's removal: undone (redo brings it back)
+        tune.set_label(project, "doc_A", "doc_B", "duplicate")
+
+
+STREAMS = {
+    "pairs --out": (["pairs", "{db}", "--out", "-"], lambda out: {"a", "b", "jaccard"} <= set(json.loads(out[0]))),
+    "export --out": (["export", "{db}", "--threshold", "0.5", "--out", "-"],
+                     lambda out: json.loads(out[0])["id"] == "doc_A"),
+    "export --out (csv)": (["export", "{db}", "--threshold", "0.5", "--format", "csv", "--out", "-"],
+                           lambda out: out[0] == "id,text"),
+    "export --removed": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--removed", "-"],
+                         lambda out: {"id", "duplicate_of", "reason"} <= set(json.loads(out[0]))),
+    "export --decisions-log": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--decisions-log", "-"],
+                               lambda out: json.loads(out[0])["kind"] == "keep"),
+    "export --manifest": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--manifest", "-"],
+                          lambda out: json.loads("\n".join(out))["threshold"] == 0.5),
+    "tune --labels-out": (["tune", "{db}", "--labels-out", "-"], lambda out: json.loads(out[0])["label"] == "duplicate"),
+    "synth --out": (["synth", "--n-unique", "2", "--out", "-"], lambda out: len(out) == 6 and "group" in json.loads(out[0])),
+}
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_dash_is_standard_output_for_every_stream_output(scanned, tmp_path, monkeypatch, capfd, name):
+    """The records go to standard output (the real one, descriptor 1), the summary to standard
+    error, and no file named `-` appears."""
+    db, _ = scanned
+    _reviewed(db)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args, check = STREAMS[name]
+    capfd.readouterr()
+    result = CliRunner().invoke(main, [a.format(db=db, tmp=work) for a in args])
+    assert result.exit_code == 0, result.output
+    written = capfd.readouterr().out.splitlines()
+    assert written and check(written), written[:3]
+    assert not (work / "-").exists() and not (tmp_path / "-").exists()
+    assert "wrote" in result.stderr or "kept" in result.stderr  # the closing line is not mixed into the stream
+
+
+def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_path):
+    """export --help names each status the decisions log writes (decisions.STATUS_NAMES), and
+    the log writes only those."""
+    from dedup_tui.engine.decisions import STATUS_NAMES
+
+    db, _ = scanned
+    _reviewed(db)
+    log = tmp_path / "decisions.jsonl"
+    ok("export", db, "--threshold", "0.5", "--out", tmp_path / "k.jsonl", "--decisions-log", log)
+    written = {json.loads(line)["doc_id"]: json.loads(line)["status"] for line in log.read_text().splitlines()}
+    assert written == {"doc_A": "active", "doc_D": "discarded", "late_B": "active", "doc_C": "undone"}
+    help_text = " ".join(ok("export", "--help").output.split())
+    option = help_text[help_text.index("--decisions-log FILE"):help_text.index("--manifest FILE")]
+    for status in STATUS_NAMES.values():
+        assert f"{status} (" in option, (status, option)
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").split())
+    assert all(f"`{status}`" in readme for status in STATUS_NAMES.values())
+
+
+# -- the first run ---------------------------------------------------------------------------
+
+def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, monkeypatch):
+    """Bare `dedup-tui` copies the sample into the user data directory: the first run says where
+    (on stderr, before the app opens); later runs, which reopen that project, do not."""
+    from dedup_tui.ui import run
+    from dedup_tui.ui.launch import sample_notice
+
+    opened = []
+
+    class App:
+        def __init__(self, spec):
+            self.spec = spec
+
+        def run(self):
+            opened.append(self.spec)
+
+    monkeypatch.setattr(run, "DedupApp", App)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    where = tmp_path / "data" / "dedup-tui" / "sample"
+    first = ok()
+    assert first.stdout == ""
+    assert first.stderr.splitlines() == [
+        f"dedup-tui: first run: copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)"]
+    assert opened[0].db == where / "notes.db" and opened[0].db.exists()
+    # what the app's first opening leaves: the sample loaded into its project
+    from dedup_tui.engine.ingest import load_corpus
+
+    with Project(opened[0].db) as project:
+        load_corpus(project, opened[0].corpus)
+    again = ok()
+    assert again.stderr == "" and len(opened) == 2 and opened[1].notice is None and opened[1].db == opened[0].db
+    # under the home folder, the folder is shown as ~/...
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sample_notice(where / "notes.jsonl", where / "notes.db") == (
+        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ (notes.jsonl; your review goes in notes.db)")
+
+
+def test_the_readmes_commands_parse_as_written():
+    """Every `dedup-tui` line of the README's headless commands, and its quick start, is a
+    command line the CLI accepts (parsed, not run), in the spelling the README shows."""
+    import shlex
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Headless commands"):].split("```")[1]
+    lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
+    assert len(lines) >= 10
+    for words in lines:
+        name, args = words[1], words[2:]
+        command = main.commands[name]
+        with command.make_context(name, args) as ctx:
+            if any(param.name == "db" for param in command.params):  # it reads a project: given as PROJECT
+                assert "--db" not in args and ctx.params["db"] is None, words
+                project = ctx.params.get("project_path") or ctx.params["corpus"][0]
+                assert project.endswith(".db"), words
+    quick_start = readme[readme.index("## Quick start"):].split("```")[1]
+    app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
+    assert 'pip install -e . && dedup-tui ' in app_line and "[test]" not in app_line
+    assert 'pip install -e ".[test]" && python -m pytest' in test_line

@@ -24,6 +24,7 @@ class OpenSpec:
     scan_settings: ScanSettings | None = None
     warning: str | None = None  # shown when the app opens (e.g. the corpus changed since it was loaded)
     created: bool = False  # the project file was made for this opening (removed again if nothing loads)
+    notice: str | None = None  # said before the app opens (where the sample's project was made)
 
 
 def sample_dir() -> Path:
@@ -49,18 +50,28 @@ def project_beside(corpus: Path) -> Path:
     return corpus.parent / f"{stem}.db"
 
 
-def _is_project(path: Path) -> bool:
-    if path.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
+PROJECT_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def is_project_file(path: str | Path) -> bool:
+    """Whether `path` names a project rather than a corpus: a .db, .sqlite or .sqlite3 name, or
+    an existing SQLite file (no corpus format is one)."""
+    path = Path(path)
+    if path.suffix.lower() in PROJECT_SUFFIXES:
         return True
-    if path.is_file():
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
+    try:
+        if path.is_file():
+            with open(path, "rb") as fh:
+                return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
     return False
 
 
 def prepare(path: str | Path | None = None, db: str | Path | None = None, **load_options) -> OpenSpec:
     """Resolve the command line to a project file (created if needed) and what to load into it."""
-    if path is None:
+    sample = path is None
+    if sample:
         where = sample_dir()
         corpus = where / SAMPLE.name
         digest = hashlib.sha256(SAMPLE.read_bytes()).hexdigest()
@@ -74,7 +85,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     path = Path(path).expanduser()
     if not path.exists():
         raise ProjectError(f"{path}: no such file or folder")
-    if _is_project(path) and db is None:
+    if is_project_file(path) and db is None:
         Project(path).close()  # checks that it is a project
         return OpenSpec(path.resolve())
     target = Path(db).expanduser().resolve() if db else project_beside(path)
@@ -89,7 +100,19 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
         warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()
-    return OpenSpec(target, [] if loaded else [path], load_options, warning=warning, created=created)
+    notice = sample_notice(path, target) if sample and created else None
+    return OpenSpec(target, [] if loaded else [path], load_options, warning=warning, created=created, notice=notice)
+
+
+def sample_notice(corpus: Path, db: Path) -> str:
+    """What the first run of bare `dedup-tui` says: where it put the sample and its project
+    (the folder as ~/... when it is under the home folder)."""
+    folder = db.parent
+    try:
+        shown = f"~/{folder.relative_to(Path.home())}"
+    except ValueError:
+        shown = str(folder)
+    return f"dedup-tui: first run: copied the sample to {shown}/ ({corpus.name}; your review goes in {db.name})"
 
 
 def _check_corpus(project: Project, corpus: Path) -> str | None:

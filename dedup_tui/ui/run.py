@@ -21,6 +21,8 @@ def launch(path: str | None = None, db: str | None = None, **load_options) -> No
         if chosen is None:
             raise
         spec = prepare(path, db, **chosen)
+    if spec.notice:  # before the app takes the screen: it is there again when the app closes
+        print(spec.notice, file=sys.stderr, flush=True)
     DedupApp(spec).run()
 
 
