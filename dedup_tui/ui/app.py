@@ -64,6 +64,8 @@ class DedupApp(App):
             self.set_keymap(self.keymap.keys)
         if self.keymap.report():
             self.notify(self.keymap.report(), title="Keymap", severity="warning", timeout=20, markup=False)
+        if self.spec.notice:
+            self.notify(self.spec.notice.removeprefix("dedup-tui: "), title="First run", timeout=20, markup=False)
         if self.spec.warning:
             self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
