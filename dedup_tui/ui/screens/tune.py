@@ -20,7 +20,7 @@ from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady
-from ..text import literal_line
+from ..text import literal_line, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
@@ -199,8 +199,8 @@ class TuneScreen(Screen):
         table.clear()
         for i, ch in enumerate(r.chains):
             weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
-            table.add_row(Text(literal_line(ch.label_id, 60)), f"{ch.size:,}", weakest,
-                          Text(f"{literal_line(ch.far_ids[0], 40)} / {literal_line(ch.far_ids[1], 40)}"),
+            table.add_row(Text(shorten_middle(ch.label_id, 40)), f"{ch.size:,}", weakest,
+                          Text(f"{shorten_middle(ch.far_ids[0], 28)} / {shorten_middle(ch.far_ids[1], 28)}"),
                           str(len(ch.cut)), key=str(i))
         if r.chains:
             table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
@@ -379,7 +379,7 @@ class ReviewScreen(Screen):
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
             t.append(f"{side}: ", style="dim")
-            t.append(literal_line(doc_id, 80), style="bold")
+            t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
 
