@@ -35,7 +35,7 @@ class AskScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(literal_line(self.title_text, 200)), classes="dialog-title")
+            yield Label(Text(literal_line(self.title_text, 300)), classes="dialog-title", id="ask-title")
             yield Input(self.value, placeholder=self.placeholder, id="ask")
             yield Label("", id="ask-error", classes="error")
             yield Label(Text("enter: OK   esc: cancel", style="dim"))

@@ -662,22 +662,24 @@ class MainScreen(Screen):
         left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
         left, right = left_shown.text, right_shown.text
         ids = self.project.ids_for([kept, o])
+        pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
+        id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
         title = Text()
         if target == kept:
             title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" KEPT ", style="bold green")
-            title.append(shorten_middle(ids[0], 32), style="bold")
+            title.append(shorten_middle(ids[0], id_width), style="bold")
             if o != kept:
-                title.append("  ·  beside its closest member ", style="dim")
-                title.append(shorten_middle(ids[1], 32), style="dim")
+                title.append("  ·  beside " if pane < 100 else "  ·  beside its closest member ", style="dim")
+                title.append(shorten_middle(ids[1], id_width), style="dim")
         else:
             title.append("kept ", style="dim")
-            title.append(shorten_middle(ids[0], 32), style="bold")
+            title.append(shorten_middle(ids[0], id_width), style="bold")
             title.append("  ·  ", style="dim")
             title.append(" keys act on ▸ ", style="bold reverse")
-            title.append(" " + shorten_middle(ids[1], 32), style="bold")
+            title.append(" " + shorten_middle(ids[1], id_width), style="bold")
             sim = c.similarity[o]
-            if not np.isnan(sim):
+            if not np.isnan(sim) and title.cell_len + 14 <= pane - 2:
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
         cut = left_shown.cut or (right_shown.cut and o != kept)
         # the title's second line says how much is shown (the class on the title alone: restyling the screen
@@ -853,9 +855,9 @@ class MainScreen(Screen):
             with Project(db) as project:
                 return decisions.check_keep_rule(project, text)
 
-        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (the highest / lowest value of a record "
-                                       "field; documents without it come last), first or longest. Never changes "
-                                       "a cluster you decided.", current if ":" in current else "",
+        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes "
+                                       "last), first or longest. Clusters you decided keep theirs.",
+                                       current if ":" in current else "",
                                        placeholder="e.g. max:date, max:score", parse=parse), done)
 
     def action_cycle_filter(self) -> None:
@@ -877,8 +879,8 @@ class MainScreen(Screen):
         current = self.model.view.filter
         from ...review.index import parse_filter
 
-        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity) undecided near "
-                                       "exact; empty for all", "" if current == "all" else
+        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, "
+                                       "near, exact; empty for all", "" if current == "all" else
                                        current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
                                        parse=parse_filter), done)
 
@@ -984,8 +986,8 @@ class MainScreen(Screen):
                 placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
                 "Type yes to accept them, esc to cancel"), confirmed)
 
-        self.app.push_screen(AskScreen("Accept the listed clusters to review whose lowest similarity is at least "
-                                       "(1 = exact copies only)", "1.00", validate=valid), chosen)
+        self.app.push_screen(AskScreen("Accept every listed cluster to review whose lowest similarity is at "
+                                       "least (1 = exact copies only):", "1.00", validate=valid), chosen)
 
     def action_note(self) -> None:
         o = self.selected_doc()

@@ -170,7 +170,9 @@ def short_why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
         return SHORT_WHY[reason]
     if reason.startswith("near duplicate"):
         return f"≥ {index.threshold:.2f} with kept"
-    return shorten_middle(reason, WHY_WIDTH)  # highest FIELD / lowest FIELD
+    if cell_len(reason) <= WHY_WIDTH:  # highest FIELD / lowest FIELD
+        return reason
+    return "rule: " + reason.split(" ", 1)[0]  # the field itself is in the status line
 
 
 class MemberTable(RowTable):
