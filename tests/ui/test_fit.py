@@ -130,3 +130,17 @@ async def test_footer_ends_with_a_whole_key(tmp_path, size, keys):
         assert len(shown) >= 5
         for key in shown:
             assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+
+
+async def test_label_queue_header_whole_at_80x24(tmp_path):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        await pilot.press("l")
+        await settle(pilot)
+        header = rendered(app.screen.query_one("#review-header", Static))
+        first, keys = header.split("\n")[:2]
+        assert cell_len(first) <= 78 and "pair 1/" in first
+        assert keys.startswith("d duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78

@@ -231,3 +231,13 @@ def test_tuning_screen_plots_80x24(snap_compare, tmp_path):
 def test_tuning_screen_120x40(snap_compare, tmp_path):
     assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(120, 40),
                         run_before=_tuning)
+
+
+def test_label_queue_80x24(snap_compare, tmp_path):
+    """The borderline labelling queue on long ids: its header's two lines whole."""
+    async def before(pilot):
+        await _tuning(pilot, ["l"])
+        await settle(pilot)
+
+    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=before)

@@ -427,20 +427,30 @@ class ReviewScreen(Screen):
             self.query_one("#right-doc", DocView).set_spans(message.result.right)
 
     def update_header(self, note: str | None = None) -> None:
-        t = Text()
-        t.append(" LABEL ", style="reverse bold")
         q = self.current
-        if q is not None:
-            edges = tuning.bin_edges(self.review.floor)
-            t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
-            t.append(f" bin {edges[q.bin]:.2f}–{edges[q.bin + 1]:.2f} · threshold {self.threshold:.2f} · "
-                     f"pair {self.pos + 1}/{len(self.queue)}", style="dim")
         counts = {lab: sum(1 for *_x, lab_ in self.done if lab_ == lab) for lab in tuning.LABELS}
-        t.append(f" · this session: {counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped",
-                 style="dim")
+        session = f"{counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped"
+
+        def head(where: str, done: str) -> Text:
+            t = Text()
+            t.append(" LABEL ", style="reverse bold")
+            if q is not None:
+                edges = tuning.bin_edges(self.review.floor)
+                t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
+                t.append(where.format(lo=edges[q.bin], hi=edges[q.bin + 1], t=self.threshold, at=self.pos + 1,
+                                      n=len(self.queue)), style="dim")
+            t.append(done.format(session=session), style="dim")
+            return t
+
+        width = max(20, self.app.size.width - 2)
+        t = first_fitting([
+            head(" bin {lo:.2f}–{hi:.2f} · threshold {t:.2f} · pair {at}/{n}", " · this session: {session}"),
+            head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
+            head(" pair {at}/{n}", " · {session}")], width)
         t.append("\n")
-        t.append(note or "d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back",
-                 style="italic" if note else "dim")
+        keys = first_fitting([Text("d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back"),
+                              Text("d duplicate · n not (splits the pair) · s skip · u undo · esc back")], width)
+        t.append(note or keys.plain, style="italic" if note else "dim")
         cut = pair_notice(*self.shown) if q is not None else ""
         if cut:
             t.append("\n")
