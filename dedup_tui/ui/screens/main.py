@@ -620,32 +620,44 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        id_width = max(16, (pane - 24) // 2)  # two ids and the words between them on two lines
-        t = Text()
-        t.append(shorten_middle(doc_id, id_width), style="bold")
-        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
-        if self.model.is_decided(o):
-            t.append(" · decided", style="green")
-        if c.keeper[o] >= 0:
-            keeper_id = self.project.ids_for([int(c.keeper[o])])[0]
-            sim = c.similarity[o]
-            t.append(" · duplicate of ")
-            t.append(shorten_middle(keeper_id, id_width), style="bold")
-            if sim >= self.index.threshold or c.reason[o] != NEAR or self.graph is None:
-                t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
-            else:  # chained: say through whom (a pair the reviewer rejected is never cited)
-                via, via_sim = strongest_links(self.graph, c, [o])
-                if via[0] >= 0:
-                    t.append(" · linked via ")
-                    t.append(shorten_middle(self.project.ids_for([int(via[0])])[0], id_width), style="bold")
-                    t.append(f" ({via_sim[0]:.2f})")
-                    if not np.isnan(sim):
-                        t.append(f"; {sim:.2f} with the kept one", style="dim")
+        keeper_id = self.project.ids_for([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
+        via = via_sim = None
+        if keeper_id is not None and not (c.similarity[o] >= self.index.threshold or c.reason[o] != NEAR or
+                                          self.graph is None):
+            via, via_sim = strongest_links(self.graph, c, [o])
+        via_id = self.project.ids_for([int(via[0])])[0] if via is not None and via[0] >= 0 else None
+        # ids whole (to 80 cells) where the line holds them in its rows, else shortened in the middle
+        for id_width in (80, max(16, (pane - 24) // 2), 16):
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width)
+            if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
+                break
         for note in decisions.notes_for(self.project, doc_id):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))
         info.update(t)
         self.show_preview(o)
+
+    def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
+        """The selected document: its id, length, why; what it duplicates (and through whom)."""
+        c = self.index.clustering
+        t = Text()
+        t.append(shorten_middle(doc_id, id_width), style="bold")
+        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
+        if self.model.is_decided(o):
+            t.append(" · decided", style="green")
+        if keeper_id is not None:
+            sim = c.similarity[o]
+            t.append(" · duplicate of ")
+            t.append(shorten_middle(keeper_id, id_width), style="bold")
+            if via_sim is None:
+                t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
+            elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
+                t.append(" · linked via ")
+                t.append(shorten_middle(via_id, id_width), style="bold")
+                t.append(f" ({via_sim[0]:.2f})")
+                if not np.isnan(sim):
+                    t.append(f"; {sim:.2f} with the kept one", style="dim")
+        return t
 
     # -- triage preview: the selected member against its kept document, differences marked --
     PREVIEW_SYNC_CHARS = 4000  # below this the diff is computed at once (a few ms)
