@@ -62,6 +62,9 @@ async def test_status_line_and_titles_whole(tmp_path, size):
         summary = rendered(main.query_one("#summary", Static))
         if size[0] >= 120:
             assert "\n" not in summary and summary in screen
+        rows = summary.split("\n")
+        assert len(rows) <= 2 and all(cell_len(row) <= size[0] - 2 and row in screen for row in rows)
+        assert "removed" in rows[-1] and "kept" in summary
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

@@ -493,7 +493,7 @@ class MainScreen(Screen):
             (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, {to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
-            (f"{c.documents:,}", f"/{corpus_docs:,} docs" if partial else " docs"),
+            (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs"),
             (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} copies)"),
             (f"{c.pairs_at_threshold:,}", f" pairs ≥ {t}"),
             (f"{c.clusters:,}", f" clusters ({to_review:,} to review)"),
