@@ -216,3 +216,14 @@ async def test_no_labels_yet_never_flashes_after_a_label(corpus):
         assert app.screen is screen
         assert screen.report.label_counts["duplicate"] == 1
         assert shown and not any("No labels yet" in text for text in shown), shown
+
+
+def test_log_histogram_uses_its_height():
+    """Counts of 100 to 10,000 filled the top half of the chart (scaled from zero): from the
+    least count to the largest they use every step, evenly on the log scale."""
+    from dedup_tui.ui.widgets.charts import log_heights
+
+    heights = log_heights(np.array([0, 100, 1000, 10000]), 32)
+    assert heights.tolist() == [0, 1, 16, 32]
+    assert log_heights(np.array([0, 5, 5]), 8).tolist() == [0, 8, 8]
+    assert log_heights(np.zeros(3, dtype=int), 8).tolist() == [0, 0, 0]
