@@ -147,3 +147,20 @@ async def test_label_queue_header_whole_at_80x24(tmp_path):
         first, keys = header.split("\n")[:2]
         assert cell_len(first) <= 78 and "pair 1/" in first
         assert keys.startswith("d duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78
+
+
+async def test_title_keeps_a_long_typed_filter_at_120x40(tmp_path):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.model.set_filter("size>=2,sim<=0.99,undecided")
+        main._after_relist()
+        await pilot.press("s", "s", "s")
+        await settle(pilot)
+        widget = main.query_one("#clusters-title", Static)
+        title = rendered(widget)
+        assert all(term in title for term in ("size>=2", "sim<=0.99", "undecided"))
+        assert widget.region.width * widget.region.height >= cell_len(title)
+        screen = " ".join(plain_screen(app).split())
+        assert "sim<=0.99" in screen and "undecided" in screen

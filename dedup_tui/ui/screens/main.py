@@ -51,6 +51,9 @@ from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
+SHORT_SORTS = {"size": "largest", "high": "most similar", "low": "least similar", "borderline": "nearest threshold"}
+
+
 class MainScreen(Screen):
     BINDINGS = [a.binding() for a in MAIN_ACTIONS]
     ACTIONS = MAIN_ACTIONS
@@ -448,8 +451,7 @@ class MainScreen(Screen):
         flt = view.filter
         named = FILTERS.get(flt, flt.replace(",", " "))
         keep_long = {"first": "first in corpus", "longest": "longest text"}.get(kept_by or "", kept_by or "…")
-        short_sort = {"size": "largest", "high": "most similar", "low": "least similar",
-                      "borderline": "nearest threshold"}.get(view.sort, view.sort)
+        short_sort = SHORT_SORTS.get(view.sort, view.sort)
 
         def line(parts: list[tuple[str, str, str]]) -> Text:
             out = Text()
@@ -566,7 +568,11 @@ class MainScreen(Screen):
         listing = self.model.view.listing.describe()
         width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
 
-        def title(head: str, page: str, keys: str) -> Text:
+        view = self.model.view
+        short_listing = SHORT_SORTS.get(view.sort, view.sort) + ("" if view.filter == "all" else
+                                                                  " · " + view.filter.replace(",", " "))
+
+        def title(head: str, page: str, keys: str, listing: str = listing) -> Text:
             out = Text(head, style="bold")
             if self.pages > 1:
                 out.append(page, style="dim")
@@ -575,10 +581,12 @@ class MainScreen(Screen):
             out.append(keys, style="dim")
             return out
 
+        # the last one wraps (the title grows to two rows) rather than lose its filter
         return first_fitting([
             title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages} (< >)", " (s, f)"),
             title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages}", ""),
             title(shown, f" · p{self.page + 1}/{self.pages}", ""),
+            title(shown, f" · p{self.page + 1}/{self.pages}", "", short_listing),
         ], width)
 
     def show_members(self) -> None:
