@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from dedup_tui.cli import main as cli_main
 from dedup_tui.engine import decisions as dec
 from dedup_tui.engine import tune
-from dedup_tui.engine.cluster import cluster
+from dedup_tui.engine.cluster import PairGraph, cluster
 from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
 from dedup_tui.engine.sets import greedy_keep_first
 from dedup_tui.engine.synth import synthetic_corpus
@@ -276,3 +276,22 @@ def test_tune_command(synth_project, tmp_path):
     finally:
         project.conn.execute("DELETE FROM labels")
         project.conn.execute("DELETE FROM decisions")
+
+
+def test_too_few_labels_to_recommend():
+    """The rule: below the fewest labels whose all-duplicate Wilson lower bound reaches 0.9, the
+    estimate says it has too few (19 labels once gave 'recommended 0.95, worst case 20.7%')."""
+    m = tune.MIN_LABELS_TO_RECOMMEND
+    assert tune.wilson(m, m)[0] >= 0.9 > tune.wilson(m - 1, m - 1)[0]
+    assert m == 35
+    rng = np.random.default_rng(5)
+    n = 400
+    a = np.arange(n, dtype=np.int64)
+    graph = PairGraph(n + 1, np.full(n + 1, -1, dtype=np.int64), a, a + 1, np.sort(rng.uniform(0.5, 1.0, n)))
+    few = [(int(x), int(x) + 1, float(j), "duplicate") for x, j in zip(a[-19:], graph.jaccard[-19:])]
+    est = tune.estimate(graph, 0.5, few, target=0.95)
+    assert est.labelled == 19 and est.too_few_labels
+    enough = [(int(x), int(x) + 1, float(j), "duplicate" if j > 0.7 else "not_duplicate")
+              for x, j in zip(a[::8], graph.jaccard[::8])]
+    est = tune.estimate(graph, 0.5, enough, target=0.95)
+    assert est.labelled >= m and not est.too_few_labels

@@ -320,6 +320,20 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float,
     return lo, hi
 
 
+def fewest_labels(precision: float = 0.9) -> int:
+    """The fewest labels from which any estimate can show `precision`: n pairs all labelled
+    duplicate have a 95% Wilson lower bound of about n / (n + 3.84), which reaches 0.9 only at
+    n = 35. Below it, even a perfect sample leaves the precision unknown to within more than
+    10 points, so a recommended threshold would be a guess."""
+    n = 1
+    while wilson(n, n)[0] < precision:
+        n += 1
+    return n
+
+
+MIN_LABELS_TO_RECOMMEND = fewest_labels()  # 35
+
+
 @dataclass
 class BinStat:
     lo: float
@@ -346,6 +360,12 @@ class Estimates:
     recommended_precision: float | None
     recommended_recall: float | None
     recommended_precision_low: float | None = None
+
+    @property
+    def too_few_labels(self) -> bool:
+        """Too few labels to recommend a threshold (MIN_LABELS_TO_RECOMMEND): the recommendation
+        is still computed, and shown only with that said."""
+        return self.labelled < MIN_LABELS_TO_RECOMMEND
 
     def at(self, threshold: float) -> tuple[float, float]:
         i = int(np.argmin(np.abs(self.thresholds - threshold)))
@@ -746,6 +766,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
         step = max(1, len(e.thresholds) // 20)
         for i in sorted(set(range(0, len(e.thresholds), step)) | {len(e.thresholds) - 1}):
             add(f"    {e.thresholds[i]:.2f}  precision {e.precision[i]:.3f} (≥ {e.precision_low[i]:.3f})  recall {e.recall[i]:.3f}")
+        if e.too_few_labels:
+            add(f"Too few labels to recommend a threshold ({e.labelled}; at least {MIN_LABELS_TO_RECOMMEND} needed)")
         if e.recommended is None:
             add(f"Recommended threshold: none reaches precision {e.target:.2f} (label more pairs, or lower the target)")
         else:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from textual.widgets import Input
 
 from dedup_tui.ui.app import create_app
@@ -136,3 +139,105 @@ def test_rescan_dialog_80x24(snap_compare, corpus):
         await pilot.pause()
 
     assert snap_compare(create_app(corpus, author="tester"), terminal_size=(80, 24), run_before=before)
+
+
+# -- long ids and long field names (tests/fixtures/long_ids.jsonl: man pages whose ids share a
+# 40-character start and differ at the end, records with a 54-character field name) --------------
+LONG_IDS = Path(__file__).parent.parent / "fixtures" / "long_ids.jsonl"
+LONG_FIELD = "last_modified_date_of_the_upstream_package_description"
+
+
+def long_ids_corpus(tmp_path) -> Path:
+    return Path(shutil.copy(LONG_IDS, tmp_path / "long_ids.jsonl"))
+
+
+def _members_focused(keys=()):
+    async def before(pilot):
+        await settle(pilot)
+        await pilot.press("tab", "down", *keys)
+        await settle(pilot)
+
+    return before
+
+
+def test_main_screen_long_ids_80x24(snap_compare, tmp_path):
+    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=_members_focused())
+
+
+def test_main_screen_long_ids_120x40(snap_compare, tmp_path):
+    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40),
+                        run_before=_members_focused())
+
+
+def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
+    """The keep rule on a long field name: the status line holds it whole (wrapped, never cut)."""
+    async def before(pilot):
+        await settle(pilot)
+        pilot.app.main._set_keep_rule(f"max:{LONG_FIELD}")
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40),
+                        run_before=before)
+
+
+def labelled_long_ids_project(tmp_path) -> Path:
+    """The long-ids corpus scanned, every stored pair labelled (9: too few to recommend)."""
+    from dedup_tui.engine import tune
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.pipeline import load_graph, scan
+    from dedup_tui.engine.store import Project
+
+    db = tmp_path / "long_ids.db"
+    project = Project(db, create=True)
+    try:
+        load_corpus(project, [long_ids_corpus(tmp_path)])
+        scan(project)
+        graph = load_graph(project)
+        ids = project.ids_for(list(range(graph.n)))
+        for a, b, j in zip(graph.a.tolist(), graph.b.tolist(), graph.jaccard.tolist()):
+            tune.set_label(project, ids[a], ids[b], "duplicate" if j >= 0.85 else "not_duplicate", j, author="tester")
+    finally:
+        project.close()
+    return db
+
+
+async def _tuning(pilot, keys=()):
+    await settle(pilot)
+    await pilot.press("T")
+    await settle(pilot)
+    if keys:
+        await pilot.press(*keys)
+        await pilot.pause()
+
+
+def test_tuning_screen_80x24(snap_compare, tmp_path):
+    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=_tuning)
+
+
+def test_tuning_screen_plots_80x24(snap_compare, tmp_path):
+    async def before(pilot):
+        await _tuning(pilot, ["v"])
+
+    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=before)
+
+
+def test_tuning_screen_120x40(snap_compare, tmp_path):
+    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(120, 40),
+                        run_before=_tuning)
+
+
+def test_label_queue_80x24(snap_compare, tmp_path):
+    """The borderline labelling queue on long ids: its header's two lines whole."""
+    async def before(pilot):
+        await _tuning(pilot, ["l"])
+        await settle(pilot)
+
+    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
+                        run_before=before)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from dedup_tui.engine import decisions
@@ -77,7 +79,13 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
     project = Project(spec.db)
     graph = load_graph(project)
     ids = project.ids_for(list(range(graph.n)))
-    for a, b, j in zip(graph.a.tolist(), graph.b.tolist(), graph.jaccard.tolist()):
+    labelled = list(zip(graph.a.tolist(), graph.b.tolist(), graph.jaccard.tolist()))
+    # enough labels to recommend: pairs the scan did not store, with similarities spread over the bins
+    stored = set(zip(graph.a.tolist(), graph.b.tolist()))
+    extra = [(a, b) for a in range(graph.n) for b in range(a + 1, graph.n) if (a, b) not in stored]
+    for i, (a, b) in enumerate(extra[: max(0, tuning.MIN_LABELS_TO_RECOMMEND - len(labelled))]):
+        labelled.append((a, b, 0.5 + (i % 10) * 0.05 + 0.01))
+    for a, b, j in labelled:
         tuning.set_label(project, ids[a], ids[b], "duplicate" if j >= 0.75 else "not_duplicate", j, author="tester")
     project.close()
     app = create_app(spec.db, author="tester")
@@ -100,7 +108,7 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
         await pilot.press("s")
         assert screen.svg_path.exists() and screen.svg_path.read_text().startswith("<svg")
         await pilot.press("j")
-        assert len(screen.labels_path.read_text().splitlines()) == len(graph.jaccard)
+        assert len(screen.labels_path.read_text().splitlines()) == len(labelled)
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 
@@ -143,3 +151,79 @@ async def test_split_and_open_chain(tmp_path):
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and main.policy == "components"
         assert np.any(main.index.labels == main.model.cursor.cluster_id)
+
+
+async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
+    """At 80x24 the numbers fill the body (per-bin precision, precision / recall at the
+    threshold, the shingle sizes), v shows the plots; 12 labels are too few to recommend."""
+    from .conftest import plain_screen
+    from .test_snapshots import labelled_long_ids_project
+
+    app = create_app(labelled_long_ids_project(tmp_path), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_tuning(pilot)
+        e = screen.report.estimates
+        assert e.too_few_labels and e.labelled < tuning.MIN_LABELS_TO_RECOMMEND
+        shown = " ".join(plain_screen(app).split())
+        assert "95% Wilson" in shown and "0.85–0.90" in shown  # the per-bin table
+        assert f"At {screen.report.threshold:.2f}: precision ≈" in shown
+        assert (f"too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} needed"
+                in shown)
+        assert "k=5: 1.000" in shown
+        assert "recommended" not in plain_screen(app).split("\n")[0]
+        assert not screen.query_one("#hist").display or not screen.query_one("#tune-plots").display
+        await pilot.press("a")  # no recommendation to apply: the threshold stays
+        assert app.main.threshold == screen.report.threshold
+        await pilot.press("v")
+        await pilot.pause()
+        assert screen.query_one("#tune-plots").display and not screen.query_one("#tune-side").display
+        assert screen.query_one("#hist").region.height >= 6
+
+
+async def test_no_labels_yet_never_flashes_after_a_label(corpus):
+    """Back from labelling, the previous numbers stay until the report with the new label is
+    ready (it was computed before the label was written and showed "No labels yet")."""
+    from rich.console import Console
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await open_tuning(pilot)
+        assert screen.report.estimates is None
+        await pilot.press("l")
+        gate = threading.Event()  # the writer is busy (a slow disk, a big write): the label waits
+        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+        await pilot.press("d")
+        shown: list[str] = []
+        stats = screen.query_one("#tune-stats")
+        update = stats.update
+
+        def recording(renderable):
+            console = Console(width=100, record=True, file=open("/dev/null", "w"))
+            console.print(renderable)
+            shown.append(console.export_text())
+            console.file.close()
+            return update(renderable)
+
+        stats.update = recording
+        await pilot.press("escape")
+        await pilot.pause()
+        gate.set()
+        await settle(pilot)
+        for _ in range(50):  # the report follows the writer's queue
+            if screen.report.label_counts["duplicate"] == 1:
+                break
+            await pilot.pause(0.02)
+        assert app.screen is screen
+        assert screen.report.label_counts["duplicate"] == 1
+        assert shown and not any("No labels yet" in text for text in shown), shown
+
+
+def test_log_histogram_uses_its_height():
+    """Counts of 100 to 10,000 filled the top half of the chart (scaled from zero): from the
+    least count to the largest they use every step, evenly on the log scale."""
+    from dedup_tui.ui.widgets.charts import log_heights
+
+    heights = log_heights(np.array([0, 100, 1000, 10000]), 32)
+    assert heights.tolist() == [0, 1, 16, 32]
+    assert log_heights(np.array([0, 5, 5]), 8).tolist() == [0, 8, 8]
+    assert log_heights(np.zeros(3, dtype=int), 8).tolist() == [0, 0, 0]

@@ -18,7 +18,7 @@ from ...engine.decisions import beside
 from ...engine.errors import DedupError
 from ...engine.export import FORMATS
 from ...engine.outputs import OutputError, check_outputs
-from ..text import literal_line
+from ..text import literal_line, shorten_middle
 
 
 class AskScreen(ModalScreen[str | None]):
@@ -35,7 +35,7 @@ class AskScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(Text(literal_line(self.title_text, 200)), classes="dialog-title")
+            yield Label(Text(literal_line(self.title_text, 300)), classes="dialog-title", id="ask-title")
             yield Input(self.value, placeholder=self.placeholder, id="ask")
             yield Label("", id="ask-error", classes="error")
             yield Label(Text("enter: OK   esc: cancel", style="dim"))
@@ -102,7 +102,7 @@ class SearchResultsScreen(ModalScreen[int | None]):
             more = " (the first 1,000)" if len(self.matches) >= 1000 else ""
             yield Label(Text(f"{len(self.matches):,} documents match {literal_line(self.query_text, 50)!r}{more}"),
                         classes="dialog-title")
-            yield OptionList(*[Option(Text.assemble((literal_line(m.doc_id, 40), "bold"), "  ", (m.status, "dim")),
+            yield OptionList(*[Option(Text.assemble((shorten_middle(m.doc_id, 48), "bold"), "  ", (m.status, "dim")),
                                       id=str(i)) for i, m in enumerate(self.matches)], id="matches")
             yield Label(Text("enter: go to it (then . next, , previous)   esc: close", style="dim"))
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -39,7 +40,7 @@ from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
 from ..launch import default_export_path
 from ..state import ReviewChanged, ReviewState
-from ..text import literal_line
+from ..text import first_fitting, literal_line, shorten_middle
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
@@ -48,6 +49,9 @@ from ..widgets.progress import ScanProgress
 from ..widgets.tables import ClusterTable, MemberTable, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
+
+
+SHORT_SORTS = {"size": "largest", "high": "most similar", "low": "least similar", "borderline": "nearest threshold"}
 
 
 class MainScreen(Screen):
@@ -106,6 +110,7 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         with Vertical(id="top"):
             yield Static("", id="threshold")
+            yield Static("", id="status")
             yield Static("", id="summary")
         yield ScanProgress(id="progress")
         with Container(id="body"):
@@ -127,6 +132,8 @@ class MainScreen(Screen):
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
         self.set_class(self.size.height < self.SHORT, "-short")
+        if self.model is not None:
+            self.update_top()
         if self.index is not None:
             self.call_after_refresh(self.render_list)
 
@@ -327,7 +334,7 @@ class MainScreen(Screen):
         m = self._matches[self._match_at]
         cluster_id, status = self.model.whereabouts(m.doc) if self.index is not None else (None, m.status)
         where = f"match {self._match_at + 1}/{len(self._matches)}" + (" (. next, , previous)" if len(self._matches) > 1 else "")
-        self.notify(f"{literal_line(m.doc_id, 60)}: {status} · {where}", markup=False, timeout=5)
+        self.notify(f"{shorten_middle(m.doc_id, 60)}: {status} · {where}", markup=False, timeout=5)
         if cluster_id is not None:
             self.model.select(m.doc)
             self.render_list()
@@ -417,42 +424,103 @@ class MainScreen(Screen):
     # -- showing --------------------------------------------------------------------------
     def update_top(self) -> None:
         view = self.model.view if self.model is not None else None
+        width = max(20, self.app.size.width - 2)  # #top's padding
         t = Text()
         t.append(" THRESHOLD ", style="reverse bold")
         t.append(f" {view.threshold:.2f} " if view else " … ", style="bold")
-        t.append(" [ ] ±.01  { } ±.05  t", style="dim")
-        t.append("   policy ", style="dim")
-        t.append(view.policy if view else "…", style="bold")
-        t.append(" (p)", style="dim")
         if self.floor:
-            t.append(f"   floor {self.floor:.2f}", style="dim")
-        self.query_one("#threshold", Static).update(t)
-        s = Text()
+            t.append(f"  floor {self.floor:.2f}", style="dim")
+        status = self.status_line(width)
+        hints = Text("   [ ] ±.01  { } ±.05  t", style="dim")
+        line = first_fitting([Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status),
+                              Text.assemble(t, hints), t], width)
+        self.query_one("#threshold", Static).update(line)
+        status_own_line = status.plain not in line.plain  # the status line is never cut: a line of its own
+        self.query_one("#status", Static).display = status_own_line
+        if status_own_line:
+            self.query_one("#status", Static).update(status)
+        self.query_one("#summary", Static).update(self.summary_text(width))
+
+    def status_line(self, width: int) -> Text:
+        """sort · filter · keep rule · policy: whole, in as many words as the width allows (a
+        typed filter or a long field name may wrap it, never cut it)."""
+        view = self.model.view if self.model is not None else None
+        if view is None:
+            return Text("")
+        kept_by = self.index.clustering.kept_by if self.index is not None else None
+        flt = view.filter
+        named = FILTERS.get(flt, flt.replace(",", " "))
+        keep_long = {"first": "first in corpus", "longest": "longest text"}.get(kept_by or "", kept_by or "…")
+        short_sort = SHORT_SORTS.get(view.sort, view.sort)
+
+        def line(parts: list[tuple[str, str, str]]) -> Text:
+            out = Text()
+            for i, (label, value, keys) in enumerate(parts):
+                if i:
+                    out.append(" · ", style="dim")
+                if label:
+                    out.append(label, style="dim")
+                out.append(value, style="bold")
+                if keys:
+                    out.append(f" ({keys})", style="dim")
+            return out
+
+        return first_fitting([
+            line([("sort ", SORTS[view.sort], "s"), ("filter ", named, "f F"), ("keep ", keep_long, "K ^k"),
+                  ("policy ", view.policy, "p")]),
+            line([("sort ", SORTS[view.sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
+                  ("policy ", view.policy, "")]),
+            line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
+                  ("", view.policy, "")]),
+        ], width)
+
+    def summary_text(self, width: int) -> Text:
+        """The counts on one line, in fewer words when narrow; on two lines (broken between two
+        counts) only when even those do not fit."""
         if self.index is None:
-            s.append(("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet", style="dim")
-        else:
-            c = self.index.counts
-            stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != \
-                (view.threshold, view.policy)
-            partial = self.partial
-            corpus_docs = partial.corpus_documents if partial else c.documents
-            parts = [
-                (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents"),
-                (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
-                (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {self.index.threshold:.2f}"),
-                (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, "
-                                    f"{c.clusters - c.decided_clusters:,} to review"),
-                (f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}", " kept"),
-                (f"{c.removed:,}", " removed"),
-            ]
+            return Text(("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet",
+                        style="dim")
+        view = self.model.view
+        c = self.index.counts
+        stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != (view.threshold, view.policy)
+        partial = self.partial
+        corpus_docs = partial.corpus_documents if partial else c.documents
+        kept = f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}"
+        to_review = c.clusters - c.decided_clusters
+        t = f"{self.index.threshold:.2f}"
+        full = [
+            (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents"),
+            (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
+            (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {t}"),
+            (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, {to_review:,} to review"),
+            (kept, " kept"), (f"{c.removed:,}", " removed")]
+        short = [
+            (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs"),
+            (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} copies)"),
+            (f"{c.pairs_at_threshold:,}", f" pairs ≥ {t}"),
+            (f"{c.clusters:,}", f" clusters ({to_review:,} to review)"),
+            (kept, " kept"), (f"{c.removed:,}", " removed")]
+
+        def line(parts, breaks_at: int | None = None) -> Text:
+            out = Text()
             for i, (num, label) in enumerate(parts):
                 if i:
-                    s.append(" · ", style="dim")
-                s.append(num, style="bold")
-                s.append(label)
+                    out.append("\n" if i == breaks_at else " · ", style="dim")
+                out.append(num, style="bold")
+                out.append(label)
             if stale:
-                s.append("  (updating…)", style="dim italic")
-        self.query_one("#summary", Static).update(s)
+                out.append("  (updating…)", style="dim italic")
+            return out
+
+        one = first_fitting([line(full), line(short)], width)
+        if one.cell_len <= width:
+            return one
+        for parts in (full, short):  # two lines: the break after the most counts that fit on the first
+            for at in range(len(parts) - 1, 0, -1):
+                two = line(parts, at)
+                if all(cell_len(row) <= width for row in two.plain.split("\n")):
+                    return two
+        return line(short)
 
     def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
         """ord -> (id, length, the text's first `chars` characters): read without loading a
@@ -479,10 +547,7 @@ class MainScreen(Screen):
         cluster_ids = [int(x) for x in index.labels[start:stop]]
         previews = {o: (d, t) for o, (d, _n, t) in self._previews(cluster_ids).items()}
         table.fill(index, start, stop, previews)
-        title = Text()
-        title.append(f"Clusters {start + 1 if stop else 0:,}–{stop:,} of {len(index.labels):,}", style="bold")
-        title.append(f"  page {self.page + 1}/{self.pages} (< >) · {self.model.view.listing.describe()} (s, f)", style="dim")
-        self.query_one("#clusters-title", Static).update(title)
+        self.query_one("#clusters-title", Static).update(self.clusters_title(start, stop))
         if stop > start:
             if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
                 self.model.select_position(start)
@@ -495,6 +560,34 @@ class MainScreen(Screen):
             self.query_one("#members-title", Static).update(Text("No clusters at this threshold", style="dim"))
             self.query_one("#member-info", Static).update("")
             self.query_one("#preview-title", Static).update("")
+
+    def clusters_title(self, start: int, stop: int) -> Text:
+        """'Clusters 1–100 of 2,345 · page 1/24 (< >) · largest first · undecided only': the sort
+        and the filter whole, the words around them fewer when the pane is narrow."""
+        shown = f"{start + 1 if stop else 0:,}–{stop:,} of {len(self.index.labels):,}"
+        listing = self.model.view.listing.describe()
+        width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
+
+        view = self.model.view
+        short_listing = SHORT_SORTS.get(view.sort, view.sort) + ("" if view.filter == "all" else
+                                                                  " · " + view.filter.replace(",", " "))
+
+        def title(head: str, page: str, keys: str, listing: str = listing) -> Text:
+            out = Text(head, style="bold")
+            if self.pages > 1:
+                out.append(page, style="dim")
+            out.append(" · ", style="dim")
+            out.append(listing)
+            out.append(keys, style="dim")
+            return out
+
+        # the last one wraps (the title grows to two rows) rather than lose its filter
+        return first_fitting([
+            title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages} (< >)", " (s, f)"),
+            title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages}", ""),
+            title(shown, f" · p{self.page + 1}/{self.pages}", ""),
+            title(shown, f" · p{self.page + 1}/{self.pages}", "", short_listing),
+        ], width)
 
     def show_members(self) -> None:
         """The cursor's cluster's members, the cursor's document selected."""
@@ -521,8 +614,10 @@ class MainScreen(Screen):
             title.append(f" · {done}/{total} reviewed", style="bold green" if done >= total else "bold")
         if table.loaded < table.total:
             title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
-        title.append("  enter: diff · k keep · x remove · n not dup · N none · a accept", style="dim")
-        self.query_one("#members-title", Static).update(title)
+        width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
+        self.query_one("#members-title", Static).update(first_fitting([
+            Text.assemble(title, ("  enter: diff · k keep · x remove · n not dup · N none · a accept", "dim")),
+            Text.assemble(title, ("  enter diff · k x n N a", "dim")), title], width))
 
     def show_member_info(self) -> None:
         o = self.model.cursor.doc if self.index is not None else None
@@ -532,31 +627,45 @@ class MainScreen(Screen):
             return
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
-        t = Text()
-        t.append(literal_line(doc_id, 80), style="bold")
-        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
-        if self.model.is_decided(o):
-            t.append(" · decided", style="green")
-        if c.keeper[o] >= 0:
-            keeper_id = self.project.ids_for([int(c.keeper[o])])[0]
-            sim = c.similarity[o]
-            t.append(" · duplicate of ")
-            t.append(literal_line(keeper_id, 80), style="bold")
-            if sim >= self.index.threshold or c.reason[o] != NEAR or self.graph is None:
-                t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
-            else:  # chained: say through whom (a pair the reviewer rejected is never cited)
-                via, via_sim = strongest_links(self.graph, c, [o])
-                if via[0] >= 0:
-                    t.append(" · linked via ")
-                    t.append(literal_line(self.project.ids_for([int(via[0])])[0], 60), style="bold")
-                    t.append(f" ({via_sim[0]:.2f})")
-                    if not np.isnan(sim):
-                        t.append(f"; {sim:.2f} with the kept one", style="dim")
+        pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
+        keeper_id = self.project.ids_for([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
+        via = via_sim = None
+        if keeper_id is not None and not (c.similarity[o] >= self.index.threshold or c.reason[o] != NEAR or
+                                          self.graph is None):
+            via, via_sim = strongest_links(self.graph, c, [o])
+        via_id = self.project.ids_for([int(via[0])])[0] if via is not None and via[0] >= 0 else None
+        # ids whole (to 80 cells) where the line holds them in its rows, else shortened in the middle
+        for id_width in (80, max(16, (pane - 24) // 2), 16):
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width)
+            if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
+                break
         for note in decisions.notes_for(self.project, doc_id):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))
         info.update(t)
         self.show_preview(o)
+
+    def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
+        """The selected document: its id, length, why; what it duplicates (and through whom)."""
+        c = self.index.clustering
+        t = Text()
+        t.append(shorten_middle(doc_id, id_width), style="bold")
+        t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
+        if self.model.is_decided(o):
+            t.append(" · decided", style="green")
+        if keeper_id is not None:
+            sim = c.similarity[o]
+            t.append(" · duplicate of ")
+            t.append(shorten_middle(keeper_id, id_width), style="bold")
+            if via_sim is None:
+                t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
+            elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
+                t.append(" · linked via ")
+                t.append(shorten_middle(via_id, id_width), style="bold")
+                t.append(f" ({via_sim[0]:.2f})")
+                if not np.isnan(sim):
+                    t.append(f"; {sim:.2f} with the kept one", style="dim")
+        return t
 
     # -- triage preview: the selected member against its kept document, differences marked --
     PREVIEW_SYNC_CHARS = 4000  # below this the diff is computed at once (a few ms)
@@ -573,22 +682,24 @@ class MainScreen(Screen):
         left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
         left, right = left_shown.text, right_shown.text
         ids = self.project.ids_for([kept, o])
+        pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
+        id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
         title = Text()
         if target == kept:
             title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" KEPT ", style="bold green")
-            title.append(literal_line(ids[0], 40), style="bold")
+            title.append(shorten_middle(ids[0], id_width), style="bold")
             if o != kept:
-                title.append("  ·  beside its closest member ", style="dim")
-                title.append(literal_line(ids[1], 40), style="dim")
+                title.append("  ·  beside " if pane < 100 else "  ·  beside its closest member ", style="dim")
+                title.append(shorten_middle(ids[1], id_width), style="dim")
         else:
             title.append("kept ", style="dim")
-            title.append(literal_line(ids[0], 40), style="bold")
+            title.append(shorten_middle(ids[0], id_width), style="bold")
             title.append("  ·  ", style="dim")
             title.append(" keys act on ▸ ", style="bold reverse")
-            title.append(" " + literal_line(ids[1], 40), style="bold")
+            title.append(" " + shorten_middle(ids[1], id_width), style="bold")
             sim = c.similarity[o]
-            if not np.isnan(sim):
+            if not np.isnan(sim) and title.cell_len + 14 <= pane - 2:
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
         cut = left_shown.cut or (right_shown.cut and o != kept)
         # the title's second line says how much is shown (the class on the title alone: restyling the screen
@@ -733,6 +844,7 @@ class MainScreen(Screen):
 
     def _after_relist(self) -> None:
         self.remember_state()
+        self.update_top()
         self.page = 0
         if self.model.needs_rebuild():
             self.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
@@ -763,9 +875,9 @@ class MainScreen(Screen):
             with Project(db) as project:
                 return decisions.check_keep_rule(project, text)
 
-        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (the highest / lowest value of a record "
-                                       "field; documents without it come last), first or longest. Never changes "
-                                       "a cluster you decided.", current if ":" in current else "",
+        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes "
+                                       "last), first or longest. Clusters you decided keep theirs.",
+                                       current if ":" in current else "",
                                        placeholder="e.g. max:date, max:score", parse=parse), done)
 
     def action_cycle_filter(self) -> None:
@@ -787,8 +899,8 @@ class MainScreen(Screen):
         current = self.model.view.filter
         from ...review.index import parse_filter
 
-        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity) undecided near "
-                                       "exact; empty for all", "" if current == "all" else
+        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, "
+                                       "near, exact; empty for all", "" if current == "all" else
                                        current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
                                        parse=parse_filter), done)
 
@@ -894,8 +1006,8 @@ class MainScreen(Screen):
                 placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
                 "Type yes to accept them, esc to cancel"), confirmed)
 
-        self.app.push_screen(AskScreen("Accept the listed clusters to review whose lowest similarity is at least "
-                                       "(1 = exact copies only)", "1.00", validate=valid), chosen)
+        self.app.push_screen(AskScreen("Accept every listed cluster to review whose lowest similarity is at "
+                                       "least (1 = exact copies only):", "1.00", validate=valid), chosen)
 
     def action_note(self) -> None:
         o = self.selected_doc()
@@ -908,7 +1020,7 @@ class MainScreen(Screen):
                 self._try(lambda: self.model.plan_note(value, o))
 
         doc_id = self.project.ids_for([o])[0]
-        self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
+        self.app.push_screen(AskScreen(f"Note on {shorten_middle(doc_id, 60)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
         self.execute(self.model.plan_undo())

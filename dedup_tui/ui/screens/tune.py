@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import work
+from textual.binding import Binding
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
@@ -20,7 +21,7 @@ from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady
-from ..text import literal_line
+from ..text import first_fitting, literal_line, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
@@ -81,7 +82,10 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         out.add_row(now)
         recommend = Text()
         recommend.append(f"Target {e.target:.0%} (+/-): ", style="bold")
-        if e.recommended is None:
+        if e.too_few_labels:
+            recommend.append(f"too few labels to recommend ({e.labelled}; at least "
+                             f"{tuning.MIN_LABELS_TO_RECOMMEND} needed: l labels more)", style="italic")
+        elif e.recommended is None:
             recommend.append("no threshold reaches it yet", style="italic")
         else:
             recommend.append(f"{e.recommended:.2f}", style="bold reverse")
@@ -103,7 +107,8 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
 
 
 class TuneScreen(Screen):
-    BINDINGS = [a.binding() for a in TUNE_ACTIONS]
+    # narrow terminals show the numbers or the plots, v switches (both do not fit at 80x24)
+    BINDINGS = [a.binding() for a in TUNE_ACTIONS] + [Binding("v", "toggle_plots", "Plots", show=False)]
     ACTIONS = TUNE_ACTIONS
     NARROW = 110
 
@@ -137,11 +142,19 @@ class TuneScreen(Screen):
         table.focus()
 
     def on_resize(self) -> None:
-        self.set_class(self.size.width < self.NARROW, "-narrow")
+        self.set_class(self.size.width < self.NARROW or self.size.height < 30, "-narrow")
+        self.update_header()
+        self.refresh_bindings()
+
+    def action_toggle_plots(self) -> None:
+        self.toggle_class("-plots")
+        self.update_header()
 
     def on_screen_resume(self) -> None:
         if self.report is not None:
-            self.refresh_report()
+            # after the labels just made are written (computing before showed "No labels yet");
+            # the previous numbers stay on screen until the new ones are ready
+            self.app.writer.submit(lambda project: None, lambda _r: self.refresh_report(), what="the report")
 
     # -- computing ------------------------------------------------------------------------
     def refresh_report(self) -> None:
@@ -199,31 +212,46 @@ class TuneScreen(Screen):
         table.clear()
         for i, ch in enumerate(r.chains):
             weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
-            table.add_row(Text(literal_line(ch.label_id, 60)), f"{ch.size:,}", weakest,
-                          Text(f"{literal_line(ch.far_ids[0], 40)} / {literal_line(ch.far_ids[1], 40)}"),
+            table.add_row(Text(shorten_middle(ch.label_id, 40)), f"{ch.size:,}", weakest,
+                          Text(f"{shorten_middle(ch.far_ids[0], 28)} / {shorten_middle(ch.far_ids[1], 28)}"),
                           str(len(ch.cut)), key=str(i))
         if r.chains:
             table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
-        title = Text()
-        title.append(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
-        title.append(f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", style="dim")
-        self.query_one("#chains-title", Static).update(title)
+        title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
+        side = self.query_one("#tune-side").size.width or self.app.size.width
+        self.query_one("#chains-title", Static).update(first_fitting([
+            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", "dim")),
+            Text.assemble(title, ("  x split · o open", "dim")), title], side - 2))
 
     def update_header(self) -> None:
-        t = Text()
-        t.append(" TUNING ", style="reverse bold")
-        t.append(f" threshold {self.review.threshold:.2f} ", style="bold")
-        t.append(f"({self.review.policy}; [ ] moves) · target precision {self.target:.0%} (+ -)", style="dim")
+        width = max(20, self.app.size.width - 2)
         e = self.report.estimates if self.report is not None else None
-        if e is not None and e.recommended is not None:
-            t.append("  recommended ", style="dim")
-            t.append(f"{e.recommended:.2f}", style="bold")
-            t.append(" (a)", style="dim")
+        tail = Text()
+        if e is not None and e.too_few_labels:
+            tail.append(f"  too few labels ({e.labelled}/{tuning.MIN_LABELS_TO_RECOMMEND})", style="dim")
+        elif e is not None and e.recommended is not None:
+            tail.append("  recommended ", style="dim")
+            tail.append(f"{e.recommended:.2f}", style="bold")
+            tail.append(" (a)", style="dim")
         if self.report is None or self.report.threshold != self.review.threshold or (
                 self.report.estimates is not None and self.report.estimates.target != self.target):
-            t.append("  computing…", style="dim italic")
-        t.append("\nl: label borderline pairs · s: save SVG · j: labels JSONL · esc: back", style="dim")
-        self.query_one("#tune-header", Static).update(t)
+            tail.append("  computing…", style="dim italic")
+
+        def head(threshold: str, target: str) -> Text:
+            t = Text()
+            t.append(" TUNING ", style="reverse bold")
+            t.append(f" threshold {self.review.threshold:.2f} ", style="bold")
+            t.append(threshold.format(policy=self.review.policy), style="dim")
+            t.append(target.format(target=self.target), style="dim")
+            return Text.assemble(t, tail)
+
+        line = first_fitting([head("({policy}; [ ] moves)", " · target precision {target:.0%} (+ -)"),
+                              head("[ ]", " · target {target:.0%} (+ -)"), head("", " · target {target:.0%}")], width)
+        keys = "l: label pairs · s: SVG · j: labels JSONL · esc: back"
+        if self.has_class("-narrow"):
+            keys = ("v: numbers · " if self.has_class("-plots") else "v: plots · ") + keys
+        line.append("\n" + keys, style="dim")
+        self.query_one("#tune-header", Static).update(line)
 
     def on_worker_state_changed(self, event) -> None:
         if event.state == WorkerState.ERROR and event.worker.group == "tune":
@@ -234,7 +262,9 @@ class TuneScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "apply":
             e = self.report.estimates if self.report is not None else None
-            return None if e is None or e.recommended is None else True
+            return None if e is None or e.recommended is None or e.too_few_labels else True
+        if action == "toggle_plots":
+            return self.has_class("-narrow")
         if action in ("split_chain", "open_chain"):
             return None if self.report is None or not self.report.chains else True
         return True
@@ -247,8 +277,10 @@ class TuneScreen(Screen):
 
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
-        if e is None or e.recommended is None:
-            self.notify("No recommendation yet: label pairs first (l)", severity="warning")
+        if e is None or e.recommended is None or e.too_few_labels:
+            self.notify("No recommendation yet: label pairs first (l)" if e is None or not e.too_few_labels else
+                        f"Too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} "
+                        "needed)", severity="warning")
             return
         self.review.set_threshold(e.recommended)
         self.notify(f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
@@ -379,7 +411,7 @@ class ReviewScreen(Screen):
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
             t.append(f"{side}: ", style="dim")
-            t.append(literal_line(doc_id, 80), style="bold")
+            t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
 
@@ -395,20 +427,30 @@ class ReviewScreen(Screen):
             self.query_one("#right-doc", DocView).set_spans(message.result.right)
 
     def update_header(self, note: str | None = None) -> None:
-        t = Text()
-        t.append(" LABEL ", style="reverse bold")
         q = self.current
-        if q is not None:
-            edges = tuning.bin_edges(self.review.floor)
-            t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
-            t.append(f" bin {edges[q.bin]:.2f}–{edges[q.bin + 1]:.2f} · threshold {self.threshold:.2f} · "
-                     f"pair {self.pos + 1}/{len(self.queue)}", style="dim")
         counts = {lab: sum(1 for *_x, lab_ in self.done if lab_ == lab) for lab in tuning.LABELS}
-        t.append(f" · this session: {counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped",
-                 style="dim")
+        session = f"{counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped"
+
+        def head(where: str, done: str) -> Text:
+            t = Text()
+            t.append(" LABEL ", style="reverse bold")
+            if q is not None:
+                edges = tuning.bin_edges(self.review.floor)
+                t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
+                t.append(where.format(lo=edges[q.bin], hi=edges[q.bin + 1], t=self.threshold, at=self.pos + 1,
+                                      n=len(self.queue)), style="dim")
+            t.append(done.format(session=session), style="dim")
+            return t
+
+        width = max(20, self.app.size.width - 2)
+        t = first_fitting([
+            head(" bin {lo:.2f}–{hi:.2f} · threshold {t:.2f} · pair {at}/{n}", " · this session: {session}"),
+            head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
+            head(" pair {at}/{n}", " · {session}")], width)
         t.append("\n")
-        t.append(note or "d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back",
-                 style="italic" if note else "dim")
+        keys = first_fitting([Text("d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back"),
+                              Text("d duplicate · n not (splits the pair) · s skip · u undo · esc back")], width)
+        t.append(note or keys.plain, style="italic" if note else "dim")
         cut = pair_notice(*self.shown) if q is not None else ""
         if cut:
             t.append("\n")

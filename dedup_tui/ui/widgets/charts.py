@@ -81,6 +81,24 @@ class Chart(Widget):
         raise NotImplementedError
 
 
+def log_heights(counts: np.ndarray, steps: int) -> np.ndarray:
+    """Bar heights (in `steps`) on a log scale from the least non-zero count (one step) to the
+    largest (every step): scaled from zero instead, counts of 100 to 10,000 all filled the top
+    half and a short chart was rows of solid blocks."""
+    counts = np.asarray(counts, dtype=np.float64)
+    out = np.zeros(len(counts), dtype=int)
+    some = counts > 0
+    if not some.any():
+        return out
+    least, top = counts[some].min(), counts.max()
+    if top <= least:
+        out[some] = steps
+        return out
+    share = (np.log(counts[some]) - np.log(least)) / (np.log(top) - np.log(least))
+    out[some] = 1 + np.round(share * (steps - 1)).astype(int)
+    return out
+
+
 class HistogramChart(Chart):
     """Counts per similarity column on a log scale, with an optional probability curve."""
 
@@ -112,8 +130,8 @@ class HistogramChart(Chart):
                             if len(self.values) else np.zeros(width, dtype=np.int64))
         counts = self._counts
         top = float(counts.max()) if len(counts) else 0.0
-        scaled = np.log1p(counts) / np.log1p(top) if top > 0 else np.zeros(width)
-        eighths = np.round(scaled * height * 8).astype(int)
+        least = float(counts[counts > 0].min()) if top > 0 else 0.0
+        eighths = log_heights(counts, height * 8)
         eighths[(counts > 0) & (eighths == 0)] = 1  # a bin with pairs always shows
         curve_row = None
         if self.curve is not None:
@@ -128,7 +146,7 @@ class HistogramChart(Chart):
             if r == 0:
                 label = _fmt(top)
             elif r == height - 1:
-                label = "0"
+                label = _fmt(least) if least < top else "0"
             else:
                 label = ""
             line = Text(f"{label:>{Y_LABEL - 1}} ", style="dim", end="")

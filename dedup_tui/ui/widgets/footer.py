@@ -9,6 +9,7 @@ the ones on screen.
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.widgets import Footer
 
 
@@ -23,14 +24,42 @@ class AppFooter(Footer):
 
     def on_resize(self) -> None:
         self.compact = self.app.size.width < self.COMPACT_BELOW
+        if self.is_attached and self._composed_once:
+            self.call_after_refresh(self._recompose_if_changed)
+
+    def key_width(self, key_display: str, description: str) -> int:
+        """The cells a key takes in the footer: its spaces (around the key and after the
+        description, or a margin when compact) and its text."""
+        return len(key_display) + len(description) + (2 if self.compact else 3)
+
+    def compose(self) -> ComposeResult:
+        """Footer's keys, those that would run past the right edge (or under the palette entry)
+        hidden: the footer ends with a whole key, never a cut one (every key is in the help)."""
+        room = self.app.size.width - (len("^p palette") + 3 if self.show_command_palette else 0)
+        used = 0
+        for widget in super().compose():
+            is_key = hasattr(widget, "key_display") and hasattr(widget, "description")  # a FooterKey
+            if is_key and not widget.has_class("-command-palette"):
+                used += self.key_width(widget.key_display, widget.description)
+                if used > room:
+                    widget.display = False
+            yield widget
+
+    def palette_fits(self, shown) -> bool:
+        """Whether '^p palette', docked at the right, leaves every key beside it whole (it is
+        drawn over the last keys otherwise; ctrl+p and the help still name it)."""
+        keys = sum(self.key_width(self.app.get_key_display(b), b.description)
+                   for b in {entry[1].action: entry[1] for entry in shown}.values())
+        return keys + len("^p palette") + 3 <= self.app.size.width
 
     def _signature(self) -> tuple:
         active = self.screen.active_bindings
+        shown_bindings = [entry for entry in active.values() if entry[1].show]
         shown = tuple(
             (binding.key, binding.action, binding.description, binding.key_display, binding.group, enabled, tooltip)
-            for (_node, binding, enabled, tooltip) in active.values()
-            if binding.show
+            for (_node, binding, enabled, tooltip) in shown_bindings
         )
+        self.set_reactive(AppFooter.show_command_palette, self.palette_fits(shown_bindings))
         palette = None
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
             entry = active.get(self.app.COMMAND_PALETTE_BINDING)

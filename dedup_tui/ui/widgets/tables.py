@@ -13,15 +13,23 @@ from textual.widgets import DataTable
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
 from ...review.index import ClusterIndex
-from ..text import literal_line, snippet
+from ..text import shorten_middle, snippet
 
-ID_WIDTH = 40  # ids longer than this are cut with '…' in the tables
+ID_WIDTH = 40  # at most this many cells of an id in the tables (longer ones shortened in the middle)
+# What a row cannot use of its pane: the focus edge (1), the vertical scrollbar (2) and the
+# one column's padding (1 each side).
+ROW_MARGIN = 5
 
 
 def pane_width(widget) -> int:
     """The table's width from the terminal's (two panes when wide): the same on every fill."""
     width = widget.app.size.width
     return width if width < 110 else width // 2
+
+
+def row_room(widget) -> int:
+    """The cells a laid-out row may take without running past the pane's right edge."""
+    return max(20, pane_width(widget) - ROW_MARGIN)
 
 
 class RowTable(DataTable):
@@ -93,13 +101,17 @@ class ClusterTable(RowTable):
 
     def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]]) -> None:
         rows = []
+        # the kept document's column: its id first (shortened in the middle), the text after it
+        room = row_room(self) - (5 + 4 + 4 + 4) - 4 * len(self.GAP)
+        id_room = min(ID_WIDTH, max(12, room - 12))
         for i in range(start, stop):
             cluster_id = int(index.labels[i])
             doc_id, text = previews.get(cluster_id, ("?", ""))
-            doc_id = literal_line(doc_id, ID_WIDTH)
+            doc_id = shorten_middle(doc_id, id_room)
             kept = Text(doc_id, style="bold")
-            room = max(12, pane_width(self) - 30 - len(doc_id))
-            kept.append(Text(" " + snippet(text, room), style="dim"))
+            text_room = room - cell_len(doc_id) - 1
+            if text_room >= 4:
+                kept.append(Text(" " + snippet(text, text_room), style="dim"))
             decided = bool(index.decided[i])
             done, total = int(index.reviewed[i]), int(index.to_review[i])
             progress = Text("✓", style="green") if decided else \
@@ -144,12 +156,32 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     return f"near duplicate (≥ {index.threshold:.2f})"
 
 
+SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
+             "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
+             "kept": "kept by you", "same text as the kept one": "same text", "linked via another member": "via a member"}
+WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
+
+
+def short_why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
+    """why() in at most WHY_WIDTH cells, for the members' table (the status column beside it
+    already says kept / near / exact / removed)."""
+    reason = why(index, ord_, cluster_id)
+    if reason in SHORT_WHY:
+        return SHORT_WHY[reason]
+    if reason.startswith("near duplicate"):
+        return f"≥ {index.threshold:.2f} with kept"
+    if cell_len(reason) <= WHY_WIDTH:  # highest FIELD / lowest FIELD
+        return reason
+    return "rule: " + reason.split(" ", 1)[0]  # the field itself is in the status line
+
+
 class MemberTable(RowTable):
     """Members of one cluster, CHUNK rows at a time: more are added as the cursor nears the end
     of those shown (a template family can have thousands). Row keys are document ords."""
 
     CHUNK = 100
-    NEAR_END = 10  # rows from the end at which the next chunk is added
+    NEAR_END = 10
+    TEXT_WIDTH = 14  # the text column at least (it takes what the id and why leave)  # rows from the end at which the next chunk is added
     BINDINGS = [Binding("end,ctrl+end", "last_member", "Last member", show=False)]
 
     class WantsAll(Message):
@@ -189,13 +221,14 @@ class MemberTable(RowTable):
         return super().clear(columns)
 
     def _plain(self, ords: list[int], rows: dict[int, tuple[str, int, str]]):
-        index, cluster_id, room = self._cluster_context
+        index, cluster_id, id_room = self._cluster_context
         c = index.clustering
-        ids = [literal_line(rows.get(o, ("?",))[0], ID_WIDTH) for o in ords]
-        whys = [why(index, o, cluster_id) for o in ords]
-        if room is None:  # the first chunk sets the snippets' length for the cluster
-            room = max(12, pane_width(self) - 24 - max(map(len, ids), default=4) - max(map(len, whys), default=4))
-            self._cluster_context = (index, cluster_id, room)
+        if id_room is None:  # the pane's room: the why and text columns get theirs before the ids
+            id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
+            self._cluster_context = (index, cluster_id, id_room)
+        ids = [shorten_middle(rows.get(o, ("?",))[0], id_room) for o in ords]
+        whys = [short_why(index, o, cluster_id) for o in ords]
+        room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
         for o, doc_id, reason in zip(ords, ids, whys):
             status, style = STATUS[int(c.reason[o])]
@@ -205,8 +238,14 @@ class MemberTable(RowTable):
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain
 
+    def free_room(self) -> int:
+        """The row's cells after the status and sim columns and the gaps between all five."""
+        return row_room(self) - 7 - 4 - 4 * len(self.GAP)
+
     def _laid(self, row, id_w: int, why_w: int) -> tuple[Text, str]:
         o, status, style, sim, doc_id, reason, text = row
+        text_w = max(4, self.free_room() - id_w - why_w)
+        text = text if cell_len(text) <= text_w else text[: text_w - 1] + "…"
         return self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
                                 (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
                                 (Text(text, style="dim"), cell_len(text), "left")]), str(o)

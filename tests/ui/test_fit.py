@@ -1,0 +1,166 @@
+"""Nothing that matters cut at 80x24 and 120x40: ids shortened in the middle, the status line,
+the list's title with its filter, the prompts and the footer whole (tests/fixtures/long_ids.jsonl:
+ids sharing a 40-character start, a 54-character field name)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.cells import cell_len
+from textual.widgets import Label, Static
+
+from dedup_tui.ui.app import create_app
+from dedup_tui.ui.screens.dialogs import AskScreen
+from dedup_tui.ui.text import shorten_middle
+
+from .conftest import plain_screen, settle
+from .test_snapshots import LONG_FIELD, long_ids_corpus
+
+LONG = "usr/share/man/man1/gcloud_beta_compute_instances_network_interfaces_list.1"
+
+
+def test_shorten_middle_keeps_start_and_end():
+    assert shorten_middle("short.1", 20) == "short.1"
+    cut = shorten_middle(LONG, 24)
+    assert cell_len(cut) == 24 and cut.startswith("usr/share") and cut.endswith("_list.1") and "…" in cut
+    # ids that differ only at the end stay different
+    other = LONG.replace("_list.1", "_describe.1")
+    assert shorten_middle(other, 24) != cut and shorten_middle(other, 24).endswith("_describe.1")
+    # wide characters count as two cells; controls are escaped, never shown raw
+    assert cell_len(shorten_middle("日本語の長い識別子のファイル名.txt", 11)) <= 11
+    assert "\n" not in shorten_middle("a\nb" * 20, 10)
+    assert shorten_middle(LONG, 1) == "…" and shorten_middle(LONG, 0) == ""
+
+
+
+def rendered(widget) -> str:
+    content = widget.visual if hasattr(widget, "visual") else widget.render()
+    return getattr(content, "plain", str(content))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_status_line_and_titles_whole(tmp_path, size):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.model.set_filter("undecided")
+        main._after_relist()
+        await pilot.press("s", "s", "s")  # closest to the threshold first: the longest sort name
+        await settle(pilot)
+        screen = plain_screen(app)
+        status = main.status_line(size[0] - 2).plain
+        for part in ("closest to the threshold first" if size[0] >= 120 else "nearest threshold",
+                     "undecided", "keep", "components"):
+            assert part in status
+        for row in status.split("\n"):
+            assert row in screen  # the status line is on screen whole
+        title = rendered(main.query_one("#clusters-title", Static))
+        assert "closest to the threshold first · undecided only" in title
+        assert title in screen  # the title with its filter, whole
+        assert main.query_one("#clusters-title", Static).region.width >= cell_len(title)
+        # the summary: one line at 120 columns
+        summary = rendered(main.query_one("#summary", Static))
+        if size[0] >= 120:
+            assert "\n" not in summary and summary in screen
+        rows = summary.split("\n")
+        assert len(rows) <= 2 and all(cell_len(row) <= size[0] - 2 and row in screen for row in rows)
+        assert "removed" in rows[-1] and "kept" in summary
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_member_rows_give_why_and_text_their_room(tmp_path, size):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        table = app.main.query_one("#members")
+        width = table.scrollable_content_region.width
+        for row in table._shown_rows:
+            o, status, _style, sim, doc_id, reason, text = row
+            assert cell_len(doc_id) < len(LONG) and "…" in doc_id  # shortened in the middle
+            assert doc_id.endswith(".1")
+        laid = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        for line, row in zip(laid, table._shown_rows):
+            assert row[5] in line.plain  # the why column whole
+            assert cell_len(line.plain) <= width  # nothing past the pane's edge
+            assert len(line.plain.rstrip().rsplit("  ", 1)[-1]) >= 6  # a text column, not two characters
+
+
+async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.main._set_keep_rule(f"max:{LONG_FIELD}")
+        await settle(pilot)
+        status = app.main.status_line(78).plain
+        assert f"max:{LONG_FIELD}" in status.replace("\n", "")
+        assert LONG_FIELD in plain_screen(app).replace("\n", "")
+
+
+@pytest.mark.parametrize("key, words", [
+    ("A", "Accept every listed cluster to review whose lowest similarity is at least (1 = exact copies only):"),
+    ("F", "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all"),
+    ("ctrl+k", "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes last), first or "
+               "longest. Clusters you decided keep theirs."),
+])
+async def test_prompts_are_whole_at_80x24(tmp_path, key, words):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await pilot.pause()
+        assert isinstance(app.screen, AskScreen)
+        label = app.screen.query_one("#ask-title", Label)
+        assert rendered(label) == words
+        shown = " ".join(line.strip(" ▊█▎") for line in plain_screen(app).splitlines())
+        assert " ".join(words.split()) in " ".join(shown.split())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("keys", [(), ("T",)])
+async def test_footer_ends_with_a_whole_key(tmp_path, size, keys):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        if keys:
+            await pilot.press(*keys)
+            await settle(pilot)
+        footer = app.screen.query_one("AppFooter")
+        palette = footer.query("FooterKey.-command-palette")
+        right_edge = palette.first().region.x if palette else size[0]
+        shown = [k for k in footer.query("FooterKey") if k.display and not k.has_class("-command-palette")]
+        assert len(shown) >= 5
+        for key in shown:
+            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+
+
+async def test_label_queue_header_whole_at_80x24(tmp_path):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        await pilot.press("l")
+        await settle(pilot)
+        header = rendered(app.screen.query_one("#review-header", Static))
+        first, keys = header.split("\n")[:2]
+        assert cell_len(first) <= 78 and "pair 1/" in first
+        assert keys.startswith("d duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78
+
+
+async def test_title_keeps_a_long_typed_filter_at_120x40(tmp_path):
+    app = create_app(long_ids_corpus(tmp_path), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.model.set_filter("size>=2,sim<=0.99,undecided")
+        main._after_relist()
+        await pilot.press("s", "s", "s")
+        await settle(pilot)
+        widget = main.query_one("#clusters-title", Static)
+        title = rendered(widget)
+        assert all(term in title for term in ("size>=2", "sim<=0.99", "undecided"))
+        assert widget.region.width * widget.region.height >= cell_len(title)
+        screen = " ".join(plain_screen(app).split())
+        assert "sim<=0.99" in screen and "undecided" in screen
