@@ -1051,7 +1051,7 @@ class MainScreen(Screen):
         if self.partial:
             inputs = " ".join(shlex.quote(p) for p in self.partial.inputs)
             self.notify(f"This project holds only the documents with a duplicate; write the curated corpus on the "
-                        f"cluster:\ndedup-tui cluster-export {inputs} --db {shlex.quote(str(self.spec.db))} "
+                        f"cluster:\ndedup-tui cluster-export {shlex.quote(str(self.spec.db))} {inputs} "
                         f"--threshold {self.threshold:.2f} --policy {self.policy} --out CURATED_DIR",
                         title="Partial view", severity="warning", timeout=20, markup=False)
             return
