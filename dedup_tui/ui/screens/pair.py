@@ -42,13 +42,13 @@ def shorten_apart(doc_id: str, other: str, width: int) -> str:
     if len(doc_id) <= width:
         return doc_id
     prefix = len(os.path.commonprefix([doc_id, other]))
-    if prefix <= width * 2 // 5:  # they differ near the start: the middle can go
+    if prefix + 4 <= (width - 1) * 2 // 5:  # they differ near the start, in what the head keeps
         return shorten_middle(doc_id, width)
     head = min(8, width // 4)
-    start = max(head, prefix - 3)  # a little of what they share before the difference
+    room = width - head - 2
+    start = max(head, prefix - min(3, room // 6))  # a little of what they share before the difference
     if len(doc_id) - start <= width - head - 1:
         return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1):]
-    room = width - head - 2
     tail = min(room // 2, 12)
     return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
 
