@@ -203,9 +203,14 @@ async def test_next_and_previous_cluster(tmp_path):
         await pilot.press("left_curly_bracket")
         await settle(pilot)
         assert screen.cluster_id == labels[0]
+        await pilot.press("greater_than_sign")
+        await settle(pilot)
+        shown = screen.right
         await pilot.press("escape")
         await settle(pilot)
-        assert app.main.model.cursor.cluster_id == labels[0]
+        assert app.main.model.cursor.doc == shown
+        members = app.main.query_one("#members")  # the main screen's list is on it too
+        assert members.coordinate_to_cell_key(members.cursor_coordinate).row_key.value == str(shown)
 
 
 async def test_every_pair_view_key_is_in_the_help(tmp_path):

@@ -74,6 +74,7 @@ class PairScreen(Screen):
         self.normalized = False  # c: ignore differences of case and spacing, as the similarity does
         self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
         self.aligned = False
+        self._moved = False  # > < } { moved the cursor since the main screen's lists last followed it
         self.seen: set[int] = set()  # the texts (first copies) shown on the right: the reviewer saw them
         # what is shown of each document: a window of a huge one (its first PAIR_WINDOW characters)
         self.shown: tuple[Shown, Shown] = (Shown("", 0), Shown("", 0))
@@ -268,7 +269,7 @@ class PairScreen(Screen):
     # -- actions -------------------------------------------------------------------------
     def action_close(self) -> None:
         doc = self.review.model.cursor.doc
-        if doc is not None and self.review.index is not None:
+        if self._moved and doc is not None and self.review.index is not None:
             self.review.show_document(doc)  # the main screen's lists on the document shown last
         self.dismiss()
 
@@ -312,6 +313,7 @@ class PairScreen(Screen):
         pos = np.flatnonzero(members == self.right)
         i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
         self.review.model.select(int(members[i]))  # the keys act on the member shown on the right
+        self._moved = True
         self.follow_cursor()
 
     def action_cluster(self, delta: int) -> None:
@@ -325,6 +327,7 @@ class PairScreen(Screen):
             self.notify("This is the " + ("last" if delta > 0 else "first") + " cluster of the list", timeout=2)
             return
         self.review.model.select_cluster(int(index.labels[pos + delta]))
+        self._moved = True
         self.follow_cursor()
 
     def _decide(self, act) -> None:
@@ -332,6 +335,7 @@ class PairScreen(Screen):
         meantime); the model moves its cursor on (to the next member to review) and this view
         follows it."""
         self.review.model.select(self.right)
+        self._moved = False  # a decision puts the main screen's lists on the cursor
         act(self.right)
         self.follow_cursor()
 
