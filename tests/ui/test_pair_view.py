@@ -146,6 +146,33 @@ async def test_n_splits_off_and_goes_to_the_next_member_of_the_cluster(tmp_path)
             assert {d.doc_id for d in made} == set(project.ids_for([split]))
 
 
+async def test_n_on_an_exact_copy_stays_in_the_cluster(tmp_path):
+    """The split-off document's exact copies leave with it: n goes on to the next member of the
+    cluster being reviewed, not to one of those copies in their new cluster."""
+    docs = variant_docs()
+    alpha = next(d for d in docs if d["id"] == page_id("alpha"))
+    docs.insert(3, {"id": "alpha-copy-1", "text": alpha["text"]})
+    docs.append({"id": "alpha-copy-2", "text": alpha["text"]})
+    app = create_app(write_corpus(tmp_path / "v.jsonl", docs), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        main = app.main
+        main.model.select(main.project.find_documents("alpha-copy-1")[0])
+        main.render_list()
+        await pilot.pause()
+        main.action_open_pair()
+        await settle(pilot)
+        screen = app.screen
+        label = screen.cluster_id
+        copies = set(main.project.find_documents("alpha-copy-2") + main.project.find_documents(page_id("alpha")))
+        members = [int(m) for m in screen.members()]
+        expected = next(m for m in members[members.index(screen.right) + 1:] if m not in copies)
+        await pilot.press("n")
+        await settle(pilot)
+        assert screen.cluster_id == label and screen.right == expected
+        assert "member 1/4" in header(screen)  # alpha and its two copies left
+
+
 async def test_decisions_from_the_pair_view_are_in_the_project_and_undo_works(tmp_path):
     app = create_app(write_corpus(tmp_path / "v.jsonl", variant_docs()), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:

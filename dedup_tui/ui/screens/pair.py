@@ -346,7 +346,22 @@ class PairScreen(Screen):
         self._decide(self.review.remove)
 
     def action_not_duplicate(self) -> None:
+        """Split the right-hand document off, then on to the next member of this cluster. Its exact
+        copies leave the cluster with it: the model may put the cursor on one of them (to review
+        in their new cluster), which would take the reviewer out of the cluster being reviewed."""
+        model, root = self.review.model, self.review.exact_root
+        split, cluster = self.right, model.members(self.cluster_id)
         self._decide(self.review.separate)
+        doc = model.cursor.doc
+        if doc is None or doc == split or root(doc) != root(split):
+            return
+        copies = frozenset(m for m in cluster if root(m) == root(split))
+        following = model.next_to_review(split, cluster, model.position, leaving=copies)
+        if following is not None:
+            # through the main screen's lists too: their cursor, put on the copy by the decision,
+            # would otherwise select it again
+            self.review.show_document(following)
+            self.follow_cursor()
 
     def unseen(self) -> list[int]:
         """The cluster's members to review whose text was not shown here (an exact copy of the
