@@ -22,7 +22,6 @@ from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
-from .dialogs import AskScreen
 from ..diff import AlignedDiff, aligned_in_worker, diff_in_worker, lines_of
 from ..messages import DiffReady
 from ..state import ReviewChanged
@@ -32,6 +31,7 @@ from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
+from .dialogs import AskScreen
 
 
 def shorten_apart(doc_id: str, other: str, width: int) -> str:
@@ -216,7 +216,7 @@ class PairScreen(Screen):
         """The header's first line: the similarity, the view, the change and the member shown;
         level 1 and 2 in fewer words (for narrower screens)."""
         short = level >= 2
-        header = Text(no_wrap=True)
+        header = Text()
         header.append(" JACCARD ", style="reverse bold")
         if self.jaccard is None and self.jaccard_unknown:
             header.append(" — (not computed: too long) " if short else
