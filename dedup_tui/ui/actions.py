@@ -77,19 +77,27 @@ MAIN_ACTIONS = [
     Act("T", "tune", "Tune", "T", "tune: threshold tuning (distribution, labels, recommendation)", "Threshold", show=False),
 ]
 
+# The pair view decides as the main screen does (the same keys, on the right-hand document); its
+# footer shows the decisions and the moves a reviewer at 80x24 triages with.
 PAIR_ACTIONS = [
     Act("escape", "close", "Back", "esc", "pair: back to the clusters", "Pair view", screen="pair"),
     Act("greater_than_sign", "step(1)", "Next", ">", "pair: next member", "Pair view", screen="pair"),
-    Act("less_than_sign", "step(-1)", "Prev", "<", "pair: previous member", "Pair view", screen="pair"),
+    Act("less_than_sign", "step(-1)", "Prev", "<", "pair: previous member", "Pair view", show=False, screen="pair"),
+    Act("right_curly_bracket", "cluster(1)", "Next cl.", "}", "pair: next cluster of the list (its first member to review)", "Pair view", screen="pair"),
+    Act("left_curly_bracket", "cluster(-1)", "Prev cl.", "{", "pair: previous cluster of the list", "Pair view", show=False, screen="pair"),
     Act("k", "keep", "Keep", "k", "decide: keep the right-hand document", "Pair view", screen="pair"),
     Act("x", "remove", "Remove", "x", "decide: remove the right-hand document", "Pair view", screen="pair"),
     Act("n", "not_duplicate", "Not dup", "n", "decide: the right-hand document is not a duplicate (split it off)", "Pair view", screen="pair"),
-    Act("u", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
-    Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", screen="pair"),
+    Act("N", "none_duplicates", "None dup", "N", "decide: none of this cluster's documents are duplicates (once each was shown)", "Pair view", show=False, screen="pair"),
+    Act("a", "accept", "Accept", "a", "decide: accept the cluster as proposed (once each member was shown)", "Pair view", screen="pair"),
+    Act("m", "note", "Note", "m", "decide: add a note to the right-hand document", "Pair view", show=False, screen="pair"),
+    Act("u,ctrl+z", "undo", "Undo", "u", "decide: undo the last decision", "Pair view", screen="pair"),
+    Act("r,ctrl+y", "redo", "Redo", "r", "decide: redo", "Pair view", show=False, screen="pair"),
+    Act("w", "toggle_layout", "Layout", "w", "pair: side by side / stacked", "Pair view", show=False, screen="pair"),
     Act("c", "toggle_normalized", "Ignore case", "c", "pair: ignore differences of case and spacing (as the similarity does)", "Pair view", show=False, screen="pair"),
     Act("l", "toggle_aligned", "Lines", "l", "pair: lines aligned side by side / text flowing", "Pair view", show=False, screen="pair"),
-    Act("right_square_bracket", "change(1)", "Next change", "]", "pair: scroll to the next change (lines aligned)", "Pair view", show=False, screen="pair"),
-    Act("left_square_bracket", "change(-1)", "Prev change", "[", "pair: scroll to the previous change (lines aligned)", "Pair view", show=False, screen="pair"),
+    Act("right_square_bracket", "change(1)", "Next change", "]", "pair: the next change, marked ▶ (lines aligned)", "Pair view", show=False, screen="pair"),
+    Act("left_square_bracket", "change(-1)", "Prev change", "[", "pair: the previous change, marked ▶ (lines aligned)", "Pair view", show=False, screen="pair"),
     Act("o", "toggle_fold", "Unfold", "o", "pair: show / fold runs of identical lines (lines aligned)", "Pair view", show=False, screen="pair"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]

@@ -1,6 +1,14 @@
-"""The pair view: the kept document and a member, side by side (stacked when narrow), diffed."""
+"""The pair view: the kept document and a member, side by side (stacked when narrow), diffed.
+
+A place to decide: the main screen's decision keys act on the right-hand document (through the
+same review model and plans), the view moves on after each one as the main screen does, and
+> < } { go to the next or previous member and cluster. A key that decides for a whole cluster
+(a, N) acts only once every member it would decide for was shown here.
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 from rich.text import Text
@@ -17,12 +25,32 @@ from ..actions import PAIR_ACTIONS
 from ..diff import AlignedDiff, aligned_in_worker, diff_in_worker, lines_of
 from ..messages import DiffReady
 from ..state import ReviewChanged
-from ..text import literal_line
+from ..text import first_fitting, literal_line, shorten_middle
 from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
+from .dialogs import AskScreen
+
+
+def shorten_apart(doc_id: str, other: str, width: int) -> str:
+    """`doc_id` (one line, literal) in at most `width` characters, showing where it differs from
+    `other`: the pair's ids often share a start and an end and differ in the middle
+    (man1/gcloud_alpha_…_list.1 against man1/gcloud_beta_…_list.1), where shortening in the middle
+    would make them look the same."""
+    if len(doc_id) <= width:
+        return doc_id
+    prefix = len(os.path.commonprefix([doc_id, other]))
+    if prefix + 4 <= (width - 1) * 2 // 5:  # they differ near the start, in what the head keeps
+        return shorten_middle(doc_id, width)
+    head = min(8, width // 4)
+    room = width - head - 2
+    start = max(head, prefix - min(3, room // 6))  # a little of what they share before the difference
+    if len(doc_id) - start <= width - head - 1:
+        return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1):]
+    tail = min(room // 2, 12)
+    return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
 
 
 class PairScreen(Screen):
@@ -46,7 +74,8 @@ class PairScreen(Screen):
         self.normalized = False  # c: ignore differences of case and spacing, as the similarity does
         self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
         self.aligned = False
-        self._shown_change: int | None = None  # the "change k/n" the header last showed
+        self._moved = False  # > < } { moved the cursor since the main screen's lists last followed it
+        self.seen: set[int] = set()  # the texts (first copies) shown on the right: the reviewer saw them
         # what is shown of each document: a window of a huge one (its first PAIR_WINDOW characters)
         self.shown: tuple[Shown, Shown] = (Shown("", 0), Shown("", 0))
 
@@ -60,17 +89,7 @@ class PairScreen(Screen):
         left, right = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
         self.watch(left, "scroll_y", lambda _: self._sync(left, right), init=False)
         self.watch(right, "scroll_y", lambda _: self._sync(right, left), init=False)
-        aligned = self.query_one("#aligned-doc", AlignedDiffView)
-        self.watch(aligned, "scroll_y", lambda _: self._follow_changes(aligned), init=False)
         self.load_pair()  # focuses the view the documents are shown in
-
-    def _follow_changes(self, view: AlignedDiffView) -> None:
-        """The header's "change 3/17", redrawn only when scrolling reaches another change (not
-        on every line: the header reads ids and reasons)."""
-        at = view.current_change()
-        if at != self._shown_change:
-            self._shown_change = at
-            self.refresh_view()
 
     def on_resize(self) -> None:
         self._apply_layout()
@@ -104,6 +123,7 @@ class PairScreen(Screen):
         a worker."""
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
+        self.seen.add(self.review.exact_root(self.right))
         left_text, right_text = left.text, right.text
         self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
@@ -160,34 +180,13 @@ class PairScreen(Screen):
         self.refresh_view()
 
     def refresh_view(self) -> None:
-        """Header and titles from the review's current clustering (after decisions too)."""
+        """Header and titles from the review's current clustering (after decisions too), each
+        fitted to the width: shorter words before anything is cut, ids shortened in the middle."""
         index = self.review.index
         if index is None:
             return
-        ids = self.review.project.ids_for([self.left, self.right])
-        header = Text()
-        header.append(" JACCARD ", style="reverse bold")
-        if self.jaccard is None and self.jaccard_unknown:
-            header.append(" — (no stored pair; not computed for documents this long) ", style="dim")
-        else:
-            header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
-        if self.jaccard_computed:
-            header.append("(below the scan's floor, computed now) ", style="dim")
-        header.append(f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
-        if self.normalized:
-            header.append(" · case and spacing ignored (c)", style="dim")
-        if self.aligned:
-            view = self.query_one("#aligned-doc", AlignedDiffView)
-            if view.result is not None:
-                changes = view.change_count
-                at = view.current_change()
-                header.append((f" · change {at}/{changes} ([ ])" if at else
-                               f" · {changes} change{'s' if changes != 1 else ''} ([ ] go through them)")
-                              if changes else " · no changed lines", style="dim")
-        members = self.members()
-        pos = np.flatnonzero(members == self.right)
-        if len(pos):
-            header.append(f" · member {int(pos[0]) + 1}/{len(members)} (< >)", style="dim")
+        width = max(20, self.size.width - 2)  # the header's padding
+        header = first_fitting([self._header_line(index, level) for level in (0, 1, 2)], width)
         header.append("\n")
         header.append("deleted ", style=self._style("delete"))
         header.append(" ")
@@ -196,6 +195,9 @@ class PairScreen(Screen):
         header.append("changed", style=self._style("change"))
         header.append(" ")
         header.append("chars", style=self._style("char"))
+        pos = index.position(self.cluster_id)
+        if pos is not None:
+            header.append(f"  · cluster {pos + 1:,}/{len(index.labels):,} ({{ }})", style="dim")
         notice = pair_notice(*self.shown, names=("top", "bottom") if self.has_class("-stacked") and not self.aligned
                              else ("left", "right"))
         if notice:
@@ -203,22 +205,72 @@ class PairScreen(Screen):
             header.append(" LONG ", style="reverse bold")
             header.append(" " + notice, style="italic")
         self.query_one("#pair-header", Static).update(header)
-        for side, o, doc_id in (("left", self.left, ids[0]), ("right", self.right, ids[1])):
-            status, style = STATUS[int(index.clustering.reason[o])]
-            t = Text()
-            stacked = self.has_class("-stacked") and not self.aligned
-            t.append(f"{({'left': 'top', 'right': 'bottom'}[side] if stacked else side)}: ",
-                     style="dim")
-            t.append(literal_line(doc_id, 80), style="bold")
-            t.append(f"  {status}", style=style)
-            t.append(f" · {why(index, o, int(index.clustering.cluster[o]))}", style="italic dim")
-            self.query_one(f"#{side}-title", Static).update(t)
+        stacked = self.has_class("-stacked") and not self.aligned
+        room = max(20, (self.size.width if stacked else self.size.width // 2) - 2)  # a title's padding
+        ids = [literal_line(i) for i in self.review.project.ids_for([self.left, self.right])]
+        for side, o, doc_id, other in (("left", self.left, ids[0], ids[1]), ("right", self.right, ids[1], ids[0])):
+            name = {"left": "top", "right": "bottom"}[side] if stacked else side
+            self.query_one(f"#{side}-title", Static).update(self._title(index, o, name, doc_id, other, room))
+
+    def _header_line(self, index, level: int) -> Text:
+        """The header's first line: the similarity, the view, the change and the member shown;
+        level 1 and 2 in fewer words (for narrower screens)."""
+        short = level >= 2
+        header = Text()
+        header.append(" JACCARD ", style="reverse bold")
+        if self.jaccard is None and self.jaccard_unknown:
+            header.append(" — (not computed: too long) " if short else
+                          " — (no stored pair; not computed for documents this long) ", style="dim")
+        else:
+            header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
+        if self.jaccard_computed:
+            header.append("(computed) " if short else "(below the scan's floor, computed now) ", style="dim")
+        header.append(f" ≥{index.threshold:.2f} {index.policy}" if level else
+                      f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
+        if self.normalized:
+            header.append(" · case ignored (c)" if short else " · case and spacing ignored (c)", style="dim")
+        if self.aligned:
+            view = self.query_one("#aligned-doc", AlignedDiffView)
+            if view.result is not None:
+                changes, at = view.change_count, view.current_change()
+                if not changes:
+                    header.append(" · no changed lines", style="dim")
+                elif at:
+                    header.append(f" · change {at}/{changes}" + ("" if short else " ([ ])"), style="dim")
+                else:
+                    header.append(f" · {changes} change{'s' if changes != 1 else ''}" +
+                                  (" ([ ])" if level else " ([ ] go through them)"), style="dim")
+        members = self.members()
+        pos = np.flatnonzero(members == self.right)
+        if len(pos):
+            header.append(f" · member {int(pos[0]) + 1}/{len(members)} (< >)", style="dim")
+        return header
+
+    @staticmethod
+    def _title(index, o: int, name: str, doc_id: str, other: str, width: int) -> Text:
+        """"left: ID  STATUS · why" in `width` cells: the id shortened in the middle (ids of one
+        corpus differ at their end), the reason dropped before the id is cut below 16 cells."""
+        status, style = STATUS[int(index.clustering.reason[o])]
+        reason = f" · {why(index, o, int(index.clustering.cluster[o]))}"
+        fixed = len(name) + 2 + 2 + len(status)
+        if fixed + len(doc_id) + len(reason) > width and width - fixed - len(reason) < min(16, len(doc_id)):
+            reason = ""
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"{name}: ", style="dim")
+        t.append(shorten_apart(doc_id, other, max(8, width - fixed - len(reason))), style="bold")
+        t.append(f"  {status}", style=style)
+        if reason:
+            t.append(reason, style="italic dim")
+        return t
 
     def _style(self, kind: str):
         return self.query_one("#left-doc", DocView).get_component_rich_style(f"docview--{kind}", partial=True)
 
     # -- actions -------------------------------------------------------------------------
     def action_close(self) -> None:
+        doc = self.review.model.cursor.doc
+        if self._moved and doc is not None and self.review.index is not None:
+            self.review.show_document(doc)  # the main screen's lists on the document shown last
         self.dismiss()
 
     def action_toggle_layout(self) -> None:
@@ -242,7 +294,8 @@ class PairScreen(Screen):
             return
         if not view.next_change(delta):
             self.notify("No more changes " + ("below" if delta > 0 else "above"), timeout=2)
-        self.call_after_refresh(self.refresh_view)
+            return
+        self.refresh_view()
 
     def action_toggle_fold(self) -> None:
         if self.aligned:
@@ -253,18 +306,36 @@ class PairScreen(Screen):
         self.load_pair()
 
     def action_step(self, delta: int) -> None:
+        """The next or previous member of this cluster (wrapping round)."""
         members = self.members()
         if not len(members):
             return
         pos = np.flatnonzero(members == self.right)
         i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
         self.review.model.select(int(members[i]))  # the keys act on the member shown on the right
+        self._moved = True
+        self.follow_cursor()
+
+    def action_cluster(self, delta: int) -> None:
+        """The next or previous cluster of the main screen's list: its first member to review."""
+        index = self.review.index
+        pos = index.position(self.cluster_id) if index is not None else None
+        if pos is None:
+            self.notify("This cluster is not in the list any more: esc goes back to it", timeout=3)
+            return
+        if not 0 <= pos + delta < len(index.labels):
+            self.notify("This is the " + ("last" if delta > 0 else "first") + " cluster of the list", timeout=2)
+            return
+        self.review.model.select_cluster(int(index.labels[pos + delta]))
+        self._moved = True
         self.follow_cursor()
 
     def _decide(self, act) -> None:
-        """A decision on the right-hand document; the model moves its cursor on (to the next
-        member to review) and this view follows it."""
+        """A decision on the right-hand document (the one shown, whatever the cursor did in the
+        meantime); the model moves its cursor on (to the next member to review) and this view
+        follows it."""
         self.review.model.select(self.right)
+        self._moved = False  # a decision puts the main screen's lists on the cursor
         act(self.right)
         self.follow_cursor()
 
@@ -275,7 +346,57 @@ class PairScreen(Screen):
         self._decide(self.review.remove)
 
     def action_not_duplicate(self) -> None:
+        """Split the right-hand document off, then on to the next member of this cluster. Its exact
+        copies leave the cluster with it: the model may put the cursor on one of them (to review
+        in their new cluster), which would take the reviewer out of the cluster being reviewed."""
+        model, root = self.review.model, self.review.exact_root
+        split, cluster = self.right, model.members(self.cluster_id)
         self._decide(self.review.separate)
+        doc = model.cursor.doc
+        if doc is None or doc == split or root(doc) != root(split):
+            return
+        copies = frozenset(m for m in cluster if root(m) == root(split))
+        following = model.next_to_review(split, cluster, model.position, leaving=copies)
+        if following is not None:
+            # through the main screen's lists too: their cursor, put on the copy by the decision,
+            # would otherwise select it again
+            self.review.show_document(following)
+            self.follow_cursor()
+
+    def unseen(self) -> list[int]:
+        """The cluster's members to review whose text was not shown here (an exact copy of the
+        kept document, or of a document shown, counts as shown)."""
+        model = self.review.model
+        shown = self.seen | {self.review.exact_root(self.left)}
+        return [m for m in model.members(self.cluster_id)
+                if model.to_review(m) and self.review.exact_root(m) not in shown]
+
+    def _decide_cluster(self, what: str, plan) -> None:
+        """A decision for every member of the cluster: only once each of them was shown here."""
+        unseen = self.unseen()
+        if unseen:
+            self.notify(f"{what} decides for every member of this cluster: {len(unseen):,} to review "
+                        f"{'was' if len(unseen) == 1 else 'were'} not shown here yet (> shows the next; "
+                        f"esc: the main screen lists them all)", severity="warning", timeout=6)
+            return
+        self._decide(lambda _right: self.review.act(plan))
+
+    def action_accept(self) -> None:
+        self._decide_cluster("a (accept the cluster)", lambda: self.review.model.plan_accept(self.cluster_id))
+
+    def action_none_duplicates(self) -> None:
+        self._decide_cluster("N (none are duplicates)",
+                             lambda: self.review.model.plan_none_duplicates(self.cluster_id))
+
+    def action_note(self) -> None:
+        o = self.right
+
+        def done(value: str | None) -> None:
+            if value:
+                self.review.act(lambda: self.review.model.plan_note(value, o))
+
+        doc_id = self.review.project.ids_for([o])[0]
+        self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
 
     def on_review_changed(self, _message: ReviewChanged) -> None:
         self.follow_cursor()
@@ -304,3 +425,6 @@ class PairScreen(Screen):
 
     def action_undo(self) -> None:
         self.review.undo()
+
+    def action_redo(self) -> None:
+        self.review.act(self.review.model.plan_redo)

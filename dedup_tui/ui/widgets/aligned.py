@@ -2,6 +2,10 @@
 paired with their differences marked, gaps where one side has no line, and long runs of equal
 lines folded (o shows them). Rendered a visible line at a time (Line API), like DocView.
 
+] and [ go from change to change: the current change is a state of the view (not read from the
+scroll position, which cannot put the last changes at the top), and its lines are marked in the
+middle column.
+
 Each side wraps to its own column, so no character is ever hidden; a row is as tall as its
 taller side.
 """
@@ -32,6 +36,7 @@ class AlignedDiffView(LineCacheView, can_focus=True):
         "aligned--fold",
         "aligned--changed-bar",
         "aligned--equal-bar",
+        "aligned--current-bar",
         "docview--cut",
     }
     DEFAULT_CSS = """
@@ -40,6 +45,7 @@ class AlignedDiffView(LineCacheView, can_focus=True):
     AlignedDiffView > .aligned--fold { color: $text-accent; text-style: italic; }
     AlignedDiffView > .aligned--changed-bar { color: $warning; text-style: bold; }
     AlignedDiffView > .aligned--equal-bar { color: $foreground 30%; }
+    AlignedDiffView > .aligned--current-bar { color: $text; background: $primary; text-style: bold; }
     AlignedDiffView > .docview--cut { color: $text-warning; text-style: italic; }
     """
 
@@ -50,13 +56,15 @@ class AlignedDiffView(LineCacheView, can_focus=True):
         # One entry per visual line: (left Text | None for a gap, right Text | None, row kind)
         # or (fold length, None, "fold").
         self._visual: list[tuple] = []
-        self._change_lines: list[int] = []  # visual line where each change starts
+        self._changes: list[tuple[int, int]] = []  # each change's visual lines: [start, stop)
+        self.current: int | None = None  # the change ] or [ went to (0-based); None: none yet
         self.notice = ""  # after windows of longer documents: the last line says how much is shown
 
     # -- content -------------------------------------------------------------------------
     def set_diff(self, result: AlignedDiff | None, notice: str = "") -> None:
         self.result = result
         self.notice = notice
+        self.current = None
         self._relayout(force=True)
         self.scroll_to(0, 0, animate=False)
 
@@ -71,31 +79,49 @@ class AlignedDiffView(LineCacheView, can_focus=True):
 
     @property
     def change_count(self) -> int:
-        return len(self._change_lines)
+        return len(self._changes)
 
     def current_change(self) -> int:
-        """How many changes are reached: started at the top of the view (or above), or every
-        one shown once the view is scrolled to its end (0: none yet)."""
+        """The current change, counted from 1 (0: none chosen yet)."""
+        return 0 if self.current is None else self.current + 1
+
+    def change_lines(self, change: int) -> range:
+        """The visual lines of a change (0-based)."""
+        return range(*self._changes[change])
+
+    def _in_view(self, change: int) -> bool:
+        start, stop = self._changes[change]
         top = int(self.scroll_y)
-        at_end = top >= self.max_scroll_y
-        limit = top + (self.scrollable_content_region.height if at_end else 3)
-        return sum(1 for line in self._change_lines if line < limit)
+        return start < top + self.scrollable_content_region.height and stop > top
 
     def next_change(self, delta: int) -> bool:
-        """Scroll the next (delta 1) or previous (-1) change to near the top, with two lines
-        above it; False when there is none that way."""
-        if delta > 0:
-            reached = self.current_change()
-            if reached >= len(self._change_lines):
-                return False
-            target = self._change_lines[reached]
+        """Make the next (delta 1) or previous (-1) change the current one and scroll it to near
+        the top, two lines above it; False when there is none that way. From the current change
+        while it is in view; else (none yet, or the reviewer scrolled away) from the view: the
+        first change starting in or below it, the last one starting above it."""
+        count = len(self._changes)
+        if self.current is not None and self._in_view(self.current):
+            target = self.current + delta
+        elif delta > 0:
+            top = int(self.scroll_y)
+            target = next((i for i, (start, _) in enumerate(self._changes) if start >= top), count)
         else:
-            top = int(self.scroll_y) + 2
-            target = next((line for line in reversed(self._change_lines) if line < top), None)
-            if target is None:
-                return False
-        self.scroll_to(y=max(0, target - 2), animate=False, immediate=True)
+            top = int(self.scroll_y)
+            target = next((i for i in reversed(range(count)) if self._changes[i][0] < top), -1)
+        if not 0 <= target < count:
+            return False
+        self._mark(target)
+        self.scroll_to(y=max(0, self._changes[target][0] - 2), animate=False, immediate=True)
         return True
+
+    def _mark(self, change: int | None) -> None:
+        """Make `change` the current one: the lines of the old and the new one are drawn again."""
+        for old in (self.current, change):
+            if old is not None and old < len(self._changes):
+                for line in self.change_lines(old):
+                    self._cache.pop(line, None)
+        self.current = change
+        self.refresh()
 
     def _row_at(self, visual_line: int) -> int | None:
         for v in self._visual[visual_line:]:
@@ -115,7 +141,7 @@ class AlignedDiffView(LineCacheView, can_focus=True):
 
     def _lay_out(self, width: int) -> int:
         self._visual = []
-        self._change_lines = []
+        self._changes = []
         r = self.result
         if r is not None:
             col = max(1, (width - 1) // 2)
@@ -130,7 +156,7 @@ class AlignedDiffView(LineCacheView, can_focus=True):
                     continue
                 row: AlignedRow = entry
                 if row.kind != EQUAL and previous_kind == EQUAL:
-                    self._change_lines.append(len(self._visual))
+                    self._changes.append((len(self._visual), len(self._visual)))
                 previous_kind = row.kind
                 left = self._side(r.left_lines, r.left_spans, row.left, col)
                 right = self._side(r.right_lines, r.right_spans, row.right, col)
@@ -142,6 +168,8 @@ class AlignedDiffView(LineCacheView, can_focus=True):
                         row.kind,
                         row_number if k == 0 else None,  # the row's index in r.rows, on its first line
                     ))
+                if row.kind != EQUAL:
+                    self._changes[-1] = (self._changes[-1][0], len(self._visual))
                 row_number += 1
             if self.notice:
                 self._visual.append((Text(""), None, "notice", None))
@@ -176,8 +204,12 @@ class AlignedDiffView(LineCacheView, can_focus=True):
             label = f" {left:,} identical line{'s' if left != 1 else ''} (o shows them) "
             return Strip([Segment(label.center(width, "╌")[:width], style)])
         col = max(1, (width - 1) // 2)
-        bar_style = "aligned--equal-bar" if kind == EQUAL else "aligned--changed-bar"
-        bar = Segment("│" if kind == EQUAL else "┃", base + self.get_component_rich_style(bar_style, partial=True))
+        if self.current is not None and index in self.change_lines(self.current):
+            # the current change: marked in the middle column (a ▶ on its first line)
+            bar_style, mark = "aligned--current-bar", "▶" if index == self._changes[self.current][0] else "┃"
+        else:
+            bar_style, mark = ("aligned--equal-bar", "│") if kind == EQUAL else ("aligned--changed-bar", "┃")
+        bar = Segment(mark, base + self.get_component_rich_style(bar_style, partial=True))
         return Strip(self._cell(left, col, base) + [bar] + self._cell(right, width - col - 1, base))
 
     def visible_text(self) -> tuple[str, str]:
