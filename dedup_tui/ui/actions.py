@@ -106,6 +106,7 @@ TUNE_ACTIONS = [
     Act("escape", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
     Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
     Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning", screen="tune"),
+    Act("v", "toggle_plots", "Plots", "v", "tune: numbers / plots (narrow terminals)", "Tuning", screen="tune", show=False),
     Act("plus", "target(0.01)", "Target +", "+", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
     Act("minus", "target(-0.01)", "Target -", "-", "tune: lower the target precision by 0.01", "Tuning", screen="tune"),
     Act("right_square_bracket", "threshold(0.01)", "+.01", "]", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),

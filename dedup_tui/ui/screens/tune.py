@@ -6,7 +6,6 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.binding import Binding
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
@@ -108,7 +107,7 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
 
 class TuneScreen(Screen):
     # narrow terminals show the numbers or the plots, v switches (both do not fit at 80x24)
-    BINDINGS = [a.binding() for a in TUNE_ACTIONS] + [Binding("v", "toggle_plots", "Plots", show=False)]
+    BINDINGS = [a.binding() for a in TUNE_ACTIONS]
     ACTIONS = TUNE_ACTIONS
     NARROW = 110
 
