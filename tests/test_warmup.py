@@ -265,3 +265,57 @@ def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch
     warmup.start_early(["/usr/bin/dedup-tui", "export", "--db", "p.db", "x.jsonl"])
     warmup.start_early(["/x/pytest/__main__.py", "scan", "a.jsonl"])  # another program
     assert calls == []
+
+
+def test_the_recorded_kernel_signatures_are_what_a_warmup_compiles(tmp_path):
+    """kernel_signatures.py (the second warm-up process's list) against a real warm-up on an
+    empty cache: run scripts/record_kernel_signatures.py when this fails."""
+    from dedup_tui.engine.kernel_signatures import SIGNATURES
+
+    out = _python("""
+    import json
+    from dedup_tui.engine import warmup_job
+    print(json.dumps(warmup_job.record()))
+    """, tmp_path / "cache")
+    recorded = [(module, name, json.loads(json.dumps(args))) for module, name, args in out]
+    shipped = [(module, name, json.loads(json.dumps(args))) for module, name, args in SIGNATURES]
+    assert sorted(map(repr, recorded)) == sorted(map(repr, shipped))
+    assert recorded[0][1] == shipped[0][1]  # the first needed is compiled last from the end
+
+
+def test_kernels_compiled_from_the_end_are_loaded_from_the_cache_by_the_next_process(tmp_path):
+    from dedup_tui.engine.kernel_signatures import SIGNATURES
+
+    cache = tmp_path / "cache"
+    last = SIGNATURES[-3:]  # (three small ones: the whole list is the test above's work)
+    first = _python(_COUNT_COMPILES + f"""
+    import json
+    from dedup_tui.engine import warmup_job
+    done = warmup_job.compile_from_the_end(None, {last!r})
+    print(json.dumps({{"done": done, "compiled": compiled}}))
+    """, cache)
+    assert first["done"] == 3 and {name for _, name, _ in last} <= set(first["compiled"])
+    second = _python(_COUNT_COMPILES + f"""
+    import json
+    from dedup_tui.engine import warmup_job
+    hits = []
+    for module, name, args in {last!r}:
+        dispatcher = warmup_job.kernel(module, name)
+        dispatcher.compile(warmup_job.numba_types(args))
+        hits.append(sum(dispatcher.stats.cache_hits.values()))
+    print(json.dumps({{"hits": hits, "compiled": compiled}}))
+    """, cache)
+    assert second == {"hits": [1, 1, 1], "compiled": []}
+
+
+def test_the_second_warmup_process_stops_once_the_cache_is_warm(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    kernel_cache.stamp_path(str(tmp_path)).touch()
+    assert warmup_job.compile_from_the_end(str(tmp_path)) == 0
+
+
+def test_recorded_argument_types_round_trip_through_numba_types():
+    from dedup_tui.engine.kernel_signatures import SIGNATURES
+
+    for _, _, args in SIGNATURES:
+        assert warmup_job.described(warmup_job.numba_types(args)) == tuple(args)

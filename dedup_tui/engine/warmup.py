@@ -71,8 +71,8 @@ spec = importlib.util.spec_from_file_location(
 package = importlib.util.module_from_spec(spec)
 sys.modules["dedup_tui"] = package
 spec.loader.exec_module(package)
-from dedup_tui.engine.warmup_job import main
-sys.exit(main())
+from dedup_tui.engine.warmup_job import {entry}
+sys.exit({entry}())
 """
 
 _started: Warmup | None = None
@@ -92,21 +92,29 @@ def start() -> Warmup | None:
         if warmup_running(cache):
             _started = Warmup(cache, None)
             return _started
-        env = dict(os.environ)
-        env["NUMBA_CACHE_DIR"] = cache
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))], env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
-                close_fds=True,
-            )
-        except OSError:
+        process = _spawn(cache, "main")
+        if process is None:
             return None
-        # Reaped as soon as it ends (a long-lived app keeps no zombie).
-        threading.Thread(target=process.wait, name="dedup-tui-warmup-reaper", daemon=True).start()
+        _spawn(cache, "main_from_the_end")  # (a helper: the scan waits for the first only)
         _started = Warmup(cache, process)
         return _started
+
+
+def _spawn(cache: str, entry: str) -> subprocess.Popen | None:
+    env = dict(os.environ)
+    env["NUMBA_CACHE_DIR"] = cache
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent), entry=entry)], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
+            close_fds=True,
+        )
+    except OSError:
+        return None
+    # Reaped as soon as it ends (a long-lived app keeps no zombie).
+    threading.Thread(target=process.wait, name="dedup-tui-warmup-reaper", daemon=True).start()
+    return process
 
 
 def corpus_bytes(paths) -> int:
