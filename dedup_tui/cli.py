@@ -245,11 +245,46 @@ def _load_options(fn):
     return fn
 
 
-def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
-    """Load the corpus files into the project (created if needed) and report; the project stays open."""
+class _TakesReferences(click.Command):
+    """`--reference A B C`: every file after the option, up to the next option, is a reference
+    (so a shell glob works: `--reference evals/*.jsonl`)."""
+
+    def parse_args(self, ctx, args):
+        out: list[str] = []
+        taking = pending = False
+        for arg in args:
+            if arg == "--reference" and not pending:
+                taking = pending = True
+            elif arg.startswith("--reference=") and not pending:
+                out += ["--reference", arg.split("=", 1)[1]]
+                taking = True
+            elif taking and not arg.startswith("-"):
+                out += ["--reference", arg]
+                pending = False
+            elif pending:
+                break
+            else:
+                taking = False
+                out.append(arg)
+        if pending:
+            _fail(f"--reference: give the reference files after it: dedup-tui {ctx.info_name} PROJECT [CORPUS]... "
+                  f"--reference FILE...", 2)
+        return super().parse_args(ctx, out)
+
+
+_REFERENCE_OPTION = click.option(
+    "--reference", "references", multiple=True, metavar="FILE...", type=click.Path(exists=False, readable=False),
+    help="Load these files as references (every file after the option): their documents are matched but never "
+         "removed and never exported, e.g. evaluation sets, or an already-curated base when only new data is "
+         "exported.")
+
+
+def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=()) -> Project:
+    """Load the corpus files (and references) into the project (created if needed) and report;
+    the project stays open."""
     def load_files(project: Project, control: Control):
         return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
-                           control=control)
+                           control=control, references=list(references))
 
     if Path(db).exists():
         project = _open_project(db, create=True)
@@ -257,7 +292,9 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
     else:
         # A new project appears only once its first load is complete (kill -9 included).
         project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
-    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {_one_line(db)}")
+    as_reference = f" ({len(report.references)} as reference)" if report.references else ""
+    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
+               f"{_one_line(db)}")
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
         reason = report.reasons.get(path)
@@ -266,21 +303,33 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
     return project
 
 
-@main.command()
+@main.command(cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
 @_db_option("Project file to create or add to")
 @_load_options
-def load(corpus, db, id_field, text_field, skip_bad):
+@_REFERENCE_OPTION
+def load(corpus, db, id_field, text_field, skip_bad, references):
     """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into PROJECT (a .db file,
-    created if needed): `dedup-tui load notes.db notes.jsonl`."""
+    created if needed): `dedup-tui load notes.db notes.jsonl`. Files after --reference are
+    loaded as references: matched, never removed, never exported."""
     db, corpus = _project_and_files(corpus, db, "PROJECT CORPUS...")
-    if not corpus:
+    _no_project_among(references, "PROJECT CORPUS... --reference FILE...")
+    if not corpus and not references:
         _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
-    warmup.start_for_corpus(corpus)  # a large corpus is scanned next: its kernels compile meanwhile
-    _load_into(db, corpus, id_field, text_field, skip_bad).close()
+    warmup.start_for_corpus([*corpus, *references])  # a large corpus is scanned next: its kernels compile meanwhile
+    _load_into(db, corpus, id_field, text_field, skip_bad, references).close()
 
 
-@main.command()
+def _no_project_among(references, usage: str) -> None:
+    from .ui.launch import is_project_file
+
+    for name in references:
+        if is_project_file(name):
+            command = click.get_current_context().info_name
+            _fail(f"--reference {name}: is a project, not a corpus file: dedup-tui {command} {usage}", 2)
+
+
+@main.command(cls=_TakesReferences)
 @_db_option("Project file")
 @click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
 @click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
@@ -291,18 +340,23 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
-def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad):
+@_REFERENCE_OPTION
+def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad, references):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
     Given CORPUS files after it, loads them into the project first (created if needed), as
-    `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`.
+    `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`. Files after
+    --reference are loaded as references (matched, never removed, never exported):
+    `dedup-tui scan P.db train/*.jsonl --reference evals/*.jsonl`.
     """
     db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
-    if not corpus and (id_field is not None or text_field != "text" or skip_bad):
+    _no_project_among(references, "PROJECT [CORPUS]... --reference FILE...")
+    loading = [*corpus, *references]
+    if not loading and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
-    if corpus:
-        warmup.start_for_corpus(corpus, method)  # first run: the kernels compile while the corpus loads
-    project = _load_into(db, corpus, id_field, text_field, skip_bad) if corpus else _open_project(db)
+    if loading:
+        warmup.start_for_corpus(loading, method)  # first run: the kernels compile while the corpus loads
+    project = _load_into(db, corpus, id_field, text_field, skip_bad, references) if loading else _open_project(db)
     for run in project.interrupted_runs("scan"):
         click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
                    f"nothing of it was kept, scanning again from the start", err=True)

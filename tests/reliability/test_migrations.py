@@ -64,7 +64,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 4 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 5 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -166,6 +166,8 @@ def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
     from dedup_tui.engine import store
 
     schema, removed = re.subn(r"\n    checksum TEXT NOT NULL,[^\n]*", "", store.SCHEMA)
+    assert removed == 1
+    schema, removed = re.subn(r",\n    role TEXT[^\n]*", "", schema)  # sources had no role before schema 5
     assert removed == 1
     if not batch:
         schema, removed = re.subn(r",\n    batch INTEGER[^\n]*", "", schema)
