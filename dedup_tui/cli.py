@@ -413,9 +413,11 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
+@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents of the sources that are not references (what is new against a curated base loaded with --reference); the removed log lists theirs alone.")
+@click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still sees every source.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
-               force):
+               only, chosen_sources, force):
     """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
@@ -434,6 +436,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
     elif suffix in FORMATS and suffix != fmt:
         _fail(f"--out {out} ends in .{suffix} but --format is {fmt}: change one of them", 2)
     project = _open_project(db)
+    sources = _export_sources(project, db, only, chosen_sources)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
         from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, set_keep_rule
@@ -450,9 +453,38 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
             _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
-             keep=keep)
-    _say(f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
+             keep=keep, sources=sources)
+    of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
+    refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
+    _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
+         f"{r.reviewer:,} by reviewer){refs}; {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
+
+
+def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:
+    """The ids of the sources export writes (--only new, --sources), or None for all of them;
+    a usage error for a source that is not in the project or is a reference."""
+    if only is None and not chosen:
+        return None
+    roles = project.source_roles()
+    paths = project.source_paths()
+    if only == "new" and not chosen:
+        return [s for s in sorted(paths) if roles.get(s) != "reference"]
+    ordered = sorted(paths)
+    names = [n.strip() for given in chosen for n in given.split(",") if n.strip()]
+    picked: list[int] = []
+    for name in names:
+        resolved = str(Path(name).resolve())
+        found = [s for s in ordered if paths[s] == resolved] or [s for s in ordered if Path(paths[s]).name == name]
+        if not found and name.isdigit() and 1 <= int(name) <= len(ordered):
+            found = [ordered[int(name) - 1]]
+        if len(found) != 1:
+            listed = ", ".join(f"{i} {_one_line(Path(paths[s]).name)}" for i, s in enumerate(ordered, 1))
+            why = "no source of the project is" if not found else "several sources are"
+            _fail(f"--sources {name}: {why} named so; its sources: {listed}", 2)
+        if roles.get(found[0]) == "reference":
+            _fail(f"--sources {name}: is a reference source: its documents are matched but never exported", 2)
+        picked.append(found[0])
+    return sorted(set(picked))
 
 
 def _review_settings(project: Project, db: str, threshold: float | None, policy: str | None) -> tuple[float, str]:
@@ -690,3 +722,35 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
     _say(tuning.format_report(report), labels_out)
     if labels_out:
         _say(f"\nwrote {written:,} labels to {_one_line(labels_out)}", labels_out)
+
+
+@main.command()
+@_PROJECT_ARGUMENT
+@_db_option("Project file (scanned, with a reference source)")
+@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which a document matches a reference document. [default: the app's current one, else 0.8]")
+@click.option("--out", type=click.Path(dir_okay=False, readable=False), help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for standard output).")
+@click.option("--shown", default=10, show_default=True, type=click.IntRange(0), help="Matches listed per reference source in the text report.")
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def contamination(project_path, db, threshold, out, shown, force):
+    """Which documents of PROJECT's data match its reference sources (evaluation sets loaded
+    with --reference): per reference source, how many documents match it at the threshold, the
+    highest similarity, and the matches, with the id and source of both sides."""
+    from .engine import contamination as report_on
+
+    db = _the_project(project_path, db, "PROJECT")
+    project = _open_project(db)
+
+    def work(control):
+        if out:  # refuse a bad path before the work, not after
+            check_outputs({"contamination report": out}, force, project_protected(project))
+        t = threshold
+        if t is None:
+            t = float(json.loads(project.get_meta("ui_state") or "{}").get("threshold", 0.8))
+        report = report_on.contamination(project, t, control=control)
+        written = report_on.write_matches(project, report, out, force=force) if out else None
+        return report, written
+
+    report, written = _run(work)
+    _say(report_on.format_report(report, shown), out)
+    if out:
+        _say(f"\nwrote {written:,} matches to {_one_line(out)}", out)
