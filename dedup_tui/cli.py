@@ -559,7 +559,7 @@ _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
                              "[default: a Ray started on this machine]")
 
 
-@main.command(name="cluster-scan")
+@main.command(name="cluster-scan", cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.")
 @_ADDRESS
@@ -572,8 +572,9 @@ _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
 @click.option("--partitions", default=0, type=click.IntRange(0), help="Partitions of each shuffle. [default: twice the cluster's CPUs]")
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
+@_REFERENCE_OPTION
 def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_bucket, piece_mb, partitions, force,
-                     id_field, text_field, skip_bad):
+                     id_field, text_field, skip_bad, references):
     """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
@@ -588,7 +589,7 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
                                             id_field=id_field, text_field=text_field, skip_bad=skip_bad,
                                             piece_bytes=piece_mb << 20, partitions=partitions)
     r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
-             unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
+             references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
     click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: {r.exact_duplicates:,} exact duplicates in "
                f"{r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
                f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "

@@ -423,3 +423,31 @@ def test_no_export_ever_writes_or_removes_a_reference(scanned_with_references, t
         graph = decisions.with_references(project, load_graph(project))
         c = cluster_with_decisions(project, graph, threshold, policy, rule=rule)
         assert (c.reason[graph.reference] == KEPT).all()
+
+
+# -- the review: references shown as such, a filter for the clusters that match one -------------
+
+def test_the_review_lists_the_clusters_matching_a_reference_and_marks_their_members(corpora):
+    from dedup_tui.review.index import index_from_snapshot, snapshot_bytes
+    from dedup_tui.review.model import Review
+    from dedup_tui.ui.widgets.tables import short_why, why
+
+    db = _scan(corpora)
+    review = Review.open(db)
+    try:
+        review.set_threshold(0.8)
+        review.refresh()
+        every = {int(label) for label in review.index.labels}
+        review.set_filter("reference")
+        listed = [int(label) for label in review.index.labels]
+        ids = dict(zip(listed, review.project.ids_for(listed)))
+        assert set(ids.values()) == {"a0", "a1", "b0"} and set(listed) < every  # t0's exact copy is not listed
+        a0 = ids and next(o for o, i in ids.items() if i == "a0")
+        members = review.members(a0)
+        assert review.project.ids_for(members)[0] == "a0" and len(members) == 3
+        assert why(review.index, a0, a0) == "reference (never removed)" and short_why(review.index, a0, a0) == "reference"
+        again = index_from_snapshot(snapshot_bytes(review.index), review.index.overrides)
+        assert np.array_equal(again.clustering.reference, review.index.clustering.reference)
+        assert review.cycle_filter() == "all"  # the cycle: ..., exact, reference, all
+    finally:
+        review.close()

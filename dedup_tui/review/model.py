@@ -432,7 +432,9 @@ class Review:
         self._relist()
 
     def cycle_filter(self) -> str:
-        keys = list(FILTERS)
+        has_references = self.index is not None and self.index.clustering.reference is not None \
+            and bool(self.index.clustering.reference.any())
+        keys = [k for k in FILTERS if k != "reference" or has_references]
         flt = self.view.filter
         self.set_filter(keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all")
         return self.view.filter
