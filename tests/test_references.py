@@ -451,3 +451,27 @@ def test_the_review_lists_the_clusters_matching_a_reference_and_marks_their_memb
         assert review.cycle_filter() == "all"  # the cycle: ..., exact, reference, all
     finally:
         review.close()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_no_format_writes_a_reference(tmp_path, fmt):
+    """Parquet sources export as their own rows (the Parquet files read again) and CSV as cells:
+    neither path writes a reference."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = random.Random(4)
+    texts = [_text(rng) for _ in range(6)]
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(6)], "text": texts}), tmp_path / "data.parquet")
+    pq.write_table(pa.table({"id": ["r0", "r1"], "text": [_variant(rng, texts[2]), _text(rng)]}), tmp_path / "ref.parquet")
+    db = tmp_path / "p.db"
+    ok("scan", db, tmp_path / "data.parquet", "--reference", tmp_path / "ref.parquet")
+    out = tmp_path / f"out.{fmt}"
+    ok("export", db, "--threshold", "0.8", "--out", out, "--removed", tmp_path / "rm.jsonl")
+    if fmt == "csv":
+        import csv
+
+        written = [row["id"] for row in csv.DictReader(open(out, newline=""))]
+    else:
+        written = pq.read_table(out).column("id").to_pylist()
+    assert written == ["d0", "d1", "d3", "d4", "d5"]
+    assert read_jsonl(tmp_path / "rm.jsonl")[0]["duplicate_of"] == "r0"
