@@ -350,14 +350,25 @@ def test_a_reference_is_never_removed_under_any_policy_rule_or_decisions(graph, 
     assert (c.reason[ref] == KEPT).all() and (c.keeper[ref] == -1).all()
     assert not c.exported()[ref].any()
     # a cluster holding a reference is kept on one, and its other members are duplicates of it
+    # (an exact copy: of its text's first copy, as everywhere), unless a reviewer kept them
     for label in np.unique(c.cluster[ref]):
         assert ref[label]
         members = np.flatnonzero(c.cluster == label)
         for m in members[~ref[members]]:
-            assert (c.reason[m] == KEPT and m in keep) or c.keeper[m] == label
-    # the documents that are not references: kept or removed against a kept document
-    gone = np.flatnonzero(c.reason != KEPT)
-    assert all(c.keeper[d] < 0 or c.reason[c.keeper[d]] == KEPT for d in gone)
+            assert (c.reason[m] == KEPT and m in keep) or c.keeper[m] == label or \
+                (c.reason[m] == EXACT and c.keeper[m] == graph.exact_of[m])
+    # a document similar to a reference at the threshold (by a pair no reviewer split, or the
+    # same text) is removed, unless a reviewer kept it
+    roots = np.where(graph.exact_of >= 0, graph.exact_of, np.arange(n))
+    ref_roots = set(roots[ref].tolist())
+    near_a_reference = {int(y) for y in np.flatnonzero(~ref) if roots[y] in ref_roots}
+    for x, y, j in zip(graph.a.tolist(), graph.b.tolist(), graph.jaccard.tolist()):
+        if j >= threshold and (x, y) not in splits:
+            for r, other in ((x, y), (y, x)):
+                if r in ref_roots:
+                    near_a_reference |= {int(d) for d in np.flatnonzero((roots == other) & ~ref)}
+    for d in near_a_reference - keep:
+        assert c.reason[d] != KEPT, (d, c.reason.tolist(), c.keeper.tolist())
     assert set(np.flatnonzero(c.reason == EXACT)) <= set(np.flatnonzero(graph.exact_of >= 0)) | set(
         np.flatnonzero(np.isin(np.arange(n), graph.exact_of[graph.exact_of >= 0])))
 

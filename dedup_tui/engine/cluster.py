@@ -452,19 +452,33 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
 
 def _greedy_references_first(graph: PairGraph, a: np.ndarray, b: np.ndarray, j: np.ndarray):
     """greedy_keepers in an order that puts the references (the first copies of their texts)
-    first, each part in corpus order: a document similar to a reference is removed against it."""
+    first, each part in corpus order, and never joins two references: every reference is kept,
+    so a document similar to any of them is removed against the most similar one."""
     n = graph.n
     first = np.zeros(n, dtype=bool)
     refs = np.flatnonzero(graph.reference)
     roots = graph.exact_of[refs]
     first[np.where(roots >= 0, roots, refs)] = True
+    between_references = first[a] & first[b]
+    a, b, j = a[~between_references], b[~between_references], j[~between_references]
     order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])  # position -> ord
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     pa, pb = pos[a], pos[b]
     keeper_p, best_p = greedy_keepers(n, np.minimum(pa, pb), np.maximum(pa, pb), j)
     keeper = np.where(keeper_p >= 0, order[np.maximum(keeper_p, 0)], -1)[pos]
-    return keeper, best_p[pos]
+    best = best_p[pos]
+    # A document similar to a reference is removed against it (its most similar one), even
+    # when a kept document of the data is more similar.
+    x, y, w = np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([j, j])
+    to_reference = first[x] & ~first[y] & (keeper[y] >= 0)
+    x, y, w = x[to_reference], y[to_reference], w[to_reference]
+    pick = np.lexsort((x, -w, y))
+    x, y, w = x[pick], y[pick], w[pick]
+    top = np.ones(len(y), dtype=bool)
+    top[1:] = y[1:] != y[:-1]
+    keeper[y[top]], best[y[top]] = x[top], w[top]
+    return keeper, best
 
 
 def similarity_between(graph: PairGraph, x: np.ndarray, y: np.ndarray) -> np.ndarray:
