@@ -10,8 +10,10 @@ Exact duplicates always collapse first: they are removed as duplicates of the fi
 
 Reference documents (graph.reference: from a source loaded as a reference, such as an
 evaluation set) are matched like any other but never removed: a cluster holding one keeps it
-(the first one in corpus order) and removes the other documents as its duplicates; greedy
-takes the references first. A reference is never written to a curated export (exported()).
+(the first one in corpus order; every reference in it stays kept) and removes the other
+documents as its duplicates; greedy takes the references first, never joins two of them, and
+removes a document similar to one against its most similar reference. A reference is never
+written to a curated export (Clustering.exported()).
 """
 
 from __future__ import annotations
