@@ -245,11 +245,46 @@ def _load_options(fn):
     return fn
 
 
-def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
-    """Load the corpus files into the project (created if needed) and report; the project stays open."""
+class _TakesReferences(click.Command):
+    """`--reference A B C`: every file after the option, up to the next option, is a reference
+    (so a shell glob works: `--reference evals/*.jsonl`)."""
+
+    def parse_args(self, ctx, args):
+        out: list[str] = []
+        taking = pending = False
+        for arg in args:
+            if arg == "--reference" and not pending:
+                taking = pending = True
+            elif arg.startswith("--reference=") and not pending:
+                out += ["--reference", arg.split("=", 1)[1]]
+                taking = True
+            elif taking and not arg.startswith("-"):
+                out += ["--reference", arg]
+                pending = False
+            elif pending:
+                break
+            else:
+                taking = False
+                out.append(arg)
+        if pending:
+            _fail(f"--reference: give the reference files after it: dedup-tui {ctx.info_name} PROJECT [CORPUS]... "
+                  f"--reference FILE...", 2)
+        return super().parse_args(ctx, out)
+
+
+_REFERENCE_OPTION = click.option(
+    "--reference", "references", multiple=True, metavar="FILE...", type=click.Path(exists=False, readable=False),
+    help="Load these files as references (every file after the option): their documents are matched but never "
+         "removed and never exported, e.g. evaluation sets, or an already-curated base when only new data is "
+         "exported.")
+
+
+def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=()) -> Project:
+    """Load the corpus files (and references) into the project (created if needed) and report;
+    the project stays open."""
     def load_files(project: Project, control: Control):
         return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
-                           control=control)
+                           control=control, references=list(references))
 
     if Path(db).exists():
         project = _open_project(db, create=True)
@@ -257,7 +292,9 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
     else:
         # A new project appears only once its first load is complete (kill -9 included).
         project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
-    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s) into {_one_line(db)}")
+    as_reference = f" ({len(report.references)} as reference)" if report.references else ""
+    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
+               f"{_one_line(db)}")
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
         reason = report.reasons.get(path)
@@ -266,21 +303,33 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad) -> Project:
     return project
 
 
-@main.command()
+@main.command(cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
 @_db_option("Project file to create or add to")
 @_load_options
-def load(corpus, db, id_field, text_field, skip_bad):
+@_REFERENCE_OPTION
+def load(corpus, db, id_field, text_field, skip_bad, references):
     """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into PROJECT (a .db file,
-    created if needed): `dedup-tui load notes.db notes.jsonl`."""
+    created if needed): `dedup-tui load notes.db notes.jsonl`. Files after --reference are
+    loaded as references: matched, never removed, never exported."""
     db, corpus = _project_and_files(corpus, db, "PROJECT CORPUS...")
-    if not corpus:
+    _no_project_among(references, "PROJECT CORPUS... --reference FILE...")
+    if not corpus and not references:
         _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
-    warmup.start_for_corpus(corpus)  # a large corpus is scanned next: its kernels compile meanwhile
-    _load_into(db, corpus, id_field, text_field, skip_bad).close()
+    warmup.start_for_corpus([*corpus, *references])  # a large corpus is scanned next: its kernels compile meanwhile
+    _load_into(db, corpus, id_field, text_field, skip_bad, references).close()
 
 
-@main.command()
+def _no_project_among(references, usage: str) -> None:
+    from .ui.launch import is_project_file
+
+    for name in references:
+        if is_project_file(name):
+            command = click.get_current_context().info_name
+            _fail(f"--reference {name}: is a project, not a corpus file: dedup-tui {command} {usage}", 2)
+
+
+@main.command(cls=_TakesReferences)
 @_db_option("Project file")
 @click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
 @click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
@@ -291,18 +340,23 @@ def load(corpus, db, id_field, text_field, skip_bad):
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
-def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad):
+@_REFERENCE_OPTION
+def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad, references):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
     Given CORPUS files after it, loads them into the project first (created if needed), as
-    `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`.
+    `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`. Files after
+    --reference are loaded as references (matched, never removed, never exported):
+    `dedup-tui scan P.db train/*.jsonl --reference evals/*.jsonl`.
     """
     db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
-    if not corpus and (id_field is not None or text_field != "text" or skip_bad):
+    _no_project_among(references, "PROJECT [CORPUS]... --reference FILE...")
+    loading = [*corpus, *references]
+    if not loading and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
-    if corpus:
-        warmup.start_for_corpus(corpus, method)  # first run: the kernels compile while the corpus loads
-    project = _load_into(db, corpus, id_field, text_field, skip_bad) if corpus else _open_project(db)
+    if loading:
+        warmup.start_for_corpus(loading, method)  # first run: the kernels compile while the corpus loads
+    project = _load_into(db, corpus, id_field, text_field, skip_bad, references) if loading else _open_project(db)
     for run in project.interrupted_runs("scan"):
         click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
                    f"nothing of it was kept, scanning again from the start", err=True)
@@ -359,9 +413,11 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
+@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents of the sources that are not references (what is new against a curated base loaded with --reference); the removed log lists theirs alone.")
+@click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still sees every source.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
-               force):
+               only, chosen_sources, force):
     """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
@@ -380,6 +436,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
     elif suffix in FORMATS and suffix != fmt:
         _fail(f"--out {out} ends in .{suffix} but --format is {fmt}: change one of them", 2)
     project = _open_project(db)
+    sources = _export_sources(project, db, only, chosen_sources)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
         from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, set_keep_rule
@@ -396,9 +453,38 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
             _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
-             keep=keep)
-    _say(f"kept {r.kept:,} documents in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer); {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
+             keep=keep, sources=sources)
+    of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
+    refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
+    _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
+         f"{r.reviewer:,} by reviewer){refs}; {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
+
+
+def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:
+    """The ids of the sources export writes (--only new, --sources), or None for all of them;
+    a usage error for a source that is not in the project or is a reference."""
+    if only is None and not chosen:
+        return None
+    roles = project.source_roles()
+    paths = project.source_paths()
+    if only == "new" and not chosen:
+        return [s for s in sorted(paths) if roles.get(s) != "reference"]
+    ordered = sorted(paths)
+    names = [n.strip() for given in chosen for n in given.split(",") if n.strip()]
+    picked: list[int] = []
+    for name in names:
+        resolved = str(Path(name).resolve())
+        found = [s for s in ordered if paths[s] == resolved] or [s for s in ordered if Path(paths[s]).name == name]
+        if not found and name.isdigit() and 1 <= int(name) <= len(ordered):
+            found = [ordered[int(name) - 1]]
+        if len(found) != 1:
+            listed = ", ".join(f"{i} {_one_line(Path(paths[s]).name)}" for i, s in enumerate(ordered, 1))
+            why = "no source of the project is" if not found else "several sources are"
+            _fail(f"--sources {name}: {why} named so; its sources: {listed}", 2)
+        if roles.get(found[0]) == "reference":
+            _fail(f"--sources {name}: is a reference source: its documents are matched but never exported", 2)
+        picked.append(found[0])
+    return sorted(set(picked))
 
 
 def _review_settings(project: Project, db: str, threshold: float | None, policy: str | None) -> tuple[float, str]:
@@ -473,7 +559,7 @@ _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
                              "[default: a Ray started on this machine]")
 
 
-@main.command(name="cluster-scan")
+@main.command(name="cluster-scan", cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.")
 @_ADDRESS
@@ -486,8 +572,9 @@ _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
 @click.option("--partitions", default=0, type=click.IntRange(0), help="Partitions of each shuffle. [default: twice the cluster's CPUs]")
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
+@_REFERENCE_OPTION
 def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_bucket, piece_mb, partitions, force,
-                     id_field, text_field, skip_bad):
+                     id_field, text_field, skip_bad, references):
     """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
@@ -502,7 +589,7 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
                                             id_field=id_field, text_field=text_field, skip_bad=skip_bad,
                                             piece_bytes=piece_mb << 20, partitions=partitions)
     r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
-             unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
+             references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
     click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: {r.exact_duplicates:,} exact duplicates in "
                f"{r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
                f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "
@@ -636,3 +723,35 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
     _say(tuning.format_report(report), labels_out)
     if labels_out:
         _say(f"\nwrote {written:,} labels to {_one_line(labels_out)}", labels_out)
+
+
+@main.command()
+@_PROJECT_ARGUMENT
+@_db_option("Project file (scanned, with a reference source)")
+@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which a document matches a reference document. [default: the app's current one, else 0.8]")
+@click.option("--out", type=click.Path(dir_okay=False, readable=False), help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for standard output).")
+@click.option("--shown", default=10, show_default=True, type=click.IntRange(0), help="Matches listed per reference source in the text report.")
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def contamination(project_path, db, threshold, out, shown, force):
+    """Which documents of PROJECT's data match its reference sources (evaluation sets loaded
+    with --reference): per reference source, how many documents match it at the threshold, the
+    highest similarity, and the matches, with the id and source of both sides."""
+    from .engine import contamination as report_on
+
+    db = _the_project(project_path, db, "PROJECT")
+    project = _open_project(db)
+
+    def work(control):
+        if out:  # refuse a bad path before the work, not after
+            check_outputs({"contamination report": out}, force, project_protected(project))
+        t = threshold
+        if t is None:
+            t = float(json.loads(project.get_meta("ui_state") or "{}").get("threshold", 0.8))
+        report = report_on.contamination(project, t, control=control)
+        written = report_on.write_matches(project, report, out, force=force) if out else None
+        return report, written
+
+    report, written = _run(work)
+    _say(report_on.format_report(report, shown), out)
+    if out:
+        _say(f"\nwrote {written:,} matches to {_one_line(out)}", out)

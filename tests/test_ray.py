@@ -873,3 +873,34 @@ def test_cluster_export_never_writes_into_a_scan_folder(scanned, corpus, tmp_pat
     with pytest.raises(DedupError, match="is a cluster scan folder"):
         cluster_export(tmp_path / "review.db", 0.8, "components", corpus, out, force=True)
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_a_reference_in_a_cluster_scan_is_kept_and_exported_as_locally(corpus, tmp_path):
+    """cluster-scan --reference: the same pairs as the local scan of the same files, the role in
+    the imported project, and cluster-export writes what the local export writes (never a
+    reference document), with the same removed log (both sides' files named)."""
+    data, refs = corpus[:2], corpus[2:]
+    out = tmp_path / "scan"
+    runner = CliRunner()
+    r = runner.invoke(main, ["cluster-scan", *map(str, data), "--reference", *map(str, refs), "--out", str(out),
+                             "--piece-mb", "1", "--partitions", "2"])
+    assert r.exit_code == 0, r.output
+    local = _local(tmp_path, data, references=refs)
+    assert _scan_pairs(out) == _local_pairs(local) and _scan_groups(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [i.get("role") for i in manifest["inputs"]] == [None, None, "reference"]
+    review = import_scan(out, tmp_path / "review.db")
+    assert review.reference_sources() == [3] and local.reference_sources() == [3]
+    review.close()
+    local_out, local_removed = tmp_path / "local.jsonl", tmp_path / "local.removed.jsonl"
+    decisions.export_curated(local, 0.8, "greedy", local_out, removed_out=local_removed)
+    curated = tmp_path / "curated"
+    result = cluster_export(tmp_path / "review.db", 0.8, "greedy", corpus, curated)
+    assert not (curated / corpus[2].name).exists()  # the reference: nothing of it is written
+    assert b"".join((curated / f.name).read_bytes() for f in data) == local_out.read_bytes()
+    removed = {json.dumps(json.loads(x), sort_keys=True) for x in open(curated / "removed.jsonl")}
+    assert removed == {json.dumps(json.loads(x), sort_keys=True) for x in open(local_removed)}
+    assert any(json.loads(x).get("duplicate_of_source") == str(refs[0].resolve()) for x in open(local_removed))
+    kept = sum(1 for _ in open(local_out))
+    assert result.kept == kept and result.removed == len(removed)
+    local.close()

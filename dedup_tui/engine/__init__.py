@@ -22,6 +22,7 @@ without cycles and never use each other's underscore names):
   partial (a cluster scan imported as a project, a partial view of its corpus)
 - the review's semantics: cluster (clusters at any threshold, both policies), decisions (the
   reviewer's decisions over them, keep rules, the curated export with its logs), export (writing
-  records and pairs), tune (labels and the evidence for a threshold), ray_export (the curated
-  corpus written on a cluster)
+  records and pairs), tune (labels and the evidence for a threshold), contamination (which
+  documents match a reference source: evaluation sets), ray_export (the curated corpus written
+  on a cluster)
 """

@@ -7,6 +7,13 @@ Two policies over the same graph (documents = corpus ords, edges = verified pair
   highest similarity to an already kept document is >= threshold, against the first kept
   document reaching that maximum.
 Exact duplicates always collapse first: they are removed as duplicates of the first copy.
+
+Reference documents (graph.reference: from a source loaded as a reference, such as an
+evaluation set) are matched like any other but never removed: a cluster holding one keeps it
+(the first one in corpus order; every reference in it stays kept) and removes the other
+documents as its duplicates; greedy takes the references first, never joins two of them, and
+removes a document similar to one against its most similar reference. A reference is never
+written to a curated export (Clustering.exported()).
 """
 
 from __future__ import annotations
@@ -32,6 +39,11 @@ class PairGraph:
     a: np.ndarray  # int64 earlier ord of each pair (representatives only)
     b: np.ndarray  # int64 later ord
     jaccard: np.ndarray  # float64
+    # bool per document: from a reference source (never removed, never exported); None: none are
+    reference: np.ndarray | None = None
+
+    def has_references(self) -> bool:
+        return self.reference is not None and bool(self.reference.any())
 
     def sorted_keys(self) -> np.ndarray:
         """a * n + b for every pair; load_graph returns pairs sorted by (a, b), so these are
@@ -209,6 +221,23 @@ class Clustering:
     # Pairs a reviewer said are not duplicates: never cited as a document's similarity.
     split_pairs: frozenset = frozenset()
     kept_by: str = "first"  # which document a cluster keeps: "first" in corpus order, or "longest"
+    reference: np.ndarray | None = None  # bool per document: a reference (kept, never exported); None: none are
+
+    def is_reference(self, o: int) -> bool:
+        return self.reference is not None and bool(self.reference[o])
+
+    # bool per document: the documents an export may write (of the sources chosen); None: all
+    export_only: np.ndarray | None = None
+
+    def exported(self) -> np.ndarray:
+        """Per document: whether a curated export writes it (kept, not a reference, and of the
+        sources chosen for the export, if any were)."""
+        written = self.reason == KEPT
+        if self.reference is not None:
+            written &= ~self.reference
+        if self.export_only is not None:
+            written &= self.export_only
+        return written
 
     def rejected_members(self) -> np.ndarray:
         """Documents whose keeper is one a reviewer declared them not a duplicate of."""
@@ -404,7 +433,8 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
         a, b, j = graph.without(split_pairs)
         above = j >= threshold
         a, b, j = a[above], b[above], j[above]
-        keeper_of, best = greedy_keepers(n, a, b, j)
+        keeper_of, best = _greedy_references_first(graph, a, b, j) if graph.has_references() \
+            else greedy_keepers(n, a, b, j)
         removed = np.flatnonzero(keeper_of >= 0)
         keeper[removed] = keeper_of[removed]
         similarity[removed] = best[removed]
@@ -418,8 +448,86 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
     cluster_of[removed] = keeper[removed]
     # An exact duplicate of a near-removed document belongs to that document's cluster.
     cluster_of[dup] = cluster_of[graph.exact_of[dup]]
-    return forget_rejected(Clustering(threshold, policy, keeper, similarity, reason, cluster_of,
-                                      frozenset(split_pairs or ())))
+    c = Clustering(threshold, policy, keeper, similarity, reason, cluster_of, frozenset(split_pairs or ()))
+    return forget_rejected(protect_references(graph, c))
+
+
+def _greedy_references_first(graph: PairGraph, a: np.ndarray, b: np.ndarray, j: np.ndarray):
+    """greedy_keepers in an order that puts the references (the first copies of their texts)
+    first, each part in corpus order, and never joins two references: every reference is kept,
+    so a document similar to any of them is removed against the most similar one."""
+    n = graph.n
+    first = np.zeros(n, dtype=bool)
+    refs = np.flatnonzero(graph.reference)
+    roots = graph.exact_of[refs]
+    first[np.where(roots >= 0, roots, refs)] = True
+    between_references = first[a] & first[b]
+    a, b, j = a[~between_references], b[~between_references], j[~between_references]
+    order = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])  # position -> ord
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    pa, pb = pos[a], pos[b]
+    keeper_p, best_p = greedy_keepers(n, np.minimum(pa, pb), np.maximum(pa, pb), j)
+    keeper = np.where(keeper_p >= 0, order[np.maximum(keeper_p, 0)], -1)[pos]
+    best = best_p[pos]
+    # A document similar to a reference is removed against it (its most similar one), even
+    # when a kept document of the data is more similar.
+    x, y, w = np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([j, j])
+    to_reference = first[x] & ~first[y] & (keeper[y] >= 0)
+    x, y, w = x[to_reference], y[to_reference], w[to_reference]
+    pick = np.lexsort((x, -w, y))
+    x, y, w = x[pick], y[pick], w[pick]
+    top = np.ones(len(y), dtype=bool)
+    top[1:] = y[1:] != y[:-1]
+    keeper[y[top]], best[y[top]] = x[top], w[top]
+    return keeper, best
+
+
+def similarity_between(graph: PairGraph, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Stored Jaccard between documents x[i] and y[i] through their texts' first copies (1.0 for
+    the same text, nan where no pair was stored)."""
+    x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+    rx = np.where(graph.exact_of[x] >= 0, graph.exact_of[x], x)
+    ry = np.where(graph.exact_of[y] >= 0, graph.exact_of[y], y)
+    out = np.full(len(rx), np.nan)
+    same = rx == ry
+    out[same] = 1.0
+    at, found = graph.pair_index(np.minimum(rx, ry), np.maximum(rx, ry))
+    found &= ~same
+    out[found] = graph.jaccard[at[found]]
+    return out
+
+
+def protect_references(graph: PairGraph, c: Clustering) -> Clustering:
+    """Every reference document kept, and every cluster holding one kept on a reference (in
+    place): a cluster kept on another document moves to its first reference, its old kept
+    document becoming a duplicate of it; documents a reviewer chose to keep stay kept and those
+    a reviewer removed stay removed (against the reference). Nothing to do without references."""
+    if not graph.has_references():
+        return c
+    ref = graph.reference
+    c.reference = ref
+    refs = np.flatnonzero(ref)
+    labels = np.unique(c.cluster[refs])
+    moving = labels[~ref[labels]]  # clusters kept on a document that is not a reference
+    if len(moving):
+        members = np.flatnonzero(np.isin(c.cluster, moving))
+        first_ref = np.full(len(c.cluster), np.iinfo(np.int64).max, dtype=np.int64)
+        ref_members = members[ref[members]]
+        np.minimum.at(first_ref, c.cluster[ref_members], ref_members)
+        new_rep = first_ref[c.cluster[members]]
+        stays_kept = (c.reason[members] == KEPT) & (members != c.cluster[members]) & ~ref[members]  # a reviewer's keep
+        follow = members[~ref[members] & ~stays_kept]
+        their_rep = first_ref[c.cluster[follow]]
+        c.keeper[follow] = their_rep
+        c.similarity[follow] = similarity_between(graph, their_rep, follow)
+        by_reviewer = (c.reason[follow] != KEPT) & (c.reason[follow] != EXACT) & (c.reason[follow] != NEAR)
+        roots_f = np.where(graph.exact_of[follow] >= 0, graph.exact_of[follow], follow)
+        roots_r = np.where(graph.exact_of[their_rep] >= 0, graph.exact_of[their_rep], their_rep)
+        c.reason[follow] = np.where(by_reviewer, c.reason[follow], np.where(roots_f == roots_r, EXACT, NEAR))
+        c.cluster[members] = new_rep
+    c.keeper[refs], c.reason[refs], c.similarity[refs] = -1, KEPT, np.nan
+    return c
 
 
 def forget_rejected(c: Clustering) -> Clustering:

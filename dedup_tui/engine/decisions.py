@@ -27,7 +27,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, strongest_links
+from .cluster import (EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, protect_references,
+                      strongest_links)
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
@@ -138,6 +139,7 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
             raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
         if kind == "not_duplicate" and not other_id:
             raise DedupError("a not_duplicate decision needs two documents")
+    refuse_removing_references(project, [doc_id for kind, doc_id, _o, _v in rows if kind == "remove"])
     author = author or default_author()
     created = now_iso()
     with transaction(project.conn):
@@ -147,6 +149,23 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
              "policy": policy, "author": author, "created_at": created} for kind, doc_id, other_id, value in rows],
             batch=len(rows) > 1)
     return [_row(r) for r in got]
+
+
+class ReferenceRemoval(DedupError):
+    """A decision that would remove a reference document (never removed: it is only matched)."""
+
+
+def refuse_removing_references(project: Project, doc_ids: list[str]) -> None:
+    """ReferenceRemoval naming the first of `doc_ids` that is a reference document, and its file."""
+    refs = set(project.reference_sources())
+    if not refs or not doc_ids:
+        return
+    source_of = project.sources_of_ids(doc_ids)
+    for doc_id in doc_ids:
+        if source_of.get(doc_id) in refs:
+            path = project.source_paths().get(source_of[doc_id])
+            raise ReferenceRemoval(f"{literal_line(doc_id, 60)} is a reference document (from {literal_line(path)}): "
+                                   f"reference documents are matched but never removed")
 
 
 def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
@@ -282,12 +301,18 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     for m, lab in zip(members_all.tolist(), c.cluster[members_all].tolist()):
         groups.setdefault(lab, []).append(m)
     index = PairIndex(graph)
+    ref = graph.reference if graph.has_references() else None
     for label, members in groups.items():
         members.sort()
         forced_keep = [m for m in members if m in ov.keep]
-        candidates = [m for m in members if m not in ov.remove]
+        # A reference is never removed (a remove decision on one is refused when recorded and
+        # ignored here), and a cluster holding one keeps it.
+        refs = [m for m in members if ref is not None and ref[m]]
+        candidates = [m for m in members if m not in ov.remove or m in refs]
         pins = [m for m in candidates if m in ov.pinned]
-        if forced_keep:
+        if refs:
+            rep = label if label in refs else next((m for m in refs if m in ov.keep or m in ov.pinned), refs[0])
+        elif forced_keep:
             rep = forced_keep[0]
         elif pins:
             rep = label if label in pins else pins[0]
@@ -308,10 +333,11 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
                 c.similarity[others] = sims
                 same_text = _roots(graph, others) == _roots(graph, np.array([rep]))[0]
                 c.reason[others] = np.where(same_text, EXACT, NEAR)
-        for m in forced_keep[1:]:
-            c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
+        for m in forced_keep + refs:
+            if m != rep:
+                c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
         for m in members:
-            if m in ov.remove:
+            if m in ov.remove and m not in refs:
                 c.reason[m] = REVIEWER
                 if rep < 0:
                     c.keeper[m], c.similarity[m] = -1, np.nan
@@ -518,7 +544,9 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
     members = np.flatnonzero(sizes[c.cluster] >= 2)
     if not len(members):
         return c
-    order = np.lexsort((members, -score[members], c.cluster[members]))  # per cluster: best, earliest
+    preferred = c.reference[members] if c.reference is not None else np.zeros(len(members), dtype=bool)
+    # per cluster: a reference first, then the best, the earliest on ties
+    order = np.lexsort((members, -score[members], ~preferred, c.cluster[members]))
     ordered = members[order]
     first = np.ones(len(ordered), dtype=bool)
     first[1:] = c.cluster[ordered[1:]] != c.cluster[ordered[:-1]]
@@ -537,7 +565,16 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
     c.reason[others] = np.where(same_text, EXACT, NEAR)
     c.similarity[others] = PairIndex(graph).similarity(their_rep, others)
     c.cluster[moved] = reps
-    return forget_rejected(c)
+    return forget_rejected(protect_references(graph, c))
+
+
+def with_references(project: Project, graph: PairGraph) -> PairGraph:
+    """The graph with its documents' roles: which come from a reference source (read once per
+    graph; the clusters then keep them and exports leave them out). Returns the graph."""
+    if graph.reference is None:
+        mask = graph.per_document("reference", lambda: project.reference_mask(graph.n))
+        graph.reference = mask if mask.any() else np.zeros(graph.n, dtype=bool)
+    return graph
 
 
 def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: Policy = "components",
@@ -545,6 +582,7 @@ def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float,
     """cluster() with the project's not-duplicate splits, then its keep rule (which document a
     cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides."""
     ov = overrides if overrides is not None else Overrides.load(project)
+    with_references(project, graph)
     c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
     rule = rule or keep_rule(project)
     if rule == "longest":
@@ -569,6 +607,7 @@ class CuratedExport:
     removed_out: str | None = None
     decisions_out: str | None = None
     manifest_out: str | None = None
+    references: int = 0  # reference documents left out of the export (never written)
 
 
 def beside(out: str | Path, suffix: str) -> Path:
@@ -585,16 +624,26 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
     threshold with it, or one a reviewer rejected) also has `via` and `via_similarity`: the
     member it is most similar to and that similarity. A rejected pair is never cited."""
     removed = np.flatnonzero(clustering.reason != KEPT)
+    if clustering.export_only is not None:  # an export of some sources: their removed documents
+        removed = removed[clustering.export_only[removed]]
     # The chained members' links, all in one pass over the pairs (not one pass per batch).
     chained = removed[(clustering.reason[removed] == NEAR) & ~(clustering.similarity[removed] >= clustering.threshold)]
     link_of: dict[int, tuple[int, float]] = {}
     if graph is not None and len(chained):
         via, via_sim = strongest_links(graph, clustering, chained)
         link_of = {int(d): (int(v), float(vs)) for d, v, vs in zip(chained, via, via_sim) if v >= 0}
+    paths = project.source_paths()
+    several = len(paths) > 1
     with AtomicFile(Path(path), "wb") as fh:
         for s in range(0, len(removed), 5000):
             docs = removed[s : s + 5000]
             ids = project.json_ids_for(docs.tolist())
+            source_of = {}
+            if several:  # a match across sources names both sides' files
+                keeper_ords = clustering.keeper[docs]
+                via_ords = [link_of[int(d)][0] for d in docs if int(d) in link_of]
+                wanted = np.unique(np.concatenate([docs, keeper_ords[keeper_ords >= 0], np.array(via_ords, np.int64)]))
+                source_of = dict(zip(wanted.tolist(), project.sources_for(wanted.tolist())))
             keepers = clustering.keeper[docs]
             has = keepers >= 0
             keeper_ids = iter(project.json_ids_for(keepers[has].tolist()))
@@ -611,16 +660,39 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
                 }
                 if d in links:
                     row["via"], row["via_similarity"] = links[d]
+                if source_of:
+                    _name_sources(row, paths, source_of, d, int(clustering.keeper[d]),
+                                  link_of[d][0] if d in links else -1)
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
+def _name_sources(row: dict, paths: dict[int, str], source_of: dict[int, int], doc: int, keeper: int,
+                  via: int) -> None:
+    """A removed log row whose document matched one of another source: both sides' files
+    (`source`, `duplicate_of_source`, `via_source`)."""
+    mine = source_of.get(doc)
+    others = {"duplicate_of_source": keeper, "via_source": via}
+    if any(o >= 0 and source_of.get(o) != mine for o in others.values()):
+        row["source"] = paths.get(mine)
+        for key, o in others.items():
+            if o >= 0:
+                row[key] = paths.get(source_of.get(o))
+
+
 def write_decisions_log(project: Project, path: str | Path, include_undone: bool = True) -> int:
-    """Every decision, oldest first: who, what, when, and whether it is still in force."""
+    """Every decision, oldest first: who, what, when, and whether it is still in force. A
+    decision on two documents of different sources names both files (doc_source, other_source)."""
     decisions = all_decisions(project) if include_undone else active(project)
     as_given = project.json_id_map([d.doc_id for d in decisions] + [d.other_id for d in decisions])
+    paths = project.source_paths()
+    source_of = project.sources_of_ids([d.doc_id for d in decisions if d.other_id is not None]
+                                       + [d.other_id for d in decisions]) if len(paths) > 1 else {}
     with AtomicFile(Path(path), "wb") as fh:
         for d in decisions:
             row = asdict(d)
+            mine, other = source_of.get(d.doc_id), source_of.get(d.other_id)
+            if mine is not None and other is not None and mine != other:
+                row["doc_source"], row["other_source"] = paths.get(mine), paths.get(other)
             row["doc_id"], row["other_id"] = as_given.get(d.doc_id, d.doc_id), as_given.get(d.other_id, d.other_id)
             row["status"] = STATUS_NAMES[d.undone]
             row.pop("undone")
@@ -638,6 +710,10 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
     except Exception:  # noqa: BLE001 - not installed as a distribution
         ver = "unknown"
     sources = project.source_rows("path, format, sha256, size_bytes, documents, loaded_at")
+    roles = list(project.source_roles().values())  # in id order, as the rows
+    for row, role in zip(sources, roles):
+        if role is not None:
+            row["role"] = role
     reason = clustering.reason
     return {
         "created_at": now_iso(),
@@ -652,6 +728,8 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "counts": {
             "documents": int(len(reason)),
             "kept": int((reason == KEPT).sum()),
+            "exported": int(clustering.exported().sum()),
+            "references": int(clustering.reference.sum()) if clustering.reference is not None else 0,
             "removed": int((reason != KEPT).sum()),
             "exact": int((reason == EXACT).sum()),
             "near": int((reason == NEAR).sum()),
@@ -677,20 +755,26 @@ def export_curated(
     graph: PairGraph | None = None,
     control: Control | None = None,
     keep: str | None = None,
+    sources: list[int] | None = None,
 ) -> CuratedExport:
     """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for.
-    `keep`: a keep rule for this export only (the project's own is used otherwise)."""
+    `keep`: a keep rule for this export only (the project's own is used otherwise). `sources`:
+    the ids of the sources to write (their kept documents, and their removed ones in the
+    removed log; clustering still sees every document); all of them when None. Reference
+    documents are never written."""
     from .store.scans import load_graph
 
     refuse_local_export(project)
     check_threshold(project, threshold)
     check_outputs({"kept records": out, "removed log": removed_out, "decisions log": decisions_out,
                    "manifest": manifest_out}, force, project_protected(project))
-    graph = graph if graph is not None else load_graph(project)
+    graph = with_references(project, graph if graph is not None else load_graph(project))
     if use_decisions:
         clustering = cluster_with_decisions(project, graph, threshold, policy, rule=keep)
     else:
         clustering = cluster(graph, threshold, policy)
+    if sources is not None:
+        clustering.export_only = project.source_mask(sources, graph.n)
     # The engine writes the kept records (and fills in missing similarities); the removed log
     # is written here because reviewer removals have reasons the engine does not know.
     report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
@@ -700,22 +784,27 @@ def export_curated(
     if decisions_out:
         write_decisions_log(project, decisions_out)
     reason = clustering.reason
+    counted = clustering.export_only if clustering.export_only is not None else np.ones(len(reason), dtype=bool)
     result = CuratedExport(
         kept=report.kept,
-        removed=int((reason != KEPT).sum()),
-        exact=int((reason == EXACT).sum()),
-        near=int((reason == NEAR).sum()),
-        reviewer=int((reason == REVIEWER).sum()),
+        removed=int(((reason != KEPT) & counted).sum()),
+        exact=int(((reason == EXACT) & counted).sum()),
+        near=int(((reason == NEAR) & counted).sum()),
+        reviewer=int(((reason == REVIEWER) & counted).sum()),
         clusters=clustering.cluster_count,
         decisions=n_decisions if use_decisions else 0,
         out=str(out),
         removed_out=str(removed_out) if removed_out else None,
         decisions_out=str(decisions_out) if decisions_out else None,
         manifest_out=str(manifest_out) if manifest_out else None,
+        references=int((clustering.reference & counted).sum()) if clustering.reference is not None else 0,
     )
     if manifest_out:
         outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
+        if sources is not None:
+            paths = project.source_paths()
+            outputs["sources"] = [paths[s] for s in sorted(sources) if s in paths]
         data = manifest(project, clustering, threshold, policy, outputs, rule=keep)
         with AtomicFile(Path(manifest_out), "w") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)

@@ -172,7 +172,7 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
     against its checksum first: a document stored otherwise than it was loaded (a flipped bit
     in its record, text, id, line, source or ord), or one the file no longer finds, is a
     ProjectError, before any of it is used."""
-    kept = np.flatnonzero(clustering.reason == KEPT)
+    kept = np.flatnonzero(clustering.exported())  # references and sources not chosen are left out
     checked = project.has_checksums()  # not in a schema-3 project opened read-only
     for s in range(0, len(kept), batch):
         lo, hi = int(kept[s]), int(kept[min(s + batch, len(kept)) - 1])
@@ -320,7 +320,7 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
     rows = [tuple(r.values()) for r in project.source_rows("id, format, path, sha256")]
     if not rows or any(fmt != "parquet" for _id, fmt, _p, _s in rows):
         return None
-    kept = set(np.flatnonzero(clustering.reason == KEPT).tolist())
+    kept = set(np.flatnonzero(clustering.exported()).tolist())
     tables = []
     for source_id, _fmt, path, sha in rows:
         if file_sha256(Path(path))[0] != sha:

@@ -23,6 +23,7 @@ from .readers import (FIELD_FORMATS, BadRecord, Record, detect_format, file_sha2
 from .store import Project, transaction
 from .store.documents import DocumentsWriter
 
+REFERENCE = "reference"  # the role of a source whose documents are matched, never removed nor exported
 BATCH = 5000  # documents written at a time; progress is reported and cancelling checked after each batch
 
 _NOT_JSON = ("malformed JSON", "expected a JSON object")
@@ -35,6 +36,7 @@ class LoadReport:
     skipped: dict[str, list[int]] = field(default_factory=dict)  # path -> skipped line numbers
     reasons: dict[str, str] = field(default_factory=dict)  # path -> why its first skipped record was bad
     sources: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)  # the sources loaded as references
 
     @property
     def skipped_count(self) -> int:
@@ -64,8 +66,13 @@ def load_corpus(
     text_field: str = "text",
     skip_bad: bool = False,
     control: Control | None = None,
+    references: list[str | Path] = (),
 ) -> LoadReport:
     """Append the corpora to the project, atomically. Raises CorpusError on bad input.
+
+    `references` are loaded in the same transaction as reference sources: their documents are
+    matched like any other, but never removed and never written to a curated export (an
+    evaluation set, or an already-curated base when only new data is to be exported).
 
     Without skip_bad the first bad record stops the load and nothing is written. With it, bad
     records (malformed, undecodable, missing or non-string text, null or duplicate ids) are
@@ -78,16 +85,20 @@ def load_corpus(
     refuse_local_rescan(project, "loaded into")
     # No id field named: "id" where the records have one, else line numbers. A named one must exist.
     settings = _LoadSettings(id_field if id_field is not None else "id", text_field, id_field is not None, skip_bad)
-    paths = [Path(p) for p in paths]
+    roles = [None] * len(paths) + [REFERENCE] * len(references)
+    paths = [Path(p) for p in [*paths, *references]]
     formats = [_corpus_format(p) for p in paths]
     multi = len(paths) > 1 or project.document_count() > 0
     report = LoadReport()
     with transaction(project.conn):
         writer = DocumentsWriter(project)
         seen_ids: set[str] = set()
-        for path, fmt in zip(paths, formats):
-            count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids, control)
+        for path, fmt, role in zip(paths, formats, roles):
+            count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids, control,
+                                        role)
             report.add_file(path, count, skipped)
+            if role == REFERENCE:
+                report.references.append(str(path))
         writer.mark_scan_stale()
     return report
 
@@ -145,7 +156,7 @@ class _BadRecords:
 
 
 def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSettings, prefix: str,
-               seen_ids: set[str], control: Control) -> tuple[int, list[BadRecord]]:
+               seen_ids: set[str], control: Control, role: str | None = None) -> tuple[int, list[BadRecord]]:
     """One file into the project: its sources row, then its documents; how many, and the bad records skipped."""
     sha, size = file_sha256(path)
     loaded_at = writer.loaded_at(path, sha)
@@ -162,7 +173,7 @@ def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSet
         fields = next(records, None)
         if fields is None:
             raise CorpusError(str(path), 1, "empty file: no header and no records")
-    source_id = writer.add_source(path, fmt, sha, size, fields, settings.id_field, settings.text_field)
+    source_id = writer.add_source(path, fmt, sha, size, fields, settings.id_field, settings.text_field, role)
     count, int_ids = _write_records(records, writer, source_id, prefix, seen_ids, bad, control)
     if count == 0:
         raise bad.no_documents(fmt)

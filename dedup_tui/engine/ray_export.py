@@ -126,7 +126,7 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
 def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_dir: str | Path, control: Control | None = None,
                    address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
     from .cluster import KEPT, cluster
-    from .decisions import cluster_with_decisions, write_decisions_log, write_removed
+    from .decisions import cluster_with_decisions, with_references, write_decisions_log, write_removed
     from .export import check_threshold
     from .store.scans import load_graph
 
@@ -135,27 +135,27 @@ def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_
     try:
         check_threshold(project, threshold)
         plan = _ExportPlan(project, paths, Path(out_dir))
-        check_outputs({f"curated shard {n}": plan.out_dir / n for n in plan.names}
+        check_outputs({f"curated shard {n}": plan.out_dir / n for n in plan.written_names()}
                       | {f"{k} log": p for k, p in plan.logs.items()}, force, plan.protected)
         ray = connect(address)  # an unreachable cluster is said before the work
         control.report("graph", 0, 0)
-        graph = load_graph(project)
+        graph = with_references(project, load_graph(project))
         clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions
                       else cluster(graph, threshold, policy))
         removed_ids = frozenset(project.ids_for(np.flatnonzero(clustering.reason != KEPT).tolist()))
         plan.out_dir.mkdir(parents=True, exist_ok=True)
-        parts = [plan.out_dir.resolve() / work_name(n, "part") for n in plan.names]
+        parts = [plan.out_dir.resolve() / work_name(n, "part") for n in plan.written_names()]
         try:
             results = _export_shards(ray, plan, parts, removed_ids, control)
             write_removed(project, clustering, plan.logs["removed"], graph)
             write_decisions_log(project, plan.logs["decisions"])
-            for part, name in zip(parts, plan.names):
+            for part, name in zip(parts, plan.written_names()):
                 os.replace(part, plan.out_dir / name)
         finally:
             for part in parts:
                 part.unlink(missing_ok=True)
         result = ClusterExportResult(kept=sum(r["kept"] for r in results), removed=sum(r["removed"] for r in results),
-                                     shards=[str(plan.out_dir / n) for n in plan.names],
+                                     shards=[str(plan.out_dir / n) for n in plan.written_names()],
                                      removed_out=str(plan.logs["removed"]), decisions_out=str(plan.logs["decisions"]),
                                      manifest_out=str(plan.logs["manifest"]))
         _write_manifest(project, clustering, threshold, policy, result, use_decisions)
@@ -181,6 +181,9 @@ class _ExportPlan:
             if src[2] not in ("jsonl", "parquet") or cluster_format(f) != src[2]:
                 raise CorpusError(str(f), None, f"is not the {src[2]} file scanned as {src[1]}")
         self.names = [f.name for f in self.files]
+        # A reference source (an evaluation set) is never written: no shard of it at all.
+        roles = project.source_roles()
+        self.written = [i for i, src in enumerate(self.sources) if roles.get(src[0]) != "reference"]
         if len(set(self.names)) != len(self.names):
             raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
         if (out_dir / "manifest.json").is_file() and ((out_dir / "pairs.parquet").exists()
@@ -196,6 +199,10 @@ class _ExportPlan:
         # folder: a shard would be replaced by its own curated copy), never a file twice.
         self.protected = protected_files(project.path, [r[1] for r in self.sources] + [str(f) for f in self.files])
 
+    def written_names(self) -> list[str]:
+        """The names of the shards written (every source's but a reference's)."""
+        return [self.names[i] for i in self.written]
+
 
 def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: frozenset, control: Control) -> list[dict]:
     """Each shard's kept records written to its part file by a worker; refused (nothing
@@ -209,16 +216,18 @@ def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: froze
             if stale.is_file() or stale.is_symlink():
                 stale.unlink(missing_ok=True)
     driver = this_process()
+    prefixes = id_prefixes(plan.files)
+    chosen = [(plan.files[i], plan.sources[i], prefixes[i]) for i in plan.written]
     refs = [ray.remote(export_shard).remote(
         str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
         removed_ref, str(part), driver)
-        for f, src, prefix, part in zip(plan.files, plan.sources, id_prefixes(plan.files), parts)]
+        for (f, src, prefix), part in zip(chosen, parts)]
     try:
         results = stage.run("export", refs)
     except (Cancelled, KeyboardInterrupt):
         stage.cancel()
         raise
-    for f, src, r in zip(plan.files, plan.sources, results):
+    for (f, src, _prefix), r in zip(chosen, results):
         if src[3] and r["sha256"] != src[3]:
             raise CorpusError(str(f), None, f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
                                             f"scanned {src[3][:12]}...); nothing was written")

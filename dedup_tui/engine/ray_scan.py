@@ -897,15 +897,19 @@ def _cut(line: str, most: int = 400) -> str:
 
 
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
-                 address: str | None = None, force: bool = False) -> ClusterScanResult:
+                 address: str | None = None, force: bool = False, references=()) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
     documents/ (Parquet parts: the records of every document in a pair or group) and
-    manifest.json. The folder appears only when complete."""
+    manifest.json. The folder appears only when complete. `references`: files scanned after
+    the corpus whose manifest entries say they are references (an imported project keeps their
+    documents, never removes nor exports them)."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
     out_dir = Path(out_dir)
-    files = expand_inputs(paths)
+    files = expand_inputs([*paths, *references])
+    reference_files = len(expand_inputs(references)) if references else 0
+    roles = [None] * (len(files) - reference_files) + ["reference"] * reference_files
     _check_scan_dir(out_dir, files, force)
     try:
         import pyarrow  # noqa: F401
@@ -922,6 +926,7 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     tmp.mkdir()
     try:
         job = _ScanJob(ray, stage, files, settings, tmp)
+        job.roles = roles
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
             step()
         job.write(out_dir, force)
@@ -1077,6 +1082,7 @@ class _ScanJob:
         self.result.bands, self.result.rows = self.banding.bands, self.banding.rows
         self.skipped: dict[int, list[tuple[int, str]]] = {i: [] for i in range(len(files))}
         self.dropped = np.empty(0, np.int64)  # positions of records skipped as repeated ids
+        self.roles: list[str | None] = [None] * len(files)  # "reference" for a reference file
         self.pairs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
     def _timed(self, name: str, t0: float) -> None:
@@ -1320,6 +1326,8 @@ class _ScanJob:
                 "integer_ids": all(x["all_int"] for x, m in zip(self.summaries, mine) if m),
                 "id_prefix": self.prefixes[i],
             })
+            if self.roles[i] is not None:
+                inputs[-1]["role"] = self.roles[i]
         return {
             "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": now_iso(),
             "dedup_tui_version": _version(),

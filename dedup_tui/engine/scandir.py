@@ -145,7 +145,8 @@ def _write_sources_and_documents(project: Project, manifest: dict, scan: _ScanFi
                 "id": i + 1, "path": inp["path"], "format": inp["format"], "sha256": inp["sha256"],
                 "size_bytes": inp["size_bytes"], "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
                 "id_field": params["id_field"], "text_field": params["text_field"], "documents": inp["documents"],
-                "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]})
+                "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]}
+                | ({"role": inp["role"]} if inp.get("role") == "reference" else {}))
             if inp.get("integer_ids"):
                 integer_sources.append(i + 1)
         # A batch of records at a time: a laptop imports millions of them.

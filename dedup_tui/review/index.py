@@ -26,7 +26,7 @@ from ..engine.decisions import keep_rule, Overrides
 from ..engine.store import Project
 
 Sort = Literal["size", "high", "low", "borderline"]
-FilterName = Literal["all", "undecided", "near", "exact"]
+FilterName = Literal["all", "undecided", "near", "exact", "reference"]
 
 SORTS: dict[Sort, str] = {
     "size": "largest first",
@@ -41,6 +41,7 @@ FILTERS: dict[FilterName, str] = {
     "undecided": "clusters without a decision",
     "near": "clusters with a near (not exact) duplicate",
     "exact": "clusters of exact copies only",
+    "reference": "clusters that match a reference document",
 }
 
 
@@ -195,7 +196,8 @@ class ClusterIndex:
         """The same clustering listed otherwise: another order, or another filter (see can_show)."""
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
-        order = sort_order(listing, labels, sizes, max_sim, min_sim, self.threshold, decided)
+        order = sort_order(listing, labels, sizes, max_sim, min_sim, self.threshold, decided,
+                           self.clustering.reference)
         return self._listed(listing, every, order)
 
     def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> "ClusterIndex":
@@ -222,7 +224,8 @@ class ClusterIndex:
             return self._listed(self.listing, self.every, np.empty(0, np.int64))
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
-        fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4])  # the view's own list
+        fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4],  # the view's own list
+                           self.clustering.reference)
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
         listed = np.flatnonzero(was_at < never)
@@ -231,8 +234,10 @@ class ClusterIndex:
         return self._listed(self.listing, self.every, np.concatenate([kept_in_place, new]))
 
 
-def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None) -> np.ndarray:
-    """Positions of the clusters to list, in the listing's order (its filter drops some)."""
+def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None,
+               reference=None) -> np.ndarray:
+    """Positions of the clusters to list, in the listing's order (its filter drops some).
+    `reference`: per document, whether it is a reference (a cluster holding one is kept on it)."""
     sort, flt = listing.sort, listing.filter
     hi = np.nan_to_num(max_sim, nan=0.0)
     lo = np.nan_to_num(min_sim, nan=1.0)
@@ -259,6 +264,8 @@ def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, dec
             keep &= exact
         elif part == "near":
             keep &= ~exact
+        elif part == "reference":
+            keep &= np.asarray(reference, dtype=bool)[labels] if reference is not None else False
         elif m := _CONDITION.fullmatch(part):
             what, op, value = m.groups()
             values = np.asarray(sizes) if what == "size" else np.asarray(min_sim)  # NaN (no removed member) fails
@@ -336,7 +343,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
         decided_clusters=int(decided.sum()),
     )
     sizes = sizes_all[labels]
-    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided)
+    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided, c.reference)
     every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
     return ClusterIndex(c.threshold, c.policy, listing, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
@@ -402,6 +409,8 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
     arrays |= {"similarity": c.similarity[touched], "reason": c.reason[touched], "max_sim": index.max_sim,
                "min_sim": index.min_sim, "decided": index.decided, "reviewed": index.reviewed.astype(ord_type),
                "to_review": index.to_review.astype(ord_type)}
+    if c.reference is not None:
+        arrays["references"] = np.flatnonzero(c.reference).astype(ord_type)
     meta = {"documents": n, "threshold": index.threshold, "policy": index.policy, "sort": index.sort,
             "counts": asdict(index.counts)}
     return _pack_arrays(arrays, meta)
@@ -420,6 +429,9 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
         keeper[touched], similarity[touched] = z["keeper"], z["similarity"]
         reason[touched], cluster[touched] = z["reason"], z["cluster"]
         clustering = Clustering(meta["threshold"], meta["policy"], keeper, similarity, reason, cluster)
+        if "references" in z:
+            clustering.reference = np.zeros(n, dtype=bool)
+            clustering.reference[z["references"].astype(np.int64)] = True
         as_ords = {name: z[name].astype(np.int64)
                    for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")}
         return ClusterIndex(meta["threshold"], meta["policy"], Listing.parse(meta["sort"]), clustering, overrides,

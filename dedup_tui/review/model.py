@@ -243,6 +243,10 @@ class Review:
             return True
         return int(self.index.clustering.reason[o]) == KEPT and o not in self._demoted
 
+    def is_reference(self, o: int) -> bool:
+        """From a reference source: matched, never removed, never exported."""
+        return self.index is not None and self.index.clustering.is_reference(o)
+
     def is_decided(self, o: int) -> bool:
         """A decision settles this document (or one is being saved)."""
         return o in self._pending or (self.index is not None and o in self.index.overrides.decided)
@@ -428,7 +432,9 @@ class Review:
         self._relist()
 
     def cycle_filter(self) -> str:
-        keys = list(FILTERS)
+        has_references = self.index is not None and self.index.clustering.reference is not None \
+            and bool(self.index.clustering.reference.any())
+        keys = [k for k in FILTERS if k != "reference" or has_references]
         flt = self.view.filter
         self.set_filter(keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all")
         return self.view.filter
@@ -496,6 +502,9 @@ class Review:
     def plan_remove(self, o: int | None = None, confirmed: bool = False) -> Plan:
         o = self._target(o)
         doc_id = self._ids([o])[0]
+        if self.is_reference(o):
+            raise ReviewError(f"{literal_line(doc_id, 60)} is a reference document: reference documents are matched "
+                              f"but never removed")
         if self.is_kept(o):
             if not confirmed:
                 raise NeedsConfirmation(f"{literal_line(doc_id, 60)} is the document its cluster keeps: remove it "

@@ -30,12 +30,15 @@ class DocumentsWriter:
         return self.loaded.get((str(path.resolve()), sha))
 
     def add_source(self, path: Path, fmt: str, sha: str | None, size: int | None, fields: list[str] | None,
-                   id_field: str, text_field: str) -> int:
-        """A sources row for the file (its counts are written by finish_source); its id."""
-        return self.project.add_source({
-            "path": str(path.resolve()), "format": fmt, "sha256": sha, "size_bytes": size,
-            "fields": json.dumps(fields) if fields else None, "id_field": id_field, "text_field": text_field,
-            "loaded_at": now_iso()})
+                   id_field: str, text_field: str, role: str | None = None) -> int:
+        """A sources row for the file (its counts are written by finish_source); its id. `role`:
+        'reference' for a source whose documents are matched but never removed nor exported."""
+        row = {"path": str(path.resolve()), "format": fmt, "sha256": sha, "size_bytes": size,
+               "fields": json.dumps(fields) if fields else None, "id_field": id_field, "text_field": text_field,
+               "loaded_at": now_iso()}
+        if role is not None:
+            row["role"] = role
+        return self.project.add_source(row)
 
     def ids_in_project(self, doc_ids: list[str]) -> set[str]:
         """The ids among doc_ids that are already in the project; not looked up (none) when the

@@ -159,6 +159,51 @@ class Project:
                           "id_field": r["id_field"], "text_field": r["text_field"]}
                 for r in self.db["sources"].rows_where(select="id, format, fields, id_field, text_field")}
 
+    def source_roles(self) -> dict[int, str | None]:
+        """source id -> its role: 'reference' (matched, never removed, never exported) or None
+        (a normal source). An older project read as it is has no roles: every source is normal."""
+        if "role" not in self.db["sources"].columns_dict:
+            return {r["id"]: None for r in self.db["sources"].rows_where(select="id")}
+        return {r["id"]: r["role"] for r in self.db["sources"].rows_where(select="id, role")}
+
+    def reference_sources(self) -> list[int]:
+        """Ids of the sources loaded as references, oldest first."""
+        return sorted(s for s, role in self.source_roles().items() if role == "reference")
+
+    def source_paths(self) -> dict[int, str]:
+        """source id -> the file's path as loaded (resolved)."""
+        return {r["id"]: r["path"] for r in self.db["sources"].rows_where(select="id, path")}
+
+    def source_mask(self, source_ids, n: int | None = None):
+        """Per document (numpy bool, corpus order): whether it comes from one of `source_ids`."""
+        import numpy as np
+
+        n = self.next_ord() if n is None else n
+        mask = np.zeros(n, dtype=bool)
+        for source_id in sorted(set(int(s) for s in source_ids)):
+            rows = self.conn.execute("SELECT ord FROM documents WHERE source_id = ?", (source_id,)).fetchall()
+            ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            mask[ords[ords < n]] = True
+        return mask
+
+    def reference_mask(self, n: int | None = None):
+        """Per document (numpy bool, corpus order): whether its source is a reference."""
+        return self.source_mask(self.reference_sources(), n)
+
+    def sources_for(self, ords) -> list[int]:
+        """Source ids of the given ords, in the order given."""
+        return self._column_for("source_id", ords)
+
+    def sources_of_ids(self, doc_ids) -> dict[str, int]:
+        """{id: source id} of the given document ids that are in the project."""
+        ids = list(dict.fromkeys(i for i in doc_ids if i is not None))
+        out: dict[str, int] = {}
+        for s in range(0, len(ids), 500):
+            chunk = ids[s : s + 500]
+            q = f"SELECT doc_id, source_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
+            out.update(self.conn.execute(q, chunk).fetchall())
+        return out
+
     def records(self):
         """(ord, doc_id, text, source_id, record) of every document, in corpus order (a cursor:
         read as it goes)."""

@@ -19,7 +19,7 @@ from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS sources (
     text_field TEXT,
     documents INTEGER,
     skipped_lines TEXT,     -- JSON list of line numbers skipped with --skip-bad
-    loaded_at TEXT
+    loaded_at TEXT,
+    role TEXT               -- 'reference': matched, never removed, never exported (an evaluation set, a curated base); NULL: normal
 );
 CREATE TABLE IF NOT EXISTS documents (
     -- Small columns first: SQLite reads a row's columns in order, so the scan's passes
@@ -180,10 +181,24 @@ def _text_or_bytes(data: bytes) -> str | bytes:
         return data
 
 
+def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """Sources get a role ('reference', or NULL for a normal source): every source of an older
+    project stays a normal one."""
+    add_source_role(conn)
+
+
+def add_source_role(conn: sqlite3.Connection) -> None:
+    """sources.role, where it is missing (a self-contained step: it runs whatever the version)."""
+    sources = sqlite_utils_db(conn)["sources"]
+    if sources.columns_dict and "role" not in sources.columns_dict:
+        sources.add_column("role", str)
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
 }
 
 

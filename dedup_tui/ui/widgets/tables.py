@@ -109,7 +109,9 @@ class ClusterTable(RowTable):
             doc_id, text = previews.get(cluster_id, ("?", ""))
             doc_id = shorten_middle(doc_id, id_room)
             kept = Text(doc_id, style="bold")
-            text_room = room - cell_len(doc_id) - 1
+            if index.clustering.is_reference(cluster_id):  # kept because it is a reference (never exported)
+                kept = Text.assemble(("ref ", REFERENCE_STYLE), kept)
+            text_room = room - kept.cell_len - 1
             if text_room >= 4:
                 kept.append(Text(" " + snippet(text, text_room), style="dim"))
             decided = bool(index.decided[i])
@@ -130,11 +132,14 @@ class ClusterTable(RowTable):
 
 STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near", "yellow"),
           REVIEWER: ("removed", "red")}
+REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
 def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     c, ov = index.clustering, index.overrides
     reason = int(c.reason[ord_])
+    if c.is_reference(ord_):
+        return "reference (never removed)"
     if reason == KEPT:
         if ord_ in ov.keep:
             return "reviewer's choice"
@@ -158,7 +163,7 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
 
 SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
              "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
-             "kept": "kept by you", "same text as the kept one": "same text", "linked via another member": "via a member"}
+             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 
 
@@ -231,7 +236,7 @@ class MemberTable(RowTable):
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
         for o, doc_id, reason in zip(ords, ids, whys):
-            status, style = STATUS[int(c.reason[o])]
+            status, style = ("REF", REFERENCE_STYLE) if c.is_reference(o) else STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
             sim = float(c.similarity[o])
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
