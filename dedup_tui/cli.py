@@ -585,7 +585,11 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
 @click.option("--id-field", default=None, help="Corpus: field holding the document id (as for load).")
 @click.option("--text-field", default="text", show_default=True, help="Corpus: field holding the document text.")
 @click.option("--skip-bad", is_flag=True, help="Corpus: skip bad records instead of stopping.")
-def open_cmd(path, db, id_field, text_field, skip_bad):
+@click.option("--read-only", is_flag=True, help="Project: look without changing anything (no decisions, notes, "
+              "labels or exports; another window may have the project open meanwhile).")
+@click.option("--read-only-if-open", is_flag=True, hidden=True,
+              help="Project: read-only when another window has it open (each browser of `serve`).")
+def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_open):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
     _refuse_stream_project(db)
     try:
@@ -594,7 +598,8 @@ def open_cmd(path, db, id_field, text_field, skip_bad):
         _fail(f"the review app is unavailable ({exc})")
     try:
         options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad}
-        launch(path, db, **{k: v for k, v in options.items() if v not in (None, False, "text")})
+        launch(path, db, read_only=True if read_only else "if-open" if read_only_if_open else False,
+               **{k: v for k, v in options.items() if v not in (None, False, "text")})
     except DedupError as exc:
         _fail(str(exc))
 
