@@ -606,6 +606,38 @@ def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_o
 
 @main.command()
 @_PROJECT_ARGUMENT
+@_db_option("Project file to review")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 serves every network of this machine (no password: anyone who "
+                   "reaches the port can review).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: a free one, printed).")
+@click.option("--public-url", default=None, metavar="URL",
+              help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel).")
+@click.option("--read-only", is_flag=True, help="Every browser gets a read-only view.")
+def serve(project_path, db, host, port, public_url, read_only):
+    """Review PROJECT in a web browser: the same app, one per browser tab, served with
+    textual-serve. The first browser reviews; a second one on the same project gets a read-only
+    view that says so. Listens on 127.0.0.1 (this machine only) unless --host says otherwise."""
+    db = _the_project(project_path, db, "PROJECT [--host HOST] [--port PORT]")
+    from .ui.launch import is_project_file
+
+    if not is_project_file(db):
+        _fail(f"{db}: serve opens a project file (.db); make one with dedup-tui scan PROJECT CORPUS", 2)
+    try:  # a clear error now for a missing or damaged project, not in each browser
+        Project(db).close()
+    except DedupError as exc:
+        _fail(str(exc))
+    from .ui.serve import serve_project
+
+    try:
+        serve_project(Path(db), host, port, public_url=public_url, read_only=read_only)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+@main.command()
+@_PROJECT_ARGUMENT
 @_db_option("Project file (scanned)")
 @click.option("--threshold", type=_Fraction(0, 1), help="Threshold to report at (default: the app's current one, else 0.8).")
 @click.option("--target-precision", default=0.95, show_default=True, type=_Fraction(0, 1, min_open=True),
