@@ -64,3 +64,18 @@ def test_listening_address_and_each_browsers_command(tmp_path):
     assert shlex.split(app_command(db, read_only=False)) == [
         sys.executable, "-m", "dedup_tui", "open", str(db.resolve()), "--read-only-if-open"]
     assert shlex.split(app_command(db, read_only=True))[-1] == "--read-only"
+
+
+def test_the_readmes_browser_commands_parse_as_written():
+    from pathlib import Path
+
+    from dedup_tui.cli import main
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Review in a browser"):].split("```")[1]
+    lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
+    assert [words[1] for words in lines] == ["serve", "serve", "serve", "open"]
+    for words in lines:
+        command = main.commands[words[1]]
+        with command.make_context(words[1], words[2:]) as ctx:
+            assert (ctx.params.get("project_path") or ctx.params.get("path")) == "project.db"
