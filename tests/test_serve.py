@@ -79,3 +79,11 @@ def test_the_readmes_browser_commands_parse_as_written():
         command = main.commands[words[1]]
         with command.make_context(words[1], words[2:]) as ctx:
             assert (ctx.params.get("project_path") or ctx.params.get("path")) == "project.db"
+
+
+def test_the_browser_test_says_why_it_is_skipped(tmp_path, monkeypatch):
+    from . import browser_session
+
+    monkeypatch.setattr(browser_session, "CHROMIUM", tmp_path / "no-chromium")
+    reason = browser_session.missing()
+    assert reason.startswith(f"no {tmp_path / 'no-chromium'}") and "apt-get install chromium chromium-driver" in reason

@@ -188,3 +188,21 @@ async def test_the_palette_lists_no_refused_action(reviewed, held_elsewhere):
         titles = [title for title, _callback, _help in provider._commands()]
         assert "clusters: change sort order" in titles
         assert not any(t.startswith(("decide:", "export:")) for t in titles)
+
+
+async def test_a_read_only_window_never_scans(tmp_path, corpus):
+    """A project not scanned yet (its first window is scanning it): the read-only window says it
+    cannot scan, and writes nothing."""
+    db = tmp_path / "loaded.db"
+    project = Project(db, create=True)
+    try:
+        load_corpus(project, [corpus])
+    finally:
+        project.close()
+    before = contents(db)
+    app = create_app(db, author="viewer", read_only=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert any("read-only (a read-only view), so it cannot be scanned" in t for t in app.told), app.told
+        assert app.main.index is None
+    assert contents(db) == before
