@@ -49,12 +49,12 @@ def processes() -> list[tuple[int, int, str]]:
 
 
 class Served:
-    """`dedup-tui serve PROJECT --port 0` in its own process group; stop() ends it and checks
-    that no process of the group (the server, an app of a browser) is left."""
+    """`dedup-tui serve PROJECT --port 0` in its own process group; stop() (again: a no-op) ends
+    it and checks that no process of the group (the server, an app of a browser) is left."""
 
     def __init__(self, db: Path, *args: str, timeout: float = 60.0, env: dict | None = None):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dedup_tui", "serve", str(db), "--port", "0", *args],
+            [sys.executable, "-P", "-m", "dedup_tui", "serve", str(db), "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             env=env)
         self.output: list[str] = []
@@ -99,7 +99,7 @@ class Served:
             except ProcessLookupError:
                 pass
             self.process.wait(timeout=timeout)
-        if self.process.stdout is not None:
+        if self.process.stdout is not None and not self.process.stdout.closed:
             self.output.append(self.process.stdout.read())
             self.process.stdout.close()
         return [args for _pid, _pgid, args in left]
@@ -174,6 +174,18 @@ class Browser:
         except TimeoutException:
             raise AssertionError(f"the page never showed {wanted!r}; it shows:\n{shown[0]}") from None
         return shown[0]
+
+    def session_ended(self, timeout: float = 30.0) -> bool:
+        """Wait for the page to say its session ended (textual-serve's page marks its body -closed)."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(
+                lambda d: d.execute_script("return document.body.classList.contains('-closed')"))
+        except TimeoutException:
+            return False
+        return True
 
     def keys(self, *keys: str) -> None:
         """Type into the terminal, as a user would (xterm.js's input element has the focus)."""

@@ -62,7 +62,7 @@ def test_listening_address_and_each_browsers_command(tmp_path):
     assert page_url("0.0.0.0", 8000) == f"http://{socket.getfqdn()}:8000"  # a name other machines can use
     db = tmp_path / "a project with spaces.db"
     assert shlex.split(app_command(db, read_only=False)) == [
-        sys.executable, "-m", "dedup_tui", "open", str(db.resolve()), "--read-only-if-open"]
+        sys.executable, "-P", "-m", "dedup_tui", "open", str(db.resolve()), "--read-only-if-open"]
     assert shlex.split(app_command(db, read_only=True))[-1] == "--read-only"
 
 

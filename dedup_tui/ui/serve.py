@@ -12,14 +12,18 @@ address printed is the one the page's websocket uses.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 import signal
 import socket
 import sys
 from pathlib import Path
 
-from aiohttp import web
-from textual_serve.server import Server
+from aiohttp import WSCloseCode, web
+from textual_serve.app_service import AppService
+from textual_serve.server import Server, to_int
+
+log = logging.getLogger("textual-serve")
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -47,13 +51,30 @@ def page_url(host: str, port: int) -> str:
 
 
 def app_command(db: Path, read_only: bool) -> str:
-    """The command textual-serve runs for each browser (this Python, this dedup-tui)."""
+    """The command textual-serve runs for each browser: this Python and this dedup-tui (-P: never
+    a dedup_tui folder that happens to be in the server's working folder)."""
     mode = "--read-only" if read_only else "--read-only-if-open"
-    return shlex.join([sys.executable, "-m", "dedup_tui", "open", str(db.resolve()), mode])
+    return shlex.join([sys.executable, "-P", "-m", "dedup_tui", "open", str(db.resolve()), mode])
+
+
+class BrowserApp(AppService):
+    """One browser's app process. stop() also waits for the process to end (textual-serve's
+    returns once the app closed its output), so none outlives the server."""
+
+    async def stop(self) -> None:
+        await super().stop()
+        process = self._process
+        if process is not None and process.returncode is None:
+            try:
+                await asyncio.wait_for(process.wait(), timeout=10)
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
 
 
 class ProjectServer(Server):
-    """textual-serve's Server on a socket bound beforehand, announcing itself in one line."""
+    """textual-serve's Server on a socket bound beforehand, announcing itself in one line, and
+    closing every browser's session (its app quits) when it stops."""
 
     def __init__(self, db: Path, sock: socket.socket, public_url: str | None = None, read_only: bool = False):
         host, port = sock.getsockname()[:2]
@@ -63,11 +84,42 @@ class ProjectServer(Server):
         self.db = db
         self.sock = sock
         self.read_only = read_only
+        self.sessions: set[web.WebSocketResponse] = set()
 
     async def on_startup(self, app: web.Application) -> None:
         others = "every browser gets a read-only view" if self.read_only else \
             "the first browser reviews, the next ones get a read-only view"
         print(f"dedup-tui: serving {self.db.name} at {self.public_url} ({others}); Ctrl+C stops", flush=True)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Ctrl+C: close each browser's session; its handler then quits its app and waits for it
+        (aiohttp waits for the handlers before the loop ends)."""
+        for websocket in list(self.sessions):
+            await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"the server stopped")
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """A browser's session: textual-serve's, with its websocket known to on_shutdown and an
+        app that is waited for (BrowserApp)."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        width = to_int(request.query.get("width", "80"), 80)
+        height = to_int(request.query.get("height", "24"), 24)
+        service: BrowserApp | None = None
+        self.sessions.add(websocket)
+        try:
+            await websocket.prepare(request)
+            service = BrowserApp(self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                                 close=websocket.close, download_manager=self.download_manager, debug=self.debug)
+            await service.start(width, height)
+            await self._process_messages(websocket, service)
+        except asyncio.CancelledError:
+            await websocket.close()
+        except Exception as error:  # one browser's failure is logged; the server goes on
+            log.exception(error)
+        finally:
+            self.sessions.discard(websocket)
+            if service is not None:
+                await service.stop()
+        return websocket
 
     def serve(self, debug: bool = False) -> None:
         """Serve until Ctrl+C or SIGTERM (as Server.serve does, on our socket)."""

@@ -64,8 +64,13 @@ def test_review_in_the_browser_and_a_second_browser_is_read_only(project, tmp_pa
         first.keys("u")  # the first browser still reviews
         first.wait_for(f"Undone: keep {target}")
         assert active(project) == []
+        # Ctrl+C to the server with both pages open: their sessions end, their apps quit
+        left = served.stop()
+        assert left == [], f"processes of the server left running: {left}"
+        for browser in browsers:
+            assert browser.session_ended()
     finally:
-        left = [p for b in browsers for p in b.quit()]
-        left += served.stop()
+        left = served.stop() + [p for b in browsers for p in b.quit()]
     assert left == [], f"processes left running: {left}"
-    assert "Traceback" not in "".join(served.output), "".join(served.output)
+    said = "".join(served.output)
+    assert "Traceback" not in said and "WARNING" not in said and "ERROR" not in said, said
