@@ -672,7 +672,11 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
 @click.option("--id-field", default=None, help="Corpus: field holding the document id (as for load).")
 @click.option("--text-field", default="text", show_default=True, help="Corpus: field holding the document text.")
 @click.option("--skip-bad", is_flag=True, help="Corpus: skip bad records instead of stopping.")
-def open_cmd(path, db, id_field, text_field, skip_bad):
+@click.option("--read-only", is_flag=True, help="Project: look without changing anything (no decisions, notes, "
+              "labels or exports; another window may have the project open meanwhile).")
+@click.option("--read-only-if-open", is_flag=True, hidden=True,
+              help="Project: read-only when another window has it open (each browser of `serve`).")
+def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_open):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
     _refuse_stream_project(db)
     try:
@@ -681,9 +685,42 @@ def open_cmd(path, db, id_field, text_field, skip_bad):
         _fail(f"the review app is unavailable ({exc})")
     try:
         options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad}
-        launch(path, db, **{k: v for k, v in options.items() if v not in (None, False, "text")})
+        launch(path, db, read_only=True if read_only else "if-open" if read_only_if_open else False,
+               **{k: v for k, v in options.items() if v not in (None, False, "text")})
     except DedupError as exc:
         _fail(str(exc))
+
+
+@main.command()
+@_PROJECT_ARGUMENT
+@_db_option("Project file to review")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 serves every network of this machine (no password: anyone who "
+                   "reaches the port can review).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: a free one, printed).")
+@click.option("--public-url", default=None, metavar="URL",
+              help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel).")
+@click.option("--read-only", is_flag=True, help="Every browser gets a read-only view.")
+def serve(project_path, db, host, port, public_url, read_only):
+    """Review PROJECT in a web browser: the same app, one per browser tab, served with
+    textual-serve. The first browser reviews; a second one on the same project gets a read-only
+    view that says so. Listens on 127.0.0.1 (this machine only) unless --host says otherwise."""
+    db = _the_project(project_path, db, "PROJECT [--host HOST] [--port PORT]")
+    from .ui.launch import is_project_file
+
+    if not is_project_file(db):
+        _fail(f"{db}: serve opens a project file (.db); make one with dedup-tui scan PROJECT CORPUS", 2)
+    try:  # a clear error now for a missing or damaged project, not in each browser
+        Project(db).close()
+    except DedupError as exc:
+        _fail(str(exc))
+    from .ui.serve import serve_project
+
+    try:
+        serve_project(Path(db), host, port, public_url=public_url, read_only=read_only)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
 @main.command()

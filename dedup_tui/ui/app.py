@@ -11,7 +11,8 @@ from textual.app import App
 from ..engine import warmup
 from ..engine.decisions import default_author
 from ..engine.partial import partial_view
-from ..engine.store import AppLock, Project, acquire_app_lock
+from ..engine.store import AppLock, Project, ProjectLocked, acquire_app_lock
+from . import readonly
 from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
 from .launch import OpenSpec
@@ -28,17 +29,32 @@ class DedupApp(App):
     COMMANDS = App.COMMANDS | {ActionCommands}
     ENABLE_COMMAND_PALETTE = True
 
-    def __init__(self, spec: OpenSpec, author: str | None = None) -> None:
+    def __init__(self, spec: OpenSpec, author: str | None = None, read_only: bool | str = False) -> None:
+        """read_only: True, a read-only window (it saves nothing); "if-open", a read-only window
+        only when another dedup-tui window has the project open (`dedup-tui serve`: a second
+        browser); False, refuse then."""
         # One window per project: raises ProjectLocked (a one-line message) when another
         # dedup-tui window has it open, or a load/scan command is writing it.
-        self.project_lock: AppLock = acquire_app_lock(spec.db)
+        self.read_only: str | None = None  # why this window may not change the project (None: it may)
+        self.read_only_holder: str | None = None  # the window that has it open ("another dedup-tui window (pid ...)")
+        self.project_lock: AppLock | None = None
+        if read_only is True:
+            self.read_only = readonly.describe(spec.db, None)
+        else:
+            try:
+                self.project_lock = acquire_app_lock(spec.db)
+            except ProjectLocked as exc:
+                if read_only != "if-open" or spec.corpus:
+                    raise
+                self.read_only_holder = exc.holder or "another dedup-tui window"
+                self.read_only = readonly.describe(spec.db, self.read_only_holder)
         try:
             super().__init__()
             self.spec = spec
             self.told: list[str] = []  # the notifications shown, newest last
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
-            self.writer = ProjectWriter(self, spec.db)
+            self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
             with Project(spec.db) as project:
@@ -49,8 +65,12 @@ class DedupApp(App):
             if self.partial:
                 self.sub_title = literal_line(f"{spec.db.name} · partial view of "
                                               f"{self.partial.corpus_documents:,} documents")
+            if self.read_only is not None:
+                self.title = "dedup-tui (read-only)"
+                self.sub_title = literal_line(f"{spec.db.name} · read-only view")
         except BaseException:
-            self.project_lock.release()
+            if self.project_lock is not None:
+                self.project_lock.release()
             raise
 
     def on_mount(self) -> None:
@@ -64,6 +84,8 @@ class DedupApp(App):
             self.set_keymap(self.keymap.keys)
         if self.keymap.report():
             self.notify(self.keymap.report(), title="Keymap", severity="warning", timeout=20, markup=False)
+        if self.read_only is not None:
+            self.notify(self.read_only, title="Read-only view", severity="warning", timeout=30, markup=False)
         if self.spec.notice:
             self.notify(self.spec.notice.removeprefix("dedup-tui: "), title="First run", timeout=20, markup=False)
         if self.spec.warning:
@@ -80,11 +102,12 @@ class DedupApp(App):
                 self.review.project.close()  # the screens' connection (the writer has its own)
             self._remove_if_nothing_loaded()
         finally:
-            self.project_lock.release()
+            if self.project_lock is not None:
+                self.project_lock.release()
 
     def _remove_if_nothing_loaded(self) -> None:
         """A project made for this opening whose load failed or was cancelled is not left behind."""
-        if not self.spec.created:
+        if not self.spec.created or self.read_only is not None:
             return
         with Project(self.spec.db) as project:
             empty = not project.has_documents()
@@ -100,6 +123,26 @@ class DedupApp(App):
         del self.told[:-200]
         super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
                        markup=markup)
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Every action (a key, a footer click, the command palette) passes here: a read-only
+        window refuses, with a message, each one that would change the project."""
+        if self.read_only is not None:
+            target, name = readonly.target_of(self, action, default_namespace, namespaces)
+            change = readonly.refused_change(target, name)
+            if change is not None:
+                self.notify(readonly.refusal_message(change, self.spec.db, self.read_only_holder),
+                            severity="warning", timeout=6, markup=False)
+                return True  # handled: the key goes nowhere else
+        return await super().run_action(action, default_namespace, namespaces)
+
+    def refuses(self, action: str, default_namespace=None) -> bool:
+        """Whether this window refuses `action` (as a binding names it, e.g. "keep", "app.help"),
+        run from `default_namespace` (a screen): the footer and the palette leave it out."""
+        if self.read_only is None:
+            return False
+        target, name = readonly.target_of(self, action, default_namespace, None)
+        return readonly.refused_change(target, name) is not None
 
     def get_key_display(self, binding) -> str:
         """A key as the footer shows it, inert like every other string on screen."""
@@ -120,5 +163,6 @@ class DedupApp(App):
 def create_app(path=None, db=None, **options) -> DedupApp:
     from .launch import prepare
 
-    return DedupApp(prepare(path, db, **{k: v for k, v in options.items() if k != "author"}),
-                    author=options.get("author"))
+    own = ("author", "read_only")
+    return DedupApp(prepare(path, db, **{k: v for k, v in options.items() if k not in own}),
+                    author=options.get("author"), read_only=options.get("read_only", False))

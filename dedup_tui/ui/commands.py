@@ -19,6 +19,8 @@ class ActionCommands(Provider):
             target = self.app if act.action.startswith("app.") else screen
             if target is screen and screen.check_action(name, ()) is not True:
                 continue
+            if getattr(self.app, "refuses", None) is not None and self.app.refuses(act.action, screen):
+                continue  # a read-only window
             keys = self.app.keymap.display(act) if hasattr(self.app, "keymap") else act.display  # as remapped
             yield act.title, partial(screen.run_action, act.action), f"key: {keys}"
 

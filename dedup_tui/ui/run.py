@@ -6,12 +6,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..engine.errors import CorpusError
+from ..engine.errors import CorpusError, ProjectError
 from .app import DedupApp
-from .launch import prepare
+from .launch import is_project_file, prepare
 
 
-def launch(path: str | None = None, db: str | None = None, **load_options) -> None:
+def launch(path: str | None = None, db: str | None = None, read_only: bool | str = False, **load_options) -> None:
+    """read_only: see DedupApp (True, or "if-open": read-only when another window has it)."""
+    if read_only and (path is None or not is_project_file(path) or db is not None):
+        raise ProjectError(f"{path or 'the sample'}: a read-only view opens a project file (.db), made with "
+                           f"dedup-tui scan PROJECT CORPUS")
     try:
         spec = prepare(path, db, **load_options)
     except CorpusError as exc:
@@ -23,7 +27,7 @@ def launch(path: str | None = None, db: str | None = None, **load_options) -> No
         spec = prepare(path, db, **chosen)
     if spec.notice:  # before the app takes the screen: it is there again when the app closes
         print(spec.notice, file=sys.stderr, flush=True)
-    DedupApp(spec).run()
+    (DedupApp(spec, read_only=read_only) if read_only else DedupApp(spec)).run()
 
 
 def pick_fields(path: str | Path, problem: CorpusError, load_options: dict) -> dict | None:

@@ -68,7 +68,12 @@ def _db_file(conn: sqlite3.Connection) -> str | None:
 # Commands that only read (export, pairs, tune) never look at it.
 
 class ProjectLocked(ProjectError):
-    """Another process has the project open for writing."""
+    """Another process has the project open for writing; `holder` says which (a read-only view
+    names it: "another dedup-tui window (pid 12 on host, since ...)")."""
+
+    def __init__(self, message: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 _HELD: dict[str, "AppLock"] = {}
@@ -135,7 +140,8 @@ def acquire_app_lock(path: str | Path) -> AppLock:
     path = Path(path).resolve()
     key = _key(path)
     if key in _HELD:
-        raise ProjectLocked(f"{path.name} is already open in this dedup-tui window; one window per project")
+        raise ProjectLocked(f"{path.name} is already open in this dedup-tui window; one window per project",
+                            holder="this dedup-tui window")
     if fcntl is None:  # pragma: no cover
         lock = AppLock(path, None)
         _HELD[key] = lock
@@ -160,10 +166,10 @@ def acquire_app_lock(path: str | Path) -> AppLock:
             if owner:
                 raise ProjectLocked(
                     f"{path.name} is open in another dedup-tui window{owner}: close that window first, "
-                    f"or review a copy of the file") from None
+                    f"or review a copy of the file", holder=f"another dedup-tui window{owner}") from None
             raise ProjectLocked(
                 f"{path.name} is being written by another dedup-tui command (load or scan): "
-                f"wait for it to finish") from None
+                f"wait for it to finish", holder="another dedup-tui command (load or scan)") from None
         if not _same_file(fd, lp):  # a releasing app unlinked it between our open and flock
             os.close(fd)
             continue

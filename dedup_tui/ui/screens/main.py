@@ -39,6 +39,7 @@ from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_s
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
 from ..launch import default_export_path
+from ..readonly import open_project
 from ..state import ReviewChanged, ReviewState
 from ..text import first_fitting, literal_line, shorten_middle
 from ..diff import diff, diff_in_worker
@@ -165,7 +166,7 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="pipeline", exit_on_error=False)
     def run_pipeline(self, load: bool, scan_it: bool, view) -> None:
-        project = Project(self.spec.db, create=True)
+        project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         try:
             settings = self.spec.scan_settings or ScanSettings()
@@ -199,7 +200,8 @@ class MainScreen(Screen):
                 return
             index = self.model.compute(project, request, graph, overrides)
             self.post_message(GraphReady(graph, floor, scan_it, index))
-            self._snapshot_key = save_snapshot(project, index)
+            if not project.readonly:  # a read-only window (or file) stores nothing
+                self._snapshot_key = save_snapshot(project, index)
         except Cancelled:
             loaded = project.has_documents()
             self.post_message(PipelineStopped(

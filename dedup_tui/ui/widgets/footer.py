@@ -10,7 +10,7 @@ the ones on screen.
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.widgets import Footer
+from textual.widgets import Footer, Label
 
 
 class AppFooter(Footer):
@@ -32,14 +32,29 @@ class AppFooter(Footer):
         description, or a margin when compact) and its text."""
         return len(key_display) + len(description) + (2 if self.compact else 3)
 
+    READ_ONLY = " READ-ONLY "
+
+    def _refused(self, action: str) -> bool:
+        """A key a read-only window refuses: not offered in its footer."""
+        refuses = getattr(self.app, "refuses", None)
+        return refuses is not None and refuses(action, self.screen)
+
     def compose(self) -> ComposeResult:
         """Footer's keys, those that would run past the right edge (or under the palette entry)
-        hidden: the footer ends with a whole key, never a cut one (every key is in the help)."""
+        hidden: the footer ends with a whole key, never a cut one (every key is in the help).
+        A read-only window starts it with READ-ONLY and leaves out the keys it refuses."""
         room = self.app.size.width - (len("^p palette") + 3 if self.show_command_palette else 0)
         used = 0
+        if getattr(self.app, "read_only", None) is not None:
+            used = len(self.READ_ONLY) + 1
+            yield Label(self.READ_ONLY, id="read-only-mark")
         for widget in super().compose():
             is_key = hasattr(widget, "key_display") and hasattr(widget, "description")  # a FooterKey
             if is_key and not widget.has_class("-command-palette"):
+                if self._refused(widget.action):
+                    widget.display = False
+                    yield widget
+                    continue
                 used += self.key_width(widget.key_display, widget.description)
                 if used > room:
                     widget.display = False
@@ -49,7 +64,9 @@ class AppFooter(Footer):
         """Whether '^p palette', docked at the right, leaves every key beside it whole (it is
         drawn over the last keys otherwise; ctrl+p and the help still name it)."""
         keys = sum(self.key_width(self.app.get_key_display(b), b.description)
-                   for b in {entry[1].action: entry[1] for entry in shown}.values())
+                   for b in {entry[1].action: entry[1] for entry in shown}.values() if not self._refused(b.action))
+        if getattr(self.app, "read_only", None) is not None:
+            keys += len(self.READ_ONLY) + 1
         return keys + len("^p palette") + 3 <= self.app.size.width
 
     def _signature(self) -> tuple:
