@@ -212,9 +212,13 @@ def _project_and_files(files: tuple[str, ...], db: str | None, usage: str) -> tu
     """For a command whose arguments are files (CORPUS...): the first one is the project when it
     is one by name (.db, .sqlite, .sqlite3) or by content (a SQLite file), which no corpus file
     is; a project anywhere else among them is a usage error."""
-    from .ui.launch import is_project_file
+    from .ui.launch import PROJECT_SUFFIXES, is_project_file
 
     files = list(files)
+    if db is not None:  # every file is meant as a corpus: one that is SQLite inside cannot be read as one
+        for name in files:
+            if Path(name).suffix.lower() not in PROJECT_SUFFIXES and is_project_file(name):
+                _fail(f"{name}: is a SQLite file (a project?), not a corpus file; nothing was loaded", 1)
     given = files.pop(0) if files and is_project_file(files[0]) else None
     for name in files:
         if is_project_file(name):

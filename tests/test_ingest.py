@@ -467,7 +467,7 @@ def test_project_left_by_failed_load_into_new_db_does_not_exist_but_existing_emp
 
 # -- arbitrary bytes ---------------------------------------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _pieces = st.sampled_from([b'{"id":"a","text":"x"}', b'{"text":1}', b'{"id":null,"text":"y"}', b"id,text", b'"q"',
@@ -478,6 +478,7 @@ _corpus_bytes = st.one_of(st.binary(max_size=200), st.lists(_pieces, max_size=30
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_corpus_bytes, suffix=st.sampled_from([".jsonl", ".csv", ".tsv", ".txt"]), skip_bad=st.booleans())
+@example(data=b"SQLite format 3\x00" + bytes(30), suffix=".jsonl", skip_bad=False)  # (found by hypothesis)
 def test_arbitrary_bytes_load_or_fail_on_one_line(tmp_path_factory, data, suffix, skip_bad):
     tmp = tmp_path_factory.mktemp("fuzz")
     path = tmp / f"corpus{suffix}"
