@@ -179,6 +179,11 @@ def test_full_flag_and_an_exhaustive_last_scan(tmp_path):
         # nothing new: a scan is a full one, as before
         r = pipeline.scan(project, LSH)
         assert not r.incremental and r.full_reason == ""
+        # --method auto on a corpus this small: a full rescan would compare every pair
+        load(project, tmp_path, "fourth", [{"id": "late", "text": docs[0]["text"] + " and more"}])
+        r = pipeline.scan(project, pipeline.ScanSettings(floor=0.5))
+        assert not r.incremental and r.method == "exhaustive"
+        assert r.full_reason == "a corpus this small is compared exhaustively (--method auto)"
 
 
 def test_decisions_labels_and_notes_carry_over(tmp_path):
@@ -308,3 +313,30 @@ def test_new_exact_copies_prefer_an_old_first_copy():
     got = incremental.new_exact_of(old_ords, hash_prefixes([hashes[o] for o in old_ords]), new_ords, new_hashes,
                                    hash_prefixes, lambda ords: {int(o): hashes[int(o)] for o in ords})
     assert got.tolist() == [-1, 2, 6, -1]
+
+
+def test_a_schema_4_project_scanned_before_is_scanned_in_full_once(tmp_path):
+    """A project of the schema before the kept keys (4) is migrated with empty key tables; its
+    next scan with new documents is a full one, which keeps the keys for the one after."""
+    import sqlite3
+
+    docs = families(20, (2, 5), 30, seed=12)
+    path = tmp_path / "p.db"
+    with Project(path, create=True) as project:
+        load(project, tmp_path, "first", docs[:60])
+        pipeline.scan(project, LSH)
+    with sqlite3.connect(path) as conn:  # as schema 4 left it
+        conn.execute("DROP TABLE scan_keys")
+        conn.execute("DROP TABLE scan_band_keys")
+        conn.execute("DELETE FROM meta WHERE key = 'scan_keys'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+    with Project(path) as project:
+        assert project.get_meta("migrated_from") == "4"
+        assert project.conn.execute("SELECT count(*) FROM scan_keys").fetchone() == (0,)
+        load(project, tmp_path, "second", docs[60:80])
+        r = pipeline.scan(project, LSH)
+        assert not r.incremental and r.full_reason == "the last scan kept no band keys (made by an older dedup-tui)"
+        load(project, tmp_path, "third", docs[80:])
+        assert pipeline.scan(project, LSH).incremental
+        assert_same(stored(project), full_rescan_of(tmp_path, project))

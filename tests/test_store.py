@@ -39,7 +39,7 @@ def test_the_project_file_reads_as_a_sqlite_utils_database(project):
             {"kind": "note", "doc_id": "doc_C", "other_id": None, "value": "check the source", "author": "ben",
              "batch": 1},
         ]
-        assert db["meta"].get("schema_version")["value"] == "4"
+        assert db["meta"].get("schema_version")["value"] == "5"
         assert db["documents"].count == len(NEAR_CORPUS)
 
 
@@ -102,7 +102,7 @@ def test_a_migration_adds_columns_through_sqlite_utils_and_keeps_the_rows(projec
                 for r in review.decision_rows(migrated.db)] == [("note", "doc_C", "kept through the upgrade", "ana",
                                                                  None)]
         assert migrated.db["documents"].count_where("checksum IS NOT NULL") == len(NEAR_CORPUS)
-        assert migrated.get_meta("migrated_from") == "3" and migrated.get_meta("schema_version") == "4"
+        assert migrated.get_meta("migrated_from") == "3" and migrated.get_meta("schema_version") == "5"
 
 
 def test_meta_goes_through_sqlite_utils(project):

@@ -74,9 +74,7 @@ def find_pairs(
         return empty
     method = settings.method
     if method == "auto":
-        avg_len = float(lengths[reps].mean())
-        work = n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
-        method = "exhaustive" if work <= EXHAUSTIVE_WORK_LIMIT else "lsh"
+        method = "exhaustive" if _work(n_reps, float(lengths[reps].mean())) <= EXHAUSTIVE_WORK_LIMIT else "lsh"
     result.method = method
     if method == "exhaustive":
         return _exhaustive_pairs(project, reps, lengths, settings, control, result)
@@ -85,6 +83,12 @@ def find_pairs(
         return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept)
     finally:
         threads.close()
+
+
+def _work(n_reps: int, avg_len: float) -> float:
+    """What comparing every pair costs (pairs x average length): auto compares exhaustively up
+    to EXHAUSTIVE_WORK_LIMIT."""
+    return n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
 
 
 def _exhaustive_pairs(project, reps, lengths, settings, control, result):
@@ -351,7 +355,7 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
             t_keys = time.perf_counter()
             write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
                             [kept.band_keys[band] for band in range(result.bands)],
-                            _keys_meta(settings, result, len(exact_of)))
+                            _keys_meta(settings, result, len(exact_of), int(lengths[reps].sum())))
             result.timings["keep_keys"] = time.perf_counter() - t_keys
         else:
             forget_scan_keys(conn)
@@ -364,10 +368,10 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
         project.finish_run(run_id, "complete", result.timings, result.counts())
 
 
-def _keys_meta(settings: ScanSettings, result: ScanResult, documents: int) -> dict:
+def _keys_meta(settings: ScanSettings, result: ScanResult, documents: int, length_sum: int) -> dict:
     return {"version": incremental.KEYS_VERSION, "documents": documents, "representatives": result.representatives,
             "k": settings.k, "num_perm": settings.num_perm, "seed": settings.seed, "bands": result.bands,
-            "rows": result.rows}
+            "rows": result.rows, "length_sum": length_sum}
 
 
 def _scan_added(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
@@ -409,6 +413,13 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
     new_rep_hashes = hash_prefixes([h for h, e in zip(new_hashes, exact_new.tolist()) if e < 0])
     result.representatives = len(old_rows) + len(new_reps)
     result.method, result.bands, result.rows = "lsh", banding.bands, banding.rows
+    length_sum = int(meta.get("length_sum", -1))
+    if length_sum < 0:
+        raise incremental.FullScanNeeded("the stored band keys do not say their documents' lengths")
+    length_sum += int(new_lengths[exact_new < 0].sum())
+    if settings.method == "auto" and _work(result.representatives, length_sum / result.representatives) \
+            <= EXHAUSTIVE_WORK_LIMIT:
+        raise incremental.FullScanNeeded("a corpus this small is compared exhaustively (--method auto)")
     timings["exact"] = time.perf_counter() - t0
 
     lengths = np.zeros(n, np.int64)
@@ -442,10 +453,10 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
             chunk_id = max(c[0] for c in chunks_stored) + 1
             nibbles_new = band_keys.pop()
             write_scan_keys(conn, chunk_id, bits, new_reps, new_rep_hashes, nibbles_new, band_keys,
-                            _keys_meta(settings, result, n))
+                            _keys_meta(settings, result, n, length_sum))
         else:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_META, json.dumps(
-                _keys_meta(settings, result, n))))
+                _keys_meta(settings, result, n, length_sum))))
         result.pairs = len(all_a)
         control.report("write", len(a), len(a))
         timings["write"] = time.perf_counter() - t0

@@ -64,7 +64,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 4 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 5 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -126,7 +126,7 @@ def test_newer_project_is_refused_with_a_clear_message(scanned):
     with sqlite3.connect(scanned) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     before = [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))]
-    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 4\\); upgrade"):
+    with pytest.raises(ProjectError, match="made by a newer dedup-tui \\(schema 99, this one reads 5\\); upgrade"):
         Project(scanned)
     for args in (["scan", "--db", scanned], ["export", "--db", scanned, "--threshold", "0.9", "--out",
                                               scanned.with_name("x.jsonl")], ["open", scanned]):

@@ -241,24 +241,9 @@ def valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
 #
 # A scan by LSH keeps, per representative document (first copy of its text), what comparing a
 # later document against it needs without reading its text again: its band keys, the 4-bit
-# agreement prefilter's nibbles and its exact hash's first 8 bytes. The tables are created by
-# the first scan that writes them (a project without them is scanned in full next time).
+# agreement prefilter's nibbles and its exact hash's first 8 bytes (tables scan_keys and
+# scan_band_keys; a project without them is scanned in full next time).
 
-SCAN_KEYS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS scan_keys (
-    chunk INTEGER PRIMARY KEY,      -- 0: the full scan's documents; 1, 2...: each incremental scan's new ones
-    index_bits INTEGER NOT NULL,    -- low bits of every band key replaced by the document's row in the chunk
-    ords BLOB NOT NULL,             -- int64 ord per row (representatives, ascending)
-    hashes BLOB NOT NULL,           -- uint64: first 8 bytes of each row's exact_hash
-    nibbles BLOB NOT NULL           -- uint64 (rows, num_perm / 16): low 4 bits of every MinHash minimum
-);
-CREATE TABLE IF NOT EXISTS scan_band_keys (
-    chunk INTEGER NOT NULL,
-    band INTEGER NOT NULL,
-    keys BLOB NOT NULL,             -- uint64 per row, sorted: band key with its low index_bits = the row
-    PRIMARY KEY (chunk, band)
-) WITHOUT ROWID;
-"""
 SCAN_KEYS_META = "scan_keys"
 
 
@@ -314,9 +299,6 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
     stored chunk (a full scan). `meta` (JSON) says which scan and documents they are of."""
     import json
 
-    for stmt in SCAN_KEYS_SCHEMA.split(";\n"):
-        if stmt.strip():
-            conn.execute(stmt)
     if chunk == 0:
         conn.execute("DELETE FROM scan_keys")
         conn.execute("DELETE FROM scan_band_keys")
