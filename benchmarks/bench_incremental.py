@@ -4,7 +4,8 @@
     python benchmarks/bench_incremental.py --kind realplus --docs 841708 --add 10000
 
 The corpus (benchmarks/corpora.py, N + M documents) is split into its first N documents (the
-scanned project) and its last M (the new load). One project is loaded with the N documents and
+scanned project) and its last M (the new load; --shuffle: M drawn at random, so that the new
+documents fall into the corpus's families). One project is loaded with the N documents and
 scanned (a full scan, which keeps the band keys), then the M are loaded; a copy of that file
 is scanned in full again (`--full`), the project itself incrementally. Both scans run in this
 process, one after the other, with the compiled kernels already loaded (a first full scan runs
@@ -83,6 +84,8 @@ def main() -> None:
     ap.add_argument("--add", type=int, default=2_000, help="documents added (M)")
     ap.add_argument("--floor", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shuffle", action="store_true",
+                    help="add M documents drawn at random from the corpus (seeded), not its last M")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--dir", help="working folder (default: a temporary one, removed)")
     ap.add_argument("--out-md", help="also write the report here")
@@ -92,6 +95,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         records = corpora.generate(args.kind, args.docs + args.add, args.seed)
+        if args.shuffle:
+            import random
+
+            random.Random(args.seed).shuffle(records)
         old_file, new_file = work / "old.jsonl", work / "new.jsonl"
         corpora.write_jsonl(records[: args.docs], old_file)
         corpora.write_jsonl(records[args.docs:], new_file)
@@ -125,7 +132,7 @@ def main() -> None:
         reps = added.representatives
 
         lines = [f"`python benchmarks/bench_incremental.py --kind {args.kind} --docs {args.docs} --add {args.add} "
-                 f"--floor {args.floor}`", "",
+                 f"--floor {args.floor}{' --shuffle' if args.shuffle else ''}`", "",
                  f"### {args.kind}: {n_old:,} documents scanned, then {n_new:,} added (floor {args.floor}, "
                  f"LSH {added.bands}x{added.rows})", "",
                  "| scan | documents | wall s | " + " | ".join(STAGES) + " | candidates | verified | pairs |",

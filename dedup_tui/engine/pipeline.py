@@ -297,8 +297,7 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
         project.mark_interrupted(project.interrupted_runs("scan"))
         result = ScanResult()
         reason = "--full" if full else _reuse_problem(project, settings)
-        params = asdict(settings) | {"incremental": reason is None}
-        run_id = project.start_run("scan", params)
+        run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
         try:
             if reason is None:
@@ -322,6 +321,13 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     return result
 
 
+def _first_copies(exact_of: np.ndarray) -> int:
+    """How many documents have exact copies (the exact groups)."""
+    has_copies = np.zeros(len(exact_of), np.bool_)
+    has_copies[exact_of[exact_of >= 0]] = True
+    return int(has_copies.sum())
+
+
 def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     return incremental.reuse_problem(project.scan_state, project.scan_params(), scan_keys_meta(project), settings,
@@ -336,7 +342,7 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
     exact_of, lengths, rep_hashes = exact_groups_with_hashes(project)
     result.documents = len(exact_of)
     result.exact_duplicates = int((exact_of >= 0).sum())
-    result.exact_groups = int(len(np.unique(exact_of[exact_of >= 0]))) if result.exact_duplicates else 0
+    result.exact_groups = _first_copies(exact_of)
     reps = np.flatnonzero(exact_of < 0)
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
@@ -405,21 +411,19 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
     exact_of = np.concatenate([old_exact, exact_new])
     result.documents = n
     result.exact_duplicates = int((exact_of >= 0).sum())
-    first_copies = np.zeros(n, np.bool_)
-    first_copies[exact_of[exact_of >= 0]] = True
-    result.exact_groups = int(first_copies.sum())
-    del first_copies
+    result.exact_groups = _first_copies(exact_of)
     new_reps = new_ords[exact_new < 0]
     new_rep_hashes = hash_prefixes([h for h, e in zip(new_hashes, exact_new.tolist()) if e < 0])
     result.representatives = len(old_rows) + len(new_reps)
     result.method, result.bands, result.rows = "lsh", banding.bands, banding.rows
     length_sum = int(meta.get("length_sum", -1))
-    if length_sum < 0:
-        raise incremental.FullScanNeeded("the stored band keys do not say their documents' lengths")
-    length_sum += int(new_lengths[exact_new < 0].sum())
-    if settings.method == "auto" and _work(result.representatives, length_sum / result.representatives) \
-            <= EXHAUSTIVE_WORK_LIMIT:
-        raise incremental.FullScanNeeded("a corpus this small is compared exhaustively (--method auto)")
+    if length_sum >= 0:
+        length_sum += int(new_lengths[exact_new < 0].sum())
+    if settings.method == "auto":  # as the full rescan would choose
+        if length_sum < 0:
+            raise incremental.FullScanNeeded("the stored band keys do not say their documents' lengths")
+        if _work(result.representatives, length_sum / result.representatives) <= EXHAUSTIVE_WORK_LIMIT:
+            raise incremental.FullScanNeeded("a corpus this small is compared exhaustively (--method auto)")
     timings["exact"] = time.perf_counter() - t0
 
     lengths = np.zeros(n, np.int64)
@@ -555,9 +559,10 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
 
     survivors = []
-    for found, generated in threads.map(band_job, ((b,) for b in range(banding.bands)), control):
+    for band, (found, generated) in enumerate(threads.map(band_job, ((b,) for b in range(banding.bands)), control)):
         survivors.append(found)
         result.candidates += generated
+        control.report("candidates", banding.bands + band + 1, 2 * banding.bands)
     control.check()
     timings["candidates.pairs"] = time.perf_counter() - t0 - timings["candidates.match"] - timings["candidates.rows"]
     found = np.concatenate(survivors) if survivors else np.empty(0, np.int64)
