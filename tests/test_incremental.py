@@ -276,8 +276,8 @@ def test_added_band_survivors_matches_its_reference():
         sig = rng.randint(0, 3, size=(n, perms)).astype(np.uint32)  # few values: many agreements
         packed = lsh.pack_nibbles(sig)
         assert packed.shape == (n, words)
-        high = rng.randint(0, 3, size=(bands, n)).astype(np.uint64)
-        high[rng.rand(bands, n) < 0.2] = incremental.UNKNOWN
+        bucket = rng.randint(0, 3, size=(bands, n)).astype(np.int32)
+        bucket[rng.rand(bands, n) < 0.2] = incremental.NO_BUCKET
         usable = rng.rand(bands, m) < 0.7
         # runs: each a few new rows first, then a few old ones
         runs, members = [], []
@@ -292,13 +292,13 @@ def test_added_band_survivors_matches_its_reference():
         band = rng.randint(0, bands)
         min_agree = rng.randint(0, perms + 1)
         want = incremental.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
-                                                          min_agree, high, usable, band, n)
+                                                          min_agree, bucket, usable, band, n)
         got = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):  # a small buffer: resumed many times
             out = np.empty(3, np.int64)
             written = incremental.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
-                                                       min_agree, high, usable, band, n, out, resume)
+                                                       min_agree, bucket, usable, band, n, out, resume)
             got += out[:written].tolist()
         assert got == want, trial
 

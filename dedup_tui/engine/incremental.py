@@ -40,7 +40,7 @@ import numpy as np
 from ._jit import kernel, popcount64
 
 KEYS_VERSION = 1
-UNKNOWN = np.uint64(0xFFFFFFFFFFFFFFFF)  # no band key known: never equal to a key's high bits
+NO_BUCKET = -1  # an old row's bucket in a band where it shares none with a new row
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
 
 
@@ -201,20 +201,20 @@ def _agreement(packed, x, y, perms):
 
 
 @kernel
-def _reported_earlier(high, usable, x, y, band):
+def _reported_earlier(bucket, usable, x, y, band):
     for c in range(band):
-        if usable[c, x] and high[c, x] == high[c, y]:
+        if usable[c, x] and bucket[c, x] == bucket[c, y]:
             return True
     return False
 
 
 @kernel
-def added_band_survivors(members, run_start, run_len, run_new, packed, perms, min_agree, high, usable, band,
+def added_band_survivors(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band,
                          n, out, resume):
     """Pairs of one band's usable buckets with a new member (run_new[r] new rows first in each
-    run, x < m), agreeing in >= min_agree nibbles and reported by no earlier band (high: (bands,
-    rows) high key bits, UNKNOWN where not known; usable: (bands, m) whether the new row's
-    bucket there is usable), as x * n + y into out; resume = [run, i, j] as in
+    run, x < m), agreeing in >= min_agree nibbles and reported by no earlier band (bucket:
+    (bands, rows) each row's bucket, NO_BUCKET where it is in none with a new row; usable:
+    (bands, m) whether the new row's bucket there is usable), as x * n + y into out; resume = [run, i, j] as in
     kernels.band_survivors. Returns the number written."""
     written = 0
     capacity = out.shape[0]
@@ -228,7 +228,7 @@ def added_band_survivors(members, run_start, run_len, run_new, packed, perms, mi
                 y = members[s + j]
                 if _agreement(packed, x, y, perms) < min_agree:
                     continue
-                if band and _reported_earlier(high, usable, x, y, band):
+                if band and _reported_earlier(bucket, usable, x, y, band):
                     continue
                 if written == capacity:
                     resume[0], resume[1], resume[2] = r, i, j
@@ -239,7 +239,7 @@ def added_band_survivors(members, run_start, run_len, run_new, packed, perms, mi
     return written
 
 
-def added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms, min_agree, high, usable,
+def added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable,
                                    band, n) -> list[int]:
     """Plain Python twin of added_band_survivors (all at once), for the tests."""
     out = []
@@ -252,7 +252,7 @@ def added_band_survivors_reference(members, run_start, run_len, run_new, packed,
                 nibbles_y = [(int(packed[y, p // 16]) >> (4 * (p % 16))) & 15 for p in range(perms)]
                 if sum(a == b for a, b in zip(nibbles_x, nibbles_y)) < min_agree:
                     continue
-                if any(usable[c, x] and high[c, x] == high[c, y] for c in range(band)):
+                if any(usable[c, x] and bucket[c, x] == bucket[c, y] for c in range(band)):
                     continue
                 out.append(x * n + y)
     return out

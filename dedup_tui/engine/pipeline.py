@@ -486,7 +486,7 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
     mask = np.uint64((1 << bits) - 1)
     bases = np.cumsum([0] + [len(c[2]) for c in chunks_stored])
     chunk_of = {c[0]: (int(bases[i]), c[1]) for i, c in enumerate(chunks_stored)}
-    matches, new_high, stored_keys = [], [], []
+    matches, stored_keys = [], []
     for band in range(banding.bands):
         control.check()
         keys = lsh.band_keys(signed.signatures, band, banding.rows)
@@ -500,7 +500,6 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
                                       settings.max_bucket)
         del stored
         matches.append(match)
-        new_high.append(high)
         mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
         mine.sort()
         stored_keys.append(mine)
@@ -526,17 +525,18 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
         old_nibbles[lo:hi] = c[4][involved[lo:hi] - bases[i]]
     packed = np.concatenate([new_packed, old_nibbles])
     del old_nibbles
-    # high_keys[band, row]: the high bits of the row's key in that band, where known (a new row,
-    # or an old one in a bucket with a new one there); usable[band, new row]: its bucket there
+    # bucket[band, row]: the row's bucket in that band where known (a new row, or an old one in
+    # a bucket with a new one there; else NO_BUCKET); usable[band, new row]: its bucket there
     # reports its pairs.
-    high_keys = np.full((banding.bands, n_rows), incremental.UNKNOWN, np.uint64)
+    bucket = np.full((banding.bands, n_rows), incremental.NO_BUCKET, np.int32)
     usable = np.zeros((banding.bands, m), np.bool_)
     runs = []
     for band, mt in enumerate(matches):
-        high_keys[band, :m] = new_high[band]
+        bucket_of_new = np.repeat(np.arange(len(mt.start), dtype=np.int32), mt.new_count)
+        bucket[band, mt.order] = bucket_of_new
         local = row_of_old[mt.old_rows]
-        high_keys[band, local] = mt.high[mt.old_bucket]
-        usable[band, mt.order] = np.repeat(mt.usable, mt.new_count)
+        bucket[band, local] = mt.old_bucket
+        usable[band, mt.order] = mt.usable[bucket_of_new]
         runs.append(mt.runs(local))
         matches[band] = None
     del matches, row_of_old
@@ -553,7 +553,7 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
                 break
             out = np.empty(BAND_BUFFER, np.int64)
             written = incremental.added_band_survivors(members, run_start, run_len, run_new, packed,
-                                                       settings.num_perm, min_agree, high_keys, usable, band,
+                                                       settings.num_perm, min_agree, bucket, usable, band,
                                                        n_rows, out, resume)
             parts.append(out[:written].copy())
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
