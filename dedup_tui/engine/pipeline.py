@@ -22,10 +22,11 @@ from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM
 from .sketch import SKETCH_BINS, matches_needed
 from .similarity import all_pairs_at_least
 from .store import Project, transaction
-from .store.scans import (SCAN_KEYS_META, documents_from, documents_version, exact_groups, exact_groups_with_hashes,
+from .store.scans import (documents_from, documents_version, exact_groups, exact_groups_with_hashes,
                           exact_hashes_of, forget_scan_keys, hash_prefixes, load_graph, merge_pairs, read_band_keys,
                           read_exact_array, read_forest, read_pair_arrays, read_scan_key_chunks, read_texts, scan_keys_meta,
-                          valid_pairs, write_added_scan_result, write_scan_keys, write_scan_result)
+                          set_scan_keys_meta, valid_pairs, write_added_scan_result, write_scan_keys,
+                          write_scan_result)
 
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_K", "DEFAULT_MAX_BUCKET", "DEFAULT_NUM_PERM", "DEFAULT_SEED", "METHODS",
            "EXHAUSTIVE_WORK_LIMIT", "ScanResult", "ScanSettings", "SettingsError", "exact_groups", "find_pairs",
@@ -452,15 +453,13 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
             raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
                                f"would leave them unscanned, so it was not kept. Scan again.")
         write_added_scan_result(conn, exact_of, first_new, a, b, j, all_a, all_b, all_j, forest)
+        keys_meta = _keys_meta(settings, result, n, length_sum)
         if new_chunk is not None:
-            bits, band_keys = new_chunk
-            chunk_id = max(c[0] for c in chunks_stored) + 1
-            nibbles_new = band_keys.pop()
-            write_scan_keys(conn, chunk_id, bits, new_reps, new_rep_hashes, nibbles_new, band_keys,
-                            _keys_meta(settings, result, n, length_sum))
-        else:
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_META, json.dumps(
-                _keys_meta(settings, result, n, length_sum))))
+            bits, band_keys, nibbles = new_chunk
+            write_scan_keys(conn, max(c[0] for c in chunks_stored) + 1, bits, new_reps, new_rep_hashes, nibbles,
+                            band_keys, keys_meta)
+        else:  # every new document is an exact copy: no keys to add
+            set_scan_keys_meta(conn, keys_meta)
         result.pairs = len(all_a)
         control.report("write", len(a), len(a))
         timings["write"] = time.perf_counter() - t0
@@ -470,8 +469,8 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
 
 
 def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads):
-    """Verified pairs (ord a < ord b) with a new representative, and the new chunk of scan keys
-    (index_bits, [band keys..., nibbles])."""
+    """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
+    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
     from . import kernels  # compiled kernels: loaded only when a scan needs them
 
     timings = result.timings
@@ -587,4 +586,4 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
     verified = verify(text, rows, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=False))
     result.verified = verified.compared
     timings["verify"] = time.perf_counter() - t0
-    return verified.a, verified.b, verified.jaccard, (bits, stored_keys + [new_packed])
+    return verified.a, verified.b, verified.jaccard, (bits, stored_keys, new_packed)

@@ -7,6 +7,7 @@ batched as measured (see insert_pairs), not through sqlite-utils.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
@@ -297,8 +298,6 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
                     band_keys: list[np.ndarray], meta: dict) -> None:
     """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
     stored chunk (a full scan). `meta` (JSON) says which scan and documents they are of."""
-    import json
-
     if chunk == 0:
         conn.execute("DELETE FROM scan_keys")
         conn.execute("DELETE FROM scan_band_keys")
@@ -307,6 +306,11 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
                   np.ascontiguousarray(nibbles).astype("<u8").tobytes()))
     conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)",
                      ((chunk, b, k.astype("<u8").tobytes()) for b, k in enumerate(band_keys)))
+    set_scan_keys_meta(conn, meta)
+
+
+def set_scan_keys_meta(conn, meta: dict) -> None:
+    """Which scan and documents the stored scan keys are of (JSON in meta)."""
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_META, json.dumps(meta)))
 
 
@@ -321,8 +325,6 @@ def forget_scan_keys(conn) -> None:
 
 
 def scan_keys_meta(project: Project) -> dict | None:
-    import json
-
     raw = project.get_meta(SCAN_KEYS_META)
     if not raw:
         return None
