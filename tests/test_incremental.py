@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from dedup_tui.engine import decisions, incremental, lsh, pipeline, tune
+from dedup_tui.engine import decisions, incremental, incremental_kernels, lsh, pipeline, tune
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays
@@ -291,13 +291,13 @@ def test_added_band_survivors_matches_its_reference():
         run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
         band = rng.randint(0, bands)
         min_agree = rng.randint(0, perms + 1)
-        want = incremental.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
+        want = incremental_kernels.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
                                                           min_agree, bucket, usable, band, n)
         got = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):  # a small buffer: resumed many times
             out = np.empty(3, np.int64)
-            written = incremental.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
+            written = incremental_kernels.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
                                                        min_agree, bucket, usable, band, n, out, resume)
             got += out[:written].tolist()
         assert got == want, trial

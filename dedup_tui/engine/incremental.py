@@ -17,7 +17,7 @@ agreement prefilter); and the first 8 bytes of its exact hash. An incremental sc
   full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair in its first usable shared band only
-  (`reported_earlier`; a dense family of thousands of near copies is enumerated once per
+  (incremental_kernels.added_band_survivors, compiled: this module imports no numba; a dense family of thousands of near copies is enumerated once per
   band, not verified once per band);
 - verifies the survivors exactly (scanning.verify, component by component, with the sketch
   test there instead of in the bands: the same pair-wise test on the same texts).
@@ -37,11 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import kernel, popcount64
-
 KEYS_VERSION = 1
 NO_BUCKET = -1  # an old row's bucket in a band where it shares none with a new row
-_NIBBLE_LOW = np.uint64(0x1111111111111111)
 
 
 class FullScanNeeded(Exception):
@@ -187,72 +184,3 @@ class BandMatch:
             first = np.searchsorted(self.old_bucket, self.old_bucket, "left")
             members[run_start[pos_in_use] + n_new[pos_in_use] + (np.arange(len(old_local)) - first)] = old_local
         return members, run_start, run_len, n_new
-
-
-@kernel
-def _agreement(packed, x, y, perms):
-    differ = 0
-    for w in range(packed.shape[1]):
-        v = packed[x, w] ^ packed[y, w]
-        v |= v >> np.uint64(1)
-        v |= v >> np.uint64(2)
-        differ += popcount64(v & _NIBBLE_LOW)
-    return perms - differ
-
-
-@kernel
-def _reported_earlier(bucket, usable, x, y, band):
-    for c in range(band):
-        if usable[c, x] and bucket[c, x] == bucket[c, y]:
-            return True
-    return False
-
-
-@kernel
-def added_band_survivors(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band,
-                         n, out, resume):
-    """Pairs of one band's usable buckets with a new member (run_new[r] new rows first in each
-    run, x < m), agreeing in >= min_agree nibbles and reported by no earlier band (bucket:
-    (bands, rows) each row's bucket, NO_BUCKET where it is in none with a new row; usable:
-    (bands, m) whether the new row's bucket there is usable), as x * n + y into out; resume = [run, i, j] as in
-    kernels.band_survivors. Returns the number written."""
-    written = 0
-    capacity = out.shape[0]
-    r0, i0, j0 = resume[0], resume[1], resume[2]
-    for r in range(r0, run_start.shape[0]):
-        s = run_start[r]
-        m = run_len[r]
-        for i in range(i0 if r == r0 else 0, run_new[r]):
-            x = members[s + i]
-            for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
-                y = members[s + j]
-                if _agreement(packed, x, y, perms) < min_agree:
-                    continue
-                if band and _reported_earlier(bucket, usable, x, y, band):
-                    continue
-                if written == capacity:
-                    resume[0], resume[1], resume[2] = r, i, j
-                    return written
-                out[written] = x * n + y
-                written += 1
-    resume[0], resume[1], resume[2] = run_start.shape[0], 0, 0
-    return written
-
-
-def added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable,
-                                   band, n) -> list[int]:
-    """Plain Python twin of added_band_survivors (all at once), for the tests."""
-    out = []
-    for s, m, nn in zip(run_start.tolist(), run_len.tolist(), run_new.tolist()):
-        for i in range(nn):
-            x = int(members[s + i])
-            for j in range(i + 1, m):
-                y = int(members[s + j])
-                nibbles_x = [(int(packed[x, p // 16]) >> (4 * (p % 16))) & 15 for p in range(perms)]
-                nibbles_y = [(int(packed[y, p // 16]) >> (4 * (p % 16))) & 15 for p in range(perms)]
-                if sum(a == b for a, b in zip(nibbles_x, nibbles_y)) < min_agree:
-                    continue
-                if any(usable[c, x] and bucket[c, x] == bucket[c, y] for c in range(band)):
-                    continue
-                out.append(x * n + y)
-    return out

@@ -471,7 +471,7 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
 def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
     the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
-    from . import kernels  # compiled kernels: loaded only when a scan needs them
+    from . import incremental_kernels, kernels  # compiled kernels: loaded only when a scan needs them
 
     timings = result.timings
     m = len(new_reps)
@@ -551,7 +551,7 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
             if control.cancel.is_set():
                 break
             out = np.empty(BAND_BUFFER, np.int64)
-            written = incremental.added_band_survivors(members, run_start, run_len, run_new, packed,
+            written = incremental_kernels.added_band_survivors(members, run_start, run_len, run_new, packed,
                                                        settings.num_perm, min_agree, bucket, usable, band,
                                                        n_rows, out, resume)
             parts.append(out[:written].copy())
