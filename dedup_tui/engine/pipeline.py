@@ -30,7 +30,7 @@ from .store.scans import (documents_from, documents_version, exact_groups, exact
 
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_K", "DEFAULT_MAX_BUCKET", "DEFAULT_NUM_PERM", "DEFAULT_SEED", "METHODS",
            "EXHAUSTIVE_WORK_LIMIT", "ScanResult", "ScanSettings", "SettingsError", "exact_groups", "find_pairs",
-           "load_graph", "scan", "write_scan_result"]
+           "last_scan_settings", "load_graph", "scan", "write_scan_result"]
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
 EXHAUSTIVE_WORK_LIMIT = 3e8
@@ -327,6 +327,25 @@ def _first_copies(exact_of: np.ndarray) -> int:
     has_copies = np.zeros(len(exact_of), np.bool_)
     has_copies[exact_of[exact_of >= 0]] = True
     return int(has_copies.sum())
+
+
+def last_scan_settings(project: Project) -> ScanSettings | None:
+    """The settings of the project's last scan (None: not scanned), so that scanning it again
+    where nobody chose settings (the app) keeps them and can be incremental. A last scan that
+    compared every pair gives `auto`: a bigger corpus may need LSH."""
+    params = project.scan_params()
+    if not params:
+        return None
+    try:
+        settings = ScanSettings(k=int(params["k"]), floor=float(params["floor"]),
+                                method="lsh" if params.get("method") == "lsh" else "auto",
+                                num_perm=int(params.get("num_perm", DEFAULT_NUM_PERM)),
+                                seed=int(params.get("seed", DEFAULT_SEED)),
+                                max_bucket=int(params.get("max_bucket", DEFAULT_MAX_BUCKET)))
+        settings.validate()
+    except (KeyError, TypeError, ValueError, SettingsError):
+        return None
+    return settings
 
 
 def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:

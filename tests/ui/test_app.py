@@ -1060,3 +1060,31 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
         assert results[0].new_documents == len(docs) - len(docs) // 2
         assert app.main.index.counts.documents == len(docs)
         assert shown(app) == engine_numbers(db, app.main.threshold, "components")
+
+
+async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path, monkeypatch):
+    """Opened without scan settings on a project scanned at floor 0.6 with documents loaded
+    since: the app scans with the last scan's settings, incrementally, and its floor stays."""
+    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.ingest import load_corpus
+
+    docs = corpus_docs()
+    db = tmp_path / "p.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
+        pipeline.scan(project, pipeline.ScanSettings(floor=0.6, method="lsh", seed=3))
+        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
+    results = []
+    real_scan = pipeline.scan
+
+    def recording_scan(*args, **kwargs):
+        results.append(real_scan(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    app = create_app(db, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert len(results) == 1 and results[0].incremental, results[0].full_reason
+    with Project(db) as project:
+        assert project.scan_params()["floor"] == 0.6 and project.scan_params()["seed"] == 3
