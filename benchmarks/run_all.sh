@@ -39,4 +39,10 @@ if [ "${FULL:-1}" = 1 ]; then  # the scaling issue's sizes (~20 min; datasketch 
   run long 100000 0.8 --peers rensa
   run long 100000 0.5 --peers rensa
 fi
+# Adding documents to a scanned project: incremental scan against a full rescan (issue 24).
+"$PY" benchmarks/bench_incremental.py --out-md "$R/incremental-families-100000+2000-0.5.md"
+if [ "${FULL:-1}" = 1 ]; then
+  "$PY" benchmarks/bench_incremental.py --kind realplus --docs 841708 --add 10000 \
+      --out-md "$R/incremental-realplus-841708+10000-0.5.md"
+fi
 "$PY" benchmarks/summarize.py > /dev/null

@@ -166,9 +166,9 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
         progress.close()
 
 
-def _scan(project: Project, settings: pipeline.ScanSettings, control: Control) -> pipeline.ScanResult:
+def _scan(project: Project, settings: pipeline.ScanSettings, control: Control, full: bool = False) -> pipeline.ScanResult:
     control = warmup.prepare(project, settings, control)  # first run only: alongside the kernels' compiling
-    return pipeline.scan(project, settings, control)
+    return pipeline.scan(project, settings, control, full=full)
 
 
 def _open_project(db: str, create: bool = False) -> Project:
@@ -342,16 +342,22 @@ def _no_project_among(references, usage: str) -> None:
 @click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
 @click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
+@click.option("--full", is_flag=True, help="Compare every document again, even when only documents loaded since the last scan need it.")
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
-def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_field, text_field, skip_bad, references):
+def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad,
+         references):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
     Given CORPUS files after it, loads them into the project first (created if needed), as
     `load` does, in the same run: `dedup-tui scan notes.db notes.jsonl`. Files after
     --reference are loaded as references (matched, never removed, never exported):
     `dedup-tui scan P.db train/*.jsonl --reference evals/*.jsonl`.
+
+    Documents loaded into a scanned project are scanned incrementally: compared with one
+    another and with the scanned documents only, with the same result as a full rescan
+    (--full forces one; so do settings other than the last scan's).
     """
     db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
     _no_project_among(references, "PROJECT [CORPUS]... --reference FILE...")
@@ -366,7 +372,12 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, corpus, id_f
                    f"nothing of it was kept, scanning again from the start", err=True)
     settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
                                      workers=workers, max_bucket=max_bucket)
-    r = _run(_scan, project, settings)
+    r = _run(_scan, project, settings, full=full)
+    if r.incremental:
+        click.echo(f"incremental scan: {r.new_documents:,} new documents compared with one another and with the "
+                   f"{r.documents - r.new_documents:,} scanned before")
+    elif r.full_reason and not full:
+        click.echo(f"full scan: {r.full_reason}")
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
     click.echo(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "

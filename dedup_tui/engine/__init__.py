@@ -18,7 +18,8 @@ without cycles and never use each other's underscore names):
   kernels (their compiled twins, numba; _jit sets numba up, kernel_cache and warmup compile
   them ahead of a first scan, warmup_job is that separate process)
 - the scan: scanning (settings, counters, threads, candidate pairs and exact verification, shared
-  by both scans), pipeline (the local scan), ray_scan (the same on a Ray cluster), scandir and
+  by both scans), pipeline (the local scan), incremental (a scan of the documents loaded since
+  the last one, equal to a full rescan; incremental_kernels its compiled kernel), ray_scan (the same on a Ray cluster), scandir and
   partial (a cluster scan imported as a project, a partial view of its corpus)
 - the review's semantics: cluster (clusters at any threshold, both policies), decisions (the
   reviewer's decisions over them, keep rules, the curated export with its logs), export (writing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class Banding:
         return candidate_probability(similarity, self.bands, self.rows)
 
 
+@functools.lru_cache(maxsize=64)
 def choose_banding(
     threshold: float,
     num_perm: int,
@@ -42,7 +44,8 @@ def choose_banding(
     fp_weight: float = FALSE_POSITIVE_WEIGHT,
 ) -> Banding:
     """bands x rows <= num_perm minimising weighted false positives below the threshold
-    and false negatives above it (the integrals of the S-curve)."""
+    and false negatives above it (the integrals of the S-curve). (Cached: the same settings
+    always give the same banding.)"""
     if not 0.0 < threshold <= 1.0:
         raise ValueError("threshold must be in (0, 1]")
     best: tuple[float, int, int] | None = None

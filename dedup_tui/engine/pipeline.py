@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import lsh
+from . import incremental, lsh
 from .errors import Cancelled, ProjectError
 from .minhash import MinHasher
 from .normalize import normalize
@@ -17,16 +17,20 @@ from .partial import refuse_local_rescan
 from .progress import Control
 from .shingle import batches_by_length, shingle_sets
 from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, METHODS,
-                       PREFILTER_TAIL, SKETCH_TAIL, CandidatePairs, ScanCounts, ScanSettings, SettingsError, Threads,
+                       CHUNK_DOCS, PREFILTER_TAIL, SKETCH_TAIL, CandidatePairs, ScanCounts, ScanSettings, SettingsError, Threads,
                        VerifyPlan, chunks, concat_csr, sketch_rows_of, verify)
 from .sketch import SKETCH_BINS, matches_needed
 from .similarity import all_pairs_at_least
 from .store import Project, transaction
-from .store.scans import documents_version, exact_groups, load_graph, read_texts, write_scan_result
+from .store.scans import (documents_from, documents_version, exact_groups, exact_groups_with_hashes,
+                          exact_hashes_of, forget_scan_keys, hash_prefixes, load_graph, merge_pairs, read_band_keys,
+                          read_exact_array, read_forest, read_pair_arrays, read_scan_key_chunks, read_texts, scan_keys_meta,
+                          set_scan_keys_meta, valid_pairs, write_added_scan_result, write_scan_keys,
+                          write_scan_result)
 
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_K", "DEFAULT_MAX_BUCKET", "DEFAULT_NUM_PERM", "DEFAULT_SEED", "METHODS",
            "EXHAUSTIVE_WORK_LIMIT", "ScanResult", "ScanSettings", "SettingsError", "exact_groups", "find_pairs",
-           "load_graph", "scan", "write_scan_result"]
+           "last_scan_settings", "load_graph", "scan", "write_scan_result"]
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
 EXHAUSTIVE_WORK_LIMIT = 3e8
@@ -37,6 +41,18 @@ BAND_BUFFER = 1 << 21
 @dataclass
 class ScanResult(ScanCounts):
     method: str = ""  # exhaustive or lsh (auto decides by the work)
+    incremental: bool = False  # only the documents loaded since the last scan were compared
+    new_documents: int = 0  # (incremental) documents loaded since the last scan
+    full_reason: str = ""  # why a scan of a scanned project with new documents compared everything
+
+
+class _Kept:
+    """What a full LSH scan keeps for the incremental scans after it (incremental.py)."""
+
+    def __init__(self):
+        self.band_keys: dict[int, np.ndarray] = {}
+        self.nibbles: np.ndarray | None = None
+        self.index_bits = 0
 
 
 # -- reading texts ---------------------------------------------------------------------------
@@ -48,9 +64,10 @@ def _shingle_set_job(project: Project, ords: np.ndarray, k: int) -> tuple[np.nda
 
 def find_pairs(
     project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
-    result: ScanResult,
+    result: ScanResult, kept: _Kept | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents."""
+    """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
+    (by LSH: its band keys and nibbles into `kept`, when given)."""
     n_reps = len(reps)
     empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if n_reps < 2:
@@ -58,17 +75,21 @@ def find_pairs(
         return empty
     method = settings.method
     if method == "auto":
-        avg_len = float(lengths[reps].mean())
-        work = n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
-        method = "exhaustive" if work <= EXHAUSTIVE_WORK_LIMIT else "lsh"
+        method = "exhaustive" if _work(n_reps, float(lengths[reps].mean())) <= EXHAUSTIVE_WORK_LIMIT else "lsh"
     result.method = method
     if method == "exhaustive":
         return _exhaustive_pairs(project, reps, lengths, settings, control, result)
     threads = Threads(settings.workers or os.cpu_count() or 1)
     try:
-        return _lsh_pairs(project, reps, lengths, settings, control, result, threads)
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept)
     finally:
         threads.close()
+
+
+def _work(n_reps: int, avg_len: float) -> float:
+    """What comparing every pair costs (pairs x average length): auto compares exhaustively up
+    to EXHAUSTIVE_WORK_LIMIT."""
+    return n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
 
 
 def _exhaustive_pairs(project, reps, lengths, settings, control, result):
@@ -96,7 +117,7 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
     return reps[ia], reps[ib], j
 
 
-def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None):
     from . import kernels  # compiled kernels: loaded only when a scan needs them
 
     timings = result.timings
@@ -107,7 +128,11 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads):
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    survivors = _BandCandidates(signed, banding, settings, control, kernels).collect(threads, result)
+    bands = _BandCandidates(signed, banding, settings, control, kernels, kept)
+    survivors = bands.collect(threads, result)
+    if kept is not None:
+        kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
+    del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
     # Every pair is reported by one band (by several only after a skipped bucket): the merge
@@ -166,8 +191,9 @@ class _BandCandidates:
     each bucket applies the 4-bit agreement prefilter and reports a pair only in the first
     band that reports it (so the bands' survivors hardly overlap), then the sketch test."""
 
-    def __init__(self, signed: _Signed, banding, settings, control, kernels):
+    def __init__(self, signed: _Signed, banding, settings, control, kernels, kept: _Kept | None = None):
         self.signed, self.banding, self.settings, self.control, self.kernels = signed, banding, settings, control, kernels
+        self.kept = kept
         self.n = n = len(signed.signatures)
         self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         self.needed = matches_needed(settings.floor, SKETCH_TAIL)
@@ -203,6 +229,8 @@ class _BandCandidates:
         keys &= ~self.index_mask
         keys |= self.doc_index
         keys.sort()
+        if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
+            self.kept.band_keys[band] = keys.copy()
         order = (keys & self.index_mask).astype(np.int64)
         keys >>= self.index_bits
         boundary = np.empty(n, dtype=bool)
@@ -241,8 +269,14 @@ class _BandCandidates:
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
 
 
-def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None) -> ScanResult:
+def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None,
+         full: bool = False) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
+
+    When documents were loaded since a scan by LSH with the same settings, only they are
+    compared (with one another and with the scanned documents; incremental.py): the result
+    is a full rescan's. `full` compares everything again; so does a scan whose settings differ
+    (result.full_reason says why).
 
     On cancellation (Cancelled) or any error nothing is written: the project keeps its
     previous scan (or none).
@@ -258,47 +292,317 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
     # Refused while a review app in another process has the project open; held until the end.
     project.check_writable("scanned")
     guard = WriteGuard(project.path).acquire()
-    # A scan killed mid-way left only its 'running' row (its results are written in one
-    # transaction at the end): record it as interrupted; this scan starts from scratch.
-    project.mark_interrupted(project.interrupted_runs("scan"))
-    run_id = project.start_run("scan", asdict(settings))
-    result = ScanResult()
-    t_start = time.perf_counter()
     try:
-        t0 = time.perf_counter()
-        control.report("exact", 0, 0)
-        documents_before = documents_version(project)
-        exact_of, lengths = exact_groups(project)
-        result.documents = len(exact_of)
-        result.exact_duplicates = int((exact_of >= 0).sum())
-        result.exact_groups = int(len(np.unique(exact_of[exact_of >= 0]))) if result.exact_duplicates else 0
-        reps = np.flatnonzero(exact_of < 0)
-        result.representatives = len(reps)
-        result.timings["exact"] = time.perf_counter() - t0
-        a, b, j = find_pairs(project, reps, lengths, settings, control, result)
-        control.check()
-        t0 = time.perf_counter()
-        control.report("write", 0, len(a))
-        with transaction(project.conn):
-            conn = project.conn
-            if documents_version(project) != documents_before:
-                raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
-                                   f"would leave them unscanned, so it was not kept. Scan again.")
-            write_scan_result(conn, exact_of, a, b, j)
-            result.pairs = len(a)
-            control.report("write", len(a), len(a))
-            result.timings["write"] = time.perf_counter() - t0
-            result.timings["total"] = time.perf_counter() - t_start
-            params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
-            project.set_meta(scan_state="complete", scan_params=json.dumps(params))
-            project.finish_run(run_id, "complete", result.timings, result.counts())
-    except (Cancelled, KeyboardInterrupt):
-        project.finish_run(run_id, "cancelled", result.timings, result.counts())
-        raise
-    except BaseException:
-        project.finish_run(run_id, "failed", result.timings, result.counts())
-        raise
+        # A scan killed mid-way left only its 'running' row (its results are written in one
+        # transaction at the end): record it as interrupted; this scan starts from scratch.
+        project.mark_interrupted(project.interrupted_runs("scan"))
+        result = ScanResult()
+        reason = "--full" if full else _reuse_problem(project, settings)
+        run_id = project.start_run("scan", asdict(settings))
+        t_start = time.perf_counter()
+        try:
+            if reason is None:
+                try:
+                    _scan_added(project, settings, control, result, t_start, run_id)
+                    return result
+                except incremental.FullScanNeeded as exc:
+                    reason = str(exc)
+                    result = ScanResult()
+            if project.scan_state == "stale":
+                result.full_reason = reason or ""
+            _scan_all(project, settings, control, result, t_start, run_id)
+        except (Cancelled, KeyboardInterrupt):
+            project.finish_run(run_id, "cancelled", result.timings, result.counts())
+            raise
+        except BaseException:
+            project.finish_run(run_id, "failed", result.timings, result.counts())
+            raise
     finally:
         guard.release()
     return result
 
+
+def _first_copies(exact_of: np.ndarray) -> int:
+    """How many documents have exact copies (the exact groups)."""
+    has_copies = np.zeros(len(exact_of), np.bool_)
+    has_copies[exact_of[exact_of >= 0]] = True
+    return int(has_copies.sum())
+
+
+def last_scan_settings(project: Project) -> ScanSettings | None:
+    """The settings of the project's last scan (None: not scanned), so that scanning it again
+    where nobody chose settings (the app) keeps them and can be incremental. A last scan that
+    compared every pair gives `auto`: a bigger corpus may need LSH."""
+    params = project.scan_params()
+    if not params:
+        return None
+    try:
+        settings = ScanSettings(k=int(params["k"]), floor=float(params["floor"]),
+                                method="lsh" if params.get("method") == "lsh" else "auto",
+                                num_perm=int(params.get("num_perm", DEFAULT_NUM_PERM)),
+                                seed=int(params.get("seed", DEFAULT_SEED)),
+                                max_bucket=int(params.get("max_bucket", DEFAULT_MAX_BUCKET)))
+        settings.validate()
+    except (KeyError, TypeError, ValueError, SettingsError):
+        return None
+    return settings
+
+
+def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    return incremental.reuse_problem(project.scan_state, project.scan_params(), scan_keys_meta(project), settings,
+                                     banding, project.next_ord())
+
+
+def _scan_all(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
+              run_id: int) -> None:
+    t0 = time.perf_counter()
+    control.report("exact", 0, 0)
+    documents_before = documents_version(project)
+    exact_of, lengths, rep_hashes = exact_groups_with_hashes(project)
+    result.documents = len(exact_of)
+    result.exact_duplicates = int((exact_of >= 0).sum())
+    result.exact_groups = _first_copies(exact_of)
+    reps = np.flatnonzero(exact_of < 0)
+    result.representatives = len(reps)
+    result.timings["exact"] = time.perf_counter() - t0
+    kept = _Kept()
+    a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept)
+    control.check()
+    t0 = time.perf_counter()
+    control.report("write", 0, len(a))
+    with transaction(project.conn):
+        conn = project.conn
+        if documents_version(project) != documents_before:
+            raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                               f"would leave them unscanned, so it was not kept. Scan again.")
+        write_scan_result(conn, exact_of, a, b, j)
+        if result.method == "lsh" and kept.nibbles is not None:
+            t_keys = time.perf_counter()
+            write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
+                            [kept.band_keys[band] for band in range(result.bands)],
+                            _keys_meta(settings, result, len(exact_of), int(lengths[reps].sum())))
+            result.timings["keep_keys"] = time.perf_counter() - t_keys
+        else:
+            forget_scan_keys(conn)
+        result.pairs = len(a)
+        control.report("write", len(a), len(a))
+        result.timings["write"] = time.perf_counter() - t0
+        result.timings["total"] = time.perf_counter() - t_start
+        params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
+        project.set_meta(scan_state="complete", scan_params=json.dumps(params))
+        project.finish_run(run_id, "complete", result.timings, result.counts())
+
+
+def _keys_meta(settings: ScanSettings, result: ScanResult, documents: int, length_sum: int) -> dict:
+    return {"version": incremental.KEYS_VERSION, "documents": documents, "representatives": result.representatives,
+            "k": settings.k, "num_perm": settings.num_perm, "seed": settings.seed, "bands": result.bands,
+            "rows": result.rows, "length_sum": length_sum}
+
+
+def _scan_added(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
+                run_id: int) -> None:
+    """The incremental scan (incremental.py): the documents from the stored keys' `documents`
+    on, against one another and the scanned ones. Raises FullScanNeeded when the stored scan
+    cannot be extended to a full rescan's result."""
+    result.incremental = True
+    timings = result.timings
+    t0 = time.perf_counter()
+    control.report("exact", 0, 0)
+    documents_before = documents_version(project)
+    meta = scan_keys_meta(project) or {}
+    first_new = int(meta["documents"])
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    words = -(-settings.num_perm // 16)
+    chunks_stored = read_scan_key_chunks(project, words)
+    old_exact = read_exact_array(project, first_new)
+    if not chunks_stored or old_exact is None:
+        raise incremental.FullScanNeeded("the stored band keys cannot be read")
+    old_rows = np.concatenate([c[2] for c in chunks_stored])
+    if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any():
+        raise incremental.FullScanNeeded("the stored band keys do not match the scanned documents")
+    new_ords, new_hashes, new_lengths = documents_from(project, first_new)
+    n = first_new + len(new_ords)
+    if len(new_ords) == 0 or new_ords[0] != first_new or new_ords[-1] != n - 1:
+        raise incremental.FullScanNeeded("the documents are not the scanned ones followed by new ones")
+    result.new_documents = len(new_ords)
+    exact_new = incremental.new_exact_of(old_rows, np.concatenate([c[3] for c in chunks_stored]), new_ords,
+                                         new_hashes, hash_prefixes, lambda o: exact_hashes_of(project, o))
+    exact_of = np.concatenate([old_exact, exact_new])
+    result.documents = n
+    result.exact_duplicates = int((exact_of >= 0).sum())
+    result.exact_groups = _first_copies(exact_of)
+    new_reps = new_ords[exact_new < 0]
+    new_rep_hashes = hash_prefixes([h for h, e in zip(new_hashes, exact_new.tolist()) if e < 0])
+    result.representatives = len(old_rows) + len(new_reps)
+    result.method, result.bands, result.rows = "lsh", banding.bands, banding.rows
+    length_sum = int(meta.get("length_sum", -1))
+    if length_sum >= 0:
+        length_sum += int(new_lengths[exact_new < 0].sum())
+    if settings.method == "auto":  # as the full rescan would choose
+        if length_sum < 0:
+            raise incremental.FullScanNeeded("the stored band keys do not say their documents' lengths")
+        if _work(result.representatives, length_sum / result.representatives) <= EXHAUSTIVE_WORK_LIMIT:
+            raise incremental.FullScanNeeded("a corpus this small is compared exhaustively (--method auto)")
+    timings["exact"] = time.perf_counter() - t0
+
+    lengths = np.zeros(n, np.int64)
+    lengths[new_ords] = new_lengths
+    new_chunk = None
+    a = b = np.empty(0, np.int64)
+    j = np.empty(0, np.float64)
+    if len(new_reps):
+        threads = Threads(settings.workers or os.cpu_count() or 1)
+        try:
+            a, b, j, new_chunk = _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding,
+                                              control, result, threads)
+        finally:
+            threads.close()
+    control.check()
+
+    t0 = time.perf_counter()
+    control.report("write", 0, len(a))
+    packed = read_pair_arrays(project)
+    if packed is None or not valid_pairs(first_new, *packed):
+        raise incremental.FullScanNeeded("the stored pairs cannot be read")
+    all_a, all_b, all_j, forest = merge_pairs(packed, (a, b, j), n, read_forest(project, len(packed[0])))
+    with transaction(project.conn):
+        conn = project.conn
+        if documents_version(project) != documents_before:
+            raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                               f"would leave them unscanned, so it was not kept. Scan again.")
+        write_added_scan_result(conn, exact_of, first_new, a, b, j, all_a, all_b, all_j, forest)
+        keys_meta = _keys_meta(settings, result, n, length_sum)
+        if new_chunk is not None:
+            bits, band_keys, nibbles = new_chunk
+            write_scan_keys(conn, max(c[0] for c in chunks_stored) + 1, bits, new_reps, new_rep_hashes, nibbles,
+                            band_keys, keys_meta)
+        else:  # every new document is an exact copy: no keys to add
+            set_scan_keys_meta(conn, keys_meta)
+        result.pairs = len(all_a)
+        control.report("write", len(a), len(a))
+        timings["write"] = time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - t_start
+        project.set_meta(scan_state="complete")
+        project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
+
+
+def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads):
+    """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
+    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
+    from . import incremental_kernels, kernels  # compiled kernels: loaded only when a scan needs them
+
+    timings = result.timings
+    m = len(new_reps)
+    t0 = time.perf_counter()
+    signed = _Signed(project, new_reps, lengths, settings, control, threads, kernels)
+    new_packed = lsh.pack_nibbles(signed.signatures)
+    timings["signatures"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    bits = incremental.index_bits(len(old_rows) + m)
+    mask = np.uint64((1 << bits) - 1)
+    bases = np.cumsum([0] + [len(c[2]) for c in chunks_stored])
+    chunk_of = {c[0]: (int(bases[i]), c[1]) for i, c in enumerate(chunks_stored)}
+    matches, stored_keys = [], []
+    for band in range(banding.bands):
+        control.check()
+        keys = lsh.band_keys(signed.signatures, band, banding.rows)
+        high = keys >> np.uint64(bits)
+        t_read = time.perf_counter()
+        stored = read_band_keys(project, band)
+        timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
+        if sorted(stored) != sorted(chunk_of):
+            raise incremental.FullScanNeeded("the stored band keys are incomplete")
+        match = incremental.BandMatch(high, [(k, *chunk_of[c]) for c, k in sorted(stored.items())], bits,
+                                      settings.max_bucket)
+        del stored
+        matches.append(match)
+        mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
+        mine.sort()
+        stored_keys.append(mine)
+        result.oversized_buckets += len(match.oversized)
+        if len(match.oversized):
+            result.largest_bucket = max(result.largest_bucket, int(match.oversized.max()))
+            result.skipped_candidates += int((match.oversized * (match.oversized - 1) // 2).sum())
+        control.report("candidates", band + 1, 2 * banding.bands)
+    timings["candidates.match"] = time.perf_counter() - t0
+    # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
+    in_bucket = np.zeros(len(old_rows), np.bool_)
+    for mt in matches:
+        in_bucket[mt.old_rows] = True
+    involved = np.flatnonzero(in_bucket)
+    row_of_old = np.cumsum(in_bucket, dtype=np.int64)
+    row_of_old += m - 1
+    del in_bucket
+    n_rows = m + len(involved)
+    timings["involved_old"] = len(involved)
+    old_nibbles = np.empty((len(involved), new_packed.shape[1]), np.uint64)
+    for i, c in enumerate(chunks_stored):
+        lo, hi = np.searchsorted(involved, [bases[i], bases[i + 1]])
+        old_nibbles[lo:hi] = c[4][involved[lo:hi] - bases[i]]
+    packed = np.concatenate([new_packed, old_nibbles])
+    del old_nibbles
+    # bucket[band, row]: the row's bucket in that band where known (a new row, or an old one in
+    # a bucket with a new one there; else NO_BUCKET); usable[band, new row]: its bucket there
+    # reports its pairs.
+    bucket = np.full((banding.bands, n_rows), incremental.NO_BUCKET, np.int32)
+    usable = np.zeros((banding.bands, m), np.bool_)
+    runs = []
+    for band, mt in enumerate(matches):
+        bucket_of_new = np.repeat(np.arange(len(mt.start), dtype=np.int32), mt.new_count)
+        bucket[band, mt.order] = bucket_of_new
+        local = row_of_old[mt.old_rows]
+        bucket[band, local] = mt.old_bucket
+        usable[band, mt.order] = mt.usable[bucket_of_new]
+        runs.append(mt.runs(local))
+        matches[band] = None
+    del matches, row_of_old
+    min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+    timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]
+
+    def band_job(band):
+        members, run_start, run_len, run_new = runs[band]
+        generated = int((run_new * (run_len - run_new) + run_new * (run_new - 1) // 2).sum())
+        parts = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(run_start):
+            if control.cancel.is_set():
+                break
+            out = np.empty(BAND_BUFFER, np.int64)
+            written = incremental_kernels.added_band_survivors(members, run_start, run_len, run_new, packed,
+                                                       settings.num_perm, min_agree, bucket, usable, band,
+                                                       n_rows, out, resume)
+            parts.append(out[:written].copy())
+        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
+
+    survivors = []
+    for band, (found, generated) in enumerate(threads.map(band_job, ((b,) for b in range(banding.bands)), control)):
+        survivors.append(found)
+        result.candidates += generated
+        control.report("candidates", banding.bands + band + 1, 2 * banding.bands)
+    control.check()
+    timings["candidates.pairs"] = time.perf_counter() - t0 - timings["candidates.match"] - timings["candidates.rows"]
+    found = np.concatenate(survivors) if survivors else np.empty(0, np.int64)
+    del survivors
+    row_ords = np.concatenate([new_reps, old_rows[involved]])
+    x, y = row_ords[found // n_rows], row_ords[found % n_rows]
+    pa, pb = np.minimum(x, y), np.maximum(x, y)
+    del x, y, found
+    timings["candidates"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    old_in_pairs = np.unique(pa[pa < new_reps[0]])
+    text = kernels.TextBuffer.concat(
+        [kernels.normalized_buffer(read_texts(project, old_in_pairs[s:s + CHUNK_DOCS // 4]))
+         for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)] + [signed.text])
+    timings["old_texts"] = time.perf_counter() - t0
+    rows = np.concatenate([old_in_pairs, new_reps])
+    n_verify = len(rows)
+    pairs = CandidatePairs([np.searchsorted(rows, pa) * n_verify + np.searchsorted(rows, pb)], n_verify)
+    result.prefiltered = result.candidates - pairs.count
+    del signed
+    verified = verify(text, rows, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=False))
+    result.verified = verified.compared
+    timings["verify"] = time.perf_counter() - t0
+    return verified.a, verified.b, verified.jaccard, (bits, stored_keys, new_packed)

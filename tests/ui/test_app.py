@@ -1028,3 +1028,63 @@ async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
     assert not started.is_set()
+
+
+async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
+    """Opening a scanned project with documents loaded since: the app's scan is the engine's
+    incremental one (the same function as the CLI's), and the view shows every document."""
+    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.ui.app import DedupApp
+    from dedup_tui.ui.launch import OpenSpec
+
+    docs = corpus_docs()
+    db = tmp_path / "p.db"
+    settings = pipeline.ScanSettings(floor=0.5, method="lsh")
+    with Project(db, create=True) as project:
+        load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
+        pipeline.scan(project, settings)
+        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
+    results = []
+    real_scan = pipeline.scan
+
+    def recording_scan(*args, **kwargs):
+        results.append(real_scan(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    app = DedupApp(OpenSpec(db, scan_settings=settings), author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert len(results) == 1 and results[0].incremental, results[0].full_reason
+        assert results[0].new_documents == len(docs) - len(docs) // 2
+        assert app.main.index.counts.documents == len(docs)
+        assert shown(app) == engine_numbers(db, app.main.threshold, "components")
+
+
+async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path, monkeypatch):
+    """Opened without scan settings on a project scanned at floor 0.6 with documents loaded
+    since: the app scans with the last scan's settings, incrementally, and its floor stays."""
+    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.ingest import load_corpus
+
+    docs = corpus_docs()
+    db = tmp_path / "p.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
+        pipeline.scan(project, pipeline.ScanSettings(floor=0.6, method="lsh", seed=3))
+        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
+    results = []
+    real_scan = pipeline.scan
+
+    def recording_scan(*args, **kwargs):
+        results.append(real_scan(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    app = create_app(db, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert len(results) == 1 and results[0].incremental, results[0].full_reason
+    with Project(db) as project:
+        assert project.scan_params()["floor"] == 0.6 and project.scan_params()["seed"] == 3

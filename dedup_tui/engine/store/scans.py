@@ -7,6 +7,7 @@ batched as measured (see insert_pairs), not through sqlite-utils.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
@@ -235,3 +236,187 @@ def valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
         return False
     key = a * n + b
     return bool((key[1:] > key[:-1]).all())
+
+
+# -- what an incremental scan keeps of the scanned documents ------------------------------------
+#
+# A scan by LSH keeps, per representative document (first copy of its text), what comparing a
+# later document against it needs without reading its text again: its band keys, the 4-bit
+# agreement prefilter's nibbles and its exact hash's first 8 bytes (tables scan_keys and
+# scan_band_keys; a project without them is scanned in full next time).
+
+SCAN_KEYS_META = "scan_keys"
+
+
+def hash_prefixes(hashes: list[str]) -> np.ndarray:
+    """The first 16 hex digits of each exact_hash as a uint64 (vectorised)."""
+    if not hashes:
+        return np.empty(0, np.uint64)
+    raw = np.frombuffer("".join(h[:16] for h in hashes).encode("ascii"), np.uint8).reshape(-1, 16)
+    digits = np.where(raw >= ord("a"), raw - (ord("a") - 10), raw - ord("0")).astype(np.uint64)
+    out = np.zeros(len(hashes), np.uint64)
+    for i in range(16):
+        out <<= np.uint64(4)
+        out |= digits[:, i]
+    return out
+
+
+def exact_groups_with_hashes(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """exact_groups and the hash prefix (hash_prefixes) of every representative, in ord order."""
+    n = project.next_ord()
+    exact_of = np.full(n, -1, dtype=np.int64)
+    lengths = np.zeros(n, dtype=np.int64)
+    first: dict[str, int] = {}
+    for o, h, length in project.conn.execute("SELECT ord, exact_hash, length FROM documents ORDER BY ord"):
+        lengths[o] = length
+        f = first.setdefault(h, o)
+        if f != o:
+            exact_of[o] = f
+    return exact_of, lengths, hash_prefixes(list(first))  # a dict keeps insertion (ord) order
+
+
+def documents_from(project: Project, start: int) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(ords, exact hashes, lengths) of the documents from ord `start` on."""
+    rows = project.conn.execute("SELECT ord, exact_hash, length FROM documents WHERE ord >= ? ORDER BY ord",
+                                (start,)).fetchall()
+    ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    lengths = np.fromiter((r[2] for r in rows), np.int64, len(rows))
+    return ords, [r[1] for r in rows], lengths
+
+
+def exact_hashes_of(project: Project, ords) -> dict[int, str]:
+    out: dict[int, str] = {}
+    ords = [int(o) for o in ords]
+    for s in range(0, len(ords), 500):
+        chunk = ords[s:s + 500]
+        out.update(project.conn.execute(
+            f"SELECT ord, exact_hash FROM documents WHERE ord IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+    return out
+
+
+def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray,
+                    band_keys: list[np.ndarray], meta: dict) -> None:
+    """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
+    stored chunk (a full scan). `meta` (JSON) says which scan and documents they are of."""
+    if chunk == 0:
+        conn.execute("DELETE FROM scan_keys")
+        conn.execute("DELETE FROM scan_band_keys")
+    conn.execute("INSERT INTO scan_keys(chunk, index_bits, ords, hashes, nibbles) VALUES (?, ?, ?, ?, ?)",
+                 (chunk, index_bits, ords.astype("<i8").tobytes(), hashes.astype("<u8").tobytes(),
+                  np.ascontiguousarray(nibbles).astype("<u8").tobytes()))
+    conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)",
+                     ((chunk, b, k.astype("<u8").tobytes()) for b, k in enumerate(band_keys)))
+    set_scan_keys_meta(conn, meta)
+
+
+def set_scan_keys_meta(conn, meta: dict) -> None:
+    """Which scan and documents the stored scan keys are of (JSON in meta)."""
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_META, json.dumps(meta)))
+
+
+def forget_scan_keys(conn) -> None:
+    """A scan that keeps no keys (the exhaustive comparison) drops those of an earlier one."""
+    try:
+        conn.execute("DELETE FROM scan_keys")
+        conn.execute("DELETE FROM scan_band_keys")
+    except sqlite3.OperationalError:
+        pass
+    conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_META,))
+
+
+def scan_keys_meta(project: Project) -> dict | None:
+    raw = project.get_meta(SCAN_KEYS_META)
+    if not raw:
+        return None
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def read_scan_key_chunks(project: Project, words: int) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """[(chunk, index_bits, ords, hash prefixes, nibbles (rows, words))] in chunk order; empty
+    when none is stored or they are not what a scan wrote."""
+    try:
+        rows = project.conn.execute(
+            "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    out = []
+    for chunk, bits, ords, hashes, nibbles in rows:
+        if not all(isinstance(x, bytes) for x in (ords, hashes, nibbles)) or len(ords) % 8 or len(ords) != len(hashes):
+            return []
+        n = len(ords) // 8
+        if len(nibbles) != n * words * 8:
+            return []
+        out.append((int(chunk), int(bits), np.frombuffer(ords, "<i8").astype(np.int64, copy=False),
+                    np.frombuffer(hashes, "<u8").astype(np.uint64, copy=False),
+                    np.frombuffer(nibbles, "<u8").astype(np.uint64, copy=False).reshape(n, words)))
+    return out
+
+
+def read_band_keys(project: Project, band: int) -> dict[int, np.ndarray]:
+    """{chunk: its sorted band keys} of one band."""
+    rows = project.conn.execute("SELECT chunk, keys FROM scan_band_keys WHERE band = ?", (band,)).fetchall()
+    return {int(c): np.frombuffer(k, "<u8").astype(np.uint64, copy=False) for c, k in rows if isinstance(k, bytes)}
+
+
+def stored_scan_key_bytes(project: Project) -> int:
+    """Bytes of the stored scan keys (their blobs)."""
+    try:
+        a = project.conn.execute("SELECT coalesce(sum(length(ords) + length(hashes) + length(nibbles)), 0) "
+                                 "FROM scan_keys").fetchone()[0]
+        b = project.conn.execute("SELECT coalesce(sum(length(keys)), 0) FROM scan_band_keys").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    return int(a) + int(b)
+
+
+def read_forest(project: Project, n_pairs: int) -> np.ndarray | None:
+    """The stored maximum spanning forest (sorted indices into the stored pairs), or None."""
+    try:
+        row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+        return None
+    forest = np.frombuffer(row[0], "<i8").astype(np.int64)
+    if len(forest) and (forest.min() < 0 or forest.max() >= n_pairs or (np.diff(forest) <= 0).any()):
+        return None
+    return forest
+
+
+def merge_pairs(old: tuple[np.ndarray, np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray, np.ndarray],
+                n_docs: int, old_forest: np.ndarray | None):
+    """(a, b, j, forest): the stored pairs (sorted by a, b) with new ones (none of them stored)
+    in their places, and the maximum spanning forest of all of them. The forest is that of the
+    old forest's edges and the new pairs: edges are strictly ordered (weight, then position,
+    and the old edges keep their order), so an edge outside the old forest closes a cycle of
+    better edges, which it still does (cluster.maximum_spanning_forest)."""
+    old_a, old_b, old_j = old
+    order = np.argsort(new[0] * n_docs + new[1], kind="stable")
+    na, nb, nj = new[0][order], new[1][order], new[2][order]
+    at = np.searchsorted(old_a * n_docs + old_b, na * n_docs + nb)
+    a, b, j = np.insert(old_a, at, na), np.insert(old_b, at, nb), np.insert(old_j, at, nj)
+    if old_forest is None:
+        return a, b, j, _spanning_forest(n_docs, a, b, j)
+    edges = np.union1d(old_forest + np.searchsorted(at, old_forest, "right"), at + np.arange(len(at)))
+    forest = edges[_spanning_forest(n_docs, a[edges], b[edges], j[edges])]
+    forest.sort()
+    return a, b, j, forest
+
+
+def write_added_scan_result(conn, exact_of: np.ndarray, first_new: int, new_a: np.ndarray, new_b: np.ndarray,
+                            new_j: np.ndarray, a: np.ndarray, b: np.ndarray, j: np.ndarray,
+                            forest: np.ndarray) -> None:
+    """An incremental scan's result (inside the caller's transaction): exact_of of the documents
+    from `first_new` on, their verified pairs (new_a, new_b, new_j) added to `pairs`, and the
+    packed copies rewritten from every pair (a, b, j sorted by a, b; merge_pairs) and exact_of."""
+    dups = np.flatnonzero(exact_of[first_new:] >= 0) + first_new
+    conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?", zip(exact_of[dups].tolist(), dups.tolist()))
+    order = np.argsort(new_a * len(exact_of) + new_b, kind="stable")
+    insert_pairs(conn, new_a[order], new_b[order], new_j[order])
+    write_pair_arrays(conn, a, b, j, forest)
+    write_exact_array(conn, exact_of)
+    conn.execute("DELETE FROM view_snapshot")  # views of the previous scan, as after a full scan

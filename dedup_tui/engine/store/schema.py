@@ -19,7 +19,7 @@ from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -99,6 +99,21 @@ CREATE TABLE IF NOT EXISTS labels (
 CREATE TABLE IF NOT EXISTS pair_arrays (chunk INTEGER PRIMARY KEY, a BLOB NOT NULL, b BLOB NOT NULL, jaccard BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS pair_forest (id INTEGER PRIMARY KEY, edges BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS exact_array (id INTEGER PRIMARY KEY, exact_of BLOB NOT NULL);
+-- What an LSH scan keeps of its representative documents (first copies) for the incremental
+-- scans after it (engine/incremental.py):
+CREATE TABLE IF NOT EXISTS scan_keys (
+    chunk INTEGER PRIMARY KEY,      -- 0: the full scan's documents; 1, 2...: each incremental scan's new ones
+    index_bits INTEGER NOT NULL,    -- low bits of every band key that hold the document's row in the chunk
+    ords BLOB NOT NULL,             -- int64 ord per row (ascending)
+    hashes BLOB NOT NULL,           -- uint64 per row: the first 8 bytes of its exact_hash
+    nibbles BLOB NOT NULL           -- uint64 (rows, num_perm / 16): the low 4 bits of every MinHash minimum
+);
+CREATE TABLE IF NOT EXISTS scan_band_keys (
+    chunk INTEGER NOT NULL,
+    band INTEGER NOT NULL,
+    keys BLOB NOT NULL,             -- uint64 per row, sorted: the band's key, its low index_bits replaced by the row
+    PRIMARY KEY (chunk, band)
+) WITHOUT ROWID;
 -- The review app's last view, shown at once when the project is reopened:
 CREATE TABLE IF NOT EXISTS view_snapshot (id INTEGER PRIMARY KEY CHECK (id = 0), key TEXT NOT NULL, data BLOB NOT NULL);
 CREATE VIEW IF NOT EXISTS near_pairs AS
@@ -173,6 +188,13 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
         conn.text_factory = factory
 
 
+def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
+    """The tables an LSH scan keeps for incremental scans (empty: the next scan is a full one)."""
+    for stmt in SCHEMA.split(";\n"):
+        if "CREATE TABLE IF NOT EXISTS scan_" in stmt:
+            conn.execute(stmt)
+
+
 def _text_or_bytes(data: bytes) -> str | bytes:
     """A TEXT value as Python's sqlite3 reads it, or its bytes when they are not UTF-8."""
     try:
@@ -199,6 +221,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
+    5: _migrate_5_to_6,
 }
 
 

@@ -28,7 +28,7 @@ from ...engine.cluster import NEAR, POLICIES, Policy, strongest_links
 from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
-from ...engine.pipeline import ScanSettings, load_graph, scan
+from ...engine.pipeline import ScanSettings, last_scan_settings, load_graph, scan
 from ...engine.partial import PartialView
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
@@ -169,7 +169,8 @@ class MainScreen(Screen):
         project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         try:
-            settings = self.spec.scan_settings or ScanSettings()
+            # none chosen: the last scan's, so new documents are scanned incrementally
+            settings = self.spec.scan_settings or last_scan_settings(project) or ScanSettings()
             if load:
                 if project.document_count() == 0:
                     # first run: a large corpus's kernels compile in another process while it loads
