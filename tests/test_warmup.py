@@ -270,17 +270,21 @@ def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch
 def test_the_recorded_kernel_signatures_are_what_a_warmup_compiles(tmp_path):
     """kernel_signatures.py (the second warm-up process's list) against a real warm-up on an
     empty cache: run scripts/record_kernel_signatures.py when this fails."""
-    from dedup_tui.engine.kernel_signatures import SIGNATURES
+    from dedup_tui.engine.kernel_signatures import INCREMENTAL, SIGNATURES
 
-    out = _python("""
+    scan, incremental = _python("""
     import json
     from dedup_tui.engine import warmup_job
     print(json.dumps(warmup_job.record()))
     """, tmp_path / "cache")
-    recorded = [(module, name, json.loads(json.dumps(args))) for module, name, args in out]
-    shipped = [(module, name, json.loads(json.dumps(args))) for module, name, args in SIGNATURES]
-    assert sorted(map(repr, recorded)) == sorted(map(repr, shipped))
-    assert recorded[0][1] == shipped[0][1]  # the first needed is compiled last from the end
+
+    def listed(entries):
+        return sorted(repr((module, name, json.loads(json.dumps(args)))) for module, name, args in entries)
+
+    assert listed(scan) == listed(SIGNATURES)
+    assert listed(incremental) == listed(INCREMENTAL)
+    assert scan[0][1] == SIGNATURES[0][1]  # the first needed is compiled last from the end
+    assert {name for _, name, _ in INCREMENTAL} >= {"added_band_survivors"}
 
 
 def test_kernels_compiled_from_the_end_are_loaded_from_the_cache_by_the_next_process(tmp_path):
@@ -291,7 +295,7 @@ def test_kernels_compiled_from_the_end_are_loaded_from_the_cache_by_the_next_pro
     first = _python(_COUNT_COMPILES + f"""
     import json
     from dedup_tui.engine import warmup_job
-    done = warmup_job.compile_from_the_end(None, {last!r})
+    done = warmup_job.compile_from_the_end(None, {last!r}, [])
     print(json.dumps({{"done": done, "compiled": compiled}}))
     """, cache)
     assert first["done"] == 3 and {name for _, name, _ in last} <= set(first["compiled"])
@@ -315,7 +319,7 @@ def test_the_second_warmup_process_stops_once_the_cache_is_warm(tmp_path, monkey
 
 
 def test_recorded_argument_types_round_trip_through_numba_types():
-    from dedup_tui.engine.kernel_signatures import SIGNATURES
+    from dedup_tui.engine.kernel_signatures import INCREMENTAL, SIGNATURES
 
-    for _, _, args in SIGNATURES:
+    for _, _, args in SIGNATURES + INCREMENTAL:
         assert warmup_job.described(warmup_job.numba_types(args)) == tuple(args)

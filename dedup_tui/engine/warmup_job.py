@@ -23,7 +23,7 @@ from pathlib import Path
 from . import pipeline
 from .ingest import load_corpus
 from .kernel_cache import cache_dir, has_failed, is_warm, lock_file, stages_path, stamp_path
-from .kernel_signatures import SIGNATURES
+from .kernel_signatures import INCREMENTAL, SIGNATURES
 from .progress import Control
 from .store import Project
 
@@ -60,7 +60,7 @@ def _corpus() -> list[dict]:
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
 
-def run() -> None:
+def run(after_the_scan=None) -> None:
     """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
     cache whatever they use)."""
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
@@ -80,7 +80,18 @@ def run() -> None:
         try:
             stages_file.unlink(missing_ok=True)
             load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
-            pipeline.scan(project, pipeline.ScanSettings(method="lsh", workers=2), Control(progress))
+            settings = pipeline.ScanSettings(method="lsh", workers=2)
+            pipeline.scan(project, settings, Control(progress))
+            if after_the_scan is not None:
+                after_the_scan()
+            # More documents, scanned again: the incremental scan's own kernel (its stages after
+            # the full scan's: a scan waiting for the warm-up has passed them by then).
+            more = Path(tmp) / "more.jsonl"
+            with open(more, "w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps({"id": f"more-{record['id']}", "text": record["text"] + " more"},
+                                         ensure_ascii=False) + "\n" for record in _corpus()[:200])
+            load_corpus(project, [more])
+            pipeline.scan(project, settings, Control(None))
         finally:
             project.close()
 
@@ -125,14 +136,16 @@ def kernel(module: str, name: str):
     return getattr(import_module(f"{__package__}.{module}"), name)
 
 
-def record() -> list[tuple[str, str, tuple]]:
+def record() -> tuple[list[tuple[str, str, tuple]], list[tuple[str, str, tuple]]]:
     """Run the warm-up (on an empty cache) and return the kernels it compiled, in the order it
-    first called them, as (module, name, described argument types): kernel_signatures.py."""
+    first called them, as (module, name, described argument types): those of the full scan,
+    and those the incremental scan after it added (kernel_signatures.py)."""
     from numba.core import event
 
     from . import kernels  # noqa: F401  (numba set up with its cache folder: _jit)
 
-    compiled: list[tuple[str, str, tuple]] = []
+    scan: list[tuple[str, str, tuple]] = []
+    compiled = scan
     package = __package__ + "."
 
     class Listener(event.Listener):
@@ -142,7 +155,7 @@ def record() -> list[tuple[str, str, tuple]]:
             fn = ev.data["dispatcher"].py_func
             if self.depth == 0 and fn.__module__.startswith(package):
                 entry = (fn.__module__[len(package):], fn.__name__, described(ev.data["args"]))
-                if entry not in compiled:
+                if entry not in scan and entry not in compiled:
                     compiled.append(entry)
             self.depth += 1
 
@@ -152,17 +165,24 @@ def record() -> list[tuple[str, str, tuple]]:
     listener = Listener()
     event.register("numba:compile", listener)
     try:
-        run()
+        incremental: list[tuple[str, str, tuple]] = []
+
+        def switch():
+            nonlocal compiled
+            compiled = incremental
+
+        run(after_the_scan=switch)
     finally:
         event.unregister("numba:compile", listener)
-    return compiled
+    return scan, incremental
 
 
-def compile_from_the_end(cache: str | None, signatures=SIGNATURES) -> int:
-    """Compile (into the cache) the recorded kernels, the last-needed first, until the cache is
-    stamped warm; returns how many were compiled or loaded."""
+def compile_from_the_end(cache: str | None, signatures=SIGNATURES, afterwards=INCREMENTAL) -> int:
+    """Compile (into the cache) the full scan's recorded kernels, the last-needed first, then
+    the incremental scan's, until the cache is stamped warm; returns how many were compiled or
+    loaded."""
     done = 0
-    for module, name, args in reversed(signatures):
+    for module, name, args in [*reversed(signatures), *afterwards]:
         if is_warm(cache) or (cache and has_failed(cache)):
             break
         kernel(module, name).compile(numba_types(args))
