@@ -82,6 +82,7 @@ def run(after_the_scan=None) -> None:
             load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
             settings = pipeline.ScanSettings(method="lsh", workers=2)
             pipeline.scan(project, settings, Control(progress))
+            progress("scanned", 0, 0)  # (a scan waiting on the last stage's kernels need not wait for what follows)
             if after_the_scan is not None:
                 after_the_scan()
             # More documents, scanned again: the incremental scan's own kernel (its stages after
