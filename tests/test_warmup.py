@@ -82,8 +82,8 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     gated = warmup.prepare(project, settings, control)
     before_scan = len(compiled) - at_load
     pipeline.scan(project, settings, gated)
-    warm = warmup.is_warm()  # the scan ended after the warm-up (it waits for its last stage)
     code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
+    warm = warmup.is_warm()  # (after its incremental scan, which the scan did not wait for)
     print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:], "at_load": at_load,
                       "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
     """, cache)
