@@ -5,6 +5,7 @@ spanning forest); decisions and labels carry over; other settings mean a full sc
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -340,3 +341,53 @@ def test_a_schema_4_project_scanned_before_is_scanned_in_full_once(tmp_path):
         load(project, tmp_path, "third", docs[80:])
         assert pipeline.scan(project, LSH).incremental
         assert_same(stored(project), full_rescan_of(tmp_path, project))
+
+
+def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_before(tmp_path):
+    """The "new" filter: after more documents were loaded and scanned, the clusters holding one
+    of them, and only those; it is offered only once a scan came before the last one."""
+    import json
+
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.pipeline import ScanSettings, scan
+    from dedup_tui.review.model import Review
+
+    import random
+
+    rng = random.Random(7)
+    family = [" ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(30)) for _ in range(6)]
+    old = [{"id": f"o{i}", "text": family[i]} for i in range(6)]
+    old += [{"id": f"o{i}-copy", "text": family[i] + "!"} for i in range(6)]
+    new = [{"id": f"n{i}", "text": family[i] + "?"} for i in (1, 4)]
+    new += [{"id": "n-alone-a", "text": "a completely different text about ships and harbours " * 3},
+            {"id": "n-alone-b", "text": "a completely different text about ships and harbours! " * 3}]
+    first, second = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in old))
+    second.write_text("".join(json.dumps(r) + "\n" for r in new))
+    db = tmp_path / "p.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [first])
+        scan(project, ScanSettings(floor=0.5))
+        assert project.new_from_ord() is None
+    review = Review.open(db)
+    try:
+        assert "new" not in [review.cycle_filter() for _ in range(6)]  # no scan before the first one
+    finally:
+        review.close()
+    with Project(db) as project:
+        load_corpus(project, [second])
+        scan(project, ScanSettings(floor=0.5))
+        assert project.new_from_ord() == len(old)
+    review = Review.open(db)
+    try:
+        review.set_filter("new")
+        index = review.index
+        listed = {tuple(sorted(index.members(int(label)))) for label in index.labels}
+        everything = review.index.with_listing(replace(review.view.listing, filter="all"))
+        expected = {tuple(sorted(everything.members(int(label)))) for label in everything.labels
+                    if max(everything.members(int(label))) >= len(old)}
+        assert listed == expected and len(expected) == 3  # families 1 and 4, and the two new documents
+        assert len(everything.labels) > len(expected)
+        assert "new" in [review.cycle_filter() for _ in range(6)]
+    finally:
+        review.close()

@@ -41,6 +41,8 @@ class PairGraph:
     jaccard: np.ndarray  # float64
     # bool per document: from a reference source (never removed, never exported); None: none are
     reference: np.ndarray | None = None
+    # the first document loaded after the scan before the last one (None: no scan came before)
+    new_from: int | None = None
 
     def has_references(self) -> bool:
         return self.reference is not None and bool(self.reference.any())
@@ -222,9 +224,21 @@ class Clustering:
     split_pairs: frozenset = frozenset()
     kept_by: str = "first"  # which document a cluster keeps: "first" in corpus order, or "longest"
     reference: np.ndarray | None = None  # bool per document: a reference (kept, never exported); None: none are
+    new_from: int | None = None  # documents from this ord on were loaded since the scan before the last one
 
     def is_reference(self, o: int) -> bool:
         return self.reference is not None and bool(self.reference[o])
+
+    def with_new_documents(self) -> np.ndarray | None:
+        """Per cluster label (an ord): whether the cluster holds a document loaded since the
+        scan before the last one; None when no scan came before."""
+        if self.new_from is None:
+            return None
+        if getattr(self, "_with_new", None) is None:
+            mask = np.zeros(len(self.cluster), dtype=bool)
+            mask[self.cluster[self.new_from:]] = True
+            self._with_new = mask
+        return self._with_new
 
     # bool per document: the documents an export may write (of the sources chosen); None: all
     export_only: np.ndarray | None = None

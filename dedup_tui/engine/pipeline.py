@@ -390,8 +390,20 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
         result.timings["write"] = time.perf_counter() - t0
         result.timings["total"] = time.perf_counter() - t_start
         params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
-        project.set_meta(scan_state="complete", scan_params=json.dumps(params))
+        project.set_meta(scan_state="complete", scan_params=json.dumps(params), **_coverage(project))
         project.finish_run(run_id, "complete", result.timings, result.counts())
+
+
+def _coverage(project: Project) -> dict:
+    """The meta a complete scan leaves about which documents it covered: all of them
+    (scanned_documents), and, when documents were loaded since the scan before it, the first
+    of those (new_from_ord: the review's "new" filter)."""
+    n = project.next_ord()
+    meta = {"scanned_documents": n}
+    before = project.get_meta("scanned_documents")
+    if before is not None and before.isdigit() and int(before) < n:
+        meta["new_from_ord"] = int(before)
+    return meta
 
 
 def _keys_meta(settings: ScanSettings, result: ScanResult, documents: int, length_sum: int) -> dict:
@@ -483,7 +495,7 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
         control.report("write", len(a), len(a))
         timings["write"] = time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
-        project.set_meta(scan_state="complete")
+        project.set_meta(scan_state="complete", **_coverage(project))
         project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
 
 

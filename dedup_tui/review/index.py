@@ -26,7 +26,7 @@ from ..engine.decisions import keep_rule, Overrides
 from ..engine.store import Project
 
 Sort = Literal["size", "high", "low", "borderline"]
-FilterName = Literal["all", "undecided", "near", "exact", "reference"]
+FilterName = Literal["all", "undecided", "near", "exact", "reference", "new"]
 
 SORTS: dict[Sort, str] = {
     "size": "largest first",
@@ -42,6 +42,7 @@ FILTERS: dict[FilterName, str] = {
     "near": "clusters with a near (not exact) duplicate",
     "exact": "clusters of exact copies only",
     "reference": "clusters that match a reference document",
+    "new": "clusters with documents loaded since the scan before",
 }
 
 
@@ -197,7 +198,7 @@ class ClusterIndex:
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
         order = sort_order(listing, labels, sizes, max_sim, min_sim, self.threshold, decided,
-                           self.clustering.reference)
+                           self.clustering.reference, self.clustering.with_new_documents())
         return self._listed(listing, every, order)
 
     def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> "ClusterIndex":
@@ -225,7 +226,7 @@ class ClusterIndex:
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
         fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4],  # the view's own list
-                           self.clustering.reference)
+                           self.clustering.reference, self.clustering.with_new_documents())
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
         listed = np.flatnonzero(was_at < never)
@@ -235,9 +236,10 @@ class ClusterIndex:
 
 
 def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None,
-               reference=None) -> np.ndarray:
+               reference=None, new=None) -> np.ndarray:
     """Positions of the clusters to list, in the listing's order (its filter drops some).
-    `reference`: per document, whether it is a reference (a cluster holding one is kept on it)."""
+    `reference`: per document, whether it is a reference (a cluster holding one is kept on it);
+    `new`: per cluster label, whether the cluster holds a document loaded since the scan before."""
     sort, flt = listing.sort, listing.filter
     hi = np.nan_to_num(max_sim, nan=0.0)
     lo = np.nan_to_num(min_sim, nan=1.0)
@@ -266,6 +268,8 @@ def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, dec
             keep &= ~exact
         elif part == "reference":
             keep &= np.asarray(reference, dtype=bool)[labels] if reference is not None else False
+        elif part == "new":
+            keep &= np.asarray(new, dtype=bool)[labels] if new is not None else False
         elif m := _CONDITION.fullmatch(part):
             what, op, value = m.groups()
             values = np.asarray(sizes) if what == "size" else np.asarray(min_sim)  # NaN (no removed member) fails
@@ -343,7 +347,9 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
         decided_clusters=int(decided.sum()),
     )
     sizes = sizes_all[labels]
-    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided, c.reference)
+    c.new_from = graph.new_from
+    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided, c.reference,
+                       c.with_new_documents())
     every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
     return ClusterIndex(c.threshold, c.policy, listing, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
@@ -412,7 +418,7 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
     if c.reference is not None:
         arrays["references"] = np.flatnonzero(c.reference).astype(ord_type)
     meta = {"documents": n, "threshold": index.threshold, "policy": index.policy, "sort": index.sort,
-            "counts": asdict(index.counts)}
+            "counts": asdict(index.counts), "new_from": c.new_from}
     return _pack_arrays(arrays, meta)
 
 
@@ -432,6 +438,7 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
         if "references" in z:
             clustering.reference = np.zeros(n, dtype=bool)
             clustering.reference[z["references"].astype(np.int64)] = True
+        clustering.new_from = meta.get("new_from")
         as_ords = {name: z[name].astype(np.int64)
                    for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")}
         return ClusterIndex(meta["threshold"], meta["policy"], Listing.parse(meta["sort"]), clustering, overrides,

@@ -434,7 +434,8 @@ class Review:
     def cycle_filter(self) -> str:
         has_references = self.index is not None and self.index.clustering.reference is not None \
             and bool(self.index.clustering.reference.any())
-        keys = [k for k in FILTERS if k != "reference" or has_references]
+        has_new = self.index is not None and self.index.clustering.new_from is not None
+        keys = [k for k in FILTERS if (k != "reference" or has_references) and (k != "new" or has_new)]
         flt = self.view.filter
         self.set_filter(keys[(keys.index(flt) + 1) % len(keys)] if flt in keys else "all")
         return self.view.filter

@@ -186,6 +186,12 @@ class Project:
             mask[ords[ords < n]] = True
         return mask
 
+    def new_from_ord(self) -> int | None:
+        """The first document loaded after the scan before the last one (the documents a
+        reviewer has not seen in a scan before); None when no scan came before the last."""
+        value = self.get_meta("new_from_ord")
+        return int(value) if value is not None and value.isdigit() else None
+
     def reference_mask(self, n: int | None = None):
         """Per document (numpy bool, corpus order): whether its source is a reference."""
         return self.source_mask(self.reference_sources(), n)

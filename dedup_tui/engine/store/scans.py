@@ -190,6 +190,12 @@ def read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def load_graph(project: Project) -> PairGraph:
     """The stored scan as arrays (pairs sorted by a, b), for clustering at any threshold."""
+    graph = _stored_graph(project)
+    graph.new_from = project.new_from_ord()
+    return graph
+
+
+def _stored_graph(project: Project) -> PairGraph:
     project.require_current_scan()
     n = project.next_ord()
     exact_of = read_exact_array(project, n)
