@@ -80,3 +80,25 @@ async def test_held_cursor_keys_end_with_the_cursor_clusters_members(tmp_path):
         assert shown_keys(members)[members.cursor_row] == model.cursor.doc
         # the keys act on what the screen shows
         assert main.query_one("#member-info").visual.plain.startswith(main.project.ids_for([model.cursor.doc])[0][:20])
+
+
+def test_update_static_repaints_only_what_changed():
+    """A Static is updated only when its text (or style) changed, and the screen laid out
+    again only when its number of rows may have changed."""
+    from types import SimpleNamespace
+
+    from rich.text import Text
+
+    from dedup_tui.ui.widgets.quiet import update_static
+
+    calls = []
+    widget = SimpleNamespace(content_region=SimpleNamespace(width=20),
+                             update=lambda content, layout: calls.append((str(content), layout)))
+    assert update_static(widget, Text("one line"))
+    assert not update_static(widget, Text("one line"))  # the same: nothing
+    assert update_static(widget, Text("one line", style="bold"))  # another style: shown
+    assert update_static(widget, Text("another line"))  # one row still: no layout
+    assert update_static(widget, Text("two\nlines"))  # two rows: layout
+    assert update_static(widget, Text("a line far too long to fit in twenty cells"))  # wraps: layout
+    assert calls == [("one line", True), ("one line", False), ("another line", False), ("two\nlines", True),
+                     ("a line far too long to fit in twenty cells", True)]

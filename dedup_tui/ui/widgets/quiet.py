@@ -24,7 +24,8 @@ def update_static(widget: Static, content: Text | str) -> bool:
     The screen is laid out again unless the old and the new content both take the same number of
     whole lines at the widget's width."""
     shown = getattr(widget, "_quiet_shown", None)
-    if shown is not None and type(shown[0]) is type(content) and shown[0] == content:
+    if shown is not None and type(shown[0]) is type(content) and shown[0] == content and \
+            getattr(shown[0], "style", None) == getattr(content, "style", None):  # (Text's == leaves its style out)
         return False
     width = widget.content_region.width
     rows = _rows(content, width)
