@@ -21,7 +21,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.coordinate import Coordinate
 from textual.containers import Container, Horizontal, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
@@ -90,9 +89,7 @@ class MainScreen(Screen):
         self._match_at = -1
         self._shown_cluster: int | None = None  # the cluster whose members are on screen
         self._last_move = 0.0  # time.monotonic() of the last move to another cluster
-        self._rows: dict[int, tuple[str, int, str]] = {}  # ord -> (id, length, its text's start): read
-        self._read_ahead_key: tuple | None = None  # the list and clusters whose rows were read ahead
-        self._read_ahead_timer: Timer | None = None
+        self._rows: dict[int, tuple[str, int, str]] = {}  # ord -> (id, length, its text's start) read
         self._members_timer: Timer | None = None  # members shown once a held key rests
 
     # what the screens on top and the tests read (the model's, for the most part)
@@ -538,17 +535,10 @@ class MainScreen(Screen):
     ROW_CHARS = 240  # the characters of each document's start kept for the lists' rows
     ROWS_KEPT = 50_000  # documents' rows kept (emptied beyond it)
 
-    class RowsRead(Message):
-        """Rows (id, length, start of the text) read ahead by a worker."""
-
-        def __init__(self, rows: dict[int, tuple[str, int, str]]) -> None:
-            super().__init__()
-            self.rows = rows
-
     def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
         """ord -> (id, length, the text's first `chars` characters): read without loading a
         huge text whole (SQLite's substr() would, on the UI thread, for every row shown). Rows
-        read before (or ahead, by `read_rows`) are not read again: the documents do not change
+        read before are not read again (kept, up to ROWS_KEPT): the documents do not change
         while a scan's pairs are shown."""
         if chars > self.ROW_CHARS:
             return self.project.text_windows(ords, chars)
@@ -572,49 +562,6 @@ class MainScreen(Screen):
             self._rows.clear()
         self._rows.update(rows)
 
-    def on_main_screen_rows_read(self, message: RowsRead) -> None:
-        self._keep_rows(message.rows)
-
-    READ_AHEAD_AFTER = 0.12  # s of rest after the members are shown (never competing with their paint)
-    READ_AHEAD_CLUSTERS = 20  # the clusters after the cursor (and a few before) whose rows are read
-    READ_AHEAD_ROWS = 2_000  # rows read ahead at most
-
-    def _read_ahead(self) -> None:
-        """Once the screen has rested, read in a worker the rows of the members of the clusters
-        around the cursor, so that moving the cursor on reads nothing on the UI thread."""
-        if self._read_ahead_timer is not None:
-            self._read_ahead_timer.stop()
-        self._read_ahead_timer = self.set_timer(self.READ_AHEAD_AFTER, self._start_read_ahead)
-
-    def _start_read_ahead(self) -> None:
-        self._read_ahead_timer = None
-        index, pos = self.index, self.model.position
-        if index is None or pos is None:
-            return
-        lo, hi = max(0, pos - 3), min(len(index.labels), pos + self.READ_AHEAD_CLUSTERS)
-        key = (id(index), lo, hi)
-        if key == self._read_ahead_key:
-            return
-        self._read_ahead_key = key
-        self.read_rows(index, [int(x) for x in index.labels[lo:hi]])
-
-    @work(thread=True, exclusive=True, group="rows", exit_on_error=False, description="read rows ahead")
-    def read_rows(self, index: ClusterIndex, cluster_ids: list[int]) -> None:
-        known = self._rows  # read from this thread: at worst a row is read twice
-        ords: list[int] = []
-        for cluster_id in cluster_ids:
-            ords.extend(o for o in index.members(cluster_id)[:MemberTable.CHUNK].tolist() if o not in known)
-            if len(ords) >= self.READ_AHEAD_ROWS:
-                break
-        if not ords:
-            return
-        rows: dict[int, tuple[str, int, str]] = {}
-        with Project(self.spec.db) as project:
-            for at in range(0, len(ords), 200):
-                if get_current_worker().is_cancelled:
-                    return
-                rows.update(project.text_windows(ords[at:at + 200], self.ROW_CHARS))
-        self.post_message(self.RowsRead(rows))
 
     @property
     def pages(self) -> int:
@@ -696,7 +643,6 @@ class MainScreen(Screen):
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
-        self._read_ahead()
 
     def update_members_title(self) -> None:
         table = self.query_one("#members", MemberTable)
