@@ -164,3 +164,38 @@ async def test_title_keeps_a_long_typed_filter_at_120x40(tmp_path):
         assert widget.region.width * widget.region.height >= cell_len(title)
         screen = " ".join(plain_screen(app).split())
         assert "sim<=0.99" in screen and "undecided" in screen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_tuning_chains_table_whole(tmp_path, size):
+    """The tuning screen's chained clusters: every header and every row within the pane (at 120
+    columns the header was cut at "most distant pa"), long ids shortened in the middle."""
+    from rich.text import Text
+    from textual.widgets import DataTable
+
+    from dedup_tui.ui.screens.tune import TuneScreen
+
+    from ..test_tune import CHAIN
+    from .conftest import write_corpus
+
+    docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
+    app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        app.main.set_threshold(0.7)
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
+        table = screen.query_one("#chains", DataTable)
+        room = table.scrollable_content_region.width
+        widths = [column.get_render_width(table) for column in table.ordered_columns]
+        assert sum(widths) <= room  # nothing past the pane's right edge: no header or cell cut
+        text = plain_screen(app)
+        for column in table.ordered_columns:
+            assert column.label.plain in text
+        for r in range(table.row_count):
+            cells = [c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(r)]
+            assert all(cell_len(c) <= w - 2 for c, w in zip(cells, widths))
+            assert "…" in cells[0] and cells[0].endswith(".1")  # the kept id shortened in the middle

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -18,9 +19,12 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.coordinate import Coordinate
 from textual.containers import Container, Horizontal, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions, warmup
@@ -47,6 +51,7 @@ from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
+from ..widgets.quiet import update_static
 from ..widgets.tables import ClusterTable, MemberTable, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
@@ -84,6 +89,9 @@ class MainScreen(Screen):
         self._matches: list = []  # the last search's matches, stepped with . and ,
         self._match_at = -1
         self._shown_cluster: int | None = None  # the cluster whose members are on screen
+        self._last_move = 0.0  # time.monotonic() of the last move to another cluster
+        self._rows: dict[int, tuple[str, int, str]] = {}  # ord -> (id, length, its text's start) read
+        self._members_timer: Timer | None = None  # members shown once a held key rests
 
     # what the screens on top and the tests read (the model's, for the most part)
     project = property(lambda self: self.review.project)
@@ -232,6 +240,7 @@ class MainScreen(Screen):
 
     def on_graph_ready(self, message: GraphReady) -> None:
         self.scanning = False
+        self._rows.clear()  # (a scan may have loaded other documents)
         self.model.graph = message.graph
         self._set_floor(message.floor)
         self._views = PreparedViews()  # views of another graph are of no use
@@ -371,7 +380,8 @@ class MainScreen(Screen):
         fresh, self._fresh_order = self._fresh_order, False
         self.recluster(self._generation, self.model.request(keep_order=not fresh))
 
-    @work(thread=True, exclusive=True, group="cluster", exit_on_error=False)
+    # (a description: the default one is the arguments' repr, the index's arrays among them)
+    @work(thread=True, exclusive=True, group="cluster", exit_on_error=False, description="recluster")
     def recluster(self, generation: int, request: Request) -> None:
         graph, views, model = self.graph, self._views, self.model
         project = Project(self.spec.db, readonly=False)
@@ -437,12 +447,12 @@ class MainScreen(Screen):
         hints = Text("   [ ] ±.01  { } ±.05  t", style="dim")
         line = first_fitting([Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status),
                               Text.assemble(t, hints), t], width)
-        self.query_one("#threshold", Static).update(line)
+        update_static(self.query_one("#threshold", Static), line)
         status_own_line = status.plain not in line.plain  # the status line is never cut: a line of its own
         self.query_one("#status", Static).display = status_own_line
         if status_own_line:
-            self.query_one("#status", Static).update(status)
-        self.query_one("#summary", Static).update(self.summary_text(width))
+            update_static(self.query_one("#status", Static), status)
+        update_static(self.query_one("#summary", Static), self.summary_text(width))
 
     def status_line(self, width: int) -> Text:
         """sort · filter · keep rule · policy: whole, in as many words as the width allows (a
@@ -525,10 +535,36 @@ class MainScreen(Screen):
                     return two
         return line(short)
 
+    ROW_CHARS = 240  # the characters of each document's start kept for the lists' rows
+    ROWS_KEPT = 50_000  # documents' rows kept (emptied beyond it)
+
     def _previews(self, ords: list[int], chars: int = 200) -> dict[int, tuple[str, int, str]]:
         """ord -> (id, length, the text's first `chars` characters): read without loading a
-        huge text whole (SQLite's substr() would, on the UI thread, for every row shown)."""
-        return self.project.text_windows(ords, chars)
+        huge text whole (SQLite's substr() would, on the UI thread, for every row shown). Rows
+        read before are not read again (kept, up to ROWS_KEPT): the documents do not change
+        while a scan's pairs are shown."""
+        if chars > self.ROW_CHARS:
+            return self.project.text_windows(ords, chars)
+        found = {o: r for o in ords if (r := self._rows.get(o)) is not None}
+        missing = [o for o in ords if o not in found]
+        if missing:
+            read = self.project.text_windows(missing, self.ROW_CHARS)
+            self._keep_rows(read)
+            found.update(read)
+        return {o: (r[0], r[1], r[2][:chars]) for o in ords if (r := found.get(o)) is not None}
+
+    def _ids(self, ords: list[int]) -> list[str]:
+        """The documents' ids (from the rows read, else from the project)."""
+        rows = self._rows
+        if all(o in rows for o in ords):
+            return [rows[o][0] for o in ords]
+        return self.project.ids_for(ords)
+
+    def _keep_rows(self, rows: dict[int, tuple[str, int, str]]) -> None:
+        if len(self._rows) + len(rows) > self.ROWS_KEPT:
+            self._rows.clear()
+        self._rows.update(rows)
+
 
     @property
     def pages(self) -> int:
@@ -550,7 +586,7 @@ class MainScreen(Screen):
         cluster_ids = [int(x) for x in index.labels[start:stop]]
         previews = {o: (d, t) for o, (d, _n, t) in self._previews(cluster_ids).items()}
         table.fill(index, start, stop, previews)
-        self.query_one("#clusters-title", Static).update(self.clusters_title(start, stop))
+        update_static(self.query_one("#clusters-title", Static), self.clusters_title(start, stop))
         if stop > start:
             if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
                 self.model.select_position(start)
@@ -560,9 +596,9 @@ class MainScreen(Screen):
         else:
             self._shown_cluster = None
             self.query_one("#members", MemberTable).clear()
-            self.query_one("#members-title", Static).update(Text("No clusters at this threshold", style="dim"))
-            self.query_one("#member-info", Static).update("")
-            self.query_one("#preview-title", Static).update("")
+            update_static(self.query_one("#members-title", Static), Text("No clusters at this threshold", style="dim"))
+            update_static(self.query_one("#member-info", Static), "")
+            update_static(self.query_one("#preview-title", Static), "")
 
     def clusters_title(self, start: int, stop: int) -> Text:
         """'Clusters 1–100 of 2,345 · page 1/24 (< >) · largest first · undecided only': the sort
@@ -594,6 +630,9 @@ class MainScreen(Screen):
 
     def show_members(self) -> None:
         """The cursor's cluster's members, the cursor's document selected."""
+        if self._members_timer is not None:
+            self._members_timer.stop()
+            self._members_timer = None
         cluster_id, focus_doc = self.model.cursor.cluster_id, self.model.cursor.doc
         self._shown_cluster = cluster_id
         index = self.index
@@ -618,7 +657,7 @@ class MainScreen(Screen):
         if table.loaded < table.total:
             title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
         width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
-        self.query_one("#members-title", Static).update(first_fitting([
+        update_static(self.query_one("#members-title", Static), first_fitting([
             Text.assemble(title, ("  enter: diff · k keep · x remove · n not dup · N none · a accept", "dim")),
             Text.assemble(title, ("  enter diff · k x n N a", "dim")), title], width))
 
@@ -626,17 +665,17 @@ class MainScreen(Screen):
         o = self.model.cursor.doc if self.index is not None else None
         info = self.query_one("#member-info", Static)
         if o is None:
-            info.update("")
+            update_static(info, "")
             return
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        keeper_id = self.project.ids_for([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
+        keeper_id = self._ids([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
         via = via_sim = None
         if keeper_id is not None and not (c.similarity[o] >= self.index.threshold or c.reason[o] != NEAR or
                                           self.graph is None):
             via, via_sim = strongest_links(self.graph, c, [o])
-        via_id = self.project.ids_for([int(via[0])])[0] if via is not None and via[0] >= 0 else None
+        via_id = self._ids([int(via[0])])[0] if via is not None and via[0] >= 0 else None
         # ids whole (to 80 cells) where the line holds them in its rows, else shortened in the middle
         for id_width in (80, max(16, (pane - 24) // 2), 16):
             t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width)
@@ -645,7 +684,7 @@ class MainScreen(Screen):
         for note in decisions.notes_for(self.project, doc_id):
             t.append("\nnote: ", style="italic")
             t.append(literal_line(note))
-        info.update(t)
+        update_static(info, t)
         self.show_preview(o)
 
     def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
@@ -684,7 +723,7 @@ class MainScreen(Screen):
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
         left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
         left, right = left_shown.text, right_shown.text
-        ids = self.project.ids_for([kept, o])
+        ids = self._ids([kept, o])
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
         id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
         title = Text()
@@ -712,7 +751,7 @@ class MainScreen(Screen):
             title.append("\n")
             title.append(short_notice(left_shown, right_shown if o != kept else Shown("", 0), ("kept", "other")),
                          style="italic bold")
-        self.query_one("#preview-title", Static).update(title)
+        update_static(self.query_one("#preview-title", Static), title)
         kept_view, member_view = self.query_one("#preview-kept", DocView), self.query_one("#preview-member", DocView)
         self._preview_key = (kept, o)
         if o == kept:
@@ -740,15 +779,42 @@ class MainScreen(Screen):
         self.query_one("#preview-kept", DocView).set_spans(message.result.left)
         self.query_one("#preview-member", DocView).set_spans(message.result.right)
 
+    @staticmethod
+    def _current(event: DataTable.RowHighlighted) -> bool:
+        """Whether a highlight is of the row the table's cursor is on now: the same row number
+        and the same row key. One queued before a refill may carry the row number the cursor is
+        on again but another document: acting on it moved the cursor to that document."""
+        table = event.data_table
+        if event.row_key is None or event.row_key.value is None or event.cursor_row != table.cursor_row:
+            return False
+        try:
+            return table.coordinate_to_cell_key(Coordinate(event.cursor_row, 0)).row_key == event.row_key
+        except CellDoesNotExist:
+            return False
+
+    HELD = 0.09  # s: cluster moves closer together than this are a held key (or fast typing)
+    QUIET = 0.06  # s: then the members and the preview follow once the cursor rested this long
+
     @on(DataTable.RowHighlighted, "#clusters")
     def _cluster_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.cursor_row != event.data_table.cursor_row:
+        if self.index is None or not self._current(event):
             return  # stale: posted while the page was refilled, before the cursor was put back
-        if self.index is not None and event.row_key is not None and event.row_key.value is not None:
-            cluster_id = int(event.row_key.value)
-            if cluster_id != self.model.cursor.cluster_id:  # the reviewer moved: the cluster's first member to review
-                self.model.select_cluster(cluster_id)
+        cluster_id = int(event.row_key.value)
+        if cluster_id != self.model.cursor.cluster_id:  # the reviewer moved: the cluster's first member to review
+            self.model.select_cluster(cluster_id)
+            now = time.monotonic()
+            held, self._last_move = now - self._last_move < self.HELD, now
+            if held:  # only the cursor moves while the key is held; the rest once it rests
+                if self._members_timer is not None:
+                    self._members_timer.stop()
+                self._members_timer = self.set_timer(self.QUIET, self._members_after_rest)
+            else:
                 self.show_members()
+
+    def _members_after_rest(self) -> None:
+        self._members_timer = None
+        if self.index is not None and self.model.cursor.cluster_id is not None:
+            self.show_members()
 
     @on(DataTable.RowHighlighted, "#members")
     def _member_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -756,7 +822,7 @@ class MainScreen(Screen):
         if table.wants_more():
             table.extend(self._previews(table.pending(), 240))
             self.update_members_title()
-        if event.cursor_row != table.cursor_row or event.row_key is None or event.row_key.value is None:
+        if self.index is None or not self._current(event) or self._shown_cluster != self.model.cursor.cluster_id:
             return
         doc = int(event.row_key.value)
         if doc != self.model.cursor.doc:

@@ -22,7 +22,7 @@ from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
 from ..actions import PAIR_ACTIONS
-from ..diff import AlignedDiff, aligned_in_worker, diff_in_worker, lines_of
+from ..diff import AlignedDiff, align_lines, aligned_in_worker, diff, diff_in_worker, lines_of
 from ..messages import DiffReady
 from ..state import ReviewChanged
 from ..text import first_fitting, literal_line, shorten_middle
@@ -116,6 +116,7 @@ class PairScreen(Screen):
         return members[members != self.left]
 
     ALIGN_MIN_LINES = 4  # documents with at least this many lines open line-aligned
+    SYNC_CHARS = 4000  # both documents shorter than this together: diffed at once, not in a worker
 
     def load_pair(self) -> None:
         """Both documents (a window of a huge one: reading, wrapping and the diff are bounded by
@@ -140,10 +141,16 @@ class PairScreen(Screen):
         self.jaccard_computed = False
         # Below the floor the Jaccard is computed here, of the whole texts: never of a window
         self.jaccard_unknown = self.jaccard is None and (left.cut or right.cut)
-        self.refresh_view()
         k = int((project.scan_params() or {}).get("k", 5))
-        self.compute_diff(self._key, left_text, right_text, k if self.jaccard is None and not self.jaccard_unknown
-                          else 0, self.aligned)
+        k = k if self.jaccard is None and not self.jaccard_unknown else 0
+        if not k and len(left_text) + len(right_text) <= self.SYNC_CHARS:
+            # short texts: the diff now (a few ms), shown with the documents in one repaint
+            result = align_lines(left_text, right_text, self.normalized) if self.aligned else \
+                diff(left_text, right_text, normalized=self.normalized)
+            self.on_diff_ready(DiffReady(self._key, result))
+            return
+        self.refresh_view()
+        self.compute_diff(self._key, left_text, right_text, k, self.aligned)
 
     def _stored_jaccard(self) -> float | None:
         a, b = (self.review.exact_root(o) for o in (self.left, self.right))

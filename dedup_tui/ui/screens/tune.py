@@ -4,6 +4,7 @@ borderline review queue. Numbers come from engine.tune, computed in worker threa
 from __future__ import annotations
 
 from rich.table import Table
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -135,7 +136,7 @@ class TuneScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one("#chains", DataTable)
-        table.add_columns("cluster (kept)", "size", "weakest", "most distant pair", "cut")
+        table.add_columns(*self.CHAIN_HEADERS[0])  # (fitted to the pane when the report comes)
         self.update_header()
         self.refresh_report()
         table.focus()
@@ -144,6 +145,8 @@ class TuneScreen(Screen):
         self.set_class(self.size.width < self.NARROW or self.size.height < 30, "-narrow")
         self.update_header()
         self.refresh_bindings()
+        if self.report is not None:
+            self.call_after_refresh(self.fill_chains)  # the side pane's new width
 
     def action_toggle_plots(self) -> None:
         self.toggle_class("-plots")
@@ -204,16 +207,44 @@ class TuneScreen(Screen):
         self.update_header()
         self.refresh_bindings()
 
+    # the chains table's headers, shorter as the pane narrows (a header wider than the pane was cut)
+    CHAIN_HEADERS = [("cluster (kept)", "size", "weakest", "most distant pair", "cut"),
+                     ("kept", "size", "weakest", "farthest pair", "cut"),
+                     ("kept", "size", "min", "far pair", "cut")]
+
+    def _chains_room(self) -> int:
+        """The cells a chains row may take: the side pane's width less a vertical scrollbar."""
+        side = self.query_one("#tune-side").size.width
+        if not side:
+            side = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width * 2 // 5 - 1
+        return max(30, side - 2)
+
     def fill_chains(self) -> None:
+        """The chained clusters, every column and header whole in the pane: ids shortened in the
+        middle to the room the size, weakest and cut columns leave."""
         r = self.report
         table = self.query_one("#chains", DataTable)
         row = table.cursor_row
-        table.clear()
+        room = self._chains_room()
+        sizes = [f"{ch.size:,}" for ch in r.chains]
+        weakest = [f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}" for ch in r.chains]
+        cuts = [str(len(ch.cut)) for ch in r.chains]
+        pad = 2 * len(self.CHAIN_HEADERS[0])  # DataTable's one cell of padding each side of each column
+        for headers in self.CHAIN_HEADERS:
+            fixed = pad + sum(max([cell_len(h), *map(cell_len, values)])
+                              for h, values in ((headers[1], sizes), (headers[2], weakest), (headers[4], cuts)))
+            ids = room - fixed
+            kept_w = min(40, max(cell_len(headers[0]), ids * 2 // 5))
+            far_w = ids - kept_w
+            if far_w >= cell_len(headers[3]):
+                break
+        each = max(4, (far_w - 3) // 2)  # the two ids of the most distant pair, " / " between them
+        table.clear(columns=True)
+        table.add_columns(*headers)
         for i, ch in enumerate(r.chains):
-            weakest = f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}"
-            table.add_row(Text(shorten_middle(ch.label_id, 40)), f"{ch.size:,}", weakest,
-                          Text(f"{shorten_middle(ch.far_ids[0], 28)} / {shorten_middle(ch.far_ids[1], 28)}"),
-                          str(len(ch.cut)), key=str(i))
+            table.add_row(Text(shorten_middle(ch.label_id, kept_w)), sizes[i], weakest[i],
+                          Text(f"{shorten_middle(ch.far_ids[0], each)} / {shorten_middle(ch.far_ids[1], each)}"),
+                          cuts[i], key=str(i))
         if r.chains:
             table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
         title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")

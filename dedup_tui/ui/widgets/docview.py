@@ -54,6 +54,7 @@ class DocView(LineCacheView, can_focus=True):
         self._spans: list[tuple[int, int, str]] = []
         self._lines: list[Text] | None = None
         self.notice = ""  # the line after a window of a longer document: how much is shown
+        self._pass_style = None  # the style of the repaint under way (render_lines)
 
     @property
     def text(self) -> str:
@@ -88,9 +89,17 @@ class DocView(LineCacheView, can_focus=True):
         self._lines = list(self._styled().wrap(self.app.console, width, overflow="fold", no_wrap=False))
         return len(self._lines)
 
+    def render_lines(self, crop):
+        # the widget's style looked up once for the lines of a repaint (it walks the ancestors)
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        style = self.rich_style
+        style = self._pass_style if self._pass_style is not None else self.rich_style
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         lines = self._lines or []
