@@ -95,7 +95,6 @@ def start() -> Warmup | None:
         process = _spawn(cache, "main")
         if process is None:
             return None
-        _spawn(cache, "main_from_the_end")  # (a helper: the scan waits for the first only)
         _started = Warmup(cache, process)
         return _started
 
@@ -243,6 +242,9 @@ def prepare(project, settings, control, tick: float = 0.25):
     handle = start()
     if handle is None:
         return control
+    # Meanwhile this process sets numba up (about half a second, which the scan would spend
+    # later), while it would otherwise only wait.
+    from . import kernels  # noqa: F401
     # The scan's first stage (exact copies) needs no kernels; its second needs the warm-up's second.
     _wait(handle, control, lambda stages: len(stages) >= 3, tick)
     if not handle.running():
