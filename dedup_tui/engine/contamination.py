@@ -172,8 +172,9 @@ def format_report(r: ContaminationReport, shown: int = 10) -> str:
             f"are matched; highest similarity {s.highest:.3f}")
         add(f"  {'similarity':>10}  document (source)  ->  reference document")
         for m in s.matches[:shown]:
-            add(f"  {m.similarity:>10.3f}  {literal_line(str(m.doc_id), 40)} ({literal_line(Path(m.doc_source).name, 40)})"
-                f"  ->  {literal_line(str(m.reference_id), 40)}")
+            # ids whole (of one corpus they often differ only in the middle or at the end)
+            add(f"  {m.similarity:>10.3f}  {literal_line(str(m.doc_id))} ({literal_line(Path(m.doc_source).name)})"
+                f"  ->  {literal_line(str(m.reference_id))}")
         if len(s.matches) > shown:
             add(f"  ... and {len(s.matches) - shown:,} more (all of them with --out FILE.jsonl)")
     return "\n".join(out)
