@@ -428,7 +428,7 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
-@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents of the sources that are not references (what is new against a curated base loaded with --reference); the removed log lists theirs alone.")
+@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents loaded since the scan before the last one (after a first scan: every source that is not a reference, e.g. new data against a curated base loaded with --reference); the removed log lists theirs alone.")
 @click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still sees every source.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
@@ -483,7 +483,9 @@ def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[s
     roles = project.source_roles()
     paths = project.source_paths()
     if only == "new" and not chosen:
-        return [s for s in sorted(paths) if roles.get(s) != "reference"]
+        new_from = project.new_from_ord()
+        loaded_since = project.sources_from_ord(new_from) if new_from is not None else set(paths)
+        return [s for s in sorted(paths) if roles.get(s) != "reference" and s in loaded_since]
     ordered = sorted(paths)
     names = [n.strip() for given in chosen for n in given.split(",") if n.strip()]
     picked: list[int] = []

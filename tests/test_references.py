@@ -174,6 +174,10 @@ def test_a_reviewers_keep_of_a_document_beside_a_reference_keeps_both(corpora):
 def test_export_only_new_and_sources_write_the_chosen_sources_records_unchanged(corpora):
     rng = random.Random(11)
     db = _scan(corpora)
+    # --only new on a project scanned once: every source but the references
+    ok("export", db, "--threshold", "0.8", "--out", corpora / "all.jsonl", "--only", "new")
+    ok("export", db, "--threshold", "0.8", "--out", corpora / "plain.jsonl")
+    assert (corpora / "all.jsonl").read_bytes() == (corpora / "plain.jsonl").read_bytes()
     more = [("m0", _variant(rng, read_jsonl(corpora / "train.jsonl")[1]["text"])), ("m1", _text(rng))]
     write_jsonl(corpora / "more.jsonl", more)
     ok("scan", db, corpora / "more.jsonl")
@@ -187,10 +191,9 @@ def test_export_only_new_and_sources_write_the_chosen_sources_records_unchanged(
                                     "reason": "near", "source": str((corpora / "more.jsonl").resolve()),
                                     "duplicate_of_source": str((corpora / "train.jsonl").resolve())}]
     assert json.loads(manifest.read_text())["outputs"]["sources"] == [str((corpora / "more.jsonl").resolve())]
-    # --only new: every source but the references
-    ok("export", db, "--threshold", "0.8", "--out", corpora / "all.jsonl", "--only", "new")
-    ok("export", db, "--threshold", "0.8", "--out", corpora / "plain.jsonl")
-    assert (corpora / "all.jsonl").read_bytes() == (corpora / "plain.jsonl").read_bytes()
+    # --only new after the second scan: what was loaded since the first one (more.jsonl)
+    ok("export", db, "--threshold", "0.8", "--out", corpora / "only_new.jsonl", "--only", "new")
+    assert (corpora / "only_new.jsonl").read_bytes() == out.read_bytes()
     # sources by number (as the manifest lists them, from 1), and by path
     ok("export", db, "--threshold", "0.8", "--out", corpora / "by_number.jsonl", "--sources", "4")
     assert (corpora / "by_number.jsonl").read_bytes() == out.read_bytes()

@@ -192,6 +192,11 @@ class Project:
         value = self.get_meta("new_from_ord")
         return int(value) if value is not None and value.isdigit() else None
 
+    def sources_from_ord(self, first: int) -> set[int]:
+        """The sources with documents at or after ord `first` (a load writes a source's documents
+        in one run of ords)."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT source_id FROM documents WHERE ord >= ?", (first,))}
+
     def reference_mask(self, n: int | None = None):
         """Per document (numpy bool, corpus order): whether its source is a reference."""
         return self.source_mask(self.reference_sources(), n)
