@@ -29,6 +29,8 @@ async def test_references_are_marked_filtered_and_never_removed(tmp_path):
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         main = app.main
+        assert main.summary_text(200).plain.startswith(f"{60 + 10} documents (2 sources, 1 a reference)")
+        assert main.summary_text(60).plain.startswith(f"{60 + 10} docs (2 src, 1 ref)")
         while main.model.view.filter != "reference":
             await pilot.press("f")
             await settle(pilot)

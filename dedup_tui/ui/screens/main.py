@@ -501,14 +501,20 @@ class MainScreen(Screen):
         kept = f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}"
         to_review = c.clusters - c.decided_clusters
         t = f"{self.index.threshold:.2f}"
+        sources, references = self._source_counts(c.documents)
+        roles = ""
+        if sources > 1 or references:
+            roles = f" ({sources:,} sources" + (f", {references:,} a reference)" if references else ")")
+        short_roles = f" ({sources:,} src, {references:,} ref)" if references else (f" ({sources:,} src)" if roles else "")
         full = [
-            (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents"),
+            (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial
+             else " documents" + roles),
             (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
             (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {t}"),
             (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, {to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
-            (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs"),
+            (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs" + short_roles),
             (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} copies)"),
             (f"{c.pairs_at_threshold:,}", f" pairs ≥ {t}"),
             (f"{c.clusters:,}", f" clusters ({to_review:,} to review)"),
@@ -534,6 +540,15 @@ class MainScreen(Screen):
                 if all(cell_len(row) <= width for row in two.plain.split("\n")):
                     return two
         return line(short)
+
+    def _source_counts(self, documents: int) -> tuple[int, int]:
+        """(sources, of them references), read once per document count (a load changes them)."""
+        cached = getattr(self, "_sources_seen", None)
+        if cached is None or cached[0] != documents:
+            roles = self.project.source_roles()
+            cached = (documents, len(roles), sum(1 for role in roles.values() if role == "reference"))
+            self._sources_seen = cached
+        return cached[1], cached[2]
 
     ROW_CHARS = 240  # the characters of each document's start kept for the lists' rows
     ROWS_KEPT = 50_000  # documents' rows kept (emptied beyond it)
