@@ -683,7 +683,7 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
                f"(listed in {_one_line(r.removed_out)})")
 
 
-@main.command(name="open")
+@main.command(name="open", cls=_TakesReferences)
 @click.argument("path", required=False, type=click.Path(readable=False))
 @click.option("--db", type=click.Path(dir_okay=False, readable=False), help="Project file to create for a corpus (default: beside it).")
 @click.option("--id-field", default=None, help="Corpus: field holding the document id (as for load).")
@@ -693,17 +693,22 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
               "labels or exports; another window may have the project open meanwhile).")
 @click.option("--read-only-if-open", is_flag=True, hidden=True,
               help="Project: read-only when another window has it open (each browser of `serve`).")
-def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_open):
-    """Open the review app on PATH (a project .db or a corpus), or on the bundled sample."""
+@_REFERENCE_OPTION
+def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_open, references):
+    """Open the review app on PATH (a project .db or a corpus), or on the bundled sample.
+
+    A corpus is loaded (with the files after --reference as references) and scanned in the app.
+    """
     _refuse_stream_project(db)
+    _no_project_among(references, "CORPUS --reference FILE...")
     try:
         from .ui.run import launch
     except ImportError as exc:  # pragma: no cover - the UI ships with the package
         _fail(f"the review app is unavailable ({exc})")
     try:
-        options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad}
+        options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad, "references": list(references)}
         launch(path, db, read_only=True if read_only else "if-open" if read_only_if_open else False,
-               **{k: v for k, v in options.items() if v not in (None, False, "text")})
+               **{k: v for k, v in options.items() if v not in (None, False, "text", [])})
     except DedupError as exc:
         _fail(str(exc))
 

@@ -85,7 +85,12 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     path = Path(path).expanduser()
     if not path.exists():
         raise ProjectError(f"{path}: no such file or folder")
+    references = [Path(r).expanduser() for r in load_options.get("references") or ()]
+    field_options = {k: v for k, v in load_options.items() if k != "references"}
     if is_project_file(path) and db is None:
+        if references:
+            raise ProjectError(f"{path}: references are loaded with a corpus; into this project: "
+                               f"dedup-tui load {path} --reference FILE...")
         Project(path).close()  # checks that it is a project
         return OpenSpec(path.resolve())
     target = Path(db).expanduser().resolve() if db else project_beside(path)
@@ -93,10 +98,14 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     if created:  # a new project: refuse a corpus that cannot load before creating it
         from ..engine.ingest import check_corpus
 
-        check_corpus(path, **load_options)
+        for corpus in (path, *references):
+            check_corpus(corpus, **field_options)
     project = Project(target, create=True)
     try:
         loaded = project.document_count() > 0
+        if loaded and references:
+            raise ProjectError(f"{target}: already holds {path.name}; load references into it with "
+                               f"dedup-tui load {target} --reference FILE...")
         warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()

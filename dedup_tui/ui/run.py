@@ -24,7 +24,8 @@ def launch(path: str | None = None, db: str | None = None, read_only: bool | str
         chosen = pick_fields(path, exc, load_options) if path is not None and sys.stdin.isatty() else None
         if chosen is None:
             raise
-        spec = prepare(path, db, **chosen)
+        spec = prepare(path, db, **chosen, **({"references": load_options["references"]}
+                                              if load_options.get("references") else {}))
     if spec.notice:  # before the app takes the screen: it is there again when the app closes
         print(spec.notice, file=sys.stderr, flush=True)
     (DedupApp(spec, read_only=read_only) if read_only else DedupApp(spec)).run()

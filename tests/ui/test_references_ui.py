@@ -29,7 +29,7 @@ async def test_references_are_marked_filtered_and_never_removed(tmp_path):
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         main = app.main
-        assert main.summary_text(200).plain.startswith(f"{60 + 10} documents (2 sources, 1 a reference)")
+        assert main.summary_text(200).plain.startswith(f"{60 + 10} documents (2 sources, 1 reference)")
         assert main.summary_text(60).plain.startswith(f"{60 + 10} docs (2 src, 1 ref)")
         while main.model.view.filter != "reference":
             await pilot.press("f")
@@ -48,3 +48,39 @@ async def test_references_are_marked_filtered_and_never_removed(tmp_path):
         assert "never removed" in " ".join(str(n.message) for n in app._notifications)
         with Project(db) as project:
             assert decisions.all_decisions(project) == []
+
+
+async def test_the_app_loads_a_corpus_with_its_references(tmp_path):
+    docs = corpus_docs()
+    data = write_corpus(tmp_path / "data.jsonl", docs[:40])
+    evals = write_corpus(tmp_path / "evals.jsonl", [{"id": f"eval{i}", "text": d["text"]}
+                                                    for i, d in enumerate(docs[:40:8])])
+    db = tmp_path / "p.db"
+    app = create_app(str(data), db=str(db), author="tester", references=[str(evals)])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        main = app.main
+        assert main.summary_text(200).plain.startswith("45 documents (2 sources, 1 reference)")
+        assert any(main.index.clustering.is_reference(int(label)) for label in main.index.labels)
+    with Project(db) as project:
+        roles = project.source_roles()
+        paths = project.source_paths()
+        assert {paths[s]: roles[s] for s in paths} == {str(data.resolve()): None, str(evals.resolve()): "reference"}
+
+
+def test_references_open_only_with_a_corpus(tmp_path):
+    import pytest
+
+    from dedup_tui.engine.errors import ProjectError
+    from dedup_tui.ui.launch import prepare
+
+    docs = corpus_docs()
+    data = write_corpus(tmp_path / "data.jsonl", docs[:20])
+    evals = write_corpus(tmp_path / "evals.jsonl", docs[20:24])
+    db = tmp_path / "p.db"
+    r = CliRunner().invoke(cli_main, ["scan", str(db), str(data)])
+    assert r.exit_code == 0, r.output
+    with pytest.raises(ProjectError, match="dedup-tui load .* --reference FILE"):
+        prepare(str(db), references=[str(evals)])
+    r = CliRunner().invoke(cli_main, ["open", str(data), "--reference", str(db)])
+    assert r.exit_code == 2 and "is a project, not a corpus file" in r.output

@@ -504,7 +504,8 @@ class MainScreen(Screen):
         sources, references = self._source_counts(c.documents)
         roles = ""
         if sources > 1 or references:
-            roles = f" ({sources:,} sources" + (f", {references:,} a reference)" if references else ")")
+            roles = f" ({sources:,} sources" + (f", {references:,} reference{'s' if references > 1 else ''})"
+                                                 if references else ")")
         short_roles = f" ({sources:,} src, {references:,} ref)" if references else (f" ({sources:,} src)" if roles else "")
         full = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial
