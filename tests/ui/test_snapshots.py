@@ -241,3 +241,32 @@ def test_label_queue_80x24(snap_compare, tmp_path):
 
     assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
                         run_before=before)
+
+
+def _with_references(tmp_path) -> Path:
+    """The long-ids pages, every fifth one also in an evaluation set loaded as a reference."""
+    import json
+
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main as cli_main
+
+    corpus = long_ids_corpus(tmp_path)
+    rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    evals = tmp_path / "evals.jsonl"
+    evals.write_text("".join(json.dumps({"id": f"eval/{r['id']}", "text": r["text"]}) + "\n" for r in rows[::5]),
+                     encoding="utf-8")
+    db = tmp_path / "refs.db"
+    result = CliRunner().invoke(cli_main, ["scan", str(db), str(corpus), "--reference", str(evals)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def test_main_screen_with_references_120x40(snap_compare, tmp_path):
+    assert snap_compare(create_app(_with_references(tmp_path), author="tester"), terminal_size=(120, 40),
+                        run_before=_members_focused())
+
+
+def test_read_only_view_80x24(snap_compare, tmp_path):
+    assert snap_compare(create_app(_with_references(tmp_path), author="tester", read_only=True),
+                        terminal_size=(80, 24), run_before=_members_focused())
