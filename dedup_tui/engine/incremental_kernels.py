@@ -3,22 +3,8 @@ reference, which tests/test_incremental.py checks it against."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._jit import kernel, popcount64
-
-_NIBBLE_LOW = np.uint64(0x1111111111111111)
-
-
-@kernel
-def _agreement(packed, x, y, perms):
-    differ = 0
-    for w in range(packed.shape[1]):
-        v = packed[x, w] ^ packed[y, w]
-        v |= v >> np.uint64(1)
-        v |= v >> np.uint64(2)
-        differ += popcount64(v & _NIBBLE_LOW)
-    return perms - differ
+from ._jit import kernel
+from .kernels import nibble_agreement
 
 
 @kernel
@@ -47,7 +33,7 @@ def added_band_survivors(members, run_start, run_len, run_new, packed, perms, mi
             x = members[s + i]
             for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
                 y = members[s + j]
-                if _agreement(packed, x, y, perms) < min_agree:
+                if nibble_agreement(packed, x, y, perms) < min_agree:
                     continue
                 if band and _reported_earlier(bucket, usable, x, y, band):
                     continue

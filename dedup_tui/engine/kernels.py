@@ -907,7 +907,8 @@ def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: n
 # -- LSH bands ---------------------------------------------------------------------------------
 
 @kernel
-def _nibble_agreement(packed, x, y, perms):
+def nibble_agreement(packed, x, y, perms):
+    """In how many of the perms 4-bit signature positions rows x and y of `packed` agree."""
     words = packed.shape[1]
     differ = 0
     for w in range(words):
@@ -964,7 +965,7 @@ def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tag
             x = order[s + i]
             for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
                 y = order[s + j]
-                if _nibble_agreement(packed, x, y, perms) < min_agree:
+                if nibble_agreement(packed, x, y, perms) < min_agree:
                     continue
                 if band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
                     continue

@@ -207,13 +207,7 @@ class Project:
 
     def sources_of_ids(self, doc_ids) -> dict[str, int]:
         """{id: source id} of the given document ids that are in the project."""
-        ids = list(dict.fromkeys(i for i in doc_ids if i is not None))
-        out: dict[str, int] = {}
-        for s in range(0, len(ids), 500):
-            chunk = ids[s : s + 500]
-            q = f"SELECT doc_id, source_id FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
-            out.update(self.conn.execute(q, chunk).fetchall())
-        return out
+        return self._by_ids("source_id", doc_ids)
 
     def records(self):
         """(ord, doc_id, text, source_id, record) of every document, in corpus order (a cursor:
@@ -279,11 +273,15 @@ class Project:
 
     def ords_for_ids(self, ids) -> dict[str, int]:
         """{id: ord} of the given document ids that are in the project."""
+        return self._by_ids("ord", ids)
+
+    def _by_ids(self, column: str, ids) -> dict[str, int]:
+        """{id: column} of the given document ids that are in the project (column: a name of ours)."""
         ids = list(dict.fromkeys(i for i in ids if i is not None))
         out: dict[str, int] = {}
         for s in range(0, len(ids), 500):
             chunk = ids[s : s + 500]
-            q = f"SELECT doc_id, ord FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
+            q = f"SELECT doc_id, {column} FROM documents WHERE doc_id IN ({','.join('?' * len(chunk))})"
             out.update(self.conn.execute(q, chunk).fetchall())
         return out
 

@@ -38,6 +38,12 @@ def read_texts(project: Project, ords: np.ndarray) -> list[str]:
 def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
     """(exact_of, length) per ord: the first ord with the same normalised text (or -1), and
     the text's length in characters."""
+    exact_of, lengths, _ = _exact_groups_and_first_hashes(project)
+    return exact_of, lengths
+
+
+def _exact_groups_and_first_hashes(project: Project) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """exact_groups, and the exact hash of every representative in ord order."""
     n = project.next_ord()
     exact_of = np.full(n, -1, dtype=np.int64)
     lengths = np.zeros(n, dtype=np.int64)
@@ -47,7 +53,7 @@ def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
         f = first.setdefault(h, o)
         if f != o:
             exact_of[o] = f
-    return exact_of, lengths
+    return exact_of, lengths, list(first)  # a dict keeps insertion (ord) order
 
 
 def write_scan_result(conn, exact_of: np.ndarray, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
@@ -269,16 +275,8 @@ def hash_prefixes(hashes: list[str]) -> np.ndarray:
 
 def exact_groups_with_hashes(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """exact_groups and the hash prefix (hash_prefixes) of every representative, in ord order."""
-    n = project.next_ord()
-    exact_of = np.full(n, -1, dtype=np.int64)
-    lengths = np.zeros(n, dtype=np.int64)
-    first: dict[str, int] = {}
-    for o, h, length in project.conn.execute("SELECT ord, exact_hash, length FROM documents ORDER BY ord"):
-        lengths[o] = length
-        f = first.setdefault(h, o)
-        if f != o:
-            exact_of[o] = f
-    return exact_of, lengths, hash_prefixes(list(first))  # a dict keeps insertion (ord) order
+    exact_of, lengths, first_hashes = _exact_groups_and_first_hashes(project)
+    return exact_of, lengths, hash_prefixes(first_hashes)
 
 
 def documents_from(project: Project, start: int) -> tuple[np.ndarray, list[str], np.ndarray]:
