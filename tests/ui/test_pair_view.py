@@ -110,6 +110,16 @@ def test_ids_are_shortened_where_they_differ():
     assert shorten_apart("short", "other", 20) == "short"
 
 
+def test_ids_of_wide_characters_fit_their_cells():
+    from rich.cells import cell_len
+
+    a, b = "文書/" + "長い名前" * 6 + "_甲.txt", "文書/" + "長い名前" * 6 + "_乙.txt"
+    for width in (12, 20, 33):
+        sa, sb = shorten_apart(a, b, width), shorten_apart(b, a, width)
+        assert cell_len(sa) <= width and cell_len(sb) <= width and sa != sb
+    assert shorten_apart("名前", "other", 4) == "名前"
+
+
 async def test_the_header_shows_both_ids_at_80x24(tmp_path):
     app = create_app(write_corpus(tmp_path / "v.jsonl", variant_docs()), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:

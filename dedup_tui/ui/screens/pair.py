@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -35,12 +36,15 @@ from .dialogs import AskScreen
 
 
 def shorten_apart(doc_id: str, other: str, width: int) -> str:
-    """`doc_id` (one line, literal) in at most `width` characters, showing where it differs from
+    """`doc_id` (one line, literal) in at most `width` cells, showing where it differs from
     `other`: the pair's ids often share a start and an end and differ in the middle
     (man1/gcloud_alpha_…_list.1 against man1/gcloud_beta_…_list.1), where shortening in the middle
-    would make them look the same."""
-    if len(doc_id) <= width:
+    would make them look the same. (Ids of wide characters, which the cut below counts as one
+    cell each, are shortened in the middle by cells instead.)"""
+    if cell_len(doc_id) <= width:
         return doc_id
+    if cell_len(doc_id) != len(doc_id):
+        return shorten_middle(doc_id, width)
     prefix = len(os.path.commonprefix([doc_id, other]))
     if prefix + 4 <= (width - 1) * 2 // 5:  # they differ near the start, in what the head keeps
         return shorten_middle(doc_id, width)
