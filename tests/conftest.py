@@ -37,6 +37,25 @@ def write_jsonl(path: Path, docs) -> Path:
     return path
 
 
+def cli(*args):
+    """The CLI in-process: a deliberate exit (click's or ours) is acceptable, never an escaped
+    exception or a traceback in the output."""
+    from click.testing import CliRunner
+
+    from dedup_tui.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+def ok(*args):
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 

@@ -17,20 +17,7 @@ from hypothesis import strategies as st
 from dedup_tui.cli import main
 from dedup_tui.engine.store import Project
 
-from .conftest import NEAR_CORPUS, write_jsonl
-
-
-def cli(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    return result
-
-
-def ok(*args):
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result
+from .conftest import NEAR_CORPUS, cli, ok, write_jsonl
 
 
 @pytest.fixture

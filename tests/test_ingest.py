@@ -20,17 +20,9 @@ from dedup_tui.engine.errors import CorpusError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 
-from .conftest import write_jsonl
+from .conftest import cli, write_jsonl
 
 BAD = Path(__file__).parent / "fixtures" / "bad"
-
-
-def cli(*args: str):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output
-    # Only a deliberate exit (click's or ours) is acceptable, never an escaped exception.
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    return result
 
 
 def documents(db: Path) -> list[tuple]:

@@ -12,11 +12,9 @@ import sqlite3
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedup_tui.cli import main
 from dedup_tui.engine import decisions
 from dedup_tui.engine.cluster import EXACT, KEPT, NEAR, PairGraph, cluster
 from dedup_tui.engine.contamination import contamination, format_report, write_matches
@@ -26,7 +24,7 @@ from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 
-from .conftest import read_jsonl, write_jsonl
+from .conftest import cli, ok, read_jsonl, write_jsonl
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega").split()
@@ -41,19 +39,6 @@ def _variant(rng: random.Random, text: str) -> str:
     words = text.split()
     words[rng.randrange(len(words))] = "changed"
     return " ".join(words)
-
-
-def cli(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    return result
-
-
-def ok(*args):
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result
 
 
 @pytest.fixture
