@@ -1030,6 +1030,21 @@ async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
     assert not started.is_set()
 
 
+
+def _record_scans(monkeypatch) -> list:
+    """The ScanResult of every scan the main screen runs, as it returns."""
+    from dedup_tui.engine import pipeline
+
+    results = []
+    real_scan = pipeline.scan
+
+    def recording_scan(*args, **kwargs):
+        results.append(real_scan(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    return results
+
 async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
     """Opening a scanned project with documents loaded since: the app's scan is the engine's
     incremental one (the same function as the CLI's), and the view shows every document."""
@@ -1045,14 +1060,7 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
         pipeline.scan(project, settings)
         load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
-    results = []
-    real_scan = pipeline.scan
-
-    def recording_scan(*args, **kwargs):
-        results.append(real_scan(*args, **kwargs))
-        return results[-1]
-
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    results = _record_scans(monkeypatch)
     app = DedupApp(OpenSpec(db, scan_settings=settings), author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
@@ -1074,14 +1082,7 @@ async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path,
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
         pipeline.scan(project, pipeline.ScanSettings(floor=0.6, method="lsh", seed=3))
         load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
-    results = []
-    real_scan = pipeline.scan
-
-    def recording_scan(*args, **kwargs):
-        results.append(real_scan(*args, **kwargs))
-        return results[-1]
-
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    results = _record_scans(monkeypatch)
     app = create_app(db, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
