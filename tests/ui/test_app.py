@@ -1030,7 +1030,6 @@ async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
     assert not started.is_set()
 
 
-
 def _record_scans(monkeypatch) -> list:
     """The ScanResult of every scan the main screen runs, as it returns."""
     from dedup_tui.engine import pipeline
@@ -1044,6 +1043,7 @@ def _record_scans(monkeypatch) -> list:
 
     monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
     return results
+
 
 async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
     """Opening a scanned project with documents loaded since: the app's scan is the engine's
