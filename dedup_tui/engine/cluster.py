@@ -234,11 +234,12 @@ class Clustering:
         scan before the last one; None when no scan came before."""
         if self.new_from is None:
             return None
-        if getattr(self, "_with_new", None) is None:
+        cached = getattr(self, "_with_new", None)  # (each sort and filter key asks again)
+        if cached is None or cached[0] != self.new_from:
             mask = np.zeros(len(self.cluster), dtype=bool)
             mask[self.cluster[self.new_from:]] = True
-            self._with_new = mask
-        return self._with_new
+            cached = self._with_new = (self.new_from, mask)
+        return cached[1]
 
     # bool per document: the documents an export may write (of the sources chosen); None: all
     export_only: np.ndarray | None = None

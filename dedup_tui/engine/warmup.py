@@ -71,8 +71,8 @@ spec = importlib.util.spec_from_file_location(
 package = importlib.util.module_from_spec(spec)
 sys.modules["dedup_tui"] = package
 spec.loader.exec_module(package)
-from dedup_tui.engine.warmup_job import {entry}
-sys.exit({entry}())
+from dedup_tui.engine.warmup_job import main
+sys.exit(main())
 """
 
 _started: Warmup | None = None
@@ -92,19 +92,19 @@ def start() -> Warmup | None:
         if warmup_running(cache):
             _started = Warmup(cache, None)
             return _started
-        process = _spawn(cache, "main")
+        process = _spawn(cache)
         if process is None:
             return None
         _started = Warmup(cache, process)
         return _started
 
 
-def _spawn(cache: str, entry: str) -> subprocess.Popen | None:
+def _spawn(cache: str) -> subprocess.Popen | None:
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = cache
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent), entry=entry)], env=env,
+            [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))], env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
             close_fds=True,
