@@ -601,7 +601,7 @@ class MainScreen(Screen):
         stop = min(start + self.PAGE, len(index.labels))
         cluster_ids = [int(x) for x in index.labels[start:stop]]
         previews = {o: (d, t) for o, (d, _n, t) in self._previews(cluster_ids).items()}
-        table.fill(index, start, stop, previews)
+        table.fill(index, start, stop, previews, progress=self.model.progress if self.model.has_pending else None)
         update_static(self.query_one("#clusters-title", Static), self.clusters_title(start, stop))
         if stop > start:
             if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
@@ -658,7 +658,8 @@ class MainScreen(Screen):
         # enough chunks to show the document to focus
         count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
         rows = self._previews(members[:count].tolist(), 240)
-        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided)
+        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided,
+                   being_removed=self.model.is_being_removed)
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
