@@ -94,6 +94,7 @@ class Plan:
     cursor_before: Cursor | None = None
     seq: int = 0
     message: str = ""  # set by finish
+    shown_in_row: bool = False  # one document's keep or removal: its row in the list shows it at once
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,19 @@ class Review:
             done += sum(1 for m in self._pending if int(cluster[m]) == cluster_id and not self.is_kept(m)
                         and m not in self.index.overrides.decided)
         return min(done, total), total
+
+    def newly_decided_clusters(self) -> int:
+        """Listed clusters that the decisions being saved complete (the list counts them once
+        it is rebuilt)."""
+        if not self._pending or self.index is None:
+            return 0
+        cluster = self.index.clustering.cluster
+        count = 0
+        for cluster_id in {int(cluster[m]) for m in self._pending}:
+            pos = self.index.position(cluster_id)
+            if pos is not None and not self.index.decided[pos] and self.cluster_decided(cluster_id):
+                count += 1
+        return count
 
     def cluster_decided(self, cluster_id: int) -> bool:
         done, total = self.progress(cluster_id)
@@ -508,6 +522,7 @@ class Review:
         plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
         self._pending_keep[o] = plan.seq
         self._pending_remove.pop(o, None)  # the later decision is the one the list will show
+        plan.shown_in_row = True
         if also:
             self._demoted[kept] = (plan.seq, o)
         return plan
@@ -527,6 +542,7 @@ class Review:
         judged_against = self._ids([self.kept_of(o)])[0]  # pins the kept one: no keep rule moves it
         plan = self._decision(f"remove {literal_line(doc_id, 60)}", [("remove", doc_id, judged_against, None)], [o])
         self._pending_remove[o] = plan.seq  # (a member: removing it changes no other row)
+        plan.shown_in_row = True
         return plan
 
     def links_to_cut(self, o: int) -> list[tuple[int, int, float]]:

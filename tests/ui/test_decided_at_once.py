@@ -5,6 +5,7 @@ whatever a cluster's size."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -38,11 +39,16 @@ async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
             await check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate)
         finally:
             gate.set()
+        assert not any(m.startswith("Saved: remove") for m in app.told)  # the row says it: no toast over the preview
 
 
 async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate) -> None:
+    decided_before = main.index.counts.decided_clusters
     await pilot.press("x")
     await pilot.pause()
+    summary = str(main.query_one("#summary").render())
+    to_review = main.index.counts.clusters - decided_before - (1 if total == 1 else 0)  # (a cluster it completes)
+    assert re.search(rf"\b{to_review:,} to review", summary), summary
     assert main.index.clustering.reason[target] != decisions.REVIEWER  # the list does not hold it yet ...
     removed_row, cluster_row = row(members, target), row(clusters, cluster_id)
     assert removed_row.startswith("removed") and "by reviewer" in removed_row  # ... the screen shows it
@@ -52,6 +58,7 @@ async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, ta
     await settle(pilot)
     assert main.index.clustering.reason[target] == decisions.REVIEWER  # saved and re-clustered:
     assert row(members, target) == removed_row and row(clusters, cluster_id) == cluster_row  # nothing moved
+    assert str(main.query_one("#summary").render()) == summary
 
 
 async def test_counts_of_a_large_cluster_are_never_cut(tmp_path):

@@ -499,7 +499,8 @@ class MainScreen(Screen):
         partial = self.partial
         corpus_docs = partial.corpus_documents if partial else c.documents
         kept = f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}"
-        to_review = c.clusters - c.decided_clusters
+        decided_clusters = c.decided_clusters + self.model.newly_decided_clusters()
+        to_review = c.clusters - decided_clusters
         t = f"{self.index.threshold:.2f}"
         sources, references = self._source_counts(c.documents)
         roles = ""
@@ -512,7 +513,7 @@ class MainScreen(Screen):
              else " documents" + roles),
             (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
             (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {t}"),
-            (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, {to_review:,} to review"),
+            (f"{c.clusters:,}", f" clusters: {decided_clusters:,} decided, {to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs" + short_roles),
@@ -1011,8 +1012,10 @@ class MainScreen(Screen):
 
         def done(result) -> None:
             message = model.finish(plan, result)
-            self.notify(message, markup=False, timeout=3, severity="warning" if message.startswith("Nothing") else
-                        "information")
+            # a keep or removal made here is in its row already (a toast would only cover the preview)
+            if not (plan.shown_in_row and self.app.screen is self):
+                self.notify(message, markup=False, timeout=3, severity="warning" if message.startswith("Nothing") else
+                            "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
             if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
@@ -1027,6 +1030,7 @@ class MainScreen(Screen):
         self.app.writer.submit(plan.write, done, what=plan.what, on_fail=failed)
         if self.index is not None:
             self.render_list()
+            self.update_top()  # (the clusters it completes are counted decided at once)
 
     def _try(self, make: Callable[[], Plan]) -> bool:
         try:
