@@ -199,3 +199,25 @@ async def test_tuning_chains_table_whole(tmp_path, size):
             cells = [c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(r)]
             assert all(cell_len(c) <= w - 2 for c, w in zip(cells, widths))
             assert "…" in cells[0] and cells[0].endswith(".1")  # the kept id shortened in the middle
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (160, 40)])
+async def test_cycling_the_sort_never_moves_the_screen(size, corpus):
+    """The status line goes beside the threshold or on a line of its own as the longest sort
+    name allows: `s` changes words, never where every other line is."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        main = app.main
+        while main.model.view.filter != "near":  # a short filter: the shorter sorts fit beside the threshold
+            await pilot.press("f")
+            await settle(pilot)
+        where = lambda: (main.query_one("#status").display, main.query_one("#clusters").region)  # noqa: E731
+        before = where()
+        sorts = set()
+        for _ in range(4):
+            await pilot.press("s")
+            await settle(pilot)
+            sorts.add(main.model.view.sort)
+            assert where() == before
+        assert len(sorts) == 4

@@ -447,26 +447,41 @@ class MainScreen(Screen):
             t.append(f"  floor {self.floor:.2f}", style="dim")
         status = self.status_line(width)
         hints = Text("   [ ] ±.01  { } ±.05  t", style="dim")
-        line = first_fitting([Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status),
-                              Text.assemble(t, hints), t], width)
+
+        def lines(status: Text) -> list[Text]:
+            return [Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status), Text.assemble(t, hints), t]
+
+        # where the status goes (beside the threshold or on a line of its own) is chosen for the
+        # longest sort name: cycling the sort (s) never moves every line of the screen by one
+        fits = lines(self.status_line(width, widest=True))
+        at = next((i for i, candidate in enumerate(fits) if candidate.cell_len <= width), len(fits) - 1)
+        line = lines(status)[at]
         update_static(self.query_one("#threshold", Static), line)
-        status_own_line = status.plain not in line.plain  # the status line is never cut: a line of its own
+        status_own_line = at >= 2  # the status line is never cut: a line of its own
         self.query_one("#status", Static).display = status_own_line
         if status_own_line:
             update_static(self.query_one("#status", Static), status)
         update_static(self.query_one("#summary", Static), self.summary_text(width))
 
-    def status_line(self, width: int) -> Text:
+    def status_line(self, width: int, widest: bool = False) -> Text:
         """sort · filter · keep rule · policy: whole, in as many words as the width allows (a
-        typed filter or a long field name may wrap it, never cut it)."""
+        typed filter or a long field name may wrap it, never cut it). widest: the widest line
+        of any sort (where it goes is chosen for that one)."""
         view = self.model.view if self.model is not None else None
         if view is None:
             return Text("")
+        if widest:
+            return max((first_fitting(self._status_variants(view, sort), width) for sort in SORTS),
+                       key=lambda text: text.cell_len)
+        return first_fitting(self._status_variants(view, view.sort), width)
+
+    def _status_variants(self, view, sort: str) -> list[Text]:
+        """The status line in three levels of words, for this sort."""
         kept_by = self.index.clustering.kept_by if self.index is not None else None
         flt = view.filter
         named = FILTERS.get(flt, flt.replace(",", " "))
         keep_long = {"first": "first in corpus", "longest": "longest text"}.get(kept_by or "", kept_by or "…")
-        short_sort = SHORT_SORTS.get(view.sort, view.sort)
+        short_sort = SHORT_SORTS.get(sort, sort)
 
         def line(parts: list[tuple[str, str, str]]) -> Text:
             out = Text()
@@ -480,14 +495,14 @@ class MainScreen(Screen):
                     out.append(f" ({keys})", style="dim")
             return out
 
-        return first_fitting([
-            line([("sort ", SORTS[view.sort], "s"), ("filter ", named, "f F"), ("keep ", keep_long, "K ^k"),
+        return [
+            line([("sort ", SORTS[sort], "s"), ("filter ", named, "f F"), ("keep ", keep_long, "K ^k"),
                   ("policy ", view.policy, "p")]),
-            line([("sort ", SORTS[view.sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
+            line([("sort ", SORTS[sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
                   ("policy ", view.policy, "")]),
             line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
                   ("", view.policy, "")]),
-        ], width)
+        ]
 
     def summary_text(self, width: int) -> Text:
         """The counts on one line, in fewer words when narrow; on two lines (broken between two
