@@ -4,6 +4,8 @@ ids sharing a 40-character start, a 54-character field name)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from rich.cells import cell_len
 from textual.widgets import Label, Static
@@ -199,3 +201,28 @@ async def test_tuning_chains_table_whole(tmp_path, size):
             cells = [c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(r)]
             assert all(cell_len(c) <= w - 2 for c, w in zip(cells, widths))
             assert "…" in cells[0] and cells[0].endswith(".1")  # the kept id shortened in the middle
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
+    """Manual pages' ids share a start and an end (man1/gcloud_ai_endpoints_list.1,
+    man1/gcloud_ai_index-endpoints_list.1): shortened in the middle, a member and the kept one
+    read the same (man1/gclou…ndpoints_list.1); each member is shortened where it differs from
+    the kept one."""
+    from .test_pair_view import VARIANTS, variant_docs
+    from .conftest import write_corpus
+
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", variant_docs()), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        table = app.main.query_one("#members")
+        rows = {row[4]: row for row in table._shown_rows}
+        assert len(rows) == len(table._shown_rows) == len(VARIANTS) + 1, list(rows)  # each reads differently
+        assert all("…" in doc_id for doc_id in rows)  # all shortened (else this shows nothing)
+        ids = dict(zip(table._members.tolist(), app.main.review.project.ids_for(table._members.tolist())))
+        kept = next(ids[row[0]] for row in table._shown_rows if row[1].startswith("KEPT"))
+        for o, _status, _style, _sim, doc_id, *_ in table._shown_rows:
+            if ids[o] != kept:  # the middle part shows the first characters where it differs from the kept id
+                at = len(os.path.commonprefix([ids[o], kept]))
+                assert ids[o][at:at + 2] in doc_id.split("…")[1] and ids[o].endswith(doc_id.rsplit("…", 1)[1])
+        assert table._shown_rows[1][4] in plain_screen(app)

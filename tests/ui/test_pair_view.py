@@ -11,7 +11,8 @@ from dedup_tui.engine.store import Project
 from dedup_tui.ui.actions import PAIR_ACTIONS
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.help import HelpScreen
-from dedup_tui.ui.screens.pair import PairScreen, shorten_apart
+from dedup_tui.ui.screens.pair import PairScreen
+from dedup_tui.ui.text import shorten_apart
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 
 from .conftest import WORDS, plain_screen, settle, write_corpus

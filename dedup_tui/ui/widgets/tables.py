@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
 from ...review.index import ClusterIndex
-from ..text import shorten_middle, snippet
+from ..text import literal_line, shorten_apart, shorten_middle, snippet
 
 ID_WIDTH = 40  # at most this many cells of an id in the tables (longer ones shortened in the middle)
 # What a row cannot use of its pane: the focus edge (1), the vertical scrollbar (2) and the
@@ -246,6 +246,7 @@ class MemberTable(RowTable):
         self._shown_rows: list | None = None  # the shown rows' plain fields
         self._members = np.empty(0, dtype=np.int64)
         self._cluster_context: tuple | None = None  # (index, cluster_id, room for the text snippet)
+        self._kept_id: str | None = None  # the shown cluster's kept document's id (literal), once read
         self._decided = lambda o: False
 
     @property
@@ -273,7 +274,10 @@ class MemberTable(RowTable):
         if id_room is None:  # the pane's room: the why and text columns get theirs before the ids
             id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
             self._cluster_context = (index, cluster_id, id_room)
-        ids = [shorten_middle(rows.get(o, ("?",))[0], id_room) for o in ords]
+        if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
+            kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
+            self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
+        ids = [self._short_id(literal_line(rows.get(o, ("?",))[0]), id_room) for o in ords]
         whys = [short_why(index, o, cluster_id) for o in ords]
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
@@ -284,6 +288,14 @@ class MemberTable(RowTable):
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain
+
+    def _short_id(self, doc_id: str, room: int) -> str:
+        """An id in `room` cells: a member's shortened where it differs from the kept document's
+        (man1/gcloud_ai_endpoints_list.1 and man1/gcloud_ai_index-endpoints_list.1 both read
+        man1/gclou…ndpoints_list.1 when shortened in the middle), the kept one in the middle."""
+        if not self._kept_id or doc_id == self._kept_id:
+            return shorten_middle(doc_id, room)
+        return shorten_apart(doc_id, self._kept_id, room)
 
     def free_room(self) -> int:
         """The row's cells after the status and sim columns and the gaps between all five."""
@@ -316,6 +328,7 @@ class MemberTable(RowTable):
         status); default: the index's decisions."""
         self._decided = decided or (lambda o: o in index.overrides.decided)
         self._cluster_context = (index, cluster_id, None)
+        self._kept_id = None
         self._members = members
         plain = self._plain(members[: count or self.CHUNK].tolist(), rows)
         if plain == self._shown_rows:
