@@ -75,6 +75,27 @@ def shorten_apart(doc_id: str, other: str, width: int) -> str:
     return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
 
 
+def shorten_each(ids: list[str], width: int) -> list[str]:
+    """Ids (one line, literal) shown together, each in at most `width` cells: shortened in the
+    middle, except those that would then read alike (man1/gclou…ing-jobs_list.1 for both
+    man1/gcloud_ai_hp-tuning-jobs_list.1 and man1/gcloud_ai_model-monitoring-jobs_list.1):
+    those where they differ from the most alike of them (the one sharing the longest start)."""
+    out = [shorten_middle(i, width) for i in ids]
+    alike: dict[str, list[int]] = {}
+    for n, short in enumerate(out):
+        alike.setdefault(short, []).append(n)
+    for group in alike.values():
+        full = sorted({ids[n] for n in group})
+        if len(full) < 2:
+            continue
+        for n in group:
+            pos = full.index(ids[n])
+            near = [full[p] for p in (pos - 1, pos + 1) if 0 <= p < len(full)]
+            other = max(near, key=lambda o: len(os.path.commonprefix([o, ids[n]])))
+            out[n] = shorten_apart(ids[n], other, width)
+    return out
+
+
 def first_fitting(candidates: list[Text], width: int) -> Text:
     """The first of `candidates` (longest, most helpful first) that fits in `width` cells on one
     line, else the last (which the widget then wraps: shortened, never cut)."""

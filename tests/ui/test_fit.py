@@ -226,3 +226,42 @@ async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
                 at = len(os.path.commonprefix([ids[o], kept]))
                 assert ids[o][at:at + 2] in doc_id.split("…")[1] and ids[o].endswith(doc_id.rsplit("…", 1)[1])
         assert table._shown_rows[1][4] in plain_screen(app)
+
+
+def test_shorten_each_tells_apart_what_the_middle_cut_makes_alike():
+    from dedup_tui.ui.text import shorten_each
+
+    ids = [f"man1/gcloud_ai_{name}_list.1" for name in
+           ("models", "indexes", "index-endpoints", "model-monitoring-jobs", "hp-tuning-jobs", "endpoints")]
+    ids += ["man1/gcloud_alpha_ai_models_list.1", "man1/gcloud_beta_ai_models_list.1", "short.1", "short.1"]
+    for width in (14, 20, 26, 34):
+        shown = shorten_each(ids, width)
+        assert all(cell_len(s) <= width for s in shown)
+        assert len(set(shown)) == len(set(ids))  # alike only when the ids are the same
+        for doc_id, s in zip(ids, shown):
+            assert doc_id.endswith(s.rsplit("…", 1)[-1])  # never cut at the end
+    # ids that the middle cut already tells apart are shortened in the middle, as before
+    assert shorten_each([LONG, LONG.replace("_list.1", "_describe.1")], 24) == [
+        shorten_middle(LONG, 24), shorten_middle(LONG.replace("_list.1", "_describe.1"), 24)]
+
+
+async def test_cluster_list_ids_that_differ_in_the_middle_stay_apart(tmp_path):
+    """At 120x40 the cluster list gives a kept id 18 cells: a page of gcloud manual pages all
+    read man1/g…_describe.1."""
+    from .conftest import write_corpus
+
+    names = ["compute_instances", "compute_disks", "container_clusters", "sql_instances", "dns_zones"]
+    docs = []
+    for k, name in enumerate(names):
+        words = [f"w{(i * 7 + k * 13) % 97}x{k}y{i}" for i in range(120)]
+        for variant in ("", "beta_"):
+            docs.append({"id": f"man1/gcloud_alpha_{variant}{name}_describe.1", "text": " ".join(words)})
+            words = words[:-1] + ["changed"]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.main.query_one("#clusters")
+        assert table.row_count == len(names)
+        kept = [table.get_row_at(r)[0].plain.split()[4] for r in range(table.row_count)]
+        assert all("…" in k for k in kept)  # shortened (else this shows nothing)
+        assert len(set(kept)) == len(names), kept

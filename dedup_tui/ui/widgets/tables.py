@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
 from ...review.index import ClusterIndex
-from ..text import literal_line, shorten_apart, shorten_middle, snippet
+from ..text import literal_line, shorten_each, snippet
 
 ID_WIDTH = 40  # at most this many cells of an id in the tables (longer ones shortened in the middle)
 # What a row cannot use of its pane: the focus edge (1), the vertical scrollbar (2) and the
@@ -143,13 +143,14 @@ class ClusterTable(RowTable):
 
     def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]]) -> None:
         rows = []
-        # the kept document's column: its id first (shortened in the middle), the text after it
+        # the kept document's column: its id first (shortened in the middle, or where it differs
+        # from an id that would read the same), the text after it
         room = row_room(self) - (5 + 4 + 4 + 4) - 4 * len(self.GAP)
         id_room = min(ID_WIDTH, max(12, room - 12))
-        for i in range(start, stop):
-            cluster_id = int(index.labels[i])
-            doc_id, text = previews.get(cluster_id, ("?", ""))
-            doc_id = shorten_middle(doc_id, id_room)
+        labels = [int(x) for x in index.labels[start:stop]]
+        ids = shorten_each([literal_line(previews.get(c, ("?",))[0]) for c in labels], id_room)
+        for i, cluster_id, doc_id in zip(range(start, stop), labels, ids):
+            text = previews.get(cluster_id, ("?", ""))[1]
             kept = Text(doc_id, style="bold")
             if index.clustering.is_reference(cluster_id):  # kept because it is a reference (never exported)
                 kept = Text.assemble(("ref ", REFERENCE_STYLE), kept)
@@ -277,7 +278,8 @@ class MemberTable(RowTable):
         if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
             kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
             self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
-        ids = [self._short_id(literal_line(rows.get(o, ("?",))[0]), id_room) for o in ords]
+        full = [literal_line(rows.get(o, ("?",))[0]) for o in ords]
+        ids = shorten_each(full + [self._kept_id], id_room)[:len(full)]  # apart from the kept one's too
         whys = [short_why(index, o, cluster_id) for o in ords]
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
@@ -288,14 +290,6 @@ class MemberTable(RowTable):
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain
-
-    def _short_id(self, doc_id: str, room: int) -> str:
-        """An id in `room` cells: a member's shortened where it differs from the kept document's
-        (man1/gcloud_ai_endpoints_list.1 and man1/gcloud_ai_index-endpoints_list.1 both read
-        man1/gclou…ndpoints_list.1 when shortened in the middle), the kept one in the middle."""
-        if not self._kept_id or doc_id == self._kept_id:
-            return shorten_middle(doc_id, room)
-        return shorten_apart(doc_id, self._kept_id, room)
 
     def free_room(self) -> int:
         """The row's cells after the status and sim columns and the gaps between all five."""
