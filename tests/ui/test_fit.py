@@ -265,3 +265,36 @@ async def test_cluster_list_ids_that_differ_in_the_middle_stay_apart(tmp_path):
         kept = [table.get_row_at(r)[0].plain.split()[4] for r in range(table.row_count)]
         assert all("…" in k for k in kept)  # shortened (else this shows nothing)
         assert len(set(kept)) == len(names), kept
+
+
+async def test_tuning_chains_most_distant_pair_under_the_table_at_120x40(tmp_path):
+    """At 120x40 the chains table's side pane left each id of the most distant pair 5 cells
+    (m…t.1 / m…t.1) and the kept id 8: the pair moves under the table, for the selected chain,
+    and the kept id takes its room."""
+    from textual.widgets import DataTable
+
+    from dedup_tui.ui.screens.tune import TuneScreen
+
+    from ..test_tune import CHAIN
+    from .conftest import write_corpus
+
+    docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
+    app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.main.set_threshold(0.7)
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
+        table = screen.query_one("#chains", DataTable)
+        assert [c.label.plain for c in table.ordered_columns][1:] == ["size", "weakest", "cut"]  # no pair column
+        assert cell_len(table.get_row_at(0)[0].plain) >= 20
+        far = rendered(screen.query_one("#chain-far", Static))
+        ch = screen.selected_chain()
+        a, b = far.replace("most distant:", "").replace("and:", "").split()
+        assert cell_len(a) >= 20 and cell_len(b) >= 20 and a != b
+        assert ch.far_ids[0].endswith(a.rsplit("…", 1)[-1]) and ch.far_ids[1].endswith(b.rsplit("…", 1)[-1])
+        shown = plain_screen(app)
+        assert a in shown and b in shown
