@@ -51,8 +51,10 @@ async def test_status_line_and_titles_whole(tmp_path, size):
         await settle(pilot)
         screen = plain_screen(app)
         status = main.status_line(size[0] - 2).plain
-        for part in ("closest to the threshold first" if size[0] >= 120 else "nearest threshold",
-                     "undecided", "keep", "components"):
+        # the sort in the list title's words, the policy named as such (at 80 columns it read
+        # "sort nearest threshold · … · components" beside "closest to the threshold first")
+        for part in ("closest to the threshold first" if size[0] >= 120 else "sort closest to threshold",
+                     "undecided", "keep", "policy components"):
             assert part in status
         for row in status.split("\n"):
             assert row in screen  # the status line is on screen whole

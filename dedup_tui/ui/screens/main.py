@@ -57,7 +57,10 @@ from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
-SHORT_SORTS = {"size": "largest", "high": "most similar", "low": "least similar", "borderline": "nearest threshold"}
+# the sorts in fewer words, the same words as the list's title (SORTS): "most similar" there read
+# "highest similarity first" here
+SHORT_SORTS = {"size": "largest", "high": "highest similarity", "low": "lowest similarity",
+               "borderline": "closest to threshold"}
 
 
 class MainScreen(Screen):
@@ -482,6 +485,8 @@ class MainScreen(Screen):
             line([("sort ", SORTS[view.sort], "s"), ("filter ", named, "f F"), ("keep ", keep_long, "K ^k"),
                   ("policy ", view.policy, "p")]),
             line([("sort ", SORTS[view.sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
+                  ("policy ", view.policy, "")]),
+            line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
                   ("policy ", view.policy, "")]),
             line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
                   ("", view.policy, "")]),
