@@ -5,6 +5,7 @@ ids sharing a 40-character start, a 54-character field name)."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from rich.cells import cell_len
@@ -300,3 +301,20 @@ async def test_tuning_chains_most_distant_pair_under_the_table_at_120x40(tmp_pat
         assert ch.far_ids[0].endswith(a.rsplit("…", 1)[-1]) and ch.far_ids[1].endswith(b.rsplit("…", 1)[-1])
         shown = plain_screen(app)
         assert a in shown and b in shown
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_summary_counts_one_in_the_singular(tmp_path, size):
+    """1,500 manual pages with one exact copy read "1 exact groups (1 copies)"."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(80)]
+    docs = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)},
+            {"id": "c", "text": " ".join(reversed(words)) + " other"}]
+    app = create_app(write_corpus(tmp_path / "one.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        summary = " ".join(rendered(app.main.query_one("#summary", Static)).split())
+        assert "1 exact group (1 copy)" in summary or "1 exact (1 copy)" in summary, summary
+        assert "1 cluster" in summary
+        assert not re.search(r"(?<![\d,])1 (exact groups|copies|near pairs|pairs|clusters)\b", summary), summary

@@ -515,15 +515,17 @@ class MainScreen(Screen):
         full = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial
              else " documents" + roles),
-            (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
-            (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {t}"),
-            (f"{c.clusters:,}", f" clusters: {c.decided_clusters:,} decided, {to_review:,} to review"),
+            (f"{c.exact_groups:,}", f" exact group{'s' * (c.exact_groups != 1)} ({c.exact_duplicates:,} "
+                                    f"cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
+            (f"{c.pairs_at_threshold:,}", f" near pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
+            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)}: {c.decided_clusters:,} decided, "
+                                f"{to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs" + short_roles),
-            (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} copies)"),
-            (f"{c.pairs_at_threshold:,}", f" pairs ≥ {t}"),
-            (f"{c.clusters:,}", f" clusters ({to_review:,} to review)"),
+            (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
+            (f"{c.pairs_at_threshold:,}", f" pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
+            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)} ({to_review:,} to review)"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
 
         def line(parts, breaks_at: int | None = None) -> Text:
@@ -1178,6 +1180,6 @@ class MainScreen(Screen):
         r = message.result
         self.notify(
             f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
-            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decisions applied",
+            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decision{'s' * (r.decisions != 1)} applied",
             markup=False, timeout=8,
         )
