@@ -9,6 +9,7 @@ same review model and plans), the view moves on after each one as the main scree
 from __future__ import annotations
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -234,12 +235,14 @@ class PairScreen(Screen):
 
     @staticmethod
     def _title(index, o: int, name: str, doc_id: str, other: str, width: int) -> Text:
-        """"left: ID  STATUS · why" in `width` cells: the id shortened in the middle (ids of one
-        corpus differ at their end), the reason dropped before the id is cut below 16 cells."""
+        """"left: ID  STATUS · why" in `width` cells: the id whole when it fits, the reason
+        dropped first (at 120x40 "right: man1…_alpha_…ncel.1  near · near duplicate (≥ 0.80)" cut
+        the one thing that tells the pages apart to repeat the header), shortened where it differs
+        from `other` when even that is too long."""
         status, style = STATUS[int(index.clustering.reason[o])]
         reason = f" · {why(index, o, int(index.clustering.cluster[o]))}"
         fixed = len(name) + 2 + 2 + len(status)
-        if fixed + len(doc_id) + len(reason) > width and width - fixed - len(reason) < min(16, len(doc_id)):
+        if fixed + cell_len(doc_id) + len(reason) > width:
             reason = ""
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{name}: ", style="dim")
