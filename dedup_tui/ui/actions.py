@@ -69,7 +69,7 @@ MAIN_ACTIONS = [
     Act("n", "not_duplicate", "Not dup", "n", "decide: this document is not a duplicate (split it off its cluster, every link cut)", "Decisions"),
     Act("N", "none_duplicates", "None dup", "N", "decide: none of this cluster's documents are duplicates (variants, language packs)", "Decisions", show=False),
     Act("a", "accept", "Accept", "a", "decide: accept the cluster as proposed", "Decisions"),
-    Act("A", "bulk_accept", "Accept many", "A", "decide: accept every undecided cluster whose lowest similarity is at least X (1 = exact copies only)", "Decisions", show=False),
+    Act("A", "bulk_accept", "Accept many", "A", "decide: accept every listed cluster to review whose lowest similarity is at least X (1 = exact copies only)", "Decisions", show=False),
     Act("m", "note", "Note", "m", "decide: add a note to this document", "Decisions", show=False),
     Act("u,ctrl+z", "undo", "Undo", "u", "decide: undo the last decision", "Decisions"),
     Act("r,ctrl+y", "redo", "Redo", "r", "decide: redo", "Decisions", show=False),

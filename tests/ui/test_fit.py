@@ -104,7 +104,8 @@ async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
 
 
 @pytest.mark.parametrize("key, words", [
-    ("A", "Accept every listed cluster to review whose lowest similarity is at least (1 = exact copies only):"),
+    ("A", "Accept every listed cluster to review whose lowest similarity is at least this (1 = exact copies "
+          "only):"),
     ("F", "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all"),
     ("ctrl+k", "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes last), first or "
                "longest. Clusters you decided keep theirs."),

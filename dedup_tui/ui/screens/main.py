@@ -1099,7 +1099,7 @@ class MainScreen(Screen):
                 "Type yes to accept them, esc to cancel"), confirmed)
 
         self.app.push_screen(AskScreen("Accept every listed cluster to review whose lowest similarity is at "
-                                       "least (1 = exact copies only):", "1.00", validate=valid), chosen)
+                                       "least this (1 = exact copies only):", "1.00", validate=valid), chosen)
 
     def action_note(self) -> None:
         o = self.selected_doc()
