@@ -319,3 +319,32 @@ async def test_summary_counts_one_in_the_singular(tmp_path, size):
         assert "1 exact group (1 copy)" in summary or "1 exact (1 copy)" in summary, summary
         assert "1 cluster" in summary
         assert not re.search(r"(?<![\d,])1 (exact groups|copies|near pairs|pairs|clusters)\b", summary), summary
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_search_results_dialog_fits_with_its_keys(tmp_path, size):
+    """A search matching hundreds of documents listed them all in a dialog taller than the
+    screen: the line saying enter goes to one and esc closes was below the last row."""
+    from textual.widgets import Input, OptionList
+
+    from dedup_tui.ui.screens.dialogs import SearchResultsScreen
+
+    from .conftest import write_corpus
+
+    docs = [{"id": f"doc-{i:03d}", "text": f"common words here and number {i} " + "x" * (i % 7)} for i in range(120)]
+    app = create_app(write_corpus(tmp_path / "many.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "common words"
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchResultsScreen) and screen.query_one(OptionList).option_count == 120
+        dialog = screen.query_one("#search-results")
+        assert dialog.region.bottom <= size[1]
+        assert "enter: go to it" in plain_screen(app) and "esc: close" in plain_screen(app)
+        await pilot.press("end", "enter")  # the last match is reachable
+        await settle(pilot)
+        assert app.main.project.ids_for([app.main.selected_doc()])[0] == docs[-1]["id"]
