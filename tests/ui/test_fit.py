@@ -348,3 +348,41 @@ async def test_search_results_dialog_fits_with_its_keys(tmp_path, size):
         await pilot.press("end", "enter")  # the last match is reachable
         await settle(pilot)
         assert app.main.project.ids_for([app.main.selected_doc()])[0] == docs[-1]["id"]
+
+
+async def test_preview_title_never_wraps_its_similarity_away_at_120x40(tmp_path):
+    """The sample at 120x40: "kept note-0206  ·   keys act on ▸  note-0204  Jaccard" with the
+    value on the title's hidden second line (the room was counted one cell too wide)."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "note-0206", "text": " ".join(words)}, {"id": "note-0204", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "notes.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        widget = app.main.query_one("#preview-title", Static)
+        title = rendered(widget)
+        assert "keys act on" in title and "\n" not in title
+        assert cell_len(title) <= widget.content_size.width, (title, widget.content_size)
+        if "Jaccard" in title:
+            assert re.search(r"Jaccard \d\.\d\d", plain_screen(app))
+
+
+async def test_preview_title_tells_the_two_ids_apart_at_120x40(tmp_path):
+    """"kept man1…ancel.1  ·  keys act on ▸  man1…ancel.1": the preview's two ids read the same."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "man1/gcloud_ai_custom-jobs_cancel.1", "text": " ".join(words)},
+            {"id": "man1/gcloud_alpha_ai_custom-jobs_cancel.1", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        title = rendered(app.main.query_one("#preview-title", Static))
+        kept, acted = re.match(r"kept (\S+)\s+·\s+keys act on ▸\s+(\S+)", title).groups()
+        assert "…" in kept + acted and kept != acted, title
+        assert "alpha"[:3] in acted

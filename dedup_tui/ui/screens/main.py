@@ -45,7 +45,7 @@ from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered,
 from ..launch import default_export_path
 from ..readonly import open_project
 from ..state import ReviewChanged, ReviewState
-from ..text import first_fitting, literal_line, shorten_middle
+from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
@@ -749,22 +749,24 @@ class MainScreen(Screen):
         ids = self._ids([kept, o])
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
         id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
+        short = shorten_each([literal_line(i) for i in ids], id_width)  # apart where they would read alike
         title = Text()
         if target == kept:
             title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" KEPT ", style="bold green")
-            title.append(shorten_middle(ids[0], id_width), style="bold")
+            title.append(short[0], style="bold")
             if o != kept:
                 title.append("  ·  beside " if pane < 100 else "  ·  beside its closest member ", style="dim")
-                title.append(shorten_middle(ids[1], id_width), style="dim")
+                title.append(short[1], style="dim")
         else:
             title.append("kept ", style="dim")
-            title.append(shorten_middle(ids[0], id_width), style="bold")
+            title.append(short[0], style="bold")
             title.append("  ·  ", style="dim")
             title.append(" keys act on ▸ ", style="bold reverse")
-            title.append(" " + shorten_middle(ids[1], id_width), style="bold")
+            title.append(" " + short[1], style="bold")
             sim = c.similarity[o]
-            if not np.isnan(sim) and title.cell_len + 14 <= pane - 2:
+            room = self.query_one("#preview-title", Static).content_size.width or pane - 3  # (border, padding)
+            if not np.isnan(sim) and title.cell_len + 14 <= room:  # else it wrapped onto the hidden second line
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
         cut = left_shown.cut or (right_shown.cut and o != kept)
         # the title's second line says how much is shown (the class on the title alone: restyling the screen
