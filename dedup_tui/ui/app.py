@@ -87,7 +87,8 @@ class DedupApp(App):
         if self.read_only is not None:
             self.notify(self.read_only, title="Read-only view", severity="warning", timeout=30, markup=False)
         if self.spec.notice:
-            self.notify(self.spec.notice.removeprefix("dedup-tui: "), title="First run", timeout=20, markup=False)
+            notice = self.spec.notice.removeprefix("dedup-tui: ").removeprefix("first run: ")  # (the title says it)
+            self.notify(notice[:1].upper() + notice[1:], title="First run", timeout=20, markup=False)
         if self.spec.warning:
             self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
