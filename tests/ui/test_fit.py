@@ -386,3 +386,24 @@ async def test_preview_title_tells_the_two_ids_apart_at_120x40(tmp_path):
         kept, acted = re.match(r"kept (\S+)\s+·\s+keys act on ▸\s+(\S+)", title).groups()
         assert "…" in kept + acted and kept != acted, title
         assert "alpha"[:3] in acted
+
+
+async def test_decisions_confirm_one_toast_at_a_time(corpus):
+    """Triage at a key a second stacked a "Saved: remove …" toast per key over the right-hand
+    document at 80x24: a decision's confirmation replaces the one before (every one is still told)."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        for _ in range(3):
+            await pilot.press("x")
+            await settle(pilot)
+        await pilot.pause()
+        assert sum(m.startswith("Saved: remove") for m in app.told) == 3
+        assert len(app.screen.query("Toast")) == 1  # three before
+        shown = plain_screen(app)
+        assert shown.count("Saved: remove") == 1 and app.told[-1] in shown  # the newest one
+        app.notify("something else")  # others still stack beside it
+        await pilot.pause()
+        await pilot.pause()
+        assert len(app.screen.query("Toast")) == 2

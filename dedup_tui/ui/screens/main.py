@@ -1019,8 +1019,8 @@ class MainScreen(Screen):
 
         def done(result) -> None:
             message = model.finish(plan, result)
-            self.notify(message, markup=False, timeout=3, severity="warning" if message.startswith("Nothing") else
-                        "information")
+            self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
+                            severity="warning" if message.startswith("Nothing") else "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
             if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
