@@ -407,3 +407,35 @@ async def test_decisions_confirm_one_toast_at_a_time(corpus):
         await pilot.pause()
         await pilot.pause()
         assert len(app.screen.query("Toast")) == 2
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
+    """The export follows the project's keep rule, which the dialog never named (it covers the
+    status line that does): "longest" picked other documents than the reviewer may think."""
+    from textual.widgets import Button
+
+    from dedup_tui.ui.screens.dialogs import ExportScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        app.main._set_keep_rule("longest")
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, ExportScreen)
+        shown = plain_screen(app)
+        assert "Keep rule: longest text (K, ^k change it; your decisions win)" in shown
+        assert app.screen.query_one("#export-dialog").region.bottom <= size[1]
+        assert app.screen.query_one("#export-ok", Button).region.bottom <= size[1]
+        # with the overwrite question (three lines at 80 columns) the dialog still fits
+        path = app.screen.query_one("#export-path").value
+        from pathlib import Path
+        Path(path).write_text("")
+        for name in ("removed.jsonl", "decisions.jsonl", "manifest.json"):
+            Path(path).with_name(Path(path).stem + "." + name).write_text("")
+        await pilot.click("#export-ok")
+        await pilot.pause()
+        assert str(app.screen.query_one("#export-ok", Button).label) == "Overwrite"
+        assert app.screen.query_one("#export-dialog").region.bottom <= size[1], app.screen.query_one("#export-dialog").region

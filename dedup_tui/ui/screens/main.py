@@ -1152,8 +1152,11 @@ class MainScreen(Screen):
         default = default_export_path(self.spec.db)
         if self.last_export is not None:
             default = self.last_export
+        kept_by = self.index.clustering.kept_by if self.index is not None else None
         self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor,
-                                          project_protected(self.project)), self._export_chosen)
+                                          project_protected(self.project),
+                                          keep=kept_by or ""),
+                             self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
         if request is None:
