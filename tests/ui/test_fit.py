@@ -439,3 +439,19 @@ async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
         await pilot.pause()
         assert str(app.screen.query_one("#export-ok", Button).label) == "Overwrite"
         assert app.screen.query_one("#export-dialog").region.bottom <= size[1], app.screen.query_one("#export-dialog").region
+
+
+async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
+    """At 80x24 "esc closes this help" was at the end of eight pages of keys."""
+    from dedup_tui.ui.screens.help import HelpScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "esc, q or ? closes this help" in plain_screen(app)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)

@@ -68,7 +68,10 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
-            yield Static(Text("dedup-tui keys", style="bold"), id="help-title")
+            # how to leave it on its first line: the end of a long list said so, and the footer
+            # under it shows the keys of the screen beneath
+            yield Static(Text.assemble(("dedup-tui keys", "bold"), ("   esc, q or ? closes this help; ↓ pgdn scroll",
+                                                                       "dim")), id="help-title")
             yield Static(keys_table(getattr(self.app, "keymap", None)))
             yield Static(Text("Words", style="bold"), id="glossary-title")
             yield Static(glossary_table())
