@@ -455,3 +455,23 @@ async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_member_line_tells_its_ids_apart_at_120x40(tmp_path):
+    """"man1/g…_describe.1 1,788 chars · near duplicate (≥ 0.80) · duplicate of man1/g…_describe.1":
+    the selected page and the one it duplicates read the same in the line under the members."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "man1/gcloud_alpha_compute_commitments_describe.1", "text": " ".join(words)},
+            {"id": "man1/gcloud_alpha_compute_sole-tenancy_node-templates_describe.1",
+             "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        line = " ".join(rendered(app.main.query_one("#member-info", Static)).split())
+        this, kept = re.match(r"(\S+) [\d,]+ chars .* duplicate of (\S+)", line).groups()
+        assert this != kept, line
+        assert docs[1]["id"].endswith(this.rsplit("…", 1)[-1]) and docs[0]["id"].endswith(kept.rsplit("…", 1)[-1])

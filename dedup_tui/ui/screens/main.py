@@ -713,20 +713,22 @@ class MainScreen(Screen):
     def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
         """The selected document: its id, length, why; what it duplicates (and through whom)."""
         c = self.index.clustering
+        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
+        short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
-        t.append(shorten_middle(doc_id, id_width), style="bold")
+        t.append(short[literal_line(doc_id)], style="bold")
         t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
         if self.model.is_decided(o):
             t.append(" · decided", style="green")
         if keeper_id is not None:
             sim = c.similarity[o]
             t.append(" · duplicate of ")
-            t.append(shorten_middle(keeper_id, id_width), style="bold")
+            t.append(short[literal_line(keeper_id)], style="bold")
             if via_sim is None:
                 t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
             elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
                 t.append(" · linked via ")
-                t.append(shorten_middle(via_id, id_width), style="bold")
+                t.append(short[literal_line(via_id)], style="bold")
                 t.append(f" ({via_sim[0]:.2f})")
                 if not np.isnan(sim):
                     t.append(f"; {sim:.2f} with the kept one", style="dim")
