@@ -475,3 +475,31 @@ async def test_member_line_tells_its_ids_apart_at_120x40(tmp_path):
         this, kept = re.match(r"(\S+) [\d,]+ chars .* duplicate of (\S+)", line).groups()
         assert this != kept, line
         assert docs[1]["id"].endswith(this.rsplit("…", 1)[-1]) and docs[0]["id"].endswith(kept.rsplit("…", 1)[-1])
+
+
+async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tmp_path):
+    """An exact copy is removed against its first copy; when that copy is itself a near duplicate
+    removed against another, the copy's why read "same text as the kept one" (the 64k families:
+    k0053734 beside the kept k0006351, its text that of the removed k0028586)."""
+    from dedup_tui.ui.widgets.tables import why
+
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "kept", "text": " ".join(words)},
+            {"id": "near", "text": " ".join(words[:-1] + ["x"])},
+            {"id": "copy-of-near", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        index = app.main.index
+        kept, near, copy = range(3)
+        cluster = int(index.clustering.cluster[copy])
+        assert int(index.clustering.keeper[copy]) == near  # removed against its first copy
+        assert why(index, copy, cluster) == "same text as another member"
+        exact_of_kept = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)}]
+    app = create_app(write_corpus(tmp_path / "d.jsonl", exact_of_kept), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        index = app.main.index
+        assert why(index, 1, int(index.clustering.cluster[1])) == "same text as the kept one"

@@ -196,8 +196,10 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
         return "removed by reviewer"
     if ord_ in ov.keep:
         return "kept"
-    if reason == EXACT:
-        return "same text as the kept one"
+    if reason == EXACT:  # removed against its first copy, which the cluster may not keep
+        keeper = int(c.keeper[ord_])
+        return "same text as the kept one" if keeper < 0 or int(c.reason[keeper]) == KEPT else \
+            "same text as another member"
     sim = c.similarity[ord_]
     if not sim >= index.threshold:  # no pair of its own with the kept one at the threshold (or a rejected one)
         return "linked via another member"
@@ -206,7 +208,8 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
 
 SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
              "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
-             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text", "linked via another member": "via a member"}
+             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
+             "same text as another member": "same text", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 
 
