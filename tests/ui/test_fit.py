@@ -452,6 +452,8 @@ async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         assert "esc, q or ? closes this help" in plain_screen(app)
+        footer = plain_screen(app).splitlines()[-1]  # its own keys, not the main screen's k x n a u e
+        assert "Close" in footer and "Keep" not in footer and "Remove" not in footer, footer
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)

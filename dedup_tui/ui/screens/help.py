@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from ..actions import EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 from ..keymap import Keymap
+from ..widgets.footer import AppFooter
 
 
 def keys_table(keymap: Keymap | None = None) -> Table:
@@ -78,6 +79,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text(
                 "Decisions are saved in the project at once and follow document ids, so they survive "
                 "threshold changes and restarts. esc closes this help.", style="dim"))
+        yield AppFooter()  # its own keys: the main screen's footer under it offered k, x, ... that do nothing here
 
     def action_close(self) -> None:
         self.dismiss(None)
