@@ -61,7 +61,7 @@ MAIN_ACTIONS = [
     Act("F", "type_filter", "Filter by", "F", "clusters: filter by size and lowest similarity (size>=5 sim<=0.9 undecided)", "Clusters", show=False),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
     Act("less_than_sign", "page(-1)", "Prev page", "<", "clusters: previous page", "Clusters", show=False),
-    Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document", "Clusters", show=False,
+    Act("enter", "open_pair", "Diff", "enter", "pair: compare with the kept document (in the cluster list: go to its members first)", "Clusters", show=False,
         variant="enter"),
     Act("d", "open_pair", "Diff", "d", "pair: compare with the kept document", "Clusters", show=False),
     Act("k", "keep", "Keep", "k", "decide: keep this document (kept in its cluster)", "Decisions"),

@@ -4,6 +4,7 @@ ids sharing a 40-character start, a 54-character field name)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 
@@ -518,3 +519,22 @@ async def test_footer_words_read_whole_at_80x24(corpus, screen_keys, words):
         footer = " ".join(plain_screen(app).splitlines()[-1].split())
         for word in words:
             assert " ".join(word.split()).replace(" ", "") in footer.replace(" ", ""), footer
+
+
+async def test_help_says_what_enter_does_in_the_cluster_list(corpus):
+    """enter on the cluster list moves to the members (only the focus colour changes); help
+    listed it as "pair: compare with the kept document"."""
+    from dedup_tui.ui.screens.help import keys_table
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.main.query_one("#clusters").has_focus
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.main.query_one("#members").has_focus and app.screen is app.main
+    from rich.console import Console
+
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(keys_table(None))
+    assert "in the cluster list: go to its members first" in console.export_text()
