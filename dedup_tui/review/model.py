@@ -94,6 +94,7 @@ class Plan:
     cursor_before: Cursor | None = None
     seq: int = 0
     message: str = ""  # set by finish
+    shown_in_row: bool = False  # one document's keep or removal: its row in the list shows it at once
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class Review:
         # keep decisions not in the list yet: the document kept, and the kept one it demotes to a
         # member (doc -> (seq, the document kept instead)), so that fast keys see them as they will be
         self._pending_keep: dict[int, int] = {}
+        self._pending_remove: dict[int, int] = {}  # removals not in the list yet (doc -> seq)
         self._demoted: dict[int, tuple[int, int]] = {}
         self._cursor_of: dict[int, Cursor] = {}  # decision id -> the cursor when it was made
         self.restore_view()
@@ -251,6 +253,15 @@ class Review:
         """A decision settles this document (or one is being saved)."""
         return o in self._pending or (self.index is not None and o in self.index.overrides.decided)
 
+    @property
+    def has_pending(self) -> bool:
+        """Decisions made that the shown list does not hold yet (being saved, or re-clustered)."""
+        return bool(self._pending)
+
+    def is_being_removed(self, o: int) -> bool:
+        """A removal of `o` is being saved: the list shows it removed (as it will be) at once."""
+        return o in self._pending_remove
+
     def to_review(self, o: int) -> bool:
         """A member the reviewer still has to judge: not kept, no decision yet."""
         return not self.is_kept(o) and not self.is_decided(o)
@@ -265,10 +276,24 @@ class Review:
         if pos is None:
             return 0, 0
         done, total = int(self.index.reviewed[pos]), int(self.index.to_review[pos])
-        if self._pending:
-            done += sum(1 for m in self.index.members(cluster_id).tolist()
-                        if m in self._pending and not self.is_kept(m) and m not in self.index.overrides.decided)
+        if self._pending:  # (the few decisions being saved, not the cluster's members: a page asks for 100 clusters)
+            cluster = self.index.clustering.cluster
+            done += sum(1 for m in self._pending if int(cluster[m]) == cluster_id and not self.is_kept(m)
+                        and m not in self.index.overrides.decided)
         return min(done, total), total
+
+    def newly_decided_clusters(self) -> int:
+        """Listed clusters that the decisions being saved complete (the list counts them once
+        it is rebuilt)."""
+        if not self._pending or self.index is None:
+            return 0
+        cluster = self.index.clustering.cluster
+        count = 0
+        for cluster_id in {int(cluster[m]) for m in self._pending}:
+            pos = self.index.position(cluster_id)
+            if pos is not None and not self.index.decided[pos] and self.cluster_decided(cluster_id):
+                count += 1
+        return count
 
     def cluster_decided(self, cluster_id: int) -> bool:
         done, total = self.progress(cluster_id)
@@ -496,6 +521,8 @@ class Review:
             kept not in self._pending_keep and not self.is_decided(kept) else frozenset()
         plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
         self._pending_keep[o] = plan.seq
+        self._pending_remove.pop(o, None)  # the later decision is the one the list will show
+        plan.shown_in_row = True
         if also:
             self._demoted[kept] = (plan.seq, o)
         return plan
@@ -513,7 +540,10 @@ class Review:
             return self._decision(f"remove {literal_line(doc_id, 60)} (a kept document)",
                                   [("remove", doc_id, None, None)], [o])
         judged_against = self._ids([self.kept_of(o)])[0]  # pins the kept one: no keep rule moves it
-        return self._decision(f"remove {literal_line(doc_id, 60)}", [("remove", doc_id, judged_against, None)], [o])
+        plan = self._decision(f"remove {literal_line(doc_id, 60)}", [("remove", doc_id, judged_against, None)], [o])
+        self._pending_remove[o] = plan.seq  # (a member: removing it changes no other row)
+        plan.shown_in_row = True
+        return plan
 
     def links_to_cut(self, o: int) -> list[tuple[int, int, float]]:
         """The stored pairs at or above the threshold that hold `o` (its text's first copy) in
@@ -684,6 +714,7 @@ class Review:
         """Drop what the plans whose seq is `gone` decided (in the list now, or never saved)."""
         self._pending = {d: s for d, s in self._pending.items() if not gone(s)}
         self._pending_keep = {d: s for d, s in self._pending_keep.items() if not gone(s)}
+        self._pending_remove = {d: s for d, s in self._pending_remove.items() if not gone(s)}
         self._demoted = {d: v for d, v in self._demoted.items() if not gone(v[0])}
 
     def _return_to(self, d: Decision, kind: Literal["undo", "redo"]) -> None:

@@ -66,7 +66,7 @@ class ProjectWriter:
                 except (DedupError, sqlite3.Error) as exc:
                     self._tell(self._not_saved(exc, what), deliver)
                     if on_fail is not None and deliver:
-                        self._call(lambda _r: on_fail(), None)
+                        self._call(lambda _r, failed=on_fail: failed(), None)  # (runs later: bound now)
                 else:
                     if on_done is not None and deliver:
                         self._call(on_done, result)
@@ -92,8 +92,11 @@ class ProjectWriter:
             self.app.call_later(self.app.notify, message, severity=severity, markup=False, timeout=8)
 
     def _call(self, fn, arg) -> None:
+        """fn(arg) on the UI thread, queued there in order, without waiting for it: the UI
+        thread may be closing the writer (waiting for this job to end), and waiting for it here
+        hung the app on quit when a save was still under way."""
         try:
-            self.app.call_from_thread(fn, arg)
+            self.app.call_later(fn, arg)
         except RuntimeError:
             pass  # the app has stopped: its screens no longer need to hear about it
 

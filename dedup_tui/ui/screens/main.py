@@ -504,7 +504,8 @@ class MainScreen(Screen):
         partial = self.partial
         corpus_docs = partial.corpus_documents if partial else c.documents
         kept = f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}"
-        to_review = c.clusters - c.decided_clusters
+        decided_clusters = c.decided_clusters + self.model.newly_decided_clusters()
+        to_review = c.clusters - decided_clusters
         t = f"{self.index.threshold:.2f}"
         sources, references = self._source_counts(c.documents)
         roles = ""
@@ -518,7 +519,7 @@ class MainScreen(Screen):
             (f"{c.exact_groups:,}", f" exact group{'s' * (c.exact_groups != 1)} ({c.exact_duplicates:,} "
                                     f"cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
             (f"{c.pairs_at_threshold:,}", f" near pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
-            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)}: {c.decided_clusters:,} decided, "
+            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)}: {decided_clusters:,} decided, "
                                 f"{to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
@@ -608,7 +609,7 @@ class MainScreen(Screen):
         stop = min(start + self.PAGE, len(index.labels))
         cluster_ids = [int(x) for x in index.labels[start:stop]]
         previews = {o: (d, t) for o, (d, _n, t) in self._previews(cluster_ids).items()}
-        table.fill(index, start, stop, previews)
+        table.fill(index, start, stop, previews, progress=self.model.progress if self.model.has_pending else None)
         update_static(self.query_one("#clusters-title", Static), self.clusters_title(start, stop))
         if stop > start:
             if pos is None or not start <= pos < stop:  # the cursor is not on this page: its first cluster
@@ -665,7 +666,8 @@ class MainScreen(Screen):
         # enough chunks to show the document to focus
         count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
         rows = self._previews(members[:count].tolist(), 240)
-        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided)
+        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided,
+                   being_removed=self.model.is_being_removed)
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
@@ -1021,8 +1023,10 @@ class MainScreen(Screen):
 
         def done(result) -> None:
             message = model.finish(plan, result)
-            self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
-                            severity="warning" if message.startswith("Nothing") else "information")
+            # a keep or removal made here is in its row already (a toast would only cover the preview)
+            if not (plan.shown_in_row and self.app.screen is self):
+                self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
+                                severity="warning" if message.startswith("Nothing") else "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
             if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
@@ -1037,6 +1041,7 @@ class MainScreen(Screen):
         self.app.writer.submit(plan.write, done, what=plan.what, on_fail=failed)
         if self.index is not None:
             self.render_list()
+            self.update_top()  # (the clusters it completes are counted decided at once)
 
     def _try(self, make: Callable[[], Plan]) -> bool:
         try:

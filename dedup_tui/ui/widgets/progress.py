@@ -15,6 +15,8 @@ from ..text import literal_line
 
 
 class StageRow(Horizontal):
+    SHOWN_EVERY = 0.05  # s: a stage reporting faster is shown at most this often (its last report always)
+
     def __init__(self, stage: str) -> None:
         super().__init__(classes="stage-row")
         self.stage = stage
@@ -23,6 +25,8 @@ class StageRow(Horizontal):
         self.counts = Label("", classes="stage-counts")
         self.done, self.total = 0, 0
         self.finished: float | None = None  # a finished stage keeps its final rate
+        self._shown_at = 0.0
+        self._flush = None  # the timer that shows a report held back
 
     def compose(self) -> ComposeResult:
         name = STAGE_NAMES.get(self.stage, self.stage)
@@ -32,12 +36,29 @@ class StageRow(Horizontal):
         yield self.counts
 
     def on_mount(self) -> None:
-        self.update(self.done, self.total)
+        self._show()  # (is_mounted is not yet true here: update() would wait for the next report)
 
     def update(self, done: int, total: int) -> None:
         self.done, self.total = done, total
         if not self.is_mounted:
             return
+        wait = self._shown_at + self.SHOWN_EVERY - time.perf_counter()
+        if wait > 0 and self.finished is None and not (total and done >= total):
+            if self._flush is None:
+                self._flush = self.set_timer(wait, self._show_held)
+            return
+        self._show()
+
+    def _show_held(self) -> None:
+        self._flush = None
+        self._show()
+
+    def _show(self) -> None:
+        if self._flush is not None:
+            self._flush.stop()
+            self._flush = None
+        self._shown_at = time.perf_counter()
+        done, total = self.done, self.total
         self.bar.update(total=total or None, progress=done)
         elapsed = (self.finished or time.perf_counter()) - self.started
         counts = f"{done:,}/{total:,}" if total else f"{done:,}"

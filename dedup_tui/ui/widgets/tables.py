@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from rich.cells import cell_len
 from rich.text import Span, Text
@@ -141,15 +143,27 @@ class ClusterTable(RowTable):
     def on_mount(self) -> None:  # (RowTable's on_mount runs too: Textual calls each class's handler)
         self.zebra_stripes = True
 
-    def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]]) -> None:
-        rows = []
+    def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]],
+             progress: Callable[[int], tuple[int, int]] | None = None) -> None:
+        """progress(cluster id): (members decided, members to review) with the decisions being
+        saved (default: the index's), so a decision shows in its cluster's row at once."""
+        counts = []
+        for i in range(start, stop):
+            cluster_id = int(index.labels[i])
+            done, total = progress(cluster_id) if progress is not None else \
+                (int(index.reviewed[i]), int(index.to_review[i]))
+            counts.append((i, cluster_id, done, total))
+        # done and size as wide as this page needs, never cut (0/4918 is not 0/491); the done
+        # column's width does not change as members are decided (it fits total/total)
+        done_w = max([5, *(2 * len(str(total)) + 1 for _i, _c, _d, total in counts)])
+        size_w = max([4, *(len(str(int(index.sizes[i]))) for i, _c, _d, _t in counts)])
         # the kept document's column: its id first (shortened in the middle, or where it differs
         # from an id that would read the same), the text after it
-        room = row_room(self) - (5 + 4 + 4 + 4) - 4 * len(self.GAP)
+        room = row_room(self) - (done_w + size_w + 4 + 4) - 4 * len(self.GAP)
         id_room = min(ID_WIDTH, max(12, room - 12))
-        labels = [int(x) for x in index.labels[start:stop]]
-        ids = shorten_each([literal_line(previews.get(c, ("?",))[0]) for c in labels], id_room)
-        for i, cluster_id, doc_id in zip(range(start, stop), labels, ids):
+        ids = shorten_each([literal_line(previews.get(c, ("?",))[0]) for _i, c, _d, _t in counts], id_room)
+        rows = []
+        for (i, cluster_id, done, total), doc_id in zip(counts, ids):
             text = previews.get(cluster_id, ("?", ""))[1]
             kept = Text(doc_id, style="bold")
             if index.clustering.is_reference(cluster_id):  # kept because it is a reference (never exported)
@@ -157,19 +171,17 @@ class ClusterTable(RowTable):
             text_room = room - kept.cell_len - 1
             if text_room >= 4:
                 kept.append(Text(" " + snippet(text, text_room), style="dim"))
-            decided = bool(index.decided[i])
-            done, total = int(index.reviewed[i]), int(index.to_review[i])
-            progress = Text("✓", style="green") if decided else \
+            shown = Text("✓", style="green") if done >= total else \
                 Text(f"{done}/{total}", style="yellow" if done else "dim")
             rows.append((self.layout_row([
-                (progress, 5, "left"),
-                (Text(str(int(index.sizes[i]))), 4, "right"),
+                (shown, done_w, "left"),
+                (Text(str(int(index.sizes[i]))), size_w, "right"),
                 (_sim(float(index.max_sim[i])), 4, "right"),
                 (_sim(float(index.min_sim[i])), 4, "right"),
                 (kept, kept.cell_len, "left"),
             ]), str(cluster_id)))
-        header = self.layout_row([(Text("done"), 5, "left"), (Text("size"), 4, "right"), (Text("max"), 4, "left"),
-                                  (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
+        header = self.layout_row([(Text("done"), done_w, "left"), (Text("size"), size_w, "right"),
+                                  (Text("max"), 4, "left"), (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
         self.set_rows(header, rows)
 
 
@@ -252,6 +264,7 @@ class MemberTable(RowTable):
         self._cluster_context: tuple | None = None  # (index, cluster_id, room for the text snippet)
         self._kept_id: str | None = None  # the shown cluster's kept document's id (literal), once read
         self._decided = lambda o: False
+        self._being_removed = lambda o: False
 
     @property
     def loaded(self) -> int:
@@ -287,7 +300,12 @@ class MemberTable(RowTable):
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
         for o, doc_id, reason in zip(ords, ids, whys):
-            status, style = ("REF", REFERENCE_STYLE) if c.is_reference(o) else STATUS[int(c.reason[o])]
+            if c.is_reference(o):
+                status, style = "REF", REFERENCE_STYLE
+            elif self._being_removed(o):
+                (status, style), reason = STATUS[REVIEWER], SHORT_WHY["removed by reviewer"]
+            else:
+                status, style = STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
             sim = float(c.similarity[o])
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
@@ -319,11 +337,13 @@ class MemberTable(RowTable):
         self._shown_rows = plain
 
     def fill(self, index: ClusterIndex, cluster_id: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
-             count: int | None = None, decided=None) -> None:
+             count: int | None = None, decided=None, being_removed=None) -> None:
         """Show the first `count` (default CHUNK) members; when every row would be the same as
         the ones shown, keep them. decided(ord): whether a decision settles it (a * after its
-        status); default: the index's decisions."""
+        status); default: the index's decisions. being_removed(ord): a removal being saved,
+        shown as the list will show it once saved."""
         self._decided = decided or (lambda o: o in index.overrides.decided)
+        self._being_removed = being_removed or (lambda o: False)
         self._cluster_context = (index, cluster_id, None)
         self._kept_id = None
         self._members = members

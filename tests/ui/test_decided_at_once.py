@@ -1,0 +1,108 @@
+"""A decision is on screen at once, as it will stay: the removed member's row and its
+cluster's count change with the key, and the re-clustering after the save changes neither.
+Quitting while a save is under way does not hang. The cluster list's counts are never cut,
+whatever a cluster's size."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+
+from dedup_tui.engine import decisions
+from dedup_tui.ui.app import create_app
+
+from .conftest import corpus_docs, settle, write_corpus
+
+
+def row(table, key) -> str:
+    return table.get_row(str(key))[0].plain
+
+
+async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        clusters, members = main.query_one("#clusters"), main.query_one("#members")
+        cluster_id = main.model.cursor.cluster_id
+        await pilot.press("tab")  # the members: the cursor on the first one to review
+        target = main.selected_doc()
+        done, total = main.model.progress(cluster_id)
+        assert done == 0 and total >= 1 and target != cluster_id
+        assert row(clusters, cluster_id).startswith(f"0/{total} ")
+        gate = threading.Event()  # the writer is busy: the removal is not saved (nor re-clustered) yet
+        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+        try:
+            await check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate)
+        finally:
+            gate.set()
+        assert not any(m.startswith("Saved: remove") for m in app.told)  # the row says it: no toast over the preview
+
+
+async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate) -> None:
+    decided_before = main.index.counts.decided_clusters
+    await pilot.press("x")
+    await pilot.pause()
+    summary = str(main.query_one("#summary").render())
+    to_review = main.index.counts.clusters - decided_before - (1 if total == 1 else 0)  # (a cluster it completes)
+    assert re.search(rf"\b{to_review:,} to review", summary), summary
+    assert main.index.clustering.reason[target] != decisions.REVIEWER  # the list does not hold it yet ...
+    removed_row, cluster_row = row(members, target), row(clusters, cluster_id)
+    assert removed_row.startswith("removed") and "by reviewer" in removed_row  # ... the screen shows it
+    expected = "✓" if total == 1 else f"1/{total} "
+    assert cluster_row.startswith(expected)
+    gate.set()
+    await settle(pilot)
+    assert main.index.clustering.reason[target] == decisions.REVIEWER  # saved and re-clustered:
+    assert row(members, target) == removed_row and row(clusters, cluster_id) == cluster_row  # nothing moved
+    assert str(main.query_one("#summary").render()) == summary
+
+
+async def test_counts_of_a_large_cluster_are_never_cut(tmp_path):
+    docs = corpus_docs() + [{"id": f"copy{i:04d}", "text": "the same notice, copied many times"}
+                            for i in range(1200)]
+    app = create_app(write_corpus(tmp_path / "big.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        clusters = main.query_one("#clusters")
+        big_cluster = next(int(c) for c in main.index.labels if len(main.index.members(int(c))) == 1200)
+        text = row(clusters, big_cluster)
+        assert text.startswith("0/1199 ") and " 1200 " in text, text
+        header = str(clusters.columns["row"].label)
+        assert header.index("size") > header.index("done") + len("0/1199")
+
+
+def test_quitting_while_a_decision_is_saved_does_not_hang(tmp_path, corpus):
+    """The UI thread closes the writer (waiting for the job under way) while that job's result
+    is handed to the UI thread: handing it over must not wait for the UI thread. In a separate
+    process, so that a hang is a failure (bounded), not a stuck test run."""
+    script = textwrap.dedent(f"""
+        import asyncio, threading
+        from dedup_tui.ui.app import create_app
+        from dedup_tui.ui.writer import ProjectWriter
+
+        closing = threading.Event()
+        close = ProjectWriter.close
+        def closing_close(self):
+            closing.set()
+            close(self)
+        ProjectWriter.close = closing_close
+
+        async def main():
+            app = create_app({str(corpus)!r}, author="tester")
+            async with app.run_test() as pilot:
+                while app.main.index is None:
+                    await pilot.pause(0.05)
+                # a save that ends only once the app is closing its writer, and tells the UI
+                app.writer.submit(lambda project: closing.wait(20), lambda result: None, what="a slow write")
+        asyncio.run(main())
+        print("closed")
+    """)
+    env = {**__import__("os").environ, "DEDUP_TUI_APP_WARMUP": "0"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]

@@ -1,0 +1,56 @@
+"""How often the app paints: Textual's frame rate as the app sets it, and the scan progress
+that shows fast reports at a bounded rate without losing the last one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from textual.app import App, ComposeResult
+
+from dedup_tui.ui.widgets.progress import ScanProgress, StageRow
+
+
+def max_fps(env: dict) -> int:
+    code = "import dedup_tui.ui, textual.constants as c; print(c.MAX_FPS)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def test_the_app_paints_at_240_frames_unless_the_user_chose():
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    assert max_fps(env) == 240
+    assert max_fps({**env, "TEXTUAL_FPS": "30"}) == 30
+
+
+class ProgressApp(App):
+    def compose(self) -> ComposeResult:
+        yield ScanProgress(id="progress")
+
+
+def counts(app) -> str:
+    return str(app.query_one(StageRow).counts.content)
+
+
+async def test_fast_reports_are_held_back_and_the_last_one_is_shown(monkeypatch):
+    monkeypatch.setattr(StageRow, "SHOWN_EVERY", 0.4)  # (wide: a slow machine's pause() stays inside it)
+    app = ProgressApp()
+    async with app.run_test() as pilot:
+        progress = app.query_one(ScanProgress)
+        progress.start("Scanning")
+        progress.report("verify", 1, 100)
+        await pilot.pause()
+        row = app.query_one(StageRow)
+        assert counts(app).startswith("1/100")
+        for done in range(2, 60):  # far faster than a row is shown
+            progress.report("verify", done, 100)
+        assert counts(app).startswith("1/100")  # held back ...
+        assert row._flush is not None
+        for _ in range(200):  # ... and shown once the row's interval has passed (bounded wait)
+            if counts(app).startswith("59/100"):
+                break
+            await pilot.pause(0.01)
+        assert counts(app).startswith("59/100")
+        progress.report("verify", 100, 100)  # the end of a stage is shown at once
+        assert counts(app).startswith("100/100")
