@@ -287,3 +287,37 @@ async def test_titles_show_whole_ids_before_the_reason_at_120x40(tmp_path):
         assert "KEPT" in left and "near" in right
         text = plain_screen(app)
         assert docs[0]["id"] in text and docs[1]["id"] in text
+
+
+async def test_a_reopened_pair_view_starts_afresh(tmp_path):
+    """The pair view is kept for the next opening (no new screen to compose): what an earlier
+    opening saw or toggled does not carry over. Members seen then are not seen now: `a` still
+    asks for every member to be shown in this opening."""
+    app = create_app(write_corpus(tmp_path / "v.jsonl", variant_docs()), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        first = await open_member(app, pilot, 0)
+        for _ in range(4):  # every member shown ...
+            await pilot.press("greater_than_sign")
+            await settle(pilot)
+        assert first.unseen() == []
+        await pilot.press("c", "o")  # case ignored, runs of lines unfolded
+        await settle(pilot)
+        assert first.normalized and not first.query_one("#aligned-doc", AlignedDiffView).folded
+        await pilot.press("escape")
+        await settle(pilot)
+        again = await open_member(app, pilot, 2)
+        assert again is first  # the same screen, shown again
+        members = [m for m in app.main.model.members(again.cluster_id) if not app.main.model.is_kept(m)]
+        assert again.right == members[2] and not again.normalized
+        assert again.query_one("#aligned-doc", AlignedDiffView).folded
+        with Project(app.spec.db) as project:
+            shown_id = project.ids_for([again.right])[0]
+        assert "member 3/5" in header(again)
+        assert shown_id.split("_")[1] in str(again.query_one("#right-title").render())  # (its variant: beta, ga...)
+        assert len(again.unseen()) == 4  # ... in the earlier opening: only the one shown now is seen
+        await pilot.press("a")
+        await settle(pilot)
+        assert "4 to review were not shown here yet" in app.told[-1]
+        with Project(app.spec.db) as project:
+            assert decisions.active(project) == []

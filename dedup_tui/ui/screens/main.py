@@ -68,6 +68,7 @@ class MainScreen(Screen):
     ACTIONS = MAIN_ACTIONS
     PAGE = 100
     NARROW = 110
+    PAIR_SCREEN = "pair"
     partial: PartialView | None = None  # an imported cluster scan
 
     def __init__(self, spec, review: ReviewState) -> None:
@@ -95,6 +96,7 @@ class MainScreen(Screen):
         self._last_move = 0.0  # time.monotonic() of the last move to another cluster
         self._rows: dict[int, tuple[str, int, str]] = {}  # ord -> (id, length, its text's start) read
         self._members_timer: Timer | None = None  # members shown once a held key rests
+        self._pair_screen = None  # the pair view, once opened (kept installed for the next opening)
 
     # what the screens on top and the tests read (the model's, for the most part)
     project = property(lambda self: self.review.project)
@@ -1140,7 +1142,12 @@ class MainScreen(Screen):
             o = self.model.closest_member(o)
         from .pair import PairScreen
 
-        self.app.push_screen(PairScreen(self.review, self._cluster_id, o))
+        if self._pair_screen is None:  # one pair view, installed: esc keeps it for the next opening
+            self._pair_screen = PairScreen(self.review, self._cluster_id, o)
+            self.app.install_screen(self._pair_screen, name=self.PAIR_SCREEN)
+        else:
+            self._pair_screen.reopen(self._cluster_id, o)
+        self.app.push_screen(self.PAIR_SCREEN)
 
     def action_tune(self) -> None:
         from .tune import TuneScreen
