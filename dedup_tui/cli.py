@@ -472,7 +472,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
     of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
     _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer){refs}; {r.decisions:,} decisions applied", out, removed, decisions_log, manifest)
+         f"{r.reviewer:,} by reviewer){refs}; {r.decisions:,} decision{'s' * (r.decisions != 1)} applied", out, removed, decisions_log, manifest)
 
 
 def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:

@@ -131,7 +131,7 @@ def test_cli_export_honours_decisions(project, tmp_path):
             "--decisions-log", str(tmp_path / "log.jsonl"), "--manifest", str(tmp_path / "m.json")]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert "1 decisions applied" in result.output
+    assert "1 decision applied" in result.output
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a3", "b1", "c1"]
     assert json.loads((tmp_path / "log.jsonl").read_text())["doc_id"] == "a3"
     assert json.loads((tmp_path / "m.json").read_text())["counts"]["kept"] == 3

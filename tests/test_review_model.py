@@ -427,7 +427,8 @@ def test_a_keep_rule_never_overrides_a_reviewer(review):
     r.accept(accepted)
     # a removal pins the document its cluster kept (the one it was judged against)
     r.remove(next(m for m in r.members(judged) if not r.is_kept(m) and m != longest[judged]))
-    assert r.set_keep_rule("longest").startswith("Each cluster keeps the longest")
+    said = r.set_keep_rule("longest")  # one aside, not "(the earliest on ties) (unless you chose)"
+    assert said == "Each cluster keeps the longest text (the earliest on ties); clusters you decided keep theirs"
     assert dec.keep_rule(r.project) == "longest"
     for label in (accepted, judged):  # the reviewer's clusters
         assert r.is_kept(label) and label_of(r, label) == label and r.index.position(label) is not None

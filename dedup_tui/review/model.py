@@ -699,7 +699,7 @@ class Review:
                 plan.message = f"{done}: {d.describe()}"
                 self._return_to(d, plan.kind)
         elif plan.kind == "keep_rule":
-            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(result)} (unless you chose)"
+            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(result)}; clusters you decided keep theirs"
         return plan.message
 
     def abandon(self, plan: Plan) -> None:

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from textual.app import App
+from textual.notifications import Notification, Notify
 
 from ..engine import warmup
 from ..engine.decisions import default_author
@@ -52,6 +53,7 @@ class DedupApp(App):
             super().__init__()
             self.spec = spec
             self.told: list[str] = []  # the notifications shown, newest last
+            self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
@@ -87,7 +89,8 @@ class DedupApp(App):
         if self.read_only is not None:
             self.notify(self.read_only, title="Read-only view", severity="warning", timeout=30, markup=False)
         if self.spec.notice:
-            self.notify(self.spec.notice.removeprefix("dedup-tui: "), title="First run", timeout=20, markup=False)
+            notice = self.spec.notice.removeprefix("dedup-tui: ").removeprefix("first run: ")  # (the title says it)
+            self.notify(notice[:1].upper() + notice[1:], title="First run", timeout=20, markup=False)
         if self.spec.warning:
             self.notify(self.spec.warning, title="Corpus changed", severity="warning", timeout=20, markup=False)
         if self.state_message:
@@ -116,13 +119,25 @@ class DedupApp(App):
                 Path(str(self.spec.db) + suffix).unlink(missing_ok=True)
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = True) -> None:
+               markup: bool = True, replaces: str | None = None) -> None:
         """Every notification (ids, notes and error messages come from the corpus) shown inert.
-        What was said stays in `told` (newest last): the tests and a driving script read it."""
+        What was said stays in `told` (newest last): the tests and a driving script read it.
+        `replaces`: a kind of notification shown one at a time, the newest taking the place of the
+        one before (a reviewer deciding a key a second stacked three "Saved: remove …" toasts over
+        the document being judged at 80x24)."""
         self.told.append(str(message))
         del self.told[:-200]
-        super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
-                       markup=markup)
+        if replaces is None:
+            super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
+                           markup=markup)
+            return
+        before = self._replaceable.get(replaces)
+        if before is not None:
+            before.timeout = 0  # expired: gone from the screen when the new one is added
+        shown = Notification(literal(str(message)), literal_line(title), severity,
+                             self.NOTIFICATION_TIMEOUT if timeout is None else timeout, markup=markup)
+        self._replaceable[replaces] = shown
+        self.post_message(Notify(shown))
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         """Every action (a key, a footer click, the command palette) passes here: a read-only

@@ -6,6 +6,8 @@ after `literal`/`literal_line`, never parsed as markup.
 
 from __future__ import annotations
 
+import os
+
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -46,6 +48,52 @@ def shorten_middle(text: str, width: int) -> str:
         tail.append(ch)
         tail_used += w
     return "".join(head) + "…" + "".join(reversed(tail))
+
+
+def shorten_apart(doc_id: str, other: str, width: int) -> str:
+    """`doc_id` (one line, literal) in at most `width` cells, showing where it differs from
+    `other`: ids of one corpus often share a start and an end and differ in the middle
+    (man1/gcloud_alpha_…_list.1 against man1/gcloud_beta_…_list.1), where shortening in the middle
+    would make them look the same. When they differ in what shorten_middle keeps, that. (Ids of
+    wide characters, which the cut below counts as one cell each, are shortened in the middle by
+    cells instead.)"""
+    if cell_len(doc_id) <= width:
+        return doc_id
+    if cell_len(doc_id) != len(doc_id):
+        return shorten_middle(doc_id, width)
+    prefix = len(os.path.commonprefix([doc_id, other]))
+    suffix = len(os.path.commonprefix([doc_id[::-1], other[::-1]]))
+    head = (width - 1) * 2 // 5  # what shorten_middle keeps of the start, the rest of the end
+    if prefix + 4 <= head or suffix + 4 <= width - 1 - head:  # they differ in what it keeps
+        return shorten_middle(doc_id, width)
+    head = min(8, width // 4)
+    room = width - head - 2
+    start = max(head, prefix - min(3, room // 6))  # a little of what they share before the difference
+    if len(doc_id) - start <= width - head - 1:
+        return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1):]
+    tail = min(room // 2, 12)
+    return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
+
+
+def shorten_each(ids: list[str], width: int) -> list[str]:
+    """Ids (one line, literal) shown together, each in at most `width` cells: shortened in the
+    middle, except those that would then read alike (man1/gclou…ing-jobs_list.1 for both
+    man1/gcloud_ai_hp-tuning-jobs_list.1 and man1/gcloud_ai_model-monitoring-jobs_list.1):
+    those where they differ from the most alike of them (the one sharing the longest start)."""
+    out = [shorten_middle(i, width) for i in ids]
+    alike: dict[str, list[int]] = {}
+    for n, short in enumerate(out):
+        alike.setdefault(short, []).append(n)
+    for group in alike.values():
+        full = sorted({ids[n] for n in group})
+        if len(full) < 2:
+            continue
+        for n in group:
+            pos = full.index(ids[n])
+            near = [full[p] for p in (pos - 1, pos + 1) if 0 <= p < len(full)]
+            other = max(near, key=lambda o: len(os.path.commonprefix([o, ids[n]])))
+            out[n] = shorten_apart(ids[n], other, width)
+    return out
 
 
 def first_fitting(candidates: list[Text], width: int) -> Text:

@@ -938,7 +938,7 @@ async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp
     r = CliRunner().invoke(cli_main, ["export", "--db", str(db), "--out", str(tmp_path / "out.jsonl")])
     assert r.exit_code == 0, r.output
     assert "using threshold 0.80 and policy components, as the project was last reviewed" in r.output
-    assert "1 decisions applied" in r.output
+    assert "1 decision applied" in r.output
 
 
 async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):

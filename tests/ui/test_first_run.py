@@ -18,7 +18,8 @@ async def test_the_first_run_notice_is_shown_in_the_app_and_only_then(tmp_path, 
             messages = [n.message for n in app._notifications]
             titles = [n.title for n in app._notifications]
         if run == "first":
-            assert f"first run: copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)" in messages
+            # under the title "First run", once: it read "First run / first run: copied the sample to ..."
+            assert f"Copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)" in messages
             assert "First run" in titles
         else:
             assert "First run" not in titles and not any("copied the sample" in m for m in messages)

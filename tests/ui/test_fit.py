@@ -4,6 +4,10 @@ ids sharing a 40-character start, a 54-character field name)."""
 
 from __future__ import annotations
 
+import io
+import os
+import re
+
 import pytest
 from rich.cells import cell_len
 from textual.widgets import Label, Static
@@ -49,8 +53,10 @@ async def test_status_line_and_titles_whole(tmp_path, size):
         await settle(pilot)
         screen = plain_screen(app)
         status = main.status_line(size[0] - 2).plain
-        for part in ("closest to the threshold first" if size[0] >= 120 else "nearest threshold",
-                     "undecided", "keep", "components"):
+        # the sort in the list title's words, the policy named as such (at 80 columns it read
+        # "sort nearest threshold · … · components" beside "closest to the threshold first")
+        for part in ("closest to the threshold first" if size[0] >= 120 else "sort closest to threshold",
+                     "undecided", "keep", "policy components"):
             assert part in status
         for row in status.split("\n"):
             assert row in screen  # the status line is on screen whole
@@ -99,7 +105,8 @@ async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
 
 
 @pytest.mark.parametrize("key, words", [
-    ("A", "Accept every listed cluster to review whose lowest similarity is at least (1 = exact copies only):"),
+    ("A", "Accept every listed cluster to review whose lowest similarity is at least this (1 = exact copies "
+          "only):"),
     ("F", "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all"),
     ("ctrl+k", "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes last), first or "
                "longest. Clusters you decided keep theirs."),
@@ -221,3 +228,339 @@ async def test_cycling_the_sort_never_moves_the_screen(size, corpus):
             sorts.add(main.model.view.sort)
             assert where() == before
         assert len(sorts) == 4
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
+    """Manual pages' ids share a start and an end (man1/gcloud_ai_endpoints_list.1,
+    man1/gcloud_ai_index-endpoints_list.1): shortened in the middle, a member and the kept one
+    read the same (man1/gclou…ndpoints_list.1); each member is shortened where it differs from
+    the kept one."""
+    from .test_pair_view import VARIANTS, variant_docs
+    from .conftest import write_corpus
+
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", variant_docs()), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        table = app.main.query_one("#members")
+        rows = {row[4]: row for row in table._shown_rows}
+        assert len(rows) == len(table._shown_rows) == len(VARIANTS) + 1, list(rows)  # each reads differently
+        assert all("…" in doc_id for doc_id in rows)  # all shortened (else this shows nothing)
+        ids = dict(zip(table._members.tolist(), app.main.review.project.ids_for(table._members.tolist())))
+        kept = next(ids[row[0]] for row in table._shown_rows if row[1].startswith("KEPT"))
+        for o, _status, _style, _sim, doc_id, *_ in table._shown_rows:
+            if ids[o] != kept:  # the middle part shows the first characters where it differs from the kept id
+                at = len(os.path.commonprefix([ids[o], kept]))
+                assert ids[o][at:at + 2] in doc_id.split("…")[1] and ids[o].endswith(doc_id.rsplit("…", 1)[1])
+        assert table._shown_rows[1][4] in plain_screen(app)
+
+
+def test_shorten_each_tells_apart_what_the_middle_cut_makes_alike():
+    from dedup_tui.ui.text import shorten_each
+
+    ids = [f"man1/gcloud_ai_{name}_list.1" for name in
+           ("models", "indexes", "index-endpoints", "model-monitoring-jobs", "hp-tuning-jobs", "endpoints")]
+    ids += ["man1/gcloud_alpha_ai_models_list.1", "man1/gcloud_beta_ai_models_list.1", "short.1", "short.1"]
+    for width in (14, 20, 26, 34):
+        shown = shorten_each(ids, width)
+        assert all(cell_len(s) <= width for s in shown)
+        assert len(set(shown)) == len(set(ids))  # alike only when the ids are the same
+        for doc_id, s in zip(ids, shown):
+            assert doc_id.endswith(s.rsplit("…", 1)[-1])  # never cut at the end
+    # ids that the middle cut already tells apart are shortened in the middle, as before
+    assert shorten_each([LONG, LONG.replace("_list.1", "_describe.1")], 24) == [
+        shorten_middle(LONG, 24), shorten_middle(LONG.replace("_list.1", "_describe.1"), 24)]
+
+
+async def test_cluster_list_ids_that_differ_in_the_middle_stay_apart(tmp_path):
+    """At 120x40 the cluster list gives a kept id 18 cells: a page of gcloud manual pages all
+    read man1/g…_describe.1."""
+    from .conftest import write_corpus
+
+    names = ["compute_instances", "compute_disks", "container_clusters", "sql_instances", "dns_zones"]
+    docs = []
+    for k, name in enumerate(names):
+        words = [f"w{(i * 7 + k * 13) % 97}x{k}y{i}" for i in range(120)]
+        for variant in ("", "beta_"):
+            docs.append({"id": f"man1/gcloud_alpha_{variant}{name}_describe.1", "text": " ".join(words)})
+            words = words[:-1] + ["changed"]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = app.main.query_one("#clusters")
+        assert table.row_count == len(names)
+        kept = [table.get_row_at(r)[0].plain.split()[4] for r in range(table.row_count)]
+        assert all("…" in k for k in kept)  # shortened (else this shows nothing)
+        assert len(set(kept)) == len(names), kept
+
+
+async def test_tuning_chains_most_distant_pair_under_the_table_at_120x40(tmp_path):
+    """At 120x40 the chains table's side pane left each id of the most distant pair 5 cells
+    (m…t.1 / m…t.1) and the kept id 8: the pair moves under the table, for the selected chain,
+    and the kept id takes its room."""
+    from textual.widgets import DataTable
+
+    from dedup_tui.ui.screens.tune import TuneScreen
+
+    from ..test_tune import CHAIN
+    from .conftest import write_corpus
+
+    docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
+    app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.main.set_threshold(0.7)
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
+        table = screen.query_one("#chains", DataTable)
+        assert [c.label.plain for c in table.ordered_columns][1:] == ["size", "weakest", "cut"]  # no pair column
+        assert cell_len(table.get_row_at(0)[0].plain) >= 20
+        far = rendered(screen.query_one("#chain-far", Static))
+        ch = screen.selected_chain()
+        a, b = far.replace("most distant:", "").replace("and:", "").split()
+        assert cell_len(a) >= 20 and cell_len(b) >= 20 and a != b
+        assert ch.far_ids[0].endswith(a.rsplit("…", 1)[-1]) and ch.far_ids[1].endswith(b.rsplit("…", 1)[-1])
+        shown = plain_screen(app)
+        assert a in shown and b in shown
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_summary_counts_one_in_the_singular(tmp_path, size):
+    """1,500 manual pages with one exact copy read "1 exact groups (1 copies)"."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(80)]
+    docs = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)},
+            {"id": "c", "text": " ".join(reversed(words)) + " other"}]
+    app = create_app(write_corpus(tmp_path / "one.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        summary = " ".join(rendered(app.main.query_one("#summary", Static)).split())
+        assert "1 exact group (1 copy)" in summary or "1 exact (1 copy)" in summary, summary
+        assert "1 cluster" in summary
+        assert not re.search(r"(?<![\d,])1 (exact groups|copies|near pairs|pairs|clusters)\b", summary), summary
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_search_results_dialog_fits_with_its_keys(tmp_path, size):
+    """A search matching hundreds of documents listed them all in a dialog taller than the
+    screen: the line saying enter goes to one and esc closes was below the last row."""
+    from textual.widgets import Input, OptionList
+
+    from dedup_tui.ui.screens.dialogs import SearchResultsScreen
+
+    from .conftest import write_corpus
+
+    docs = [{"id": f"doc-{i:03d}", "text": f"common words here and number {i} " + "x" * (i % 7)} for i in range(120)]
+    app = create_app(write_corpus(tmp_path / "many.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.pause()
+        app.screen.query_one(Input).value = "common words"
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchResultsScreen) and screen.query_one(OptionList).option_count == 120
+        dialog = screen.query_one("#search-results")
+        assert dialog.region.bottom <= size[1]
+        assert "enter: go to it" in plain_screen(app) and "esc: close" in plain_screen(app)
+        await pilot.press("end", "enter")  # the last match is reachable
+        await settle(pilot)
+        assert app.main.project.ids_for([app.main.selected_doc()])[0] == docs[-1]["id"]
+
+
+async def test_preview_title_never_wraps_its_similarity_away_at_120x40(tmp_path):
+    """The sample at 120x40: "kept note-0206  ·   keys act on ▸  note-0204  Jaccard" with the
+    value on the title's hidden second line (the room was counted one cell too wide)."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "note-0206", "text": " ".join(words)}, {"id": "note-0204", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "notes.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        widget = app.main.query_one("#preview-title", Static)
+        title = rendered(widget)
+        assert "keys act on" in title and "\n" not in title
+        assert cell_len(title) <= widget.content_size.width, (title, widget.content_size)
+        if "Jaccard" in title:
+            assert re.search(r"Jaccard \d\.\d\d", plain_screen(app))
+
+
+async def test_preview_title_tells_the_two_ids_apart_at_120x40(tmp_path):
+    """"kept man1…ancel.1  ·  keys act on ▸  man1…ancel.1": the preview's two ids read the same."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "man1/gcloud_ai_custom-jobs_cancel.1", "text": " ".join(words)},
+            {"id": "man1/gcloud_alpha_ai_custom-jobs_cancel.1", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        title = rendered(app.main.query_one("#preview-title", Static))
+        kept, acted = re.match(r"kept (\S+)\s+·\s+keys act on ▸\s+(\S+)", title).groups()
+        assert "…" in kept + acted and kept != acted, title
+        assert "alpha"[:3] in acted
+
+
+async def test_decisions_confirm_one_toast_at_a_time(corpus):
+    """Triage in the pair view at a key a second stacked a "Saved: remove …" toast per key over
+    the right-hand document at 80x24: a decision's confirmation replaces the one before (every
+    one is still told)."""
+    from dedup_tui.ui.screens.pair import PairScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "d")
+        await settle(pilot)
+        assert isinstance(app.screen, PairScreen)
+        for _ in range(3):
+            await pilot.press("x")
+            await settle(pilot)
+        await pilot.pause()
+        assert sum(m.startswith("Saved: remove") for m in app.told) == 3
+        assert len(app.screen.query("Toast")) == 1  # three before
+        shown = plain_screen(app)
+        assert shown.count("Saved: remove") == 1 and app.told[-1].split()[-1] in shown  # the newest one
+        app.notify("something else")  # others still stack beside it
+        await pilot.pause()
+        await pilot.pause()
+        assert len(app.screen.query("Toast")) == 2
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
+    """The export follows the project's keep rule, which the dialog never named (it covers the
+    status line that does): "longest" picked other documents than the reviewer may think."""
+    from textual.widgets import Button
+
+    from dedup_tui.ui.screens.dialogs import ExportScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        app.main._set_keep_rule("longest")
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, ExportScreen)
+        shown = plain_screen(app)
+        assert "Keep rule: longest text (K, ^k change it; your decisions win)" in shown
+        assert app.screen.query_one("#export-dialog").region.bottom <= size[1]
+        assert app.screen.query_one("#export-ok", Button).region.bottom <= size[1]
+        # with the overwrite question (three lines at 80 columns) the dialog still fits
+        path = app.screen.query_one("#export-path").value
+        from pathlib import Path
+        Path(path).write_text("")
+        for name in ("removed.jsonl", "decisions.jsonl", "manifest.json"):
+            Path(path).with_name(Path(path).stem + "." + name).write_text("")
+        await pilot.click("#export-ok")
+        await pilot.pause()
+        assert str(app.screen.query_one("#export-ok", Button).label) == "Overwrite"
+        assert app.screen.query_one("#export-dialog").region.bottom <= size[1], app.screen.query_one("#export-dialog").region
+
+
+async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
+    """At 80x24 "esc closes this help" was at the end of eight pages of keys."""
+    from dedup_tui.ui.screens.help import HelpScreen
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "esc, q or ? closes this help" in plain_screen(app)
+        footer = plain_screen(app).splitlines()[-1]  # its own keys, not the main screen's k x n a u e
+        assert "Close" in footer and "Keep" not in footer and "Remove" not in footer, footer
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_member_line_tells_its_ids_apart_at_120x40(tmp_path):
+    """"man1/g…_describe.1 1,788 chars · near duplicate (≥ 0.80) · duplicate of man1/g…_describe.1":
+    the selected page and the one it duplicates read the same in the line under the members."""
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "man1/gcloud_alpha_compute_commitments_describe.1", "text": " ".join(words)},
+            {"id": "man1/gcloud_alpha_compute_sole-tenancy_node-templates_describe.1",
+             "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "down")
+        await settle(pilot)
+        line = " ".join(rendered(app.main.query_one("#member-info", Static)).split())
+        this, kept = re.match(r"(\S+) [\d,]+ chars .* duplicate of (\S+)", line).groups()
+        assert this != kept, line
+        assert docs[1]["id"].endswith(this.rsplit("…", 1)[-1]) and docs[0]["id"].endswith(kept.rsplit("…", 1)[-1])
+
+
+async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tmp_path):
+    """An exact copy is removed against its first copy; when that copy is itself a near duplicate
+    removed against another, the copy's why read "same text as the kept one" (the 64k families:
+    k0053734 beside the kept k0006351, its text that of the removed k0028586)."""
+    from dedup_tui.ui.widgets.tables import why
+
+    from .conftest import write_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    docs = [{"id": "kept", "text": " ".join(words)},
+            {"id": "near", "text": " ".join(words[:-1] + ["x"])},
+            {"id": "copy-of-near", "text": " ".join(words[:-1] + ["x"])}]
+    app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        index = app.main.index
+        kept, near, copy = range(3)
+        cluster = int(index.clustering.cluster[copy])
+        assert int(index.clustering.keeper[copy]) == near  # removed against its first copy
+        assert why(index, copy, cluster) == "same text as another member"
+        exact_of_kept = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)}]
+    app = create_app(write_corpus(tmp_path / "d.jsonl", exact_of_kept), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        index = app.main.index
+        assert why(index, 1, int(index.clustering.cluster[1])) == "same text as the kept one"
+
+
+@pytest.mark.parametrize("screen_keys, words", [(("T",), ("+ Target ↑", "- Target ↓")), (("tab", "d"), ("} Next cluster",))])
+async def test_footer_words_read_whole_at_80x24(corpus, screen_keys, words):
+    """The tuning footer read "+ Target + - Target -", the pair view's "} Next cl."."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press(*screen_keys)
+        await settle(pilot)
+        footer = " ".join(plain_screen(app).splitlines()[-1].split())
+        for word in words:
+            assert " ".join(word.split()).replace(" ", "") in footer.replace(" ", ""), footer
+
+
+async def test_help_says_what_enter_does_in_the_cluster_list(corpus):
+    """enter on the cluster list moves to the members (only the focus colour changes); help
+    listed it as "pair: compare with the kept document"."""
+    from dedup_tui.ui.screens.help import keys_table
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.main.query_one("#clusters").has_focus
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.main.query_one("#members").has_focus and app.screen is app.main
+    from rich.console import Console
+
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(keys_table(None))
+    assert "in the cluster list: go to its members first" in console.export_text()

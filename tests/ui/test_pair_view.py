@@ -11,7 +11,8 @@ from dedup_tui.engine.store import Project
 from dedup_tui.ui.actions import PAIR_ACTIONS
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.help import HelpScreen
-from dedup_tui.ui.screens.pair import PairScreen, shorten_apart
+from dedup_tui.ui.screens.pair import PairScreen
+from dedup_tui.ui.text import shorten_apart
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 
 from .conftest import WORDS, plain_screen, settle, write_corpus
@@ -268,6 +269,24 @@ async def test_every_pair_view_key_is_in_the_help(tmp_path):
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+async def test_titles_show_whole_ids_before_the_reason_at_120x40(tmp_path):
+    """At 120x40 "right: man1…_alpha_…ncel.1  near · near duplicate (≥ 0.80)": the id, which
+    fits whole in the title, was cut to make room for a reason the header already gives."""
+    words = [WORDS[(i * 7) % len(WORDS)] + str(i) for i in range(300)]
+    docs = [{"id": "man1/gcloud_ai_endpoints_list.1", "text": " ".join(words)},
+            {"id": "man1/gcloud_ai_index-endpoints_list.1", "text": " ".join(words[:-2] + ["INDEX", "ENDPOINTS"])}]
+    app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = await open_member(app, pilot, 0)
+        left = str(screen.query_one("#left-title").render())
+        right = str(screen.query_one("#right-title").render())
+        assert left.split()[1] == docs[0]["id"] and right.split()[1] == docs[1]["id"], (left, right)
+        assert "KEPT" in left and "near" in right
+        text = plain_screen(app)
+        assert docs[0]["id"] in text and docs[1]["id"] in text
 
 
 async def test_a_reopened_pair_view_starts_afresh(tmp_path):

@@ -167,8 +167,16 @@ async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
         shown = " ".join(plain_screen(app).split())
         assert "95% Wilson" in shown and "0.85–0.90" in shown  # the per-bin table
         assert f"At {screen.report.threshold:.2f}: precision ≈" in shown
-        assert (f"too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} needed"
+        assert (f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; l labels more)"
                 in shown)
+        # what the labels say at the threshold comes before the bins it is made of, each on one
+        # line (at 80x24 the bins of a real project pushed the recommendation below the fold, cut
+        # at "needed: l")
+        lines = plain_screen(app).split("\n")
+        at = next(i for i, line in enumerate(lines) if "precision ≈" in line)
+        target = next(i for i, line in enumerate(lines) if "l labels more)" in line)
+        bins = next(i for i, line in enumerate(lines) if "95% Wilson" in line)
+        assert at < target < bins and "Target 95% (+/-): too few labels" in lines[target]
         assert "k=5: 1.000" in shown
         assert "recommended" not in plain_screen(app).split("\n")[0]
         assert not screen.query_one("#hist").display or not screen.query_one("#tune-plots").display

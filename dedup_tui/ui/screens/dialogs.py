@@ -118,15 +118,20 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
     OK = "export-ok"
 
     def __init__(self, out: Path, threshold: float, policy: Policy, floor: float,
-                 protected: dict[Path, str] | None = None) -> None:
+                 protected: dict[Path, str] | None = None, keep: str = "") -> None:
         super().__init__(classes="dialog-screen")
         self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor
+        self.keep = keep  # the project's keep rule (first, longest, max:FIELD, ...): the export follows it
         self.protected = protected or {}  # the project and its corpus: never written
         self._confirmed: tuple | None = None  # (path, logs) the user agreed to overwrite
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="export-dialog"):
-            yield Label("Export the curated corpus", classes="dialog-title")
+            yield Label("Export the curated corpus", classes="dialog-title" + (" -above-keep" if self.keep else ""))
+            if self.keep:  # the export follows it: say so where the reviewer decides to write
+                rule = {"first": "first in corpus order", "longest": "longest text"}.get(self.keep, self.keep)
+                yield Label(Text.assemble(("Keep rule: ", "dim"), literal_line(rule),
+                                          (" (K, ^k change it; your decisions win)", "dim")), id="export-keep")
             yield Label("Path")
             yield Input(str(self.out), id="export-path")
             with Horizontal(classes="row"):

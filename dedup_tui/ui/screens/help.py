@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from ..actions import EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
 from ..keymap import Keymap
+from ..widgets.footer import AppFooter
 
 
 def keys_table(keymap: Keymap | None = None) -> Table:
@@ -68,13 +69,17 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
-            yield Static(Text("dedup-tui keys", style="bold"), id="help-title")
+            # how to leave it on its first line: the end of a long list said so, and the footer
+            # under it shows the keys of the screen beneath
+            yield Static(Text.assemble(("dedup-tui keys", "bold"), ("   esc, q or ? closes this help; ↓ pgdn scroll",
+                                                                       "dim")), id="help-title")
             yield Static(keys_table(getattr(self.app, "keymap", None)))
             yield Static(Text("Words", style="bold"), id="glossary-title")
             yield Static(glossary_table())
             yield Static(Text(
                 "Decisions are saved in the project at once and follow document ids, so they survive "
                 "threshold changes and restarts. esc closes this help.", style="dim"))
+        yield AppFooter()  # its own keys: the main screen's footer under it offered k, x, ... that do nothing here
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -45,7 +45,7 @@ from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered,
 from ..launch import default_export_path
 from ..readonly import open_project
 from ..state import ReviewChanged, ReviewState
-from ..text import first_fitting, literal_line, shorten_middle
+from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady, SearchDone
 from ..widgets.docview import DocView
@@ -57,7 +57,10 @@ from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
 
-SHORT_SORTS = {"size": "largest", "high": "most similar", "low": "least similar", "borderline": "nearest threshold"}
+# the sorts in fewer words, the same words as the list's title (SORTS): "most similar" there read
+# "highest similarity first" here
+SHORT_SORTS = {"size": "largest", "high": "highest similarity", "low": "lowest similarity",
+               "borderline": "closest to threshold"}
 
 
 class MainScreen(Screen):
@@ -501,6 +504,8 @@ class MainScreen(Screen):
             line([("sort ", SORTS[sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
                   ("policy ", view.policy, "")]),
             line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
+                  ("policy ", view.policy, "")]),
+            line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
                   ("", view.policy, "")]),
         ]
 
@@ -528,15 +533,17 @@ class MainScreen(Screen):
         full = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial
              else " documents" + roles),
-            (f"{c.exact_groups:,}", f" exact groups ({c.exact_duplicates:,} copies)"),
-            (f"{c.pairs_at_threshold:,}", f" near pairs ≥ {t}"),
-            (f"{c.clusters:,}", f" clusters: {decided_clusters:,} decided, {to_review:,} to review"),
+            (f"{c.exact_groups:,}", f" exact group{'s' * (c.exact_groups != 1)} ({c.exact_duplicates:,} "
+                                    f"cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
+            (f"{c.pairs_at_threshold:,}", f" near pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
+            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)}: {decided_clusters:,} decided, "
+                                f"{to_review:,} to review"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
         short = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs" + short_roles),
-            (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} copies)"),
-            (f"{c.pairs_at_threshold:,}", f" pairs ≥ {t}"),
-            (f"{c.clusters:,}", f" clusters ({to_review:,} to review)"),
+            (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
+            (f"{c.pairs_at_threshold:,}", f" pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
+            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)} ({to_review:,} to review)"),
             (kept, " kept"), (f"{c.removed:,}", " removed")]
 
         def line(parts, breaks_at: int | None = None) -> Text:
@@ -725,20 +732,22 @@ class MainScreen(Screen):
     def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
         """The selected document: its id, length, why; what it duplicates (and through whom)."""
         c = self.index.clustering
+        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
+        short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
-        t.append(shorten_middle(doc_id, id_width), style="bold")
+        t.append(short[literal_line(doc_id)], style="bold")
         t.append(f"  {length:,} chars · {why(self.index, o, self._shown_cluster)}")
         if self.model.is_decided(o):
             t.append(" · decided", style="green")
         if keeper_id is not None:
             sim = c.similarity[o]
             t.append(" · duplicate of ")
-            t.append(shorten_middle(keeper_id, id_width), style="bold")
+            t.append(short[literal_line(keeper_id)], style="bold")
             if via_sim is None:
                 t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
             elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
                 t.append(" · linked via ")
-                t.append(shorten_middle(via_id, id_width), style="bold")
+                t.append(short[literal_line(via_id)], style="bold")
                 t.append(f" ({via_sim[0]:.2f})")
                 if not np.isnan(sim):
                     t.append(f"; {sim:.2f} with the kept one", style="dim")
@@ -761,22 +770,24 @@ class MainScreen(Screen):
         ids = self._ids([kept, o])
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
         id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
+        short = shorten_each([literal_line(i) for i in ids], id_width)  # apart where they would read alike
         title = Text()
         if target == kept:
             title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" KEPT ", style="bold green")
-            title.append(shorten_middle(ids[0], id_width), style="bold")
+            title.append(short[0], style="bold")
             if o != kept:
                 title.append("  ·  beside " if pane < 100 else "  ·  beside its closest member ", style="dim")
-                title.append(shorten_middle(ids[1], id_width), style="dim")
+                title.append(short[1], style="dim")
         else:
             title.append("kept ", style="dim")
-            title.append(shorten_middle(ids[0], id_width), style="bold")
+            title.append(short[0], style="bold")
             title.append("  ·  ", style="dim")
             title.append(" keys act on ▸ ", style="bold reverse")
-            title.append(" " + shorten_middle(ids[1], id_width), style="bold")
+            title.append(" " + short[1], style="bold")
             sim = c.similarity[o]
-            if not np.isnan(sim) and title.cell_len + 14 <= pane - 2:
+            room = self.query_one("#preview-title", Static).content_size.width or pane - 3  # (border, padding)
+            if not np.isnan(sim) and title.cell_len + 14 <= room:  # else it wrapped onto the hidden second line
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
         cut = left_shown.cut or (right_shown.cut and o != kept)
         # the title's second line says how much is shown (the class on the title alone: restyling the screen
@@ -1031,8 +1042,8 @@ class MainScreen(Screen):
             message = model.finish(plan, result)
             # a keep or removal made here is in its row already (a toast would only cover the preview)
             if not (plan.shown_in_row and self.app.screen is self):
-                self.notify(message, markup=False, timeout=3, severity="warning" if message.startswith("Nothing") else
-                            "information")
+                self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
+                                severity="warning" if message.startswith("Nothing") else "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
             if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
@@ -1114,7 +1125,7 @@ class MainScreen(Screen):
                 "Type yes to accept them, esc to cancel"), confirmed)
 
         self.app.push_screen(AskScreen("Accept every listed cluster to review whose lowest similarity is at "
-                                       "least (1 = exact copies only):", "1.00", validate=valid), chosen)
+                                       "least this (1 = exact copies only):", "1.00", validate=valid), chosen)
 
     def action_note(self) -> None:
         o = self.selected_doc()
@@ -1170,8 +1181,11 @@ class MainScreen(Screen):
         default = default_export_path(self.spec.db)
         if self.last_export is not None:
             default = self.last_export
+        kept_by = self.index.clustering.kept_by if self.index is not None else None
         self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor,
-                                          project_protected(self.project)), self._export_chosen)
+                                          project_protected(self.project),
+                                          keep=kept_by or ""),
+                             self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
         if request is None:
@@ -1200,6 +1214,6 @@ class MainScreen(Screen):
         r = message.result
         self.notify(
             f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
-            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decisions applied",
+            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decision{'s' * (r.decisions != 1)} applied",
             markup=False, timeout=8,
         )

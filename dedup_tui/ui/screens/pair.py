@@ -8,8 +8,6 @@ same review model and plans), the view moves on after each one as the main scree
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
@@ -26,35 +24,13 @@ from ..actions import PAIR_ACTIONS
 from ..diff import AlignedDiff, align_lines, aligned_in_worker, diff, diff_in_worker, lines_of
 from ..messages import DiffReady
 from ..state import ReviewChanged
-from ..text import first_fitting, literal_line, shorten_middle
+from ..text import first_fitting, literal_line, shorten_apart
 from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..widgets.tables import STATUS, why
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 from .dialogs import AskScreen
-
-
-def shorten_apart(doc_id: str, other: str, width: int) -> str:
-    """`doc_id` (one line, literal) in at most `width` cells, showing where it differs from
-    `other`: the pair's ids often share a start and an end and differ in the middle
-    (man1/gcloud_alpha_…_list.1 against man1/gcloud_beta_…_list.1), where shortening in the middle
-    would make them look the same. (Ids of wide characters, which the cut below counts as one
-    cell each, are shortened in the middle by cells instead.)"""
-    if cell_len(doc_id) <= width:
-        return doc_id
-    if cell_len(doc_id) != len(doc_id):
-        return shorten_middle(doc_id, width)
-    prefix = len(os.path.commonprefix([doc_id, other]))
-    if prefix + 4 <= (width - 1) * 2 // 5:  # they differ near the start, in what the head keeps
-        return shorten_middle(doc_id, width)
-    head = min(8, width // 4)
-    room = width - head - 2
-    start = max(head, prefix - min(3, room // 6))  # a little of what they share before the difference
-    if len(doc_id) - start <= width - head - 1:
-        return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1):]
-    tail = min(room // 2, 12)
-    return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
 
 
 class PairScreen(Screen):
@@ -274,12 +250,14 @@ class PairScreen(Screen):
 
     @staticmethod
     def _title(index, o: int, name: str, doc_id: str, other: str, width: int) -> Text:
-        """"left: ID  STATUS · why" in `width` cells: the id shortened in the middle (ids of one
-        corpus differ at their end), the reason dropped before the id is cut below 16 cells."""
+        """"left: ID  STATUS · why" in `width` cells: the id whole when it fits, the reason
+        dropped first (at 120x40 "right: man1…_alpha_…ncel.1  near · near duplicate (≥ 0.80)" cut
+        the one thing that tells the pages apart to repeat the header), shortened where it differs
+        from `other` when even that is too long."""
         status, style = STATUS[int(index.clustering.reason[o])]
         reason = f" · {why(index, o, int(index.clustering.cluster[o]))}"
         fixed = len(name) + 2 + 2 + len(status)
-        if fixed + len(doc_id) + len(reason) > width and width - fixed - len(reason) < min(16, len(doc_id)):
+        if fixed + cell_len(doc_id) + len(reason) > width:
             reason = ""
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{name}: ", style="dim")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.cells import cell_len
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.message import Message
@@ -21,7 +21,7 @@ from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..diff import diff, diff_in_worker
 from ..messages import DiffReady
-from ..text import first_fitting, literal_line, shorten_middle
+from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
@@ -56,12 +56,31 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
     else:
         _xs, _ps, bands, rows = r.curve
         p_t, p_f = candidate_probability([r.threshold, r.floor], bands, rows)
-        scan.append(f"LSH {bands}×{rows} finds a pair at the threshold with P {p_t:.3f}, at the floor {p_f:.3f}")
+        scan.append(f"LSH {bands}×{rows}: P(found) {p_t:.3f} at {r.threshold:.2f}, {p_f:.3f} at the floor")
     out.add_row(scan)
     if e is None:
         out.add_row(Text("No labels yet: press l to label pairs sampled around the threshold; "
                          "precision, recall and a recommended threshold follow from them.", style="dim"))
     else:
+        # what the labels say at the threshold and the recommendation first (at 80x24 the bins
+        # below them scroll), then the bins they come from
+        p, rec = e.at(r.threshold)
+        now = Text()
+        now.append(f"At {r.threshold:.2f}: ", style="bold")
+        now.append(f"precision ≈ {_pct(p)}, recall ≈ {_pct(rec)}")
+        out.add_row(now)
+        recommend = Text()
+        recommend.append(f"Target {e.target:.0%} (+/-): ", style="bold")
+        if e.too_few_labels:
+            recommend.append(f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; "
+                             "l labels more)", style="italic")
+        elif e.recommended is None:
+            recommend.append("no threshold reaches it yet", style="italic")
+        else:
+            recommend.append(f"{e.recommended:.2f}", style="bold reverse")
+            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
+                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
+        out.add_row(recommend)
         t = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
         for name, just in (("bin", "left"), ("pairs", "right"), ("lab.", "right"), ("prec.", "right"),
                            ("95% Wilson", "left")):
@@ -75,23 +94,6 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
             t.add_row(f"{b.lo:.2f}–{b.hi:.2f}", f"{b.population:,}", str(n), _pct(b.precision),
                       f"{b.ci[0]:.2f}–{b.ci[1]:.2f}", style=style)
         out.add_row(t)
-        p, rec = e.at(r.threshold)
-        now = Text()
-        now.append(f"At {r.threshold:.2f}: ", style="bold")
-        now.append(f"precision ≈ {_pct(p)}, recall ≈ {_pct(rec)}")
-        out.add_row(now)
-        recommend = Text()
-        recommend.append(f"Target {e.target:.0%} (+/-): ", style="bold")
-        if e.too_few_labels:
-            recommend.append(f"too few labels to recommend ({e.labelled}; at least "
-                             f"{tuning.MIN_LABELS_TO_RECOMMEND} needed: l labels more)", style="italic")
-        elif e.recommended is None:
-            recommend.append("no threshold reaches it yet", style="italic")
-        else:
-            recommend.append(f"{e.recommended:.2f}", style="bold reverse")
-            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
-                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
-        out.add_row(recommend)
     if r.shingles:
         s = Text()
         s.append("Shingle size on your labels ", style="bold")
@@ -120,6 +122,7 @@ class TuneScreen(Screen):
         self._generation = 0
         self.svg_path = review.spec.db.with_name(review.spec.db.stem + ".tuning.svg")
         self.labels_path = review.spec.db.with_name(review.spec.db.stem + ".labels.jsonl")
+        self._far_below = False  # the chains' most distant pairs are under the table (no room in it)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="tune-header")
@@ -132,6 +135,7 @@ class TuneScreen(Screen):
                     yield Static("", id="tune-stats")
                 yield Static("", id="chains-title", classes="pane-title")
                 yield DataTable(id="chains", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="chain-far")
         yield AppFooter()
 
     def on_mount(self) -> None:
@@ -211,6 +215,7 @@ class TuneScreen(Screen):
     CHAIN_HEADERS = [("cluster (kept)", "size", "weakest", "most distant pair", "cut"),
                      ("kept", "size", "weakest", "farthest pair", "cut"),
                      ("kept", "size", "min", "far pair", "cut")]
+    FAR_ID_MIN = 20  # cells of each most distant id below which the pair leaves the table for a line under it
 
     def _chains_room(self) -> int:
         """The cells a chains row may take: the side pane's width less a vertical scrollbar."""
@@ -220,8 +225,10 @@ class TuneScreen(Screen):
         return max(30, side - 2)
 
     def fill_chains(self) -> None:
-        """The chained clusters, every column and header whole in the pane: ids shortened in the
-        middle to the room the size, weakest and cut columns leave."""
+        """The chained clusters, every column and header whole in the pane: ids shortened where
+        they differ. When the pane leaves the most distant pair's ids fewer than FAR_ID_MIN cells
+        each (ma…ist.1 / m…t.1 at 120x40), the pair is shown under the table for the selected
+        chain instead, its ids whole or nearly."""
         r = self.report
         table = self.query_one("#chains", DataTable)
         row = table.cursor_row
@@ -229,6 +236,7 @@ class TuneScreen(Screen):
         sizes = [f"{ch.size:,}" for ch in r.chains]
         weakest = [f"< {ch.weakest:.2f}" if ch.below_floor else f"{ch.weakest:.3f}" for ch in r.chains]
         cuts = [str(len(ch.cut)) for ch in r.chains]
+        kept_ids = [literal_line(ch.label_id) for ch in r.chains]
         pad = 2 * len(self.CHAIN_HEADERS[0])  # DataTable's one cell of padding each side of each column
         for headers in self.CHAIN_HEADERS:
             fixed = pad + sum(max([cell_len(h), *map(cell_len, values)])
@@ -239,19 +247,53 @@ class TuneScreen(Screen):
             if far_w >= cell_len(headers[3]):
                 break
         each = max(4, (far_w - 3) // 2)  # the two ids of the most distant pair, " / " between them
+        self._far_below = each < self.FAR_ID_MIN and any(
+            cell_len(literal_line(i)) > each for ch in r.chains for i in ch.far_ids)
         table.clear(columns=True)
+        if self._far_below:  # four columns: the kept id gets what the pair had
+            for long in self.CHAIN_HEADERS:
+                headers = (long[0], long[1], long[2], long[4])
+                kept_w = min(40, room - 2 * len(headers) - sum(max([cell_len(h), *map(cell_len, values)]) for h, values
+                                                               in zip(headers[1:], (sizes, weakest, cuts))))
+                if kept_w >= cell_len(headers[0]):
+                    break
         table.add_columns(*headers)
-        for i, ch in enumerate(r.chains):
-            table.add_row(Text(shorten_middle(ch.label_id, kept_w)), sizes[i], weakest[i],
-                          Text(f"{shorten_middle(ch.far_ids[0], each)} / {shorten_middle(ch.far_ids[1], each)}"),
-                          cuts[i], key=str(i))
+        for i, (ch, kept) in enumerate(zip(r.chains, shorten_each(kept_ids, kept_w))):
+            cells = [Text(kept), sizes[i], weakest[i]]
+            if not self._far_below:
+                a, b = shorten_each([literal_line(x) for x in ch.far_ids], each)
+                cells.append(Text(f"{a} / {b}"))
+            table.add_row(*cells, cuts[i], key=str(i))
         if r.chains:
             table.move_cursor(row=min(row, len(r.chains) - 1), animate=False)
+        self.show_far_pair()
         title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
         side = self.query_one("#tune-side").size.width or self.app.size.width
         self.query_one("#chains-title", Static).update(first_fitting([
             Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", "dim")),
             Text.assemble(title, ("  x split · o open", "dim")), title], side - 2))
+
+    def show_far_pair(self) -> None:
+        """Under the chains table, when the table has no room for it: the selected chain's two most
+        distant members, on one line when they fit, else one line each."""
+        far = self.query_one("#chain-far", Static)
+        ch = self.selected_chain() if self._far_below else None
+        far.display = ch is not None
+        if ch is None:
+            return
+        width = self._chains_room()
+        a, b = (literal_line(x) for x in ch.far_ids)
+        each = (width - 17) // 2
+        if cell_len(a) + cell_len(b) <= 2 * each or each >= self.FAR_ID_MIN:
+            a, b = shorten_each([a, b], each) if cell_len(a) + cell_len(b) > 2 * each else (a, b)
+            far.update(Text.assemble(("most distant: ", "dim"), a, (" / ", "dim"), b))
+            return
+        a, b = shorten_each([a, b], max(8, width - 14))
+        far.update(Text.assemble(("most distant: ", "dim"), a, ("\n         and: ", "dim"), b))
+
+    @on(DataTable.RowHighlighted, "#chains")
+    def _chain_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self.show_far_pair()
 
     def update_header(self) -> None:
         width = max(20, self.app.size.width - 2)

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from ...engine.cluster import EXACT, KEPT, NEAR
 from ...engine.decisions import REVIEWER
 from ...review.index import ClusterIndex
-from ..text import shorten_middle, snippet
+from ..text import literal_line, shorten_each, snippet
 
 ID_WIDTH = 40  # at most this many cells of an id in the tables (longer ones shortened in the middle)
 # What a row cannot use of its pane: the focus edge (1), the vertical scrollbar (2) and the
@@ -157,13 +157,15 @@ class ClusterTable(RowTable):
         # column's width does not change as members are decided (it fits total/total)
         done_w = max([5, *(2 * len(str(total)) + 1 for _i, _c, _d, total in counts)])
         size_w = max([4, *(len(str(int(index.sizes[i]))) for i, _c, _d, _t in counts)])
-        # the kept document's column: its id first (shortened in the middle), the text after it
+        # the kept document's column: its id first (shortened in the middle, or where it differs
+        # from an id that would read the same), the text after it
         room = row_room(self) - (done_w + size_w + 4 + 4) - 4 * len(self.GAP)
         id_room = min(ID_WIDTH, max(12, room - 12))
+        ids = shorten_each([literal_line(previews.get(c, ("?",))[0]) for _i, c, _d, _t in counts], id_room)
         rows = []
-        for i, cluster_id, done, total in counts:
-            doc_id, text = previews.get(cluster_id, ("?", ""))
-            kept = Text(shorten_middle(doc_id, id_room), style="bold")
+        for (i, cluster_id, done, total), doc_id in zip(counts, ids):
+            text = previews.get(cluster_id, ("?", ""))[1]
+            kept = Text(doc_id, style="bold")
             if index.clustering.is_reference(cluster_id):  # kept because it is a reference (never exported)
                 kept = Text.assemble(("ref ", REFERENCE_STYLE), kept)
             text_room = room - kept.cell_len - 1
@@ -206,8 +208,10 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
         return "removed by reviewer"
     if ord_ in ov.keep:
         return "kept"
-    if reason == EXACT:
-        return "same text as the kept one"
+    if reason == EXACT:  # removed against its first copy, which the cluster may not keep
+        keeper = int(c.keeper[ord_])
+        return "same text as the kept one" if keeper < 0 or int(c.reason[keeper]) == KEPT else \
+            "same text as another member"
     sim = c.similarity[ord_]
     if not sim >= index.threshold:  # no pair of its own with the kept one at the threshold (or a rejected one)
         return "linked via another member"
@@ -216,7 +220,8 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
 
 SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
              "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
-             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text", "linked via another member": "via a member"}
+             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
+             "same text as another member": "same text", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 
 
@@ -257,6 +262,7 @@ class MemberTable(RowTable):
         self._shown_rows: list | None = None  # the shown rows' plain fields
         self._members = np.empty(0, dtype=np.int64)
         self._cluster_context: tuple | None = None  # (index, cluster_id, room for the text snippet)
+        self._kept_id: str | None = None  # the shown cluster's kept document's id (literal), once read
         self._decided = lambda o: False
         self._being_removed = lambda o: False
 
@@ -285,7 +291,11 @@ class MemberTable(RowTable):
         if id_room is None:  # the pane's room: the why and text columns get theirs before the ids
             id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
             self._cluster_context = (index, cluster_id, id_room)
-        ids = [shorten_middle(rows.get(o, ("?",))[0], id_room) for o in ords]
+        if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
+            kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
+            self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
+        full = [literal_line(rows.get(o, ("?",))[0]) for o in ords]
+        ids = shorten_each(full + [self._kept_id], id_room)[:len(full)]  # apart from the kept one's too
         whys = [short_why(index, o, cluster_id) for o in ords]
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
@@ -335,6 +345,7 @@ class MemberTable(RowTable):
         self._decided = decided or (lambda o: o in index.overrides.decided)
         self._being_removed = being_removed or (lambda o: False)
         self._cluster_context = (index, cluster_id, None)
+        self._kept_id = None
         self._members = members
         plain = self._plain(members[: count or self.CHUNK].tolist(), rows)
         if plain == self._shown_rows:
