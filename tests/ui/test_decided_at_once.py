@@ -106,3 +106,22 @@ def test_quitting_while_a_decision_is_saved_does_not_hang(tmp_path, corpus):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
                           cwd=tmp_path)
     assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]
+
+
+async def test_a_new_keep_rule_sorts_the_list_again(corpus):
+    """K keeps other documents: the similarities to the kept ones change, and the list is in
+    its title's order afterwards (it kept the earlier order, then read 0.84, 0.83, 0.95...)."""
+    import numpy as np
+
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        while main.model.view.sort != "high":
+            await pilot.press("s")
+            await settle(pilot)
+        await pilot.press("K")  # the next keep rule
+        await settle(pilot)
+        after = np.nan_to_num(main.index.max_sim, nan=0.0)
+        assert main.model.view.sort == "high"
+        assert np.all(np.diff(after) <= 1e-12), "the list is not in its title's order"

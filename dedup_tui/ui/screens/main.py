@@ -1047,7 +1047,9 @@ class MainScreen(Screen):
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
             if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
-                self.schedule_recluster(keep_order=True)
+                # another keep rule keeps other documents: the similarities the list is sorted by
+                # change, so it is sorted again (a decision keeps the order being worked through)
+                self.schedule_recluster(keep_order=plan.kind != "keep_rule")
             else:
                 self.show_member_info()
 
