@@ -456,3 +456,13 @@ def test_the_readmes_commands_parse_as_written():
     app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
     assert 'pip install -e . && dedup-tui ' in app_line and "[test]" not in app_line
     assert 'pip install -e ".[test]" && python -m pytest' in test_line
+
+
+def test_a_corpus_given_as_the_project_gets_a_hint(tmp_path):
+    corpus = write_jsonl(tmp_path / "notes.jsonl", [{"id": "a", "text": "some text"}])
+    data = corpus.read_bytes()
+    result = cli("export", corpus, "--out", tmp_path / "out.jsonl")
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"error: {corpus}: not a dedup-tui project") and "give the project file (.db)" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.jsonl"] and corpus.read_bytes() == data

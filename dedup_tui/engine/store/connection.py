@@ -14,6 +14,9 @@ import sqlite_utils
 
 from ..errors import ProjectError
 
+# Names a corpus file has (readers/): such a file given as a project gets a hint in its error
+CORPUS_SUFFIXES = {".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".parquet", ".txt", ".gz"}
+
 
 def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_statement: int = 50) -> None:
     """`insert` ("INSERT INTO t(c1, c2)") of every row, many rows per statement: SQLite's
@@ -72,7 +75,10 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False, buil
                 _remove_stubs(companions, existed)
                 raise DiskFull(f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
                                f"for its -wal and -shm files beside the project); free some space") from None
-            raise ProjectError(f"{path}: not a dedup-tui project ({exc})") from None
+            hint = ""
+            if Path(path).suffix.lower() in CORPUS_SUFFIXES:  # a corpus given where the project goes
+                hint = ": it looks like a corpus; give the project file (.db) that load or scan made from it"
+            raise ProjectError(f"{path}: not a dedup-tui project ({exc}){hint}") from None
     except BaseException:
         if conn is not None:
             conn.close()  # no project (or no room for one): no connection left behind
