@@ -227,7 +227,10 @@ async def test_cycling_the_sort_never_moves_the_screen(size, corpus):
             await settle(pilot)
             sorts.add(main.model.view.sort)
             assert where() == before
+            status = main.status_line(size[0] - 2).plain
+            assert status in plain_screen(app).replace("\n", " ") or status.split(" · ")[0] in plain_screen(app)
         assert len(sorts) == 4
+        assert not any(m.startswith(("Sorted", "Showing")) for m in app.told)  # the status line says it
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):

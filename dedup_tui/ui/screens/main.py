@@ -954,8 +954,7 @@ class MainScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         self.model.cycle_sort()
-        self._after_relist()
-        self.notify(f"Sorted: {SORTS[self.model.view.sort]}", timeout=2)
+        self._after_relist()  # (the status line and the list's title name it: no toast over the preview)
 
     def _after_relist(self) -> None:
         self.remember_state()
@@ -998,9 +997,8 @@ class MainScreen(Screen):
     def action_cycle_filter(self) -> None:
         """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only
         (from a typed filter: all)."""
-        flt = self.model.cycle_filter()
-        self._after_relist()
-        self.notify(f"Showing {FILTERS[flt]}", timeout=2)
+        self.model.cycle_filter()
+        self._after_relist()  # (the status line and the list's title name it: no toast over the preview)
 
     def action_type_filter(self) -> None:
         """Filter by size and lowest similarity, with or without the named filters."""
