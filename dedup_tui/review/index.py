@@ -469,7 +469,7 @@ class PreparedViews:
     step each way), shared between worker threads. A worker asking for a view another one is
     computing waits for that result instead of computing it again."""
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 6) -> None:  # the view shown and the five prepared around it
         self._keep = keep
         self._lock = threading.Lock()
         self._done: OrderedDict[str, ClusterIndex] = OrderedDict()

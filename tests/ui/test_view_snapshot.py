@@ -194,6 +194,14 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
 
         assert main._views.has(key(0.82)) and main._views.has(key(0.8))
         assert main._views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing))
+        assert main._views.has(key(0.86)) and main._views.has(key(0.76))  # } and {
+        big_step = main._views.get(key(0.86), lambda: None)
+        await pilot.press("right_curly_bracket")
+        await settle(pilot)
+        assert main.threshold == 0.86 and main.index is big_step
+        await pilot.press("left_curly_bracket")
+        await settle(pilot)
+        assert main.threshold == 0.81
         prepared = main._views.get(key(0.82), lambda: None)
         await pilot.press("right_square_bracket")
         await settle(pilot)

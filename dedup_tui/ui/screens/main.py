@@ -407,12 +407,14 @@ class MainScreen(Screen):
                 return
             self.post_message(Reclustered(generation, index, request))
             # While the reviewer looks, prepare the next step each way (the direction of the last
-            # move first), then the other policy, so holding ] or [ (or pressing p) shows the
-            # result without waiting for a re-clustering.
+            # move first), then the other policy, then the ±0.05 steps, so holding ] or [ (or
+            # pressing p, } or {) shows the result without waiting for a re-clustering.
             step = 0.01 if self._last_step >= 0 else -0.01
             other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
             for t, pol in ((round(view.threshold + step, 4), view.policy),
-                           (round(view.threshold - step, 4), view.policy), (view.threshold, other)):
+                           (round(view.threshold - step, 4), view.policy), (view.threshold, other),
+                           (round(view.threshold + 5 * step, 4), view.policy),  # } and { (±0.05)
+                           (round(view.threshold - 5 * step, 4), view.policy)):
                 if worker.is_cancelled or generation != self._generation:
                     return
                 if self.floor <= t <= 1.0:
