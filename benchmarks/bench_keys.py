@@ -47,6 +47,8 @@ APP_KEYS = [
     ("threshold +.05", "}", 1, "{", "threshold up by 0.05"),
     ("policy", "p", 1, "p", "components / greedy"),
     ("remove", "x", 1, "u", "decide: remove the member under the cursor, then undo"),
+    ("redo (a removal)", "r", 1, "u", "redo the removal just undone, then undo it again (u costs the same)"),
+    ("keep", "k", 1, "u", "decide: keep the member under the cursor, then undo"),
     ("pair view", "Enter", 1, "Escape", "open the pair view of the member under the cursor"),
 ]
 
