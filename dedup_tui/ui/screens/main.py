@@ -720,8 +720,9 @@ class MainScreen(Screen):
                                           self.graph is None):
             via, via_sim = strongest_links(self.graph, c, [o])
         via_id = self._ids([int(via[0])])[0] if via is not None and via[0] >= 0 else None
-        # ids whole (to 80 cells) where the line holds them in its rows, else shortened in the middle
-        for id_width in (80, max(16, (pane - 24) // 2), 16):
+        # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
+        # chars" for "….1  362 chars") where the line holds them in its rows, else shortened
+        for id_width in (min(80, pane - 16), max(16, (pane - 24) // 2), 16):
             t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width)
             if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
                 break

@@ -244,7 +244,8 @@ class MemberTable(RowTable):
 
     CHUNK = 100
     NEAR_END = 10
-    TEXT_WIDTH = 14  # the text column at least (it takes what the id and why leave)  # rows from the end at which the next chunk is added
+    TEXT_WIDTH = 14  # the text column at least (it takes what the id and why leave)
+    TEXT_WIDTH_LONG_IDS = 8  # ... when the ids would be cut
     BINDINGS = [Binding("end,ctrl+end", "last_member", "Last member", show=False)]
 
     class WantsAll(Message):
@@ -288,13 +289,16 @@ class MemberTable(RowTable):
     def _plain(self, ords: list[int], rows: dict[int, tuple[str, int, str]]):
         index, cluster_id, id_room = self._cluster_context
         c = index.clustering
-        if id_room is None:  # the pane's room: the why and text columns get theirs before the ids
+        full = [literal_line(rows.get(o, ("?",))[0]) for o in ords]
+        if id_room is None:  # the pane's room: the why column gets its own, then the ids, then the text
             id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
+            if max(map(cell_len, full), default=0) > id_room:  # long ids (manual pages): they are what tells
+                # members apart (the preview shows the text), so the text column gives up its room first
+                id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH_LONG_IDS))
             self._cluster_context = (index, cluster_id, id_room)
         if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
             kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
             self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
-        full = [literal_line(rows.get(o, ("?",))[0]) for o in ords]
         ids = shorten_each(full + [self._kept_id], id_room)[:len(full)]  # apart from the kept one's too
         whys = [short_why(index, o, cluster_id) for o in ords]
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
