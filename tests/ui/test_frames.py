@@ -34,7 +34,12 @@ def counts(app) -> str:
 
 
 async def test_fast_reports_are_held_back_and_the_last_one_is_shown(monkeypatch):
-    monkeypatch.setattr(StageRow, "SHOWN_EVERY", 0.4)  # (wide: a slow machine's pause() stays inside it)
+    import types
+
+    from dedup_tui.ui.widgets import progress as progress_module
+
+    frozen = types.SimpleNamespace(perf_counter=lambda: 1000.0)  # the rows' clock stands still: every
+    monkeypatch.setattr(progress_module, "time", frozen)  # report after the first is within its interval
     app = ProgressApp()
     async with app.run_test() as pilot:
         progress = app.query_one(ScanProgress)
