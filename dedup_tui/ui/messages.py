@@ -51,9 +51,10 @@ class PipelineStopped(Message):
 
 
 class Reclustered(Message):
-    def __init__(self, generation: int, index: ClusterIndex, request=None) -> None:
+    def __init__(self, generation: int, index: ClusterIndex, request=None, painted=None) -> None:
         super().__init__()
         self.generation, self.index, self.request = generation, index, request
+        self.painted = painted  # a threading.Event the screen sets once the list is on screen
 
 
 class DiffReady(Message):

@@ -206,7 +206,7 @@ class MainScreen(Screen):
                 self.post_message(ViewReady(stored, floor, painted))
                 # Reading the pairs competes with the first paint of the list for the GIL: start
                 # once the list is on screen (bounded, in case the view is not shown at all).
-                painted.wait(timeout=1.0)
+                painted.wait(timeout=1.0)  # (bounded: a list never shown, an app closing)
             graph = load_graph(project)
             graph.warm(view.policy, overrides.split_pairs)  # the first threshold change should not pay for these
             if stored is not None:
@@ -405,10 +405,14 @@ class MainScreen(Screen):
             worker = get_current_worker()
             if worker.is_cancelled:
                 return
-            self.post_message(Reclustered(generation, index, request))
+            painted = threading.Event()
+            self.post_message(Reclustered(generation, index, request, painted))
             # While the reviewer looks, prepare the next step each way (the direction of the last
             # move first), then the other policy, then the ±0.05 steps, so holding ] or [ (or
-            # pressing p, } or {) shows the result without waiting for a re-clustering.
+            # pressing p, } or {) shows the result without waiting for a re-clustering. Not before
+            # the list is on screen: each view is ~60 ms of the GIL at 1M, and five of them
+            # delayed the paint of a decision's result by 100-200 ms.
+            painted.wait(timeout=1.0)
             step = 0.01 if self._last_step >= 0 else -0.01
             other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
             for t, pol in ((round(view.threshold + step, 4), view.policy),
@@ -427,9 +431,13 @@ class MainScreen(Screen):
     def on_reclustered(self, message: Reclustered) -> None:
         self._clustering_busy = False
         if self._dirty or message.generation != self._generation:
+            if message.painted is not None:
+                message.painted.set()
             self._start_recluster()
             return
         self.show_index(message.index, message.request)
+        if message.painted is not None:
+            self.call_after_refresh(message.painted.set)
 
     def show_index(self, index, request: Request | None) -> None:
         first = self.index is None
