@@ -173,14 +173,27 @@ async def test_title_keeps_a_long_typed_filter_at_120x40(tmp_path):
         assert "sim<=0.99" in screen and "undecided" in screen
 
 
+async def chains_table(app, pilot):
+    """The tuning screen at threshold 0.7 on the chain corpus: the screen and its chains table."""
+    from textual.widgets import DataTable
+
+    from dedup_tui.ui.screens.tune import TuneScreen
+
+    await settle(pilot)
+    app.main.set_threshold(0.7)
+    await settle(pilot)
+    await pilot.press("T")
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
+    return screen, screen.query_one("#chains", DataTable)
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_tuning_chains_table_whole(tmp_path, size):
     """The tuning screen's chained clusters: every header and every row within the pane (at 120
     columns the header was cut at "most distant pa"), long ids shortened in the middle."""
     from rich.text import Text
-    from textual.widgets import DataTable
-
-    from dedup_tui.ui.screens.tune import TuneScreen
 
     from ..test_tune import CHAIN
     from .conftest import write_corpus
@@ -188,14 +201,7 @@ async def test_tuning_chains_table_whole(tmp_path, size):
     docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
     app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
     async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        app.main.set_threshold(0.7)
-        await settle(pilot)
-        await pilot.press("T")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
-        table = screen.query_one("#chains", DataTable)
+        screen, table = await chains_table(app, pilot)
         room = table.scrollable_content_region.width
         widths = [column.get_render_width(table) for column in table.ordered_columns]
         assert sum(widths) <= room  # nothing past the pane's right edge: no header or cell cut
@@ -300,24 +306,13 @@ async def test_tuning_chains_most_distant_pair_under_the_table_at_120x40(tmp_pat
     """At 120x40 the chains table's side pane left each id of the most distant pair 5 cells
     (m…t.1 / m…t.1) and the kept id 8: the pair moves under the table, for the selected chain,
     and the kept id takes its room."""
-    from textual.widgets import DataTable
-
-    from dedup_tui.ui.screens.tune import TuneScreen
-
     from ..test_tune import CHAIN
     from .conftest import write_corpus
 
     docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
     app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        app.main.set_threshold(0.7)
-        await settle(pilot)
-        await pilot.press("T")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, TuneScreen) and screen.report is not None and screen.report.chains
-        table = screen.query_one("#chains", DataTable)
+        screen, table = await chains_table(app, pilot)
         assert [c.label.plain for c in table.ordered_columns][1:] == ["size", "weakest", "cut"]  # no pair column
         assert cell_len(table.get_row_at(0)[0].plain) >= 20
         far = rendered(screen.query_one("#chain-far", Static))
