@@ -109,6 +109,12 @@ def undo(project: Project) -> Decision | None:
     return _switch(project, review.newest_active_decision, ACTIVE, UNDONE)
 
 
+def next_undo(project: Project) -> Decision | None:
+    """The decision undo() would undo now (read only), or None."""
+    r = review.newest_active_decision(project.db)
+    return _row(r) if r is not None else None
+
+
 def redo(project: Project) -> Decision | None:
     """Bring back the most recently undone decision (with the rest of its bulk action)."""
     return _switch(project, review.oldest_undone_decision, UNDONE, ACTIVE)

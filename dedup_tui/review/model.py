@@ -95,6 +95,7 @@ class Plan:
     seq: int = 0
     message: str = ""  # set by finish
     shown_in_row: bool = False  # one document's keep or removal: its row in the list shows it at once
+    list_shown: Any = None  # an undo shown at once: the list it replaced (back on screen if not saved)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class Review:
         self._saved_doc: int | None = None  # the cursor stored in the project, until the list is shown
         self._seq = 0  # plans made
         self._written = 0  # plans whose write finished (in order)
+        self._shown_written = 0  # plans the list on screen holds (it was built after their write)
         self._pending: dict[int, int] = {}  # doc -> seq of the plan deciding it (not in the list yet)
         # keep decisions not in the list yet: the document kept, and the kept one it demotes to a
         # member (doc -> (seq, the document kept instead)), so that fast keys see them as they will be
@@ -136,6 +138,11 @@ class Review:
         self._pending_remove: dict[int, int] = {}  # removals not in the list yet (doc -> seq)
         self._demoted: dict[int, tuple[int, int]] = {}
         self._cursor_of: dict[int, Cursor] = {}  # decision id -> the cursor when it was made
+        # The list as it was before each of the last few decisions (by the newest decision id of
+        # the step), when that list held every earlier decision: undoing that step re-clusters to
+        # exactly that list, so an undo shows it at once. (plan seq -> list, until it is saved)
+        self._list_before_plan: dict[int, tuple[ClusterIndex, Any]] = {}
+        self._list_before: dict[int, tuple[ClusterIndex, Any]] = {}
         self.restore_view()
 
     # -- opening and the stored view --------------------------------------------------------------
@@ -207,6 +214,7 @@ class Review:
     def show(self, index: ClusterIndex, request: Request | None = None) -> None:
         """Put a newly built list on screen and the cursor where it belongs in it."""
         old, self.index = self.index, index
+        self._shown_written = request.written if request is not None else self._seq
         if request is not None:  # the decisions written before it are in the list now
             self._forget_pending(lambda seq: seq <= request.written)
         if self._saved_doc is not None:
@@ -506,7 +514,10 @@ class Review:
             project.set_meta(ui_state=state)  # `export` defaults to the view the decisions were made in
             return made
 
+        whole = self.index is not None and self._shown_written == self._seq  # the list holds every plan made
         plan = self._plan(what, write, decided=decided)
+        if whole:
+            self._list_before_plan[plan.seq] = (self.index, self.graph)
         if advance:
             self.advance(also, leaving)
         return plan
@@ -661,8 +672,24 @@ class Review:
         return self._plan(f"note on {literal_line(doc_id, 40)}", lambda project: [decisions.record(
             project, "note", doc_id, None, value, v.threshold, v.policy, author=author)], kind="note")
 
+    LISTS_BEFORE_KEPT = 3  # lists kept for undo (each holds the clustering: ~30 MB at 1M documents)
+
     def plan_undo(self) -> Plan:
-        return self._plan("the undo", decisions.undo, kind="undo")
+        whole = self.index is not None and self._shown_written == self._seq  # (before this plan)
+        plan = self._plan("the undo", decisions.undo, kind="undo")
+        undone = decisions.next_undo(self.project) if whole else None
+        entry = self._list_before.get(undone.id) if undone is not None else None
+        if entry is not None:
+            before, graph = entry
+            if graph is self.graph and self.shows_view(before) and \
+                    before.clustering.kept_by == self.index.clustering.kept_by:
+                # the list before that decision, at once: the re-clustering after the undo gives it again
+                plan.list_shown = (self.index, self.cursor, self._shown_written)
+                self.index, self._shown_written = before, plan.seq
+                cursor = self._cursor_of.get(undone.id)
+                if cursor is not None and cursor.doc is not None:
+                    self.cursor = Cursor(cursor.doc, cursor.cluster_id)
+        return plan
 
     def plan_redo(self) -> Plan:
         return self._plan("the redo", decisions.redo, kind="redo")
@@ -681,15 +708,22 @@ class Review:
         """A plan's write is done (on the owner's thread): what to tell the reviewer. The list is
         then rebuilt in the same order (`request()`)."""
         self._written = max(self._written, plan.seq)
+        before = self._list_before_plan.pop(plan.seq, None)
         if plan.kind == "decision":
             made = result or []
             for d in made:
                 self._cursor_of[d.id] = plan.cursor_before
+            if before is not None and made:  # (undo undoes the step of its newest decision)
+                self._list_before[made[-1].id] = before
+                while len(self._list_before) > self.LISTS_BEFORE_KEPT:
+                    del self._list_before[next(iter(self._list_before))]
             plan.message = f"Saved: {plan.what}"
         elif plan.kind == "split":
             plan.message = f"Saved: {plan.what}: {result} links marked not a duplicate (u undoes them in one step)"
         elif plan.kind == "note":
             plan.message = f"Saved: {result[0].describe()}"
+            if self._shown_written == plan.seq - 1:  # a note changes no list: the one shown holds it
+                self._shown_written = plan.seq
         elif plan.kind in ("undo", "redo"):
             d: Decision | None = result
             done = "Undone" if plan.kind == "undo" else "Redone"
@@ -706,9 +740,12 @@ class Review:
         """A plan's write failed (the project was busy): nothing it decided counts, and the
         cursor goes back where the plan was made."""
         self._forget_pending(lambda seq: seq == plan.seq)
+        self._list_before_plan.pop(plan.seq, None)
         self._written = max(self._written, plan.seq)
         if plan.cursor_before is not None and plan.kind == "decision":
             self.cursor = plan.cursor_before
+        if plan.list_shown is not None:  # an undo shown at once, not saved: the list it replaced
+            self.index, self.cursor, self._shown_written = plan.list_shown
 
     def _forget_pending(self, gone: Callable[[int], bool]) -> None:
         """Drop what the plans whose seq is `gone` decided (in the list now, or never saved)."""

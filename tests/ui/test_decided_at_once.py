@@ -6,12 +6,14 @@ whatever a cluster's size."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 
 from dedup_tui.engine import decisions
+from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
 from .conftest import corpus_docs, settle, write_corpus
@@ -125,3 +127,55 @@ async def test_a_new_keep_rule_sorts_the_list_again(corpus):
         after = np.nan_to_num(main.index.max_sim, nan=0.0)
         assert main.model.view.sort == "high"
         assert np.all(np.diff(after) <= 1e-12), "the list is not in its title's order"
+
+
+async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, monkeypatch):
+    """u after x: the list as it was before the removal is on screen with the key (the
+    re-clustering after the undo gives the same list, and repaints nothing); an undo that is not
+    saved puts back the list it replaced."""
+    from dedup_tui.ui import writer
+
+    monkeypatch.setattr(writer, "BUSY_TIMEOUT_MS", 100)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        clusters, members = main.query_one("#clusters"), main.query_one("#members")
+        cluster_id = main.model.cursor.cluster_id
+        await pilot.press("tab")
+        target = main.selected_doc()
+        before_rows = (row(members, target), row(clusters, cluster_id))
+        list_before = main.index
+        await pilot.press("x")
+        await settle(pilot)
+        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        gate = threading.Event()  # the undo is not saved yet
+        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+        try:
+            await pilot.press("u")
+            await pilot.pause()
+            assert main.index is list_before and main.selected_doc() == target
+            assert (row(members, target), row(clusters, cluster_id)) == before_rows
+        finally:
+            gate.set()
+        await settle(pilot)
+        with Project(app.spec.db) as project:
+            assert decisions.active(project) == []
+        assert main.index.clustering.reason[target] != decisions.REVIEWER
+        assert (row(members, target), row(clusters, cluster_id)) == before_rows
+        # x again, then an undo the project refuses (another process holds its write lock)
+        await pilot.press("x")
+        await settle(pilot)
+        removed_list = main.index
+        other = sqlite3.connect(app.spec.db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            await pilot.press("u")
+            await pilot.pause()
+            assert main.index is not removed_list  # shown at once ...
+            await settle(pilot)
+            assert any("Not saved" in m for m in app.told)
+            assert main.index.clustering.reason[target] == decisions.REVIEWER  # ... and put back
+        finally:
+            other.execute("ROLLBACK")
+            other.close()

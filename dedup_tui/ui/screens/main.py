@@ -1046,6 +1046,9 @@ class MainScreen(Screen):
     def execute(self, plan: Plan) -> None:
         """Write a plan the model made; the cursor has already moved on (the screen shows it now)."""
         model = self.model
+        # the views the worker prepares around the list shown are of no use after a decision:
+        # it stops (after the one under way) instead of competing with this key's paint
+        self._generation += 1
 
         def done(result) -> None:
             message = model.finish(plan, result)
