@@ -115,6 +115,12 @@ def next_undo(project: Project) -> Decision | None:
     return _row(r) if r is not None else None
 
 
+def next_redo(project: Project) -> Decision | None:
+    """The decision redo() would bring back now (read only), or None."""
+    r = review.oldest_undone_decision(project.db)
+    return _row(r) if r is not None else None
+
+
 def redo(project: Project) -> Decision | None:
     """Bring back the most recently undone decision (with the rest of its bulk action)."""
     return _switch(project, review.oldest_undone_decision, UNDONE, ACTIVE)

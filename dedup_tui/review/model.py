@@ -143,6 +143,7 @@ class Review:
         # exactly that list, so an undo shows it at once. (plan seq -> list, until it is saved)
         self._list_before_plan: dict[int, tuple[ClusterIndex, Any]] = {}
         self._list_before: dict[int, tuple[ClusterIndex, Any]] = {}
+        self._list_after: dict[int, tuple[ClusterIndex, Any]] = {}  # decision id -> the list undone from (for redo)
         self.restore_view()
 
     # -- opening and the stored view --------------------------------------------------------------
@@ -678,21 +679,45 @@ class Review:
         whole = self.index is not None and self._shown_written == self._seq  # (before this plan)
         plan = self._plan("the undo", decisions.undo, kind="undo")
         undone = decisions.next_undo(self.project) if whole else None
-        entry = self._list_before.get(undone.id) if undone is not None else None
-        if entry is not None:
-            before, graph = entry
-            if graph is self.graph and self.shows_view(before) and \
-                    before.clustering.kept_by == self.index.clustering.kept_by:
-                # the list before that decision, at once: the re-clustering after the undo gives it again
-                plan.list_shown = (self.index, self.cursor, self._shown_written)
-                self.index, self._shown_written = before, plan.seq
-                cursor = self._cursor_of.get(undone.id)
-                if cursor is not None and cursor.doc is not None:
-                    self.cursor = Cursor(cursor.doc, cursor.cluster_id)
+        if undone is None:
+            return plan
+        self._keep_list(self._list_after, undone.id, (self.index, self.graph))  # what a redo gives back
+        cursor = self._cursor_of.get(undone.id)
+        self._show_at_once(plan, self._list_before.get(undone.id),
+                           Cursor(cursor.doc, cursor.cluster_id) if cursor is not None and cursor.doc is not None
+                           else None)
         return plan
 
     def plan_redo(self) -> Plan:
-        return self._plan("the redo", decisions.redo, kind="redo")
+        whole = self.index is not None and self._shown_written == self._seq
+        plan = self._plan("the redo", decisions.redo, kind="redo")
+        redone = decisions.next_redo(self.project) if whole else None
+        if redone is not None:
+            about = decisions.ords_for_ids(self.project, [redone.doc_id]).get(redone.doc_id)
+            self._show_at_once(plan, self._list_after.get(redone.id), Cursor(int(about), None) if about is not None
+                               else None)
+        return plan
+
+    def _show_at_once(self, plan: Plan, entry: tuple | None, cursor: Cursor | None) -> None:
+        """An undo or redo whose list is known (kept when the step was last on screen, for the same
+        view, keep rule and scan): shown now, the re-clustering after the write gives it again."""
+        if entry is None:
+            return
+        shown, graph = entry
+        if graph is not self.graph or not self.shows_view(shown) or \
+                shown.clustering.kept_by != self.index.clustering.kept_by:
+            return
+        plan.list_shown = (self.index, self.cursor, self._shown_written)
+        self.index, self._shown_written = shown, plan.seq
+        if cursor is not None:
+            self.cursor = cursor
+            if cursor.cluster_id is None:
+                self._settle_cursor(plan.list_shown[0])
+
+    def _keep_list(self, lists: dict, decision_id: int, entry: tuple) -> None:
+        lists[decision_id] = entry
+        while len(lists) > self.LISTS_BEFORE_KEPT:
+            del lists[next(iter(lists))]
 
     def plan_keep_rule(self, rule: str) -> Plan:
         """Which document a cluster keeps when no reviewer chose (never one a reviewer judged):
@@ -714,9 +739,7 @@ class Review:
             for d in made:
                 self._cursor_of[d.id] = plan.cursor_before
             if before is not None and made:  # (undo undoes the step of its newest decision)
-                self._list_before[made[-1].id] = before
-                while len(self._list_before) > self.LISTS_BEFORE_KEPT:
-                    del self._list_before[next(iter(self._list_before))]
+                self._keep_list(self._list_before, made[-1].id, before)
             plan.message = f"Saved: {plan.what}"
         elif plan.kind == "split":
             plan.message = f"Saved: {plan.what}: {result} links marked not a duplicate (u undoes them in one step)"

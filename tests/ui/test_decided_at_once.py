@@ -149,6 +149,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         await pilot.press("x")
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
+        list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
         gate = threading.Event()  # the undo is not saved yet
         app.writer.submit(lambda project: gate.wait(10), what="a slow write")
         try:
@@ -163,6 +164,21 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
             assert decisions.active(project) == []
         assert main.index.clustering.reason[target] != decisions.REVIEWER
         assert (row(members, target), row(clusters, cluster_id)) == before_rows
+        # r: the list the undo left, at once, and the same after the redo is saved and re-clustered
+        gate = threading.Event()
+        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+        try:
+            await pilot.press("r")
+            await pilot.pause()
+            assert main.index is list_after and main.selected_doc() == target
+            assert (row(members, target), row(clusters, cluster_id)) == after_rows
+        finally:
+            gate.set()
+        await settle(pilot)
+        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        assert (row(members, target), row(clusters, cluster_id)) == after_rows
+        await pilot.press("u")
+        await settle(pilot)
         # x again, then an undo the project refuses (another process holds its write lock)
         await pilot.press("x")
         await settle(pilot)
