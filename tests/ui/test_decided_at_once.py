@@ -23,6 +23,10 @@ def row(table, key) -> str:
     return table.get_row(str(key))[0].plain
 
 
+def tables(*shown) -> list[list[str]]:
+    return [[table.get_row_at(i)[0].plain for i in range(table.row_count)] for table in shown]
+
+
 async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -195,3 +199,50 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         finally:
             other.execute("ROLLBACK")
             other.close()
+
+
+async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
+    """A reviewer's random session (x k n u r ] [ p s K, the cursor moved between): whatever a
+    decision, undo or redo shows with the key (before its write and re-clustering) is what the
+    screen shows once they are done, for the rows it shows of the cluster, and the list then is
+    the project's own clustering."""
+    import random
+
+    import numpy as np
+
+    from dedup_tui.engine.pipeline import load_graph
+
+    rng = random.Random(23)
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        clusters, members = main.query_one("#clusters"), main.query_one("#members")
+        checked = 0
+        for _ in range(60):
+            key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "right_square_bracket",
+                              "left_square_bracket", "p", "s", "K"])
+            if key not in ("x", "u", "r"):
+                await pilot.press(key)
+                await settle(pilot)
+            else:
+                shown_before = main.index
+                gate = threading.Event()  # its write waits: what is on screen now is what the key showed at once
+                app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+                try:
+                    await pilot.press(key)
+                    o, cid = main.selected_doc(), main.model.cursor.cluster_id
+                    shown_at_once = main.index is not shown_before or (key == "x" and main.model.has_pending)
+                    at_once = tables(clusters, members) if shown_at_once and o is not None else None
+                finally:
+                    gate.set()
+                await settle(pilot)
+                if at_once is not None and main.selected_doc() == o and main.model.cursor.cluster_id == cid:
+                    assert tables(clusters, members) == at_once, key  # the re-clustering changed no row
+                    checked += 1
+            with Project(app.spec.db) as project:
+                graph = load_graph(project)
+                fresh = decisions.cluster_with_decisions(project, graph, main.threshold, main.policy)
+            assert np.array_equal(main.index.clustering.reason, fresh.reason)
+            assert np.array_equal(main.index.clustering.cluster, fresh.cluster)
+        assert checked >= 5  # (the keys that decided, with the cursor where it was)
