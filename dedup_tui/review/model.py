@@ -515,7 +515,7 @@ class Review:
             project.set_meta(ui_state=state)  # `export` defaults to the view the decisions were made in
             return made
 
-        whole = self.index is not None and self._shown_written == self._seq  # the list holds every plan made
+        whole = self._list_holds_every_plan
         plan = self._plan(what, write, decided=decided)
         if whole:
             self._list_before_plan[plan.seq] = (self.index, self.graph)
@@ -676,29 +676,30 @@ class Review:
     LISTS_BEFORE_KEPT = 3  # lists kept for undo (each holds the clustering: ~30 MB at 1M documents)
 
     def plan_undo(self) -> Plan:
-        whole = self.index is not None and self._shown_written == self._seq  # (before this plan)
-        plan = self._plan("the undo", decisions.undo, kind="undo")
-        undone = decisions.next_undo(self.project) if whole else None
-        if undone is None:
-            return plan
-        self._keep_list(self._list_after, undone.id, (self.index, self.graph))  # what a redo gives back
-        cursor = self._cursor_of.get(undone.id)
-        self._show_at_once(plan, self._list_before.get(undone.id),
-                           Cursor(cursor.doc, cursor.cluster_id) if cursor is not None and cursor.doc is not None
-                           else None)
-        return plan
+        return self._plan_switch("undo")
 
     def plan_redo(self) -> Plan:
-        whole = self.index is not None and self._shown_written == self._seq
-        plan = self._plan("the redo", decisions.redo, kind="redo")
-        redone = decisions.next_redo(self.project) if whole else None
-        if redone is not None:
-            about = decisions.ords_for_ids(self.project, [redone.doc_id]).get(redone.doc_id)
-            self._show_at_once(plan, self._list_after.get(redone.id), Cursor(int(about), None) if about is not None
-                               else None)
+        return self._plan_switch("redo")
+
+    @property
+    def _list_holds_every_plan(self) -> bool:
+        """The list on screen was built after every plan made had been written."""
+        return self.index is not None and self._shown_written == self._seq
+
+    def _plan_switch(self, kind: Literal["undo", "redo"]) -> Plan:
+        """An undo or a redo; shown at once when the list it leads to is kept (_show_at_once)."""
+        undo = kind == "undo"
+        whole = self._list_holds_every_plan  # (before this plan)
+        plan = self._plan(f"the {kind}", decisions.undo if undo else decisions.redo, kind=kind)
+        d = (decisions.next_undo if undo else decisions.next_redo)(self.project) if whole else None
+        if d is None:
+            return plan
+        if undo:
+            self._keep_list(self._list_after, d.id, (self.index, self.graph))  # what a redo gives back
+        self._show_at_once(plan, (self._list_before if undo else self._list_after).get(d.id), d)
         return plan
 
-    def _show_at_once(self, plan: Plan, entry: tuple | None, cursor: Cursor | None) -> None:
+    def _show_at_once(self, plan: Plan, entry: tuple | None, d: Decision) -> None:
         """An undo or redo whose list is known (kept when the step was last on screen, for the same
         view, keep rule and scan): shown now, the re-clustering after the write gives it again."""
         if entry is None:
@@ -707,6 +708,7 @@ class Review:
         if graph is not self.graph or not self.shows_view(shown) or \
                 shown.clustering.kept_by != self.index.clustering.kept_by:
             return
+        cursor = self._cursor_after(d, plan.kind)  # (where finish() puts it after the write)
         plan.list_shown = (self.index, self.cursor, self._shown_written)
         self.index, self._shown_written = shown, plan.seq
         if cursor is not None:
@@ -778,15 +780,18 @@ class Review:
         self._demoted = {d: v for d, v in self._demoted.items() if not gone(v[0])}
 
     def _return_to(self, d: Decision, kind: Literal["undo", "redo"]) -> None:
+        cursor = self._cursor_after(d, kind)
+        if cursor is not None:
+            self.cursor = cursor
+
+    def _cursor_after(self, d: Decision, kind: Literal["undo", "redo"]) -> Cursor | None:
         """Undo: back where the decision was made. Redo (or a decision of an earlier session):
-        on the document it names."""
+        on the document it names (None: it is not in the project)."""
         before = self._cursor_of.get(d.id) if kind == "undo" else None
         if before is not None and before.doc is not None:
-            self.cursor = Cursor(before.doc, before.cluster_id)
-            return
+            return Cursor(before.doc, before.cluster_id)
         about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
-        if about is not None:
-            self.cursor = Cursor(int(about), None)
+        return Cursor(int(about), None) if about is not None else None
 
     def run(self, plan: Plan) -> str:
         """Write a plan here and now, rebuild the list (scripts, tests)."""
