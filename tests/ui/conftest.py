@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import random
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,15 @@ def huge_pair_project(tmp_path) -> Path:
     finally:
         project.close()
     return db
+
+
+@contextlib.contextmanager
+def writer_held(app):
+    """The app's project writer busy (a slow disk, a big write) until the block ends or the
+    yielded event is set: what a key shows before its write is saved, or a queue that waits."""
+    gate = threading.Event()
+    app.writer.submit(lambda project: gate.wait(10), what="a slow write")
+    try:
+        yield gate
+    finally:
+        gate.set()

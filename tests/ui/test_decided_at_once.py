@@ -10,13 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 
 from dedup_tui.engine import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
-from .conftest import corpus_docs, settle, write_corpus
+from .conftest import corpus_docs, settle, write_corpus, writer_held
 
 
 def row(table, key) -> str:
@@ -39,12 +38,8 @@ async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
         done, total = main.model.progress(cluster_id)
         assert done == 0 and total >= 1 and target != cluster_id
         assert row(clusters, cluster_id).startswith(f"0/{total} ")
-        gate = threading.Event()  # the writer is busy: the removal is not saved (nor re-clustered) yet
-        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
-        try:
+        with writer_held(app) as gate:  # the removal is not saved (nor re-clustered) yet
             await check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate)
-        finally:
-            gate.set()
         assert not any(m.startswith("Saved: remove") for m in app.told)  # the row says it: no toast over the preview
 
 
@@ -154,30 +149,22 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
         list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
-        gate = threading.Event()  # the undo is not saved yet
-        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
-        try:
+        with writer_held(app):  # the undo is not saved yet
             await pilot.press("u")
             await pilot.pause()
             assert main.index is list_before and main.selected_doc() == target
             assert (row(members, target), row(clusters, cluster_id)) == before_rows
-        finally:
-            gate.set()
         await settle(pilot)
         with Project(app.spec.db) as project:
             assert decisions.active(project) == []
         assert main.index.clustering.reason[target] != decisions.REVIEWER
         assert (row(members, target), row(clusters, cluster_id)) == before_rows
         # r: the list the undo left, at once, and the same after the redo is saved and re-clustered
-        gate = threading.Event()
-        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
-        try:
+        with writer_held(app):
             await pilot.press("r")
             await pilot.pause()
             assert main.index is list_after and main.selected_doc() == target
             assert (row(members, target), row(clusters, cluster_id)) == after_rows
-        finally:
-            gate.set()
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
         assert (row(members, target), row(clusters, cluster_id)) == after_rows
@@ -227,15 +214,11 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
                 await settle(pilot)
             else:
                 shown_before = main.index
-                gate = threading.Event()  # its write waits: what is on screen now is what the key showed at once
-                app.writer.submit(lambda project: gate.wait(10), what="a slow write")
-                try:
+                with writer_held(app):  # its write waits: what is on screen now is what the key showed at once
                     await pilot.press(key)
                     o, cid = main.selected_doc(), main.model.cursor.cluster_id
                     shown_at_once = main.index is not shown_before or (key == "x" and main.model.has_pending)
                     at_once = tables(clusters, members) if shown_at_once and o is not None else None
-                finally:
-                    gate.set()
                 await settle(pilot)
                 if at_once is not None and main.selected_doc() == o and main.model.cursor.cluster_id == cid:
                     assert tables(clusters, members) == at_once, key  # the re-clustering changed no row

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from dedup_tui.engine import decisions
@@ -16,7 +14,7 @@ from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from ..test_tune import CHAIN
-from .conftest import settle, write_corpus
+from .conftest import settle, write_corpus, writer_held
 
 
 async def open_tuning(pilot) -> TuneScreen:
@@ -198,24 +196,22 @@ async def test_no_labels_yet_never_flashes_after_a_label(corpus):
         screen = await open_tuning(pilot)
         assert screen.report.estimates is None
         await pilot.press("l")
-        gate = threading.Event()  # the writer is busy (a slow disk, a big write): the label waits
-        app.writer.submit(lambda project: gate.wait(10), what="a slow write")
-        await pilot.press("d")
-        shown: list[str] = []
-        stats = screen.query_one("#tune-stats")
-        update = stats.update
+        with writer_held(app):  # the writer is busy (a slow disk, a big write): the label waits
+            await pilot.press("d")
+            shown: list[str] = []
+            stats = screen.query_one("#tune-stats")
+            update = stats.update
 
-        def recording(renderable):
-            console = Console(width=100, record=True, file=open("/dev/null", "w"))
-            console.print(renderable)
-            shown.append(console.export_text())
-            console.file.close()
-            return update(renderable)
+            def recording(renderable):
+                console = Console(width=100, record=True, file=open("/dev/null", "w"))
+                console.print(renderable)
+                shown.append(console.export_text())
+                console.file.close()
+                return update(renderable)
 
-        stats.update = recording
-        await pilot.press("escape")
-        await pilot.pause()
-        gate.set()
+            stats.update = recording
+            await pilot.press("escape")
+            await pilot.pause()
         await settle(pilot)
         for _ in range(50):  # the report follows the writer's queue
             if screen.report.label_counts["duplicate"] == 1:
