@@ -243,6 +243,9 @@ class Clustering:
 
     # bool per document: the documents an export may write (of the sources chosen); None: all
     export_only: np.ndarray | None = None
+    # The clusters a reviewer's keep/remove decisions settled (decisions.apply_overrides): their
+    # label now -> their label before (None: not known, e.g. a stored snapshot's clustering)
+    overridden: dict[int, int] | None = None
 
     def exported(self) -> np.ndarray:
         """Per document: whether a curated export writes it (kept, not a reference, and of the

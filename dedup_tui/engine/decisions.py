@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal, get_args
@@ -305,6 +305,7 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     # a pinned document already kept in its cluster needs nothing (most accepted clusters)
     moved_pins = {p for p in ov.pinned if c.reason[p] != KEPT or c.cluster[p] != p}
     touched = ov.keep | ov.remove | moved_pins
+    c.overridden = {}
     if not touched:
         return clustering
     labels = np.unique(c.cluster[np.fromiter(touched, np.int64, len(touched))])
@@ -313,46 +314,93 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     for m, lab in zip(members_all.tolist(), c.cluster[members_all].tolist()):
         groups.setdefault(lab, []).append(m)
     index = PairIndex(graph)
-    ref = graph.reference if graph.has_references() else None
     for label, members in groups.items():
-        members.sort()
-        forced_keep = [m for m in members if m in ov.keep]
-        # A reference is never removed (a remove decision on one is refused when recorded and
-        # ignored here), and a cluster holding one keeps it.
-        refs = [m for m in members if ref is not None and ref[m]]
-        candidates = [m for m in members if m not in ov.remove or m in refs]
-        pins = [m for m in candidates if m in ov.pinned]
-        if refs:
-            rep = label if label in refs else next((m for m in refs if m in ov.keep or m in ov.pinned), refs[0])
-        elif forced_keep:
-            rep = forced_keep[0]
-        elif pins:
-            rep = label if label in pins else pins[0]
-        elif label in candidates:
-            rep = label
-        elif candidates:
-            rep = candidates[0]
-        else:
-            rep = -1
-        arr = np.array(members, dtype=np.int64)
-        c.cluster[arr] = rep if rep >= 0 else label
-        if rep >= 0:
-            c.keeper[rep], c.reason[rep], c.similarity[rep] = -1, KEPT, np.nan
-            others = arr[arr != rep]
-            if len(others):
-                c.keeper[others] = rep
-                sims = index.similarity(np.full(len(others), rep), others)
-                c.similarity[others] = sims
-                same_text = _roots(graph, others) == _roots(graph, np.array([rep]))[0]
-                c.reason[others] = np.where(same_text, EXACT, NEAR)
-        for m in forced_keep + refs:
-            if m != rep:
-                c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
-        for m in members:
-            if m in ov.remove and m not in refs:
-                c.reason[m] = REVIEWER
-                if rep < 0:
-                    c.keeper[m], c.similarity[m] = -1, np.nan
+        c.overridden[_override_cluster(graph, c, members, label, ov, index)] = label
+    return forget_rejected(c)
+
+
+def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides,
+                      index: "PairIndex") -> int:
+    """Settle one cluster (its members in ord order, `label` its label before any decision) by
+    the decisions in `ov`, in place; returns its label after them. Every member's keeper,
+    similarity and reason is set here, whatever it was."""
+    forced_keep = [m for m in members if m in ov.keep]
+    # A reference is never removed (a remove decision on one is refused when recorded and
+    # ignored here), and a cluster holding one keeps it.
+    ref = graph.reference if graph.has_references() else None
+    refs = [m for m in members if ref is not None and ref[m]]
+    candidates = [m for m in members if m not in ov.remove or m in refs]
+    pins = [m for m in candidates if m in ov.pinned]
+    if refs:
+        rep = label if label in refs else next((m for m in refs if m in ov.keep or m in ov.pinned), refs[0])
+    elif forced_keep:
+        rep = forced_keep[0]
+    elif pins:
+        rep = label if label in pins else pins[0]
+    elif label in candidates:
+        rep = label
+    elif candidates:
+        rep = candidates[0]
+    else:
+        rep = -1
+    arr = np.array(members, dtype=np.int64)
+    c.cluster[arr] = rep if rep >= 0 else label
+    if rep >= 0:
+        c.keeper[rep], c.reason[rep], c.similarity[rep] = -1, KEPT, np.nan
+        others = arr[arr != rep]
+        if len(others):
+            c.keeper[others] = rep
+            sims = index.similarity(np.full(len(others), rep), others)
+            c.similarity[others] = sims
+            same_text = _roots(graph, others) == _roots(graph, np.array([rep]))[0]
+            c.reason[others] = np.where(same_text, EXACT, NEAR)
+    for m in forced_keep + refs:
+        if m != rep:
+            c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
+    for m in members:
+        if m in ov.remove and m not in refs:
+            c.reason[m] = REVIEWER
+            if rep < 0:
+                c.keeper[m], c.similarity[m] = -1, np.nan
+    return rep if rep >= 0 else label
+
+
+def changed_documents(old: Overrides, new: Overrides) -> set[int]:
+    """Documents whose keep, remove, pin or settled state differs between two sets of decisions."""
+    return (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned) | (old.decided ^ new.decided)
+
+
+def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, new: Overrides) -> Clustering | None:
+    """What cluster_with_decisions gives with the decisions `new`, worked out from `previous`,
+    its result with `old` (same graph, threshold, policy and keep rule): a copy in which only
+    the clusters holding a document whose decision changed are settled again. Decisions do not
+    move documents between clusters (splits do: then None), so a keep or a removal redoes one
+    cluster instead of the whole corpus. None also when a cluster's state before every decision
+    is not known (a decision taken back, or `previous` not made by apply_overrides)."""
+    if previous.overridden is None or old.split_pairs != new.split_pairs:
+        return None
+    c = replace(previous, keeper=previous.keeper.copy(), similarity=previous.similarity.copy(),
+                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=dict(previous.overridden))
+    changed = (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned)
+    if not changed:
+        return c
+    labels = np.unique(previous.cluster[np.fromiter(changed, np.int64, len(changed))])
+    members_all = np.flatnonzero(np.isin(previous.cluster, labels))
+    groups: dict[int, list[int]] = {}
+    for m, lab in zip(members_all.tolist(), previous.cluster[members_all].tolist()):
+        groups.setdefault(lab, []).append(m)
+    index = PairIndex(graph)
+    for now, members in groups.items():
+        before = c.overridden.pop(now, None)
+        base = now if before is None else before
+        # before any decision a cluster's label is its kept document, and no other member is both
+        # kept and its own cluster: a pin moves the cluster unless it is that document
+        touched = any(m in new.keep or m in new.remove or (m in new.pinned and m != base) for m in members)
+        if not touched:
+            if before is not None:
+                return None  # its state before the decisions is gone: cluster again
+            continue
+        c.overridden[_override_cluster(graph, c, members, base, new, index)] = base
     return forget_rejected(c)
 
 

@@ -16,7 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -150,6 +150,7 @@ class ClusterIndex:
     every: tuple | None = None
     reviewed: np.ndarray | None = None  # members decided, of those to review (aligned with labels)
     to_review: np.ndarray | None = None  # members the clustering does not keep
+    graph: PairGraph | None = None  # the pairs it was built from (None: a stored snapshot's index)
 
     def columns(self) -> tuple:
         return (self.labels, self.sizes, self.max_sim, self.min_sim, self.decided, self.reviewed, self.to_review)
@@ -205,7 +206,76 @@ class ClusterIndex:
         labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
         return ClusterIndex(self.threshold, self.policy, listing, self.clustering, self.overrides, self.counts,
                             labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
-                            self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order])
+                            self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order],
+                            self.graph)
+
+    def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> "ClusterIndex | None":
+        """This list, in its order, for `clustering`: this one's clustering under other
+        decisions on the documents `docs` (decisions.reapply_overrides), no document having moved
+        to another cluster. Only the clusters holding those documents are counted again (and
+        re-filed under their new kept document), which is what build_index(...).keeping_order_of(self)
+        gives, without a pass over every document. None when a cluster holding one of them is not
+        listed (the filter had dropped it: re-filtering needs the whole list) or this index has
+        no unfiltered columns (a stored snapshot's)."""
+        if self.every is None:
+            return None
+        docs = np.fromiter(docs, np.int64, len(docs))
+        old = np.unique(self.clustering.cluster[docs])
+        lo = np.searchsorted(self._sorted_labels, old, "left")
+        hi = np.searchsorted(self._sorted_labels, old, "right")
+        in_list = hi - lo >= 2  # (a document alone in its cluster is in no row)
+        old, lo, hi = old[in_list], lo[in_list], hi[in_list]
+        every = [a.copy() for a in self.every]
+        listed = [a.copy() for a in self.columns()]
+        places = self.places()
+        decided = overrides.decided
+        at_every = np.searchsorted(every[0], old)
+        relabelled: list[tuple[int, int, int, int]] = []  # (old label, new label, block start, block end)
+        new_rows = []
+        for label, start, stop, e in zip(old.tolist(), lo.tolist(), hi.tolist(), at_every.tolist()):
+            members = self._by_cluster[start:stop]
+            new_label = int(clustering.cluster[members[0]])
+            place = int(places[label])
+            if place < 0 or e >= len(every[0]) or every[0][e] != label or (clustering.cluster[members] != new_label).any():
+                return None
+            removed = clustering.reason[members] != KEPT
+            sims = np.where(removed, clustering.similarity[members], np.nan)
+            to_review = int(removed.sum())
+            reviewed = sum(1 for m, r in zip(members.tolist(), removed.tolist()) if r and m in decided)
+            row = (new_label, stop - start, np.fmax.reduce(sims), np.fmin.reduce(sims), reviewed >= to_review,
+                   reviewed, to_review)
+            for column, value in zip(listed, row):
+                column[place] = value
+            new_rows.append(row)
+            if new_label != label:
+                relabelled.append((label, new_label, start, stop))
+        # the unfiltered columns, in label order: each cluster re-filed under its new label
+        kept_rows = np.ones(len(every[0]), dtype=bool)
+        kept_rows[at_every] = False
+        every = [column[kept_rows] for column in every]
+        if new_rows:
+            rows = sorted(new_rows, key=lambda r: r[0])
+            where = np.searchsorted(every[0], [r[0] for r in rows])
+            every = [np.insert(column, where, np.array([r[i] for r in rows], dtype=column.dtype))
+                     for i, column in enumerate(every)]
+        by_cluster, sorted_labels = self._by_cluster, self._sorted_labels
+        if relabelled:
+            moved = np.ones(len(by_cluster), dtype=bool)
+            for _old, _new, start, stop in relabelled:
+                moved[start:stop] = False
+            by_cluster, sorted_labels = by_cluster[moved], sorted_labels[moved]
+            relabelled.sort(key=lambda r: r[1])
+            blocks = [self._by_cluster[start:stop] for _old, _new, start, stop in relabelled]
+            where = np.repeat(np.searchsorted(sorted_labels, [r[1] for r in relabelled]), [len(b) for b in blocks])
+            by_cluster = np.insert(by_cluster, where, np.concatenate(blocks))
+            sorted_labels = np.insert(sorted_labels, where,
+                                      np.repeat([r[1] for r in relabelled], [len(b) for b in blocks]))
+        counts = replace(self.counts, kept=clustering.kept_count, removed=clustering.removed_count,
+                         decided_clusters=int(every[4].sum()))
+        labels, sizes, max_sim, min_sim, decided_col, reviewed_col, to_review_col = listed
+        return ClusterIndex(self.threshold, self.policy, self.listing, clustering, overrides, counts, labels, sizes,
+                            max_sim, min_sim, decided_col, by_cluster, sorted_labels, tuple(every), reviewed_col,
+                            to_review_col, self.graph)
 
     def keeping_order_of(self, previous: "ClusterIndex | None") -> "ClusterIndex":
         """This clustering listed in the order of `previous` (the list the reviewer is working
@@ -353,7 +423,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
     every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
     return ClusterIndex(c.threshold, c.policy, listing, c, overrides, counts, labels[order], sizes[order],
                         max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
-                        every, reviewed[order], to_review[order])
+                        every, reviewed[order], to_review[order], graph)
 
 
 # -- snapshots: the last view, stored in the project so that reopening it shows the list at once --

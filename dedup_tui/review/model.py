@@ -207,10 +207,30 @@ class Review:
         """The cluster list for `request` (any thread, with that thread's connection)."""
         graph = graph if graph is not None else self.graph
         overrides = overrides if overrides is not None else Overrides.load(project)
+        index = self.after_decisions(project, request, graph, overrides)
+        if index is not None:
+            return index
         v = request.view
         clustering = cluster_with_decisions(project, graph, v.threshold, v.policy, overrides=overrides)
         index = build_index(graph, clustering, overrides, v.listing)
         return index.keeping_order_of(request.previous)
+
+    @staticmethod
+    def after_decisions(project: Project, request: Request, graph: PairGraph,
+                        overrides: Overrides) -> ClusterIndex | None:
+        """The list `request` keeps the order of, with only the clusters that decisions made
+        since it was built changed (keep and remove decisions move no document to another
+        cluster: at a million documents this is a few ms instead of a re-clustering of ~60).
+        None when only a re-clustering gives it: another view, scan, keep rule or split."""
+        previous, v = request.previous, request.view
+        if previous is None or previous.graph is not graph or \
+                (previous.threshold, previous.policy, previous.listing) != (v.threshold, v.policy, v.listing) or \
+                previous.clustering.kept_by != decisions.keep_rule(project):
+            return None
+        clustering = decisions.reapply_overrides(graph, previous.clustering, previous.overrides, overrides)
+        if clustering is None:
+            return None
+        return previous.with_decisions(clustering, overrides, decisions.changed_documents(previous.overrides, overrides))
 
     def show(self, index: ClusterIndex, request: Request | None = None) -> None:
         """Put a newly built list on screen and the cursor where it belongs in it."""
