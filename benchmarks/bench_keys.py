@@ -18,6 +18,7 @@ the same minutes, so a busy shared machine weighs on both alike.
     python benchmarks/bench_keys.py --db notes.db                     # any scanned project
     python benchmarks/bench_keys.py --db big.db --size 80x24 --repeat 15
     python benchmarks/bench_keys.py --db big.db --code before=/tmp/old --code after=.
+    python benchmarks/bench_keys.py --db big.db --keys k,x,r        # only these keys' rows
 """
 
 from __future__ import annotations
@@ -133,7 +134,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=10, help="s to wait for a key's screen")
     ap.add_argument("--code", action="append", default=[], metavar="LABEL=DIR",
                     help="run the app from this source tree (repeat to compare trees, keys pressed in turn)")
+    ap.add_argument("--keys", default="", help="only these keys' rows, by key, comma-separated (e.g. 'k,x,r')")
     args = ap.parse_args()
+    chosen = [k for k in args.keys.split(",") if k]
+    unknown = [k for k in chosen if k not in {key for _, key, *_ in APP_KEYS}]
+    if unknown:
+        raise SystemExit(f"--keys: unknown {', '.join(unknown)} (keys: {', '.join(key for _, key, *_ in APP_KEYS)})")
     if not shutil.which("tmux"):
         raise SystemExit("needs tmux")
     size = tuple(int(x) for x in args.size.split("x"))
@@ -172,6 +178,8 @@ def main() -> int:
                 settle(settle_s, 60, session)
                 opened.append(time.perf_counter() - t0)
             for label, key, _, undo, _ in APP_KEYS:
+                if chosen and key not in chosen:
+                    continue
                 measure(label, key, undo, args.repeat, settle_s, args.timeout, rows, sessions)
         finally:
             for session in [SESSION, *sessions]:

@@ -273,9 +273,16 @@ class ClusterIndex:
         counts = replace(self.counts, kept=clustering.kept_count, removed=clustering.removed_count,
                          decided_clusters=int(every[4].sum()))
         labels, sizes, max_sim, min_sim, decided_col, reviewed_col, to_review_col = listed
-        return ClusterIndex(self.threshold, self.policy, self.listing, clustering, overrides, counts, labels, sizes,
-                            max_sim, min_sim, decided_col, by_cluster, sorted_labels, tuple(every), reviewed_col,
-                            to_review_col, self.graph)
+        index = ClusterIndex(self.threshold, self.policy, self.listing, clustering, overrides, counts, labels, sizes,
+                             max_sim, min_sim, decided_col, by_cluster, sorted_labels, tuple(every), reviewed_col,
+                             to_review_col, self.graph)
+        before = self.__dict__.get("_places")
+        if before is not None:  # (the same places, but for the clusters re-filed)
+            places = before.copy()
+            for old_label, new_label, _start, _stop in relabelled:
+                places[new_label], places[old_label] = places[old_label], -1
+            index.__dict__["_places"] = places
+        return index
 
     def keeping_order_of(self, previous: "ClusterIndex | None") -> "ClusterIndex":
         """This clustering listed in the order of `previous` (the list the reviewer is working

@@ -96,6 +96,9 @@ class Plan:
     message: str = ""  # set by finish
     shown_in_row: bool = False  # one document's keep or removal: its row in the list shows it at once
     list_shown: Any = None  # an undo shown at once: the list it replaced (back on screen if not saved)
+    # the decisions as the project will read them back once this plan is saved, when that is
+    # known exactly: the list it leads to can then be worked out before the write is done
+    overrides_after: Overrides | None = None
 
 
 @dataclass(frozen=True)
@@ -551,13 +554,27 @@ class Review:
         kept = self.kept_of(o)
         also = frozenset({kept}) if kept != o and kept not in self.index.overrides.keep and \
             kept not in self._pending_keep and not self.is_decided(kept) else frozenset()
+        after = self._overrides_after_keep(o)
         plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
+        plan.overrides_after = after
         self._pending_keep[o] = plan.seq
         self._pending_remove.pop(o, None)  # the later decision is the one the list will show
         plan.shown_in_row = True
         if also:
             self._demoted[kept] = (plan.seq, o)
         return plan
+
+    def _overrides_after_keep(self, o: int) -> Overrides | None:
+        """The decisions as Overrides.load will read them back once a keep of `o` is saved, when
+        that is known exactly: the list on screen holds every decision made (none is being
+        saved) and `o` is not removed (undoing a removal may pin it again). A keep changes its
+        cluster's kept document and every member's similarity to it: with these, the list it
+        leads to is worked out while it is written (Review.after_decisions)."""
+        index = self.index
+        if not self._list_holds_every_plan or self._pending or o in index.overrides.remove:
+            return None
+        ov = index.overrides
+        return replace(ov, keep=ov.keep | {o}, decided=ov.decided | {o})
 
     def plan_remove(self, o: int | None = None, confirmed: bool = False) -> Plan:
         o = self._target(o)

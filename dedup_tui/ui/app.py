@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
+from textual import events
 from textual.app import App
 from textual.notifications import Notification, Notify
 
@@ -53,6 +55,7 @@ class DedupApp(App):
             super().__init__()
             self.spec = spec
             self.told: list[str] = []  # the notifications shown, newest last
+            self.last_key = 0.0  # time.monotonic() of the last key pressed (work ahead waits for a pause)
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
@@ -74,6 +77,11 @@ class DedupApp(App):
             if self.project_lock is not None:
                 self.project_lock.release()
             raise
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.last_key = time.monotonic()
+        await super().on_event(event)
 
     def on_mount(self) -> None:
         # First run after an install: the compiled kernels are prepared in the background

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from textual.worker import WorkerCancelled
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +77,10 @@ async def settle(pilot, rounds: int = 60) -> None:
     """Wait until no worker runs and no re-clustering is pending (no sleeping)."""
     app = pilot.app
     for _ in range(rounds):
-        await app.workers.wait_for_complete()
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:
+            pass  # (one replaced by a newer one: not running)
         await pilot.pause()
         main = app.main
         busy = main.scanning or main.busy or any(w.is_running for w in app.workers)

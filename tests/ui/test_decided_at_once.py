@@ -62,6 +62,38 @@ async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, ta
     assert str(main.query_one("#summary").render()) == summary
 
 
+async def test_a_keep_shows_its_cluster_before_its_write_as_the_saved_list_does(corpus):
+    """A keep changes its cluster's kept document and every member's similarity to it: the list
+    it leads to is worked out while the keep is written (not after), and is on screen before the
+    project holds the decision; once saved and re-clustered from the project, every row of both
+    tables is the same."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        clusters, members = main.query_one("#clusters"), main.query_one("#members")
+        old_kept = main.model.cursor.cluster_id
+        await pilot.press("tab")
+        target = main.selected_doc()
+        assert target != old_kept and not main.model.is_kept(target)
+        with writer_held(app):  # the keep is not saved yet
+            await pilot.press("k")
+            for _ in range(500):  # until the list worked out with it is shown (bounded)
+                await pilot.pause()
+                if not main.busy:
+                    break
+            with Project(app.spec.db) as project:
+                assert decisions.active(project) == []
+            assert main.index.clustering.cluster[old_kept] == target  # the cluster is filed under it
+            assert main.index.position(target) is not None and main.index.position(old_kept) is None
+            assert row(members, target).startswith("KEPT")
+            shown = tables(clusters, members)
+        await settle(pilot)
+        with Project(app.spec.db) as project:
+            assert [d.kind for d in decisions.active(project)] == ["keep"]
+        assert tables(clusters, members) == shown
+
+
 async def test_counts_of_a_large_cluster_are_never_cut(tmp_path):
     docs = corpus_docs() + [{"id": f"copy{i:04d}", "text": "the same notice, copied many times"}
                             for i in range(1200)]
@@ -177,9 +209,10 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         other = sqlite3.connect(app.spec.db, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:
-            await pilot.press("u")
-            await pilot.pause()
-            assert main.index is not removed_list  # shown at once ...
+            with writer_held(app):  # (else the refusal may come before the screen is looked at)
+                await pilot.press("u")
+                await pilot.pause()
+                assert main.index is not removed_list  # shown at once ...
             await settle(pilot)
             assert any("Not saved" in m for m in app.told)
             assert main.index.clustering.reason[target] == decisions.REVIEWER  # ... and put back

@@ -82,23 +82,44 @@ async def test_held_cursor_keys_end_with_the_cursor_clusters_members(tmp_path):
         assert main.query_one("#member-info").visual.plain.startswith(main.project.ids_for([model.cursor.doc])[0][:20])
 
 
-def test_update_static_repaints_only_what_changed():
+async def test_update_static_lays_the_screen_out_only_when_its_rows_change():
     """A Static is updated only when its text (or style) changed, and the screen laid out
-    again only when its number of rows may have changed."""
-    from types import SimpleNamespace
-
+    again only when its number of rows changed, wrapped lines counted as Textual wraps them."""
     from rich.text import Text
+    from textual.app import App
+    from textual.widgets import Static
 
     from dedup_tui.ui.widgets.quiet import update_static
 
-    calls = []
-    widget = SimpleNamespace(content_region=SimpleNamespace(width=20),
-                             update=lambda content, layout: calls.append((str(content), layout)))
-    assert update_static(widget, Text("one line"))
-    assert not update_static(widget, Text("one line"))  # the same: nothing
-    assert update_static(widget, Text("one line", style="bold"))  # another style: shown
-    assert update_static(widget, Text("another line"))  # one row still: no layout
-    assert update_static(widget, Text("two\nlines"))  # two rows: layout
-    assert update_static(widget, Text("a line far too long to fit in twenty cells"))  # wraps: layout
-    assert calls == [("one line", True), ("one line", False), ("another line", False), ("two\nlines", True),
-                     ("a line far too long to fit in twenty cells", True)]
+    class Recording(Static):
+        DEFAULT_CSS = "Recording { width: 20; height: auto; }"
+        layouts: list[bool] = []
+
+        def refresh(self, *regions, repaint=True, layout=False, recompose=False):
+            self.layouts.append(layout)
+            return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    class Box(App):
+        def compose(self):
+            yield Recording()
+
+    async with Box().run_test(size=(40, 10)) as pilot:
+        widget = pilot.app.query_one(Recording)
+        await pilot.pause()
+
+        def laid_out(content) -> bool | None:
+            """None: nothing shown anew; else whether the screen is laid out again."""
+            widget.layouts.clear()
+            return any(widget.layouts) if update_static(widget, content) else None
+
+        assert laid_out(Text("one line")) is True  # (the first: its size is not known)
+        assert laid_out(Text("one line")) is None  # the same: nothing
+        assert laid_out(Text("one line", style="bold")) is False  # another style: shown, one row still
+        assert laid_out(Text("another line")) is False
+        assert laid_out(Text("two\nlines")) is True
+        long = "a line far too long to fit in twenty cells"  # wraps onto three rows
+        assert laid_out(Text(long)) is True
+        assert laid_out(Text(long.replace("far", "way"))) is False  # wraps onto three rows again
+        assert laid_out(Text(long + " and more of it, and more")) is True  # four
+        await pilot.pause()
+        assert widget.size.height == 4

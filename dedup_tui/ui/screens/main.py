@@ -84,6 +84,10 @@ class MainScreen(Screen):
         self._generation = 0
         self._clustering_busy = False
         self._dirty = False
+        # a keep whose list is being worked out while it is written: its seq, and whether its
+        # write is done (then the list is built once more from the project, which repaints nothing)
+        self._predicted: int | None = None
+        self._predicted_written = False
         self._fresh_order = False  # a coalesced re-clustering asked for the view's own order
         self._snapshot_generation: int | None = None  # _generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
@@ -239,7 +243,7 @@ class MainScreen(Screen):
         if self.index is None and self.model.shows_view(index):
             self._snapshot_generation = self._generation
             self.show_index(index, None)
-            self.call_after_refresh(message.painted.set)
+            self.query_one("#clusters", ClusterTable).after_paint(message.painted.set)
         else:
             message.painted.set()
 
@@ -387,11 +391,12 @@ class MainScreen(Screen):
 
     # (a description: the default one is the arguments' repr, the index's arrays among them)
     @work(thread=True, exclusive=True, group="cluster", exit_on_error=False, description="recluster")
-    def recluster(self, generation: int, request: Request) -> None:
+    def recluster(self, generation: int, request: Request, overrides: Overrides | None = None) -> None:
+        """overrides: the decisions the list is of (default: the project's, as saved)."""
         graph, views, model = self.graph, self._views, self.model
         project = Project(self.spec.db, readonly=False)
         try:
-            overrides = Overrides.load(project)
+            overrides = overrides if overrides is not None else Overrides.load(project)
             key_of = view_keys(project, overrides)
             view = request.view
 
@@ -401,17 +406,21 @@ class MainScreen(Screen):
                                                           previous=None), graph, overrides)
                 return key_of(t, pol, view.listing), compute
 
-            index = views.get(*prepared(view.threshold, view.policy)).keeping_order_of(request.previous)
+            index = model.after_decisions(project, request, graph, overrides)
+            if index is None:
+                index = views.get(*prepared(view.threshold, view.policy)).keeping_order_of(request.previous)
             worker = get_current_worker()
             if worker.is_cancelled:
                 return
+            index.places()  # (built here, not on the UI thread: a pass over every document)
             painted = threading.Event()
             self.post_message(Reclustered(generation, index, request, painted))
             # While the reviewer looks, prepare the next step each way (the direction of the last
             # move first), then the other policy, then the ±0.05 steps, so holding ] or [ (or
             # pressing p, } or {) shows the result without waiting for a re-clustering. Not before
             # the list is on screen: each view is ~60 ms of the GIL at 1M, and five of them
-            # delayed the paint of a decision's result by 100-200 ms.
+            # delayed the paint of a decision's result by 100-200 ms. Nor while keys come: a view
+            # being prepared when the next key comes slows that key's work (they share the GIL).
             painted.wait(timeout=1.0)
             step = 0.01 if self._last_step >= 0 else -0.01
             other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
@@ -419,7 +428,7 @@ class MainScreen(Screen):
                            (round(view.threshold - step, 4), view.policy), (view.threshold, other),
                            (round(view.threshold + 5 * step, 4), view.policy),  # } and { (±0.05)
                            (round(view.threshold - 5 * step, 4), view.policy)):
-                if worker.is_cancelled or generation != self._generation:
+                if not self._keys_paused(worker, generation):
                     return
                 if self.floor <= t <= 1.0:
                     key, compute = prepared(t, pol)
@@ -428,16 +437,33 @@ class MainScreen(Screen):
         finally:
             project.close()
 
+    KEYS_PAUSE = 0.25  # s without a key before views are prepared ahead
+
+    def _keys_paused(self, worker, generation: int) -> bool:
+        """(Worker thread) Wait until no key has come for KEYS_PAUSE; False if meanwhile the
+        list changed or the worker was cancelled (nothing to prepare then)."""
+        while not worker.is_cancelled and generation == self._generation:
+            quiet = time.monotonic() - self.app.last_key
+            if quiet >= self.KEYS_PAUSE:
+                return True
+            time.sleep(self.KEYS_PAUSE - quiet)
+        return False
+
     def on_reclustered(self, message: Reclustered) -> None:
         self._clustering_busy = False
+        predicted, self._predicted = self._predicted, None
         if self._dirty or message.generation != self._generation:
             if message.painted is not None:
                 message.painted.set()
-            self._start_recluster()
+            self._start_recluster()  # (from the project: a keep being worked out is in it once written)
             return
         self.show_index(message.index, message.request)
+        clusters = self.query_one("#clusters", ClusterTable)
+        if predicted is not None and self._predicted_written:
+            # the keep worked out is written: the project's own list (the same), once this is on screen
+            clusters.after_paint(self.schedule_recluster)
         if message.painted is not None:
-            self.call_after_refresh(message.painted.set)
+            clusters.after_paint(message.painted.set)
 
     def show_index(self, index, request: Request | None) -> None:
         first = self.index is None
@@ -1058,7 +1084,9 @@ class MainScreen(Screen):
                                 severity="warning" if message.startswith("Nothing") else "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
-            if plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
+            if self._predicted == plan.seq:
+                self._predicted_written = True  # (its list is being worked out)
+            elif plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
                 # another keep rule keeps other documents: the similarities the list is sorted by
                 # change, so it is sorted again (a decision keeps the order being worked through)
                 self.schedule_recluster(keep_order=plan.kind != "keep_rule")
@@ -1067,10 +1095,19 @@ class MainScreen(Screen):
 
         def failed() -> None:
             model.abandon(plan)
+            if self._predicted == plan.seq:  # the list being worked out holds it: the project's instead
+                self._predicted = None
+                self.schedule_recluster()
             self.render_list()
 
         self.app.writer.submit(plan.write, done, what=plan.what, on_fail=failed)
-        if self.index is not None:
+        if plan.overrides_after is not None and self.graph is not None and not self._clustering_busy:
+            # the list it leads to, worked out while it is written (a keep: its cluster's kept
+            # document and every similarity change); the list after the write is the same
+            self._clustering_busy, self._dirty = True, False
+            self._predicted, self._predicted_written = plan.seq, False
+            self.recluster(self._generation, replace(self.model.request(), written=plan.seq), plan.overrides_after)
+        elif self.index is not None:
             self.render_list()
             self.update_top()  # (the clusters it completes are counted decided at once)
 

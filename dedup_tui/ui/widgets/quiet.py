@@ -21,15 +21,19 @@ def _rows(content: Text | str, width: int) -> int | None:
 
 def update_static(widget: Static, content: Text | str) -> bool:
     """Show `content` in `widget`; nothing happens when it shows that already (False then).
-    The screen is laid out again unless the old and the new content both take the same number of
-    whole lines at the widget's width."""
+    The screen is laid out again unless the old and the new content take the same number of rows
+    at the widget's width (wrapped lines counted as Textual wraps them)."""
     shown = getattr(widget, "_quiet_shown", None)
     if shown is not None and type(shown[0]) is type(content) and shown[0] == content and \
             getattr(shown[0], "style", None) == getattr(content, "style", None):  # (Text's == leaves its style out)
         return False
     width = widget.content_region.width
     rows = _rows(content, width)
-    same_height = shown is not None and rows is not None and (rows, width) == shown[1:]
-    widget.update(content, layout=not same_height)
+    widget.update(content, layout=False)
+    if rows is None and width > 0:  # a line wraps: the rows Textual itself will give it
+        widget.clear_cached_dimensions()
+        rows = widget.get_content_height(widget.content_region.size, widget.app.size, width)
+    if shown is None or rows is None or (rows, width) != shown[1:]:
+        widget.refresh(layout=True)
     widget._quiet_shown = (content.copy() if isinstance(content, Text) else content, rows, width)  # type: ignore[attr-defined]
     return True

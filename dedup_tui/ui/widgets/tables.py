@@ -10,6 +10,7 @@ from rich.text import Span, Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import DataTable
 
 from ...engine.cluster import EXACT, KEPT, NEAR
@@ -49,6 +50,25 @@ class RowTable(DataTable):
         super().__init__(*args, **kwargs)
         self._keys: list[str] = []  # the rows' keys and laid-out texts, in order
         self._texts: list[Text] = []
+        self._after_paint: list[Callable[[], object]] = []
+        self._changed = False  # rows changed since the table was last drawn
+
+    def after_paint(self, callback: Callable[[], object]) -> None:
+        """Call `callback` once the rows last set are on screen (at once when they are: a fill
+        that changed nothing). call_after_refresh alone can run before they are drawn: the
+        table lays new rows out on its own idle, after the screen's."""
+        if not self._changed:
+            self.call_after_refresh(callback)
+            return
+        self._after_paint.append(callback)
+
+    def render_line(self, y: int) -> Strip:
+        self._changed = False
+        if self._after_paint:  # (drawing this frame now: the callbacks run once it is shown)
+            for callback in self._after_paint:
+                self.call_after_refresh(callback)
+            self._after_paint.clear()
+        return super().render_line(y)
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -88,29 +108,33 @@ class RowTable(DataTable):
         order, only the rows that changed are updated (the table is not cleared: no new layout,
         no scrolling back, the cursor stays); otherwise every row is replaced."""
         column = self.columns["row"]  # type: ignore[index]
-        width = max([header.cell_len, *(text.cell_len for text, _key in rows)])
+        width = max([header.cell_len, row_room(self), *(text.cell_len for text, _key in rows)])  # (as _fit_column)
         keys = [key for _text, key in rows]
         if keys and keys == self._keys and width == column.width and header == column.label:
             for (text, key), old in zip(rows, self._texts):
                 if text != old:
                     self.update_cell(key, "row", text)
+                    self._changed = True
             self._texts = [text for text, _key in rows]
             return
         self.clear()
         column.label = header
-        self._fit_column(width, shrink=True)
+        self._fit_column(width, shrink=True, size=False)  # (the size once the rows are in: a change lays out the screen)
         self.append_rows(rows)
 
     def append_rows(self, rows: list[tuple[Text, str]]) -> None:
         """Append rows (laid-out text, row key), widening the column if one is wider."""
-        self._fit_column(max((text.cell_len for text, _key in rows), default=0))
+        self._fit_column(max((text.cell_len for text, _key in rows), default=0), size=False)
         for text, key in rows:
             self.add_row(text, key=key)
+        self._set_virtual_size()
         self._keys.extend(key for _text, key in rows)
         self._texts.extend(text for text, _key in rows)
+        self._changed = True
 
     def clear(self, columns: bool = False):
         self._keys, self._texts = [], []
+        self._changed = True
         return super().clear(columns)
 
     def _update_dimensions(self, new_rows) -> None:
@@ -123,13 +147,18 @@ class RowTable(DataTable):
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(sum(c.get_render_width(self) for c in self.columns.values()), self.row_count + header)
 
-    def _fit_column(self, width: int, shrink: bool = False) -> None:
+    def _fit_column(self, width: int, shrink: bool = False, size: bool = True) -> None:
+        """The column as wide as `width` and never narrower than the room rows are laid out in
+        (so that its width, and the table's scrollable size, stay the same from fill to fill:
+        a new size lays the whole screen out again, ~40 ms at 120x40)."""
         column = self.columns["row"]  # type: ignore[index]
+        width = max(width, row_room(self))
         if not shrink:
             width = max(width, column.width)
         if column.width != width or column.auto_width:
             column.width, column.auto_width = width, False
-        self._set_virtual_size()  # the scrollable size follows the one column's width
+        if size:
+            self._set_virtual_size()  # the scrollable size follows the one column's width
         self.refresh()
 
 
