@@ -130,7 +130,8 @@ def main() -> int:
     ap.add_argument("--db", required=True, help="a scanned project (copied before the run)")
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--repeat", type=int, default=9)
-    ap.add_argument("--settle", type=float, default=150, help="ms without a change that count as settled")
+    # (150 ms missed a key whose screen changed twice 200 ms apart: it read as settled after the first)
+    ap.add_argument("--settle", type=float, default=300, help="ms without a change that count as settled")
     ap.add_argument("--timeout", type=float, default=10, help="s to wait for a key's screen")
     ap.add_argument("--code", action="append", default=[], metavar="LABEL=DIR",
                     help="run the app from this source tree (repeat to compare trees, keys pressed in turn)")

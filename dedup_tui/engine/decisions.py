@@ -638,12 +638,16 @@ def with_references(project: Project, graph: PairGraph) -> PairGraph:
 
 
 def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: Policy = "components",
-                           overrides: Overrides | None = None, rule: str | None = None) -> Clustering:
+                           overrides: Overrides | None = None, rule: str | None = None,
+                           control: Control | None = None) -> Clustering:
     """cluster() with the project's not-duplicate splits, then its keep rule (which document a
-    cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides."""
+    cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides.
+    control: checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
     ov = overrides if overrides is not None else Overrides.load(project)
     with_references(project, graph)
     c = cluster(graph, threshold, policy, split_pairs=ov.split_pairs or None)
+    if control is not None:
+        control.check()
     rule = rule or keep_rule(project)
     if rule == "longest":
         c = keep_longest(graph, c, _lengths(project, graph))

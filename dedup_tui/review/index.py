@@ -23,6 +23,7 @@ import numpy as np
 
 from ..engine.cluster import KEPT, Clustering, PairGraph, Policy
 from ..engine.decisions import keep_rule, Overrides
+from ..engine.progress import Control
 from ..engine.store import Project
 
 Sort = Literal["size", "high", "low", "borderline"]
@@ -385,15 +386,20 @@ def _stable_argsort(keys: np.ndarray, bound: int) -> np.ndarray:
 
 
 def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
-                listing: Listing = Listing()) -> ClusterIndex:
-    """Only the documents in clusters of >= 2 are sorted and reduced (the rest are singletons)."""
+                listing: Listing = Listing(), control: Control | None = None) -> ClusterIndex:
+    """Only the documents in clusters of >= 2 are sorted and reduced (the rest are singletons).
+    control: checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
     c = clustering
     n = len(c.cluster)
     sizes_all = np.bincount(c.cluster, minlength=n)
     labels = np.flatnonzero(sizes_all >= 2)
     multi = np.flatnonzero(sizes_all[c.cluster] >= 2)  # ascending ords
     multi_labels = c.cluster[multi]
+    if control is not None:
+        control.check()
     order = _stable_argsort(multi_labels, n)  # stable: ord order within a cluster
+    if control is not None:
+        control.check()
     by_cluster, sorted_labels = multi[order], multi_labels[order]
     # similarity range over the removed members, per cluster (fmax/fmin: NaN only if all are NaN)
     starts = np.searchsorted(sorted_labels, labels)

@@ -38,6 +38,7 @@ from ..engine.cluster import EXACT, KEPT, POLICIES, PairGraph, Policy
 from ..engine.decisions import Decision, Overrides, cluster_with_decisions, default_author
 from ..engine.display import literal_line
 from ..engine.errors import DedupError
+from ..engine.progress import Control
 from ..engine.store import Project
 from .index import FILTERS, SORTS, ClusterIndex, Listing, Sort, build_index, parse_filter
 
@@ -206,16 +207,17 @@ class Review:
         return (index.threshold, index.policy, index.listing) == (v.threshold, v.policy, v.listing)
 
     def compute(self, project: Project, request: Request, graph: PairGraph | None = None,
-                overrides: Overrides | None = None) -> ClusterIndex:
-        """The cluster list for `request` (any thread, with that thread's connection)."""
+                overrides: Overrides | None = None, control: Control | None = None) -> ClusterIndex:
+        """The cluster list for `request` (any thread, with that thread's connection). control:
+        checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
         graph = graph if graph is not None else self.graph
         overrides = overrides if overrides is not None else Overrides.load(project)
         index = self.after_decisions(project, request, graph, overrides)
         if index is not None:
             return index
         v = request.view
-        clustering = cluster_with_decisions(project, graph, v.threshold, v.policy, overrides=overrides)
-        index = build_index(graph, clustering, overrides, v.listing)
+        clustering = cluster_with_decisions(project, graph, v.threshold, v.policy, overrides=overrides, control=control)
+        index = build_index(graph, clustering, overrides, v.listing, control)
         return index.keeping_order_of(request.previous)
 
     @staticmethod

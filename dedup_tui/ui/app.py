@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -56,6 +57,8 @@ class DedupApp(App):
             self.spec = spec
             self.told: list[str] = []  # the notifications shown, newest last
             self.last_key = 0.0  # time.monotonic() of the last key pressed (work ahead waits for a pause)
+            self._on_key: set[threading.Event] = set()  # set at the next key (work ahead gives way)
+            self._on_key_lock = threading.Lock()
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
@@ -81,7 +84,23 @@ class DedupApp(App):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
             self.last_key = time.monotonic()
+            with self._on_key_lock:
+                for waiting in self._on_key:
+                    waiting.set()
         await super().on_event(event)
+
+    @contextlib.contextmanager
+    def interrupted_by_keys(self):
+        """(Any thread) An Event set as soon as a key is pressed, while the block runs: work done
+        ahead of the reviewer (Control(cancel=event)) stops for the key's own work."""
+        event = threading.Event()
+        with self._on_key_lock:
+            self._on_key.add(event)
+        try:
+            yield event
+        finally:
+            with self._on_key_lock:
+                self._on_key.discard(event)
 
     def on_mount(self) -> None:
         # First run after an install: the compiled kernels are prepared in the background

@@ -123,3 +123,37 @@ async def test_update_static_lays_the_screen_out_only_when_its_rows_change():
         assert laid_out(Text(long + " and more of it, and more")) is True  # four
         await pilot.pause()
         assert widget.size.height == 4
+
+
+async def test_a_key_stops_the_views_prepared_ahead(tmp_path):
+    """Views prepared ahead of the reviewer (the next threshold steps, the other policy) give way
+    to a key: the app sets the event work ahead runs under as soon as a key comes, and a list
+    computed under a set event stops with Cancelled (the worker prepares it again at the next
+    pause)."""
+    import threading
+    from dataclasses import replace
+
+    import pytest
+
+    from dedup_tui.engine.errors import Cancelled
+    from dedup_tui.engine.progress import Control
+    from dedup_tui.review.model import Request
+
+    app = create_app(write_corpus(tmp_path / "big.jsonl", big_cluster_docs(20)), author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        with app.interrupted_by_keys() as key_pressed:
+            await pilot.pause()
+            assert not key_pressed.is_set()
+            await pilot.press("down")
+            assert key_pressed.is_set()
+        with app.interrupted_by_keys() as later:
+            pass
+        await pilot.press("up")
+        assert not later.is_set()  # (only while the block runs)
+        model, stop = app.main.model, threading.Event()
+        request = Request(replace(model.view, threshold=0.9), None, 0)
+        assert len(model.compute(model.project, request, app.main.graph, None, Control(cancel=stop)).labels) >= 1
+        stop.set()
+        with pytest.raises(Cancelled):
+            model.compute(model.project, request, app.main.graph, None, Control(cancel=stop))

@@ -400,10 +400,10 @@ class MainScreen(Screen):
             key_of = view_keys(project, overrides)
             view = request.view
 
-            def prepared(t: float, pol: Policy) -> tuple[str, Callable[[], ClusterIndex]]:
+            def prepared(t: float, pol: Policy, control: Control | None = None) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
                     return model.compute(project, replace(request, view=replace(view, threshold=t, policy=pol),
-                                                          previous=None), graph, overrides)
+                                                          previous=None), graph, overrides, control)
                 return key_of(t, pol, view.listing), compute
 
             index = model.after_decisions(project, request, graph, overrides)
@@ -420,7 +420,8 @@ class MainScreen(Screen):
             # pressing p, } or {) shows the result without waiting for a re-clustering. Not before
             # the list is on screen: each view is ~60 ms of the GIL at 1M, and five of them
             # delayed the paint of a decision's result by 100-200 ms. Nor while keys come: a view
-            # being prepared when the next key comes slows that key's work (they share the GIL).
+            # being prepared when a key comes slowed that key's work (they share the GIL), so a
+            # key stops it (between its steps) and it is prepared again at the next pause.
             painted.wait(timeout=1.0)
             step = 0.01 if self._last_step >= 0 else -0.01
             other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
@@ -428,16 +429,23 @@ class MainScreen(Screen):
                            (round(view.threshold - step, 4), view.policy), (view.threshold, other),
                            (round(view.threshold + 5 * step, 4), view.policy),  # } and { (±0.05)
                            (round(view.threshold - 5 * step, 4), view.policy)):
-                if not self._keys_paused(worker, generation):
+                if not (self.floor <= t <= 1.0):
+                    continue
+                while self._keys_paused(worker, generation):
+                    with self.app.interrupted_by_keys() as key_pressed:
+                        key, compute = prepared(t, pol, Control(cancel=key_pressed))
+                        try:
+                            if not views.has(key):
+                                views.get(key, compute)
+                            break
+                        except Cancelled:  # a key came: its work first, this view at the next pause
+                            continue
+                else:
                     return
-                if self.floor <= t <= 1.0:
-                    key, compute = prepared(t, pol)
-                    if not views.has(key):
-                        views.get(key, compute)
         finally:
             project.close()
 
-    KEYS_PAUSE = 0.25  # s without a key before views are prepared ahead
+    KEYS_PAUSE = 0.12  # s without a key before views are prepared ahead (a key stops them anyway)
 
     def _keys_paused(self, worker, generation: int) -> bool:
         """(Worker thread) Wait until no key has come for KEYS_PAUSE; False if meanwhile the
