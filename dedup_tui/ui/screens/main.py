@@ -445,7 +445,7 @@ class MainScreen(Screen):
         finally:
             project.close()
 
-    KEYS_PAUSE = 0.12  # s without a key before views are prepared ahead (a key stops them anyway)
+    KEYS_PAUSE = 0.05  # s without a key before views are prepared ahead (a key stops them anyway)
 
     def _keys_paused(self, worker, generation: int) -> bool:
         """(Worker thread) Wait until no key has come for KEYS_PAUSE; False if meanwhile the
