@@ -58,3 +58,39 @@ async def test_a_line_view_lays_out_again_for_a_new_width_or_theme_only(widget_i
         await pilot.resize_terminal(40, 24)
         await pilot.pause()
         assert widths[-1] == view._width == view.scrollable_content_region.width < 60
+
+
+async def test_another_document_lays_the_screen_out_only_when_its_scrollbar_changes():
+    """Showing another document changes the view's virtual height. The screen is laid out
+    again (tens of ms on the main screen) only when the scrollbar appears or goes; between two
+    documents taller than the view only the thumb follows, and scrolling reaches the new end."""
+    app = Views()
+    async with app.run_test(size=(60, 24)) as pilot:
+        view = app.query_one("#doc", DocView)
+        layouts: list[bool] = []
+        refresh = view.refresh
+
+        def recording(*regions, repaint=True, layout=False, recompose=False):
+            layouts.append(layout)
+            return refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+        view.refresh = recording
+
+        async def show(lines: int) -> bool:
+            layouts.clear()
+            view.set_document("\n".join(f"line {i}" for i in range(lines)))
+            await pilot.pause()
+            return any(layouts)
+
+        assert await show(40)  # (the first document: the scrollbar appears)
+        assert view.show_vertical_scrollbar
+        assert not await show(60)  # taller still: only the thumb
+        assert view.vertical_scrollbar.window_virtual_size == view.virtual_size.height == 60
+        view.scroll_end(animate=False)
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y == 60 - view.scrollable_content_region.height
+        assert await show(3)  # fits: the scrollbar goes, the screen is laid out
+        await pilot.pause()
+        assert not view.show_vertical_scrollbar
+        assert not await show(5)  # still fits
+        assert view.virtual_size.height == 5

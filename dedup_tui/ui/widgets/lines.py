@@ -37,8 +37,24 @@ class LineCacheView(ScrollView):
             return
         self._width = width
         self._cache.clear()
-        self.virtual_size = Size(width, self._lay_out(width))
+        self._set_virtual_size(Size(width, self._lay_out(width)))
         self.refresh()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """A new virtual size lays the whole screen out again (tens of ms on the main screen, at
+        each member shown in the preview). Where only the height changes and the vertical
+        scrollbar stays as it is (both heights clearly taller than the view, or both clearly
+        shorter), only the scrollbar's thumb follows."""
+        old, visible = self.virtual_size, self.scrollable_content_region.height
+        shown = self.show_vertical_scrollbar
+        if old.width == size.width and old.height and visible and \
+                ((shown and min(old.height, size.height) > visible + 1) or
+                 (not shown and max(old.height, size.height) < visible - 1)):
+            self.set_reactive(LineCacheView.virtual_size, size)
+            if shown:
+                self.vertical_scrollbar.window_virtual_size = size.height
+        else:
+            self.virtual_size = size
 
     def _strip(self, index: int, render: Callable[[int], Strip]) -> Strip:
         """Line `index` rendered by `render`, from the cache when it was rendered already."""
