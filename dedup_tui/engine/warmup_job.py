@@ -51,9 +51,9 @@ def _corpus() -> list[dict]:
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
 
-def run() -> None:
+def run(on_stage=None) -> None:
     """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
-    cache whatever they use)."""
+    cache whatever they use); on_stage(name) as each stage of the scan begins."""
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
         corpus = Path(tmp) / "warmup.jsonl"
         with open(corpus, "w", encoding="utf-8") as fh:
@@ -65,6 +65,8 @@ def run() -> None:
         def progress(stage: str, done: int, total: int) -> None:
             if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
                 reached.append(stage)
+                if on_stage is not None:
+                    on_stage(stage)
                 with open(stages_file, "a", encoding="utf-8") as fh:
                     fh.write(stage + "\n")
 
