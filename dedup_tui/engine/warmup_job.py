@@ -47,6 +47,7 @@ def _corpus() -> list[dict]:
     docs += [text(rng.randint(10, 120)) for _ in range(300)]
     docs += docs[:5]  # exact copies
     docs.append("  Ünïcödé  TEXT\twith\u00a0spaces  ")
+    docs.append("ΟΔΥΣΣΕΥΣ, a capital sigma: normalised by Python (the compiled splice of the rest)")
     rng.shuffle(docs)
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
