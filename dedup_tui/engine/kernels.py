@@ -322,11 +322,12 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     bin_mask = np.uint64(sketches.shape[1] - 1)
     # (a variable, not the constant: _packed_fingerprints calls _distinct_hashes with an int64
     # too, and a literal argument would compile it a second time)
-    table_for = min(longest, _DEDUP_MAX)
+    table_for = longest if longest < _DEDUP_MAX else _DEDUP_MAX
     slots = 16
     while slots < 2 * table_for:
         slots *= 2
-    seen = np.zeros(slots, np.uint64)
+    seen = np.empty(slots, np.uint64)
+    seen[:] = 0
     for row in range(docs.shape[0]):
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
@@ -444,17 +445,19 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
     With low_row_base >= 0 the other way round: (fingerprint << 16) | (low_row_base + row)."""
     upper = 0
     for d in docs:
-        upper += max(offsets[d + 1] - offsets[d] - k + 1, 1)  # bytes >= code points
+        windows = offsets[d + 1] - offsets[d] - k + 1  # bytes >= code points
+        upper += windows if windows > 1 else 1
     keys = np.empty(upper, np.uint64)
     longest = _longest(offsets, docs)
     cps = np.empty(longest, np.uint32)
     hashes = np.empty(longest, np.uint64)
     # (the family layout needs every repeat dropped; sorted rows drop them again when split)
-    table_for = longest if low_row_base >= 0 else min(longest, _DEDUP_MAX)
+    table_for = longest if low_row_base >= 0 or longest < _DEDUP_MAX else _DEDUP_MAX
     slots = 16
     while slots < 2 * table_for:
         slots *= 2
-    seen = np.zeros(slots, np.uint64)  # fingerprint + 1; 0: empty
+    seen = np.empty(slots, np.uint64)  # fingerprint + 1; 0: empty
+    seen[:] = 0
     shift = np.uint64(64 - fingerprint_bits)
     pos = 0
     for row in range(docs.shape[0]):
@@ -480,7 +483,8 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
 def _split_sorted_keys(keys, rows, fingerprint_bits):
     """Sorted packed keys -> repeat-free fingerprints per row (CSR)."""
     values = np.empty(keys.shape[0], np.uint64)
-    row_offsets = np.zeros(rows + 1, np.int64)
+    row_offsets = np.empty(rows + 1, np.int64)
+    row_offsets[:] = 0
     mask = (np.uint64(1) << np.uint64(fingerprint_bits)) - np.uint64(1)
     pos = 0
     for i in range(keys.shape[0]):
@@ -758,7 +762,8 @@ class Intersector:
 
 @kernel
 def _top_byte_counts(keys):
-    counts = np.zeros(256, np.int64)
+    counts = np.empty(256, np.int64)
+    counts[:] = 0
     for i in range(keys.shape[0]):
         counts[np.int64(keys[i] >> np.uint64(56))] += 1
     return counts
@@ -1009,7 +1014,9 @@ def _union(parent, x, y):
 @kernel
 def component_labels(n, a, b):
     """Every node labelled with the smallest node of its connected component (union-find)."""
-    parent = np.arange(n)
+    parent = np.empty(n, np.int64)
+    for v in range(n):
+        parent[v] = v
     for e in range(a.shape[0]):
         _union(parent, a[e], b[e])
     for v in range(n):  # parents are always smaller: one forward pass resolves every root
@@ -1021,7 +1028,8 @@ def component_labels(n, a, b):
 def order_by_label(labels, a):
     """A stable order of the pairs by labels[a] (a counting sort)."""
     n = labels.shape[0]
-    counts = np.zeros(n + 1, np.int64)
+    counts = np.empty(n + 1, np.int64)
+    counts[:] = 0
     for p in range(a.shape[0]):
         counts[labels[a[p]] + 1] += 1
     for v in range(n):
@@ -1036,8 +1044,10 @@ def order_by_label(labels, a):
 
 @kernel
 def _kruskal(n, a, b, order):
-    parent = np.arange(n)
-    chosen = np.empty(min(n, order.shape[0]), np.int64)
+    parent = np.empty(n, np.int64)
+    for v in range(n):
+        parent[v] = v
+    chosen = np.empty(n if n < order.shape[0] else order.shape[0], np.int64)
     count = 0
     for e in order:
         if _union(parent, a[e], b[e]):
