@@ -99,6 +99,13 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup_job"], check=False, env=_env(cache), capture_output=True,
                            timeout=60, cwd=ROOT)
     assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
+    # A later scan (the warm-up's compiled normalisation, not the Python one the first scan used)
+    # compiles nothing either.
+    later = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
+    pipeline.scan(project, settings, warmup.prepare(project, settings, control))
+    print(json.dumps({"compiled": compiled}))
+    """, cache)
+    assert later["compiled"] == []
 
 
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
