@@ -195,9 +195,10 @@ def _wait(handle: Warmup, control, ready, tick: float) -> None:
     control.check()
 
 
-# The scan's last stage (whose end is reported inside its final transaction: no kernel follows,
-# and waiting there would only hold the project's write lock).
-_UNGATED = (STAGE, "write")
+# The stages of an LSH scan that wait for the warm-up's kernels (its last, "write", whose end
+# is reported inside its final transaction, does not: no kernel follows, and waiting there
+# would only hold the project's write lock; nor do an exhaustive scan's, which need none).
+_GATED = ("signatures", "candidates", "verify")
 
 
 class _Gated:
@@ -220,7 +221,7 @@ class _Gated:
         starts = stage not in self._started
         self._started.add(stage)
         self._control.report(stage, done, total)
-        if not total or stage in _UNGATED or not self._handle.running():
+        if not total or stage not in _GATED or not self._handle.running():
             return
         if starts and done == 0:
             def ready(stages, stage=stage):
@@ -254,11 +255,15 @@ def prepare(project, settings, control, tick: float = 0.25):
     warm, there is no cache, or the scan needs no kernels; a failed warm-up only means the
     scan compiles what it needs itself."""
     cache = cache_dir()
-    if cache is None or is_warm(cache) or not scan_needs_kernels(project, settings):
+    if cache is None or is_warm(cache) or settings.method == "exhaustive":
         return control
-    handle = start()
-    if handle is None:
-        return control
+    handle = _started if _started is not None and _started.running() else None
+    if handle is None:  # (started for this corpus's load: no need to ask the project, 0.2 s on 64k texts)
+        if not scan_needs_kernels(project, settings):
+            return control
+        handle = start()
+        if handle is None:
+            return control
     return _Gated(control, handle, tick)
 
 
