@@ -15,7 +15,9 @@ than wall time; still, run it on a quiet machine.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -35,6 +37,7 @@ def main() -> None:
                     "stage of the warm-up's scan began (seconds from the start)")
     a = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="bench-compile-")
+    atexit.register(shutil.rmtree, cache, True)
     os.environ["NUMBA_CACHE_DIR"] = cache
 
     t0 = time.perf_counter()
@@ -54,7 +57,7 @@ def main() -> None:
     class Listener(event.Listener):
         def on_start(self, ev):
             d = ev.data["dispatcher"]
-            name = f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}"
+            name = f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__qualname__.replace('.<locals>', '')}"
             if not stack:
                 timeline.append(f"{time.perf_counter() - t0:6.2f}   compile {name}")
             stack.append([name, time.thread_time(), 0.0, ev.data["args"]])
@@ -112,7 +115,7 @@ def main() -> None:
         print(f"{name:45} {incl[name]:7.2f} {excl[name]:7.2f} {count[name]:8d}")
     twice = [n for n in count if count[n] > 1]
     if twice:
-        print("\ncompiled more than once:")
+        print("\ncompiled more than once (numba's own overloads once per type; a kernel of ours twice is waste):")
         for s in per_phase["warm-up"] + per_phase["scan"]:
             if s.split("(", 1)[0] in twice:
                 print("   ", s)
