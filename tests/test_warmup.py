@@ -88,7 +88,8 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
                       "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
     """, cache)
     assert out["warm"] and out["code"] == 0
-    assert out["stages"][0] == warmup.STAGE and "signatures" in out["stages"]
+    # The exact copies need no kernels: found at once; the signatures wait for the warm-up's.
+    assert out["stages"][:3] == ["exact", "signatures", warmup.STAGE]
     assert out["at_load"] == 0, "the load compiled nothing"
     assert out["before_scan"] == 0, "the waiting process compiled nothing itself"
     assert out["compiled"] == [], f"the scan compiled what the warm-up did not: {out['compiled']}"
@@ -98,6 +99,13 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup_job"], check=False, env=_env(cache), capture_output=True,
                            timeout=60, cwd=ROOT)
     assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
+    # A later scan (the warm-up's compiled normalisation, not the Python one the first scan used)
+    # compiles nothing either.
+    later = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
+    pipeline.scan(project, settings, warmup.prepare(project, settings, control))
+    print(json.dumps({"compiled": compiled}))
+    """, cache)
+    assert later["compiled"] == []
 
 
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
@@ -250,6 +258,34 @@ def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(
     assert warmup.warmup_stages(str(tmp_path))[-1] == "write" and seen[-1][0] == warmup.STAGE
     gated.report("verify", 4, 4)  # nothing after write: waits until the warm-up ended
     assert gated._handle.ended
+
+
+def test_the_scan_waits_at_a_stage_start_until_the_warmup_finished_that_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    stages_file = kernel_cache.stages_path(str(tmp_path))
+    stages_file.write_text("exact\nsignatures\n")
+    later = iter(["candidates", "verify"])
+
+    class Helper(warmup.Warmup):  # a warm-up that reaches its next stage at each wait
+        def running(self):
+            return True
+
+        def wait(self, seconds):
+            with open(stages_file, "a") as fh:
+                fh.write(next(later) + "\n")
+
+    seen = []
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), Helper(str(tmp_path), None), tick=0)
+    gated.report("exact", 0, 0)  # no kernels, no end reported: never waits
+    assert seen == [("exact", 0, 0)]
+    gated.report("signatures", 0, 8)  # starts: waits until the warm-up's signatures are done (candidates reported)
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "candidates"
+    assert seen[1] == ("signatures", 0, 8) and seen[2][0] == warmup.STAGE and seen[-1] == ("signatures", 0, 8)
+    seen.clear()
+    gated.report("signatures", 0, 8)  # the same stage again: no wait
+    gated.report("signatures", 4, 8)
+    assert seen == [("signatures", 0, 8), ("signatures", 4, 8)]
+    assert warmup.warmup_stages(str(tmp_path))[-1] == "candidates"
 
 
 def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch):

@@ -30,14 +30,23 @@ if CACHE_DIR:
     numba.config.CACHE_DIR = CACHE_DIR
 
 
-def kernel(fn):
-    """njit with nogil (the scan runs kernels from threads), cached when a cache folder works."""
+def _njit(fn, **options):
     if CACHE_DIR:
         try:
-            return numba.njit(cache=True, nogil=True)(fn)
+            return numba.njit(cache=True, **options)(fn)
         except Exception:  # e.g. "no locator available": compile without a cache instead
             pass
-    return numba.njit(cache=False, nogil=True)(fn)
+    return numba.njit(cache=False, **options)(fn)
+
+
+def kernel(fn):
+    """njit with nogil (the scan runs kernels from threads), cached when a cache folder works."""
+    return _njit(fn, nogil=True, no_cfunc_wrapper=True)
+
+
+def helper(fn):
+    """A kernel called only by other kernels: compiled without the wrapper Python calls it through."""
+    return _njit(fn, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True)
 
 
 @intrinsic

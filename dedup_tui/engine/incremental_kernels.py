@@ -3,11 +3,11 @@ reference, which tests/test_incremental.py checks it against."""
 
 from __future__ import annotations
 
-from ._jit import kernel
+from ._jit import helper, kernel
 from .kernels import nibble_agreement
 
 
-@kernel
+@helper
 def _reported_earlier(bucket, usable, x, y, band):
     for c in range(band):
         if usable[c, x] and bucket[c, x] == bucket[c, y]:

@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from ._jit import kernel, popcount64
+from ._jit import helper, kernel, popcount64
 from .sketch import SKETCH_BINS, SKETCH_BITS, TAG_VALUES
 
 _BASE = np.uint64(0x9E3779B97F4A7C15)
@@ -220,7 +220,7 @@ def normalized_buffer(texts: list[str]) -> TextBuffer:
 
 # -- shingle hashes ----------------------------------------------------------------------------
 
-@kernel
+@helper
 def _mix64(h):
     h ^= h >> np.uint64(30)
     h *= _MIX1
@@ -230,7 +230,7 @@ def _mix64(h):
     return h
 
 
-@kernel
+@helper
 def _decode(data, lo, hi, cps):
     """Code points of data[lo:hi] (valid UTF-8, lone surrogates allowed) into cps; count."""
     n = 0
@@ -253,7 +253,7 @@ def _decode(data, lo, hi, cps):
     return n
 
 
-@kernel
+@helper
 def _window_hashes(cps, n, k, out):
     """The shingle hashes of a text of n code points (shingle.shingle_hashes): one per
     k-window, or one for the whole text when it is shorter than k. Returns the count."""
@@ -276,7 +276,7 @@ def _window_hashes(cps, n, k, out):
     return n - k + 1
 
 
-@kernel
+@helper
 def _longest(offsets, docs):
     longest = 1
     for d in docs:
@@ -286,7 +286,7 @@ def _longest(offsets, docs):
     return longest
 
 
-@kernel
+@helper
 def _distinct_hashes(hashes, count, seen, limit):
     """Moves one hash of each distinct fingerprint (hash >> 16) of hashes[:count] to the front
     (through the hash table `seen`, of at least 2 * min(count, limit) slots); returns how many.
@@ -320,15 +320,19 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
     sig = np.empty(perms, np.uint32)
     smallest = np.empty(sketches.shape[1], np.uint64)
     bin_mask = np.uint64(sketches.shape[1] - 1)
+    # (a variable, not the constant: _packed_fingerprints calls _distinct_hashes with an int64
+    # too, and a literal argument would compile it a second time)
+    table_for = longest if longest < _DEDUP_MAX else _DEDUP_MAX
     slots = 16
-    while slots < 2 * min(longest, _DEDUP_MAX):
+    while slots < 2 * table_for:
         slots *= 2
-    seen = np.zeros(slots, np.uint64)
+    seen = np.empty(slots, np.uint64)
+    seen[:] = 0
     for row in range(docs.shape[0]):
         d = docs[row]
         n = _decode(data, offsets[d], offsets[d + 1], cps)
         # repeated shingles change neither a minimum nor a sketch
-        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen, _DEDUP_MAX)
+        count = _distinct_hashes(hashes, _window_hashes(cps, n, k, hashes), seen, table_for)
         for j in range(perms):
             sig[j] = 0xFFFFFFFF
         for s in range(count):
@@ -350,7 +354,7 @@ def _signatures(data, offsets, docs, k, a, b, out, sketch_of, sketches):
             _fill_sketch(smallest, sketches[target])
 
 
-@kernel
+@helper
 def _fill_sketch(smallest, out):
     for i in range(smallest.shape[0]):
         out[i] = 0 if smallest[i] == _NO_FINGERPRINT else (smallest[i] >> _SKETCH_SHIFT) % _TAG_VALUES + 1
@@ -397,7 +401,7 @@ def sketch_rows(values, offsets, sketch_of, sketches):
         _fill_sketch(smallest, sketches[target])
 
 
-@kernel
+@helper
 def _zero_bytes_high_bit(w):
     """Bit 7 of each byte of w set where that byte is not zero."""
     return (((w & _LOW7) + _LOW7) | w) & ~_LOW7
@@ -441,17 +445,19 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
     With low_row_base >= 0 the other way round: (fingerprint << 16) | (low_row_base + row)."""
     upper = 0
     for d in docs:
-        upper += max(offsets[d + 1] - offsets[d] - k + 1, 1)  # bytes >= code points
+        windows = offsets[d + 1] - offsets[d] - k + 1  # bytes >= code points
+        upper += windows if windows > 1 else 1
     keys = np.empty(upper, np.uint64)
     longest = _longest(offsets, docs)
     cps = np.empty(longest, np.uint32)
     hashes = np.empty(longest, np.uint64)
     # (the family layout needs every repeat dropped; sorted rows drop them again when split)
-    table_for = longest if low_row_base >= 0 else min(longest, _DEDUP_MAX)
+    table_for = longest if low_row_base >= 0 or longest < _DEDUP_MAX else _DEDUP_MAX
     slots = 16
     while slots < 2 * table_for:
         slots *= 2
-    seen = np.zeros(slots, np.uint64)  # fingerprint + 1; 0: empty
+    seen = np.empty(slots, np.uint64)  # fingerprint + 1; 0: empty
+    seen[:] = 0
     shift = np.uint64(64 - fingerprint_bits)
     pos = 0
     for row in range(docs.shape[0]):
@@ -477,7 +483,8 @@ def _packed_fingerprints(data, offsets, docs, k, fingerprint_bits, row_starts, l
 def _split_sorted_keys(keys, rows, fingerprint_bits):
     """Sorted packed keys -> repeat-free fingerprints per row (CSR)."""
     values = np.empty(keys.shape[0], np.uint64)
-    row_offsets = np.zeros(rows + 1, np.int64)
+    row_offsets = np.empty(rows + 1, np.int64)
+    row_offsets[:] = 0
     mask = (np.uint64(1) << np.uint64(fingerprint_bits)) - np.uint64(1)
     pos = 0
     for i in range(keys.shape[0]):
@@ -755,7 +762,8 @@ class Intersector:
 
 @kernel
 def _top_byte_counts(keys):
-    counts = np.zeros(256, np.int64)
+    counts = np.empty(256, np.int64)
+    counts[:] = 0
     for i in range(keys.shape[0]):
         counts[np.int64(keys[i] >> np.uint64(56))] += 1
     return counts
@@ -906,7 +914,7 @@ def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: n
 
 # -- LSH bands ---------------------------------------------------------------------------------
 
-@kernel
+@helper
 def nibble_agreement(packed, x, y, perms):
     """In how many of the perms 4-bit signature positions rows x and y of `packed` agree."""
     words = packed.shape[1]
@@ -919,7 +927,7 @@ def nibble_agreement(packed, x, y, perms):
     return perms - differ  # padding nibbles are zero on both sides: never differ
 
 
-@kernel
+@helper
 def _collide_earlier(sig, tags, x, y, band, rows, band_state):
     """Whether x and y share a band before `band` that reports its own pairs (state 1: no
     bucket in it was skipped as oversized). `tags` (n, bands) holds 16 bits of each band's
@@ -985,7 +993,7 @@ def band_tags(keys: np.ndarray) -> np.ndarray:
 
 # -- components --------------------------------------------------------------------------------
 
-@kernel
+@helper
 def _union(parent, x, y):
     """Join the sets of x and y under the smaller root (path halving); False if already one."""
     while parent[x] != x:
@@ -1006,7 +1014,9 @@ def _union(parent, x, y):
 @kernel
 def component_labels(n, a, b):
     """Every node labelled with the smallest node of its connected component (union-find)."""
-    parent = np.arange(n)
+    parent = np.empty(n, np.int64)
+    for v in range(n):
+        parent[v] = v
     for e in range(a.shape[0]):
         _union(parent, a[e], b[e])
     for v in range(n):  # parents are always smaller: one forward pass resolves every root
@@ -1018,7 +1028,8 @@ def component_labels(n, a, b):
 def order_by_label(labels, a):
     """A stable order of the pairs by labels[a] (a counting sort)."""
     n = labels.shape[0]
-    counts = np.zeros(n + 1, np.int64)
+    counts = np.empty(n + 1, np.int64)
+    counts[:] = 0
     for p in range(a.shape[0]):
         counts[labels[a[p]] + 1] += 1
     for v in range(n):
@@ -1033,8 +1044,10 @@ def order_by_label(labels, a):
 
 @kernel
 def _kruskal(n, a, b, order):
-    parent = np.arange(n)
-    chosen = np.empty(min(n, order.shape[0]), np.int64)
+    parent = np.empty(n, np.int64)
+    for v in range(n):
+        parent[v] = v
+    chosen = np.empty(n if n < order.shape[0] else order.shape[0], np.int64)
     count = 0
     for e in order:
         if _union(parent, a[e], b[e]):

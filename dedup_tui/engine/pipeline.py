@@ -155,6 +155,7 @@ class _Signed:
     (compiled)."""
 
     def __init__(self, project, reps, lengths, settings, control, threads, kernels):
+        control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
         hasher = MinHasher(settings.num_perm, settings.seed)
         perm_a, perm_b = hasher.multipliers, hasher.increments
         self.signatures = np.empty((len(reps), settings.num_perm), np.uint32)

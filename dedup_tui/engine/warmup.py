@@ -195,34 +195,52 @@ def _wait(handle: Warmup, control, ready, tick: float) -> None:
     control.check()
 
 
-# The scan's last stage (whose end is reported inside its final transaction: no kernel follows,
-# and waiting there would only hold the project's write lock).
-_UNGATED = (STAGE, "write")
+# The stages of an LSH scan that wait for the warm-up's kernels (its last, "write", whose end
+# is reported inside its final transaction, does not: no kernel follows, and waiting there
+# would only hold the project's write lock; nor do an exhaustive scan's, which need none).
+_GATED = ("signatures", "candidates", "verify")
 
 
 class _Gated:
     """The scan's Control while the warm-up still compiles: the scan runs alongside it, one
     stage behind. When the scan finishes a stage (done == total), it waits until the warm-up
     has finished the next one (reported the stage after it), whose kernels are then in the
-    cache (or until the warm-up ended). The scan so loads every kernel from the
-    cache instead of compiling it a second time, and shows STAGE whenever it does wait."""
+    cache (or until the warm-up ended); a stage reported as starting (done == 0 < total, the
+    first report of it: the signatures, after the exact copies, which need no kernels and
+    report no end) waits until the warm-up has finished that stage. The scan so loads every
+    kernel from the cache instead of compiling it a second time, and shows STAGE whenever it
+    does wait."""
 
     def __init__(self, control, handle: Warmup, tick: float):
         self._control, self._handle, self._tick = control, handle, tick
         self.cancel = control.cancel
         self.progress = control.progress
+        self._started: set[str] = set()
 
     def report(self, stage: str, done: int, total: int) -> None:
+        starts = stage not in self._started
+        self._started.add(stage)
         self._control.report(stage, done, total)
-        if total and done >= total and stage not in _UNGATED and self._handle.running():
+        if not total or stage not in _GATED or not self._handle.running():
+            return
+        if starts and done == 0:
+            def ready(stages, stage=stage):
+                return stage in stages and len(stages) > stages.index(stage) + 1
+
+            if self._wait_for(ready):
+                self._control.report(stage, done, total)  # (the stage shown again after STAGE)
+        elif done >= total:
             def ready(stages, stage=stage):
                 return stage in stages and len(stages) > stages.index(stage) + 2
 
             self._wait_for(ready)
 
-    def _wait_for(self, ready) -> None:
-        if not ready(warmup_stages(self._handle.cache)):
-            _wait(self._handle, self._control, ready, self._tick)
+    def _wait_for(self, ready) -> bool:
+        """Whether it waited."""
+        if ready(warmup_stages(self._handle.cache)):
+            return False
+        _wait(self._handle, self._control, ready, self._tick)
+        return True
 
     def check(self) -> None:
         self._control.check()
@@ -231,24 +249,21 @@ class _Gated:
 def prepare(project, settings, control, tick: float = 0.25):
     """Before pipeline.scan: when the scan will use kernels that are not cached yet, have them
     compiled by a warm-up process (started now unless one runs) and return the Control to scan
-    with. The scan starts once the warm-up has finished its first two stages (its first
-    kernels are cached) and then follows it a stage behind (see _Gated), so most of the
-    compiling overlaps the scan's own work. Returns `control` itself when the cache is warm,
-    there is no cache, or the scan needs no kernels; a failed warm-up only means the scan
-    compiles what it needs itself."""
+    with. The scan finds the exact copies (no kernels) meanwhile, starts its signatures once
+    the warm-up has finished its own, and then follows it a stage behind (see _Gated), so most
+    of the compiling overlaps the scan's own work. Returns `control` itself when the cache is
+    warm, there is no cache, or the scan needs no kernels; a failed warm-up only means the
+    scan compiles what it needs itself."""
     cache = cache_dir()
-    if cache is None or is_warm(cache) or not scan_needs_kernels(project, settings):
+    if cache is None or is_warm(cache) or settings.method == "exhaustive":
         return control
-    handle = start()
-    if handle is None:
-        return control
-    # Meanwhile this process sets numba up (about half a second, which the scan would spend
-    # later), while it would otherwise only wait.
-    from . import kernels  # noqa: F401
-    # The scan's first stage (exact copies) needs no kernels; its second needs the warm-up's second.
-    _wait(handle, control, lambda stages: len(stages) >= 3, tick)
-    if not handle.running():
-        return control
+    handle = _started if _started is not None and _started.running() else None
+    if handle is None:  # (started for this corpus's load: no need to ask the project, 0.2 s on 64k texts)
+        if not scan_needs_kernels(project, settings):
+            return control
+        handle = start()
+        if handle is None:
+            return control
     return _Gated(control, handle, tick)
 
 

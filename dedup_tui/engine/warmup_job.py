@@ -47,13 +47,14 @@ def _corpus() -> list[dict]:
     docs += [text(rng.randint(10, 120)) for _ in range(300)]
     docs += docs[:5]  # exact copies
     docs.append("  Ünïcödé  TEXT\twith\u00a0spaces  ")
+    docs.append("ΟΔΥΣΣΕΥΣ, a capital sigma: normalised by Python (the compiled splice of the rest)")
     rng.shuffle(docs)
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
 
-def run() -> None:
+def run(on_stage=None) -> None:
     """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
-    cache whatever they use)."""
+    cache whatever they use); on_stage(name) as each stage of the scan begins."""
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
         corpus = Path(tmp) / "warmup.jsonl"
         with open(corpus, "w", encoding="utf-8") as fh:
@@ -65,6 +66,8 @@ def run() -> None:
         def progress(stage: str, done: int, total: int) -> None:
             if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
                 reached.append(stage)
+                if on_stage is not None:
+                    on_stage(stage)
                 with open(stages_file, "a", encoding="utf-8") as fh:
                     fh.write(stage + "\n")
 
