@@ -225,28 +225,32 @@ def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkey
     assert warmup.start() is None  # the scan compiles (and reports the error) itself
 
 
+class StagedWarmup(warmup.Warmup):
+    """A warm-up that reports its next stage (of `later`) at each wait, and ends after them."""
+
+    def __init__(self, cache: str, later: list[str]):
+        super().__init__(cache, None)
+        self.later, self.ended = iter(later), False
+
+    def running(self):
+        return not self.ended
+
+    def wait(self, seconds):
+        stage = next(self.later, None)
+        if stage is None:
+            self.ended = True
+        else:
+            with open(kernel_cache.stages_path(self.cache), "a") as fh:
+                fh.write(stage + "\n")
+
+
 def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     stages_file = kernel_cache.stages_path(str(tmp_path))
     stages_file.write_text("exact\nsignatures\ncandidates\n")
-    later = iter(["verify", "write"])
-
-    class Helper(warmup.Warmup):  # a warm-up that reaches its next stage at each wait
-        ended = False
-
-        def running(self):
-            return not self.ended
-
-        def wait(self, seconds):
-            stage = next(later, None)
-            if stage is None:
-                self.ended = True
-            else:
-                with open(stages_file, "a") as fh:
-                    fh.write(stage + "\n")
-
     seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), Helper(str(tmp_path), None), tick=0)
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))),
+                          StagedWarmup(str(tmp_path), ["verify", "write"]), tick=0)
     gated.report("signatures", 5, 5)  # the next stage (candidates) is finished: verify was reported
     assert warmup.warmup_stages(str(tmp_path))[-1] == "verify" and seen[-1][0] == warmup.STAGE
     seen.clear()
@@ -264,18 +268,9 @@ def test_the_scan_waits_at_a_stage_start_until_the_warmup_finished_that_stage(tm
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     stages_file = kernel_cache.stages_path(str(tmp_path))
     stages_file.write_text("exact\nsignatures\n")
-    later = iter(["candidates", "verify"])
-
-    class Helper(warmup.Warmup):  # a warm-up that reaches its next stage at each wait
-        def running(self):
-            return True
-
-        def wait(self, seconds):
-            with open(stages_file, "a") as fh:
-                fh.write(next(later) + "\n")
-
     seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), Helper(str(tmp_path), None), tick=0)
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))),
+                          StagedWarmup(str(tmp_path), ["candidates", "verify"]), tick=0)
     gated.report("exact", 0, 0)  # no kernels, no end reported: never waits
     assert seen == [("exact", 0, 0)]
     gated.report("signatures", 0, 8)  # starts: waits until the warm-up's signatures are done (candidates reported)

@@ -308,15 +308,20 @@ def apply_overrides(graph: PairGraph, clustering: Clustering, ov: Overrides) -> 
     c.overridden = {}
     if not touched:
         return clustering
-    labels = np.unique(c.cluster[np.fromiter(touched, np.int64, len(touched))])
-    members_all = np.flatnonzero(np.isin(c.cluster, labels))
-    groups: dict[int, list[int]] = {}
-    for m, lab in zip(members_all.tolist(), c.cluster[members_all].tolist()):
-        groups.setdefault(lab, []).append(m)
     index = PairIndex(graph)
-    for label, members in groups.items():
+    for label, members in _clusters_holding(c.cluster, touched).items():
         c.overridden[_override_cluster(graph, c, members, label, ov, index)] = label
     return forget_rejected(c)
+
+
+def _clusters_holding(cluster: np.ndarray, docs: set[int]) -> dict[int, list[int]]:
+    """The clusters holding `docs`: label -> every member, in ord order."""
+    labels = np.unique(cluster[np.fromiter(docs, np.int64, len(docs))])
+    members_all = np.flatnonzero(np.isin(cluster, labels))
+    groups: dict[int, list[int]] = {}
+    for m, label in zip(members_all.tolist(), cluster[members_all].tolist()):
+        groups.setdefault(label, []).append(m)
+    return groups
 
 
 def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides,
@@ -384,13 +389,8 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
     changed = (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned)
     if not changed:
         return c
-    labels = np.unique(previous.cluster[np.fromiter(changed, np.int64, len(changed))])
-    members_all = np.flatnonzero(np.isin(previous.cluster, labels))
-    groups: dict[int, list[int]] = {}
-    for m, lab in zip(members_all.tolist(), previous.cluster[members_all].tolist()):
-        groups.setdefault(lab, []).append(m)
     index = PairIndex(graph)
-    for now, members in groups.items():
+    for now, members in _clusters_holding(previous.cluster, changed).items():
         before = c.overridden.pop(now, None)
         base = now if before is None else before
         # before any decision a cluster's label is its kept document, and no other member is both

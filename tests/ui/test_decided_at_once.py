@@ -26,15 +26,21 @@ def tables(*shown) -> list[list[str]]:
     return [[table.get_row_at(i)[0].plain for i in range(table.row_count)] for table in shown]
 
 
+async def on_a_member_to_review(pilot):
+    """The app settled, the cursor on the first member to review of the first cluster:
+    (main screen, cluster table, member table, the cluster's id, that member)."""
+    await settle(pilot)
+    main = pilot.app.main
+    clusters, members = main.query_one("#clusters"), main.query_one("#members")
+    cluster_id = main.model.cursor.cluster_id
+    await pilot.press("tab")
+    return main, clusters, members, cluster_id, main.selected_doc()
+
+
 async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
-        main = app.main
-        clusters, members = main.query_one("#clusters"), main.query_one("#members")
-        cluster_id = main.model.cursor.cluster_id
-        await pilot.press("tab")  # the members: the cursor on the first one to review
-        target = main.selected_doc()
+        main, clusters, members, cluster_id, target = await on_a_member_to_review(pilot)
         done, total = main.model.progress(cluster_id)
         assert done == 0 and total >= 1 and target != cluster_id
         assert row(clusters, cluster_id).startswith(f"0/{total} ")
@@ -69,12 +75,7 @@ async def test_a_keep_shows_its_cluster_before_its_write_as_the_saved_list_does(
     tables is the same."""
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
-        main = app.main
-        clusters, members = main.query_one("#clusters"), main.query_one("#members")
-        old_kept = main.model.cursor.cluster_id
-        await pilot.press("tab")
-        target = main.selected_doc()
+        main, clusters, members, old_kept, target = await on_a_member_to_review(pilot)
         assert target != old_kept and not main.model.is_kept(target)
         with writer_held(app):  # the keep is not saved yet
             await pilot.press("k")
@@ -169,12 +170,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
     monkeypatch.setattr(writer, "BUSY_TIMEOUT_MS", 100)
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
-        main = app.main
-        clusters, members = main.query_one("#clusters"), main.query_one("#members")
-        cluster_id = main.model.cursor.cluster_id
-        await pilot.press("tab")
-        target = main.selected_doc()
+        main, clusters, members, cluster_id, target = await on_a_member_to_review(pilot)
         before_rows = (row(members, target), row(clusters, cluster_id))
         list_before = main.index
         await pilot.press("x")
