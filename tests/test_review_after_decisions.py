@@ -144,3 +144,20 @@ def test_a_decision_taken_back_or_a_split_needs_a_whole_reclustering(projects, t
         assert dec.reapply_overrides(review.graph, review.index.clustering, overrides, split) is None
     finally:
         review.close()
+
+
+def test_after_keep_is_what_the_project_reads_back_once_the_keep_is_recorded(projects, tmp_path):
+    db = tmp_path / "p.db"
+    db.write_bytes(projects["plain"].read_bytes())
+    review = Review.open(db, author="t")
+    try:
+        label = int(review.index.labels[0])
+        first, second = [int(m) for m in review.index.members(label) if not review.is_kept(int(m))][:2]
+        review.remove(first)
+        before = dec.Overrides.load(review.project)
+        assert before.after_keep(first) is None  # removed: a keep taken over it is not known from these
+        predicted = before.after_keep(second)
+        review.keep(second)
+        assert predicted == dec.Overrides.load(review.project)
+    finally:
+        review.close()

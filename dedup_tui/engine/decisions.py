@@ -276,6 +276,15 @@ class Overrides:
         remove = {o for o, k in state.items() if k == "remove"}
         return cls(keep, remove, split, accepted, decided, pinned - remove)
 
+    def after_keep(self, o: int) -> "Overrides | None":
+        """What load() reads back once a keep of `o` is recorded after these decisions (the
+        newest keep or remove decision on a document wins), or None when that is not known from
+        these alone: `o` removed (its removal taken over may make a judged-against pin of it
+        count again)."""
+        if o in self.remove:
+            return None
+        return replace(self, keep=self.keep | {o}, decided=self.decided | {o})
+
 
 def _roots(graph: PairGraph, ords: np.ndarray) -> np.ndarray:
     ex = graph.exact_of[ords]

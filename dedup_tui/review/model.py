@@ -567,16 +567,18 @@ class Review:
         return plan
 
     def _overrides_after_keep(self, o: int) -> Overrides | None:
-        """The decisions as Overrides.load will read them back once a keep of `o` is saved, when
+        """The decisions as the project will read them back once a keep of `o` is saved, when
         that is known exactly: the list on screen holds every decision made (none is being
-        saved) and `o` is not removed (undoing a removal may pin it again). A keep changes its
-        cluster's kept document and every member's similarity to it: with these, the list it
-        leads to is worked out while it is written (Review.after_decisions)."""
-        index = self.index
-        if not self._list_holds_every_plan or self._pending or o in index.overrides.remove:
+        saved). A keep changes its cluster's kept document and every member's similarity to
+        it: with these, the list it leads to is worked out while it is written
+        (Review.after_decisions)."""
+        if not self._list_holds_every_plan or self._pending:
             return None
-        ov = index.overrides
-        return replace(ov, keep=ov.keep | {o}, decided=ov.decided | {o})
+        return self.index.overrides.after_keep(o)
+
+    def is_saved(self, plan: Plan) -> bool:
+        """The plan's write is over (saved, or failed and abandoned)."""
+        return self._written >= plan.seq
 
     def plan_remove(self, o: int | None = None, confirmed: bool = False) -> Plan:
         o = self._target(o)

@@ -84,10 +84,9 @@ class MainScreen(Screen):
         self._generation = 0
         self._clustering_busy = False
         self._dirty = False
-        # a keep whose list is being worked out while it is written: its seq, and whether its
-        # write is done (then the list is built once more from the project, which repaints nothing)
-        self._predicted: int | None = None
-        self._predicted_written = False
+        # a keep whose list is being worked out while it is written (once it is shown, and the
+        # keep saved, the list is built once more from the project, which repaints nothing)
+        self._predicted: Plan | None = None
         self._fresh_order = False  # a coalesced re-clustering asked for the view's own order
         self._snapshot_generation: int | None = None  # _generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
@@ -467,7 +466,7 @@ class MainScreen(Screen):
             return
         self.show_index(message.index, message.request)
         clusters = self.query_one("#clusters", ClusterTable)
-        if predicted is not None and self._predicted_written:
+        if predicted is not None and self.model.is_saved(predicted):
             # the keep worked out is written: the project's own list (the same), once this is on screen
             clusters.after_paint(self.schedule_recluster)
         if message.painted is not None:
@@ -1092,8 +1091,8 @@ class MainScreen(Screen):
                                 severity="warning" if message.startswith("Nothing") else "information")
             if plan.kind == "keep_rule":
                 self._views = PreparedViews()
-            if self._predicted == plan.seq:
-                self._predicted_written = True  # (its list is being worked out)
+            if self._predicted is plan:
+                pass  # its list is being worked out (on_reclustered builds the project's after it)
             elif plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
                 # another keep rule keeps other documents: the similarities the list is sorted by
                 # change, so it is sorted again (a decision keeps the order being worked through)
@@ -1103,7 +1102,7 @@ class MainScreen(Screen):
 
         def failed() -> None:
             model.abandon(plan)
-            if self._predicted == plan.seq:  # the list being worked out holds it: the project's instead
+            if self._predicted is plan:  # the list being worked out holds it: the project's instead
                 self._predicted = None
                 self.schedule_recluster()
             self.render_list()
@@ -1113,7 +1112,7 @@ class MainScreen(Screen):
             # the list it leads to, worked out while it is written (a keep: its cluster's kept
             # document and every similarity change); the list after the write is the same
             self._clustering_busy, self._dirty = True, False
-            self._predicted, self._predicted_written = plan.seq, False
+            self._predicted = plan
             self.recluster(self._generation, replace(self.model.request(), written=plan.seq), plan.overrides_after)
         elif self.index is not None:
             self.render_list()
