@@ -108,7 +108,7 @@ class RowTable(DataTable):
         order, only the rows that changed are updated (the table is not cleared: no new layout,
         no scrolling back, the cursor stays); otherwise every row is replaced."""
         column = self.columns["row"]  # type: ignore[index]
-        width = max([header.cell_len, row_room(self), *(text.cell_len for text, _key in rows)])  # (as _fit_column)
+        width = self._column_width(max([header.cell_len, *(text.cell_len for text, _key in rows)]))
         keys = [key for _text, key in rows]
         if keys and keys == self._keys and width == column.width and header == column.label:
             for (text, key), old in zip(rows, self._texts):
@@ -147,12 +147,17 @@ class RowTable(DataTable):
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(sum(c.get_render_width(self) for c in self.columns.values()), self.row_count + header)
 
+    def _column_width(self, width: int) -> int:
+        """The column for rows `width` cells wide: never narrower than the room rows are laid
+        out in (see _fit_column)."""
+        return max(width, row_room(self))
+
     def _fit_column(self, width: int, shrink: bool = False, size: bool = True) -> None:
         """The column as wide as `width` and never narrower than the room rows are laid out in
         (so that its width, and the table's scrollable size, stay the same from fill to fill:
         a new size lays the whole screen out again, ~40 ms at 120x40)."""
         column = self.columns["row"]  # type: ignore[index]
-        width = max(width, row_room(self))
+        width = self._column_width(width)
         if not shrink:
             width = max(width, column.width)
         if column.width != width or column.auto_width:
