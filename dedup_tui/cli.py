@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from .engine import pipeline
+from .engine.ahead import SignedAhead
 from .engine.cluster import POLICIES
 from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
@@ -166,9 +167,10 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
         progress.close()
 
 
-def _scan(project: Project, settings: pipeline.ScanSettings, control: Control, full: bool = False) -> pipeline.ScanResult:
+def _scan(project: Project, settings: pipeline.ScanSettings, control: Control, full: bool = False,
+          ahead=None) -> pipeline.ScanResult:
     control = warmup.prepare(project, settings, control)  # first run only: alongside the kernels' compiling
-    return pipeline.scan(project, settings, control, full=full)
+    return pipeline.scan(project, settings, control, full=full, ahead=ahead)
 
 
 def _open_project(db: str, create: bool = False) -> Project:
@@ -283,12 +285,12 @@ _REFERENCE_OPTION = click.option(
          "exported.")
 
 
-def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=()) -> Project:
+def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), ahead=None) -> Project:
     """Load the corpus files (and references) into the project (created if needed) and report;
-    the project stays open."""
+    the project stays open. `ahead`: an ahead.SignedAhead signing the documents as they load."""
     def load_files(project: Project, control: Control):
         return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
-                           control=control, references=list(references))
+                           control=control, references=list(references), ahead=ahead)
 
     if Path(db).exists():
         project = _open_project(db, create=True)
@@ -364,15 +366,22 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
     loading = [*corpus, *references]
     if not loading and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
-    if loading:
-        warmup.start_for_corpus(loading, method)  # first run: the kernels compile while the corpus loads
-    project = _load_into(db, corpus, id_field, text_field, skip_bad, references) if loading else _open_project(db)
-    for run in project.interrupted_runs("scan"):
-        click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it finished; "
-                   f"nothing of it was kept, scanning again from the start", err=True)
     settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
                                      workers=workers, max_bucket=max_bucket)
-    r = _run(_scan, project, settings, full=full)
+    ahead = None
+    if loading:
+        warmup.start_for_corpus(loading, method)  # first run: the kernels compile while the corpus loads
+        ahead = SignedAhead.for_corpus(settings, loading)  # (warm kernels) the other core signs as they load
+    try:
+        project = (_load_into(db, corpus, id_field, text_field, skip_bad, references, ahead) if loading
+                   else _open_project(db))
+        for run in project.interrupted_runs("scan"):
+            click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
+                       f"finished; nothing of it was kept, scanning again from the start", err=True)
+        r = _run(_scan, project, settings, full=full, ahead=ahead)
+    finally:
+        if ahead is not None:
+            ahead.discard()
     if r.incremental:
         click.echo(f"incremental scan: {r.new_documents:,} new documents compared with one another and with the "
                    f"{r.documents - r.new_documents:,} scanned before")

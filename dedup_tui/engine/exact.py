@@ -16,17 +16,24 @@ COMPILED_MIN_CHARS = 1 << 18
 
 def exact_keys(texts: list[str]) -> list[str]:
     """[exact_key(t) for t in texts], the large batches normalised by a compiled pass."""
-    if sum(map(len, texts)) < COMPILED_MIN_CHARS or not _compiled_ready():
-        return [exact_key(t) for t in texts]
+    return exact_keys_and_text(texts)[0]
+
+
+def exact_keys_and_text(texts: list[str], need_text: bool = False):
+    """(exact_keys(texts), the normalised texts as a kernels.TextBuffer when the compiled pass
+    made them, else None). need_text: the compiled pass whatever the batch's size, when the
+    kernels cost no compiling here."""
+    if (not need_text and sum(map(len, texts)) < COMPILED_MIN_CHARS) or not compiled_ready():
+        return [exact_key(t) for t in texts], None
     from .kernels import normalized_buffer
 
     buf = normalized_buffer(texts)
     data, bounds = memoryview(buf.data), buf.offsets.tolist()
     sha256 = hashlib.sha256
-    return [sha256(data[s:e]).hexdigest() for s, e in zip(bounds, bounds[1:])]
+    return [sha256(data[s:e]).hexdigest() for s, e in zip(bounds, bounds[1:])], buf
 
 
-def _compiled_ready() -> bool:
+def compiled_ready() -> bool:
     """The compiled pass costs no compiling here: its kernels are loaded, or cached (a first
     run's load leaves the compiling to the warm-up process instead of doing it twice)."""
     if "dedup_tui.engine.kernels" in sys.modules:

@@ -25,6 +25,7 @@ from .store.documents import DocumentsWriter
 
 REFERENCE = "reference"  # the role of a source whose documents are matched, never removed nor exported
 BATCH = 5000  # documents written at a time; progress is reported and cancelling checked after each batch
+BATCH_CHARS = 4_000_000  # ... or fewer, when they hold this much text (a SignedAhead signs a batch as the next one is read)
 
 _NOT_JSON = ("malformed JSON", "expected a JSON object")
 _TEXT_FILE_HINT = " (a single .txt file is read as JSON Lines; for plain text give a folder of .txt files)"
@@ -67,6 +68,7 @@ def load_corpus(
     skip_bad: bool = False,
     control: Control | None = None,
     references: list[str | Path] = (),
+    ahead=None,
 ) -> LoadReport:
     """Append the corpora to the project, atomically. Raises CorpusError on bad input.
 
@@ -78,6 +80,9 @@ def load_corpus(
     records (malformed, undecodable, missing or non-string text, null or duplicate ids) are
     skipped and their line numbers are in the report; a file left with no documents, or one
     that cannot be read at all, is still an error.
+
+    `ahead` (an ahead.SignedAhead) signs the documents as they are written, for a scan that
+    follows in this process; it is discarded when the load fails.
     """
 
     control = control or Control()
@@ -90,16 +95,21 @@ def load_corpus(
     formats = [_corpus_format(p) for p in paths]
     multi = len(paths) > 1 or project.document_count() > 0
     report = LoadReport()
-    with transaction(project.conn):
-        writer = DocumentsWriter(project)
-        seen_ids: set[str] = set()
-        for path, fmt, role in zip(paths, formats, roles):
-            count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids, control,
-                                        role)
-            report.add_file(path, count, skipped)
-            if role == REFERENCE:
-                report.references.append(str(path))
-        writer.mark_scan_stale()
+    try:
+        with transaction(project.conn):
+            writer = DocumentsWriter(project, ahead)
+            seen_ids: set[str] = set()
+            for path, fmt, role in zip(paths, formats, roles):
+                count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids,
+                                            control, role)
+                report.add_file(path, count, skipped)
+                if role == REFERENCE:
+                    report.references.append(str(path))
+            writer.mark_scan_stale()
+    except BaseException:
+        if ahead is not None:
+            ahead.discard()
+        raise
     return report
 
 
@@ -188,7 +198,7 @@ def _write_records(records: Iterator[Record], writer: DocumentsWriter, source_id
     """The file's good records into the project, BATCH at a time; how many, and whether every
     record's own id was an integer (logs then give them back as numbers)."""
     errors, skip_bad = bad.errors, bad.skip_bad
-    count = pending = reported = 0
+    count = pending = reported = chars = 0
     batch: list[tuple] = []  # (doc_id, text, line, record)
     int_ids = True
     for rec in records:
@@ -203,9 +213,11 @@ def _write_records(records: Iterator[Record], writer: DocumentsWriter, source_id
             int_ids = False
         batch.append((doc_id, rec.text, rec.line, rec.record))
         pending += 1
-        if len(batch) >= BATCH:
+        chars += len(rec.text)
+        if len(batch) >= BATCH or chars >= BATCH_CHARS:
             count += _write_batch(writer, source_id, batch, bad)
             batch = []
+            chars = 0
             control.check()
             reported = pending
             control.report("load", pending, 0)

@@ -64,10 +64,11 @@ def _shingle_set_job(project: Project, ords: np.ndarray, k: int) -> tuple[np.nda
 
 def find_pairs(
     project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
-    result: ScanResult, kept: _Kept | None = None,
+    result: ScanResult, kept: _Kept | None = None, ahead=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
-    (by LSH: its band keys and nibbles into `kept`, when given)."""
+    (by LSH: its band keys and nibbles into `kept`, when given; starting from the signatures
+    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them)."""
     n_reps = len(reps)
     empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if n_reps < 2:
@@ -81,7 +82,7 @@ def find_pairs(
         return _exhaustive_pairs(project, reps, lengths, settings, control, result)
     threads = Threads(settings.workers or os.cpu_count() or 1)
     try:
-        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept)
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead)
     finally:
         threads.close()
 
@@ -117,14 +118,14 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
     return reps[ia], reps[ib], j
 
 
-def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None):
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None):
     from . import kernels  # compiled kernels: loaded only when a scan needs them
 
     timings = result.timings
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     result.bands, result.rows = banding.bands, banding.rows
     t0 = time.perf_counter()
-    signed = _Signed(project, reps, lengths, settings, control, threads, kernels)
+    signed = _Signed(project, reps, lengths, settings, control, threads, kernels, ahead)
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -152,9 +153,17 @@ class _Signed:
     """The representatives' MinHash signatures, their sketches (texts of at least
     SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification). This
     thread reads and normalises chunks of texts (Python) while the threads hash them
-    (compiled)."""
+    (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
+    them as they were loaded."""
 
-    def __init__(self, project, reps, lengths, settings, control, threads, kernels):
+    def __init__(self, project, reps, lengths, settings, control, threads, kernels, ahead=None):
+        if ahead is not None:
+            signer, prefixes = ahead
+            given = signer.take(reps, prefixes, control) if signer.matches(settings) else None
+            if given is not None:
+                self.signatures, self.text, self.sketches = given.signatures, given.text, given.sketches
+                self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+                return
         control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
         hasher = MinHasher(settings.num_perm, settings.seed)
         perm_a, perm_b = hasher.multipliers, hasher.increments
@@ -271,7 +280,7 @@ class _BandCandidates:
 
 
 def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None,
-         full: bool = False) -> ScanResult:
+         full: bool = False, ahead=None) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
 
     When documents were loaded since a scan by LSH with the same settings, only they are
@@ -281,6 +290,9 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
 
     On cancellation (Cancelled) or any error nothing is written: the project keeps its
     previous scan (or none).
+
+    `ahead`: an ahead.SignedAhead that signed documents as this process loaded them; the scan
+    starts from its signatures where they are of its documents and settings.
     """
     settings = settings or ScanSettings()
     settings.validate()
@@ -304,14 +316,14 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
         try:
             if reason is None:
                 try:
-                    _scan_added(project, settings, control, result, t_start, run_id)
+                    _scan_added(project, settings, control, result, t_start, run_id, ahead)
                     return result
                 except incremental.FullScanNeeded as exc:
                     reason = str(exc)
                     result = ScanResult()
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
-            _scan_all(project, settings, control, result, t_start, run_id)
+            _scan_all(project, settings, control, result, t_start, run_id, ahead)
         except (Cancelled, KeyboardInterrupt):
             project.finish_run(run_id, "cancelled", result.timings, result.counts())
             raise
@@ -356,7 +368,7 @@ def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:
 
 
 def _scan_all(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
-              run_id: int) -> None:
+              run_id: int, ahead=None) -> None:
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
     documents_before = documents_version(project)
@@ -368,7 +380,8 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
     kept = _Kept()
-    a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept)
+    a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept,
+                         None if ahead is None else (ahead, rep_hashes))
     control.check()
     t0 = time.perf_counter()
     control.report("write", 0, len(a))
@@ -414,7 +427,7 @@ def _keys_meta(settings: ScanSettings, result: ScanResult, documents: int, lengt
 
 
 def _scan_added(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
-                run_id: int) -> None:
+                run_id: int, ahead=None) -> None:
     """The incremental scan (incremental.py): the documents from the stored keys' `documents`
     on, against one another and the scanned ones. Raises FullScanNeeded when the stored scan
     cannot be extended to a full rescan's result."""
@@ -468,7 +481,8 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
         threads = Threads(settings.workers or os.cpu_count() or 1)
         try:
             a, b, j, new_chunk = _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding,
-                                              control, result, threads)
+                                              control, result, threads,
+                                              None if ahead is None else (ahead, new_rep_hashes))
         finally:
             threads.close()
     control.check()
@@ -500,7 +514,8 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
         project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
 
 
-def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads):
+def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads,
+                 ahead=None):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
     the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
     from . import incremental_kernels, kernels  # compiled kernels: loaded only when a scan needs them
@@ -508,7 +523,7 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
     timings = result.timings
     m = len(new_reps)
     t0 = time.perf_counter()
-    signed = _Signed(project, new_reps, lengths, settings, control, threads, kernels)
+    signed = _Signed(project, new_reps, lengths, settings, control, threads, kernels, ahead)
     new_packed = lsh.pack_nibbles(signed.signatures)
     timings["signatures"] = time.perf_counter() - t0
 

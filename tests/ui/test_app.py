@@ -340,7 +340,7 @@ async def test_help_and_palette(corpus):
 async def test_escape_cancels_scan(corpus, monkeypatch):
     started = threading.Event()
 
-    def slow_scan(project, settings, control):
+    def slow_scan(project, settings, control, ahead=None):
         for i in range(1000):
             control.report("signatures", i, 1000)
             started.set()
@@ -589,11 +589,11 @@ async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
 
     real_scan, calls = main_module.scan, []
 
-    def scan_cancelled_once(project, settings, control):
+    def scan_cancelled_once(project, settings, control, ahead=None):
         calls.append(1)
         if len(calls) == 1:
             raise Cancelled("cancelled")
-        return real_scan(project, settings, control)
+        return real_scan(project, settings, control, ahead=ahead)
 
     monkeypatch.setattr(main_module, "scan", scan_cancelled_once)
     app = create_app(write_corpus(tmp_path / "c.jsonl", corpus_docs()), author="tester")
@@ -1068,6 +1068,34 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
         assert results[0].new_documents == len(docs) - len(docs) // 2
         assert app.main.index.counts.documents == len(docs)
         assert shown(app) == engine_numbers(db, app.main.threshold, "components")
+
+
+async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
+    """Opening a corpus: the app's scan starts from the signatures its load computed (the
+    other core signs as the load writes), and finds what a separate load and scan find."""
+    from dedup_tui.engine import kernels, pipeline  # noqa: F401  (kernels loaded: no compiling to wait for)
+    from dedup_tui.engine.ahead import SignedAhead
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.ui.app import DedupApp
+    from dedup_tui.ui.launch import OpenSpec
+
+    corpus = write_corpus(tmp_path / "c.jsonl", corpus_docs())
+    settings = pipeline.ScanSettings(floor=0.5, method="lsh")
+    with Project(tmp_path / "alone.db", create=True) as alone:
+        load_corpus(alone, [corpus])
+        pipeline.scan(alone, settings)
+        expected = sorted(alone.conn.execute("SELECT a, b, jaccard FROM pairs"))
+    handed = []
+    real_take = SignedAhead.take
+    monkeypatch.setattr(SignedAhead, "take", lambda self, *a, **k: handed.append(real_take(self, *a, **k)) or handed[-1])
+    db = tmp_path / "p.db"
+    Project(db, create=True).close()
+    app = DedupApp(OpenSpec(db, corpus=[corpus], scan_settings=settings), author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        assert len(handed) == 1 and handed[0] is not None
+    with Project(db) as project:
+        assert sorted(project.conn.execute("SELECT a, b, jaccard FROM pairs")) == expected
 
 
 async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path, monkeypatch):

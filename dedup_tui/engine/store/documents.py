@@ -7,18 +7,20 @@ import itertools
 import json
 from pathlib import Path
 
-from ..exact import exact_keys
+from ..exact import exact_keys_and_text
 from .checksums import document_checksums
 from .connection import now_iso
 from .project import Project
+from .scans import hash_prefixes
 
 
 class DocumentsWriter:
     """Writes one load's sources and documents: ords continue the project's, each document with
     its exact key and checksum. Knows nothing of formats or bad records."""
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, ahead=None):
         self.project = project
+        self.ahead = ahead  # an ahead.SignedAhead given each batch's normalised text, or None
         self.next_ord = project.next_ord()
         self.had_documents = project.document_count() > 0
         self.loaded = {(r["path"], r["sha256"]): r["loaded_at"] for r in project.source_rows("path, sha256, loaded_at")}
@@ -53,7 +55,13 @@ class DocumentsWriter:
             return 0
         doc_ids, texts, lines, records = zip(*rows)
         ords = range(self.next_ord, self.next_ord + len(rows))
-        keys = exact_keys(list(texts))
+        keys, normalised = exact_keys_and_text(list(texts), need_text=self.ahead is not None)
+        if self.ahead is not None:
+            if normalised is None:
+                self.ahead.discard()
+                self.ahead = None
+            else:
+                self.ahead.add(self.next_ord, hash_prefixes(keys), normalised)
         sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
         self.project.insert_documents(
             [(o, doc_id, source_id, line, len(text), key, text, record, checksum)

@@ -28,6 +28,7 @@ from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions, warmup
+from ...engine.ahead import SignedAhead
 from ...engine.cluster import NEAR, POLICIES, Policy, strongest_links
 from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
@@ -184,6 +185,7 @@ class MainScreen(Screen):
     def run_pipeline(self, load: bool, scan_it: bool, view) -> None:
         project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
+        ahead = None
         try:
             # none chosen: the last scan's, so new documents are scanned incrementally
             settings = self.spec.scan_settings or last_scan_settings(project) or ScanSettings()
@@ -191,10 +193,11 @@ class MainScreen(Screen):
                 if project.document_count() == 0:
                     # first run: a large corpus's kernels compile in another process while it loads
                     warmup.start_for_corpus(self.spec.corpus, settings.method)
-                    load_corpus(project, self.spec.corpus, control=control, **self.spec.load_options)
+                    ahead = SignedAhead.for_corpus(settings, self.spec.corpus)  # (warm kernels) signed as they load
+                    load_corpus(project, self.spec.corpus, control=control, ahead=ahead, **self.spec.load_options)
             if scan_it or project.scan_state != "complete":
                 # first run only: the scan follows the kernels' compiling in another process
-                scan(project, settings, warmup.prepare(project, settings, control))
+                scan(project, settings, warmup.prepare(project, settings, control), ahead=ahead)
             control.report("graph", 0, 0)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             view = replace(view, threshold=min(max(view.threshold, floor), 1.0))
@@ -227,6 +230,8 @@ class MainScreen(Screen):
         except DedupError as exc:
             self.post_message(PipelineStopped(str(exc) + " (R scans again)", False))
         finally:
+            if ahead is not None:
+                ahead.discard()
             project.close()
 
     def on_stage_progress(self, message: StageProgress) -> None:
