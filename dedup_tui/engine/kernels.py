@@ -18,6 +18,7 @@ it is tested against (tests/test_kernels.py):
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -867,27 +868,36 @@ class Family:
             held += int(self.shared[g])
         slices.append((first, 256, held))
         widest = max(1, max((h + 63) // 64 for _, _, h in slices))
-        order = _tile_order(ra, rb, self.rows, widest)
-        la, lb = ra[order], rb[order]
+        slices = [(g0, g1, held) for g0, g1, held in slices if held]
+
+        def bits_of(g0, g1, held):
+            bits = np.zeros((self.rows, (held + 63) // 64), np.uint64)
+            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits)
+            return bits
+
         inter = np.zeros(len(ra), np.int64)
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
         cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
-        for s, (g0, g1, held) in enumerate(slices):
-            if not held:
-                continue
-            bits = np.zeros((self.rows, (held + 63) // 64), np.uint64)
-            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits)
+        # The next slice's bitsets are filled (one thread) while the threads compare the pairs
+        # over this one's, and the first's while the pairs are put in tile order.
+        with ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side:
+            filled = side.submit(bits_of, *slices[0]) if slices else None
+            order = _tile_order(ra, rb, self.rows, widest)
+            la, lb = ra[order], rb[order]
+            for s in range(len(slices)):
+                bits = filled.result()
+                filled = side.submit(bits_of, *slices[s + 1]) if s + 1 < len(slices) else None
 
-            def piece(lo, hi, bits=bits):
-                _accumulate_bitset_intersections(bits, la[lo:hi], lb[lo:hi], inter[lo:hi])
-                return hi - lo
+                def piece(lo, hi, bits=bits):
+                    _accumulate_bitset_intersections(bits, la[lo:hi], lb[lo:hi], inter[lo:hi])
+                    return hi - lo
 
-            done = 0
-            for n in self.parallel_map(piece, list(zip(cuts[:-1], cuts[1:]))):
-                done += n
-                if progress is not None:
-                    progress((s * len(ra) + done) / len(slices))
-            del bits
+                done = 0
+                for n in self.parallel_map(piece, list(zip(cuts[:-1], cuts[1:]))):
+                    done += n
+                    if progress is not None:
+                        progress((s * len(ra) + done) / len(slices))
+                del bits
         # a row with itself: its unshared fingerprints are in no bitset
         self_pair = np.flatnonzero(la == lb)
         inter[self_pair] = self.sizes[la[self_pair]]
