@@ -374,11 +374,14 @@ def test_matches_needed_is_the_binomial_tail():
             assert needed[u] == want
 
 
+@pytest.mark.parametrize("rare_below", [None, 2, 3, 8, 1 << 16])
 @pytest.mark.parametrize("slice_bytes", [1 << 30, 4096])
-def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes):
+def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_below):
     # a template family (the bitset path) plus unrelated texts, and a vocabulary cut into
-    # many slices when slice_bytes is small
+    # many slices when slice_bytes is small; the fingerprints held by fewer than rare_below
+    # texts counted pair by pair (2: none; 1 << 16: all; None: whatever costs least)
     monkeypatch.setattr(kernels, "FAMILY_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(kernels, "FAMILY_RARE_BELOW", rare_below)
     texts = _family(5, members=70) + _texts(6, count=60, longest=300)
     buf = kernels.TextBuffer.from_texts(texts)
     docs = np.r_[np.arange(0, len(texts), 2), np.arange(1, len(texts), 2)]  # any order of texts
@@ -389,6 +392,8 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes):
     ra = rng.integers(0, len(docs), 3000)
     rb = rng.integers(0, len(docs), 3000)
     ra[:5] = rb[:5]  # a row with itself
+    ra[5:8], rb[5:8] = ra[8:11], rb[8:11]  # a pair given twice
+    ra[11], rb[11] = rb[8], ra[8]  # and once more the other way round
     progress = []
     got = family.intersections(ra, rb, progress.append)
     assert np.array_equal(got, intersection_sizes(values, offsets, ra, rb))

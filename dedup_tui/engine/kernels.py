@@ -612,8 +612,9 @@ def _shared_fingerprints(keys):
 
 
 @kernel
-def _fill_shared_bits(keys, bits):
-    """Bit v of each row of the v-th fingerprint (in order) that has two rows or more."""
+def _fill_shared_bits(keys, bits, min_rows):
+    """Bit v of each row of the v-th fingerprint (in order) that has min_rows rows or more
+    (min_rows >= 2)."""
     v = -1
     i = 0
     n = keys.shape[0]
@@ -622,7 +623,7 @@ def _fill_shared_bits(keys, bits):
         j = i + 1
         while j < n and (keys[j] >> np.uint64(16)) == fp:
             j += 1
-        if j - i >= 2:
+        if j - i >= min_rows:
             v += 1
             word = v >> 6
             bit = np.uint64(1) << np.uint64(v & 63)
@@ -724,7 +725,7 @@ class Intersector:
         self.words = words
         self.bits = np.zeros((len(used), words), np.uint64)
         if len(used) <= _ROW_MASK:
-            _fill_shared_bits(tagged, self.bits)
+            _fill_shared_bits(tagged, self.bits, 2)
             del tagged
         else:
             starts = range(0, len(used), _BITSET_ROWS_PER_JOB)
@@ -791,6 +792,73 @@ def _accumulate_bitset_intersections(bits, la, lb, out):
         out[p] += common
 
 
+@kernel
+def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
+    """out[pair_of[q]] += the fingerprints held by 2..below-1 texts that rows x and partner[q]
+    both hold, for each row x and each q in pair_start[x]:pair_start[x + 1] (its pairs with a
+    row after it or itself; keys: sorted fingerprint << 16 | row; a row with itself: none).
+    Row by row: the texts that share such a fingerprint with row x are counted into one
+    counter per text (which stays in the cache), then read by each of x's pairs."""
+    n_keys = keys.shape[0]
+    rows = pair_start.shape[0] - 1
+    # For each row x (CSR: starts), a (first, end) per rare fingerprint it holds: keys[first:end]
+    # are the rows after x that hold it too.
+    starts = np.empty(rows + 1, np.int64)
+    starts[:] = 0
+    i = 0
+    while i < n_keys:
+        fp = keys[i] >> np.uint64(16)
+        j = i + 1
+        while j < n_keys and (keys[j] >> np.uint64(16)) == fp:
+            j += 1
+        if 2 <= j - i < below:
+            for t in range(i, j - 1):
+                starts[np.int64(keys[t] & np.uint64(0xFFFF)) + 1] += 1
+        i = j
+    slot = np.empty(rows, np.int64)
+    for r in range(rows):
+        starts[r + 1] += starts[r]
+        slot[r] = starts[r]
+    first = np.empty(starts[rows], np.int64)
+    end = np.empty(starts[rows], np.int64)
+    i = 0
+    while i < n_keys:
+        fp = keys[i] >> np.uint64(16)
+        j = i + 1
+        while j < n_keys and (keys[j] >> np.uint64(16)) == fp:
+            j += 1
+        if 2 <= j - i < below:
+            for t in range(i, j - 1):
+                x = np.int64(keys[t] & np.uint64(0xFFFF))
+                first[slot[x]] = t + 1
+                end[slot[x]] = j
+                slot[x] += 1
+        i = j
+    counter = slot  # (reused: one counter per row)
+    for r in range(rows):
+        counter[r] = 0
+    for x in range(rows):
+        if starts[x] == starts[x + 1] or pair_start[x] == pair_start[x + 1]:
+            continue
+        for m in range(starts[x], starts[x + 1]):
+            for t in range(first[m], end[m]):
+                counter[np.int64(keys[t] & np.uint64(0xFFFF))] += 1
+        for q in range(pair_start[x], pair_start[x + 1]):
+            out[pair_of[q]] += counter[partner[q]]
+        for m in range(starts[x], starts[x + 1]):
+            for t in range(first[m], end[m]):
+                counter[np.int64(keys[t] & np.uint64(0xFFFF))] = 0
+
+
+# A fingerprint held by fewer than this many of a family's texts can be counted pair by pair
+# (_accumulate_rare_shared) instead of as a bit of every text: candidates (powers of two; 2 is
+# "every shared fingerprint a bit"). One pair counted that way costs about as much as
+# RARE_PAIR_COST 64-bit words of bitsets; Family.intersections picks the cheapest.
+RARE_BELOW = tuple(1 << e for e in range(1, 17))
+RARE_PAIR_COST = 16
+FAMILY_RARE_BELOW: int | None = None  # (tests) this threshold whatever the costs
+
+
 # A slice of the family's bitsets takes at most this much memory; a bigger vocabulary is
 # compared in several slices, each adding its part of every intersection.
 FAMILY_SLICE_BYTES = 32 << 20
@@ -837,13 +905,26 @@ class Family:
         groups = [(g, lo, hi) for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
                   if hi > lo]
 
-        def sort_group(g, lo, hi):
-            self.keys[lo:hi].sort()
-            return g, _shared_fingerprints(self.keys[lo:hi])
+        thresholds = np.array(RARE_BELOW, np.int64)
 
-        self.shared = np.zeros(256, np.int64)  # fingerprints held by two texts or more, per group
-        for g, shared in parallel_map(sort_group, groups):
-            self.shared[g] = shared
+        def sort_group(g, lo, hi):
+            keys = self.keys[lo:hi]
+            keys.sort()
+            fp = keys >> np.uint64(16)
+            starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
+            del fp
+            held = np.sort(np.diff(np.r_[starts, len(keys)]))  # texts holding each fingerprint
+            at = np.searchsorted(held, thresholds)  # fingerprints held by fewer than each threshold
+            pairs = np.r_[0, np.cumsum(held * (held - 1) // 2)]
+            return g, len(held) - at, pairs[at]
+
+        # Per group of the top byte and per threshold t of RARE_BELOW: the fingerprints held by
+        # t texts or more (their bits), and the pairs of texts sharing one held by fewer.
+        self.held_by = np.zeros((256, len(thresholds)), np.int64)
+        self.rare_pairs = np.zeros((256, len(thresholds)), np.int64)
+        for g, held_by, rare_pairs in parallel_map(sort_group, groups):
+            self.held_by[g], self.rare_pairs[g] = held_by, rare_pairs
+        self.shared = self.held_by[:, 0]  # fingerprints held by two texts or more, per group
         self.rows = len(docs)
 
     @property
@@ -851,36 +932,54 @@ class Family:
         """64-bit words per text over the whole shared vocabulary."""
         return max(1, (int(self.shared.sum()) + 63) // 64)
 
+    def rare_below(self, pairs: int) -> int:
+        """The threshold of RARE_BELOW that costs least for this many pairs: bits for the
+        fingerprints held by at least that many texts, pair by pair for the others."""
+        if FAMILY_RARE_BELOW is not None:
+            return FAMILY_RARE_BELOW
+        words = (self.held_by.sum(axis=0) + 63) // 64
+        cost = pairs * words + RARE_PAIR_COST * self.rare_pairs.sum(axis=0)
+        return RARE_BELOW[int(np.argmin(cost))]
+
     def intersections(self, ra: np.ndarray, rb: np.ndarray, progress=None) -> np.ndarray:
-        """|A ∩ B| for each pair of rows (ra[p], rb[p]); progress(pairs done) after each piece."""
+        """|A ∩ B| for each pair of rows (ra[p], rb[p]); progress(pairs done) after each piece.
+
+        The fingerprints that many texts hold (a template's) are counted as bitsets; those
+        that few texts hold, pair of texts by pair of texts (when that costs less: rare_below)."""
         ra = np.ascontiguousarray(ra, np.int64)
         rb = np.ascontiguousarray(rb, np.int64)
         out = np.zeros(len(ra), np.int64)
         if not len(ra):
             return out
+        below = self.rare_below(len(ra))
+        held_by = self.held_by[:, RARE_BELOW.index(below)] if below in RARE_BELOW else self._held_by(below)
         # groups of the top byte into slices whose bitsets fit FAMILY_SLICE_BYTES
         per_word = 64 * max(1, FAMILY_SLICE_BYTES // (8 * max(self.rows, 1)))
         slices, first, held = [], 0, 0
         for g in range(256):
-            if held and held + self.shared[g] > per_word:
+            if held and held + held_by[g] > per_word:
                 slices.append((first, g, held))
                 first, held = g, 0
-            held += int(self.shared[g])
+            held += int(held_by[g])
         slices.append((first, 256, held))
         widest = max(1, max((h + 63) // 64 for _, _, h in slices))
         slices = [(g0, g1, held) for g0, g1, held in slices if held]
 
         def bits_of(g0, g1, held):
             bits = np.zeros((self.rows, (held + 63) // 64), np.uint64)
-            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits)
+            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits, below)
             return bits
 
         inter = np.zeros(len(ra), np.int64)
+        rare = self._rare_counts(ra, rb, below) if below > 2 else None
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
         cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
         # The next slice's bitsets are filled (one thread) while the threads compare the pairs
-        # over this one's, and the first's while the pairs are put in tile order.
-        with ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side:
+        # over this one's, and the first's while the pairs are put in tile order; the rare
+        # fingerprints are counted on a thread of their own meanwhile.
+        with ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side, \
+                ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side:
+            counted = rare_side.submit(rare) if rare is not None else None
             filled = side.submit(bits_of, *slices[0]) if slices else None
             order = _tile_order(ra, rb, self.rows, widest)
             la, lb = ra[order], rb[order]
@@ -898,11 +997,43 @@ class Family:
                     if progress is not None:
                         progress((s * len(ra) + done) / len(slices))
                 del bits
-        # a row with itself: its unshared fingerprints are in no bitset
+            if counted is not None:
+                out += counted.result()  # (in the pairs' given order)
+                if not slices and progress is not None:
+                    progress(len(ra))
+        # a row with itself: its unshared fingerprints are in no bitset (and none is counted as rare)
         self_pair = np.flatnonzero(la == lb)
         inter[self_pair] = self.sizes[la[self_pair]]
-        out[order] = inter
+        out[order] += inter
         return out
+
+    def _held_by(self, below: int) -> np.ndarray:
+        """Per group: the fingerprints held by `below` texts or more (a threshold not in RARE_BELOW)."""
+        held_by = np.zeros(256, np.int64)
+        for g in range(256):
+            keys = self.keys[self.bounds[g]:self.bounds[g + 1]]
+            if len(keys):
+                fp = keys >> np.uint64(16)
+                starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
+                held_by[g] = int((np.diff(np.r_[starts, len(keys)]) >= below).sum())
+        return held_by
+
+    def _rare_counts(self, ra: np.ndarray, rb: np.ndarray, below: int):
+        """A function giving, per pair, how many fingerprints held by 2..below-1 texts the two
+        rows share (a row with itself: none)."""
+        def count() -> np.ndarray:
+            lo, hi = (ra, rb) if (ra <= rb).all() else (np.minimum(ra, rb), np.maximum(ra, rb))
+            if (lo[1:] >= lo[:-1]).all():  # (a family's pairs come in this order)
+                pair_of = np.arange(len(lo))
+            else:
+                pair_of = np.argsort(lo, kind="stable")
+                lo, hi = lo[pair_of], hi[pair_of]
+            pair_start = np.searchsorted(lo, np.arange(self.rows + 1))
+            counts = np.zeros(len(ra), np.int64)
+            _count_rare_shared(self.keys, below, pair_start, np.ascontiguousarray(hi), pair_of, counts)
+            return counts
+
+        return count
 
 
 def choose_method(values, offsets, ra, rb) -> str:
