@@ -29,6 +29,9 @@ from .sketch import SKETCH_BINS
 
 # Texts are signed in jobs of about this many bytes (the threads keep up with the load).
 JOB_BYTES = 1 << 21
+# Threads signing while the load runs: one, so the load's own thread keeps a core of its own
+# (with two, the load slowed by as much as the signing saved on short documents).
+AHEAD_WORKERS = 1
 # Corpora smaller than this (bytes of their files) are not signed ahead: they load and scan in
 # about a second, and the scan may well compare them exhaustively (no compiled code at all).
 MIN_CORPUS_BYTES = 4 << 20
@@ -66,7 +69,7 @@ class SignedAhead:
 
         if settings.method == "exhaustive" or not compiled_ready():
             return None
-        return cls(settings.k, settings.num_perm, settings.seed, workers or settings.workers)
+        return cls(settings.k, settings.num_perm, settings.seed, workers or AHEAD_WORKERS)
 
     @classmethod
     def for_corpus(cls, settings, paths) -> "SignedAhead | None":
