@@ -188,3 +188,28 @@ def test_a_small_corpus_is_not_signed_ahead(tmp_path):
         signer = SignedAhead.for_corpus(settings, paths)
         assert signer is not None
         signer.discard()
+
+
+def test_a_failed_signing_job_leaves_the_signing_to_the_scan(tmp_path, small_pieces, monkeypatch):
+    """A job that failed (say, out of memory) hands nothing over: the scan signs the documents
+    itself and finds the same pairs."""
+    real_sign = SignedAhead._sign
+    jobs = []
+
+    def failing_third(self, *args):
+        jobs.append(1)
+        if len(jobs) == 3:
+            raise MemoryError("no room")
+        return real_sign(self, *args)
+
+    monkeypatch.setattr(SignedAhead, "_sign", failing_third)
+    calls = taken(monkeypatch)
+    ahead = SignedAhead.for_settings(LSH)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", corpus(21))], ahead=ahead)
+        with copy_of(project, tmp_path / "alone.db") as alone:
+            pipeline.scan(alone, LSH)
+            expected = stored(alone)
+        pipeline.scan(project, LSH, ahead=ahead)
+        assert len(jobs) > 3 and calls == [None]
+        assert stored(project) == expected

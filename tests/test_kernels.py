@@ -374,14 +374,17 @@ def test_matches_needed_is_the_binomial_tail():
             assert needed[u] == want
 
 
+@pytest.mark.parametrize("rare_min_keys", [0, 1 << 20])
 @pytest.mark.parametrize("rare_below", [None, 2, 3, 8, 1 << 16])
 @pytest.mark.parametrize("slice_bytes", [1 << 30, 4096])
-def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_below):
+def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_below, rare_min_keys):
     # a template family (the bitset path) plus unrelated texts, and a vocabulary cut into
     # many slices when slice_bytes is small; the fingerprints held by fewer than rare_below
-    # texts counted pair by pair (2: none; 1 << 16: all; None: whatever costs least)
+    # texts counted pair by pair (2: none; 1 << 16: all; None: whatever costs least), with the
+    # family's counts per threshold kept (rare_min_keys 0) or not (a small family)
     monkeypatch.setattr(kernels, "FAMILY_SLICE_BYTES", slice_bytes)
     monkeypatch.setattr(kernels, "FAMILY_RARE_BELOW", rare_below)
+    monkeypatch.setattr(kernels, "RARE_MIN_KEYS", rare_min_keys)
     texts = _family(5, members=70) + _texts(6, count=60, longest=300)
     buf = kernels.TextBuffer.from_texts(texts)
     docs = np.r_[np.arange(0, len(texts), 2), np.arange(1, len(texts), 2)]  # any order of texts

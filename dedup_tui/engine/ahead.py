@@ -4,8 +4,8 @@
 A load is one Python thread that reads records and writes rows; it already normalises each
 batch with the compiled pass to hash it (exact.py). The other core has nothing to do. A
 SignedAhead takes each batch's normalised text as the load writes it and computes the
-documents' MinHash signatures and sketches on threads (compiled, GIL released) while the
-load reads on. The scan then starts from them (pipeline._Signed) instead of reading every
+documents' MinHash signatures and sketches on a thread of its own (compiled, GIL released)
+while the load reads on. The scan then starts from them (pipeline._Signed) instead of reading every
 text back from the project, normalising it again and hashing it: the same arrays, bit for
 bit, since they come from the same kernel over the same normalised text.
 
@@ -144,7 +144,13 @@ class SignedAhead:
         try:
             for i, (first, count, future) in enumerate(jobs):
                 control.check()
-                text, start, stop, job_signatures, job_sketches = future.result()
+                try:
+                    text, start, stop, job_signatures, job_sketches = future.result()
+                except Exception:  # (a signing job failed, e.g. out of memory: the scan signs them itself)
+                    for _, _, rest in jobs[i + 1:]:
+                        rest.cancel()
+                    self.discard()
+                    return None
                 jobs[i] = (first, count, None)  # (its arrays are freed once copied)
                 lo, hi = np.searchsorted(ords, [first, first + count])
                 if hi > lo:

@@ -857,6 +857,7 @@ def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
 RARE_BELOW = tuple(1 << e for e in range(1, 17))
 RARE_PAIR_COST = 16
 FAMILY_RARE_BELOW: int | None = None  # (tests) this threshold whatever the costs
+RARE_MIN_KEYS = 1 << 20  # a family with fewer fingerprints (of all its texts) keeps every shared one as bits
 
 
 # A slice of the family's bitsets takes at most this much memory; a bigger vocabulary is
@@ -906,10 +907,15 @@ class Family:
                   if hi > lo]
 
         thresholds = np.array(RARE_BELOW, np.int64)
+        # (counting what each threshold would leave costs ~20 ms a family: only a big one can gain)
+        self.rare_known = int(self.bounds[-1]) >= RARE_MIN_KEYS
 
         def sort_group(g, lo, hi):
             keys = self.keys[lo:hi]
             keys.sort()
+            if not self.rare_known:
+                shared = _shared_fingerprints(keys)
+                return g, np.full(len(thresholds), shared), np.zeros(len(thresholds), np.int64)
             fp = keys >> np.uint64(16)
             starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
             del fp
@@ -937,6 +943,8 @@ class Family:
         fingerprints held by at least that many texts, pair by pair for the others."""
         if FAMILY_RARE_BELOW is not None:
             return FAMILY_RARE_BELOW
+        if not self.rare_known:
+            return 2
         words = (self.held_by.sum(axis=0) + 63) // 64
         cost = pairs * words + RARE_PAIR_COST * self.rare_pairs.sum(axis=0)
         return RARE_BELOW[int(np.argmin(cost))]
@@ -952,7 +960,10 @@ class Family:
         if not len(ra):
             return out
         below = self.rare_below(len(ra))
-        held_by = self.held_by[:, RARE_BELOW.index(below)] if below in RARE_BELOW else self._held_by(below)
+        if below == 2 or (below in RARE_BELOW and self.rare_known):
+            held_by = self.held_by[:, RARE_BELOW.index(below)]
+        else:
+            held_by = self._held_by(below)
         # groups of the top byte into slices whose bitsets fit FAMILY_SLICE_BYTES
         per_word = 64 * max(1, FAMILY_SLICE_BYTES // (8 * max(self.rows, 1)))
         slices, first, held = [], 0, 0
