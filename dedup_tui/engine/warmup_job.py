@@ -77,7 +77,8 @@ def run(on_stage=None) -> None:
             settings = pipeline.ScanSettings(method="lsh", workers=2)
             pipeline.scan(project, settings, Control(progress))
             progress("scanned", 0, 0)  # (a scan waiting on the last stage's kernels need not wait for what follows)
-            _lowest_priority()  # what follows only serves a later incremental scan: cores to the scan under way
+            _lowest_priority()  # what follows only serves later scans: cores to the scan under way
+            _count_rare_fingerprints()
             # More documents, scanned again: the incremental scan's own kernel (its stages after
             # the full scan's: a scan waiting for the warm-up has passed them by then).
             more = Path(tmp) / "more.jsonl"
@@ -88,6 +89,25 @@ def run(on_stage=None) -> None:
             pipeline.scan(project, settings, Control(None))
         finally:
             project.close()
+
+
+def _count_rare_fingerprints() -> None:
+    """A big template family's rare fingerprints are counted pair by pair (kernels.Family):
+    the made-up corpus's family is too small to take that path, so it is taken here, on a few
+    texts, through the same code (the same argument types) as a scan's."""
+    import numpy as np
+
+    from . import kernels
+
+    texts = [" ".join(f"w{(i * 7 + j) % 40}" for j in range(30)) + f" text {i}" for i in range(12)]
+    family = kernels.Family(kernels.normalized_buffer(texts), np.arange(len(texts)), pipeline.DEFAULT_K)
+    pairs = np.array([(a, b) for a in range(len(texts)) for b in range(a + 1, len(texts))], np.int64)
+    forced = kernels.FAMILY_RARE_BELOW
+    kernels.FAMILY_RARE_BELOW = 4
+    try:
+        family.intersections(np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]))
+    finally:
+        kernels.FAMILY_RARE_BELOW = forced
 
 
 def _lowest_priority() -> None:
