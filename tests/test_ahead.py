@@ -60,6 +60,16 @@ def copy_of(project: Project, path) -> Project:
     return Project(path)
 
 
+def scan_both_ways(tmp_path, project: Project, settings, ahead):
+    """(what the project stores after a scan given `ahead`, what a copy of it stores after a
+    scan without) and the first scan's result."""
+    with copy_of(project, tmp_path / "alone.db") as alone:
+        pipeline.scan(alone, settings)
+        expected = stored(alone)
+    result = pipeline.scan(project, settings, ahead=ahead)
+    return stored(project), expected, result
+
+
 def test_the_scan_takes_the_loads_signatures_and_finds_what_it_would_find_alone(tmp_path, small_pieces, monkeypatch):
     docs = corpus(3)
     ahead = SignedAhead.for_settings(LSH)
@@ -121,12 +131,9 @@ def test_other_settings_are_signed_by_the_scan(tmp_path, monkeypatch):
     other = pipeline.ScanSettings(floor=0.5, method="lsh", seed=7)
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", corpus(9))], ahead=ahead)
-        with copy_of(project, tmp_path / "alone.db") as alone:
-            pipeline.scan(alone, other)
-            expected = stored(alone)
-        pipeline.scan(project, other, ahead=ahead)
+        got, expected, _ = scan_both_ways(tmp_path, project, other, ahead)
         assert calls == []
-        assert stored(project) == expected
+        assert got == expected
     ahead.discard()
 
 
@@ -138,13 +145,10 @@ def test_an_incremental_scan_takes_the_new_documents_signatures(tmp_path, small_
         pipeline.scan(project, LSH)
         ahead = SignedAhead.for_settings(LSH)
         load_corpus(project, [write_jsonl(tmp_path / "b.jsonl", with_copies(more, first, 40))], ahead=ahead)
-        with copy_of(project, tmp_path / "alone.db") as alone:
-            pipeline.scan(alone, LSH)
-            expected = stored(alone)
-        result = pipeline.scan(project, LSH, ahead=ahead)
+        got, expected, result = scan_both_ways(tmp_path, project, LSH, ahead)
         assert result.incremental
         assert len(calls) == 1 and calls[0] is not None
-        assert stored(project) == expected
+        assert got == expected
 
 
 def test_a_failed_load_stops_signing(tmp_path):
@@ -207,9 +211,6 @@ def test_a_failed_signing_job_leaves_the_signing_to_the_scan(tmp_path, small_pie
     ahead = SignedAhead.for_settings(LSH)
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", corpus(21))], ahead=ahead)
-        with copy_of(project, tmp_path / "alone.db") as alone:
-            pipeline.scan(alone, LSH)
-            expected = stored(alone)
-        pipeline.scan(project, LSH, ahead=ahead)
+        got, expected, _ = scan_both_ways(tmp_path, project, LSH, ahead)
         assert len(jobs) > 3 and calls == [None]
-        assert stored(project) == expected
+        assert got == expected
