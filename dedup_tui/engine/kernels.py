@@ -65,6 +65,19 @@ class TextBuffer:
         np.cumsum(sizes, out=offsets[1:])
         return cls(data, offsets)
 
+    def take(self, rows: np.ndarray) -> "TextBuffer":
+        """The texts `rows` (increasing) as a TextBuffer of their own: each run of consecutive
+        rows copied as one slice (a view when there is one run; TextBuffer.concat copies)."""
+        if not len(rows):
+            return TextBuffer(np.empty(0, np.uint8), np.zeros(1, np.int64))
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        firsts = rows[np.r_[0, breaks]].tolist()
+        lasts = rows[np.r_[breaks - 1, len(rows) - 1]].tolist()
+        runs = [self.data[self.offsets[a]:self.offsets[b + 1]] for a, b in zip(firsts, lasts)]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(np.diff(self.offsets)[rows], out=offsets[1:])
+        return TextBuffer(runs[0] if len(runs) == 1 else np.concatenate(runs), offsets)
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
@@ -851,7 +864,7 @@ def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
 
 
 # A fingerprint held by fewer than this many of a family's texts can be counted pair by pair
-# (_accumulate_rare_shared) instead of as a bit of every text: candidates (powers of two; 2 is
+# (_count_rare_shared) instead of as a bit of every text: candidates (powers of two; 2 is
 # "every shared fingerprint a bit"). One pair counted that way costs about as much as
 # RARE_PAIR_COST 64-bit words of bitsets; Family.intersections picks the cheapest.
 RARE_BELOW = tuple(1 << e for e in range(1, 17))
@@ -913,13 +926,10 @@ class Family:
         def sort_group(g, lo, hi):
             keys = self.keys[lo:hi]
             keys.sort()
-            if not self.rare_known:
+            if not self.rare_known:  # (only the first column, t = 2, is known: see _held_by)
                 shared = _shared_fingerprints(keys)
                 return g, np.full(len(thresholds), shared), np.zeros(len(thresholds), np.int64)
-            fp = keys >> np.uint64(16)
-            starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
-            del fp
-            held = np.sort(np.diff(np.r_[starts, len(keys)]))  # texts holding each fingerprint
+            held = np.sort(_holders(keys))
             at = np.searchsorted(held, thresholds)  # fingerprints held by fewer than each threshold
             pairs = np.r_[0, np.cumsum(held * (held - 1) // 2)]
             return g, len(held) - at, pairs[at]
@@ -960,10 +970,7 @@ class Family:
         if not len(ra):
             return out
         below = self.rare_below(len(ra))
-        if below == 2 or (below in RARE_BELOW and self.rare_known):
-            held_by = self.held_by[:, RARE_BELOW.index(below)]
-        else:
-            held_by = self._held_by(below)
+        held_by = self._held_by(below)
         # groups of the top byte into slices whose bitsets fit FAMILY_SLICE_BYTES
         per_word = 64 * max(1, FAMILY_SLICE_BYTES // (8 * max(self.rows, 1)))
         slices, first, held = [], 0, 0
@@ -982,7 +989,6 @@ class Family:
             return bits
 
         inter = np.zeros(len(ra), np.int64)
-        rare = self._rare_counts(ra, rb, below) if below > 2 else None
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
         cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
         # The next slice's bitsets are filled (one thread) while the threads compare the pairs
@@ -990,7 +996,7 @@ class Family:
         # fingerprints are counted on a thread of their own meanwhile.
         with ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side, \
                 ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side:
-            counted = rare_side.submit(rare) if rare is not None else None
+            counted = rare_side.submit(self._rare_counts, ra, rb, below) if below > 2 else None
             filled = side.submit(bits_of, *slices[0]) if slices else None
             order = _tile_order(ra, rb, self.rows, widest)
             la, lb = ra[order], rb[order]
@@ -1019,32 +1025,33 @@ class Family:
         return out
 
     def _held_by(self, below: int) -> np.ndarray:
-        """Per group: the fingerprints held by `below` texts or more (a threshold not in RARE_BELOW)."""
-        held_by = np.zeros(256, np.int64)
-        for g in range(256):
-            keys = self.keys[self.bounds[g]:self.bounds[g + 1]]
-            if len(keys):
-                fp = keys >> np.uint64(16)
-                starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
-                held_by[g] = int((np.diff(np.r_[starts, len(keys)]) >= below).sum())
-        return held_by
+        """Per group: the fingerprints held by `below` texts or more (counted here for a
+        threshold __init__ did not count: forced by tests, or any but 2 in a small family)."""
+        if below == 2 or (self.rare_known and below in RARE_BELOW):
+            return self.held_by[:, RARE_BELOW.index(below)]
+        return np.array([int((_holders(self.keys[lo:hi]) >= below).sum())
+                         for lo, hi in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist())], np.int64)
 
-    def _rare_counts(self, ra: np.ndarray, rb: np.ndarray, below: int):
-        """A function giving, per pair, how many fingerprints held by 2..below-1 texts the two
-        rows share (a row with itself: none)."""
-        def count() -> np.ndarray:
-            lo, hi = (ra, rb) if (ra <= rb).all() else (np.minimum(ra, rb), np.maximum(ra, rb))
-            if (lo[1:] >= lo[:-1]).all():  # (a family's pairs come in this order)
-                pair_of = np.arange(len(lo))
-            else:
-                pair_of = np.argsort(lo, kind="stable")
-                lo, hi = lo[pair_of], hi[pair_of]
-            pair_start = np.searchsorted(lo, np.arange(self.rows + 1))
-            counts = np.zeros(len(ra), np.int64)
-            _count_rare_shared(self.keys, below, pair_start, np.ascontiguousarray(hi), pair_of, counts)
-            return counts
+    def _rare_counts(self, ra: np.ndarray, rb: np.ndarray, below: int) -> np.ndarray:
+        """Per pair, how many fingerprints held by 2..below-1 texts the two rows share (a row
+        with itself: none)."""
+        lo, hi = (ra, rb) if (ra <= rb).all() else (np.minimum(ra, rb), np.maximum(ra, rb))
+        if (lo[1:] >= lo[:-1]).all():  # (a family's pairs come in this order)
+            pair_of = np.arange(len(lo))
+        else:
+            pair_of = np.argsort(lo, kind="stable")
+            lo, hi = lo[pair_of], hi[pair_of]
+        pair_start = np.searchsorted(lo, np.arange(self.rows + 1))
+        counts = np.zeros(len(ra), np.int64)
+        _count_rare_shared(self.keys, below, pair_start, np.ascontiguousarray(hi), pair_of, counts)
+        return counts
 
-        return count
+
+def _holders(keys: np.ndarray) -> np.ndarray:
+    """Per fingerprint of keys (sorted fingerprint << 16 | row), how many texts hold it."""
+    fp = keys >> np.uint64(16)
+    starts = np.flatnonzero(np.r_[True, fp[1:] != fp[:-1]])
+    return np.diff(np.r_[starts, len(keys)])
 
 
 def choose_method(values, offsets, ra, rb) -> str:
