@@ -113,7 +113,7 @@ class SignedAhead:
         sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
         signatures = np.empty((stop - start, self.num_perm), np.uint32)
         kernels.signatures(text.data, text.offsets, rows, self.k, self._a, self._b, signatures, sketch_of, sketches)
-        return text, start, stop, signatures, sketches
+        return text, start, signatures, sketch_of, sketches
 
     def covers(self, ords: np.ndarray) -> bool:
         return (self.usable and self.first_ord is not None and len(ords) > 0
@@ -134,7 +134,6 @@ class SignedAhead:
             self.discard()
             return None
         from . import kernels
-        from .scanning import sketch_rows_of
 
         control.report("signatures", 0, len(ords))
         signatures = np.empty((len(ords), self.num_perm), np.uint32)
@@ -145,7 +144,7 @@ class SignedAhead:
             for i, (first, count, future) in enumerate(jobs):
                 control.check()
                 try:
-                    text, start, stop, job_signatures, job_sketches = future.result()
+                    text, start, job_signatures, job_sketch_of, job_sketches = future.result()
                 except Exception:  # (a signing job failed, e.g. out of memory: the scan signs them itself)
                     for _, _, rest in jobs[i + 1:]:
                         rest.cancel()
@@ -156,9 +155,9 @@ class SignedAhead:
                 if hi > lo:
                     wanted = ords[lo:hi] - first  # rows of this job (all of them unless it has exact copies)
                     signatures[row:row + hi - lo] = job_signatures if hi - lo == count else job_signatures[wanted]
-                    texts.append(_rows_of(kernels.TextBuffer, text, start + wanted))
-                    job_sketch_of = sketch_rows_of(np.diff(text.offsets[start:stop + 1]))[wanted]
-                    sketches.append(job_sketches[job_sketch_of[job_sketch_of >= 0]])
+                    texts.append(text.take(start + wanted))
+                    sketch_rows = job_sketch_of[wanted]
+                    sketches.append(job_sketches[sketch_rows[sketch_rows >= 0]])
                     row += hi - lo
                 done += count
                 control.report("signatures", min(done, len(ords)), len(ords))
@@ -183,19 +182,3 @@ class SignedAhead:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-
-def _rows_of(text_buffer, text, rows: np.ndarray):
-    """The rows (increasing) of a TextBuffer as a TextBuffer of their own: runs of consecutive
-    rows copied as slices (a load's batch has few exact copies, so few runs)."""
-    if not len(rows):
-        return text_buffer(np.empty(0, np.uint8), np.zeros(1, np.int64))
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    firsts = rows[np.r_[0, breaks]]
-    lasts = rows[np.r_[breaks - 1, len(rows) - 1]]
-    offsets = text.offsets
-    runs = [text.data[offsets[a]:offsets[b + 1]] for a, b in zip(firsts.tolist(), lasts.tolist())]
-    data = runs[0] if len(runs) == 1 else np.concatenate(runs)  # (one run: a view, copied once by the concat)
-    sizes = np.diff(offsets)[rows]
-    out_offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(sizes, out=out_offsets[1:])
-    return text_buffer(data, out_offsets)
