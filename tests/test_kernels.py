@@ -383,7 +383,6 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
     # texts counted pair by pair (2: none; 1 << 16: all; None: whatever costs least), with the
     # family's counts per threshold kept (rare_min_keys 0) or not (a small family)
     monkeypatch.setattr(kernels, "FAMILY_SLICE_BYTES", slice_bytes)
-    monkeypatch.setattr(kernels, "FAMILY_RARE_BELOW", rare_below)
     monkeypatch.setattr(kernels, "RARE_MIN_KEYS", rare_min_keys)
     texts = _family(5, members=70) + _texts(6, count=60, longest=300)
     buf = kernels.TextBuffer.from_texts(texts)
@@ -398,7 +397,7 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
     ra[5:8], rb[5:8] = ra[8:11], rb[8:11]  # a pair given twice
     ra[11], rb[11] = rb[8], ra[8]  # and once more the other way round
     progress = []
-    got = family.intersections(ra, rb, progress.append)
+    got = family.intersections(ra, rb, progress.append, below=rare_below)
     assert np.array_equal(got, intersection_sizes(values, offsets, ra, rb))
     assert progress and progress[-1] == len(ra)
     assert family.words > 1

@@ -107,11 +107,11 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     # forced, as a family of manual pages takes it)
     import numpy as np
     from dedup_tui.engine import kernels
-    kernels.FAMILY_RARE_BELOW, kernels.RARE_MIN_KEYS = 8, 0
+    kernels.RARE_MIN_KEYS = 0
     texts = [f"page {i} " + " ".join(f"word{(i * j) % 53}" for j in range(80)) for i in range(40)]
     family = kernels.Family(kernels.normalized_buffer(texts), np.arange(40), 5)
     ra, rb = np.triu_indices(40, 1)
-    family.intersections(ra.astype(np.int64), rb.astype(np.int64))
+    family.intersections(ra.astype(np.int64), rb.astype(np.int64), below=8)
     print(json.dumps({"compiled": compiled}))
     """, cache)
     assert later["compiled"] == []

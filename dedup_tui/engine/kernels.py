@@ -869,7 +869,6 @@ def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
 # RARE_PAIR_COST 64-bit words of bitsets; Family.intersections picks the cheapest.
 RARE_BELOW = tuple(1 << e for e in range(1, 17))
 RARE_PAIR_COST = 16
-FAMILY_RARE_BELOW: int | None = None  # (tests) this threshold whatever the costs
 RARE_MIN_KEYS = 1 << 20  # a family with fewer fingerprints (of all its texts) keeps every shared one as bits
 
 
@@ -951,25 +950,24 @@ class Family:
     def rare_below(self, pairs: int) -> int:
         """The threshold of RARE_BELOW that costs least for this many pairs: bits for the
         fingerprints held by at least that many texts, pair by pair for the others."""
-        if FAMILY_RARE_BELOW is not None:
-            return FAMILY_RARE_BELOW
         if not self.rare_known:
             return 2
         words = (self.held_by.sum(axis=0) + 63) // 64
         cost = pairs * words + RARE_PAIR_COST * self.rare_pairs.sum(axis=0)
         return RARE_BELOW[int(np.argmin(cost))]
 
-    def intersections(self, ra: np.ndarray, rb: np.ndarray, progress=None) -> np.ndarray:
+    def intersections(self, ra: np.ndarray, rb: np.ndarray, progress=None, below: int | None = None) -> np.ndarray:
         """|A ∩ B| for each pair of rows (ra[p], rb[p]); progress(pairs done) after each piece.
 
         The fingerprints that many texts hold (a template's) are counted as bitsets; those
-        that few texts hold, pair of texts by pair of texts (when that costs less: rare_below)."""
+        that fewer than `below` texts hold, pair of texts by pair of texts (`below` None: the
+        cheapest threshold, rare_below; 2: none)."""
         ra = np.ascontiguousarray(ra, np.int64)
         rb = np.ascontiguousarray(rb, np.int64)
         out = np.zeros(len(ra), np.int64)
         if not len(ra):
             return out
-        below = self.rare_below(len(ra))
+        below = self.rare_below(len(ra)) if below is None else below
         held_by = self._held_by(below)
         # groups of the top byte into slices whose bitsets fit FAMILY_SLICE_BYTES
         per_word = 64 * max(1, FAMILY_SLICE_BYTES // (8 * max(self.rows, 1)))

@@ -102,12 +102,7 @@ def _count_rare_fingerprints() -> None:
     texts = [" ".join(f"w{(i * 7 + j) % 40}" for j in range(30)) + f" text {i}" for i in range(12)]
     family = kernels.Family(kernels.normalized_buffer(texts), np.arange(len(texts)), pipeline.DEFAULT_K)
     pairs = np.array([(a, b) for a in range(len(texts)) for b in range(a + 1, len(texts))], np.int64)
-    forced = kernels.FAMILY_RARE_BELOW
-    kernels.FAMILY_RARE_BELOW = 4
-    try:
-        family.intersections(np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]))
-    finally:
-        kernels.FAMILY_RARE_BELOW = forced
+    family.intersections(np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]), below=4)
 
 
 def _lowest_priority() -> None:
