@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,14 +79,29 @@ def assert_same(a, b) -> None:
     np.testing.assert_array_equal(a.places(), b.places())  # (the quick one's are the list before's, re-filed)
 
 
-@pytest.mark.parametrize("policy", ["components", "greedy"])
-@pytest.mark.parametrize("rule", ["first", "longest", "max:score"])
-@pytest.mark.parametrize("which", ["plain", "references"])
-def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, tmp_path, policy, rule, which):
+@contextmanager
+def review_of(projects, tmp_path, which: str = "plain"):
+    """A Review of a copy of one of the scanned projects, closed afterwards."""
     db = tmp_path / "p.db"
     db.write_bytes(projects[which].read_bytes())
     review = Review.open(db, author="t")
     try:
+        yield review
+    finally:
+        review.close()
+
+
+def members_to_review(review: Review) -> list[int]:
+    """The members of the first listed cluster that are not kept."""
+    label = int(review.index.labels[0])
+    return [int(m) for m in review.index.members(label) if not review.is_kept(int(m))]
+
+
+@pytest.mark.parametrize("policy", ["components", "greedy"])
+@pytest.mark.parametrize("rule", ["first", "longest", "max:score"])
+@pytest.mark.parametrize("which", ["plain", "references"])
+def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, tmp_path, policy, rule, which):
+    with review_of(projects, tmp_path, which) as review:
         dec.set_keep_rule(review.project, rule)
         review.change_view(threshold=0.8, policy=policy)
         rng = random.Random(f"{policy} {rule} {which}")
@@ -122,17 +138,11 @@ def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, t
             review.refresh()  # (the model's own way: the quick one when it can)
             assert_same(review.index, expected)
         assert incremental >= 10  # the quick path is the one taken, not a fallback every time
-    finally:
-        review.close()
 
 
 def test_a_decision_taken_back_or_a_split_needs_a_whole_reclustering(projects, tmp_path):
-    db = tmp_path / "p.db"
-    db.write_bytes(projects["plain"].read_bytes())
-    review = Review.open(db, author="t")
-    try:
-        label = int(review.index.labels[0])
-        member = [int(m) for m in review.index.members(label) if not review.is_kept(int(m))][0]
+    with review_of(projects, tmp_path) as review:
+        member = members_to_review(review)[0]
         review.remove(member)
         shown = review.index
         review.undo()  # the cluster goes back to what no decision made: nothing kept says what that was
@@ -142,22 +152,14 @@ def test_a_decision_taken_back_or_a_split_needs_a_whole_reclustering(projects, t
         review.separate(member)
         split = dec.Overrides.load(review.project)
         assert dec.reapply_overrides(review.graph, review.index.clustering, overrides, split) is None
-    finally:
-        review.close()
 
 
 def test_after_keep_is_what_the_project_reads_back_once_the_keep_is_recorded(projects, tmp_path):
-    db = tmp_path / "p.db"
-    db.write_bytes(projects["plain"].read_bytes())
-    review = Review.open(db, author="t")
-    try:
-        label = int(review.index.labels[0])
-        first, second = [int(m) for m in review.index.members(label) if not review.is_kept(int(m))][:2]
+    with review_of(projects, tmp_path) as review:
+        first, second = members_to_review(review)[:2]
         review.remove(first)
         before = dec.Overrides.load(review.project)
         assert before.after_keep(first) is None  # removed: a keep taken over it is not known from these
         predicted = before.after_keep(second)
         review.keep(second)
         assert predicted == dec.Overrides.load(review.project)
-    finally:
-        review.close()
