@@ -253,13 +253,18 @@ class StagedWarmup(warmup.Warmup):
                 fh.write(stage + "\n")
 
 
-def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
+def gated_scan(tmp_path, monkeypatch, finished: list[str], later: list[str]):
+    """(a scan's Control gated by a StagedWarmup that has finished `finished` and reports
+    `later` one per wait, what the scan reported through it)."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    stages_file = kernel_cache.stages_path(str(tmp_path))
-    stages_file.write_text("exact\nsignatures\ncandidates\n")
+    kernel_cache.stages_path(str(tmp_path)).write_text("".join(stage + "\n" for stage in finished))
     seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))),
-                          StagedWarmup(str(tmp_path), ["verify", "write"]), tick=0)
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), StagedWarmup(str(tmp_path), later), tick=0)
+    return gated, seen
+
+
+def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
+    gated, seen = gated_scan(tmp_path, monkeypatch, ["exact", "signatures", "candidates"], ["verify", "write"])
     gated.report("signatures", 5, 5)  # the next stage (candidates) is finished: verify was reported
     assert warmup.warmup_stages(str(tmp_path))[-1] == "verify" and seen[-1][0] == warmup.STAGE
     seen.clear()
@@ -274,12 +279,7 @@ def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(
 
 
 def test_the_scan_waits_at_a_stage_start_until_the_warmup_finished_that_stage(tmp_path, monkeypatch):
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    stages_file = kernel_cache.stages_path(str(tmp_path))
-    stages_file.write_text("exact\nsignatures\n")
-    seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))),
-                          StagedWarmup(str(tmp_path), ["candidates", "verify"]), tick=0)
+    gated, seen = gated_scan(tmp_path, monkeypatch, ["exact", "signatures"], ["candidates", "verify"])
     gated.report("exact", 0, 0)  # no kernels, no end reported: never waits
     assert seen == [("exact", 0, 0)]
     gated.report("signatures", 0, 8)  # starts: waits until the warm-up's signatures are done (candidates reported)
