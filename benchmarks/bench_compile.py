@@ -83,7 +83,16 @@ def main() -> None:
     t_warm = 0.0
     if not a.no_warmup:
         t2 = time.perf_counter()
-        warmup_job.run(lambda stage: timeline.append(f"{time.perf_counter() - t0:6.2f} stage {stage}"))
+        from dedup_tui.engine.warmup import ReportEvents
+
+        events = ReportEvents()
+
+        def on_report(stage, done, total):
+            event = events.see(stage, done, total) if stage != warmup_job.SCANNED else stage
+            if event:
+                timeline.append(f"{time.perf_counter() - t0:6.2f} {event}")
+
+        warmup_job.run(on_report)
         t_warm = time.perf_counter() - t2
     print(f"cache {cache}; import numba {t_numba:.2f} s, "
           f"warm-up run {t_warm:.2f} s, of which compiling {sum(excl.values()):.2f} s")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dedup_tui.engine import kernel_cache, warmup, warmup_job
+from dedup_tui.engine import kernel_cache, kernel_list, warmup, warmup_job
 from dedup_tui.engine.progress import STAGE_NAMES, Control
 
 from .conftest import write_jsonl
@@ -37,15 +37,19 @@ def _python(code: str, cache: Path, timeout: float = 240) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-# Counts every numba compilation in the process (of a kernel, or of anything a kernel calls).
+# Counts every numba compilation in the process (of a kernel, or of anything a kernel calls),
+# and lists the kernels compiled for a call from Python (not from another kernel) in `top`.
 _COUNT_COMPILES = """
     from numba.core import event
-    compiled = []
+    compiled, top, depth = [], [], [0]
     class Count(event.Listener):
         def on_start(self, ev):
             compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+            if not depth[0]:
+                top.append(compiled[-1])
+            depth[0] += 1
         def on_end(self, ev):
-            pass
+            depth[0] -= 1
     event.register("numba:compile", Count())
 """
 
@@ -84,15 +88,18 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     pipeline.scan(project, settings, gated)
     code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
     warm = warmup.is_warm()  # (after its incremental scan, which the scan did not wait for)
-    print(json.dumps({"stages": stages, "warm": warm, "code": code, "compiled": compiled[at_load:], "at_load": at_load,
+    print(json.dumps({"stages": stages, "warm": warm, "code": code, "top": top, "at_load": at_load,
                       "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
     """, cache)
     assert out["warm"] and out["code"] == 0
     # The exact copies need no kernels: found at once; the signatures wait for the warm-up's.
     assert out["stages"][:3] == ["exact", "signatures", warmup.STAGE]
     assert out["at_load"] == 0, "the load compiled nothing"
-    assert out["before_scan"] == 0, "the waiting process compiled nothing itself"
-    assert out["compiled"] == [], f"the scan compiled what the warm-up did not: {out['compiled']}"
+    assert out["before_scan"] == 0, "the process compiled nothing before its scan waited"
+    # While it waited the scan compiled listed kernels the warm-up had not taken (each once,
+    # shared through the claims), and nothing else.
+    listed = [name for _event, _module, name, _types in kernel_list.KERNELS]
+    assert set(out["top"]) <= set(listed) and len(out["top"]) == len(set(out["top"])), out["top"]
     assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
     assert kernel_cache.stamp_path(str(cache)).exists()
     # A second warm-up finds the cache warm and does nothing.
@@ -114,7 +121,7 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     family.intersections(ra.astype(np.int64), rb.astype(np.int64), below=8)
     print(json.dumps({"compiled": compiled}))
     """, cache)
-    assert later["compiled"] == []
+    assert later["compiled"] == [], "the warm-up compiled all a scan uses"
 
 
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
@@ -150,7 +157,7 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     out = _python(f"""
     import json, sys
     from dedup_tui.cli import main
-    from dedup_tui.engine import kernel_cache, warmup, warmup_job
+    from dedup_tui.engine import kernel_cache, kernel_list, warmup, warmup_job
     try:
         main(["scan", "--db", {str(tmp_path / "s.db")!r}, {str(sample)!r}])
     except SystemExit as exc:
@@ -224,20 +231,21 @@ def test_the_scan_prediction_follows_the_method(make_project):
 def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
 
-    def broken():
+    def broken(cache):
         raise RuntimeError("a kernel that does not compile")
 
-    monkeypatch.setattr(warmup_job, "run", broken)
+    monkeypatch.setattr(warmup_job, "_warm", broken)
     with pytest.raises(RuntimeError):
-        warmup_job.main()
+        warmup_job.main([])
     assert not warmup.is_warm()
     assert warmup.start() is None  # the scan compiles (and reports the error) itself
 
 
-class StagedWarmup(warmup.Warmup):
-    """A warm-up that reports its next stage (of `later`) at each wait, and ends after them."""
+class CompilingWarmup(warmup.Warmup):
+    """A warm-up that, at each wait, compiles (adds to the ready file) the next of `later`,
+    and ends after them."""
 
-    def __init__(self, cache: str, later: list[str]):
+    def __init__(self, cache: str, later: list[int]):
         super().__init__(cache, None)
         self.later, self.ended = iter(later), False
 
@@ -245,51 +253,87 @@ class StagedWarmup(warmup.Warmup):
         return not self.ended
 
     def wait(self, seconds):
-        stage = next(self.later, None)
-        if stage is None:
+        index = next(self.later, None)
+        if index is None:
             self.ended = True
         else:
-            with open(kernel_cache.stages_path(self.cache), "a") as fh:
-                fh.write(stage + "\n")
+            with open(kernel_cache.ready_path(self.cache), "a") as fh:
+                fh.write(f"{index}\n")
 
 
-def gated_scan(tmp_path, monkeypatch, finished: list[str], later: list[str]):
-    """(a scan's Control gated by a StagedWarmup that has finished `finished` and reports
-    `later` one per wait, what the scan reported through it)."""
+def gated_scan(tmp_path, monkeypatch, ready: list[int], later: list[int]):
+    """(a scan's Control gated by a CompilingWarmup that has compiled the kernels `ready` and
+    compiles `later` one per wait, what the scan reported through it)."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    kernel_cache.stages_path(str(tmp_path)).write_text("".join(stage + "\n" for stage in finished))
+    kernel_cache.ready_path(str(tmp_path)).write_text("".join(f"{index}\n" for index in ready))
     seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), StagedWarmup(str(tmp_path), later), tick=0)
+    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), CompilingWarmup(str(tmp_path), later), tick=0)
     return gated, seen
 
 
-def test_the_scan_waits_at_a_stage_end_until_the_warmup_finished_the_next_stage(tmp_path, monkeypatch):
-    gated, seen = gated_scan(tmp_path, monkeypatch, ["exact", "signatures", "candidates"], ["verify", "write"])
-    gated.report("signatures", 5, 5)  # the next stage (candidates) is finished: verify was reported
-    assert warmup.warmup_stages(str(tmp_path))[-1] == "verify" and seen[-1][0] == warmup.STAGE
-    seen.clear()
-    gated.report("candidates", 3, 7)  # mid-stage: no wait
-    assert seen == [("candidates", 3, 7)]
-    gated.report("write", 9, 9)  # the last stage: no kernels follow, no wait (inside the transaction)
-    assert seen[-1] == ("write", 9, 9) and warmup.warmup_stages(str(tmp_path))[-1] == "verify"
-    gated.report("candidates", 7, 7)  # waits until the warm-up reports the stage after verify
-    assert warmup.warmup_stages(str(tmp_path))[-1] == "write" and seen[-1][0] == warmup.STAGE
-    gated.report("verify", 4, 4)  # nothing after write: waits until the warm-up ended
-    assert gated._handle.ended
+def _listed(event: str) -> list[int]:
+    return [i for i, (listed, *_) in enumerate(kernel_list.KERNELS) if listed == event]
 
 
-def test_the_scan_waits_at_a_stage_start_until_the_warmup_finished_that_stage(tmp_path, monkeypatch):
-    gated, seen = gated_scan(tmp_path, monkeypatch, ["exact", "signatures"], ["candidates", "verify"])
-    gated.report("exact", 0, 0)  # no kernels, no end reported: never waits
+def test_the_scan_waits_at_each_report_for_the_kernels_it_calls_next(tmp_path, monkeypatch):
+    at_start, at_end = _listed("signatures:start"), _listed("signatures:end")
+    assert at_start and at_end  # (the list as recorded: tested against the warm-up's own scan below)
+    gated, seen = gated_scan(tmp_path, monkeypatch, at_start[1:], [at_start[0], *at_end, 999])
+    gated.report("exact", 0, 0)  # no kernels follow the exact copies: no wait
     assert seen == [("exact", 0, 0)]
-    gated.report("signatures", 0, 8)  # starts: waits until the warm-up's signatures are done (candidates reported)
-    assert warmup.warmup_stages(str(tmp_path))[-1] == "candidates"
+    gated.report("signatures", 0, 8)  # starts: waits for the one kernel of its start not compiled yet
+    assert kernel_cache.ready_kernels(str(tmp_path)) == set(at_start)
     assert seen[1] == ("signatures", 0, 8) and seen[2][0] == warmup.STAGE and seen[-1] == ("signatures", 0, 8)
     seen.clear()
-    gated.report("signatures", 0, 8)  # the same stage again: no wait
+    gated.report("signatures", 0, 8)  # the same report again, and mid-stage: no wait
     gated.report("signatures", 4, 8)
     assert seen == [("signatures", 0, 8), ("signatures", 4, 8)]
-    assert warmup.warmup_stages(str(tmp_path))[-1] == "candidates"
+    gated.report("signatures", 8, 8)  # its end: waits for what follows it
+    assert kernel_cache.ready_kernels(str(tmp_path)) == set(at_start) | set(at_end)
+    assert seen[-1] == ("signatures", 8, 8)
+    gated.report("candidates", 7, 7)  # what follows that is never compiled: waits until the warm-up ended
+    assert gated._handle.ended and seen[-1] == ("candidates", 7, 7)
+
+
+def test_a_report_no_kernel_follows_never_waits(tmp_path, monkeypatch):
+    gated, seen = gated_scan(tmp_path, monkeypatch, [], [0])
+    gated.report("write", 9, 9)  # (the last, inside the scan's transaction)
+    gated.report("verify", 0, 0)  # (no total)
+    gated.report("shingles", 0, 5)  # (not a report the warm-up's scan makes)
+    assert seen == [("write", 9, 9), ("verify", 0, 0), ("shingles", 0, 5)]
+    assert not gated._handle.ended and kernel_cache.ready_kernels(str(tmp_path)) == set()
+
+
+def test_report_events_are_the_first_start_and_end_of_each_stage():
+    events = warmup.ReportEvents()
+    seen = [events.see(*report) for report in [("exact", 0, 0), ("signatures", 0, 9), ("signatures", 0, 9),
+                                               ("signatures", 3, 9), ("signatures", 9, 9), ("candidates", 2, 4),
+                                               ("candidates", 4, 4), ("signatures", 9, 9)]]
+    assert seen == [None, "signatures:start", None, None, "signatures:end", None, "candidates:end", None]
+
+
+def test_the_kernel_list_is_what_the_warmups_scan_compiles():
+    """kernel_list.py, recorded again on an empty cache: regenerate it with
+    `python -m dedup_tui.engine.warmup_job --record` when this fails."""
+    recorded = warmup_job.record()
+    assert recorded == Path(kernel_list.__file__).read_text(encoding="utf-8")
+
+
+def test_claims_give_each_kernel_to_one_process(tmp_path, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(warmup_job, "compile_listed", compiled.append)
+    mine, theirs = warmup_job.Claims(str(tmp_path)), warmup_job.Claims(str(tmp_path))
+    mine.reset()
+    assert theirs.claim(1) and not mine.claim(1)  # taken
+    assert mine.owner_alive(1)  # (this process's id: alive)
+    assert mine.take_one([1, 2, 3]) and compiled == [2]  # the first nobody took
+    assert mine.take_one([1, 2, 3]) and compiled == [2, 3]
+    assert not mine.take_one([1, 2, 3])  # none left
+    assert kernel_cache.ready_kernels(str(tmp_path)) == {2, 3}  # (1: its taker has not finished it)
+    (mine.dir / "4").write_text("999999999")  # a process that is gone
+    assert not mine.owner_alive(4) and not mine.owner_alive(5)
+    mine.remove()
+    assert not mine.claim(6) and kernel_cache.ready_kernels(str(tmp_path)) == set()  # the warm-up is over
 
 
 def test_start_early_reads_the_dedup_tui_command_line_only(tmp_path, monkeypatch):

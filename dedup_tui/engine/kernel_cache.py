@@ -1,7 +1,7 @@
 """Where numba caches the compiled kernels, and whether the warm-up (warmup.py) has filled that
 cache for this very code: a stamp file named after the engine's sources and numba's version
 marks a finished warm-up, a lock file one under way (shared by every process of this user), a
-stages file how far its scan got. Imports nothing of the engine and no numba: _jit.py, the
+ready file which kernels it has compiled so far. Imports nothing of the engine and no numba: _jit.py, the
 warm-up's parent process and the normalisation all ask it."""
 
 from __future__ import annotations
@@ -97,14 +97,23 @@ def warmup_running(cache: str) -> bool:
         return False
 
 
-def stages_path(cache: str) -> Path | None:
+def ready_path(cache: str) -> Path | None:
+    """The running warm-up's list of the kernels it has compiled into the cache (indices into
+    kernel_list.KERNELS, one a line)."""
     stamp = stamp_path(cache)
-    return stamp.with_suffix(".stages") if stamp else None
+    return stamp.with_suffix(".ready") if stamp else None
 
 
-def warmup_stages(cache: str) -> list[str]:
-    """The stages the running warm-up's scan has reached so far, in order."""
+def claims_dir(cache: str) -> Path | None:
+    """Where the warm-up's processes claim kernels to compile (one empty file each, named by
+    its index), so that no kernel is compiled twice."""
+    stamp = stamp_path(cache)
+    return stamp.with_suffix(".claims") if stamp else None
+
+
+def ready_kernels(cache: str) -> set[int]:
+    """The kernels (indices into kernel_list.KERNELS) the running warm-up has compiled so far."""
     try:
-        return stages_path(cache).read_text(encoding="utf-8").split()
-    except (OSError, AttributeError):
-        return []
+        return {int(line) for line in ready_path(cache).read_text(encoding="utf-8").split()}
+    except (OSError, AttributeError, ValueError):
+        return set()

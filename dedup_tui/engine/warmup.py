@@ -1,14 +1,15 @@
-"""Compiling the scan's kernels ahead of time, in a separate process, so that a fresh install's
+"""Compiling the scan's kernels ahead of time, in separate processes, so that a fresh install's
 first large scan does not wait for numba.
 
 The kernels (kernels.py) are compiled by numba on first use and cached on disk (see _jit.py).
 A first scan used to compile them in the scanning process, several seconds on which nothing
 moved. Now a command that will need them starts a warm-up process (warmup_job.py) as early as
 it can (before loading a large corpus, which takes seconds of its own): on another core and
-without sharing a GIL, it runs the real LSH scan on a small made-up corpus in a temporary
-folder, so exactly the kernels and argument types a scan uses are compiled into the cache.
-The scan then waits for what is left of it (the stage "kernels", shown with its timer ticking)
-and loads the kernels from the cache.
+without sharing a GIL, it compiles the kernels a scan calls (kernel_list.py: each with its
+argument types, in the order a scan calls them) into the cache. The scan waits at each of its
+reports for the kernels it calls after that report (the stage "kernels", shown with its timer
+ticking), compiling kernels it needs later meanwhile (on the core it would leave idle), and
+loads the rest from the cache.
 
 Nothing here imports numba: a small corpus (the bundled sample, compared exhaustively with
 numpy) neither compiles nor starts anything. When no cache folder is writable nothing can be
@@ -29,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import ENGINE, cache_dir, has_failed, is_warm, warmup_running, warmup_stages
+from .kernel_cache import ENGINE, cache_dir, has_failed, is_warm, ready_kernels, warmup_running
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
@@ -72,7 +73,7 @@ package = importlib.util.module_from_spec(spec)
 sys.modules["dedup_tui"] = package
 spec.loader.exec_module(package)
 from dedup_tui.engine.warmup_job import main
-sys.exit(main())
+sys.exit(main([]))
 """
 
 _started: Warmup | None = None
@@ -100,6 +101,7 @@ def start() -> Warmup | None:
 
 
 def _spawn(cache: str) -> subprocess.Popen | None:
+    """A warm-up process (warmup_job.main), of this very dedup_tui, filling `cache`."""
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = cache
     try:
@@ -182,66 +184,80 @@ def scan_needs_kernels(project, settings) -> bool:
     return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
 
 
-def _wait(handle: Warmup, control, ready, tick: float) -> None:
+class ReportEvents:
+    """The points of a scan's progress at which it may wait for kernels: the first report of
+    a stage starting ("signatures:start", done 0 of a known total) and of a stage ending
+    ("candidates:end", done == total). The same for the warm-up's recording of which kernels
+    follow which point (warmup_job.record) and for the scan waiting there (_Gated)."""
+
+    def __init__(self):
+        self._seen: set[str] = set()
+
+    def see(self, stage: str, done: int, total: int) -> str | None:
+        if total <= 0:
+            return None
+        event = f"{stage}:start" if done == 0 else f"{stage}:end" if done >= total else None
+        if event is None or event in self._seen:
+            return None
+        self._seen.add(event)
+        return event
+
+
+def kernels_needed_at(event: str) -> set[int]:
+    """The kernels (indices into kernel_list.KERNELS) a scan calls before its first report
+    after `event`: those listed under it and under every event before it."""
+    from .kernel_list import EVENTS, KERNELS
+
+    if event not in EVENTS:
+        return set()
+    upto = EVENTS.index(event)
+    return {i for i, (listed, *_) in enumerate(KERNELS) if EVENTS.index(listed) <= upto}
+
+
+def _wait(handle: Warmup, control, needed: set[int], tick: float) -> None:
     """Wait, reporting STAGE (its timer ticking) and honouring cancel, until the warm-up ended
-    or ready(its stages) holds."""
+    or has compiled the kernels `needed`; meanwhile compile, here, those of them nobody has
+    taken yet, then the kernels a scan needs last (the warm-up works from the first)."""
+    from .warmup_job import Claims, waited_for
+
+    claims = Claims(handle.cache)
+    order = [*sorted(needed), *reversed(waited_for())]
     shown = 0.0
-    while handle.running() and not ready(warmup_stages(handle.cache)):
+    while handle.running() and not needed <= ready_kernels(handle.cache):
         now = time.monotonic()
         if now - shown >= tick:
             control.report(STAGE, 0, 0)
             shown = now
         control.check()
-        handle.wait(0.05)
+        if claims.dir.is_dir() and claims.take_one(order):
+            continue
+        handle.wait(0.02)
     control.check()
 
 
-# The stages of an LSH scan that wait for the warm-up's kernels (its last, "write", whose end
-# is reported inside its final transaction, does not: no kernel follows, and waiting there
-# would only hold the project's write lock; nor do an exhaustive scan's, which need none).
-_GATED = ("signatures", "candidates", "verify")
-
-
 class _Gated:
-    """The scan's Control while the warm-up still compiles: the scan runs alongside it, one
-    stage behind. When the scan finishes a stage (done == total), it waits until the warm-up
-    has finished the next one (reported the stage after it), whose kernels are then in the
-    cache (or until the warm-up ended); a stage reported as starting (done == 0 < total, the
-    first report of it: the signatures, after the exact copies, which need no kernels and
-    report no end) waits until the warm-up has finished that stage. The scan so loads every
-    kernel from the cache instead of compiling it a second time, and shows STAGE whenever it
-    does wait."""
+    """The scan's Control while the warm-up still compiles: at each point of its progress
+    after which it calls kernels (ReportEvents), the scan waits until those are compiled
+    (kernel_list.py records which follow which point; _wait compiles some itself), so it never
+    compiles a kernel the warm-up compiles too, and shows STAGE whenever it does wait.
+    Its last stage, "write", reports its end inside its final transaction: no kernel follows
+    that, so nothing holds the project's write lock waiting."""
 
     def __init__(self, control, handle: Warmup, tick: float):
         self._control, self._handle, self._tick = control, handle, tick
         self.cancel = control.cancel
         self.progress = control.progress
-        self._started: set[str] = set()
+        self._events = ReportEvents()
 
     def report(self, stage: str, done: int, total: int) -> None:
-        starts = stage not in self._started
-        self._started.add(stage)
         self._control.report(stage, done, total)
-        if not total or stage not in _GATED or not self._handle.running():
+        event = self._events.see(stage, done, total)
+        if event is None or not self._handle.running():
             return
-        if starts and done == 0:
-            def ready(stages, stage=stage):
-                return stage in stages and len(stages) > stages.index(stage) + 1
-
-            if self._wait_for(ready):
-                self._control.report(stage, done, total)  # (the stage shown again after STAGE)
-        elif done >= total:
-            def ready(stages, stage=stage):
-                return stage in stages and len(stages) > stages.index(stage) + 2
-
-            self._wait_for(ready)
-
-    def _wait_for(self, ready) -> bool:
-        """Whether it waited."""
-        if ready(warmup_stages(self._handle.cache)):
-            return False
-        _wait(self._handle, self._control, ready, self._tick)
-        return True
+        needed = kernels_needed_at(event)
+        if needed and not needed <= ready_kernels(self._handle.cache):
+            _wait(self._handle, self._control, needed, self._tick)
+            self._control.report(stage, done, total)  # (the stage shown again after STAGE)
 
     def check(self) -> None:
         self._control.check()
@@ -250,9 +266,9 @@ class _Gated:
 def prepare(project, settings, control, tick: float = 0.25):
     """Before pipeline.scan: when the scan will use kernels that are not cached yet, have them
     compiled by a warm-up process (started now unless one runs) and return the Control to scan
-    with. The scan finds the exact copies (no kernels) meanwhile, starts its signatures once
-    the warm-up has finished its own, and then follows it a stage behind (see _Gated), so most
-    of the compiling overlaps the scan's own work. Returns `control` itself when the cache is
+    with. The scan finds the exact copies (no kernels) meanwhile, and waits at each point of
+    its progress only for the kernels it calls next (see _Gated), so most of the compiling
+    overlaps the scan's own work. Returns `control` itself when the cache is
     warm, there is no cache, or the scan needs no kernels; a failed warm-up only means the
     scan compiles what it needs itself."""
     cache = cache_dir()

@@ -1,20 +1,24 @@
-"""The warm-up process (started by warmup.start): runs the real load and LSH scan on a small
-made-up corpus in a temporary folder, so that exactly the kernels and argument types a scan
-uses are compiled into numba's cache, in the order the scan needs them, then an incremental
-scan after more documents (its own kernel), then stamps the cache (kernel_cache)."""
+"""The warm-up process (started by warmup.start): compiles the kernels of kernel_list.py (what
+a scan calls, with their argument types) into numba's cache in the order a scan needs them
+(sharing the list with the scans that wait for it, which compile some while they wait); then
+it runs the real load and LSH scan on a small made-up corpus in a temporary folder (with an
+incremental scan after more documents), which compiles whatever the list lacks, and stamps
+the cache (kernel_cache). `--record` writes kernel_list.py from that made-up scan."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from . import pipeline
 from .ingest import load_corpus
-from .kernel_cache import cache_dir, is_warm, lock_file, stages_path, stamp_path
+from .kernel_cache import cache_dir, claims_dir, is_warm, lock_file, ready_kernels, ready_path, stamp_path
 from .progress import Control
 from .store import Project
 
@@ -52,35 +56,24 @@ def _corpus() -> list[dict]:
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
 
-def run(on_stage=None) -> None:
+def run(on_report=None) -> None:
     """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
-    cache whatever they use); on_stage(name) as each stage of the scan begins."""
+    cache whatever they use and kernel_list did not give); on_report(stage, done, total) for
+    each report of that scan, then ("scanned", 0, 0), before the rest of the warm-up: the
+    counting of rare fingerprints and an incremental scan."""
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
         corpus = Path(tmp) / "warmup.jsonl"
         with open(corpus, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in _corpus())
         project = Project(Path(tmp) / "warmup.db", create=True)
-        stages_file = stages_path(cache_dir())
-        reached: list[str] = []
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if not reached or reached[-1] != stage:  # the previous stage's kernels are cached
-                reached.append(stage)
-                if on_stage is not None:
-                    on_stage(stage)
-                with open(stages_file, "a", encoding="utf-8") as fh:
-                    fh.write(stage + "\n")
-
         try:
-            stages_file.unlink(missing_ok=True)
             load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
             settings = pipeline.ScanSettings(method="lsh", workers=2)
-            pipeline.scan(project, settings, Control(progress))
-            progress("scanned", 0, 0)  # (a scan waiting on the last stage's kernels need not wait for what follows)
-            _lowest_priority()  # what follows only serves later scans: cores to the scan under way
+            pipeline.scan(project, settings, Control(on_report))
+            if on_report is not None:
+                on_report(SCANNED, 0, 0)
             _count_rare_fingerprints()
-            # More documents, scanned again: the incremental scan's own kernel (its stages after
-            # the full scan's: a scan waiting for the warm-up has passed them by then).
+            # More documents, scanned again: the incremental scan's own kernel.
             more = Path(tmp) / "more.jsonl"
             with open(more, "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps({"id": f"more-{record['id']}", "text": record["text"] + " more"},
@@ -106,14 +99,214 @@ def _count_rare_fingerprints() -> None:
 
 
 def _lowest_priority() -> None:
+    """This process at the lowest priority, and its session too when it leads one (as warmup
+    starts it): where Linux groups processes by session (autogroup), a nice value only weighs
+    against the session's other processes."""
     if hasattr(os, "nice"):
         try:
             os.nice(19 - os.nice(0))
         except OSError:
             pass
+    if not hasattr(os, "getsid") or os.getsid(0) != os.getpid():
+        return  # (only a session of its own: never the session of whoever ran this)
+    try:
+        with open("/proc/self/autogroup", "w") as fh:
+            fh.write("19")
+    except OSError:
+        pass
 
 
-def main() -> int:
+# What the recording lists after the first scan's reports: kernels no scan waits for.
+SCANNED = "scanned"
+
+
+def _numba_type(spec: str):
+    """A kernel argument's numba type from kernel_list's spelling: "int64", "uint8:2d" (a
+    C-contiguous array), "uint8:1d:ro" (a read-only one)."""
+    import numpy as np
+    from numba.core import types
+    from numba.np.numpy_support import from_dtype
+
+    name, *array = spec.split(":")
+    dtype = from_dtype(np.dtype(name))
+    if not array:
+        return dtype
+    return types.Array(dtype, int(array[0].rstrip("d")), "C", readonly=array[1:] == ["ro"])
+
+
+def _spelling(numba_type) -> str:
+    from numba.core import types
+
+    if isinstance(numba_type, types.Array):
+        if numba_type.layout != "C" or not numba_type.aligned:
+            raise ValueError(f"kernel_list spells only aligned C-contiguous arrays, not {numba_type}")
+        return f"{numba_type.dtype}:{numba_type.ndim}d" + ("" if numba_type.mutable else ":ro")
+    if isinstance(numba_type, (types.Integer, types.Float, types.Boolean)):
+        return str(numba_type)
+    raise ValueError(f"kernel_list cannot spell the argument type {numba_type}")
+
+
+def compile_listed(index: int) -> None:
+    """Compile kernel_list.KERNELS[index] for its argument types (into the cache; loaded from
+    it when another process put it there)."""
+    import importlib
+
+    from .kernel_list import KERNELS
+
+    _event, module, name, spelled = KERNELS[index]
+    dispatcher = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    dispatcher.compile(tuple(_numba_type(spec) for spec in spelled.split()))
+
+
+def waited_for() -> list[int]:
+    """The kernels (indices into kernel_list.KERNELS) some point of a scan waits for."""
+    from .kernel_list import KERNELS
+
+    return [i for i, (event, *_) in enumerate(KERNELS) if event != SCANNED]
+
+
+class Claims:
+    """The warm-up process and the scans waiting for it share kernel_list's work: each kernel
+    is claimed by one process (a file created exclusively, holding its process id), compiled,
+    then added to the ready file the scans read."""
+
+    def __init__(self, cache: str):
+        self.dir, self.ready = claims_dir(cache), ready_path(cache)
+        self.cache = cache
+
+    def reset(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.ready.unlink(missing_ok=True)
+        self.dir.mkdir()
+
+    def claim(self, index: int) -> bool:
+        try:
+            fd = os.open(self.dir / str(index), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except OSError:  # (taken; or the folder went: the warm-up is over)
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return True
+
+    def owner_alive(self, index: int) -> bool:
+        """Whether the process that claimed kernel `index` still runs."""
+        try:
+            os.kill(int((self.dir / str(index)).read_text()), 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def compile(self, index: int) -> None:
+        try:
+            compile_listed(index)
+        except Exception:  # (a list older than the code: the made-up scan compiles what it needs)
+            pass
+        with open(self.ready, "a", encoding="utf-8") as fh:
+            fh.write(f"{index}\n")
+
+    def take_one(self, order) -> bool:
+        """Claim and compile the first kernel of `order` nobody has claimed (False: none left)."""
+        for index in order:
+            if self.claim(index):
+                self.compile(index)
+                return True
+        return False
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.ready.unlink(missing_ok=True)
+
+
+def _warm(cache: str) -> None:
+    """The warm-up process's work: the list's kernels in order (a scan waiting for some of them
+    compiles others meanwhile, warmup._Gated), then, once all of them are in the cache, the
+    made-up scan (which compiles whatever the list lacks) at the lowest priority."""
+    from .kernel_list import KERNELS
+
+    claims = Claims(cache)
+    claims.reset()
+    try:
+        for kernels in (waited_for(), range(len(KERNELS))):
+            while claims.take_one(kernels):
+                pass
+            # Those a scan claimed: left to it while it runs.
+            missing = set(kernels) - ready_kernels(cache)
+            while missing:
+                for index in sorted(missing):
+                    if not claims.owner_alive(index):
+                        claims.compile(index)
+                time.sleep(0.02)
+                missing -= ready_kernels(cache)
+            _lowest_priority()  # what follows only serves later scans: cores to the scan under way
+        run()
+    finally:
+        claims.remove()
+
+
+def record() -> str:
+    """kernel_list.py's text: the kernels this code's warm-up compiles (run on an empty
+    cache in a new process), each with its argument types, under the report it follows."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="dedup-tui-record-") as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        done = subprocess.run([sys.executable, "-m", f"{__package__}.warmup_job", "--record-here"], env=env,
+                              capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def _record_here() -> str:
+    from numba.core import event
+
+    from .warmup import ReportEvents
+
+    events, order, kernels = ReportEvents(), [], []
+    state = {"event": "load", "depth": 0, "scanned": False}
+
+    def on_report(stage, done, total):
+        if stage == SCANNED:
+            state["event"], state["scanned"] = SCANNED, True
+        elif not state["scanned"]:
+            state["event"] = events.see(stage, done, total) or state["event"]
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            state["depth"] += 1
+            if state["depth"] == 1:  # (a kernel the Python side calls, not one it calls)
+                fn = ev.data["dispatcher"].py_func
+                if state["event"] not in order:
+                    order.append(state["event"])
+                kernels.append((state["event"], fn.__module__.rsplit(".", 1)[-1], fn.__qualname__,
+                                " ".join(_spelling(t) for t in ev.data["args"])))
+
+        def on_end(self, ev):
+            state["depth"] -= 1
+
+    event.register("numba:compile", Listener())
+    run(on_report)
+    lines = [f'"""{_LIST_DOC}"""', "", "EVENTS = (", *(f"    {e!r}," for e in order), ")", "", "KERNELS = ("]
+    lines += [f"    {k!r}," for k in kernels]
+    lines += [")", ""]
+    return "\n".join(lines)
+
+
+_LIST_DOC = """The compiled kernels a scan calls, each with its argument types, in the order a scan calls
+them, under the point of the scan's progress (warmup.ReportEvents) it is first called after:
+what the warm-up compiles into the cache, and what a first scan waits for at each
+point (warmup.py). Generated from the warm-up's own run on an empty cache; do not edit:
+`python -m dedup_tui.engine.warmup_job --record` writes it again (tests/test_warmup checks it
+is current). An argument is "int64", "uint8:2d" (a C-contiguous array) or "uint8:1d:ro"
+(read-only)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--record"]:
+        Path(__file__).with_name("kernel_list.py").write_text(record(), encoding="utf-8")
+        return 0
+    if argv == ["--record-here"]:
+        sys.stdout.write(_record_here())
+        return 0
     cache = cache_dir()
     if cache is None:
         return 0
@@ -132,12 +325,11 @@ def main() -> int:
             return 0
         stamp = stamp_path(cache)
         try:
-            run()
+            _warm(cache)
         except BaseException:
             stamp.with_suffix(".failed").touch()
             raise
         stamp.touch()
-        stages_path(cache).unlink(missing_ok=True)
         for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
             if old != stamp:
                 old.unlink(missing_ok=True)
