@@ -83,7 +83,7 @@ def main() -> None:
     t_warm = 0.0
     if not a.no_warmup:
         t2 = time.perf_counter()
-        from dedup_tui.engine.warmup import ReportEvents
+        from dedup_tui.engine.kernel_cache import ReportEvents
 
         events = ReportEvents()
 

@@ -305,7 +305,7 @@ def test_a_report_no_kernel_follows_never_waits(tmp_path, monkeypatch):
 
 
 def test_report_events_are_the_first_start_and_end_of_each_stage():
-    events = warmup.ReportEvents()
+    events = kernel_cache.ReportEvents()
     seen = [events.see(*report) for report in [("exact", 0, 0), ("signatures", 0, 9), ("signatures", 0, 9),
                                                ("signatures", 3, 9), ("signatures", 9, 9), ("candidates", 2, 4),
                                                ("candidates", 4, 4), ("signatures", 9, 9)]]
@@ -332,6 +332,10 @@ def test_claims_give_each_kernel_to_one_process(tmp_path, monkeypatch):
     assert kernel_cache.ready_kernels(str(tmp_path)) == {2, 3}  # (1: its taker has not finished it)
     (mine.dir / "4").write_text("999999999")  # a process that is gone
     assert not mine.owner_alive(4) and not mine.owner_alive(5)
+    mine.finish([2, 3, 4, 5], patience=60)  # what nobody (alive) works on: compiled here
+    assert compiled == [2, 3, 4, 5] and kernel_cache.ready_kernels(str(tmp_path)) == {2, 3, 4, 5}
+    mine.finish([1], patience=0)  # a live process that never finishes its claim (stopped): compiled after the patience
+    assert compiled[-1] == 1 and 1 in kernel_cache.ready_kernels(str(tmp_path))
     mine.remove()
     assert not mine.claim(6) and kernel_cache.ready_kernels(str(tmp_path)) == set()  # the warm-up is over
 

@@ -1,7 +1,8 @@
 """Where numba caches the compiled kernels, and whether the warm-up (warmup.py) has filled that
 cache for this very code: a stamp file named after the engine's sources and numba's version
 marks a finished warm-up, a lock file one under way (shared by every process of this user), a
-ready file which kernels it has compiled so far. Imports nothing of the engine and no numba: _jit.py, the
+ready file which kernels it has compiled so far, and the points of a scan's progress its
+kernels are listed under (ReportEvents). Imports nothing of the engine and no numba: _jit.py, the
 warm-up's parent process and the normalisation all ask it."""
 
 from __future__ import annotations
@@ -117,3 +118,22 @@ def ready_kernels(cache: str) -> set[int]:
         return {int(line) for line in ready_path(cache).read_text(encoding="utf-8").split()}
     except (OSError, AttributeError, ValueError):
         return set()
+
+
+class ReportEvents:
+    """The points of a scan's progress at which it may wait for kernels: the first report of
+    a stage starting ("signatures:start", done 0 of a known total) and of a stage ending
+    ("candidates:end", done == total). The same for the warm-up's recording of which kernels
+    follow which point (warmup_job.record) and for the scan waiting there (warmup._Gated)."""
+
+    def __init__(self):
+        self._seen: set[str] = set()
+
+    def see(self, stage: str, done: int, total: int) -> str | None:
+        if total <= 0:
+            return None
+        event = f"{stage}:start" if done == 0 else f"{stage}:end" if done >= total else None
+        if event is None or event in self._seen:
+            return None
+        self._seen.add(event)
+        return event

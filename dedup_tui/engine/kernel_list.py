@@ -1,5 +1,5 @@
 """The compiled kernels a scan calls, each with its argument types, in the order a scan calls
-them, under the point of the scan's progress (warmup.ReportEvents) it is first called after:
+them, under the point of the scan's progress (kernel_cache.ReportEvents) it is first called after:
 what the warm-up compiles into the cache, and what a first scan waits for at each
 point (warmup.py). Generated from the warm-up's own run on an empty cache; do not edit:
 `python -m dedup_tui.engine.warmup_job --record` writes it again (tests/test_warmup checks it

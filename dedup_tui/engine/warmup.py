@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import ENGINE, cache_dir, has_failed, is_warm, ready_kernels, warmup_running
+from .kernel_cache import ENGINE, ReportEvents, cache_dir, has_failed, is_warm, ready_kernels, warmup_running
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
@@ -182,25 +182,6 @@ def scan_needs_kernels(project, settings) -> bool:
     n, avg = project.distinct_texts_and_average_length()
     n = n or 0
     return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > pipeline.EXHAUSTIVE_WORK_LIMIT
-
-
-class ReportEvents:
-    """The points of a scan's progress at which it may wait for kernels: the first report of
-    a stage starting ("signatures:start", done 0 of a known total) and of a stage ending
-    ("candidates:end", done == total). The same for the warm-up's recording of which kernels
-    follow which point (warmup_job.record) and for the scan waiting there (_Gated)."""
-
-    def __init__(self):
-        self._seen: set[str] = set()
-
-    def see(self, stage: str, done: int, total: int) -> str | None:
-        if total <= 0:
-            return None
-        event = f"{stage}:start" if done == 0 else f"{stage}:end" if done >= total else None
-        if event is None or event in self._seen:
-            return None
-        self._seen.add(event)
-        return event
 
 
 def kernels_needed_at(event: str) -> set[int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import pipeline
 from .ingest import load_corpus
-from .kernel_cache import cache_dir, claims_dir, is_warm, lock_file, ready_kernels, ready_path, stamp_path
+from .kernel_cache import ReportEvents, cache_dir, claims_dir, is_warm, lock_file, ready_kernels, ready_path, stamp_path
 from .progress import Control
 from .store import Project
 
@@ -158,6 +158,10 @@ def compile_listed(index: int) -> None:
     dispatcher.compile(tuple(_numba_type(spec) for spec in spelled.split()))
 
 
+# How long the warm-up leaves a kernel to the scan that claimed it (compiling one takes ~1 s).
+CLAIM_PATIENCE = 20.0
+
+
 def waited_for() -> list[int]:
     """The kernels (indices into kernel_list.KERNELS) some point of a scan waits for."""
     from .kernel_list import KERNELS
@@ -201,8 +205,21 @@ class Claims:
             compile_listed(index)
         except Exception:  # (a list older than the code: the made-up scan compiles what it needs)
             pass
-        with open(self.ready, "a", encoding="utf-8") as fh:
-            fh.write(f"{index}\n")
+        finally:  # (even when interrupted: nobody waits for it then, whoever calls it compiles it)
+            with open(self.ready, "a", encoding="utf-8") as fh:
+                fh.write(f"{index}\n")
+
+    def finish(self, kernels, patience: float) -> None:
+        """Until every kernel of `kernels` is ready: those another process claimed are left
+        to it while it runs, for `patience` seconds at most (a process stopped with Ctrl-Z
+        keeps its claims), then compiled here."""
+        missing, give_up = set(kernels) - ready_kernels(self.cache), time.monotonic() + patience
+        while missing:
+            for index in sorted(missing):
+                if not self.owner_alive(index) or time.monotonic() > give_up:
+                    self.compile(index)
+            time.sleep(0.02)
+            missing -= ready_kernels(self.cache)
 
     def take_one(self, order) -> bool:
         """Claim and compile the first kernel of `order` nobody has claimed (False: none left)."""
@@ -229,14 +246,7 @@ def _warm(cache: str) -> None:
         for kernels in (waited_for(), range(len(KERNELS))):
             while claims.take_one(kernels):
                 pass
-            # Those a scan claimed: left to it while it runs.
-            missing = set(kernels) - ready_kernels(cache)
-            while missing:
-                for index in sorted(missing):
-                    if not claims.owner_alive(index):
-                        claims.compile(index)
-                time.sleep(0.02)
-                missing -= ready_kernels(cache)
+            claims.finish(kernels, CLAIM_PATIENCE)
             _lowest_priority()  # what follows only serves later scans: cores to the scan under way
         run()
     finally:
@@ -257,8 +267,6 @@ def record() -> str:
 
 def _record_here() -> str:
     from numba.core import event
-
-    from .warmup import ReportEvents
 
     events, order, kernels = ReportEvents(), [], []
     state = {"event": "load", "depth": 0, "scanned": False}
@@ -291,7 +299,7 @@ def _record_here() -> str:
 
 
 _LIST_DOC = """The compiled kernels a scan calls, each with its argument types, in the order a scan calls
-them, under the point of the scan's progress (warmup.ReportEvents) it is first called after:
+them, under the point of the scan's progress (kernel_cache.ReportEvents) it is first called after:
 what the warm-up compiles into the cache, and what a first scan waits for at each
 point (warmup.py). Generated from the warm-up's own run on an empty cache; do not edit:
 `python -m dedup_tui.engine.warmup_job --record` writes it again (tests/test_warmup checks it
@@ -330,9 +338,12 @@ def main(argv: list[str] | None = None) -> int:
             stamp.with_suffix(".failed").touch()
             raise
         stamp.touch()
-        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps of earlier code
+        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps (and claims) of earlier code
             if old != stamp:
-                old.unlink(missing_ok=True)
+                if old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    old.unlink(missing_ok=True)
     return 0
 
 
