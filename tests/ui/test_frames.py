@@ -59,3 +59,32 @@ async def test_fast_reports_are_held_back_and_the_last_one_is_shown(monkeypatch)
         assert counts(app).startswith("59/100")
         progress.report("verify", 100, 100)  # the end of a stage is shown at once
         assert counts(app).startswith("100/100")
+
+
+async def test_the_kernels_wait_is_a_wait_inside_the_stage_under_way():
+    from dedup_tui.engine.warmup import STAGE
+
+    app = ProgressApp()
+    async with app.run_test() as pilot:
+        progress = app.query_one(ScanProgress)
+        progress.start("Scanning")
+        progress.report("exact", 1, 1)
+        progress.report("signatures", 0, 500)
+        progress.report(STAGE, 0, 0)  # the first run waits for its kernels
+        await pilot.pause()
+        rows = {row.stage: row for row in app.query(StageRow)}
+        assert rows["exact"].finished is not None
+        assert rows["signatures"].finished is None and str(rows["signatures"].counts.content).startswith("0/500")
+        assert str(rows[STAGE].counts.content).startswith("waiting 0.")
+        progress.report("signatures", 0, 500)  # the wait is over: the stage goes on
+        progress.report("signatures", 200, 500)
+        await pilot.pause()
+        assert rows[STAGE].finished is not None and str(rows[STAGE].counts.content).startswith("waited 0.")
+        assert rows["signatures"].finished is None
+        progress.report("signatures", 500, 500)
+        progress.report(STAGE, 0, 0)  # a second wait, at the stage's end: the same row again, the stage stays
+        await pilot.pause()
+        assert rows[STAGE].finished is None and rows["signatures"].finished is None
+        progress.report("candidates", 0, 39)  # the next stage completes both
+        await pilot.pause()
+        assert rows[STAGE].finished is not None and rows["signatures"].finished is not None

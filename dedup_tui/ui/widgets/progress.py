@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
 
 from ...engine.progress import STAGE_NAMES, describe_rate
+from ...engine.warmup import STAGE as KERNELS_STAGE
 from ..text import literal_line
 
 
@@ -61,6 +62,11 @@ class StageRow(Horizontal):
         done, total = self.done, self.total
         self.bar.update(total=total or None, progress=done)
         elapsed = (self.finished or time.perf_counter()) - self.started
+        if self.stage == KERNELS_STAGE:  # a wait: nothing to count, its time is what it says
+            minutes, seconds = divmod(int(elapsed), 60)
+            took = f"{elapsed:.1f} s" if elapsed < 60 else f"{minutes}:{seconds:02d}"
+            self.counts.update(f"{'waited' if self.finished else 'waiting'} {took}")
+            return
         counts = f"{done:,}/{total:,}" if total else f"{done:,}"
         self.counts.update(f"{counts}  {describe_rate(done, total, elapsed)}")
 
@@ -84,19 +90,27 @@ class ScanProgress(Vertical):
         self.display = True
 
     def report(self, stage: str, done: int, total: int) -> None:
+        """A new stage completes the stages before it. The first run's wait for the compiled
+        kernels (KERNELS_STAGE) is a wait inside the stage under way, which stays open; its
+        row completes when a stage reports again."""
         rows = {r.stage: r for r in self.query(StageRow)}
         row = rows.get(stage)
+        waiting = rows.get(KERNELS_STAGE)
+        if waiting is not None and stage != KERNELS_STAGE:
+            waiting.complete()
         if row is None:
-            for r in rows.values():
-                r.complete()
+            if stage != KERNELS_STAGE:
+                for r in rows.values():
+                    r.complete()
             row = StageRow(stage)
             row.update(done, total)
             self.mount(row)
         else:
-            if row.finished is not None:  # a stage reported again after others (the first run's
-                for r in rows.values():   # kernels stage): its timer goes on from where it stopped
-                    if r is not row:
-                        r.complete()
+            if row.finished is not None:  # a stage reported again after others (the kernels
+                if stage != KERNELS_STAGE:  # wait): its timer goes on from where it stopped
+                    for r in rows.values():
+                        if r is not row:
+                            r.complete()
                 row.started = time.perf_counter() - (row.finished - row.started)
                 row.finished = None
             row.update(done, total)
