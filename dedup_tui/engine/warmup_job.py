@@ -20,7 +20,7 @@ from . import pipeline
 from .ingest import load_corpus
 from .kernel_cache import ReportEvents, cache_dir, claims_dir, is_warm, lock_file, ready_kernels, ready_path, stamp_path
 from .progress import Control
-from .store import Project
+from .store import Project, pid_alive
 
 
 def _corpus() -> list[dict]:
@@ -195,10 +195,9 @@ class Claims:
     def owner_alive(self, index: int) -> bool:
         """Whether the process that claimed kernel `index` still runs."""
         try:
-            os.kill(int((self.dir / str(index)).read_text()), 0)
+            return pid_alive(int((self.dir / str(index)).read_text()))
         except (OSError, ValueError):
             return False
-        return True
 
     def compile(self, index: int) -> None:
         try:
