@@ -1,4 +1,4 @@
-"""Compiling the scan's kernels ahead of time, in separate processes, so that a fresh install's
+"""Compiling the scan's kernels ahead of time, in a separate process, so that a fresh install's
 first large scan does not wait for numba.
 
 The kernels (kernels.py) are compiled by numba on first use and cached on disk (see _jit.py).
@@ -220,9 +220,9 @@ class _Gated:
     """The scan's Control while the warm-up still compiles: at each point of its progress
     after which it calls kernels (ReportEvents), the scan waits until those are compiled
     (kernel_list.py records which follow which point; _wait compiles some itself), so it never
-    compiles a kernel the warm-up compiles too, and shows STAGE whenever it does wait.
-    Its last stage, "write", reports its end inside its final transaction: no kernel follows
-    that, so nothing holds the project's write lock waiting."""
+    compiles a kernel the warm-up compiles too, and shows STAGE whenever it does wait. (The
+    writing reports its start before its transaction, and its end inside it, where no kernel
+    follows: no wait holds the project's write lock.)"""
 
     def __init__(self, control, handle: Warmup, tick: float):
         self._control, self._handle, self._tick = control, handle, tick
