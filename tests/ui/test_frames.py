@@ -88,3 +88,26 @@ async def test_the_kernels_wait_is_a_wait_inside_the_stage_under_way():
         progress.report("candidates", 0, 39)  # the next stage completes both
         await pilot.pause()
         assert rows[STAGE].finished is not None and rows["signatures"].finished is not None
+
+
+async def test_a_narrow_row_keeps_its_percentage():
+    """At 80 columns a long count ("455,166/1,612,564") left no room for the bar's percentage,
+    which was cut ("28" or nothing); the bar itself gives way now."""
+    from pathlib import Path
+
+    import dedup_tui.ui
+
+    class StyledProgressApp(ProgressApp):  # (with the app's own stylesheet)
+        CSS_PATH = str(Path(dedup_tui.ui.__file__).with_name("app.tcss"))
+
+    app = StyledProgressApp()
+    async with app.run_test(size=(76, 8)) as pilot:
+        progress = app.query_one(ScanProgress)
+        progress.start("Scanning")
+        progress.report("verify", 455_166, 1_612_564)
+        await pilot.pause()
+        row = app.query_one(StageRow)
+        percentage = row.query_one("#percentage")
+        assert percentage.region.width >= len("100%")
+        assert row.bar.region.contains_region(percentage.region)  # (outside it, it was not drawn)
+        assert str(percentage.render()).strip() == "28%"
