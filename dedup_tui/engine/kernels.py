@@ -624,18 +624,25 @@ def _shared_fingerprints(keys):
     return shared
 
 
+@helper
+def _run_end(keys, i):
+    """keys: sorted (fingerprint << 16 | row); the end of the run of keys[i]'s fingerprint.
+    (Its callers start with i = np.int64(0): a literal 0 would compile it a second time.)"""
+    fp = keys[i] >> np.uint64(16)
+    j = i + 1
+    while j < keys.shape[0] and (keys[j] >> np.uint64(16)) == fp:
+        j += 1
+    return j
+
+
 @kernel
 def _fill_shared_bits(keys, bits, min_rows):
     """Bit v of each row of the v-th fingerprint (in order) that has min_rows rows or more
     (min_rows >= 2)."""
     v = -1
-    i = 0
-    n = keys.shape[0]
-    while i < n:
-        fp = keys[i] >> np.uint64(16)
-        j = i + 1
-        while j < n and (keys[j] >> np.uint64(16)) == fp:
-            j += 1
+    i = np.int64(0)
+    while i < keys.shape[0]:
+        j = _run_end(keys, i)
         if j - i >= min_rows:
             v += 1
             word = v >> 6
@@ -818,12 +825,9 @@ def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
     # are the rows after x that hold it too.
     starts = np.empty(rows + 1, np.int64)
     starts[:] = 0
-    i = 0
+    i = np.int64(0)
     while i < n_keys:
-        fp = keys[i] >> np.uint64(16)
-        j = i + 1
-        while j < n_keys and (keys[j] >> np.uint64(16)) == fp:
-            j += 1
+        j = _run_end(keys, i)
         if 2 <= j - i < below:
             for t in range(i, j - 1):
                 starts[np.int64(keys[t] & np.uint64(0xFFFF)) + 1] += 1
@@ -834,12 +838,9 @@ def _count_rare_shared(keys, below, pair_start, partner, pair_of, out):
         slot[r] = starts[r]
     first = np.empty(starts[rows], np.int64)
     end = np.empty(starts[rows], np.int64)
-    i = 0
+    i = np.int64(0)
     while i < n_keys:
-        fp = keys[i] >> np.uint64(16)
-        j = i + 1
-        while j < n_keys and (keys[j] >> np.uint64(16)) == fp:
-            j += 1
+        j = _run_end(keys, i)
         if 2 <= j - i < below:
             for t in range(i, j - 1):
                 x = np.int64(keys[t] & np.uint64(0xFFFF))
