@@ -109,20 +109,21 @@ async def scan_screen(corpus: Path, out: Path, size: tuple[int, int]) -> None:
     reached, proceed = threading.Event(), threading.Event()
     real_scan = main_module.scan
 
-    def held_scan(project, settings, control):
+    def held_scan(project, settings, control, ahead=None):
         def progress(stage, done, total):
             control.progress(stage, done, total)
             if stage not in ("load", "exact") and done and not reached.is_set():
                 reached.set()
                 proceed.wait(30)
 
-        return real_scan(project, settings, Control(progress, control.cancel))
+        return real_scan(project, settings, Control(progress, control.cancel), ahead=ahead)
 
     main_module.scan = held_scan
     try:
         app = create_app(corpus, author="screenshots")
         async with app.run_test(size=size) as pilot:
-            await asyncio.to_thread(reached.wait, 30)
+            if not await asyncio.to_thread(reached.wait, 30):  # (a failed scan's screen is no screenshot of one)
+                raise RuntimeError("the scan never reported its progress: no scan screenshot")
             for _ in range(5):
                 await pilot.pause()
             save(app, out, "scan")
