@@ -287,7 +287,7 @@ _REFERENCE_OPTION = click.option(
 
 def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), ahead=None) -> Project:
     """Load the corpus files (and references) into the project (created if needed) and report;
-    the project stays open. `ahead`: an ahead.SignedAhead signing the documents as they load."""
+    the project stays open until the command ends. `ahead`: an ahead.SignedAhead signing the documents as they load."""
     def load_files(project: Project, control: Control):
         return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
                            control=control, references=list(references), ahead=ahead)
@@ -298,6 +298,7 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), a
     else:
         # A new project appears only once its first load is complete (kill -9 included).
         project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
+        click.get_current_context().call_on_close(project.close)
     as_reference = f" ({len(report.references)} as reference)" if report.references else ""
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
                f"{_one_line(db)}")

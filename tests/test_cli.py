@@ -466,3 +466,19 @@ def test_a_corpus_given_as_the_project_gets_a_hint(tmp_path):
     (line,) = result.output.splitlines()
     assert line.startswith(f"error: {corpus}: not a dedup-tui project") and "give the project file (.db)" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.jsonl"] and corpus.read_bytes() == data
+
+
+def test_a_scan_that_creates_its_project_closes_it_when_it_ends(tmp_path):
+    """No connection is left for the garbage collector to close (a process that ends without
+    the interpreter's teardown would leave the project's -wal beside it)."""
+    import gc
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
+    db = tmp_path / "new.db"
+    gc.disable()
+    try:
+        ok("scan", db, corpus, "--floor", "0.3")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "new.db"]
+    finally:
+        gc.enable()
+
