@@ -1,3 +1,3 @@
-from dedup_tui.cli import main
+from dedup_tui.cli import run
 
-main()
+run()

@@ -482,3 +482,28 @@ def test_a_scan_that_creates_its_project_closes_it_when_it_ends(tmp_path):
     finally:
         gc.enable()
 
+
+@pytest.mark.parametrize("command", ["load", "scan"])
+def test_the_console_script_ends_a_load_or_scan_with_its_project_whole(tmp_path, command):
+    """run() (the installed `dedup-tui`) ends a successful load or scan without the interpreter's
+    teardown: the project must be complete and alone in its folder by then; a failure still
+    exits with its code and message."""
+    import subprocess
+    import sys
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
+    db = tmp_path / "p.db"
+    script = "import sys; from dedup_tui.cli import run; sys.argv[0] = 'dedup-tui'; run()"
+    args = [command, db, corpus] + (["--floor", "0.3"] if command == "scan" else [])
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "p.db"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM documents").fetchone()[0] == len(NEAR_CORPUS)
+        if command == "scan":
+            assert conn.execute("SELECT count(*) FROM pairs").fetchone()[0] > 0
+            assert conn.execute("SELECT status FROM runs WHERE command = 'scan'").fetchall() == [("complete",)]
+
+    failed = subprocess.run([sys.executable, "-c", script, command, str(tmp_path / "q.db"), str(tmp_path / "none.jsonl")],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and "none.jsonl" in failed.stderr and "Traceback" not in failed.stderr
