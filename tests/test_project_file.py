@@ -39,3 +39,35 @@ def test_insert_rows_writes_every_row_once_in_order(tmp_path, count):
     rows = [(i, f"text {i} 'quoted' [b]", bytes([i % 256])) for i in range(count)]
     insert_rows(conn, "INSERT INTO t(x, y, z)", rows)
     assert conn.execute("SELECT x, y, z FROM t ORDER BY rowid").fetchall() == rows
+
+
+def test_new_projects_use_the_large_page_size_and_older_ones_keep_theirs(tmp_path, monkeypatch):
+    """The page size is fixed when a file is new (WAL freezes it): built and created projects
+    get PAGE_SIZE; a project made with SQLite's default opens, scans and keeps its own."""
+    import sqlite3
+
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.store import Project, build_project
+    from dedup_tui.engine.store.connection import PAGE_SIZE
+
+    from .conftest import write_jsonl
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
+    built, _ = build_project(tmp_path / "built.db", lambda p: load_corpus(p, [corpus]))
+    built.close()
+    created = Project(tmp_path / "created.db", create=True)
+    created.close()
+    old = tmp_path / "old.db"
+    from dedup_tui.engine.store import connection
+
+    with monkeypatch.context() as before:  # a project made before the page size was set
+        before.setattr(connection, "PAGE_SIZE", 4096)
+        Project(old, create=True).close()
+    older = Project(old, create=True)
+    load_corpus(older, [corpus])
+    pipeline.scan(older, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    older.close()
+    sizes = {name: sqlite3.connect(tmp_path / name).execute("PRAGMA page_size").fetchone()[0]
+             for name in ("built.db", "created.db", "old.db")}
+    assert PAGE_SIZE != 4096 and sizes == {"built.db": PAGE_SIZE, "created.db": PAGE_SIZE, "old.db": 4096}
+    assert sqlite3.connect(old).execute("SELECT count(*) FROM pairs").fetchone()[0] == 2

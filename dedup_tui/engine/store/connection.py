@@ -38,6 +38,13 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()) + f"{time.strftime('%z')}"
 
 
+# New projects' page size. Against SQLite's 4 KB: a load and scan of the manual pages 4.30 ->
+# 3.98 s (mean of 5 rounds taking turns; 64 KB: 3.95), 64k descriptions 3.88 -> 3.75 s, a
+# third less system time (fewer page writes and reads: the texts span fewer overflow pages,
+# the pairs' B-tree splits less); a small project file starts at ~0.5 MB instead of ~60 KB.
+PAGE_SIZE = 32768
+
+
 def connect(path: str | Path, create: bool = False, readonly: bool = False, building: bool = False) -> sqlite3.Connection:
     """One connection per thread; autocommit mode, explicit transactions via `transaction`.
 
@@ -58,6 +65,9 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False, buil
             else:
                 conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 10000")
+            if not readonly and conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # A new file: fixed now, before its first table (and before WAL, which freezes it).
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             if building:
                 # Each byte written once (not to a WAL, then again to the file), with no fsync per commit.
                 conn.execute("PRAGMA journal_mode = MEMORY")
