@@ -11,7 +11,6 @@ import asyncio
 import json
 import sys
 import time
-from pathlib import Path
 
 from dedup_tui.engine import decisions
 from dedup_tui.engine.store import Project

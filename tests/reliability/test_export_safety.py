@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -19,7 +18,7 @@ from dedup_tui.engine.errors import DedupError
 from dedup_tui.engine.export import AtomicFile
 from dedup_tui.engine.store import Project
 
-from .conftest import CLI, cli, one_line_error
+from .conftest import cli, one_line_error
 
 
 def export_args(db, tmp_path, *extra):

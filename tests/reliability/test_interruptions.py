@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
-import sys
 import time
 
 import pytest
@@ -21,7 +19,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
 from ..ui.conftest import settle
-from .conftest import CLI, cli, review_child, write_jsonl
+from .conftest import CLI, cli, review_child
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
 

@@ -288,7 +288,6 @@ def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypa
 def test_disk_full_during_a_load_says_so(tmp_path):
     """SQLite's max_page_count stands in for a full disk: the load fails with the real reason,
     one line, and the project keeps what it had."""
-    from dedup_tui.engine.errors import DedupError
 
     first = write_jsonl(tmp_path / "a.jsonl", NEAR_CORPUS)
     big = write_jsonl(tmp_path / "b.jsonl", [(f"big{i}", f"document {i} " + "x" * 2000) for i in range(400)])

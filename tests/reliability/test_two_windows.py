@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 
 import pytest
@@ -13,7 +14,7 @@ from dedup_tui.engine.store import ProjectLocked, WriteGuard, acquire_app_lock, 
 from dedup_tui.ui.app import create_app
 
 from ..ui.conftest import settle
-from .conftest import CLI, cli, one_line_error, review_child, small_corpus, write_jsonl
+from .conftest import cli, one_line_error, review_child, write_jsonl
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock")
 
@@ -75,8 +76,6 @@ def test_app_refused_while_a_command_writes(scanned):
         code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
                 f"try: acquire_app_lock({str(scanned)!r})\n"
                 "except ProjectLocked as e: print(e); sys.exit(3)\n")
-        import subprocess
-
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert r.returncode == 3 and "being written by another dedup-tui command" in r.stdout
     # A stale lock file from a killed window does not block anything.
@@ -84,9 +83,7 @@ def test_app_refused_while_a_command_writes(scanned):
     cli("scan", "--db", scanned)
 
 
-def _app_lock_in_child(path) -> "subprocess.CompletedProcess":
-    import subprocess
-
+def _app_lock_in_child(path) -> subprocess.CompletedProcess:
     code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
             f"try: acquire_app_lock({str(path)!r})\n"
             "except ProjectLocked as e: print(e); sys.exit(3)\n")
