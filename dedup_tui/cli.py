@@ -11,7 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from .engine import warmup
+# No command does linear algebra, yet numpy's OpenBLAS (and scipy's, which numba imports when
+# present) starts a thread per core that spins a while: ~0.25 s of CPU taken from a scan of the
+# manual pages on its two cores. Set before numpy loads (here and in the warm-up process, which
+# inherits it); a value the user set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from .engine import warmup  # noqa: E402
 
 # First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
 # now, before this module's imports (numba-free; see engine/warmup.py).

@@ -507,3 +507,20 @@ def test_the_console_script_ends_a_load_or_scan_with_its_project_whole(tmp_path,
     failed = subprocess.run([sys.executable, "-c", script, command, str(tmp_path / "q.db"), str(tmp_path / "none.jsonl")],
                             capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1 and "none.jsonl" in failed.stderr and "Traceback" not in failed.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through /proc")
+def test_the_command_starts_no_blas_threads_unless_the_user_asks(tmp_path):
+    """numpy's OpenBLAS would start a spinning thread per core that no command uses."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, dedup_tui.cli, numpy; "
+            "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert alone.stdout.split() == ["1", "1"]
+    asked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert asked.stdout.split()[1] == "2"
