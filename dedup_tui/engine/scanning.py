@@ -389,7 +389,10 @@ def possible_pairs(sizes, row_bytes, ra, rb, floor, needed, kernels, fill_sketch
     the sketches of the rows of at least SKETCH_MIN_BYTES that fill_sketches(sketch_of,
     sketches) computes."""
     sa, sb = sizes[ra], sizes[rb]
-    possible = np.minimum(sa, sb) / np.maximum(sa, sb) >= floor
+    ratio = np.minimum(sa, sb, dtype=np.float64)
+    ratio /= np.maximum(sa, sb)
+    possible = ratio >= floor
+    del ratio
     if needed is not None:
         sketch_of = sketch_rows_of(row_bytes)
         sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
@@ -411,13 +414,20 @@ def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, kernels, progre
     possible, sa, sb = possible_pairs(
         family.sizes, np.diff(text.offsets)[docs], ra, rb, plan.floor, needed, kernels,
         lambda sketch_of, sketches: kernels.text_sketches(text, docs, plan.k, sketch_of, sketches))
-    idx = np.flatnonzero(possible)
-    merge_work = int(sa[idx].sum() + sb[idx].sum())
-    if family.words * (len(idx) + len(docs)) >= 4 * merge_work:
+    if possible.all():  # (a template family's pages mostly are: no copies of its pairs)
+        idx, pa, pb = None, ra, rb
+    else:
+        idx = np.flatnonzero(possible)
+        pa, pb, sa, sb = ra[idx], rb[idx], sa[idx], sb[idx]
+    merge_work = int(sa.sum() + sb.sum())
+    if family.words * (len(pa) + len(docs)) >= 4 * merge_work:
         return None
     plan.control.check()
+    found = jaccard_from_counts(family.intersections(pa, pb, progress), sa, sb)
+    if idx is None:
+        return found, len(ra)
     j = np.zeros(len(ra), np.float64)
-    j[idx] = jaccard_from_counts(family.intersections(ra[idx], rb[idx], progress), sa[idx], sb[idx])
+    j[idx] = found
     return j, len(idx)
 
 

@@ -15,8 +15,12 @@ _PAIRS_PER_SORT = (1 << (64 - FINGERPRINT_BITS)) - 1
 
 def jaccard_from_counts(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
     """inter / (|A| + |B| - inter) in float64: the same rounding as Python's int / int."""
-    union = size_a.astype(np.int64) + size_b.astype(np.int64) - inter.astype(np.int64)
-    return inter.astype(np.float64) / union.astype(np.float64)
+    # Two arrays made, not eight: millions of pairs each come from fresh memory the system zeroes.
+    union = np.add(size_a, size_b, dtype=np.int64)
+    union -= inter.astype(np.int64, copy=False)
+    out = inter.astype(np.float64)
+    out /= union  # (union taken as float64, as astype would)
+    return out
 
 
 def _gather(values: np.ndarray, offsets: np.ndarray, docs: np.ndarray, group: int = 1) -> tuple[np.ndarray, np.ndarray]:
