@@ -108,6 +108,29 @@ def test_intersections_equal_the_sort_merge_reference(method, monkeypatch):
     assert got[-1] == offsets[-1] - offsets[-2]  # identical rows
 
 
+@pytest.mark.parametrize("pool, method", [(600, "merge"), (40, "bitset")])
+def test_a_sample_of_rows_rules_bitsets_out_as_all_rows_would(pool, method, monkeypatch):
+    """The fingerprints some rows share are a part of those all rows share: when a sample's
+    are too many for bitsets, the merge is chosen without counting every row's, as the full
+    count would choose it; otherwise the full count decides, as before."""
+    rng = np.random.default_rng(5)
+    values = np.concatenate([np.sort(rng.choice(pool, 10, replace=False)) for _ in range(200)]).astype(np.uint64)
+    offsets = np.arange(0, 10 * 201, 10, dtype=np.int64)
+    a, b = rng.integers(0, 200, 2000), rng.integers(0, 200, 2000)
+    monkeypatch.setattr(kernels, "_ROW_MASK", 3)  # the path for more rows than fit beside a fingerprint
+    monkeypatch.setattr(kernels, "BITSET_MAX_BYTES", 8 * 200)  # bitsets of one word a row at most
+    monkeypatch.setattr(kernels, "_VOCABULARY_SAMPLE_ROWS", 50)
+    counted = []
+    count_shared = kernels._shared_vocabulary
+    monkeypatch.setattr(kernels, "_shared_vocabulary", lambda v, o, rows: counted.append(len(rows)) or count_shared(v, o, rows))
+    sampled = kernels.Intersector(values, offsets, a, b)
+    assert np.array_equal(kernels.intersections(values, offsets, a, b), intersection_sizes(values, offsets, a, b))
+    monkeypatch.setattr(kernels, "_VOCABULARY_SAMPLE_ROWS", 10**9)
+    counted_with_sample = list(counted)
+    assert kernels.Intersector(values, offsets, a, b).method == sampled.method == method
+    assert counted_with_sample == ([50, 50] if method == "merge" else [50, 200, 50, 200])
+
+
 def test_dense_family_takes_the_bitset_path_and_exact_jaccard_matches_sets():
     texts = _family(9, members=80)
     values, offsets = shingle.shingle_sets(texts, 5)

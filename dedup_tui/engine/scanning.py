@@ -243,7 +243,7 @@ class _Verification:
 
     def run(self, ords, ca, cb) -> Verified:
         self.total = len(ca)
-        ca, cb, self.comp, bounds = self.by_component(ca, cb)
+        ca, cb, bounds = self.by_component(ca, cb)
         self.ca, self.cb = ca, cb
         self.results = np.zeros(self.total, np.float64)
         big_comp = np.diff(bounds) >= BIG_COMPONENT_PAIRS
@@ -254,8 +254,8 @@ class _Verification:
         return Verified(ords[ca[good]], ords[cb[good]], self.results[good], self.compared)
 
     def by_component(self, ca, cb):
-        """The pairs ordered by their component of the candidate graph: (ca, cb, component of
-        each pair, bounds of each component's run)."""
+        """The pairs ordered by their component of the candidate graph: (ca, cb, bounds of
+        each component's run)."""
         labels = self.kernels.component_labels(self.n_rows, ca, cb)
         order = self.kernels.order_by_label(labels, ca)
         ca = ca[order]
@@ -264,7 +264,7 @@ class _Verification:
         comp = labels[ca]
         del labels
         bounds = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1], True])
-        return ca, cb, comp, bounds
+        return ca, cb, bounds
 
     def report(self, pairs_done: int) -> None:
         self.done += pairs_done
@@ -283,37 +283,34 @@ class _Verification:
     def verify_small_components(self, big_comp, bounds) -> None:
         """The pairs of the components below BIG_COMPONENT_PAIRS, packed in order into jobs
         of about VERIFY_JOB_CHARS of text compared (both sides of every pair), a component
-        never split; each job shingles its own documents."""
-        ca, cb, byte_len, comp = self.ca, self.cb, self.byte_len, self.comp
-        self.comp = None  # (not needed after the packing)
-        small = np.flatnonzero(~np.repeat(big_comp, np.diff(bounds))) if big_comp.any() else np.arange(self.total)
+        never split; each job shingles its own documents. Small components lie in runs
+        between the big ones, so a job is a slice of the pairs: no index of them is made (at
+        millions of pairs each copy was tens of MB at the scan's peak)."""
+        ca, cb, byte_len = self.ca, self.cb, self.byte_len
         ranges = []
-        if len(small):
-            small_comp = comp[small]
-            starts = np.flatnonzero(np.r_[True, small_comp[1:] != small_comp[:-1]])
-            del small_comp
-            work = byte_len[ca[small]]
-            work += byte_len[cb[small]]
+        small = np.flatnonzero(~big_comp)
+        for run in np.split(small, np.flatnonzero(np.diff(small) != 1) + 1) if len(small) else ():
+            lo, hi = int(bounds[run[0]]), int(bounds[run[-1] + 1])
+            starts = bounds[run[0]:run[-1] + 1] - lo  # of its components, in the slice
+            work = byte_len[ca[lo:hi]]
+            work += byte_len[cb[lo:hi]]
             work += 1
             first_work = work[starts]
             np.cumsum(work, out=work)
             job_of_comp = (work[starts] - first_work) // VERIFY_JOB_CHARS
             del work
-            job = np.repeat(job_of_comp, np.diff(np.r_[starts, len(small)]))
-            cuts = np.flatnonzero(np.r_[True, job[1:] != job[:-1], True])
-            ranges = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
-            del job
-        del comp
+            job_starts = starts[np.flatnonzero(np.r_[True, job_of_comp[1:] != job_of_comp[:-1]])]
+            edges = (np.r_[job_starts, hi - lo] + lo).tolist()
+            ranges.extend(zip(edges[:-1], edges[1:]))
 
         def small_job(lo, hi):
-            idx = small[lo:hi]
-            pa, pb = ca[idx], cb[idx]
+            pa, pb = ca[lo:hi], cb[lo:hi]
             docs = unique_sorted(np.concatenate([pa, pb]))
             values, offsets = self.shingle_rows(docs)
             return self.compare(values, offsets, byte_len[docs], np.searchsorted(docs, pa), np.searchsorted(docs, pb))
 
         for (lo, hi), (j, n_compared) in zip(ranges, self.plan.threads.map(small_job, ranges, self.plan.control)):
-            self.results[small[lo:hi]] = j
+            self.results[lo:hi] = j
             self.compared += n_compared
             self.report(hi - lo)
 
