@@ -356,26 +356,32 @@ class _Verification:
         doc_chunks = chunks(docs, self.byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
         values, offsets = concat_csr(self.parallel_map(self.shingle_rows, ((d,) for d in doc_chunks)))
         possible, sa, sb = self.possible_pairs(values, offsets, self.byte_len[docs], ra, rb)
-        possible = np.flatnonzero(possible)
+        # (pairs of the component's length are its peak memory: none is copied that need not be)
+        possible = None if possible.all() else np.flatnonzero(possible)
         self.plan.control.check()
-        inter = self.kernels.Intersector(values, offsets, ra[possible], rb[possible], parallel_map=self.parallel_map)
-        values = None  # the intersector keeps them only when it merges
+        pa, pb = (ra, rb) if possible is None else (ra[possible], rb[possible])
+        inter = self.kernels.Intersector(values, offsets, pa, pb, parallel_map=self.parallel_map)
+        values = pa = pb = None  # (the intersector keeps what it needs)
         work = inter.pair_cost()
-        cut = (np.cumsum(work) - work) // VERIFY_JOB_WORK
-        piece = np.flatnonzero(np.r_[True, cut[1:] != cut[:-1], True])
+        np.cumsum(work, out=work)
+        cuts = np.searchsorted(work, np.arange(VERIFY_JOB_WORK, int(work[-1]) if len(work) else 0, VERIFY_JOB_WORK),
+                               side="right")
+        piece = np.unique(np.r_[0, cuts, len(work)])
+        del work
         ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
         j = np.zeros(len(ra), np.float64)
         if inter.order is not None:
-            possible = possible[inter.order]
+            possible = inter.order if possible is None else possible[inter.order]
 
         def piece_job(plo, phi):
-            idx = possible[plo:phi]
+            idx = slice(plo, phi) if possible is None else possible[plo:phi]
             j[idx] = jaccard_from_counts(inter(plo, phi), sa[idx], sb[idx])
 
         for (plo, phi), _ in zip(ranges, self.plan.threads.map(piece_job, ranges, self.plan.control)):
             self.report(phi - plo)
-        self.compared += len(possible)
-        self.done += len(ra) - len(possible)
+        compared = len(ra) if possible is None else len(possible)
+        self.compared += compared
+        self.done += len(ra) - compared
         return j
 
 
