@@ -391,3 +391,29 @@ def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_befo
         assert "new" in [review.cycle_filter() for _ in range(6)]
     finally:
         review.close()
+
+
+def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypatch):
+    """The keys kept for incremental scans leave memory while the scan verifies (written from
+    the candidates' threads), and stay in memory when no temporary file can take them."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dedup_tui.engine.pipeline import _Kept
+
+    rng = np.random.default_rng(3)
+    bands = {b: np.sort(rng.integers(0, 2**63, 1000, dtype=np.uint64)) for b in range(5)}
+    kept = _Kept()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda b: kept.keep_band_keys(b, bands[b]), [3, 1, 4, 0, 2]))
+    assert [kept.band_keys(b) for b in range(5)] == [bands[b].astype("<u8").tobytes() for b in range(5)]
+    assert kept._in_memory == {}
+    kept.close()
+
+    def no_room(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    full = _Kept()
+    full.keep_band_keys(0, bands[0])
+    assert full.band_keys(0) == bands[0].astype("<u8").tobytes() and 0 in full._in_memory

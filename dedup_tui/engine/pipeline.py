@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -47,12 +49,50 @@ class ScanResult(ScanCounts):
 
 
 class _Kept:
-    """What a full LSH scan keeps for the incremental scans after it (incremental.py)."""
+    """What a full LSH scan keeps for the incremental scans after it (incremental.py). The
+    band keys (8 B per band per document: 0.26 GB for 841k, more than anything else the scan
+    holds while it verifies) wait in an unnamed temporary file until the result is written;
+    in memory when no file can take them."""
 
     def __init__(self):
-        self.band_keys: dict[int, np.ndarray] = {}
         self.nibbles: np.ndarray | None = None
         self.index_bits = 0
+        self._in_memory: dict[int, bytes] = {}
+        self._spans: dict[int, tuple[int, int]] = {}  # band -> (offset, bytes) in the file
+        self._file = None
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def keep_band_keys(self, band: int, keys: np.ndarray) -> None:
+        """A band's keys, sorted (called from the candidates' threads)."""
+        data = np.ascontiguousarray(keys, dtype="<u8").tobytes()
+        with self._lock:
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")
+                self._file.seek(self._end)
+                self._file.write(data)
+            except OSError:  # (no room in the temporary folder: kept in memory, as before)
+                self._in_memory[band] = data
+                return
+            self._spans[band] = (self._end, len(data))
+            self._end += len(data)
+
+    def band_keys(self, band: int) -> bytes:
+        if band in self._in_memory:
+            return self._in_memory[band]
+        offset, size = self._spans[band]
+        with self._lock:
+            self._file.seek(offset)
+            data = self._file.read(size)
+        if len(data) != size:
+            raise OSError(f"the scan's temporary file of band keys gave {len(data)} of {size} bytes")
+        return data
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 # -- reading texts ---------------------------------------------------------------------------
@@ -240,7 +280,7 @@ class _BandCandidates:
         keys |= self.doc_index
         keys.sort()
         if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
-            self.kept.band_keys[band] = keys.copy()
+            self.kept.keep_band_keys(band, keys)
         order = (keys & self.index_mask).astype(np.int64)
         keys >>= self.index_bits
         boundary = np.empty(n, dtype=bool)
@@ -380,32 +420,35 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
     kept = _Kept()
-    a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept,
-                         None if ahead is None else (ahead, rep_hashes))
-    control.check()
-    t0 = time.perf_counter()
-    control.report("write", 0, len(a))
-    with transaction(project.conn):
-        conn = project.conn
-        if documents_version(project) != documents_before:
-            raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
-                               f"would leave them unscanned, so it was not kept. Scan again.")
-        write_scan_result(conn, exact_of, a, b, j)
-        if result.method == "lsh" and kept.nibbles is not None:
-            t_keys = time.perf_counter()
-            write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
-                            [kept.band_keys[band] for band in range(result.bands)],
-                            _keys_meta(settings, result, len(exact_of), int(lengths[reps].sum())))
-            result.timings["keep_keys"] = time.perf_counter() - t_keys
-        else:
-            forget_scan_keys(conn)
-        result.pairs = len(a)
-        control.report("write", len(a), len(a))
-        result.timings["write"] = time.perf_counter() - t0
-        result.timings["total"] = time.perf_counter() - t_start
-        params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
-        project.set_meta(scan_state="complete", scan_params=json.dumps(params), **_coverage(project))
-        project.finish_run(run_id, "complete", result.timings, result.counts())
+    try:
+        a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept,
+                             None if ahead is None else (ahead, rep_hashes))
+        control.check()
+        t0 = time.perf_counter()
+        control.report("write", 0, len(a))
+        with transaction(project.conn):
+            conn = project.conn
+            if documents_version(project) != documents_before:
+                raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                                   f"would leave them unscanned, so it was not kept. Scan again.")
+            write_scan_result(conn, exact_of, a, b, j)
+            if result.method == "lsh" and kept.nibbles is not None:
+                t_keys = time.perf_counter()
+                write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
+                                (kept.band_keys(band) for band in range(result.bands)),
+                                _keys_meta(settings, result, len(exact_of), int(lengths[reps].sum())))
+                result.timings["keep_keys"] = time.perf_counter() - t_keys
+            else:
+                forget_scan_keys(conn)
+            result.pairs = len(a)
+            control.report("write", len(a), len(a))
+            result.timings["write"] = time.perf_counter() - t0
+            result.timings["total"] = time.perf_counter() - t_start
+            params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
+            project.set_meta(scan_state="complete", scan_params=json.dumps(params), **_coverage(project))
+            project.finish_run(run_id, "complete", result.timings, result.counts())
+    finally:
+        kept.close()
 
 
 def _coverage(project: Project) -> dict:
