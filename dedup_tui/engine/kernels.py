@@ -674,11 +674,16 @@ def _tile_order(la: np.ndarray, lb: np.ndarray, rows: int, words: int) -> np.nda
     return np.argsort((la // tile) * (rows // tile + 1) + lb // tile, kind="stable")
 
 
-def _shared_vocabulary(values, offsets, rows):
-    """The fingerprints that two or more of the rows hold, sorted."""
+def _rows_values(values, offsets, rows):
+    """(the values of the CSR rows `rows`, one after another; each row's size)."""
     sizes = offsets[rows + 1] - offsets[rows]
     total = int(sizes.sum())
-    gathered = values[np.repeat(offsets[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(total)]
+    return values[np.repeat(offsets[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(total)], sizes
+
+
+def _shared_vocabulary(values, offsets, rows):
+    """The fingerprints that two or more of the rows hold, sorted."""
+    gathered = _rows_values(values, offsets, rows)[0]
     gathered.sort()
     repeated = gathered[1:][gathered[1:] == gathered[:-1]]
     del gathered
@@ -688,9 +693,7 @@ def _shared_vocabulary(values, offsets, rows):
 def _sorted_row_tagged(values, offsets, used, parallel_map):
     """Every fingerprint of the used rows as (fingerprint << 16 | local row), sorted: grouped
     by their top byte first, so each group's sort stays in cache."""
-    sizes = offsets[used + 1] - offsets[used]
-    total = int(sizes.sum())
-    gathered = values[np.repeat(offsets[used] - np.cumsum(sizes) + sizes, sizes) + np.arange(total)]
+    gathered, sizes = _rows_values(values, offsets, used)
     gathered <<= np.uint64(16)
     gathered |= np.repeat(np.arange(len(used), dtype=np.uint64), sizes)
     grouped = np.empty_like(gathered)

@@ -356,10 +356,8 @@ class _Verification:
         doc_chunks = chunks(docs, self.byte_len, max_docs=CHUNK_DOCS, max_chars=CHUNK_CHARS)
         values, offsets = concat_csr(self.parallel_map(self.shingle_rows, ((d,) for d in doc_chunks)))
         possible, sa, sb = self.possible_pairs(values, offsets, self.byte_len[docs], ra, rb)
-        # (pairs of the component's length are its peak memory: none is copied that need not be)
-        possible = None if possible.all() else np.flatnonzero(possible)
+        possible, pa, pb = _passing_pairs(possible, ra, rb)
         self.plan.control.check()
-        pa, pb = (ra, rb) if possible is None else (ra[possible], rb[possible])
         inter = self.kernels.Intersector(values, offsets, pa, pb, parallel_map=self.parallel_map)
         values = pa = pb = None  # (the intersector keeps what it needs)
         work = inter.pair_cost()
@@ -406,6 +404,15 @@ def possible_pairs(sizes, row_bytes, ra, rb, floor, needed, kernels, fill_sketch
     return possible, sa, sb
 
 
+def _passing_pairs(possible, ra, rb):
+    """(the index of the pairs that passed, or None when all did; their ra, rb): when all did
+    (a template family's pages mostly do), no copy of millions of pairs is made."""
+    if possible.all():
+        return None, ra, rb
+    idx = np.flatnonzero(possible)
+    return idx, ra[idx], rb[idx]
+
+
 def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, kernels, progress):
     """(jaccard per pair, pairs compared) of one template family's pairs (rows ra, rb of docs)
     through kernels.Family, or None when its bitsets would cost more than merging sorted
@@ -417,11 +424,9 @@ def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, kernels, progre
     possible, sa, sb = possible_pairs(
         family.sizes, np.diff(text.offsets)[docs], ra, rb, plan.floor, needed, kernels,
         lambda sketch_of, sketches: kernels.text_sketches(text, docs, plan.k, sketch_of, sketches))
-    if possible.all():  # (a template family's pages mostly are: no copies of its pairs)
-        idx, pa, pb = None, ra, rb
-    else:
-        idx = np.flatnonzero(possible)
-        pa, pb, sa, sb = ra[idx], rb[idx], sa[idx], sb[idx]
+    idx, pa, pb = _passing_pairs(possible, ra, rb)
+    if idx is not None:
+        sa, sb = sa[idx], sb[idx]
     merge_work = int(sa.sum() + sb.sum())
     if family.words * (len(pa) + len(docs)) >= 4 * merge_work:
         return None
