@@ -316,7 +316,8 @@ _REFERENCE_OPTION = click.option(
 
 def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), ahead=None) -> Project:
     """Load the corpus files (and references) into the project (created if needed) and report;
-    the project stays open until the command ends. `ahead`: an ahead.SignedAhead signing the documents as they load."""
+    the project stays open until the command ends (click closes it). `ahead`: an
+    ahead.SignedAhead signing the documents as they load."""
     def load_files(project: Project, control: Control):
         return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
                            control=control, references=list(references), ahead=ahead)
@@ -353,7 +354,7 @@ def load(corpus, db, id_field, text_field, skip_bad, references):
     if not corpus and not references:
         _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
     warmup.start_for_corpus([*corpus, *references])  # a large corpus is scanned next: its kernels compile meanwhile
-    _load_into(db, corpus, id_field, text_field, skip_bad, references).close()
+    _load_into(db, corpus, id_field, text_field, skip_bad, references)
     _end_without_teardown()
 
 

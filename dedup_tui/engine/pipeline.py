@@ -78,16 +78,16 @@ class _Kept:
             self._spans[band] = (self._end, len(data))
             self._end += len(data)
 
-    def band_keys(self, band: int) -> bytes:
+    def band_keys(self, band: int) -> np.ndarray:
         if band in self._in_memory:
-            return self._in_memory[band]
+            return np.frombuffer(self._in_memory[band], "<u8")
         offset, size = self._spans[band]
         with self._lock:
             self._file.seek(offset)
             data = self._file.read(size)
         if len(data) != size:
             raise OSError(f"the scan's temporary file of band keys gave {len(data)} of {size} bytes")
-        return data
+        return np.frombuffer(data, "<u8")
 
     def close(self) -> None:
         if self._file is not None:

@@ -301,9 +301,8 @@ def exact_hashes_of(project: Project, ords) -> dict[int, str]:
 def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray,
                     band_keys, meta: dict) -> None:
     """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
-    stored chunk (a full scan). band_keys: per band, its sorted keys (an array, or their
-    little-endian bytes), taken one at a time. `meta` (JSON) says which scan and documents
-    they are of."""
+    stored chunk (a full scan). band_keys: per band, its sorted keys (an iterable, taken one
+    band at a time). `meta` (JSON) says which scan and documents they are of."""
     if chunk == 0:
         conn.execute("DELETE FROM scan_keys")
         conn.execute("DELETE FROM scan_band_keys")
@@ -311,7 +310,7 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
                  (chunk, index_bits, ords.astype("<i8").tobytes(), hashes.astype("<u8").tobytes(),
                   np.ascontiguousarray(nibbles).astype("<u8").tobytes()))
     conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)",
-                     ((chunk, b, k if isinstance(k, bytes) else k.astype("<u8").tobytes()) for b, k in enumerate(band_keys)))
+                     ((chunk, b, k.astype("<u8").tobytes()) for b, k in enumerate(band_keys)))
     set_scan_keys_meta(conn, meta)
 
 
