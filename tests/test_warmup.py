@@ -231,7 +231,7 @@ def test_the_scan_prediction_follows_the_method(make_project):
 def test_a_failed_warmup_is_not_started_again_for_the_same_code(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
 
-    def broken(cache):
+    def broken(cache, *_):
         raise RuntimeError("a kernel that does not compile")
 
     monkeypatch.setattr(warmup_job, "_warm", broken)

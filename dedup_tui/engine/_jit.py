@@ -5,7 +5,9 @@ numba caches compiled kernels next to their module when that folder is writable,
 not in a read-only site-packages; with no writable place at all, `cache=True` fails at import
 ("no locator available"). So, unless the user chose NUMBA_CACHE_DIR, kernels are cached under
 the user's cache folder (or a per-user temporary folder), and when no folder is writable they
-are compiled without a cache: a missing cache costs time, never an error.
+are compiled without a cache: a missing cache costs time, never an error. A folder another
+user could write into is never used (numba loads pickles from it: kernel_cache.cache_dir), and
+a cache that cannot be written (a full disk) is left for the rest of the process, said once.
 
 A fresh cache is filled ahead of a scan by a separate process (warmup.py).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from .kernel_cache import cache_dir  # (numba-free: the warm-up's parent process needs it too)
+from .kernel_cache import cache_dir, notice  # (numba-free: the warm-up's parent process needs it too)
 
 CACHE_DIR = cache_dir()
 if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):
@@ -23,6 +25,7 @@ if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):
 import numba  # noqa: E402  (after NUMBA_CACHE_DIR is set: numba reads it at import)
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
+from numba.core.caching import FunctionCache  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 if CACHE_DIR:
@@ -30,10 +33,36 @@ if CACHE_DIR:
     numba.config.CACHE_DIR = CACHE_DIR
 
 
+_write_error: list[OSError] = []
+
+
+def cache_write_error() -> OSError | None:
+    """Why this process stopped writing compiled kernels to the cache (None: it has not)."""
+    return _write_error[0] if _write_error else None
+
+
+class _KernelCache(FunctionCache):
+    """numba's cache of one kernel, which stops writing, for the whole process, at the first
+    error (ENOSPC: the disk under the cache is full), saying so once: the kernel is compiled
+    in this process all the same."""
+
+    def save_overload(self, sig, data):
+        if _write_error:
+            return
+        try:
+            super().save_overload(sig, data)
+        except OSError as exc:
+            _write_error.append(exc)
+            notice(f"cannot write compiled kernels to the cache {CACHE_DIR}: {exc.strerror or exc}; "
+                   f"compiling them in this process without caching them")
+
+
 def _njit(fn, **options):
     if CACHE_DIR:
         try:
-            return numba.njit(cache=True, **options)(fn)
+            dispatcher = numba.njit(cache=True, **options)(fn)
+            dispatcher._cache = _KernelCache(dispatcher.py_func)
+            return dispatcher
         except Exception:  # e.g. "no locator available": compile without a cache instead
             pass
     return numba.njit(cache=False, **options)(fn)

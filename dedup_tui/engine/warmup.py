@@ -30,20 +30,26 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import ENGINE, ReportEvents, cache_dir, has_failed, is_warm, ready_kernels, warmup_running
+from .kernel_cache import (ENGINE, ReportEvents, _sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
+                           warmup_running)
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
 # compiled normalisation of a load starts at 256 KiB of text; LSH a little above that).
 CORPUS_BYTES = 1 << 18
+# How long a scan waits for a warm-up that makes no progress (no kernel added to its ready file,
+# none compiled by the scan itself; compiling one takes ~1 s) before compiling in its own process.
+STALL_SECONDS = 10.0
 
 
 class Warmup:
-    """A warm-up under way: `process` when this process started it (None: another one did)."""
+    """A warm-up under way, of the sources `key` (this process's, when it was started):
+    `process` when this process started it (None: another one did)."""
 
-    def __init__(self, cache: str, process: subprocess.Popen | None):
+    def __init__(self, cache: str, process: subprocess.Popen | None, key: str | None = None):
         self.cache = cache
         self.process = process
+        self.key = key or _sources_key()
 
     def wait(self, seconds: float) -> None:
         """Until the process ends or `seconds` pass."""
@@ -56,11 +62,14 @@ class Warmup:
             time.sleep(seconds)  # (another process's warm-up: its lock is polled)
 
     def running(self) -> bool:
-        if is_warm(self.cache):
+        if is_warm(self.cache, self.key):
             return False
         if self.process is not None and self.process.poll() is None:
             return True
-        return warmup_running(self.cache)
+        return warmup_running(self.cache, self.key)
+
+    def ready(self) -> set[int]:
+        return ready_kernels(self.cache, self.key)
 
 
 # The child imports this very dedup_tui (wherever this process found it: an install, a checkout
@@ -85,25 +94,30 @@ def start() -> Warmup | None:
     cache to fill (then None). Returns at once; the process ends by itself, silently."""
     global _started
     cache = cache_dir()
-    if cache is None or is_warm(cache) or has_failed(cache):
+    key = _sources_key()
+    if cache is None or is_warm(cache, key) or has_failed(cache, key):
         return None
     with _started_lock:
-        if _started is not None and _started.running():
+        if _started is not None and _started.key == key and _started.running():
             return _started
-        if warmup_running(cache):
-            _started = Warmup(cache, None)
+        if warmup_running(cache, key):
+            _started = Warmup(cache, None, key)
             return _started
-        process = _spawn(cache)
+        process = _spawn(cache, key)
         if process is None:
             return None
-        _started = Warmup(cache, process)
+        _started = Warmup(cache, process, key)
         return _started
 
 
-def _spawn(cache: str) -> subprocess.Popen | None:
-    """A warm-up process (warmup_job.main), of this very dedup_tui, filling `cache`."""
+def _spawn(cache: str, key: str) -> subprocess.Popen | None:
+    """A warm-up process (warmup_job.main), of this very dedup_tui, filling `cache` for the
+    sources `key` (it ends at once when its own sources are not those)."""
+    from .warmup_job import KEY_VARIABLE
+
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = cache
+    env[KEY_VARIABLE] = key
     try:
         process = subprocess.Popen(
             [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))], env=env,
@@ -195,25 +209,37 @@ def kernels_needed_at(event: str) -> set[int]:
     return {i for i, (listed, *_) in enumerate(KERNELS) if EVENTS.index(listed) <= upto}
 
 
-def _wait(handle: Warmup, control, needed: set[int], tick: float) -> None:
+def _wait(handle: Warmup, control, needed: set[int], tick: float, clock=time.monotonic,
+          stall: float = STALL_SECONDS) -> bool:
     """Wait, reporting STAGE (its timer ticking) and honouring cancel, until the warm-up ended
     or has compiled the kernels `needed`; meanwhile compile, here, those of them nobody has
-    taken yet, then the kernels a scan needs last (the warm-up works from the first)."""
+    taken yet, then the kernels a scan needs last (the warm-up works from the first). False
+    when it gave up: nothing progressed for `stall` seconds (a warm-up stopped, or of sources
+    no longer there), the scan should compile in its own process."""
     from .warmup_job import Claims, waited_for
 
-    claims = Claims(handle.cache)
+    claims = Claims(handle.cache, handle.key)
     order = [*sorted(needed), *reversed(waited_for())]
-    shown = 0.0
-    while handle.running() and not needed <= ready_kernels(handle.cache):
-        now = time.monotonic()
+    shown, progressed = float("-inf"), clock()
+    ready = handle.ready()
+    while handle.running() and not needed <= ready:
+        now = clock()
+        if now - progressed > stall:
+            return False
         if now - shown >= tick:
             control.report(STAGE, 0, 0)
             shown = now
         control.check()
         if claims.dir.is_dir() and claims.take_one(order):
-            continue
-        handle.wait(0.02)
+            progressed = clock()
+        else:
+            handle.wait(0.02)
+        latest = handle.ready()
+        if latest - ready:
+            progressed = clock()
+        ready = latest
     control.check()
+    return True
 
 
 class _Gated:
@@ -222,22 +248,28 @@ class _Gated:
     (kernel_list.py records which follow which point; _wait compiles some itself), so it never
     compiles a kernel the warm-up compiles too, and shows STAGE whenever it does wait. (The
     writing reports its start before its transaction, and its end inside it, where no kernel
-    follows: no wait holds the project's write lock.)"""
+    follows: no wait holds the project's write lock.) A warm-up that stalls is left, said
+    once: the scan compiles what it needs itself."""
 
-    def __init__(self, control, handle: Warmup, tick: float):
+    def __init__(self, control, handle: Warmup, tick: float, clock=time.monotonic, stall: float = STALL_SECONDS):
         self._control, self._handle, self._tick = control, handle, tick
+        self._clock, self._stall = clock, stall
         self.cancel = control.cancel
         self.progress = control.progress
         self._events = ReportEvents()
+        self.gave_up = False
 
     def report(self, stage: str, done: int, total: int) -> None:
         self._control.report(stage, done, total)
         event = self._events.see(stage, done, total)
-        if event is None or not self._handle.running():
+        if event is None or self.gave_up or not self._handle.running():
             return
         needed = kernels_needed_at(event)
-        if needed and not needed <= ready_kernels(self._handle.cache):
-            _wait(self._handle, self._control, needed, self._tick)
+        if needed and not needed <= self._handle.ready():
+            if not _wait(self._handle, self._control, needed, self._tick, self._clock, self._stall):
+                self.gave_up = True
+                notice(f"the compile warm-up made no progress for {self._stall:.0f} s: "
+                       f"compiling the kernels in this process instead")
             self._control.report(stage, done, total)  # (the stage shown again after STAGE)
 
     def check(self) -> None:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from . import pipeline
 from .ingest import load_corpus
-from .kernel_cache import ReportEvents, cache_dir, claims_dir, is_warm, lock_file, ready_kernels, ready_path, stamp_path
+from .errors import Cancelled
+from .kernel_cache import (WARM_PREFIX, ReportEvents, _sources_key, cache_dir, claims_dir, is_warm, lock_file,
+                           mark_ready, ready_kernels, ready_path, stamp_path)
 from .progress import Control
 from .store import Project, pid_alive
 
@@ -56,11 +58,11 @@ def _corpus() -> list[dict]:
     return [{"id": f"w{i}", "text": t} for i, t in enumerate(docs)]
 
 
-def run(on_report=None) -> None:
+def run(on_report=None, cancel=None) -> None:
     """Run the real load and LSH scan on _corpus() in a temporary folder (compiling into the
     cache whatever they use and kernel_list did not give); on_report(stage, done, total) for
     each report of that scan, then ("scanned", 0, 0), before the rest of the warm-up: the
-    counting of rare fingerprints and an incremental scan."""
+    counting of rare fingerprints and an incremental scan. `cancel` (an Event) stops it."""
     with tempfile.TemporaryDirectory(prefix="dedup-tui-warmup-") as tmp:
         corpus = Path(tmp) / "warmup.jsonl"
         with open(corpus, "w", encoding="utf-8") as fh:
@@ -69,7 +71,7 @@ def run(on_report=None) -> None:
         try:
             load_corpus(project, [corpus])  # (the scan normalises with the load's compiled kernel)
             settings = pipeline.ScanSettings(method="lsh", workers=2)
-            pipeline.scan(project, settings, Control(on_report))
+            pipeline.scan(project, settings, Control(on_report, cancel))
             if on_report is not None:
                 on_report(SCANNED, 0, 0)
             _count_rare_fingerprints()
@@ -79,7 +81,7 @@ def run(on_report=None) -> None:
                 fh.writelines(json.dumps({"id": f"more-{record['id']}", "text": record["text"] + " more"},
                                          ensure_ascii=False) + "\n" for record in _corpus()[:200])
             load_corpus(project, [more])
-            pipeline.scan(project, settings, Control(None))
+            pipeline.scan(project, settings, Control(None, cancel))
         finally:
             project.close()
 
@@ -160,6 +162,14 @@ def compile_listed(index: int) -> None:
 
 # How long the warm-up leaves a kernel to the scan that claimed it (compiling one takes ~1 s).
 CLAIM_PATIENCE = 20.0
+# The warm-up's whole life at most (it takes ~10 s of CPU): past it, it ends and is marked failed.
+DEADLINE = 300.0
+# How often it checks that its sources are the ones it started with (a few dozen stats).
+WATCH_EVERY = 0.5
+# How long it has to end by itself once it should, before it is ended at once.
+GRACE = 10.0
+# The exit code of a warm-up that ended because its sources changed or vanished, or at DEADLINE.
+EXIT_STALE = 3
 
 
 def waited_for() -> list[int]:
@@ -169,18 +179,70 @@ def waited_for() -> list[int]:
     return [i for i, (event, *_) in enumerate(KERNELS) if event != SCANNED]
 
 
+class Stale(Exception):
+    """The warm-up must end: its sources changed or are gone, its deadline passed, or the cache
+    cannot be written."""
+
+
+class Watchdog:
+    """Ends the warm-up when its install is upgraded or removed under it (its sources key is
+    not the one it started with), and at its deadline: sets `cancel` (checked between kernels,
+    and by the made-up scan's Control), and ends the process at once if it is still running
+    GRACE seconds later (a compile that never returns)."""
+
+    def __init__(self, key: str, deadline: float = DEADLINE, every: float = WATCH_EVERY, grace: float = GRACE):
+        import threading
+
+        self.key, self.reason = key, None
+        self.cancel, self._stopped = threading.Event(), threading.Event()
+        self._ends_at, self._every, self._grace = time.monotonic() + deadline, every, grace
+        threading.Thread(target=self._watch, name="dedup-tui-warmup-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self._every):
+            if _sources_key() != self.key:
+                self.reason = "sources changed"
+            elif time.monotonic() > self._ends_at:
+                self.reason = "deadline"
+            else:
+                continue
+            self.cancel.set()
+            if not self._stopped.wait(self._grace):
+                os._exit(EXIT_STALE)
+            return
+
+    def stop(self) -> None:
+        """The warm-up ended (its process may go on: a test's)."""
+        self._stopped.set()
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise Stale(self.reason)
+        from ._jit import cache_write_error
+
+        if cache_write_error() is not None:
+            self.reason = "cache not writable"
+            raise Stale(self.reason)
+
+
 class Claims:
     """The warm-up process and the scans waiting for it share kernel_list's work: each kernel
     is claimed by one process (a file created exclusively, holding its process id), compiled,
-    then added to the ready file the scans read."""
+    then added to the ready file the scans read. All of it under one sources key: the one its
+    warm-up started with."""
 
-    def __init__(self, cache: str):
-        self.dir, self.ready = claims_dir(cache), ready_path(cache)
-        self.cache = cache
+    def __init__(self, cache: str, key: str | None = None, check=None):
+        self.cache, self.key = cache, key or _sources_key()
+        self.dir, self.ready = claims_dir(cache, self.key), ready_path(cache, self.key)
+        self.check = check or (lambda: None)
+        self.compiled: set[int] = set()
+
+    def ready_kernels(self) -> set[int]:
+        return ready_kernels(self.cache, self.key)
 
     def reset(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
-        self.ready.unlink(missing_ok=True)
+        self.ready.write_bytes(b"")
         self.dir.mkdir()
 
     def claim(self, index: int) -> bool:
@@ -188,8 +250,11 @@ class Claims:
             fd = os.open(self.dir / str(index), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except OSError:  # (taken; or the folder went: the warm-up is over)
             return False
-        with os.fdopen(fd, "w") as fh:
-            fh.write(str(os.getpid()))
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+        except OSError:  # (a full disk: an empty claim, which others take as abandoned)
+            pass
         return True
 
     def owner_alive(self, index: int) -> bool:
@@ -200,29 +265,33 @@ class Claims:
             return False
 
     def compile(self, index: int) -> None:
+        """Compile it (once in this process) and mark it ready."""
+        self.compiled.add(index)
         try:
             compile_listed(index)
         except Exception:  # (a list older than the code: the made-up scan compiles what it needs)
             pass
         finally:  # (even when interrupted: nobody waits for it then, whoever calls it compiles it)
-            with open(self.ready, "a", encoding="utf-8") as fh:
-                fh.write(f"{index}\n")
+            mark_ready(self.cache, self.key, index)
 
     def finish(self, kernels, patience: float) -> None:
         """Until every kernel of `kernels` is ready: those another process claimed are left
         to it while it runs, for `patience` seconds at most (a process stopped with Ctrl-Z
-        keeps its claims), then compiled here."""
-        missing, give_up = set(kernels) - ready_kernels(self.cache), time.monotonic() + patience
-        while missing:
-            for index in sorted(missing):
+        keeps its claims), then compiled here; each at most once (a ready file that went, or
+        cannot be written, ends the wait instead)."""
+        missing, give_up = set(kernels) - self.ready_kernels(), time.monotonic() + patience
+        while missing - self.compiled:
+            self.check()
+            for index in sorted(missing - self.compiled):
                 if not self.owner_alive(index) or time.monotonic() > give_up:
                     self.compile(index)
             time.sleep(0.02)
-            missing -= ready_kernels(self.cache)
+            missing -= self.ready_kernels()
 
     def take_one(self, order) -> bool:
         """Claim and compile the first kernel of `order` nobody has claimed (False: none left)."""
         for index in order:
+            self.check()
             if self.claim(index):
                 self.compile(index)
                 return True
@@ -233,13 +302,14 @@ class Claims:
         self.ready.unlink(missing_ok=True)
 
 
-def _warm(cache: str) -> None:
+def _warm(cache: str, key: str | None = None, watchdog: Watchdog | None = None) -> None:
     """The warm-up process's work: the list's kernels in order (a scan waiting for some of them
     compiles others meanwhile, warmup._Gated), then, once all of them are in the cache, the
-    made-up scan (which compiles whatever the list lacks) at the lowest priority."""
+    made-up scan (which compiles whatever the list lacks) at the lowest priority; ended by
+    `watchdog` (Stale) when its sources change."""
     from .kernel_list import KERNELS
 
-    claims = Claims(cache)
+    claims = Claims(cache, key, watchdog.check if watchdog else None)
     claims.reset()
     try:
         for kernels in (waited_for(), range(len(KERNELS))):
@@ -247,7 +317,9 @@ def _warm(cache: str) -> None:
                 pass
             claims.finish(kernels, CLAIM_PATIENCE)
             _lowest_priority()  # what follows only serves later scans: cores to the scan under way
-        run()
+        claims.check()
+        run(cancel=watchdog.cancel if watchdog else None)
+        claims.check()
     finally:
         claims.remove()
 
@@ -318,33 +390,76 @@ def main(argv: list[str] | None = None) -> int:
     if cache is None:
         return 0
     os.environ["NUMBA_CACHE_DIR"] = cache
+    key = _sources_key()
+    if os.environ.get(KEY_VARIABLE, key) != key:
+        return EXIT_STALE  # the sources changed since the command that started it read them
     try:
         import fcntl
     except ImportError:
         fcntl = None
-    with lock_file(cache) as lock:
+    with lock_file(cache, key) as lock:
         if fcntl is not None:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 return 0  # another warm-up is filling the cache
-        if is_warm(cache):
+        if is_warm(cache, key):
             return 0
-        stamp = stamp_path(cache)
+        stamp = stamp_path(cache, key)
+        watchdog = Watchdog(key)
         try:
-            _warm(cache)
+            _warm(cache, key, watchdog)
+        except (Stale, Cancelled):
+            if watchdog.reason != "sources changed":  # (at its deadline, or a cache it cannot write)
+                _touch(stamp.with_suffix(".failed"))
+            return EXIT_STALE
         except BaseException:
-            stamp.with_suffix(".failed").touch()
+            _touch(stamp.with_suffix(".failed"))
             raise
+        finally:
+            watchdog.stop()
         stamp.touch()
-        for old in Path(cache).glob("dedup-tui-warm-*"):  # stamps (and claims) of earlier code
-            if old != stamp:
-                if old.is_dir():
-                    shutil.rmtree(old, ignore_errors=True)
-                else:
-                    old.unlink(missing_ok=True)
+        _remove_other_keys(cache, key)
     return 0
 
+
+# The sources key of the command that starts a warm-up, which the warm-up must have too.
+KEY_VARIABLE = "DEDUP_TUI_WARMUP_KEY"
+
+
+def _touch(path: Path) -> None:
+    try:
+        path.touch()
+    except OSError:
+        pass
+
+
+def _remove_other_keys(cache: str, key: str) -> None:
+    """The stamps, claims, ready and lock files of earlier code, unless a warm-up of theirs
+    still runs (it holds its lock: another install)."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    others: dict[str, list[Path]] = {}
+    for path in Path(cache).glob(f"{WARM_PREFIX}*"):
+        other = path.name[len(WARM_PREFIX):].split(".")[0]
+        if other != key:
+            others.setdefault(other, []).append(path)
+    for other, paths in others.items():
+        lock_path = stamp_path(cache, other).with_suffix(".lock")
+        try:
+            with open(lock_path, "a+b") as lock:
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                for path in paths:
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    elif path != lock_path:
+                        path.unlink(missing_ok=True)
+                lock_path.unlink(missing_ok=True)
+        except OSError:
+            continue  # (its warm-up runs)
 
 if __name__ == "__main__":
     sys.exit(main())
