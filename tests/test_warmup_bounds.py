@@ -256,10 +256,11 @@ def test_a_full_disk_under_the_cache_means_compiling_in_the_scan(tmp_path):
                            timeout=200)
     count = done.stdout.split(" near pairs")[0].rsplit(" ", 1)[-1]
     assert count == truth.stdout.split(" near pairs")[0].rsplit(" ", 1)[-1] and int(count.replace(",", "")) > 0
-    # The warm-up it started ended at its first kernel, marked failed (no further warm-up for
-    # this code), its bookkeeping removed.
-    _wait_for(lambda: list(cache.glob("dedup-tui-warm-*.failed")) and not list(cache.glob("dedup-tui-warm-*.ready")),
+    # The warm-up it started ended at its first kernel, its bookkeeping removed, not marked
+    # failed (the next command tries again: a full disk empties again).
+    _wait_for(lambda: not kernel_cache.warmup_running(str(cache)) and not list(cache.glob("dedup-tui-warm-*.ready")),
               60, "the warm-up ended")
+    assert not list(cache.glob("dedup-tui-warm-*.failed")) and not kernel_cache.is_warm(str(cache))
 
 
 # --- a cache folder another user could write into -----------------------------------------------

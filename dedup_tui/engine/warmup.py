@@ -17,8 +17,10 @@ kept for the next process, so no warm-up is started (the scan compiles in its ow
 before).
 
 The cache's state (a stamp for a finished warm-up, a lock for one under way, shared by every
-process of this user: the app and a CLI command in another terminal wait for the same one) is
-kept by kernel_cache.py; the warm-up process itself is warmup_job.py.
+process of this user: the app and a CLI command in another terminal wait for the same one; both
+named after the sources key, so another install's warm-up is never waited for) is kept by
+kernel_cache.py; the warm-up process itself is warmup_job.py, which ends when its sources change
+and at a deadline. A scan never waits longer than STALL_SECONDS without progress.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ STAGE = "kernels"
 CORPUS_BYTES = 1 << 18
 # How long a scan waits for a warm-up that makes no progress (no kernel added to its ready file,
 # none compiled by the scan itself; compiling one takes ~1 s) before compiling in its own process.
-STALL_SECONDS = 10.0
+STALL_SECONDS = 6.0
 
 
 class Warmup:

@@ -162,7 +162,8 @@ def compile_listed(index: int) -> None:
 
 # How long the warm-up leaves a kernel to the scan that claimed it (compiling one takes ~1 s).
 CLAIM_PATIENCE = 20.0
-# The warm-up's whole life at most (it takes ~10 s of CPU): past it, it ends and is marked failed.
+# The warm-up's whole life at most (it takes ~10 s of CPU): past it, it ends and is marked failed
+# (no warm-up of this code again: scans compile what they need themselves).
 DEADLINE = 300.0
 # How often it checks that its sources are the ones it started with (a few dozen stats).
 WATCH_EVERY = 0.5
@@ -410,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _warm(cache, key, watchdog)
         except (Stale, Cancelled):
-            if watchdog.reason != "sources changed":  # (at its deadline, or a cache it cannot write)
+            if watchdog.reason == "deadline":  # (not for a cache it cannot write: a full disk empties again)
                 _touch(stamp.with_suffix(".failed"))
             return EXIT_STALE
         except BaseException:
