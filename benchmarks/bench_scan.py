@@ -271,7 +271,7 @@ def run_ours(corpus: Path, work: Path, floor: float, timeout: float, ids: dict, 
     res = {"tool": label}
     env = None
     if numba_cache is not None:
-        numba_cache.mkdir(parents=True, exist_ok=True)
+        numba_cache.mkdir(mode=0o700, parents=True, exist_ok=True)  # (a cache folder must be private)
         env = dict(os.environ, NUMBA_CACHE_DIR=str(numba_cache))
         res["numba_cache"] = "empty (first run)" if not any(numba_cache.iterdir()) else "warm (bench's own)"
     # One run, as a user runs it: `scan` given the corpus loads it into a new project first.

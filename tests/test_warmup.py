@@ -126,7 +126,7 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
 
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o700)
     helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup_job"], env=_env(cache), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -152,7 +152,7 @@ def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus)
 
 def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o700)
     sample = ROOT / "sample_corpora" / "notes.jsonl"
     out = _python(f"""
     import json, sys

@@ -58,14 +58,13 @@ class _KernelCache(FunctionCache):
 
 
 def _njit(fn, **options):
+    dispatcher = numba.njit(cache=False, **options)(fn)
     if CACHE_DIR:
-        try:
-            dispatcher = numba.njit(cache=True, **options)(fn)
+        try:  # (what cache=True does, with numba's FunctionCache)
             dispatcher._cache = _KernelCache(dispatcher.py_func)
-            return dispatcher
         except Exception:  # e.g. "no locator available": compile without a cache instead
             pass
-    return numba.njit(cache=False, **options)(fn)
+    return dispatcher
 
 
 def kernel(fn):
