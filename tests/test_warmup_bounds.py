@@ -99,10 +99,12 @@ def test_a_warmup_started_for_other_sources_ends_at_once(tmp_path):
 def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
     """A warm-up that never returns from its work (a compile that hangs) ends at its deadline
     plus the grace: a real process, with a short deadline."""
-    code = """
+    failed = tmp_path / "stamp.failed"
+    code = f"""
         import threading
+        from pathlib import Path
         from dedup_tui.engine import kernel_cache, warmup_job
-        warmup_job.Watchdog(kernel_cache._sources_key(), deadline=0.5, every=0.1, grace=0.5)
+        warmup_job.Watchdog(kernel_cache._sources_key(), deadline=0.5, every=0.1, grace=0.5, failed=Path({str(failed)!r}))
         threading.Event().wait()  # stuck
     """
     started = time.monotonic()
@@ -110,6 +112,24 @@ def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
                           cwd=ROOT, capture_output=True, timeout=60)
     assert done.returncode == warmup_job.EXIT_STALE, done.stderr
     assert time.monotonic() - started < 20
+    assert failed.exists()  # marked failed: no warm-up of this code is started again
+
+
+def test_a_warmup_at_its_deadline_ends_and_is_marked_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(warmup_job, "DEADLINE", 0.2)
+    monkeypatch.setattr(warmup_job, "WATCH_EVERY", 0.05)
+    reached = []
+
+    def endless(cache, key, watchdog):  # a warm-up that would never finish
+        reached.append(watchdog.cancel.wait(30))
+        watchdog.check()
+
+    monkeypatch.setattr(warmup_job, "_warm", endless)
+    assert warmup_job.main([]) == warmup_job.EXIT_STALE
+    assert reached == [True]
+    assert kernel_cache.has_failed(str(tmp_path)) and not kernel_cache.is_warm(str(tmp_path))
+    assert warmup.start() is None  # (the scans compile what they need themselves)
 
 
 def test_the_claims_compile_each_kernel_once_and_the_ready_file_stays_small(tmp_path, monkeypatch):

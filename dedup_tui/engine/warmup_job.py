@@ -191,12 +191,15 @@ class Watchdog:
     and by the made-up scan's Control), and ends the process at once if it is still running
     GRACE seconds later (a compile that never returns)."""
 
-    def __init__(self, key: str, deadline: float = DEADLINE, every: float = WATCH_EVERY, grace: float = GRACE):
+    def __init__(self, key: str, deadline: float | None = None, every: float | None = None,
+                 grace: float | None = None, failed: Path | None = None):
         import threading
 
-        self.key, self.reason = key, None
+        self.key, self.reason, self._failed = key, None, failed
         self.cancel, self._stopped = threading.Event(), threading.Event()
-        self._ends_at, self._every, self._grace = time.monotonic() + deadline, every, grace
+        self._ends_at = time.monotonic() + (DEADLINE if deadline is None else deadline)
+        self._every = WATCH_EVERY if every is None else every
+        self._grace = GRACE if grace is None else grace
         threading.Thread(target=self._watch, name="dedup-tui-warmup-watchdog", daemon=True).start()
 
     def _watch(self) -> None:
@@ -209,6 +212,8 @@ class Watchdog:
                 continue
             self.cancel.set()
             if not self._stopped.wait(self._grace):
+                if self.reason == "deadline" and self._failed is not None:
+                    _touch(self._failed)
                 os._exit(EXIT_STALE)
             return
 
@@ -407,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         if is_warm(cache, key):
             return 0
         stamp = stamp_path(cache, key)
-        watchdog = Watchdog(key)
+        watchdog = Watchdog(key, failed=stamp.with_suffix(".failed"))
         try:
             _warm(cache, key, watchdog)
         except (Stale, Cancelled):
