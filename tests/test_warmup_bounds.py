@@ -104,7 +104,7 @@ def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
         import threading
         from pathlib import Path
         from dedup_tui.engine import kernel_cache, warmup_job
-        warmup_job.Watchdog(kernel_cache._sources_key(), deadline=0.5, every=0.1, grace=0.5, failed=Path({str(failed)!r}))
+        warmup_job.Watchdog(kernel_cache.sources_key(), deadline=0.5, every=0.1, grace=0.5, failed=Path({str(failed)!r}))
         threading.Event().wait()  # stuck
     """
     started = time.monotonic()
@@ -169,7 +169,7 @@ def test_another_installs_warmup_never_blocks_this_one(tmp_path, monkeypatch):
     with kernel_cache.lock_file(str(tmp_path), "feedfacefeedface") as other:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another install's warm-up runs
         assert not kernel_cache.warmup_running(str(tmp_path))
-        assert warmup.start() is None and spawned == [kernel_cache._sources_key()]  # ours is started
+        assert warmup.start() is None and spawned == [kernel_cache.sources_key()]  # ours is started
         with kernel_cache.lock_file(str(tmp_path)) as ours:
             fcntl.flock(ours, fcntl.LOCK_EX | fcntl.LOCK_NB)
             assert kernel_cache.warmup_running(str(tmp_path))

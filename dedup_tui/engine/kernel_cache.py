@@ -116,7 +116,7 @@ def _stat_line(path: Path, name: str) -> str:
     return f"{name}:{st.st_mtime_ns}:{st.st_size};"
 
 
-def _sources_key() -> str:
+def sources_key() -> str:
     """Changes whenever the engine's code, numba or Python does (then the cache needs filling
     again), or any of their files is gone. A few dozen stats: the warm-up asks it twice a second
     to end itself when its install is upgraded or removed under it."""
@@ -147,7 +147,7 @@ def stamp_path(cache: str | None = None, key: str | None = None) -> Path | None:
     """The finished warm-up's stamp; its .failed, .ready, .claims and .lock beside it (all named
     after the sources `key`, this code's by default)."""
     cache = cache or cache_dir()
-    return Path(cache) / f"{WARM_PREFIX}{key or _sources_key()}" if cache else None
+    return Path(cache) / f"{WARM_PREFIX}{key or sources_key()}" if cache else None
 
 
 def is_warm(cache: str | None = None, key: str | None = None) -> bool:

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import (ENGINE, ReportEvents, _sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
+from .kernel_cache import (ENGINE, ReportEvents, sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
                            warmup_running)
 
 STAGE = "kernels"
@@ -51,7 +51,7 @@ class Warmup:
     def __init__(self, cache: str, process: subprocess.Popen | None, key: str | None = None):
         self.cache = cache
         self.process = process
-        self.key = key or _sources_key()
+        self.key = key or sources_key()
 
     def wait(self, seconds: float) -> None:
         """Until the process ends or `seconds` pass."""
@@ -96,7 +96,7 @@ def start() -> Warmup | None:
     cache to fill (then None). Returns at once; the process ends by itself, silently."""
     global _started
     cache = cache_dir()
-    key = _sources_key()
+    key = sources_key()
     if cache is None or is_warm(cache, key) or has_failed(cache, key):
         return None
     with _started_lock:

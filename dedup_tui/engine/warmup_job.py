@@ -19,7 +19,7 @@ from pathlib import Path
 from . import pipeline
 from .ingest import load_corpus
 from .errors import Cancelled
-from .kernel_cache import (WARM_PREFIX, ReportEvents, _sources_key, cache_dir, claims_dir, is_warm, lock_file,
+from .kernel_cache import (WARM_PREFIX, ReportEvents, sources_key, cache_dir, claims_dir, is_warm, lock_file,
                            mark_ready, ready_kernels, ready_path, stamp_path)
 from .progress import Control
 from .store import Project, pid_alive
@@ -204,7 +204,7 @@ class Watchdog:
 
     def _watch(self) -> None:
         while not self._stopped.wait(self._every):
-            if _sources_key() != self.key:
+            if sources_key() != self.key:
                 self.reason = "sources changed"
             elif time.monotonic() > self._ends_at:
                 self.reason = "deadline"
@@ -238,7 +238,7 @@ class Claims:
     warm-up started with."""
 
     def __init__(self, cache: str, key: str | None = None, check=None):
-        self.cache, self.key = cache, key or _sources_key()
+        self.cache, self.key = cache, key or sources_key()
         self.dir, self.ready = claims_dir(cache, self.key), ready_path(cache, self.key)
         self.check = check or (lambda: None)
         self.compiled: set[int] = set()
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if cache is None:
         return 0
     os.environ["NUMBA_CACHE_DIR"] = cache
-    key = _sources_key()
+    key = sources_key()
     if os.environ.get(KEY_VARIABLE, key) != key:
         return EXIT_STALE  # the sources changed since the command that started it read them
     try:
