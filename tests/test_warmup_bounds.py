@@ -379,3 +379,27 @@ def test_cache_folders_are_made_private_and_checked(tmp_path, monkeypatch, capsy
     assert kernel_cache.cache_dir() is None
     os.chmod(made.parent, 0o755)
     assert kernel_cache.cache_dir() == str(made.parent)
+
+
+def test_the_samples_fallback_folder_follows_the_same_rule(tmp_path, monkeypatch):
+    from dedup_tui.ui import launch
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file" / "data"))  # cannot be made
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(launch.tempfile, "tempdir", None)
+    monkeypatch.setattr(kernel_cache, "_said", set())
+    (tmp_path / "tmp").mkdir()
+    victim = tmp_path / "victims-folder"
+    victim.mkdir()
+    planted = tmp_path / "tmp" / f"dedup-tui-sample-{os.getuid()}"
+    planted.symlink_to(victim)  # another user's link: the sample would be copied into the victim's folder
+    monkeypatch.setattr(launch, "_fresh_sample_dir", None, raising=False)
+    chosen = launch.sample_dir()
+    assert chosen != planted and chosen.parent == tmp_path / "tmp" and chosen.stat().st_mode & 0o777 == 0o700
+    spec = launch.prepare()  # the sample copied and its project made there
+    assert spec.db.parent == chosen and (chosen / "notes.jsonl").exists()
+    assert list(victim.iterdir()) == []
+    planted.unlink()
+    monkeypatch.setattr(launch.tempfile, "tempdir", None)
+    assert launch.sample_dir() == planted and planted.stat().st_mode & 0o777 == 0o700  # made private: used

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine.errors import ProjectError
+from ..engine.kernel_cache import notice, private_dir
 from ..engine.pipeline import ScanSettings
 from ..engine.store import Project
 
@@ -27,8 +28,12 @@ class OpenSpec:
     notice: str | None = None  # said before the app opens (where the sample's project was made)
 
 
+_fresh_sample_dir: Path | None = None
+
+
 def sample_dir() -> Path:
     """A user data directory for the sample's copy; a temp directory when that is not writable."""
+    global _fresh_sample_dir
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "dedup-tui" / "sample"
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -37,9 +42,17 @@ def sample_dir() -> Path:
         probe.unlink()
         return base
     except OSError:
+        # (in the shared temporary folder, a predictable name: used only when it is this user's
+        # own private folder, as kernel_cache does for its cache; else a new one)
         fallback = Path(tempfile.gettempdir()) / f"dedup-tui-sample-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-        fallback.mkdir(parents=True, exist_ok=True)
-        return fallback
+        usable, reason = private_dir(fallback)
+        if usable:
+            return fallback
+        if reason is not None:
+            notice(f"not using {fallback} for the sample: {reason}")
+        if _fresh_sample_dir is None or not _fresh_sample_dir.is_dir():
+            _fresh_sample_dir = Path(tempfile.mkdtemp(prefix="dedup-tui-sample-"))  # (one per process)
+        return _fresh_sample_dir
 
 
 def project_beside(corpus: Path) -> Path:
