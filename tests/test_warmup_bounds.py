@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -83,6 +84,45 @@ def test_a_warmup_ends_when_its_install_changes_or_vanishes_under_it(tmp_path, c
     assert stamps == []  # not warm (and not marked failed: the next install's warm-up is welcome)
     assert not list(cache.glob("dedup-tui-warm-*.failed"))
     assert _ready_lines(cache) <= len(warmup_job.waited_for()) + 1  # (its bookkeeping removed, or small)
+
+
+def _lock_free(lock: Path) -> bool:
+    import fcntl
+
+    with open(lock, "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+
+def test_a_scan_killed_and_its_install_removed_holds_up_no_other_install(tmp_path):
+    """The issue's reproduction: a scan of install A is killed (-9) while its warm-up compiles,
+    A is deleted, and install B scans with the same cache folder: B's scan ends (it hung), and
+    A's orphaned warm-up ends by itself (it appended to its ready file forever)."""
+    install, cache = _installed_copy(tmp_path), tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    corpus = write_jsonl(tmp_path / "c.jsonl", planted_corpus(n_bases=60))
+    env = {k: v for k, v in os.environ.items() if k != warmup_job.KEY_VARIABLE}
+    env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(install))
+    scan = subprocess.Popen([sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "a.db"),
+                             str(corpus)], env=env, cwd=install, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ready = _wait_for(lambda: [p for p in cache.glob("dedup-tui-warm-*.ready") if len(p.read_text().split()) >= 2],
+                          120, "the warm-up's ready file has two lines")[0]
+    finally:
+        scan.send_signal(signal.SIGKILL)
+        scan.wait()
+    shutil.rmtree(install)
+    removed = time.monotonic()
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "b.db"),
+                           str(corpus)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "near pairs" in done.stdout, done.stderr[-2000:]
+    _wait_for(lambda: not ready.exists() and _lock_free(ready.with_suffix(".lock")),
+              warmup_job.WATCH_EVERY + warmup_job.GRACE + 10, "A's warm-up ended")
+    assert time.monotonic() - removed < 120
 
 
 def test_a_warmup_started_for_other_sources_ends_at_once(tmp_path):
