@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import CorpusError
 from .fields import MISSING, field_id, field_text
-from .record import BadRecord, Record, one_line, show, show_names
+from .record import BadRecord, Record, repeated_names, one_line, show, show_names
 
 BATCH_ROWS = 5000  # rows read at a time
 
@@ -47,7 +47,7 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
 def _check_columns(path: Path, names: list[str], id_field: str, text_field: str, id_required: bool) -> None:
     if text_field not in names:
         raise CorpusError(str(path), None, f"no {show(text_field)} column")
-    doubled = sorted({h for h in names if names.count(h) > 1})
+    doubled = repeated_names(names)
     if doubled:
         raise CorpusError(str(path), None, f"column names used twice: {show_names(doubled)}")
     if id_required and id_field not in names:
