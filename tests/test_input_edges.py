@@ -132,3 +132,90 @@ def test_csv_export_is_rfc4180_whatever_the_input_line_ends(tmp_path):
     ok("export", db, "--threshold", "0.9", "--format", "csv", "--out", out)
     assert out.read_bytes() == (b'id,text\r\na,"alpha bravo charlie\nover two lines"\r\n'
                                 b"b,delta echo foxtrot golf\r\n")
+
+
+# --- what a number is for max:FIELD / min:FIELD ------------------------------------------------
+
+# Clusters of two records with one text: the raw JSON of each one's "v", and which of the two
+# max:v keeps, then min:v (0: the first, 1: the second; ties keep the first).
+NUMBER_CASES = [
+    ('"1_000"', '"3"', 1, 1),  # an underscore is not in a number: "1_000" is text, and loses
+    ('"１２３"', '"3"', 1, 1),  # nor are fullwidth digits
+    ('" 3 "', '"3"', 1, 1),  # nor spaces around it
+    ('"0x10"', '"3"', 1, 1),
+    ('"inf"', '"3"', 1, 1),
+    ('"nan"', '"3"', 1, 1),
+    ('"nan"', '"abc"', 0, 1),  # text against text: code-point order
+    ('"3"', '"1e9999999999999999999"', 1, 0),  # an exponent beyond Decimal's: an infinity, a number
+    ("1e999", '"1e9999999999999999999"', 1, 0),  # a JSON number beyond a float's range is still exact
+    ("1e999", "2e999", 1, 0),
+    ('"-1e9999999999999999999"', "-5", 1, 0),
+    ("1e-9999999999999999999", '"-1"', 0, 1),  # (it crashed the rule: the exponent is beyond Decimal's)
+    ("true", '"abc"', 1, 1),  # a boolean counts as missing: any string wins
+    ("false", "0", 1, 1),
+    (str(10**30), str(10**30 + 1), 1, 0),  # integers beyond a float's precision, exactly
+    (f'"{10**30 + 1}"', str(10**30), 0, 1),
+    ('"0.1"', "0.10000000000000001", 1, 0),
+    ('"007"', "6", 0, 1),  # leading zeros are allowed
+    ('"-0"', "0", 0, 0),  # a tie
+]
+
+
+def _number_corpus(tmp_path: Path) -> Path:
+    lines = []
+    for k, (first, second, _max, _min) in enumerate(NUMBER_CASES):
+        text = " ".join(f"c{k}w{i}" for i in range(30))
+        lines += [f'{{"id": "c{k}-0", "text": "{text}", "v": {first}}}',
+                  f'{{"id": "c{k}-1", "text": "{text}", "v": {second}}}']
+    corpus = tmp_path / "numbers.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return corpus
+
+
+def test_what_a_number_is_the_same_for_the_engine_the_review_and_the_export(tmp_path):
+    from dedup_tui.engine import decisions
+    from dedup_tui.engine.cluster import KEPT
+    from dedup_tui.engine.pipeline import load_graph
+    from dedup_tui.engine.store import Project
+    from dedup_tui.review.model import Review
+
+    corpus, db = _number_corpus(tmp_path), tmp_path / "p.db"
+    ok("load", corpus, "--db", db)
+    ok("scan", db)
+    for rule, column in (("max:v", 2), ("min:v", 3)):
+        want = {f"c{k}-{case[column]}" for k, case in enumerate(NUMBER_CASES)}
+        out = tmp_path / f"{rule[:3]}.jsonl"
+        ok("export", db, "--threshold", "0.9", "--keep", rule, "--out", out)
+        assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == want, rule
+
+        project = Project(db)
+        try:
+            clustering = decisions.cluster_with_decisions(project, load_graph(project), 0.9, "components")
+            assert clustering.kept_by == rule
+            assert set(project.ids_for([int(o) for o in (clustering.reason == KEPT).nonzero()[0]])) == want, rule
+        finally:
+            project.close()
+
+        review = Review.open(db, author="t")
+        try:
+            review.set_keep_rule(rule)
+            ids = review.project.ids_for(list(range(2 * len(NUMBER_CASES))))
+            assert {doc_id for o, doc_id in enumerate(ids) if review.is_kept(o)} == want, rule
+        finally:
+            review.close()
+
+
+def test_number_text_is_strict_ascii_decimal():
+    from decimal import Decimal
+
+    from dedup_tui.engine.decisions import NOT_A_NUMBER, as_number
+
+    for text in ("1_000", "１２３", " 3 ", "3 ", "+3", "0x10", "inf", "-Infinity", "nan", "NaN", "1.", ".5", "1e", ""):
+        assert as_number(text) is NOT_A_NUMBER, text
+    assert as_number("1e9999999999999999999") == float("inf")
+    assert as_number("-1e9999999999999999999") == float("-inf")
+    assert as_number("0e9999999999999999999") == 0 and as_number("1e-9999999999999999999") == 0
+    assert as_number(str(10**30 + 1)) == 10**30 + 1 and type(as_number("12")) is int
+    assert as_number("0.10") == Decimal("0.1") and as_number("1e3") == 1000
+    for missing in (None, True, False, float("nan"), [1], {"a": 1}):
+        assert as_number(missing) is None
