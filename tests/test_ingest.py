@@ -323,12 +323,14 @@ def test_bom_and_crlf_load_like_clean_files(tmp_path, variant):
     assert len(got) == 3 and not any("\r" in t or "\ufeff" in t or "\ufeff" in i for i, t in got)
 
 
-def test_clean_jsonl_with_bom_and_crlf_exports_clean_records(tmp_path):
+def test_jsonl_with_bom_and_crlf_exports_its_lines_with_crlf_and_no_bom(tmp_path):
     db = _load(tmp_path, BAD / "bom_crlf.jsonl")
     assert cli("scan", "--db", db).exit_code == 0
     out = tmp_path / "kept.jsonl"
     assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
-    assert out.read_bytes() == (BAD / "clean.jsonl").read_bytes()
+    source = (BAD / "bom_crlf.jsonl").read_bytes()
+    assert source.startswith(b"\xef\xbb\xbf") and source.count(b"\r\n") == 3
+    assert out.read_bytes() == source[3:]  # the BOM is the file's encoding mark; each line end as it was
 
 
 def test_csv_quoted_newline_is_one_document(tmp_path):

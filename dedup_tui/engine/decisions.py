@@ -418,8 +418,8 @@ KEEP_RULES = {
     "longest": "the longest text (the earliest on ties)",
 }
 # Besides those: "max:FIELD" / "min:FIELD", the document whose record has the highest / lowest
-# value of FIELD (the newest date, the best score), the earliest on ties. Numbers (also written
-# as strings) compare exactly and come before any other string; documents without it last.
+# value of FIELD (the newest date, the best score), the earliest on ties. Numbers (NUMBER_TEXT:
+# also written as strings) compare exactly and come before any other string; documents without it last.
 _FIELD_RULE = re.compile(r"(max|min):(.+)", re.DOTALL)
 
 
@@ -496,56 +496,70 @@ def _lengths(project: Project, graph: PairGraph) -> np.ndarray:
     return graph.per_document("lengths", project.lengths)
 
 
+# What a number is for max:FIELD / min:FIELD: a JSON number, or a string that is exactly one
+# decimal number in ASCII digits as JSON writes them (leading zeros allowed). Not " 3 ", "1_000",
+# fullwidth digits, "0x10", "inf" or "NaN": Python's float() and Decimal() would take some of
+# those, and then which strings count as numbers would depend on the parser.
+NUMBER_TEXT = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def exact_number(digits: str):
+    """The exact value of a number matching NUMBER_TEXT: an int when it is written as an
+    integer, else a Decimal. An exponent beyond what Decimal holds (about 10**18) makes it an
+    infinity, or zero when the exponent is negative."""
+    try:
+        number = Decimal(digits)
+    except ArithmeticError:
+        mantissa, _, exponent = digits.lower().partition("e")
+        if exponent.startswith("-") or not mantissa.strip("-0."):
+            return 0
+        return float("-inf") if digits.startswith("-") else float("inf")
+    return int(number) if number.as_tuple().exponent == 0 else number
+
+
 _EXACT_JSON = None
 
 
 def _exact_decoder():
-    """JSON as parse_record reads it, but every non-integer number a Decimal of its digits as
-    written: numbers compare by exact value (a JSON 0.1 equals the string "0.1", and integers
-    beyond 2**53 stay distinct)."""
+    """JSON as parse_record reads it, but every non-integer number exact_number of its digits
+    as written: numbers compare by exact value (a JSON 0.1 equals the string "0.1", 1e400 is
+    below 2e400, and integers beyond 2**53 stay distinct)."""
     global _EXACT_JSON
     if _EXACT_JSON is None:
         from .readers import parse_json_int
 
-        _EXACT_JSON = json.JSONDecoder(parse_float=Decimal, parse_int=parse_json_int)
+        _EXACT_JSON = json.JSONDecoder(parse_float=exact_number, parse_int=parse_json_int)
     return _EXACT_JSON
 
 
 def _field_value(source: dict, doc_id: str, text: str, record, field: str):
-    """The record's value of `field` (a number that is not an integer as a Decimal), or None."""
+    """The record's value of `field` (a number that is not an integer as exact_number gives
+    it), or None."""
     value = as_object(source, doc_id, text, record).get(field)
-    if type(value) is float and value - value == 0:  # finite: read again, its digits as written
+    if type(value) is float and value == value:  # not NaN: read again, its digits as written
         raw = record.decode("utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
         value = _exact_decoder().decode(raw).get(field)
     return value
 
 
-_NOT_A_NUMBER = object()
+NOT_A_NUMBER = object()
 
 
-def _as_number(value):
+def as_number(value):
     """A field's value as an exactly comparable number (int, Decimal, or a float infinity),
     None for a value that counts as missing (null, boolean, NaN, list, object), or
-    _NOT_A_NUMBER for a string that does not read as a number."""
+    NOT_A_NUMBER for a string that is not a number (NUMBER_TEXT)."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if isinstance(value, (int, Decimal)):
         return value
-    if isinstance(value, float):  # JSON's NaN / Infinity constants
+    if isinstance(value, float):  # an infinity (JSON's Infinity constant, or 1e400 overflowing a float)
         return None if value != value else value
-    if isinstance(value, Decimal):
-        return None if value.is_nan() else value
     if not isinstance(value, str):
         return None
-    try:
-        number = Decimal(value)  # any number of digits, surrounding spaces allowed
-    except ArithmeticError:
-        return _NOT_A_NUMBER
-    if number.is_nan():
-        return None
-    if number.is_finite() and number.as_tuple().exponent == 0:
-        return int(number)  # an integer as written ("1733300000000000002"): compared as one
-    return number
+    if not NUMBER_TEXT.fullmatch(value):  # (a LongNumber, an integer of over 4,300 digits, matches)
+        return NOT_A_NUMBER
+    return exact_number(value)
 
 
 def _dense_ranks(values: list) -> np.ndarray:
@@ -572,8 +586,8 @@ def field_ranks(project: Project, field: str, n: int, direction: str = "max") ->
             value = _field_value(sources[source_id], doc_id, text, record, field)
         except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
             continue
-        number = _as_number(value)
-        if number is _NOT_A_NUMBER:
+        number = as_number(value)
+        if number is NOT_A_NUMBER:
             texts.append((ordinal, value))
         elif number is not None:
             numbers.append((ordinal, number))

@@ -323,9 +323,13 @@ def _sample_delimited(path: Path, fmt: str, records: int) -> list[dict] | None:
 def _sample_parquet(path: Path, fmt: str, records: int) -> list[dict]:
     import pyarrow.parquet as pq
 
+    from .readers.parquet import batch_rows
+
     pf = pq.ParquetFile(path)
     batch = next(pf.iter_batches(batch_size=records), None)
-    return batch.to_pylist() if batch is not None else [dict.fromkeys(pf.schema_arrow.names)]
+    if batch is None:
+        return [dict.fromkeys(pf.schema_arrow.names)]
+    return [row for row in batch_rows(batch) if isinstance(row, dict)]  # (as the loader reads them)
 
 
 _SAMPLERS = {"jsonl": _sample_jsonl, "jsonl-or-text": _sample_jsonl, "csv": _sample_delimited, "tsv": _sample_delimited,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import CorpusError
 from .files import open_binary
-from .record import BadRecord, Record, show, show_names
+from .record import BadRecord, Record, repeated_names, show, show_names
 
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 
@@ -69,7 +69,7 @@ def _columns(path: Path, header: list[str], id_field: str, text_field: str, id_r
     """The text and id columns' indexes (None: no id column), or CorpusError for a header that cannot load."""
     if text_field not in header:
         raise CorpusError(str(path), 1, f"no {show(text_field)} column (columns: {show_names(header)})")
-    doubled = sorted({h for h in header if header.count(h) > 1})
+    doubled = repeated_names(header)
     if doubled:
         raise CorpusError(str(path), 1, f"column names used twice: {show_names(doubled)}")
     id_col = header.index(id_field) if id_field in header else None

@@ -77,14 +77,12 @@ class _JsonlReader:
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             if raw.endswith(b"\n"):
-                raw = raw[:-1]
-                if raw.endswith(b"\r"):
-                    raw = raw[:-1]
+                raw = raw[:-1]  # a CR before it stays in the record: the export writes CRLF back
             if not raw.strip():
                 continue
             try:
                 try:
-                    line = raw.decode("utf-8")
+                    line = (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise BadRecord(lineno, f"invalid UTF-8 at byte {exc.start}") from None
                 try:
@@ -122,9 +120,9 @@ class _JsonlReader:
     def ordinary(self, first: int, chunk: list[bytes]) -> list[Record] | None:
         """The chunk's records checked a pass at a time, or None when any line needs the
         line-by-line path (which words its error)."""
-        raws = _without_line_ends(first, chunk)
+        raws = _without_newlines(first, chunk)
         try:
-            lines = [r.decode("utf-8") for r in raws]
+            lines = [r.decode("utf-8") for r in _without_carriage_returns(raws)]
             parsed = list(map(RAW_DECODE, lines))
         except (ValueError, RecursionError):  # (JSONDecodeError is a ValueError)
             return None
@@ -178,12 +176,20 @@ class _JsonlReader:
         return [None] * len(objs), [False] * len(objs)
 
 
-def _without_line_ends(first: int, chunk: list[bytes]) -> list[bytes]:
-    """The chunk's lines without their line ends (and the file's UTF-8 BOM)."""
-    raws = [r[:-2] if r.endswith(b"\r\n") else r[:-1] if r.endswith(b"\n") else r for r in chunk]
+def _without_newlines(first: int, chunk: list[bytes]) -> list[bytes]:
+    """The chunk's lines as stored: without their final LF (the CR of a CRLF stays, so the
+    export writes each line end back as it was) and without the file's UTF-8 BOM."""
+    raws = [r[:-1] if r.endswith(b"\n") else r for r in chunk]
     if first == 1 and raws[0].startswith(b"\xef\xbb\xbf"):
         raws[0] = raws[0][3:]
     return raws
+
+
+def _without_carriage_returns(raws: list[bytes]) -> list[bytes]:
+    """The lines without the CR of a CRLF line end (the JSON alone)."""
+    if not any(r.endswith(b"\r") for r in raws):
+        return raws
+    return [r[:-1] if r.endswith(b"\r") else r for r in raws]
 
 
 def _unpaired_surrogate(raws: list[bytes], texts: list[str], ids: list) -> bool:
