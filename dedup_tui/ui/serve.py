@@ -219,17 +219,36 @@ class BrowserApp(AppService):
             await self.end_process()
 
     async def end_process(self) -> None:
+        """Wait for the app to exit (QUIT_TIMEOUT seconds), else kill it. Its output is read to
+        the end meanwhile: asyncio waits for the pipes to close as well, and an app whose output
+        nobody reads any more (its browser gone) blocks writing it."""
         process = self._process
-        if process is None or process.returncode is not None:
+        if process is None:
             return
+        task = self._task
+        if task is not None and not task.done():  # the reader of its output: ours now
+            task.cancel()
+            await asyncio.wait([task])
+        ended = asyncio.ensure_future(self._exited(process))
         try:
-            await asyncio.wait_for(process.wait(), timeout=self.quit_timeout)
+            await asyncio.wait_for(asyncio.shield(ended), timeout=self.quit_timeout)
         except asyncio.TimeoutError:
             log.warning("an app did not quit within %.0f s: killed", self.quit_timeout)
         finally:
             if process.returncode is None:
-                process.kill()
-                await process.wait()
+                try:
+                    process.kill()
+                except ProcessLookupError:
+                    pass
+            await ended
+
+    @staticmethod
+    async def _exited(process) -> None:
+        async def discard(stream) -> None:
+            if stream is not None:
+                while await stream.read(1 << 16):
+                    pass
+        await asyncio.gather(discard(process.stdout), discard(process.stderr), process.wait())
 
 
 class Session:
@@ -345,8 +364,7 @@ class ProjectServer(Server):
             return False
         if self.given_public_url and theirs == origin_of(self.given_public_url):
             return True
-        own = origin_of(f"{theirs[0]}://{request.headers.get('Host', '')}")
-        return own == theirs
+        return theirs == origin_of(f"http://{request.headers.get('Host', '')}")  # this server speaks http
 
     @web.middleware
     async def guard(self, request: web.Request, handler) -> web.StreamResponse:
