@@ -1,16 +1,32 @@
 """`dedup-tui serve` and `open --read-only` on the command line: what they refuse (one line, no
-traceback), the address they listen on, and the command each browser runs. The page itself is
-tested in a real browser: tests/ui/test_browser.py."""
+traceback), the address they listen on, and the command each browser runs; then a running server
+probed as a page of another site or another local user would (issue 40): no token, a foreign
+Origin or Host, an oversize terminal, a browser that stops reading, more browsers than the limit.
+The page itself is tested in a real browser: tests/ui/test_browser.py."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import os
+import re
 import shlex
 import socket
 import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
 
-from dedup_tui.engine.store import Project
-from dedup_tui.ui.serve import app_command, listen, page_url
+import aiohttp
+import pytest
 
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.pipeline import scan
+from dedup_tui.engine.store import Project, ProjectLocked, acquire_app_lock
+from dedup_tui.ui.serve import MAX_HEIGHT, MAX_WIDTH, BrowserApp, app_command, clamp_size, listen, page_url, split_host
+
+from .browser_session import Served
 from .conftest import NEAR_CORPUS, write_jsonl
 from .test_cli import cli
 
@@ -67,8 +83,6 @@ def test_listening_address_and_each_browsers_command(tmp_path):
 
 
 def test_the_readmes_browser_commands_parse_as_written():
-    from pathlib import Path
-
     from dedup_tui.cli import main
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -90,25 +104,6 @@ def test_the_browser_test_says_why_it_is_skipped(tmp_path, monkeypatch):
 
 
 # -- a running server, probed as another site's page or another local user would -------------
-
-import asyncio  # noqa: E402
-import base64  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
-
-import aiohttp  # noqa: E402
-import pytest  # noqa: E402
-
-from dedup_tui.engine.pipeline import scan  # noqa: E402
-from dedup_tui.engine.ingest import load_corpus  # noqa: E402
-from dedup_tui.engine.store import ProjectLocked, acquire_app_lock  # noqa: E402
-from dedup_tui.ui.serve import MAX_HEIGHT, MAX_WIDTH, BrowserApp, clamp_size, split_host  # noqa: E402
-
-from .browser_session import Served  # noqa: E402
 
 TOKEN = "a-test-token-of-32-characters-ok"
 EVIL = "http://evil.example"
@@ -189,11 +184,11 @@ async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=(
     raise AssertionError(f"the websocket closed after {len(got)} bytes")
 
 
-def get(url: str, headers: dict | None = None, cookies: dict | None = None) -> tuple[int, str, aiohttp.typedefs.LooseHeaders]:
+def get(url: str, headers: dict | None = None, cookies: dict | None = None) -> tuple[int, str, dict]:
     async def fetch():
         async with aiohttp.ClientSession(cookies=cookies) as session:
             async with session.get(url, headers=headers or {}, allow_redirects=False) as response:
-                return response.status, await response.text(), response.headers
+                return response.status, await response.text(), dict(response.headers)
     return asyncio.run(fetch())
 
 

@@ -213,7 +213,8 @@ async def test_a_window_opened_while_a_scan_runs_says_the_scan_holds_the_project
     holds the project until it ends (not to "decide there": a scan has no window)."""
     scanning = subprocess.Popen(
         [sys.executable, "-c", "import sys; from dedup_tui.engine.store import WriteGuard; "
-                               "guard = WriteGuard(sys.argv[1]).acquire(); print('writing', flush=True); sys.stdin.read()",
+                               "guard = WriteGuard(sys.argv[1]).acquire(); print('writing', flush=True); "
+                               "sys.stdin.read()",
          str(reviewed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert scanning.stdout.readline().strip() == "writing"
