@@ -166,20 +166,22 @@ async def handshake(url: str, headers: dict | None = None) -> int:
             return refused.status
 
 
-async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=()) -> bytes:
-    """The app's bytes a websocket receives, until `until(bytes)` holds; `send`: messages sent
-    once the first screen arrived."""
+async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=(), sent_when=None) -> bytes:
+    """The app's bytes a websocket receives, until `until(bytes)` holds. `send`: messages sent
+    once `sent_when(bytes)` holds; the bytes returned are then only those received after."""
     got = b""
+    waiting = sent_when is not None
     async with aiohttp.ClientSession() as session:
         async with session.ws_connect(url, headers={"Origin": origin}) as ws:
             async with asyncio.timeout(timeout):
                 async for message in ws:
                     if message.type == aiohttp.WSMsgType.BINARY:
-                        if not got:
+                        got += message.data
+                        if waiting and sent_when(got):
                             for item in send:
                                 await ws.send_str(json.dumps(item))
-                        got += message.data
-                        if until(got):
+                            got, waiting = b"", False
+                        elif not waiting and until(got):
                             return got
     raise AssertionError(f"the websocket closed after {len(got)} bytes")
 
@@ -262,6 +264,23 @@ def test_a_foreign_host_is_refused_even_with_the_token(served, project):
         assert get(other.url, headers={"Host": "evil.example"})[0] == 403
 
 
+def test_behind_a_tls_proxy_the_public_urls_host_and_origin_are_allowed(project):
+    free = listen("127.0.0.1", 0)
+    port = free.getsockname()[1]
+    free.close()
+    with Served(project, "--token", TOKEN, "--port", str(port),
+                "--public-url", "https://review.example.org/") as proxied:
+        assert proxied.url == f"https://review.example.org/?token={TOKEN}"
+        # as the proxy forwards it: Host review.example.org, to the port listened on
+        status, page, headers = get(f"http://127.0.0.1:{port}/?token={TOKEN}", headers={"Host": "review.example.org"})
+        assert status == 200 and f'data-session-websocket-url="wss://review.example.org/ws/{TOKEN}"' in page
+        assert "Secure" in headers["Set-Cookie"]
+        ws = f"ws://127.0.0.1:{port}/ws/{TOKEN}"
+        assert asyncio.run(handshake(ws, {"Host": "review.example.org", "Origin": "https://review.example.org"})) == 101
+        for origin in ("https://review.example.org:8443", "https://evil.example", EVIL):
+            assert asyncio.run(handshake(ws, {"Host": "review.example.org", "Origin": origin})) == 403, origin
+
+
 def test_an_oversize_terminal_is_clamped(served):
     url = ws_url(served, width=10000, height=10000)
 
@@ -280,7 +299,8 @@ def test_an_oversize_terminal_is_clamped(served):
     moves = re.compile(rb"\x1b\[(\d+);(\d+)H")
     got = asyncio.run(app_output(ws_url(served, width=80, height=24), base(served),
                                  lambda b: any(int(row) == MAX_HEIGHT for row, _ in moves.findall(b)),
-                                 send=[["resize", {"width": 10000, "height": 10000}]]))
+                                 send=[["resize", {"width": 10000, "height": 10000}]],
+                                 sent_when=lambda b: b"THRESHOLD" in b and b"clusters:" in b))
     rows = [int(row) for row, _ in moves.findall(got)]
     assert max(rows) == MAX_HEIGHT
     text = got.decode("utf-8", "replace")
@@ -412,7 +432,8 @@ def test_more_browsers_than_the_limit_are_told_why(served):
     assert all(screens) and running == 2
     assert status == 503 and "--max-sessions 2" in text and "Close a tab" in text
     kind, code, reason = refused
-    assert kind == aiohttp.WSMsgType.CLOSE and code == 1013 and "--max-sessions 2" in reason
+    assert kind == aiohttp.WSMsgType.CLOSE and code == 1013
+    assert reason == "this server runs at most 2 sessions (--max-sessions 2)"
     wait_until(lambda: apps(served) == [], 30, "the two apps ended with their sessions")
     assert get(served.url)[0] == 200  # room again
 

@@ -146,6 +146,18 @@ def is_loopback(name: str) -> bool:
         return False
 
 
+def addresses(address: str) -> set[str]:
+    """The ways a Host header may write a local address ("::ffff:10.0.0.5" is also "10.0.0.5")."""
+    names = {address.lower()}
+    try:
+        mapped = ipaddress.ip_address(address.split("%", 1)[0]).ipv4_mapped
+    except (ValueError, AttributeError):
+        mapped = None
+    if mapped is not None:
+        names.add(str(mapped))
+    return names
+
+
 def origin_of(url: str) -> tuple[str, str, int] | None:
     """(scheme, host, port) of a URL or an Origin header, the port filled in from the scheme."""
     try:
@@ -343,7 +355,7 @@ class ProjectServer(Server):
         if is_loopback(name) or name in self.host_names:
             return True
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        return bool(sockname) and name == str(sockname[0]).lower()  # the address the browser connected to
+        return bool(sockname) and name in addresses(sockname[0])  # the address the browser connected to
 
     def token_given(self, request: web.Request) -> str | None:
         """How the request proves it has the token ("query", "path", "cookie"), None if it does not."""
@@ -456,7 +468,8 @@ class ProjectServer(Server):
         if full:
             websocket = web.WebSocketResponse()
             await websocket.prepare(request)
-            await websocket.close(code=TRY_AGAIN_LATER, message=full.encode()[:120])
+            reason = f"this server runs at most {self.max_sessions} sessions (--max-sessions {self.max_sessions})"
+            await websocket.close(code=TRY_AGAIN_LATER, message=reason.encode())
             return websocket
         websocket = web.WebSocketResponse(heartbeat=HEARTBEAT)
         width, height = clamp_size(request.query.get("width"), request.query.get("height"))
@@ -498,15 +511,21 @@ class ProjectServer(Server):
                 continue
             kind, data = envelope[0], envelope[1] if len(envelope) > 1 else None
             if kind == "stdin" and isinstance(data, str):
-                await app_service.send_bytes(data.encode("utf-8"))
+                to_app = app_service.send_bytes(data.encode("utf-8"))
             elif kind == "resize" and isinstance(data, dict):
-                await app_service.set_terminal_size(*clamp_size(data.get("width"), data.get("height")))
+                to_app = app_service.set_terminal_size(*clamp_size(data.get("width"), data.get("height")))
             elif kind == "ping":
                 await session.send_str(json.dumps(["pong", data]))
-            elif kind == "blur":
-                await app_service.blur()
-            elif kind == "focus":
-                await app_service.focus()
+                continue
+            elif kind in ("blur", "focus"):
+                to_app = app_service.blur() if kind == "blur" else app_service.focus()
+            else:
+                continue
+            try:  # an app that takes no input (it waits for its browser to read) ends the session
+                await asyncio.wait_for(to_app, timeout=SEND_TIMEOUT)
+            except asyncio.TimeoutError:
+                session.cut_off()
+                return
 
     def serve(self, debug: bool = False) -> None:
         """Serve until Ctrl+C or SIGTERM (as Server.serve does, on our socket)."""
@@ -540,9 +559,10 @@ def serve_project(db: Path, host: str = "127.0.0.1", port: int = 8000, public_ur
     check_token(token)  # a bad option before the socket is taken
     check_public_url(public_url)
     sock = listen(host, port)
+    named = () if host in WILDCARD_HOSTS else (host,)  # `--host box.lan`: browsers may use that name
     try:
         server = ProjectServer(db, sock, public_url=public_url, read_only=read_only, token=token,
-                               allowed_hosts=allowed_hosts, max_sessions=max_sessions)
+                               allowed_hosts=(*named, *allowed_hosts), max_sessions=max_sessions)
     except BaseException:
         sock.close()
         raise
