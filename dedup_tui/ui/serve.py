@@ -225,7 +225,7 @@ class BrowserApp(AppService):
     async def stop(self) -> None:
         try:
             await asyncio.wait_for(super().stop(), timeout=self.quit_timeout)
-        except (Exception, asyncio.TimeoutError) as error:  # the process is ended below all the same
+        except Exception as error:  # the process is ended below all the same (TimeoutError included)
             log.debug("stopping an app: %r", error)
         finally:
             await self.end_process()
@@ -274,11 +274,12 @@ class Session:
 
     async def _bounded(self, write) -> None:
         if self.cut:
+            write.close()
             raise ConnectionResetError("the browser stopped reading")
         try:
             await asyncio.wait_for(write, timeout=SEND_TIMEOUT)
         except asyncio.TimeoutError:
-            self.cut_off()
+            self.cut_off(f"a browser took no output for {SEND_TIMEOUT:.0f} s")
             raise ConnectionResetError("the browser stopped reading") from None
 
     async def send_bytes(self, data: bytes) -> None:
@@ -293,11 +294,12 @@ class Session:
         except ConnectionError:
             pass
 
-    def cut_off(self) -> None:
+    def cut_off(self, why: str | None = None) -> None:
         """Drop the connection without waiting for the browser (its unread data included)."""
         if not self.cut:
             self.cut = True
-            log.info("a browser stopped reading for %.0f s: its session ends", SEND_TIMEOUT)
+            if why:
+                log.info("%s: its session ends", why)
         if self.transport is not None:
             self.transport.abort()
 
@@ -466,7 +468,7 @@ class ProjectServer(Server):
                                 "A websocket from a page of another site is refused.")
         full = self.sessions_full()
         if full:
-            websocket = web.WebSocketResponse()
+            websocket = web.WebSocketResponse(timeout=SEND_TIMEOUT)
             await websocket.prepare(request)
             reason = f"this server runs at most {self.max_sessions} sessions (--max-sessions {self.max_sessions})"
             await websocket.close(code=TRY_AGAIN_LATER, message=reason.encode())
@@ -524,7 +526,7 @@ class ProjectServer(Server):
             try:  # an app that takes no input (it waits for its browser to read) ends the session
                 await asyncio.wait_for(to_app, timeout=SEND_TIMEOUT)
             except asyncio.TimeoutError:
-                session.cut_off()
+                session.cut_off(f"an app took no input for {SEND_TIMEOUT:.0f} s")
                 return
 
     def serve(self, debug: bool = False) -> None:
