@@ -281,19 +281,21 @@ def test_behind_a_tls_proxy_the_public_urls_host_and_origin_are_allowed(project)
             assert asyncio.run(handshake(ws, {"Host": "review.example.org", "Origin": origin})) == 403, origin
 
 
-def test_an_oversize_terminal_is_clamped(served):
-    url = ws_url(served, width=10000, height=10000)
-
+def app_environ(served: Served, url: str, origin: str) -> dict[str, str]:
+    """The environment of the app a websocket to `url` gets (read while it runs)."""
     async def probe() -> dict[str, str]:
         async with aiohttp.ClientSession() as session:
-            async with session.ws_connect(url, headers={"Origin": base(served)}) as ws:
+            async with session.ws_connect(url, headers={"Origin": origin}) as ws:
                 await ws.receive(timeout=60)  # the first screen: the app runs
                 (pid,) = apps(served)
-                environ = dict(item.split("=", 1) for item in
-                               Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
-                return {k: environ[k] for k in ("COLUMNS", "ROWS")}
+                return dict(item.split("=", 1) for item in
+                            Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+    return asyncio.run(probe())
 
-    assert asyncio.run(probe()) == {"COLUMNS": str(MAX_WIDTH), "ROWS": str(MAX_HEIGHT)}
+
+def test_an_oversize_terminal_is_clamped(served):
+    environ = app_environ(served, ws_url(served, width=10000, height=10000), base(served))
+    assert (environ["COLUMNS"], environ["ROWS"]) == (str(MAX_WIDTH), str(MAX_HEIGHT))  # the app's terminal
     wait_until(lambda: apps(served) == [], 30, "the app ended with its session")
     # a resize message, once the app runs at 80x24: the app draws at most 500x200
     moves = re.compile(rb"\x1b\[(\d+);(\d+)H")
@@ -469,6 +471,9 @@ def test_serve_refuses_a_short_token_and_warns_beyond_loopback(project, monkeypa
     env = dict(os.environ, DEDUP_TUI_TOKEN=TOKEN)
     with Served(project, "--host", "0.0.0.0", env=env) as wide:
         assert wide.url.endswith(f"/?token={TOKEN}")
+        local = f"http://127.0.0.1:{urlsplit(wide.url).port}"
+        environ = app_environ(wide, f"{local.replace('http:', 'ws:')}/ws/{TOKEN}", local)
+        assert "COLUMNS" in environ and "DEDUP_TUI_TOKEN" not in environ  # the app has no use for it
         wait_until(lambda: wide.output or None, 5, "output")
     said = "".join(wide.output)
     assert "warning: listening on 0.0.0.0, beyond this machine: the token is the only protection" in said

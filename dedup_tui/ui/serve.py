@@ -213,6 +213,11 @@ class BrowserApp(AppService):
 
     quit_timeout = QUIT_TIMEOUT
 
+    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
+        environment = super()._build_environment(width=width, height=height)
+        environment.pop(TOKEN_ENV, None)  # the app has no use for the server's secret
+        return environment
+
     async def _open_app_process(self, width: int = 80, height: int = 24):
         environment = self._build_environment(width=width, height=height)
         self._process = process = await asyncio.create_subprocess_exec(
