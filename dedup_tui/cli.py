@@ -759,17 +759,27 @@ def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_o
 @_PROJECT_ARGUMENT
 @_db_option("Project file to review")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; 0.0.0.0 serves every network of this machine (no password: anyone who "
-                   "reaches the port can review).")
+              help="Address to listen on; 0.0.0.0 serves every network of this machine (then the token is the "
+                   "only protection, and the traffic is not encrypted: put a TLS proxy in front).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: a free one, printed).")
 @click.option("--public-url", default=None, metavar="URL",
-              help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel).")
+              help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel); its host "
+                   "and origin are allowed.")
+@click.option("--token", default=None, envvar="DEDUP_TUI_TOKEN", show_envvar=True, metavar="TOKEN",
+              help="The secret every browser needs (16+ letters, digits, . _ ~ -) [default: a new random one, "
+                   "printed in the URL]. Prefer the environment variable: other users can see a command line.")
+@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another name browsers may use for this server (besides loopback names, the address "
+                   "listened on and --public-url's host); repeatable.")
+@click.option("--max-sessions", default=4, show_default=True, type=click.IntRange(1, 64),
+              help="Browser sessions (app processes) at once; more get a page that says why.")
 @click.option("--read-only", is_flag=True, help="Every browser gets a read-only view.")
-def serve(project_path, db, host, port, public_url, read_only):
+def serve(project_path, db, host, port, public_url, token, allowed_hosts, max_sessions, read_only):
     """Review PROJECT in a web browser: the same app, one per browser tab, served with
     textual-serve. The first browser reviews; a second one on the same project gets a read-only
-    view that says so. Listens on 127.0.0.1 (this machine only) unless --host says otherwise."""
+    view that says so. Listens on 127.0.0.1 (this machine only) unless --host says otherwise.
+    Only the URL printed gets in: it holds a token (--token or DEDUP_TUI_TOKEN, else a random one)."""
     db = _the_project(project_path, db, "PROJECT [--host HOST] [--port PORT]")
     from .ui.launch import is_project_file
 
@@ -779,10 +789,13 @@ def serve(project_path, db, host, port, public_url, read_only):
         Project(db).close()
     except DedupError as exc:
         _fail(str(exc))
-    from .ui.serve import serve_project
+    from .ui.serve import ServeError, serve_project
 
     try:
-        serve_project(Path(db), host, port, public_url=public_url, read_only=read_only)
+        serve_project(Path(db), host, port, public_url=public_url, read_only=read_only, token=token,
+                      allowed_hosts=allowed_hosts, max_sessions=max_sessions)
+    except ServeError as exc:
+        _fail(str(exc), 2)
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 

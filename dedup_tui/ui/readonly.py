@@ -22,6 +22,7 @@ from pathlib import Path
 from textual.actions import parse
 
 from ..engine.store import Project
+from ..engine.store.locks import COMMAND_HOLDER
 from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
 
 # The actions a read-only window runs, by screen (Act.screen): moving, reading, comparing, and
@@ -93,8 +94,13 @@ def target_of(app, action, default_namespace, namespaces) -> tuple[object, str]:
 
 
 def refusal_message(refused: str, db: Path, holder: str | None) -> str:
-    """One line: what was refused, and where it can be done."""
-    where = f"decide in the window that has {db.name} open" if holder else "it was opened with --read-only"
+    """One line: what was refused, and where (or when) it can be done."""
+    if holder is None:
+        where = "it was opened with --read-only"
+    elif holder == COMMAND_HOLDER:
+        where = "a load or scan holds the project until it ends; reopen it then"
+    else:
+        where = f"decide in the window that has {db.name} open"
     return f"Read-only view: {refused} ({where})"
 
 
@@ -102,6 +108,9 @@ def describe(db: Path, holder: str | None) -> str:
     """Why this window is read-only, for its notice and its refusals."""
     if holder is None:
         return f"{db.name} was opened with --read-only: nothing is saved from this window."
+    if holder == COMMAND_HOLDER:
+        return (f"{db.name} is being changed by {holder}, which holds the project until it ends: reopen it then "
+                f"to review. This window shows the project as it was when it opened; nothing is saved from it.")
     return (f"{db.name} is open in {holder}: decide there. This window shows the project as it was when it "
             f"opened (reopen it to see newer decisions); nothing is saved from it.")
 

@@ -1,6 +1,7 @@
-"""`dedup-tui serve` in a real browser (Debian's headless Chromium, driven by Selenium): the page
-shows the app, a decision typed in the browser is in the project, a second browser gets a
-read-only view, and nothing is left running afterwards.
+"""`dedup-tui serve` in a real browser (Debian's headless Chromium, driven by Selenium): the URL
+printed (with its token) gets in and the token leaves the address bar, the address without it is
+refused, the page shows the app, a decision typed in the browser is in the project, a second
+browser gets a read-only view, and nothing is left running afterwards.
 
 Skipped when /usr/bin/chromium or /usr/bin/chromedriver is missing (.ci/run installs them)."""
 
@@ -41,12 +42,16 @@ def test_review_in_the_browser_and_a_second_browser_is_read_only(project, tmp_pa
     served = Served(project)
     browsers: list[Browser] = []
     try:
-        assert served.url.startswith("http://127.0.0.1:")  # this machine only, unless --host
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{40,}", served.url)  # this machine only
         first = Browser(tmp_path / "chrome-1")
         browsers.append(first)
         first.open(served.url)
         shown = first.wait_for(lambda s: "clusters:" in s and "Keep" in s)
         assert "READ-ONLY" not in shown
+        # the token left the address bar; the cookie that replaces it is out of the page's reach
+        assert first.driver.current_url == served.url.split("?")[0]
+        (cookie,) = first.driver.get_cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] in served.url
         first.keys("\t")  # the members: the cursor on the first member to review
         shown = first.wait_for(lambda s: re.search(r"keys act on ▸\s+(d\d{3})", s) is not None)
         target = re.search(r"keys act on ▸\s+(d\d{3})", shown).group(1)
@@ -57,6 +62,9 @@ def test_review_in_the_browser_and_a_second_browser_is_read_only(project, tmp_pa
 
         second = Browser(tmp_path / "chrome-2")
         browsers.append(second)
+        second.open(served.url.split("?")[0])  # without the token: refused, no app
+        assert "The address needs its token" in second.driver.page_source
+        assert second.screen() == ""
         second.open(served.url)
         shown = second.wait_for(lambda s: "READ-ONLY" in s and "clusters:" in s)
         assert "served.db is open in another dedup-tui window" in re.sub(r"\s+", " ", shown)

@@ -206,3 +206,28 @@ async def test_a_read_only_window_never_scans(tmp_path, corpus):
         assert any("read-only (a read-only view), so it cannot be scanned" in t for t in app.told), app.told
         assert app.main.index is None
     assert contents(db) == before
+
+
+async def test_a_window_opened_while_a_scan_runs_says_the_scan_holds_the_project(reviewed):
+    """A browser of `serve` opened while a CLI scan writes: read-only, and told that the scan
+    holds the project until it ends (not to "decide there": a scan has no window)."""
+    scanning = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from dedup_tui.engine.store import WriteGuard; "
+                               "guard = WriteGuard(sys.argv[1]).acquire(); print('writing', flush=True); "
+                               "sys.stdin.read()",
+         str(reviewed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert scanning.stdout.readline().strip() == "writing"
+        app = create_app(reviewed, author="second", read_only="if-open")
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot)
+            assert app.read_only.startswith("reviewed.db is being changed by another dedup-tui command (load or "
+                                            "scan), which holds the project until it ends: reopen it then")
+            assert "decide there" not in app.read_only
+            await pilot.press("k")
+            await pilot.pause()
+            assert app.told[-1].startswith("Read-only view: ")
+            assert app.told[-1].endswith("(a load or scan holds the project until it ends; reopen it then)")
+    finally:
+        scanning.stdin.close()
+        scanning.wait(timeout=30)

@@ -76,6 +76,8 @@ class ProjectLocked(ProjectError):
         self.holder = holder
 
 
+COMMAND_HOLDER = "another dedup-tui command (load or scan)"  # the holder named when no window has it
+
 _HELD: dict[str, "AppLock"] = {}
 
 
@@ -169,7 +171,7 @@ def acquire_app_lock(path: str | Path) -> AppLock:
                     f"or review a copy of the file", holder=f"another dedup-tui window{owner}") from None
             raise ProjectLocked(
                 f"{path.name} is being written by another dedup-tui command (load or scan): "
-                f"wait for it to finish", holder="another dedup-tui command (load or scan)") from None
+                f"wait for it to finish", holder=COMMAND_HOLDER) from None
         if not _same_file(fd, lp):  # a releasing app unlinked it between our open and flock
             os.close(fd)
             continue
