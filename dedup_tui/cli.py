@@ -209,7 +209,13 @@ def _open_project(db: str, create: bool = False) -> Project:
     except DedupError as exc:
         _fail(str(exc))
     click.get_current_context().call_on_close(project.close)
+    project.on_notice = _note
     return project
+
+
+def _note(message: str) -> None:
+    """What the engine repaired while reading (a packed copy rebuilt from its source)."""
+    click.echo(f"note: {_one_line(message)}", err=True)
 
 
 def _db_option(help_text: str):
@@ -329,6 +335,7 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), a
         # A new project appears only once its first load is complete (kill -9 included).
         project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
         click.get_current_context().call_on_close(project.close)
+        project.on_notice = _note
     as_reference = f" ({len(report.references)} as reference)" if report.references else ""
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
                f"{_one_line(db)}")

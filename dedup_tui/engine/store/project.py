@@ -37,6 +37,10 @@ class Project:
         # opened read-only: every command that only reads works, and a write says why it cannot.
         self.readonly = readonly or (existed and not _writable(self.path))
         self.readonly_reason = "the file or its folder cannot be written"
+        # What was repaired while reading (derived data rebuilt from its source): each said once,
+        # through on_notice when the caller set one (the command line prints it).
+        self.notices: list[str] = []
+        self.on_notice: Callable[[str], None] | None = None
         try:
             self.conn = connect(self.path, create=create, readonly=self.readonly, building=building)
         except DiskFull:
@@ -53,6 +57,12 @@ class Project:
         except BaseException:
             self.conn.close()  # not a project we can use: no connection left behind
             raise
+
+    def notice(self, message: str) -> None:
+        if message not in self.notices:
+            self.notices.append(message)
+            if self.on_notice is not None:
+                self.on_notice(message)
 
     def check_writable(self, doing: str) -> None:
         """Raise ProjectError (saying why) when this project was opened read-only."""
