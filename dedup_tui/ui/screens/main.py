@@ -1277,6 +1277,6 @@ class MainScreen(Screen):
         r = message.result
         self.notify(
             f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
-            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decision{'s' * (r.decisions != 1)} applied",
+            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions_line()}",
             markup=False, timeout=8,
         )
