@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import struct
+import zlib
 
 import numpy as np
 
@@ -85,16 +86,19 @@ def has_checksums(conn: sqlite3.Connection) -> bool:
 # against it too.
 
 def arrays_checksum(*arrays) -> str:
-    """SHA-256 (hex, first 128 bits) of arrays (or bytes): each one's type, length and raw
-    bytes, in order. (SHA-256, not BLAKE2b as for documents: OpenSSL's runs at ~1.4 GB/s on
-    CPUs with SHA instructions, twice BLAKE2b's, and these are hundreds of MB.)"""
-    h = hashlib.sha256()
+    """CRC-32 (8 hex digits) of arrays (or bytes): each one's type, length and raw bytes
+    (little-endian), in order. CRC-32, not a cryptographic hash: the threat is bit rot, not a
+    crafted edit, and a CRC-32 detects every error of up to 3 flipped bits and every burst of
+    up to 32 (random damage passes 1 time in 4 billion); zlib's runs at ~3.4 GB/s, 2.4 times
+    OpenSSL's SHA-256, and an incremental scan of 841k documents checks ~300 MB."""
+    crc = 0
     for array in arrays:
         if isinstance(array, (bytes, bytearray, memoryview)):
             kind, data = b"bytes", memoryview(array).cast("B")
         else:
             array = np.ascontiguousarray(array)
+            array = array.astype(array.dtype.newbyteorder("<"), copy=False)
             kind, data = array.dtype.str.encode(), memoryview(array.reshape(-1)).cast("B")
-        h.update(struct.pack("<8sq", kind, data.nbytes))
-        h.update(data)
-    return h.hexdigest()[:32]
+        crc = zlib.crc32(struct.pack("<8sq", kind, data.nbytes), crc)
+        crc = zlib.crc32(data, crc)
+    return f"{crc:08x}"
