@@ -16,14 +16,10 @@ import numpy as np
 from ..cluster import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
 from .checksums import arrays_checksum
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIR_ARRAY_CHUNK, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
+                      SCAN_KEYS_META, exact_of_column, forget_scan_keys, pairs_checksum, pairs_table, valid_pairs,
+                      write_exact_array, write_pair_arrays)
 from .project import Project
-
-
-# meta keys of the derived data's checksums (checksums.arrays_checksum), written with the data
-PAIRS_CHECKSUM = "pair_arrays_checksum"  # of (a, b, jaccard): pair_arrays, and `pairs` sorted by (a, b)
-FOREST_CHECKSUM = "pair_forest_checksum"
-EXACT_CHECKSUM = "exact_array_checksum"  # of exact_of: exact_array, and documents.exact_of
-SCAN_KEYS_CHECKSUMS = "scan_keys_checksums"  # JSON: the scan_keys meta's, and per chunk its row's and bands'
 
 
 class DerivedDamaged(ProjectError):
@@ -106,9 +102,6 @@ def documents_version(project: Project) -> tuple:
     ).fetchone()
 
 
-PAIR_ARRAY_CHUNK = 4_000_000
-
-
 ROWS_PER_INSERT = 500
 INSERT_CHUNK = 100_000  # rows turned into Python objects at a time (a multiple of ROWS_PER_INSERT)
 
@@ -154,39 +147,6 @@ def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -
     from ..kernels import spanning_forest
 
     return spanning_forest(n_docs, a, b, j)
-
-
-def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> None:
-    """A packed copy of `pairs` (sorted by a, b) that opens in milliseconds; `pairs` stays
-    the readable source and this table is rewritten with it by every scan. The maximum
-    spanning forest too (indices into the sorted pairs), so the first components clustering
-    after opening a project is as fast as the later ones."""
-    conn.execute("DELETE FROM pair_arrays")
-    for chunk, s in enumerate(range(0, len(a), PAIR_ARRAY_CHUNK)):
-        conn.execute(
-            "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
-            (chunk, a[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             b[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             j[s : s + PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
-        )
-    conn.execute("DELETE FROM pair_forest")
-    conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
-    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
-        ("pair_arrays_count", str(len(a))),
-        (PAIRS_CHECKSUM, pairs_checksum(a, b, j)),
-        (FOREST_CHECKSUM, arrays_checksum(forest.astype("<i8", copy=False)))])
-
-
-def pairs_checksum(a: np.ndarray, b: np.ndarray, j: np.ndarray) -> str:
-    return arrays_checksum(a.astype("<i8", copy=False), b.astype("<i8", copy=False), j.astype("<f8", copy=False))
-
-
-def write_exact_array(conn, exact_of: np.ndarray) -> None:
-    """exact_of (one int64 per ord, -1 for first copies) as one blob: a 1M-document project
-    opens ~150 ms sooner than when it is read back row by row from `documents`."""
-    exact_of = exact_of.astype("<i8", copy=False)
-    conn.execute("INSERT OR REPLACE INTO exact_array(id, exact_of) VALUES (0, ?)", (exact_of.tobytes(),))
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EXACT_CHECKSUM, arrays_checksum(exact_of)))
 
 
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
@@ -267,15 +227,6 @@ def verified_pairs(project: Project, n: int) -> tuple[np.ndarray, np.ndarray, np
     return table
 
 
-def pairs_table(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pairs table as arrays sorted by (a, b)."""
-    pr = conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
-    a = np.fromiter((r[0] for r in pr), np.int64, len(pr))
-    b = np.fromiter((r[1] for r in pr), np.int64, len(pr))
-    j = np.fromiter((r[2] for r in pr), np.float64, len(pr))
-    return a, b, j
-
-
 def verified_exact_of(project: Project, n: int) -> np.ndarray:
     """exact_of of the first n documents as the last scan wrote it, checked."""
     expected = project.get_meta(EXACT_CHECKSUM)
@@ -284,7 +235,7 @@ def verified_exact_of(project: Project, n: int) -> np.ndarray:
         stored = np.frombuffer(row[0], "<i8") if row and isinstance(row[0], bytes) and len(row[0]) % 8 == 0 else None
         if stored is not None and arrays_checksum(stored) == expected:
             if len(stored) == n:
-                return stored.astype(np.int64, copy=False)
+                return stored.astype(np.int64)  # (a copy: frombuffer's array is read-only)
             # Documents appeared or vanished under the scan (a damaged documents table): the
             # export's check of each document it writes names them.
             exact_of = np.full(n, -1, np.int64)
@@ -298,17 +249,6 @@ def verified_exact_of(project: Project, n: int) -> np.ndarray:
     project.notice(f"{project.path}: the packed exact groups (exact_array) do not match their checksum: rebuilt "
                    f"from documents.exact_of, which does (scan again to store them anew)")
     return column
-
-
-def exact_of_column(conn, n: int) -> np.ndarray:
-    """documents.exact_of of ords 0..n-1 as an array (-1 for a first copy)."""
-    exact_of = np.full(n, -1, dtype=np.int64)
-    rows = conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL AND ord >= 0 AND ord < ?",
-                        (n,)).fetchall()
-    if rows:
-        arr = np.array(rows, dtype=np.int64)
-        exact_of[arr[:, 0]] = arr[:, 1]
-    return exact_of
 
 
 def verified_forest(project: Project, n_pairs: int) -> np.ndarray | None:
@@ -325,26 +265,12 @@ def verified_forest(project: Project, n_pairs: int) -> np.ndarray | None:
     return None
 
 
-def valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
-    """What a scan writes: a < b < n, similarities in [0, 1], sorted by (a, b)."""
-    if not len(a):
-        return True
-    if not (len(a) == len(b) == len(j)) or a.min() < 0 or b.max() >= n or (a >= b).any():
-        return False
-    if not ((j >= 0) & (j <= 1)).all():
-        return False
-    key = a * n + b
-    return bool((key[1:] > key[:-1]).all())
-
-
 # -- what an incremental scan keeps of the scanned documents ------------------------------------
 #
 # A scan by LSH keeps, per representative document (first copy of its text), what comparing a
 # later document against it needs without reading its text again: its band keys, the 4-bit
 # agreement prefilter's nibbles and its exact hash's first 8 bytes (tables scan_keys and
 # scan_band_keys; a project without them is scanned in full next time).
-
-SCAN_KEYS_META = "scan_keys"
 
 
 def hash_prefixes(hashes: list[str]) -> np.ndarray:
@@ -438,16 +364,6 @@ def set_scan_keys_meta(conn, meta: dict) -> None:
     sums["meta"] = arrays_checksum(raw.encode())
     conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                      [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))])
-
-
-def forget_scan_keys(conn) -> None:
-    """A scan that keeps no keys (the exhaustive comparison) drops those of an earlier one."""
-    try:
-        conn.execute("DELETE FROM scan_keys")
-        conn.execute("DELETE FROM scan_band_keys")
-    except sqlite3.OperationalError:
-        pass
-    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (SCAN_KEYS_META, SCAN_KEYS_CHECKSUMS))
 
 
 def scan_keys_meta(project: Project) -> dict | None:

@@ -201,8 +201,8 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     with them, so a packed copy damaged before the upgrade is not carried over. The scan keys,
     which have no readable source, are dropped: the next scan is a full one, and says why."""
     from ..cluster import maximum_spanning_forest
-    from .scans import (exact_of_column, forget_scan_keys, pairs_table, valid_pairs, write_exact_array,
-                        write_pair_arrays)
+    from .derived import (exact_of_column, forget_scan_keys, pairs_table, valid_pairs, write_exact_array,
+                          write_pair_arrays)
 
     forget_scan_keys(conn)
     if conn.execute("SELECT 1 FROM meta WHERE key = 'pair_arrays_count'").fetchone() is not None:
