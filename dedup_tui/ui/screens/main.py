@@ -184,6 +184,8 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="pipeline", exit_on_error=False)
     def run_pipeline(self, load: bool, scan_it: bool, view) -> None:
         project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
+        # damaged scan data rebuilt while reading it (notify is thread-safe)
+        project.on_notice = lambda note: self.notify(note, severity="warning", markup=False, timeout=15)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         ahead = None
         try:
