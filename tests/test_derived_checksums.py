@@ -8,9 +8,12 @@ change (issue 40, part 3)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
-import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +150,7 @@ REBUILT = {
 
 @pytest.mark.parametrize("what", list(REBUILT))
 def test_a_flipped_bit_in_a_packed_copy_is_rebuilt_from_its_source_and_said(pristine, tmp_path, what):
-    folder, want, _ = pristine
+    _, want, _ = pristine
     db = fresh(pristine, tmp_path)
     flip, note = REBUILT[what]
     flip(db)
@@ -273,3 +276,50 @@ def test_a_schema_6_project_is_upgraded_with_checksums_and_scanned_in_full_once(
     out = ok("scan", db, folder / "second.jsonl", "--method", "lsh").output
     assert "full scan: the last scan kept no band keys (made by an older dedup-tui)" in out
     assert stored_scan(db) == want_added
+
+
+_KILLED_MID_UPGRADE = """
+import pathlib, sys, time
+from dedup_tui.engine.store import Project, derived
+
+real = derived.write_pair_arrays
+
+def written_then_held(conn, *args):
+    real(conn, *args)  # inside the upgrade's transaction, not committed
+    pathlib.Path(sys.argv[2]).write_text("inside")
+    time.sleep(120)  # the test kills this process here
+
+derived.write_pair_arrays = written_then_held
+Project(sys.argv[1])
+"""
+
+
+def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_upgrades(pristine, tmp_path):
+    """The upgrade's rebuild runs in the migration's one transaction: killed in the middle (a
+    real process, SIGKILL), the project is still the schema-6 one; opened again, it is upgraded."""
+    _, want, _ = pristine
+    db = fresh(pristine, tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM meta WHERE key LIKE '%checksum%'")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    conn.close()
+    marker = tmp_path / "inside"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_UPGRADE, str(db), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "the upgrade never reached its rebuild"
+            time.sleep(0.02)
+        child.kill()
+    finally:
+        child.wait(timeout=30)
+    assert child.returncode == -9
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)
+        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE '%checksum%'").fetchone() == (0,)
+    conn.close()
+    got = exported(tmp_path, db)
+    assert got["kept"] == want["kept"] and got["removed"] == want["removed"]
+    with Project(db) as project:
+        assert project.get_meta("schema_version") == "7" and project.get_meta("pair_arrays_checksum")
