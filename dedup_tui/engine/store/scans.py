@@ -152,7 +152,10 @@ def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
     """The stored exact_of, when it is for these documents (else None: read the column)."""
     try:
-        row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        try:
+            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        except sqlite3.OperationalError:  # no such table: read the column, checked
+            row = None
     except sqlite3.OperationalError:
         return None
     if row is None or not isinstance(row[0], bytes) or len(row[0]) != 8 * n:
@@ -231,7 +234,10 @@ def verified_exact_of(project: Project, n: int) -> np.ndarray:
     """exact_of of the first n documents as the last scan wrote it, checked."""
     expected = project.get_meta(EXACT_CHECKSUM)
     if expected is not None:
-        row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        try:
+            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        except sqlite3.OperationalError:  # no such table: read the column, checked
+            row = None
         stored = np.frombuffer(row[0], "<i8") if row and isinstance(row[0], bytes) and len(row[0]) % 8 == 0 else None
         if stored is not None and arrays_checksum(stored) == expected:
             if len(stored) == n:
