@@ -323,3 +323,23 @@ def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_up
     assert got["kept"] == want["kept"] and got["removed"] == want["removed"]
     with Project(db) as project:
         assert project.get_meta("schema_version") == "7" and project.get_meta("pair_arrays_checksum")
+
+
+def test_pairs_checks_the_pairs_table_it_writes(pristine, tmp_path):
+    """`dedup-tui pairs` writes the pairs table: a changed similarity there is the damaged-project
+    line and no file; undamaged, every pair at or above --min is written."""
+    db = fresh(pristine, tmp_path)
+    out = tmp_path / "pairs.jsonl"
+    assert len(ok("pairs", db, "--out", out, "--min", "0.7").output) and out.exists()
+    with sqlite3.connect(db) as conn:
+        above = conn.execute("SELECT count(*) FROM pairs WHERE jaccard >= 0.7").fetchone()[0]
+        conn.execute("UPDATE pairs SET jaccard = jaccard - 0.125 WHERE (a, b) = (SELECT a, b FROM pairs "
+                     "ORDER BY jaccard DESC LIMIT 1)")
+    conn.close()
+    assert len(out.read_text().splitlines()) == above > 0
+    out.unlink()
+    r = cli("pairs", db, "--out", out, "--min", "0.7")
+    assert r.exit_code == 1
+    assert r.output == (f"error: {db}: the stored pairs (the pairs table) do not match their checksum: the project "
+                        f"file is damaged (restore it from a backup, or scan again with --full)\n")
+    assert not out.exists() and not list(tmp_path.glob(".pairs.jsonl.*"))

@@ -248,13 +248,14 @@ class Project:
         """(ord, line in the source) of one source's documents, in corpus order."""
         return self.conn.execute("SELECT ord, line FROM documents WHERE source_id = ? ORDER BY ord", (source_id,))
 
-    def pairs_with_ids(self, minimum: float) -> sqlite3.Cursor:
-        """(a's doc_id, a's source_id, b's doc_id, b's source_id, jaccard) of every stored pair
-        with jaccard >= minimum, by (a, b). Hand-written: it walks the whole pairs table."""
+    def pairs_with_ids(self, minimum: float | None) -> sqlite3.Cursor:
+        """(a, b, a's doc_id, a's source_id, b's doc_id, b's source_id, jaccard) of every stored
+        pair with jaccard >= minimum (every one for None), by (a, b). Hand-written: it walks the
+        whole pairs table."""
         return self.conn.execute(
-            "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
+            "SELECT p.a, p.b, da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
             "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
-            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (-1.0 if minimum is None else minimum,))
 
     def distinct_texts_and_average_length(self) -> tuple[int, float | None]:
         """(how many distinct normalised texts, the texts' average length in characters)."""
