@@ -397,10 +397,11 @@ def verified_scan_key_sums(project: Project) -> dict:
 
 
 def read_scan_key_chunks(project: Project, words: int,
-                         sums: dict) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+                         sums: dict | None = None) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """[(chunk, index_bits, ords, hash prefixes, nibbles (rows, words))] in chunk order; empty
     when none is stored or they are not what a scan wrote; DerivedDamaged when a chunk does not
-    match its checksum in `sums` (verified_scan_key_sums)."""
+    match its checksum in `sums` (verified_scan_key_sums, read here when not given)."""
+    sums = sums if sums is not None else verified_scan_key_sums(project)
     try:
         rows = project.conn.execute(
             "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk").fetchall()
@@ -425,8 +426,10 @@ def read_scan_key_chunks(project: Project, words: int,
     return out
 
 
-def read_band_keys(project: Project, band: int, sums: dict) -> dict[int, np.ndarray]:
-    """{chunk: its sorted band keys} of one band, each checked against its checksum in `sums`."""
+def read_band_keys(project: Project, band: int, sums: dict | None = None) -> dict[int, np.ndarray]:
+    """{chunk: its sorted band keys} of one band, each checked against its checksum in `sums`
+    (verified_scan_key_sums, read here when not given)."""
+    sums = sums if sums is not None else verified_scan_key_sums(project)
     rows = project.conn.execute("SELECT chunk, keys FROM scan_band_keys WHERE band = ?", (band,)).fetchall()
     out = {}
     for chunk, keys in rows:
