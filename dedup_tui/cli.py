@@ -209,7 +209,13 @@ def _open_project(db: str, create: bool = False) -> Project:
     except DedupError as exc:
         _fail(str(exc))
     click.get_current_context().call_on_close(project.close)
+    project.on_notice = _note
     return project
+
+
+def _note(message: str) -> None:
+    """What the engine repaired while reading (a packed copy rebuilt from its source)."""
+    click.echo(f"note: {_one_line(message)}", err=True)
 
 
 def _db_option(help_text: str):
@@ -329,6 +335,7 @@ def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), a
         # A new project appears only once its first load is complete (kill -9 included).
         project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
         click.get_current_context().call_on_close(project.close)
+        project.on_notice = _note
     as_reference = f" ({len(report.references)} as reference)" if report.references else ""
     click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
                f"{_one_line(db)}")
@@ -466,7 +473,7 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order (- for standard output).")
 @click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
 @click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
-@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), undone (redo brings it back) or discarded (out of force for good: withdrawn, or undone and then replaced by a newer decision).")
+@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then replaced by a newer decision) or not applied (in force but unable to apply, with its reason: the removal of a reference document).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
 @click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
@@ -514,7 +521,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
     of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
     _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer){refs}; {r.decisions:,} decision{'s' * (r.decisions != 1)} applied", out, removed, decisions_log, manifest)
+         f"{r.reviewer:,} by reviewer){refs}; {r.decisions_line()}", out, removed, decisions_log, manifest)
 
 
 def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:

@@ -180,6 +180,21 @@ def refuse_removing_references(project: Project, doc_ids: list[str]) -> None:
                                    f"reference documents are matched but never removed")
 
 
+REFERENCE_REMOVAL = "it removes a reference document, and reference documents are matched but never removed"
+
+
+def not_applied(project: Project, decisions: list[Decision]) -> dict[int, str]:
+    """{decision id: why} of the active decisions among `decisions` that cannot apply: a
+    removal of a reference document (refused when recorded, but inserted by hand or by an older
+    version). They stay in the log, marked so, and are not counted as applied."""
+    removals = [d for d in decisions if d.kind == "remove" and d.undone == ACTIVE and d.doc_id is not None]
+    refs = set(project.reference_sources()) if removals else set()
+    if not refs:
+        return {}
+    source_of = project.sources_of_ids([d.doc_id for d in removals])
+    return {d.id: REFERENCE_REMOVAL for d in removals if source_of.get(d.doc_id) in refs}
+
+
 def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
                     policy: Policy | None = None, author: str | None = None) -> int:
     """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
@@ -695,6 +710,14 @@ class CuratedExport:
     decisions_out: str | None = None
     manifest_out: str | None = None
     references: int = 0  # reference documents left out of the export (never written)
+    not_applied: int = 0  # active decisions that cannot apply (not_applied), not counted in `decisions`
+
+    def decisions_line(self) -> str:
+        """'N decisions applied', and how many were not and why."""
+        line = f"{self.decisions:,} decision{'s' * (self.decisions != 1)} applied"
+        if self.not_applied:
+            line += f", {self.not_applied:,} not applied: {REFERENCE_REMOVAL}"
+        return line
 
 
 def beside(out: str | Path, suffix: str) -> Path:
@@ -770,6 +793,7 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     """Every decision, oldest first: who, what, when, and whether it is still in force. A
     decision on two documents of different sources names both files (doc_source, other_source)."""
     decisions = all_decisions(project) if include_undone else active(project)
+    inapplicable = not_applied(project, decisions)
     as_given = project.json_id_map([d.doc_id for d in decisions] + [d.other_id for d in decisions])
     paths = project.source_paths()
     source_of = project.sources_of_ids([d.doc_id for d in decisions if d.other_id is not None]
@@ -782,6 +806,8 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
                 row["doc_source"], row["other_source"] = paths.get(mine), paths.get(other)
             row["doc_id"], row["other_id"] = as_given.get(d.doc_id, d.doc_id), as_given.get(d.other_id, d.other_id)
             row["status"] = STATUS_NAMES[d.undone]
+            if d.id in inapplicable:
+                row["status"], row["reason"] = "not applied", inapplicable[d.id]
             row.pop("undone")
             row.pop("batch_size")  # only meaningful for an undo or redo just made
             fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -823,6 +849,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
             "reviewer": int((reason == REVIEWER).sum()),
             "clusters": clustering.cluster_count,
             "active_decisions": len(active(project)),
+            "decisions_not_applied": len(not_applied(project, active(project))),
         },
         "outputs": outputs,
     }
@@ -867,7 +894,9 @@ def export_curated(
     report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
     if removed_out:
         write_removed(project, clustering, removed_out, graph)
-    n_decisions = len(active(project))
+    in_force = active(project)
+    inapplicable = not_applied(project, in_force) if use_decisions else {}
+    n_decisions = len(in_force) - len(inapplicable)
     if decisions_out:
         write_decisions_log(project, decisions_out)
     reason = clustering.reason
@@ -885,6 +914,7 @@ def export_curated(
         decisions_out=str(decisions_out) if decisions_out else None,
         manifest_out=str(manifest_out) if manifest_out else None,
         references=int((clustering.reference & counted).sum()) if clustering.reference is not None else 0,
+        not_applied=len(inapplicable),
     )
     if manifest_out:
         outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,

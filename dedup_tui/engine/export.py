@@ -374,19 +374,39 @@ def check_threshold(project: Project, threshold: float) -> None:
 def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: bool = False,
                 control: Control | None = None) -> int:
     """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"}, a before b in
-    corpus order; returns how many."""
+    corpus order; returns how many. Every stored pair is checked against the scan's checksum
+    of them (store.derived.PAIRS_CHECKSUM) as it is read: a damaged pairs table is a
+    DerivedDamaged error, and the output is not renamed into place."""
+    from array import array
+
+    from .store.derived import PAIRS_CHECKSUM, pairs_checksum
+    from .store.scans import DerivedDamaged
+
     control = control or Control()
     project.require_current_scan()
     check_outputs({"pairs": out}, force, project_protected(project))
+    expected = project.get_meta(PAIRS_CHECKSUM)  # None: a project of schema 6 or older read as it is
+    seen_a, seen_b, seen_j = array("q"), array("q"), array("d")
+    add_a, add_b, add_j = seen_a.append, seen_b.append, seen_j.append
+    checked = expected is not None
     count = 0
     with AtomicFile(Path(out), "wb", overwrite=force) as fh:
         ints = project.integer_id_sources()
-        rows = project.pairs_with_ids(minimum)
-        for a_id, a_src, b_id, b_src, j in rows:
+        rows = project.pairs_with_ids(None if checked else minimum)
+        for a, b, a_id, a_src, b_id, b_src, j in rows:
+            if checked:
+                add_a(a)
+                add_b(b)
+                add_j(j)
+                if not j >= minimum:
+                    continue
             if ints:  # the ids as the corpus gave them: numbers where its ids were
                 a_id, b_id = int(a_id) if a_src in ints else a_id, int(b_id) if b_src in ints else b_id
             fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
             count += 1
             if count % 100_000 == 0:
                 control.check()
+        if checked and pairs_checksum(np.frombuffer(seen_a, np.int64), np.frombuffer(seen_b, np.int64),
+                                                   np.frombuffer(seen_j, np.float64)) != expected:
+            raise DerivedDamaged(project, "the stored pairs (the pairs table)")
     return count

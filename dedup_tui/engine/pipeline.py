@@ -24,11 +24,11 @@ from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM
 from .sketch import SKETCH_BINS, matches_needed
 from .similarity import all_pairs_at_least
 from .store import Project, transaction
-from .store.scans import (documents_from, documents_version, exact_groups, exact_groups_with_hashes,
+from .store.scans import (DerivedDamaged, documents_from, documents_version, exact_groups, exact_groups_with_hashes,
                           exact_hashes_of, forget_scan_keys, hash_prefixes, load_graph, merge_pairs, read_band_keys,
-                          read_exact_array, read_forest, read_pair_arrays, read_scan_key_chunks, read_texts, scan_keys_meta,
-                          set_scan_keys_meta, valid_pairs, write_added_scan_result, write_scan_keys,
-                          write_scan_result)
+                          read_scan_key_chunks, read_texts, scan_keys_meta, set_scan_keys_meta, verified_exact_of,
+                          verified_forest, verified_pairs, verified_scan_key_sums, write_added_scan_result,
+                          write_scan_keys, write_scan_result)
 
 __all__ = ["DEFAULT_FLOOR", "DEFAULT_K", "DEFAULT_MAX_BUCKET", "DEFAULT_NUM_PERM", "DEFAULT_SEED", "METHODS",
            "EXHAUSTIVE_WORK_LIMIT", "ScanResult", "ScanSettings", "SettingsError", "exact_groups", "find_pairs",
@@ -361,6 +361,9 @@ def scan(project: Project, settings: ScanSettings | None = None, control: Contro
                 except incremental.FullScanNeeded as exc:
                     reason = str(exc)
                     result = ScanResult()
+                except DerivedDamaged as exc:  # a full scan derives all of it again from the documents
+                    reason = f"{exc.what} do not match their checksum (the project file is damaged there)"
+                    result = ScanResult()
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
             _scan_all(project, settings, control, result, t_start, run_id, ahead)
@@ -479,14 +482,15 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
     documents_before = documents_version(project)
+    key_sums = verified_scan_key_sums(project)
     meta = scan_keys_meta(project) or {}
     first_new = int(meta["documents"])
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     words = -(-settings.num_perm // 16)
-    chunks_stored = read_scan_key_chunks(project, words)
-    old_exact = read_exact_array(project, first_new)
-    if not chunks_stored or old_exact is None:
+    chunks_stored = read_scan_key_chunks(project, words, key_sums)
+    if not chunks_stored:
         raise incremental.FullScanNeeded("the stored band keys cannot be read")
+    old_exact = verified_exact_of(project, first_new)
     old_rows = np.concatenate([c[2] for c in chunks_stored])
     if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any():
         raise incremental.FullScanNeeded("the stored band keys do not match the scanned documents")
@@ -523,8 +527,8 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
     if len(new_reps):
         threads = Threads(settings.workers or os.cpu_count() or 1)
         try:
-            a, b, j, new_chunk = _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding,
-                                              control, result, threads,
+            a, b, j, new_chunk = _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings,
+                                              banding, control, result, threads,
                                               None if ahead is None else (ahead, new_rep_hashes))
         finally:
             threads.close()
@@ -532,10 +536,8 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
 
     t0 = time.perf_counter()
     control.report("write", 0, len(a))
-    packed = read_pair_arrays(project)
-    if packed is None or not valid_pairs(first_new, *packed):
-        raise incremental.FullScanNeeded("the stored pairs cannot be read")
-    all_a, all_b, all_j, forest = merge_pairs(packed, (a, b, j), n, read_forest(project, len(packed[0])))
+    packed = verified_pairs(project, first_new)
+    all_a, all_b, all_j, forest = merge_pairs(packed, (a, b, j), n, verified_forest(project, len(packed[0])))
     with transaction(project.conn):
         conn = project.conn
         if documents_version(project) != documents_before:
@@ -557,7 +559,7 @@ def _scan_added(project: Project, settings: ScanSettings, control: Control, resu
         project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
 
 
-def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, banding, control, result, threads,
+def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings, banding, control, result, threads,
                  ahead=None):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
     the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
@@ -581,7 +583,7 @@ def _added_pairs(project, chunks_stored, old_rows, new_reps, lengths, settings, 
         keys = lsh.band_keys(signed.signatures, band, banding.rows)
         high = keys >> np.uint64(bits)
         t_read = time.perf_counter()
-        stored = read_band_keys(project, band)
+        stored = read_band_keys(project, band, key_sums)
         timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
         if sorted(stored) != sorted(chunk_of):
             raise incremental.FullScanNeeded("the stored band keys are incomplete")

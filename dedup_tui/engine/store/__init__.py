@@ -8,10 +8,11 @@ The engine's SQL lives in this package:
 - schema.py      the schema and the migrations of older projects
 - connection.py  opening the file (read-write, building, read-only snapshots)
 - locks.py       the review app's lock, headless writers' shared lock, `transaction`
-- checksums.py   a checksum per stored document
+- checksums.py   a checksum per stored document, and per table a scan derives
 - project.py     `Project` (documents, sources, runs, meta, the view snapshot) and `build_project`
 - review.py      the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
-- scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays
+- scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays, checked
+- derived.py     the packed arrays written with their checksums, and their sources as arrays
 - documents.py   what a load writes: its sources and documents (DocumentsWriter)
 """
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import struct
+import zlib
+
+import numpy as np
 
 
 # -- a checksum per stored document --------------------------------------------------------
@@ -70,3 +73,32 @@ def document_checksums(ords, doc_ids, source_ids, lines, texts, records) -> list
 def has_checksums(conn: sqlite3.Connection) -> bool:
     """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
     return "checksum" in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
+
+
+# -- a checksum per derived table ------------------------------------------------------------
+#
+# What a scan derives and later commands read back instead of recomputing it (the packed
+# pairs, their spanning forest, exact_of, the incremental scan's keys) has a checksum in `meta`,
+# written in the transaction that writes the data and checked whenever it is read: PRAGMA
+# integrity_check does not see a flipped bit inside a blob. The checksum is of the values
+# (the arrays' little-endian bytes, in order), not of how they are split into rows, so the
+# same values rebuilt from their readable source (`pairs`, documents.exact_of) can be checked
+# against it too.
+
+def arrays_checksum(*arrays) -> str:
+    """CRC-32 (8 hex digits) of arrays (or bytes): each one's type, length and raw bytes
+    (little-endian), in order. CRC-32, not a cryptographic hash: the threat is bit rot, not a
+    crafted edit, and a CRC-32 detects every error of up to 3 flipped bits and every burst of
+    up to 32 (random damage passes 1 time in 4 billion); zlib's runs at ~3.4 GB/s, 2.4 times
+    OpenSSL's SHA-256, and an incremental scan of 841k documents checks ~300 MB."""
+    crc = 0
+    for array in arrays:
+        if isinstance(array, (bytes, bytearray, memoryview)):
+            kind, data = b"bytes", memoryview(array).cast("B")
+        else:
+            array = np.ascontiguousarray(array)
+            array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+            kind, data = array.dtype.str.encode(), memoryview(array.reshape(-1)).cast("B")
+        crc = zlib.crc32(struct.pack("<8sq", kind, data.nbytes), crc)
+        crc = zlib.crc32(data, crc)
+    return f"{crc:08x}"

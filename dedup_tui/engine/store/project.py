@@ -37,6 +37,10 @@ class Project:
         # opened read-only: every command that only reads works, and a write says why it cannot.
         self.readonly = readonly or (existed and not _writable(self.path))
         self.readonly_reason = "the file or its folder cannot be written"
+        # What was repaired while reading (derived data rebuilt from its source): each said once,
+        # through on_notice when the caller set one (the command line prints it).
+        self.notices: list[str] = []
+        self.on_notice: Callable[[str], None] | None = None
         try:
             self.conn = connect(self.path, create=create, readonly=self.readonly, building=building)
         except DiskFull:
@@ -53,6 +57,12 @@ class Project:
         except BaseException:
             self.conn.close()  # not a project we can use: no connection left behind
             raise
+
+    def notice(self, message: str) -> None:
+        if message not in self.notices:
+            self.notices.append(message)
+            if self.on_notice is not None:
+                self.on_notice(message)
 
     def check_writable(self, doing: str) -> None:
         """Raise ProjectError (saying why) when this project was opened read-only."""
@@ -238,13 +248,14 @@ class Project:
         """(ord, line in the source) of one source's documents, in corpus order."""
         return self.conn.execute("SELECT ord, line FROM documents WHERE source_id = ? ORDER BY ord", (source_id,))
 
-    def pairs_with_ids(self, minimum: float) -> sqlite3.Cursor:
-        """(a's doc_id, a's source_id, b's doc_id, b's source_id, jaccard) of every stored pair
-        with jaccard >= minimum, by (a, b). Hand-written: it walks the whole pairs table."""
+    def pairs_with_ids(self, minimum: float | None) -> sqlite3.Cursor:
+        """(a, b, a's doc_id, a's source_id, b's doc_id, b's source_id, jaccard) of every stored
+        pair with jaccard >= minimum (every one for None), by (a, b). Hand-written: it walks the
+        whole pairs table."""
         return self.conn.execute(
-            "SELECT da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
+            "SELECT p.a, p.b, da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
             "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
-            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (minimum,))
+            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (-1.0 if minimum is None else minimum,))
 
     def distinct_texts_and_average_length(self) -> tuple[int, float | None]:
         """(how many distinct normalised texts, the texts' average length in characters)."""

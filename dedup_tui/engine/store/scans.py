@@ -15,7 +15,21 @@ import numpy as np
 
 from ..cluster import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
+from .checksums import arrays_checksum
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIR_ARRAY_CHUNK, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
+                      SCAN_KEYS_META, exact_of_column, forget_scan_keys, pairs_checksum, pairs_table, valid_pairs,
+                      write_exact_array, write_pair_arrays)
 from .project import Project
+
+
+class DerivedDamaged(ProjectError):
+    """Data a scan derived (and nothing it can be rebuilt from) does not match its checksum.
+    `what` names it for a scan, which then compares everything again instead."""
+
+    def __init__(self, project: Project, what: str):
+        super().__init__(f"{project.path}: {what} do not match their checksum: the project file is damaged (restore "
+                         f"it from a backup, or scan again with --full)")
+        self.what = what
 
 
 def read_texts(project: Project, ords: np.ndarray) -> list[str]:
@@ -88,9 +102,6 @@ def documents_version(project: Project) -> tuple:
     ).fetchone()
 
 
-PAIR_ARRAY_CHUNK = 4_000_000
-
-
 ROWS_PER_INSERT = 500
 INSERT_CHUNK = 100_000  # rows turned into Python objects at a time (a multiple of ROWS_PER_INSERT)
 
@@ -138,34 +149,13 @@ def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -
     return spanning_forest(n_docs, a, b, j)
 
 
-def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> None:
-    """A packed copy of `pairs` (sorted by a, b) that opens in milliseconds; `pairs` stays
-    the readable source and this table is rewritten with it by every scan. The maximum
-    spanning forest too (indices into the sorted pairs), so the first components clustering
-    after opening a project is as fast as the later ones."""
-    conn.execute("DELETE FROM pair_arrays")
-    for chunk, s in enumerate(range(0, len(a), PAIR_ARRAY_CHUNK)):
-        conn.execute(
-            "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
-            (chunk, a[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             b[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             j[s : s + PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
-        )
-    conn.execute("DELETE FROM pair_forest")
-    conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('pair_arrays_count', ?)", (str(len(a)),))
-
-
-def write_exact_array(conn, exact_of: np.ndarray) -> None:
-    """exact_of (one int64 per ord, -1 for first copies) as one blob: a 1M-document project
-    opens ~150 ms sooner than when it is read back row by row from `documents`."""
-    conn.execute("INSERT OR REPLACE INTO exact_array(id, exact_of) VALUES (0, ?)", (exact_of.astype("<i8").tobytes(),))
-
-
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
     """The stored exact_of, when it is for these documents (else None: read the column)."""
     try:
-        row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        try:
+            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        except sqlite3.OperationalError:  # no such table: read the column, checked
+            row = None
     except sqlite3.OperationalError:
         return None
     if row is None or not isinstance(row[0], bytes) or len(row[0]) != 8 * n:
@@ -204,50 +194,81 @@ def load_graph(project: Project) -> PairGraph:
 def _stored_graph(project: Project) -> PairGraph:
     project.require_current_scan()
     n = project.next_ord()
-    exact_of = read_exact_array(project, n)
-    if exact_of is None:
-        exact_of = np.full(n, -1, dtype=np.int64)
-        rows = project.conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL").fetchall()
-        if rows:
-            arr = np.array(rows, dtype=np.int64)
-            exact_of[arr[:, 0]] = arr[:, 1]
-    packed = read_pair_arrays(project)
-    if packed is not None and valid_pairs(n, *packed):
-        graph = PairGraph(n, exact_of, *packed)
+    graph = PairGraph(n, verified_exact_of(project, n), *verified_pairs(project, n))
+    forest = verified_forest(project, len(graph.a))
+    if forest is not None and len(forest) < max(n, 1):
+        graph.use_forest(forest)
+    return graph
+
+
+# -- reading the derived data back, checked ---------------------------------------------------
+#
+# Each reader checks what it reads against the checksum written with it. A packed copy that
+# does not match is rebuilt from its readable source when that source matches the checksum
+# (said with Project.notice: the result is the undamaged one); when neither matches, the
+# project is damaged (DerivedDamaged: an export stops, a scan compares everything again).
+# Without a checksum (a project of schema 6 or older opened read-only) the packed copies are
+# not trusted: the readable sources are read instead.
+
+def verified_pairs(project: Project, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored pairs (a, b, jaccard sorted by a, b) of a scan of n documents, checked."""
+    expected = project.get_meta(PAIRS_CHECKSUM)
+    if expected is not None:
+        packed = read_pair_arrays(project)
+        if packed is not None and pairs_checksum(*packed) == expected:
+            return packed
+    table = pairs_table(project.conn)
+    if expected is None:
+        if not valid_pairs(n, *table):
+            raise ProjectError(f"{project.path}: damaged: the pairs table refers to documents that do not exist or "
+                               f"holds similarities outside [0, 1]; scan again")
+        return table
+    if pairs_checksum(*table) != expected:
+        raise DerivedDamaged(project, "the stored pairs (pair_arrays and the pairs table)")
+    project.notice(f"{project.path}: the packed pairs (pair_arrays) do not match their checksum: rebuilt from the "
+                   f"pairs table, which does (scan again to store them anew)")
+    return table
+
+
+def verified_exact_of(project: Project, n: int) -> np.ndarray:
+    """exact_of of the first n documents as the last scan wrote it, checked."""
+    expected = project.get_meta(EXACT_CHECKSUM)
+    if expected is not None:
         try:
-            row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
-        except sqlite3.OperationalError:
+            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+        except sqlite3.OperationalError:  # no such table: read the column, checked
             row = None
-        if row is not None and isinstance(row[0], bytes) and len(row[0]) % 8 == 0:
-            forest = np.frombuffer(row[0], "<i8").astype(np.int64)
-            if len(forest) < max(n, 1) and (len(forest) == 0 or (forest.min() >= 0 and forest.max() < len(packed[0])
-                                                                  and len(np.unique(forest)) == len(forest))):
-                graph.use_forest(forest)
-        return graph
-    pr = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
-    if pr:
-        a = np.fromiter((r[0] for r in pr), np.int64, len(pr))
-        b = np.fromiter((r[1] for r in pr), np.int64, len(pr))
-        j = np.fromiter((r[2] for r in pr), np.float64, len(pr))
-    else:
-        a = b = np.empty(0, np.int64)
-        j = np.empty(0, np.float64)
-    if not valid_pairs(n, a, b, j):
-        raise ProjectError(f"{project.path}: damaged: the pairs table refers to documents that do not exist or "
-                           f"holds similarities outside [0, 1]; scan again")
-    return PairGraph(n, exact_of, a, b, j)
+        stored = np.frombuffer(row[0], "<i8") if row and isinstance(row[0], bytes) and len(row[0]) % 8 == 0 else None
+        if stored is not None and arrays_checksum(stored) == expected:
+            if len(stored) == n:
+                return stored.astype(np.int64)  # (a copy: frombuffer's array is read-only)
+            # Documents appeared or vanished under the scan (a damaged documents table): the
+            # export's check of each document it writes names them.
+            exact_of = np.full(n, -1, np.int64)
+            exact_of[:min(n, len(stored))] = stored[:n]
+            return exact_of
+    column = exact_of_column(project.conn, n)
+    if expected is None:
+        return column
+    if arrays_checksum(column) != expected:
+        raise DerivedDamaged(project, "the stored exact groups (exact_array and documents.exact_of)")
+    project.notice(f"{project.path}: the packed exact groups (exact_array) do not match their checksum: rebuilt "
+                   f"from documents.exact_of, which does (scan again to store them anew)")
+    return column
 
 
-def valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
-    """What a scan writes: a < b < n, similarities in [0, 1], sorted by (a, b)."""
-    if not len(a):
-        return True
-    if not (len(a) == len(b) == len(j)) or a.min() < 0 or b.max() >= n or (a >= b).any():
-        return False
-    if not ((j >= 0) & (j <= 1)).all():
-        return False
-    key = a * n + b
-    return bool((key[1:] > key[:-1]).all())
+def verified_forest(project: Project, n_pairs: int) -> np.ndarray | None:
+    """The stored spanning forest of the pairs, checked; None when it is to be computed again
+    (none stored with a checksum, or a damaged one: said with Project.notice)."""
+    expected = project.get_meta(FOREST_CHECKSUM)
+    if expected is None:
+        return None
+    forest = read_forest(project, n_pairs)
+    if forest is not None and arrays_checksum(forest) == expected:
+        return forest
+    project.notice(f"{project.path}: the pairs' spanning forest (pair_forest) does not match its checksum: computed "
+                   f"again from the pairs (scan again to store it anew)")
+    return None
 
 
 # -- what an incremental scan keeps of the scanned documents ------------------------------------
@@ -256,8 +277,6 @@ def valid_pairs(n: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> bool:
 # later document against it needs without reading its text again: its band keys, the 4-bit
 # agreement prefilter's nibbles and its exact hash's first 8 bytes (tables scan_keys and
 # scan_band_keys; a project without them is scanned in full next time).
-
-SCAN_KEYS_META = "scan_keys"
 
 
 def hash_prefixes(hashes: list[str]) -> np.ndarray:
@@ -302,31 +321,55 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
                     band_keys, meta: dict) -> None:
     """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
     stored chunk (a full scan). band_keys: per band, its sorted keys (an iterable, taken one
-    band at a time). `meta` (JSON) says which scan and documents they are of."""
+    band at a time). `meta` (JSON) says which scan and documents they are of. Their checksums
+    go with them (SCAN_KEYS_CHECKSUMS)."""
     if chunk == 0:
         conn.execute("DELETE FROM scan_keys")
         conn.execute("DELETE FROM scan_band_keys")
+        conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,))
+    ords, hashes = ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False)
+    nibbles = np.ascontiguousarray(nibbles).astype("<u8", copy=False)
     conn.execute("INSERT INTO scan_keys(chunk, index_bits, ords, hashes, nibbles) VALUES (?, ?, ?, ?, ?)",
-                 (chunk, index_bits, ords.astype("<i8").tobytes(), hashes.astype("<u8").tobytes(),
-                  np.ascontiguousarray(nibbles).astype("<u8").tobytes()))
-    conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)",
-                     ((chunk, b, k.astype("<u8").tobytes()) for b, k in enumerate(band_keys)))
+                 (chunk, index_bits, ords.tobytes(), hashes.tobytes(), nibbles.tobytes()))
+    band_sums: list[str] = []
+
+    def rows():
+        for band, keys in enumerate(band_keys):
+            keys = keys.astype("<u8", copy=False)
+            band_sums.append(arrays_checksum(keys))
+            yield chunk, band, keys.tobytes()
+
+    conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)", rows())
+    sums = _scan_key_sums(conn)
+    sums["chunks"][str(chunk)] = {"keys": _chunk_checksum(index_bits, ords, hashes, nibbles), "bands": band_sums}
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_CHECKSUMS, json.dumps(sums)))
     set_scan_keys_meta(conn, meta)
 
 
-def set_scan_keys_meta(conn, meta: dict) -> None:
-    """Which scan and documents the stored scan keys are of (JSON in meta)."""
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_META, json.dumps(meta)))
+def _chunk_checksum(index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray) -> str:
+    return arrays_checksum(np.array([index_bits], "<i8"), ords, hashes, nibbles)
 
 
-def forget_scan_keys(conn) -> None:
-    """A scan that keeps no keys (the exhaustive comparison) drops those of an earlier one."""
+def _scan_key_sums(conn) -> dict:
+    """The stored SCAN_KEYS_CHECKSUMS ({"meta": ..., "chunks": {chunk: {"keys", "bands"}}}),
+    or an empty one."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,)).fetchone()
     try:
-        conn.execute("DELETE FROM scan_keys")
-        conn.execute("DELETE FROM scan_band_keys")
-    except sqlite3.OperationalError:
-        pass
-    conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_META,))
+        sums = json.loads(row[0]) if row else {}
+    except (TypeError, ValueError):
+        sums = {}
+    if not isinstance(sums, dict) or not isinstance(sums.get("chunks"), dict):
+        sums = {"chunks": {}}
+    return sums
+
+
+def set_scan_keys_meta(conn, meta: dict) -> None:
+    """Which scan and documents the stored scan keys are of (JSON in meta), and its checksum."""
+    raw = json.dumps(meta)
+    sums = _scan_key_sums(conn)
+    sums["meta"] = arrays_checksum(raw.encode())
+    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                     [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))])
 
 
 def scan_keys_meta(project: Project) -> dict | None:
@@ -340,9 +383,25 @@ def scan_keys_meta(project: Project) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
-def read_scan_key_chunks(project: Project, words: int) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+SCAN_KEYS_WHAT = "the stored band keys (scan_keys, scan_band_keys)"
+
+
+def verified_scan_key_sums(project: Project) -> dict:
+    """The scan keys' checksums, once the scan_keys meta is checked against its own
+    (DerivedDamaged otherwise: a scan then compares everything again)."""
+    sums = _scan_key_sums(project.conn)
+    raw = project.get_meta(SCAN_KEYS_META)
+    if raw is None or sums.get("meta") != arrays_checksum(raw.encode()):
+        raise DerivedDamaged(project, SCAN_KEYS_WHAT)
+    return sums
+
+
+def read_scan_key_chunks(project: Project, words: int,
+                         sums: dict | None = None) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """[(chunk, index_bits, ords, hash prefixes, nibbles (rows, words))] in chunk order; empty
-    when none is stored or they are not what a scan wrote."""
+    when none is stored or they are not what a scan wrote; DerivedDamaged when a chunk does not
+    match its checksum in `sums` (verified_scan_key_sums, read here when not given)."""
+    sums = sums if sums is not None else verified_scan_key_sums(project)
     try:
         rows = project.conn.execute(
             "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk").fetchall()
@@ -351,20 +410,38 @@ def read_scan_key_chunks(project: Project, words: int) -> list[tuple[int, int, n
     out = []
     for chunk, bits, ords, hashes, nibbles in rows:
         if not all(isinstance(x, bytes) for x in (ords, hashes, nibbles)) or len(ords) % 8 or len(ords) != len(hashes):
-            return []
+            raise DerivedDamaged(project, SCAN_KEYS_WHAT)
         n = len(ords) // 8
         if len(nibbles) != n * words * 8:
             return []
-        out.append((int(chunk), int(bits), np.frombuffer(ords, "<i8").astype(np.int64, copy=False),
-                    np.frombuffer(hashes, "<u8").astype(np.uint64, copy=False),
-                    np.frombuffer(nibbles, "<u8").astype(np.uint64, copy=False).reshape(n, words)))
+        ords, hashes = np.frombuffer(ords, "<i8"), np.frombuffer(hashes, "<u8")
+        nibbles = np.frombuffer(nibbles, "<u8")
+        expected = sums["chunks"].get(str(chunk), {})
+        if not isinstance(expected, dict) or expected.get("keys") != _chunk_checksum(bits, ords, hashes, nibbles):
+            raise DerivedDamaged(project, SCAN_KEYS_WHAT)
+        out.append((int(chunk), int(bits), ords.astype(np.int64, copy=False), hashes.astype(np.uint64, copy=False),
+                    nibbles.astype(np.uint64, copy=False).reshape(n, words)))
+    if len(out) != len(sums["chunks"]):
+        raise DerivedDamaged(project, SCAN_KEYS_WHAT)
     return out
 
 
-def read_band_keys(project: Project, band: int) -> dict[int, np.ndarray]:
-    """{chunk: its sorted band keys} of one band."""
+def read_band_keys(project: Project, band: int, sums: dict | None = None) -> dict[int, np.ndarray]:
+    """{chunk: its sorted band keys} of one band, each checked against its checksum in `sums`
+    (verified_scan_key_sums, read here when not given)."""
+    sums = sums if sums is not None else verified_scan_key_sums(project)
     rows = project.conn.execute("SELECT chunk, keys FROM scan_band_keys WHERE band = ?", (band,)).fetchall()
-    return {int(c): np.frombuffer(k, "<u8").astype(np.uint64, copy=False) for c, k in rows if isinstance(k, bytes)}
+    out = {}
+    for chunk, keys in rows:
+        entry = sums["chunks"].get(str(chunk))
+        bands = entry.get("bands") if isinstance(entry, dict) and isinstance(keys, bytes) else None
+        if not isinstance(bands, list) or band >= len(bands) or len(keys) % 8:
+            raise DerivedDamaged(project, SCAN_KEYS_WHAT)
+        keys = np.frombuffer(keys, "<u8")
+        if arrays_checksum(keys) != bands[band]:
+            raise DerivedDamaged(project, SCAN_KEYS_WHAT)
+        out[int(chunk)] = keys.astype(np.uint64, copy=False)
+    return out
 
 
 def stored_scan_key_bytes(project: Project) -> int:

@@ -19,7 +19,7 @@ from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -195,6 +195,30 @@ def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
             conn.execute(stmt)
 
 
+def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """What a scan derived gets checksums (store/scans.py). The packed pairs, their spanning
+    forest and exact_array are rebuilt from their readable sources (`pairs`, documents.exact_of)
+    with them, so a packed copy damaged before the upgrade is not carried over. The scan keys,
+    which have no readable source, are dropped: the next scan is a full one, and says why."""
+    from ..cluster import maximum_spanning_forest
+    from .derived import (exact_of_column, forget_scan_keys, pairs_table, valid_pairs, write_exact_array,
+                          write_pair_arrays)
+
+    forget_scan_keys(conn)
+    if conn.execute("SELECT 1 FROM meta WHERE key = 'pair_arrays_count'").fetchone() is not None:
+        a, b, j = pairs_table(conn)
+        n = conn.execute("SELECT coalesce(max(ord), -1) + 1 FROM documents").fetchone()[0]
+        if valid_pairs(n, a, b, j):
+            write_pair_arrays(conn, a, b, j, maximum_spanning_forest(n, a, b, j))
+        else:  # read from `pairs` by every export, which reports them
+            conn.execute("DELETE FROM pair_arrays")
+            conn.execute("DELETE FROM pair_forest")
+            conn.execute("DELETE FROM meta WHERE key = 'pair_arrays_count'")
+    row = conn.execute("SELECT length(exact_of) FROM exact_array WHERE id = 0").fetchone()
+    if row is not None:
+        write_exact_array(conn, exact_of_column(conn, int(row[0] or 0) // 8))
+
+
 def _text_or_bytes(data: bytes) -> str | bytes:
     """A TEXT value as Python's sqlite3 reads it, or its bytes when they are not UTF-8."""
     try:
@@ -222,6 +246,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     3: _migrate_3_to_4,
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
+    6: _migrate_6_to_7,
 }
 
 

@@ -184,6 +184,8 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="pipeline", exit_on_error=False)
     def run_pipeline(self, load: bool, scan_it: bool, view) -> None:
         project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
+        # damaged scan data rebuilt while reading it (notify is thread-safe)
+        project.on_notice = lambda note: self.notify(note, severity="warning", markup=False, timeout=15)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         ahead = None
         try:
@@ -1277,6 +1279,6 @@ class MainScreen(Screen):
         r = message.result
         self.notify(
             f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
-            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions:,} decision{'s' * (r.decisions != 1)} applied",
+            f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions_line()}",
             markup=False, timeout=8,
         )
