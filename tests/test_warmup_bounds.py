@@ -250,7 +250,7 @@ class StalledWarmup(warmup.Warmup):
 
 def test_a_scan_leaves_a_stalled_warmup_and_says_so_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(kernel_cache, "_said", set())
+    monkeypatch.setattr(kernel_cache, "_said", [])
     clock = FakeClock()
     handle = StalledWarmup(str(tmp_path), clock)  # (no claims folder: the scan compiles nothing while it waits)
     seen = []
@@ -394,7 +394,7 @@ def test_a_planted_fallback_cache_folder_is_never_loaded(tmp_path, attack):
 
 def test_cache_folders_are_made_private_and_checked(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.setattr(kernel_cache, "_said", set())
+    monkeypatch.setattr(kernel_cache, "_said", [])
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     monkeypatch.setattr(kernel_cache.tempfile, "tempdir", None)
@@ -428,7 +428,7 @@ def test_the_samples_fallback_folder_follows_the_same_rule(tmp_path, monkeypatch
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file" / "data"))  # cannot be made
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     monkeypatch.setattr(launch.tempfile, "tempdir", None)
-    monkeypatch.setattr(kernel_cache, "_said", set())
+    monkeypatch.setattr(kernel_cache, "_said", [])
     (tmp_path / "tmp").mkdir()
     victim = tmp_path / "victims-folder"
     victim.mkdir()

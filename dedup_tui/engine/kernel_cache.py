@@ -12,6 +12,7 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent
@@ -19,19 +20,34 @@ WARM_PREFIX = "dedup-tui-warm-"
 # The ready file lists each kernel once (a few dozen short lines): never more than this.
 READY_MAX_BYTES = 4096
 
-_said: set[str] = set()
+_said: list[str] = []
+_listeners: list[Callable[[str], None]] = []
 
 
 def notice(message: str) -> None:
     """One line on stderr, once per process (a fallback the user should know of, never an
-    error; under the CLI's progress it is printed above the bars)."""
+    error; under the CLI's progress it is printed above the bars), and to every listener (the
+    app, where stderr is not seen)."""
     if message in _said:
         return
-    _said.add(message)
+    _said.append(message)
     try:
         print(f"warning: {message}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+    for listener in list(_listeners):
+        listener(message)
+
+
+def listen(listener: Callable[[str], None]) -> list[str]:
+    """Call `listener` with every later notice (from any thread); returns those said already."""
+    _listeners.append(listener)
+    return list(_said)
+
+
+def stop_listening(listener: Callable[[str], None]) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
 
 
 def _refusal(path: Path) -> str | None:

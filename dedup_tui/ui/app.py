@@ -12,7 +12,7 @@ from textual import events
 from textual.app import App
 from textual.notifications import Notification, Notify
 
-from ..engine import warmup
+from ..engine import kernel_cache, warmup
 from ..engine.decisions import default_author
 from ..engine.partial import partial_view
 from ..engine.store import AppLock, Project, ProjectLocked, acquire_app_lock
@@ -115,6 +115,8 @@ class DedupApp(App):
             self.notify(self.keymap.report(), title="Keymap", severity="warning", timeout=20, markup=False)
         if self.read_only is not None:
             self.notify(self.read_only, title="Read-only view", severity="warning", timeout=30, markup=False)
+        for said in kernel_cache.listen(self._engine_notice):  # (e.g. a cache folder refused)
+            self._engine_notice(said)
         if self.spec.notice:
             notice = self.spec.notice.removeprefix("dedup-tui: ").removeprefix("first run: ")  # (the title says it)
             self.notify(notice[:1].upper() + notice[1:], title="First run", timeout=20, markup=False)
@@ -125,7 +127,14 @@ class DedupApp(App):
         if self.partial_message:
             self.notify(self.partial_message, title="Imported from a cluster scan", timeout=12, markup=False)
 
+    def _engine_notice(self, message: str) -> None:
+        """A fallback the engine said once on stderr (which the app hides), as a warning; from
+        any thread (notify posts a message)."""
+        self.notify(message[:1].upper() + message[1:], severity="warning",
+                    timeout=20, markup=False)
+
     def on_unmount(self) -> None:
+        kernel_cache.stop_listening(self._engine_notice)
         try:
             self.writer.close()  # every decision asked for is written before the lock goes
             if self.review.project is not None:
