@@ -6,7 +6,11 @@ Two policies over the same graph (documents = corpus ords, edges = verified pair
 - greedy: the reference's keep-first pass in corpus order; a document is removed when its
   highest similarity to an already kept document is >= threshold, against the first kept
   document reaching that maximum.
-Exact duplicates always collapse first: they are removed as duplicates of the first copy.
+Exact duplicates always collapse first: a later copy of a text is in its first copy's cluster
+and removed against the document that cluster keeps (the first copy itself when it is kept; else,
+the first copy having been removed as a near duplicate, the kept one it was removed against, the
+copy being linked to it via its first copy: see links_to_kept). Every removed document's keeper is
+so the kept document of its cluster, and its similarity the similarity to that document.
 
 Reference documents (graph.reference: from a source loaded as a reference, such as an
 evaluation set) are matched like any other but never removed: a cluster holding one keeps it
@@ -216,9 +220,9 @@ def _compact_ids(nodes: np.ndarray, n: int) -> np.ndarray:
 class Clustering:
     threshold: float
     policy: Policy
-    keeper: np.ndarray  # int64: ord this document is a duplicate of, -1 when kept
-    similarity: np.ndarray  # float64: Jaccard to the keeper (1.0 exact; nan if no stored pair)
-    reason: np.ndarray  # int8: KEPT, EXACT or NEAR
+    keeper: np.ndarray  # int64: the kept document of its cluster it is a duplicate of, -1 when kept
+    similarity: np.ndarray  # float64: Jaccard to the keeper (1.0 for its text; nan if no stored pair)
+    reason: np.ndarray  # int8: KEPT, EXACT (a copy of a member's text) or NEAR
     cluster: np.ndarray  # int64: ord of the cluster's kept document (own ord for singletons)
     # Pairs a reviewer said are not duplicates: never cited as a document's similarity.
     split_pairs: frozenset = frozenset()
@@ -246,6 +250,8 @@ class Clustering:
     # The clusters a reviewer's keep/remove decisions settled (decisions.apply_overrides): their
     # label now -> their label before (None: not known, e.g. a stored snapshot's clustering)
     overridden: dict[int, int] | None = None
+    # The graph's exact_of (the first copy of each text, -1 for a first copy); None: not known
+    exact_of: np.ndarray | None = None
 
     def exported(self) -> np.ndarray:
         """Per document: whether a curated export writes it (kept, not a reference, and of the
@@ -258,9 +264,15 @@ class Clustering:
         return written
 
     def rejected_members(self) -> np.ndarray:
-        """Documents whose keeper is one a reviewer declared them not a duplicate of."""
-        return np.array([doc for x, y in self.split_pairs for doc, other in ((y, x), (x, y))
-                         if self.keeper[doc] == other], dtype=np.int64)
+        """Documents whose keeper is one a reviewer declared them (their text) not a duplicate
+        of: the first copies the split pairs name, and the later copies of their texts."""
+        rejected = np.array([doc for x, y in self.split_pairs for doc, other in ((y, x), (x, y))
+                             if self.keeper[doc] == other], dtype=np.int64)
+        if not len(rejected) or self.exact_of is None:
+            return rejected
+        copies = np.flatnonzero(np.isin(self.exact_of, rejected))
+        copies = copies[self.keeper[copies] == self.keeper[self.exact_of[copies]]]
+        return np.concatenate([rejected, copies])
 
     @property
     def kept_count(self) -> int:
@@ -457,16 +469,20 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
         keeper[removed] = keeper_of[removed]
         similarity[removed] = best[removed]
         reason[removed] = NEAR
-    # Exact duplicates collapse first: removed against their first copy, whatever happened to it.
+    # Exact duplicates collapse first, into their first copy's cluster, removed against the
+    # document it keeps: the first copy when it is kept, else the one the first copy is a near
+    # duplicate of (at the first copy's similarity to it: the same text).
     dup = np.flatnonzero(graph.exact_of >= 0)
-    keeper[dup] = graph.exact_of[dup]
-    similarity[dup] = 1.0
+    first = graph.exact_of[dup]
+    first_kept = keeper[first] < 0  # (a first copy is never itself a copy: its keeper is final)
+    keeper[dup] = np.where(first_kept, first, keeper[first])
+    similarity[dup] = np.where(first_kept, 1.0, similarity[first])
     reason[dup] = EXACT
     cluster_of = np.arange(n, dtype=np.int64)
     cluster_of[removed] = keeper[removed]
-    # An exact duplicate of a near-removed document belongs to that document's cluster.
-    cluster_of[dup] = cluster_of[graph.exact_of[dup]]
-    c = Clustering(threshold, policy, keeper, similarity, reason, cluster_of, frozenset(split_pairs or ()))
+    cluster_of[dup] = cluster_of[first]
+    c = Clustering(threshold, policy, keeper, similarity, reason, cluster_of, frozenset(split_pairs or ()),
+                   exact_of=graph.exact_of)
     return forget_rejected(protect_references(graph, c))
 
 
@@ -540,20 +556,50 @@ def protect_references(graph: PairGraph, c: Clustering) -> Clustering:
         c.keeper[follow] = their_rep
         c.similarity[follow] = similarity_between(graph, their_rep, follow)
         by_reviewer = (c.reason[follow] != KEPT) & (c.reason[follow] != EXACT) & (c.reason[follow] != NEAR)
-        roots_f = np.where(graph.exact_of[follow] >= 0, graph.exact_of[follow], follow)
-        roots_r = np.where(graph.exact_of[their_rep] >= 0, graph.exact_of[their_rep], their_rep)
-        c.reason[follow] = np.where(by_reviewer, c.reason[follow], np.where(roots_f == roots_r, EXACT, NEAR))
+        c.reason[follow] = np.where(by_reviewer, c.reason[follow], removal_reasons(graph, follow, their_rep))
         c.cluster[members] = new_rep
     c.keeper[refs], c.reason[refs], c.similarity[refs] = -1, KEPT, np.nan
     return c
 
 
+def removal_reasons(graph: PairGraph, docs: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Why each of `docs` is removed against `kept[i]` (its cluster's kept document): EXACT for
+    a later copy of a text (its first copy is in its cluster) or the kept document's text,
+    NEAR for a first copy of another text."""
+    docs, kept = np.asarray(docs, dtype=np.int64), np.asarray(kept, dtype=np.int64)
+    first_d, first_k = graph.exact_of[docs], graph.exact_of[kept]
+    same_text = np.where(first_d >= 0, first_d, docs) == np.where(first_k >= 0, first_k, kept)
+    return np.where(same_text | (first_d >= 0), EXACT, NEAR).astype(np.int8)
+
+
 def forget_rejected(c: Clustering) -> Clustering:
     """A pair a reviewer rejected is never a document's similarity to its keeper (nan instead:
-    the document is in the cluster through other members; see strongest_links)."""
-    docs = c.rejected_members()
-    c.similarity[docs[c.reason[docs] != EXACT]] = np.nan
+    the document is in the cluster through other members; see strongest_links), nor that of a
+    copy of its text."""
+    c.similarity[c.rejected_members()] = np.nan
     return c
+
+
+def links_to_kept(graph: PairGraph, clustering: Clustering, docs) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `docs`, the member it is linked to its kept document through, when not by a
+    pair of its own: a copy of a text other than the kept one's, via its first copy (1.0); a
+    near duplicate with no pair at the threshold with the kept one (or one a reviewer
+    rejected), via strongest_links. -1 and nan otherwise (a kept document, a copy of the kept
+    text, a near duplicate joined directly, one removed by a reviewer)."""
+    docs = np.asarray(docs, dtype=np.int64)
+    via = np.full(len(docs), -1, dtype=np.int64)
+    via_sim = np.full(len(docs), np.nan)
+    if not len(docs):
+        return via, via_sim
+    keeper, reason = clustering.keeper[docs], clustering.reason[docs]
+    first = graph.exact_of[docs]
+    kept_first = np.where(keeper >= 0, graph.exact_of[np.maximum(keeper, 0)], -1)
+    copy = (reason == EXACT) & (keeper >= 0) & (first >= 0) & (first != keeper) & (first != kept_first)
+    via[copy], via_sim[copy] = first[copy], 1.0
+    chained = (reason == NEAR) & ~(clustering.similarity[docs] >= clustering.threshold)
+    if chained.any():
+        via[chained], via_sim[chained] = strongest_links(graph, clustering, docs[chained])
+    return via, via_sim
 
 
 def strongest_links(graph: PairGraph, clustering: Clustering, docs) -> tuple[np.ndarray, np.ndarray]:

@@ -27,12 +27,12 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from .cluster import (EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, protect_references,
-                      strongest_links)
+from .cluster import (EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, links_to_kept,
+                      protect_references, removal_reasons)
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
-from .export import ExportReport, AtomicFile, as_object, check_threshold, export
+from .export import ExportReport, AtomicFile, as_object, check_threshold, export, similarity_values
 from .partial import refuse_local_export
 from .progress import Control
 from .store import Project, now_iso, review, transaction
@@ -381,8 +381,7 @@ def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label
             c.keeper[others] = rep
             sims = index.similarity(np.full(len(others), rep), others)
             c.similarity[others] = sims
-            same_text = _roots(graph, others) == _roots(graph, np.array([rep]))[0]
-            c.reason[others] = np.where(same_text, EXACT, NEAR)
+            c.reason[others] = removal_reasons(graph, others, np.full(len(others), rep))
     for m in forced_keep + refs:
         if m != rep:
             c.keeper[m], c.reason[m], c.similarity[m] = -1, KEPT, np.nan
@@ -635,8 +634,9 @@ def keep_longest(graph: PairGraph, c: Clustering, lengths: np.ndarray) -> Cluste
 
 def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> Clustering:
     """Re-centre every cluster on its highest-scoring document (the earliest on ties), in place:
-    the clusters stay, their kept document changes. Exact copies of the new kept one are exact,
-    the others near with their stored similarity to it (nan when there is none)."""
+    the clusters stay, their kept document changes. Copies of the new kept one's text and later
+    copies of any member's text are exact, the others near; each with its stored similarity to
+    it (nan when there is none)."""
     c.kept_by = rule
     sizes = np.bincount(c.cluster, minlength=len(c.cluster))
     members = np.flatnonzero(sizes[c.cluster] >= 2)
@@ -659,8 +659,7 @@ def keep_best(graph: PairGraph, c: Clustering, score: np.ndarray, rule: str) -> 
     others, their_rep = moved[~is_rep], reps[~is_rep]
     c.keeper[moved[is_rep]], c.reason[moved[is_rep]], c.similarity[moved[is_rep]] = -1, KEPT, np.nan
     c.keeper[others] = their_rep
-    same_text = _roots(graph, others) == _roots(graph, their_rep)
-    c.reason[others] = np.where(same_text, EXACT, NEAR)
+    c.reason[others] = removal_reasons(graph, others, their_rep)
     c.similarity[others] = PairIndex(graph).similarity(their_rep, others)
     c.cluster[moved] = reps
     return forget_rejected(protect_references(graph, c))
@@ -729,19 +728,17 @@ def beside(out: str | Path, suffix: str) -> Path:
 
 
 def write_removed(project: Project, clustering: Clustering, path: str | Path, graph: PairGraph | None = None) -> None:
-    """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer. A near
-    duplicate joined to its kept document through other members (no pair of its own at the
-    threshold with it, or one a reviewer rejected) also has `via` and `via_similarity`: the
-    member it is most similar to and that similarity. A rejected pair is never cited."""
+    """{id, duplicate_of, similarity, reason} a line; reason is exact, near or reviewer.
+    duplicate_of is always a kept document: the one its cluster keeps, and similarity the
+    similarity to it (removal_links: cut to SIMILARITY_DECIMALS). A document linked to it
+    through another member also has `via` and `via_similarity`: a later copy of a text the
+    cluster does not keep, via its first copy (1.0); a near duplicate with no pair of its own at
+    the threshold with it (or one a reviewer rejected), via the member it is most similar to. A
+    rejected pair is never cited."""
     removed = np.flatnonzero(clustering.reason != KEPT)
     if clustering.export_only is not None:  # an export of some sources: their removed documents
         removed = removed[clustering.export_only[removed]]
-    # The chained members' links, all in one pass over the pairs (not one pass per batch).
-    chained = removed[(clustering.reason[removed] == NEAR) & ~(clustering.similarity[removed] >= clustering.threshold)]
-    link_of: dict[int, tuple[int, float]] = {}
-    if graph is not None and len(chained):
-        via, via_sim = strongest_links(graph, clustering, chained)
-        link_of = {int(d): (int(v), float(vs)) for d, v, vs in zip(chained, via, via_sim) if v >= 0}
+    link_of = removal_links(graph, clustering, removed) if graph is not None else {}
     paths = project.source_paths()
     several = len(paths) > 1
     with AtomicFile(Path(path), "wb") as fh:
@@ -760,12 +757,12 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
             here = [int(d) for d in docs if int(d) in link_of]
             via_ids = project.json_ids_for([link_of[d][0] for d in here])
             links = {d: (via_id, link_of[d][1]) for d, via_id in zip(here, via_ids)}
-            for d, doc_id, h in zip(docs.tolist(), ids, has.tolist()):
-                sim = float(clustering.similarity[d])
+            similarities = similarity_values(clustering.similarity[docs])
+            for d, doc_id, h, sim in zip(docs.tolist(), ids, has.tolist(), similarities):
                 row = {
                     "id": doc_id,
                     "duplicate_of": next(keeper_ids) if h else None,
-                    "similarity": None if np.isnan(sim) else sim,
+                    "similarity": sim,
                     "reason": REASON_NAMES[int(clustering.reason[d])],
                 }
                 if d in links:
@@ -774,6 +771,14 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
                     _name_sources(row, paths, source_of, d, int(clustering.keeper[d]),
                                   link_of[d][0] if d in links else -1)
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+
+
+def removal_links(graph: PairGraph, clustering: Clustering, docs: np.ndarray) -> dict[int, tuple[int, float]]:
+    """{doc: (via, via_similarity)} of those of `docs` linked to their kept document through
+    another member (cluster.links_to_kept), the similarity cut as every output gives it."""
+    via, via_sim = links_to_kept(graph, clustering, docs)
+    linked = via >= 0
+    return dict(zip(np.asarray(docs)[linked].tolist(), zip(via[linked].tolist(), similarity_values(via_sim[linked]))))
 
 
 def _name_sources(row: dict, paths: dict[int, str], source_of: dict[int, int], doc: int, keeper: int,
@@ -891,7 +896,7 @@ def export_curated(
         clustering.export_only = project.source_mask(sources, graph.n)
     # The engine writes the kept records (and fills in missing similarities); the removed log
     # is written here because reviewer removals have reasons the engine does not know.
-    report: ExportReport = export(project, clustering, out, None, fmt=fmt, force=force, control=control)
+    report: ExportReport = export(project, clustering, out, fmt=fmt, force=force, control=control)
     if removed_out:
         write_removed(project, clustering, removed_out, graph)
     in_force = active(project)

@@ -1,9 +1,10 @@
-"""Writing the curated corpus (kept records, unchanged) and the log of removed documents."""
+"""Writing the curated corpus (kept records, unchanged) and the pairs (decisions.py writes the logs)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sqlite3
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, REASONS, Clustering
+from .cluster import EXACT, KEPT, Clustering
 from .errors import DedupError, ProjectError
 from .readers import parse_record
 from .outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
@@ -24,6 +25,27 @@ from .similarity import verify_pairs
 from .store import Project, check_snapshots, document_checksum, remove_orphan_parts
 
 FORMATS = ("jsonl", "csv", "parquet")
+# Every similarity an output gives (the removed log, the cluster table, pairs) has this many
+# decimals at most, cut rather than rounded: never above the exact value, so a value shown at or
+# above a threshold of up to 4 decimals is at or above it, and 1.0 means the same shingles.
+SIMILARITY_DECIMALS = 4
+
+
+_SCALE = 10.0**SIMILARITY_DECIMALS
+# A value on the grid, such as 0.7, may come out a hair below it once scaled: 1e-9 lifts it back
+# (Jaccards of sets of under 10**9 shingles that are not on the grid are further from it).
+_SLACK = 1e-9
+
+
+def similarity_values(values) -> list[float | None]:
+    """Similarities as the outputs give them: cut to SIMILARITY_DECIMALS, None for nan."""
+    cut = np.floor(np.asarray(values, dtype=np.float64) * _SCALE + _SLACK) / _SCALE
+    return [None if v != v else v for v in cut.tolist()]
+
+
+def similarity_value(value: float) -> float:
+    """similarity_values of one finite value (the same arithmetic, without numpy's per-call cost)."""
+    return math.floor(value * _SCALE + _SLACK) / _SCALE
 
 
 @dataclass
@@ -232,7 +254,6 @@ def export(
     project: Project,
     clustering: Clustering,
     out: str | Path,
-    removed_out: str | Path | None = None,
     fmt: str = "jsonl",
     force: bool = True,
     control: Control | None = None,
@@ -241,7 +262,7 @@ def export(
     if fmt not in FORMATS:
         raise DedupError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     out = Path(out)
-    check_outputs({"kept records": out, "removed log": removed_out}, force, project_protected(project))
+    check_outputs({"kept records": out}, force, project_protected(project))
     params = project.scan_params() or {}
     fill_missing_similarities(project, clustering, int(params.get("k", 5)))
     sources = project.record_sources()
@@ -274,11 +295,7 @@ def export(
                     writer.writerow([_csv_cell(obj.get(f)) for f in fields])
                 kept_count += 1
     else:
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise DedupError("writing Parquet needs pyarrow (pip install pyarrow)") from None
+        import pyarrow.parquet as pq
         for _row in iter_kept(project, clustering):  # checked first: rows are taken by their stored line
             pass
         table = _parquet_rows_unchanged(project, clustering)
@@ -288,24 +305,8 @@ def export(
         kept_count = table.num_rows
         with AtomicFile(out, "wb", overwrite=force) as fh:
             pq.write_table(table, fh)
-    exact = near = 0
-    if removed_out:
-        removed = np.flatnonzero(clustering.reason != KEPT)
-        with AtomicFile(Path(removed_out), "wb", overwrite=force) as fh:
-            for s in range(0, len(removed), 5000):
-                docs = removed[s : s + 5000]
-                ids = project.json_ids_for(docs.tolist())
-                keeper_ids = project.json_ids_for(clustering.keeper[docs].tolist())
-                for d, doc_id, keeper_id in zip(docs.tolist(), ids, keeper_ids):
-                    reason = int(clustering.reason[d])
-                    exact += reason == EXACT
-                    near += reason != EXACT
-                    row = {"id": doc_id, "duplicate_of": keeper_id,
-                           "similarity": float(clustering.similarity[d]), "reason": REASONS[reason]}
-                    fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
-    else:
-        exact = int((clustering.reason == EXACT).sum())
-        near = int(len(clustering.reason) - kept_count - exact)
+    exact = int((clustering.reason == EXACT).sum())
+    near = int(len(clustering.reason) - kept_count - exact)
     return ExportReport(kept_count, exact + near, exact, near)
 
 
@@ -373,8 +374,8 @@ def check_threshold(project: Project, threshold: float) -> None:
 
 def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: bool = False,
                 control: Control | None = None) -> int:
-    """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"}, a before b in
-    corpus order; returns how many. Every stored pair is checked against the scan's checksum
+    """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"} (cut to
+    SIMILARITY_DECIMALS), a before b in corpus order; returns how many. Every stored pair is checked against the scan's checksum
     of them (store.derived.PAIRS_CHECKSUM) as it is read: a damaged pairs table is a
     DerivedDamaged error, and the output is not renamed into place."""
     from array import array
@@ -402,7 +403,8 @@ def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: 
                     continue
             if ints:  # the ids as the corpus gave them: numbers where its ids were
                 a_id, b_id = int(a_id) if a_src in ints else a_id, int(b_id) if b_src in ints else b_id
-            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": j}, ensure_ascii=False).encode() + b"\n")
+            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": similarity_value(j)},
+                                ensure_ascii=False).encode() + b"\n")
             count += 1
             if count % 100_000 == 0:
                 control.check()

@@ -440,7 +440,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
 
 
 # -- snapshots: the last view, stored in the project so that reopening it shows the list at once --
-_SNAPSHOT_FORMAT = 2  # 2: review progress per cluster
+_SNAPSHOT_FORMAT = 3  # 2: review progress per cluster; 3: every keeper a kept document
 
 
 def view_keys(project: Project, overrides: Overrides) -> Callable[[float, Policy, Listing], str]:

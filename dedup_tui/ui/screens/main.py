@@ -29,7 +29,7 @@ from textual.worker import WorkerState, get_current_worker
 
 from ...engine import decisions, warmup
 from ...engine.ahead import SignedAhead
-from ...engine.cluster import NEAR, POLICIES, Policy, strongest_links
+from ...engine.cluster import POLICIES, Policy, links_to_kept
 from ...engine.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.ingest import load_corpus
@@ -764,9 +764,9 @@ class MainScreen(Screen):
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
         keeper_id = self._ids([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
         via = via_sim = None
-        if keeper_id is not None and not (c.similarity[o] >= self.index.threshold or c.reason[o] != NEAR or
-                                          self.graph is None):
-            via, via_sim = strongest_links(self.graph, c, [o])
+        if keeper_id is not None and self.graph is not None:  # (the same link the removed log gives)
+            via, via_sim = links_to_kept(self.graph, c, [o])
+            via, via_sim = (via, via_sim) if via[0] >= 0 else (None, None)
         via_id = self._ids([int(via[0])])[0] if via is not None and via[0] >= 0 else None
         # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
         # chars" for "….1  362 chars") where the line holds them in its rows, else shortened

@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import DataTable
 
-from ...engine.cluster import EXACT, KEPT, NEAR
+from ...engine.cluster import EXACT, KEPT, NEAR, links_to_kept
 from ...engine.decisions import REVIEWER
 from ...review.index import ClusterIndex
 from ..text import literal_line, shorten_each, snippet
@@ -242,10 +242,12 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
         return "removed by reviewer"
     if ord_ in ov.keep:
         return "kept"
-    if reason == EXACT:  # removed against its first copy, which the cluster may not keep
-        keeper = int(c.keeper[ord_])
-        return "same text as the kept one" if keeper < 0 or int(c.reason[keeper]) == KEPT else \
-            "same text as another member"
+    if reason == EXACT:  # a copy of the kept text, or of another member's (linked via its first copy)
+        if index.graph is not None:
+            linked = links_to_kept(index.graph, c, [ord_])[0][0] >= 0
+        else:  # a stored snapshot's index: the kept text is the one at 1.0
+            linked = not c.similarity[ord_] == 1.0
+        return "same text as another member" if linked else "same text as the kept one"
     sim = c.similarity[ord_]
     if not sim >= index.threshold:  # no pair of its own with the kept one at the threshold (or a rejected one)
         return "linked via another member"
