@@ -140,8 +140,8 @@ def test_a_text_folder_changed_text_fails(tmp_path):
 
 
 def test_parquet_and_csv_corpora_get_checksums(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     ids, texts = zip(*NEAR_CORPUS)
     pq.write_table(pa.table({"id": list(ids), "text": list(texts), "n": list(range(len(ids)))}), tmp_path / "c.parquet")
     (tmp_path / "c.csv").write_text("id,text\n" + "".join(f"{i},{t}\n" for i, t in NEAR_CORPUS))
@@ -156,8 +156,8 @@ def test_parquet_and_csv_corpora_get_checksums(tmp_path):
 
 def test_an_imported_cluster_scan_gets_checksums(tmp_path):
     """import (of a cluster-scan folder, built here by hand) writes the same checksums as load."""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from dedup_tui.engine.exact import exact_keys
     from dedup_tui.engine.scandir import SCAN_FORMAT, SCAN_VERSION
     from dedup_tui.engine.scandir import import_scan

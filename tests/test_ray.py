@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install -e ".[test,ray]"')
-pq = pytest.importorskip("pyarrow.parquet")
+import pyarrow.parquet as pq
 
 from click.testing import CliRunner  # noqa: E402
 
@@ -225,7 +225,7 @@ def test_cluster_export_refuses_a_changed_shard_and_writes_nothing(scanned, corp
 
 
 def test_parquet_shards_scan_and_export_as_locally(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     texts = _texts(random.Random(11), n_families=60, n_unique=300)
     files = []
     for s in range(2):

@@ -911,10 +911,6 @@ def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | Non
     reference_files = len(expand_inputs(references)) if references else 0
     roles = [None] * (len(files) - reference_files) + ["reference"] * reference_files
     _check_scan_dir(out_dir, files, force)
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise DedupError(RAY_MISSING) from None
     ray = connect(address)
     stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and

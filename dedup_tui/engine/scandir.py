@@ -55,10 +55,8 @@ def read_manifest(scan_dir: str | Path) -> dict:
 
 
 def _parquet_file(path: Path):
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise DedupError('importing a cluster scan needs pyarrow: pip install "dedup-tui[parquet]"') from None
+    import pyarrow.parquet as pq
+
     try:
         return pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow's many read errors

@@ -171,8 +171,8 @@ def test_scan_settings_out_of_range_are_usage_errors(project_files, args):
 
 
 def test_parquet_export_keeps_every_type(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     import datetime
     import decimal
 
@@ -220,8 +220,8 @@ def test_huge_integers_and_deep_nesting_are_one_line_errors_or_kept(tmp_path):
 
 
 def test_parquet_with_invalid_utf8_is_a_one_line_error(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     bad = pa.array([b"fine text", b"bad \xff"], pa.binary()).view(pa.string())
     pq.write_table(pa.table({"id": ["a", "b"], "text": bad}), tmp_path / "c.parquet")
     result = run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db")
@@ -460,8 +460,8 @@ def test_a_text_folder_has_no_fields(tmp_path):
 
 
 def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     big = tmp_path / "big.jsonl"
     big.write_text('{"id": "a", "text": "hello there", "n": ' + "9" * 5000 + "}\n")
     assert run("load", big, "--db", tmp_path / "b.db").exit_code == 0
@@ -483,7 +483,7 @@ def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
 
 
 def test_parquet_export_of_numbers_arrow_cannot_type(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     corpus = tmp_path / "n.jsonl"
     corpus.write_text("\n".join([
         '{"id": "a", "text": "first document text", "n": ' + "9" * 5000 + '}',

@@ -505,9 +505,10 @@ async def test_member_line_tells_its_ids_apart_at_120x40(tmp_path):
 
 
 async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tmp_path):
-    """An exact copy is removed against its first copy; when that copy is itself a near duplicate
-    removed against another, the copy's why read "same text as the kept one" (the 64k families:
-    k0053734 beside the kept k0006351, its text that of the removed k0028586)."""
+    """An exact copy whose first copy is itself a near duplicate removed against another: its why
+    read "same text as the kept one" (the 64k families: k0053734 beside the kept k0006351, its
+    text that of the removed k0028586). It is removed against the kept one, the document the
+    preview and the pair view show beside it (its keeper was its removed first copy)."""
     from dedup_tui.ui.widgets.tables import why
 
     from .conftest import write_corpus
@@ -522,7 +523,8 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         index = app.main.index
         kept, near, copy = range(3)
         cluster = int(index.clustering.cluster[copy])
-        assert int(index.clustering.keeper[copy]) == near  # removed against its first copy
+        assert int(index.clustering.keeper[copy]) == kept  # removed against the kept one, via its first copy
+        assert app.main.model.kept_of(copy) == kept  # what the pair view compares it with
         assert why(index, copy, cluster) == "same text as another member"
         exact_of_kept = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)}]
     app = create_app(write_corpus(tmp_path / "d.jsonl", exact_of_kept), author="tester")

@@ -19,10 +19,8 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
                  row_groups: list[int] | None = None, first_row: int = 0) -> Iterator[Record]:
     """Rows as records (a row's JSON as its record), after the column names; `row_groups`
     reads only those (their first row being row `first_row` + 1 of the file)."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise CorpusError(str(path), None, "reading Parquet needs pyarrow (pip install pyarrow)") from None
+    import pyarrow.parquet as pq
+
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid and friends on a file that is not Parquet
