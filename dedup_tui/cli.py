@@ -471,7 +471,8 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
 @click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order (- for standard output).")
-@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line (reason: exact, near or reviewer).")
+@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept document; similarities: 4 decimals, cut).")
+@click.option("--clusters", type=click.Path(dir_okay=False, readable=False), help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, reviewer_decided.")
 @click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
 @click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then replaced by a newer decision) or not applied (in force but unable to apply, with its reason: the removal of a reference document).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
@@ -480,8 +481,8 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--only", type=click.Choice(["new"]), help="new: write only the documents loaded since the scan before the last one (after a first scan: every source that is not a reference, e.g. new data against a curated base loaded with --reference); the removed log lists theirs alone.")
 @click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still sees every source.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
-def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions_log, manifest, keep, ignore_decisions,
-               only, chosen_sources, force):
+def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt, decisions_log, manifest, keep,
+               ignore_decisions, only, chosen_sources, force):
     """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
@@ -494,6 +495,13 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
 
     db = _the_project(project_path, db, "PROJECT --out FILE")
 
+    if clusters:
+        from .engine.cluster_table import cluster_table_format
+
+        try:
+            cluster_table_format(clusters)
+        except DedupError as exc:
+            _fail(f"--clusters {exc}", 2)
     suffix = Path(out).suffix.lower().lstrip(".")
     if fmt is None:
         fmt = suffix if suffix in FORMATS else "jsonl"
@@ -517,11 +525,11 @@ def export_cmd(project_path, db, threshold, policy, out, removed, fmt, decisions
             _run(lambda control: set_keep_rule(project, keep))
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
-             keep=keep, sources=sources)
+             keep=keep, sources=sources, clusters_out=clusters)
     of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
     _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer){refs}; {r.decisions_line()}", out, removed, decisions_log, manifest)
+         f"{r.reviewer:,} by reviewer){refs}; {r.decisions_line()}", out, removed, decisions_log, manifest, clusters)
 
 
 def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:

@@ -708,6 +708,7 @@ class CuratedExport:
     removed_out: str | None = None
     decisions_out: str | None = None
     manifest_out: str | None = None
+    clusters_out: str | None = None
     references: int = 0  # reference documents left out of the export (never written)
     not_applied: int = 0  # active decisions that cannot apply (not_applied), not counted in `decisions`
 
@@ -875,21 +876,27 @@ def export_curated(
     control: Control | None = None,
     keep: str | None = None,
     sources: list[int] | None = None,
+    clusters_out: str | Path | None = None,
 ) -> CuratedExport:
     """Write the curated corpus with the reviewer's decisions applied, plus the logs asked for.
     `keep`: a keep rule for this export only (the project's own is used otherwise). `sources`:
     the ids of the sources to write (their kept documents, and their removed ones in the
     removed log; clustering still sees every document); all of them when None. Reference
-    documents are never written."""
+    documents are never written. `clusters_out`: the cluster table (cluster_table.py: every
+    document, CSV or Parquet by its suffix)."""
+    from .cluster_table import cluster_table_format, write_cluster_table
     from .store.scans import load_graph
 
     refuse_local_export(project)
+    if clusters_out:
+        cluster_table_format(clusters_out)
     check_threshold(project, threshold)
     check_outputs({"kept records": out, "removed log": removed_out, "decisions log": decisions_out,
-                   "manifest": manifest_out}, force, project_protected(project))
+                   "manifest": manifest_out, "cluster table": clusters_out}, force, project_protected(project))
     graph = with_references(project, graph if graph is not None else load_graph(project))
+    overrides = Overrides.load(project) if use_decisions else None
     if use_decisions:
-        clustering = cluster_with_decisions(project, graph, threshold, policy, rule=keep)
+        clustering = cluster_with_decisions(project, graph, threshold, policy, overrides=overrides, rule=keep)
     else:
         clustering = cluster(graph, threshold, policy)
     if sources is not None:
@@ -899,6 +906,10 @@ def export_curated(
     report: ExportReport = export(project, clustering, out, fmt=fmt, force=force, control=control)
     if removed_out:
         write_removed(project, clustering, removed_out, graph)
+    if clusters_out:
+        write_cluster_table(project, graph, clustering, clusters_out,
+                            kept_by_reviewer=overrides.keep if overrides else set(),
+                            decided=overrides.decided if overrides else set())
     in_force = active(project)
     inapplicable = not_applied(project, in_force) if use_decisions else {}
     n_decisions = len(in_force) - len(inapplicable)
@@ -918,12 +929,15 @@ def export_curated(
         removed_out=str(removed_out) if removed_out else None,
         decisions_out=str(decisions_out) if decisions_out else None,
         manifest_out=str(manifest_out) if manifest_out else None,
+        clusters_out=str(clusters_out) if clusters_out else None,
         references=int((clustering.reference & counted).sum()) if clustering.reference is not None else 0,
         not_applied=len(inapplicable),
     )
     if manifest_out:
         outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
+        if clusters_out:
+            outputs["clusters"] = result.clusters_out
         if sources is not None:
             paths = project.source_paths()
             outputs["sources"] = [paths[s] for s in sorted(sources) if s in paths]
