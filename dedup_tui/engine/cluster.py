@@ -32,6 +32,9 @@ POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 KEPT, EXACT, NEAR = 0, 1, 2
 REASONS = {EXACT: "exact", NEAR: "near"}
+# A document removed by a reviewer's "remove" (decisions.apply_overrides sets it, never cluster()).
+REVIEWER = 3
+REASON_NAMES = {KEPT: "kept", EXACT: "exact", NEAR: "near", REVIEWER: "reviewer"}  # as the logs write them
 
 
 @dataclass

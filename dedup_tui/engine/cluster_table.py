@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import KEPT, Clustering, PairGraph
+from .cluster import KEPT, REASON_NAMES, REVIEWER, Clustering, PairGraph
 from .errors import DedupError
-from .export import AtomicFile, similarity_values
+from .export import AtomicFile, removal_links, similarity_values
 from .store import Project
 
 CLUSTER_COLUMNS = ("id", "source", "cluster", "duplicate_of", "similarity", "via", "via_similarity", "status",
@@ -49,8 +49,6 @@ def cluster_table_format(path: str | Path) -> str:
 def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, kept_by_reviewer: set[int],
                     decided: set[int]) -> dict[str, list]:
     """The table's columns (CLUSTER_COLUMNS), one value per document in corpus order."""
-    from .decisions import REASON_NAMES, REVIEWER, removal_links
-
     c = clustering
     n = len(c.reason)
     ords = np.arange(n)

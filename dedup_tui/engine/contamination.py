@@ -17,7 +17,7 @@ import numpy as np
 
 from .cluster import PairGraph
 from .display import literal_line
-from .export import AtomicFile, check_threshold
+from .export import AtomicFile, check_threshold, similarity_values
 from .outputs import check_outputs, project_protected
 from .progress import Control
 from .store import Project
@@ -182,14 +182,15 @@ def format_report(r: ContaminationReport, shown: int = 10) -> str:
 
 def write_matches(project: Project, r: ContaminationReport, path: str | Path, force: bool = True) -> int:
     """One JSON line per matched document and reference source: {reference_source, reference_id,
-    source, id, similarity}, each reference source's most similar first. Returns how many."""
+    source, id, similarity}, each reference source's most similar first (similarities as every
+    output gives them: export.SIMILARITY_DECIMALS). Returns how many."""
     check_outputs({"contamination report": path}, force, project_protected(project))
     count = 0
     with AtomicFile(Path(path), "wb", overwrite=force) as fh:
         for s in r.sources:
             for m in s.matches:
                 row = {"reference_source": s.path, "reference_id": m.reference_id, "source": m.doc_source,
-                       "id": m.doc_id, "similarity": m.similarity}
+                       "id": m.doc_id, "similarity": similarity_values([m.similarity])[0]}
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
                 count += 1
     return count

@@ -27,12 +27,13 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from .cluster import (EXACT, KEPT, NEAR, Clustering, PairGraph, Policy, cluster, forget_rejected, links_to_kept,
-                      protect_references, removal_reasons)
+from .cluster import (EXACT, KEPT, NEAR, REASON_NAMES, REVIEWER, Clustering, PairGraph, Policy, cluster,
+                      forget_rejected, protect_references, removal_reasons)
+from .cluster_table import cluster_table_format, write_cluster_table
 from .display import literal_line
 from .errors import DedupError
 from .outputs import check_outputs, project_protected
-from .export import ExportReport, AtomicFile, as_object, check_threshold, export, similarity_values
+from .export import ExportReport, AtomicFile, as_object, check_threshold, export, removal_links, similarity_values
 from .partial import refuse_local_export
 from .progress import Control
 from .store import Project, now_iso, review, transaction
@@ -43,9 +44,6 @@ DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
 DecisionStatus = Literal["active", "undone", "discarded"]
 KINDS: tuple[DecisionKind, ...] = get_args(DecisionKind)
 STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}
-# Reason code for a document removed by a reviewer's "remove" (beside cluster.KEPT/EXACT/NEAR).
-REVIEWER = 3
-REASON_NAMES = {KEPT: "kept", EXACT: "exact", NEAR: "near", REVIEWER: "reviewer"}
 
 
 @dataclass
@@ -774,14 +772,6 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
-def removal_links(graph: PairGraph, clustering: Clustering, docs: np.ndarray) -> dict[int, tuple[int, float]]:
-    """{doc: (via, via_similarity)} of those of `docs` linked to their kept document through
-    another member (cluster.links_to_kept), the similarity cut as every output gives it."""
-    via, via_sim = links_to_kept(graph, clustering, docs)
-    linked = via >= 0
-    return dict(zip(np.asarray(docs)[linked].tolist(), zip(via[linked].tolist(), similarity_values(via_sim[linked]))))
-
-
 def _name_sources(row: dict, paths: dict[int, str], source_of: dict[int, int], doc: int, keeper: int,
                   via: int) -> None:
     """A removed log row whose document matched one of another source: both sides' files
@@ -884,7 +874,6 @@ def export_curated(
     removed log; clustering still sees every document); all of them when None. Reference
     documents are never written. `clusters_out`: the cluster table (cluster_table.py: every
     document, CSV or Parquet by its suffix)."""
-    from .cluster_table import cluster_table_format, write_cluster_table
     from .store.scans import load_graph
 
     refuse_local_export(project)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, Clustering
+from .cluster import EXACT, KEPT, Clustering, PairGraph, links_to_kept
 from .errors import DedupError, ProjectError
 from .readers import parse_record
 from .outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
@@ -41,6 +41,14 @@ def similarity_values(values) -> list[float | None]:
     """Similarities as the outputs give them: cut to SIMILARITY_DECIMALS, None for nan."""
     cut = np.floor(np.asarray(values, dtype=np.float64) * _SCALE + _SLACK) / _SCALE
     return [None if v != v else v for v in cut.tolist()]
+
+
+def removal_links(graph: PairGraph, clustering: Clustering, docs: np.ndarray) -> dict[int, tuple[int, float]]:
+    """{doc: (via, via_similarity)} of those of `docs` linked to their kept document through
+    another member (cluster.links_to_kept), the similarity cut as every output gives it."""
+    via, via_sim = links_to_kept(graph, clustering, docs)
+    linked = via >= 0
+    return dict(zip(np.asarray(docs)[linked].tolist(), zip(via[linked].tolist(), similarity_values(via_sim[linked]))))
 
 
 def similarity_value(value: float) -> float:

@@ -251,7 +251,7 @@ def remove_label(project: Project, a_id: str, b_id: str) -> None:
 
 def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
     """One {"a", "b", "label", "similarity", "time", "author"} a line, oldest first."""
-    from .export import AtomicFile
+    from .export import AtomicFile, similarity_values
     from .outputs import check_outputs, project_protected
 
     check_outputs({"labels": path}, force, project_protected(project))
@@ -259,7 +259,8 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     as_given = project.json_id_map([lab.a_id for lab in rows] + [lab.b_id for lab in rows])
     with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
-            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id), "label": lab.label, "similarity": lab.similarity,
+            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id), "label": lab.label,
+                                 "similarity": similarity_values([lab.similarity])[0] if lab.similarity is not None else None,
                                  "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")
     return len(rows)
 
