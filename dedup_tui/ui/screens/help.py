@@ -49,7 +49,8 @@ GLOSSARY = [
                "greedy: in corpus order, a document is removed if it is a duplicate of one already kept."),
     ("chained", "a member in its cluster through other members, not by its own pair with the kept one "
                 "(\"linked via ...\"): worth a look when the ends of the chain differ a lot."),
-    ("exact", "the same text after normalisation: always removed against its first copy."),
+    ("exact", "the same text as another member after normalisation: removed against the kept one, "
+              "linked via its first copy when the kept text is another."),
     ("decided", "a cluster or document with a decision of yours (k, x, n, a): it overrides the policy "
                 "in every export."),
 ]
