@@ -367,6 +367,16 @@ def flip_in_hash(db: Path, ord_: int, at: int = 20) -> None:
     set_column(db, "exact_hash", ord_, h[:at] + chr(ord(h[at]) ^ 2) + h[at + 1:])
 
 
+def flip_top_bit_in_hash(db: Path, ord_: int, at: int = 20) -> None:
+    """One flipped top bit in a hex digit of a document's exact_hash: no longer UTF-8."""
+    raw = bytearray(stored_column(db, "exact_hash", ord_).encode())
+    raw[at] ^= 0x80
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET exact_hash = CAST(? AS TEXT) WHERE ord = ?", (bytes(raw), ord_))
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
 def flip_in_length(db: Path, ord_: int) -> None:
     """One flipped bit in a document's length (the top bit of its stored 2 bytes)."""
     set_column(db, "length", ord_, stored_column(db, "length", ord_) ^ (1 << 14))
@@ -387,18 +397,18 @@ def a_copy(db: Path) -> tuple[int, int]:
     return stored_scan(db)["exact"][0]
 
 
-@pytest.mark.parametrize("which", ["copy", "first copy"])
+@pytest.mark.parametrize("which", ["copy", "first copy", "copy, top bit"])
 def test_a_flipped_bit_in_an_exact_hash_is_computed_again_and_said_by_a_full_scan(pristine, tmp_path, which):
     """Unchecked, the copy would look distinct from its first copy: exact dedup silently wrong."""
     _, want, _ = pristine
     db = fresh(pristine, tmp_path)
     want_scan = stored_scan(db)
     copy, first = a_copy(db)
-    damaged = copy if which == "copy" else first
+    damaged = first if which == "first copy" else copy
     sound = stored_column(db, "exact_hash", damaged)
-    flip_in_hash(db, damaged)
+    (flip_top_bit_in_hash if "top bit" in which else flip_in_hash)(db, damaged)
     out = ok("scan", db, "--full", "--method", "lsh").output
-    assert recomputed_note(db, damaged) in out
+    assert recomputed_note(db, damaged) in out and out.count("note:") == 1
     assert stored_scan(db) == want_scan
     assert stored_column(db, "exact_hash", damaged) == sound  # stored again
     got = exported(tmp_path, db)
@@ -407,13 +417,18 @@ def test_a_flipped_bit_in_an_exact_hash_is_computed_again_and_said_by_a_full_sca
     assert "note:" not in ok("scan", db, "--full", "--method", "lsh").output
 
 
-def test_a_flipped_bit_in_a_length_is_computed_again_and_said_by_a_full_scan(pristine, tmp_path):
+@pytest.mark.parametrize("how", ["value", "type"])
+def test_a_flipped_bit_in_a_length_is_computed_again_and_said_by_a_full_scan(pristine, tmp_path, how):
+    """A changed value, or a changed type (a flipped bit in the record's header: a real number)."""
     db = fresh(pristine, tmp_path)
     want_scan = stored_scan(db)
     sound = stored_column(db, "length", 5)
-    flip_in_length(db, 5)
+    if how == "value":
+        flip_in_length(db, 5)
+    else:
+        set_column(db, "length", 5, sound + 0.5)
     out = ok("scan", db, "--full", "--method", "lsh").output
-    assert recomputed_note(db, 5) in out
+    assert recomputed_note(db, 5) in out and out.count("note:") == 1
     assert stored_scan(db) == want_scan
     assert stored_column(db, "length", 5) == sound
 

@@ -124,13 +124,17 @@ def derived_crcs(hashes, lengths, previous: tuple[int, int] = (0, 0)) -> tuple[i
     if not len(hashes):
         return previous
     text = "\n".join(hashes) + "\n"
+    lengths = np.asarray(lengths)
+    if lengths.dtype.kind not in "iu":
+        raise TypeError("a length that is not an integer")
     return (zlib.crc32(text.encode("utf-8", "surrogatepass"), previous[0]),
-            zlib.crc32(np.asarray(lengths, "<i8").tobytes(), previous[1]))
+            zlib.crc32(lengths.astype("<i8", copy=False).tobytes(), previous[1]))
 
 
 def has_derived_sums(conn: sqlite3.Connection) -> bool:
     """Whether the project has document_sums (not a schema-7 or older project opened read-only)."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'document_sums'").fetchone() is not None
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'document_sums'").fetchone()
+    return row is not None
 
 
 def stored_derived_sums(conn: sqlite3.Connection, first_block: int, last_block: int) -> dict[int, tuple[int, int, int]]:

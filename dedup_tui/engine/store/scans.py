@@ -64,7 +64,8 @@ def _exact_groups_and_first_hashes(project: Project) -> tuple[np.ndarray, np.nda
     exact_of = np.full(n, -1, dtype=np.int64)
     lengths = np.zeros(n, dtype=np.int64)
     first: dict[str, int] = {}
-    for ords, hashes, block_lengths in checked_hashes_and_lengths(project, [(0, (n - 1) // DERIVED_BLOCK)] if n else []):
+    every_block = [(0, (n - 1) // DERIVED_BLOCK)] if n else []
+    for ords, hashes, block_lengths in checked_hashes_and_lengths(project, every_block):
         lengths[ords] = block_lengths
         for o, h in zip(ords.tolist(), hashes):
             f = first.setdefault(h, o)
@@ -352,42 +353,61 @@ def checked_hashes_and_lengths(project: Project, runs: list[tuple[int, int]]):
     for first, last in runs:
         for b0 in range(first, last + 1, _BLOCKS_PER_READ):
             b1 = min(b0 + _BLOCKS_PER_READ - 1, last)
-            query = ("SELECT ord, exact_hash, length FROM documents WHERE ord >= ? AND ord < ? ORDER BY ord",
-                     (b0 * DERIVED_BLOCK, (b1 + 1) * DERIVED_BLOCK))
-            if not checked:
-                rows = conn.execute(*query).fetchall()
-                yield (np.fromiter((r[0] for r in rows), np.int64, len(rows)), [r[1] for r in rows],
-                       np.fromiter((r[2] for r in rows), np.int64, len(rows)))
+            lo, hi = b0 * DERIVED_BLOCK, min((b1 + 1) * DERIVED_BLOCK, n)
+            if hi <= lo:
                 continue
-            try:
-                rows = conn.execute(*query).fetchall()
-            except sqlite3.OperationalError as exc:  # a stored hash no longer UTF-8: its block is recomputed
-                if "decode" not in str(exc):
-                    raise
-                rows = None
-            sums = stored_derived_sums(conn, b0, b1)
-            if rows is None:
-                ords = np.arange(b0 * DERIVED_BLOCK, min((b1 + 1) * DERIVED_BLOCK, max(n, b0 * DERIVED_BLOCK)))
-                hashes, lengths = [None] * len(ords), [None] * len(ords)
-            else:
-                ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-                hashes, lengths = [r[1] for r in rows], [r[2] for r in rows]
-            bounds = np.searchsorted(ords, np.arange(b0, b1 + 2) * DERIVED_BLOCK).tolist()
-            damaged = []
-            for block, s, e in zip(range(b0, b1 + 1), bounds, bounds[1:]):
-                try:
-                    sound = sums.get(block, (0, 0, 0)) == (e - s, *derived_crcs(hashes[s:e], lengths[s:e]))
-                except (TypeError, ValueError, OverflowError):
-                    sound = False
-                if not sound:
-                    damaged.append((block, s, e))
-            if damaged:
-                ords, hashes, lengths = list(ords), list(hashes), list(lengths)
-                for block, s, e in reversed(damaged):  # (from the end: the positions before stay valid)
-                    o, h, ln = _recomputed_block(project, block, n)
-                    ords[s:e], hashes[s:e], lengths[s:e] = o, h, ln
-                ords = np.array(ords, np.int64)
-            yield ords, hashes, np.array(lengths, np.int64)
+            ords, hashes, lengths = _stored_hashes_and_lengths(conn, lo, hi)
+            if checked:
+                ords, hashes, lengths = _checked_blocks(project, b0, b1, n, ords, hashes, lengths)
+            yield ords, hashes, np.asarray(lengths, np.int64)
+
+
+def _stored_hashes_and_lengths(conn, lo: int, hi: int):
+    """(ords, exact hashes, lengths) of the documents with lo <= ord < hi as stored: the lengths
+    an int64 array, or a list when one is not an integer; the hashes None when one of them is
+    no longer UTF-8."""
+    query = "SELECT exact_hash, length{} FROM documents WHERE ord >= ? AND ord < ? ORDER BY ord"
+    try:
+        rows = conn.execute(query.format(""), (lo, hi)).fetchall()
+        if len(rows) == hi - lo:  # every ord between (a primary key): no ord column to read
+            ords = np.arange(lo, hi, dtype=np.int64)
+        else:
+            rows = conn.execute(query.format(", ord"), (lo, hi)).fetchall()
+            ords = np.fromiter((r[2] for r in rows), np.int64, len(rows))
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+        if hi - lo > DERIVED_BLOCK:  # the blocks one by one: only the one holding it does not match
+            parts = [_stored_hashes_and_lengths(conn, b, min(b + DERIVED_BLOCK, hi))
+                     for b in range(lo, hi, DERIVED_BLOCK)]
+            return (np.concatenate([p[0] for p in parts]), [h for p in parts for h in p[1]],
+                    [ln for p in parts for ln in list(p[2])])
+        return np.arange(lo, hi, dtype=np.int64), [None] * (hi - lo), [None] * (hi - lo)
+    hashes, lengths = [r[0] for r in rows], [r[1] for r in rows]
+    packed = np.array(lengths)
+    return ords, hashes, packed if packed.dtype == np.int64 or not len(rows) else lengths
+
+
+def _checked_blocks(project: Project, b0: int, b1: int, n: int, ords: np.ndarray, hashes: list, lengths):
+    """The blocks b0..b1 read (ords, hashes, lengths), each block checked against its checksums
+    and computed again from its texts when it does not match."""
+    sums = stored_derived_sums(project.conn, b0, b1)
+    bounds = np.searchsorted(ords, np.arange(b0, b1 + 2) * DERIVED_BLOCK).tolist()
+    damaged = []
+    for block, s, e in zip(range(b0, b1 + 1), bounds, bounds[1:]):
+        try:
+            sound = sums.get(block, (0, 0, 0)) == (e - s, *derived_crcs(hashes[s:e], lengths[s:e]))
+        except (TypeError, ValueError, OverflowError):
+            sound = False
+        if not sound:
+            damaged.append((block, s, e))
+    if damaged:
+        recomputed = [(s, e, _recomputed_block(project, block, n)) for block, s, e in damaged]
+        ords, lengths = ords.tolist(), list(lengths)
+        for s, e, (o, h, ln) in reversed(recomputed):  # (from the end: the positions before stay valid)
+            ords[s:e], hashes[s:e], lengths[s:e] = o, h, ln
+        ords = np.array(ords, np.int64)
+    return ords, hashes, lengths
 
 
 def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], list[str], list[int]]:
@@ -397,10 +417,11 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     from ..exact import exact_keys
 
     lo, hi = block * DERIVED_BLOCK, min((block + 1) * DERIVED_BLOCK, n)
-    damaged = (f"the project file is damaged (restore it from a backup, or load the corpus into a new project)")
+    damaged = "the project file is damaged (restore it from a backup, or load the corpus into a new project)"
     try:
-        rows = project.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum, exact_hash, length "
-                                    "FROM documents WHERE ord >= ? AND ord < ? ORDER BY ord", (lo, hi)).fetchall()
+        rows = project.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum, "
+                                    "CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
+                                    "ORDER BY ord", (lo, hi)).fetchall()
     except sqlite3.OperationalError as exc:
         if "decode" not in str(exc):
             raise
@@ -417,8 +438,8 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     stored = ""
     if not project.readonly:
         with transaction(project.conn):
-            project.conn.executemany("UPDATE documents SET exact_hash = ?, length = ? WHERE ord = ?",
-                                     [(h, ln, r[0]) for r, h, ln in zip(rows, hashes, lengths) if (r[7], r[8]) != (h, ln)])
+            changed = [(h, ln, r[0]) for r, h, ln in zip(rows, hashes, lengths) if (r[7], r[8]) != (h.encode(), ln)]
+            project.conn.executemany("UPDATE documents SET exact_hash = ?, length = ? WHERE ord = ?", changed)
             project.conn.execute("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) "
                                  "VALUES (?, ?, ?, ?)", (block, len(rows), *derived_crcs(hashes, lengths)))
         stored = " and stored again"
