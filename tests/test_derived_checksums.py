@@ -528,3 +528,51 @@ def test_a_schema_7_project_is_upgraded_with_the_hashes_checksums(pristine, tmp_
     out = ok("scan", db, folder / "second.jsonl", "--method", "lsh").output
     assert "incremental scan:" in out
     assert stored_scan(db) == want_added
+
+
+_KILLED_MID_SUMS = """
+import pathlib, sys, time
+from dedup_tui.engine.store import Project, schema
+
+real = schema.write_derived_sums
+
+def written_then_held(conn):
+    real(conn)  # inside the upgrade's transaction, not committed
+    pathlib.Path(sys.argv[2]).write_text("inside")
+    time.sleep(120)  # the test kills this process here
+
+schema.write_derived_sums = written_then_held
+Project(sys.argv[1])
+"""
+
+
+def test_kill_9_during_the_schema_8_upgrade_leaves_schema_7_and_the_next_open_upgrades(pristine, tmp_path):
+    """The hashes' checksums are written in the migration's one transaction: killed after writing
+    them (a real process, SIGKILL), the project is still the schema-7 one; opened again, it is
+    upgraded, with the checksums a load writes."""
+    db = fresh(pristine, tmp_path)
+    want_sums = stored_sums(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE document_sums")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    marker = tmp_path / "inside"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_SUMS, str(db), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "the upgrade never wrote the checksums"
+            time.sleep(0.02)
+        child.kill()
+    finally:
+        child.wait(timeout=30)
+    assert child.returncode == -9
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'document_sums'").fetchone() is None
+    conn.close()
+    with Project(db) as project:
+        assert project.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert stored_sums(db) == want_sums == expected_sums(db)
+    assert "note:" not in ok("scan", db, "--full", "--method", "lsh").output
