@@ -294,6 +294,23 @@ Project(sys.argv[1])
 """
 
 
+
+def kill_9_at_marker(script: str, db, marker: Path, never: str) -> None:
+    """Run `script` on db in a real process and SIGKILL it once it has made `marker` (polling a
+    real process's state, with a deadline)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None and time.monotonic() < deadline, never
+            time.sleep(0.02)
+        child.kill()
+    finally:
+        child.wait(timeout=30)
+    assert child.returncode == -9
+
+
 def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_upgrades(pristine, tmp_path):
     """The upgrade's rebuild runs in the migration's one transaction: killed in the middle (a
     real process, SIGKILL), the project is still the schema-6 one; opened again, it is upgraded."""
@@ -303,18 +320,7 @@ def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_up
         conn.execute("DELETE FROM meta WHERE key LIKE '%checksum%'")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.close()
-    marker = tmp_path / "inside"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_UPGRADE, str(db), str(marker)], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert child.poll() is None and time.monotonic() < deadline, "the upgrade never reached its rebuild"
-            time.sleep(0.02)
-        child.kill()
-    finally:
-        child.wait(timeout=30)
-    assert child.returncode == -9
+    kill_9_at_marker(_KILLED_MID_UPGRADE, db, tmp_path / "inside", "the upgrade never reached its rebuild")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)
         assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE '%checksum%'").fetchone() == (0,)
@@ -556,18 +562,7 @@ def test_kill_9_during_the_schema_8_upgrade_leaves_schema_7_and_the_next_open_up
         conn.execute("DROP TABLE document_sums")
         conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     conn.close()
-    marker = tmp_path / "inside"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_SUMS, str(db), str(marker)], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert child.poll() is None and time.monotonic() < deadline, "the upgrade never wrote the checksums"
-            time.sleep(0.02)
-        child.kill()
-    finally:
-        child.wait(timeout=30)
-    assert child.returncode == -9
+    kill_9_at_marker(_KILLED_MID_SUMS, db, tmp_path / "inside", "the upgrade never wrote the checksums")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'document_sums'").fetchone() is None
