@@ -17,8 +17,8 @@ from ..cluster import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
 from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
                         stored_derived_sums)
-from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIR_ARRAY_CHUNK, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
-                      SCAN_KEYS_META, exact_of_column, forget_scan_keys, pairs_checksum, pairs_table, valid_pairs,
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
+                      SCAN_KEYS_META, exact_of_column, pairs_checksum, pairs_table, valid_pairs,
                       write_exact_array, write_pair_arrays)
 from .locks import transaction
 from .project import Project
