@@ -70,6 +70,11 @@ def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _fpc(units: int, labelled: int) -> float:
+    """The finite population correction of a sample of `labelled` out of `units`."""
+    return (units - labelled) / (units - 1) if units > 1 else 0.0
+
+
 @dataclass
 class Stratum:
     """One similarity band of one side. `units`: its frame size; `known`/`known_wrong`: units
@@ -94,8 +99,14 @@ class Stratum:
     def estimate(self) -> None:
         if self.units == 0:
             return
-        lo, hi = wilson(self.wrong, self.labelled) if self.open_units else (0.0, 0.0)
         p = self.wrong / self.labelled if self.labelled else None
+        fpc = _fpc(self.open_units, self.labelled)
+        if not self.open_units or fpc == 0:  # nothing left to sample: known exactly
+            lo = hi = p or 0.0
+        elif self.labelled:  # Wilson with the finite population correction, as combine() uses
+            lo, hi = wilson(self.wrong / fpc, self.labelled / fpc)
+        else:
+            lo, hi = 0.0, 1.0
         if p is None and self.open_units:
             self.share = None
         else:
@@ -132,7 +143,7 @@ def combine(strata: list[Stratum], z: float = Z95) -> tuple[float | None, float,
         return (low if unknown == 0 else None), low, (known_wrong + unknown) / total, None
     weights = [s.open_units / mass for s in sampled]
     shares = [s.wrong / s.labelled for s in sampled]
-    fpcs = [(s.open_units - s.labelled) / (s.open_units - 1) if s.open_units > 1 else 0.0 for s in sampled]
+    fpcs = [_fpc(s.open_units, s.labelled) for s in sampled]
     p = sum(w * q for w, q in zip(weights, shares))
     v = sum(w * w * q * (1 - q) / s.labelled * f for w, q, s, f in zip(weights, shares, sampled, fpcs))
     kish = sum(w * w / s.labelled * f for w, s, f in zip(weights, sampled, fpcs))
@@ -457,11 +468,6 @@ def _estimate(strata: list[Stratum], target: float, scale: float) -> Estimate:
                     more_labels=labels_for_width(strata, target, scale))
 
 
-def scan_marker(project: Project) -> str:
-    return json.dumps([project.last_complete_scan(), project.document_count(), project.scan_params()],
-                      sort_keys=True)
-
-
 def run_audit(project: Project, threshold: float, policy: Policy, size: int = DEFAULT_SIZE,
               kept_size: int = DEFAULT_KEPT_SIZE, seed: int = 0, target_width: float = DEFAULT_TARGET_WIDTH,
               graph: PairGraph | None = None) -> Audit:
@@ -496,7 +502,7 @@ def save(project: Project, audit: Audit) -> int:
     project.check_writable("audited")
     audit.saved_id = table.save_audit(project.conn, {
         "created_at": audit.created_at, "threshold": audit.threshold, "policy": audit.policy,
-        "keep_rule": audit.keep_rule, "seed": audit.seed, "scan_marker": scan_marker(project),
+        "keep_rule": audit.keep_rule, "seed": audit.seed, "scan_marker": table.scan_marker(project),
         "decisions_marker": table.decisions_marker(project.conn), "result": audit.summary()})
     return audit.saved_id
 
@@ -559,33 +565,8 @@ def last_audit(project: Project) -> dict | None:
     return table.last_audit(project.conn)
 
 
-def staleness(project: Project, threshold: float, policy: str, rule: str | None = None) -> str | None:
-    """Why the last audit does not describe this export (None: it does, or there is none)."""
-    last = last_audit(project)
-    if last is None:
-        return None
-    rule = rule or dec.keep_rule(project)
-    when = last["created_at"]
-    if abs(float(last["threshold"]) - threshold) > 1e-9 or last["policy"] != policy:
-        return (f"the last audit ({when}) was made at threshold {last['threshold']:.2f}, policy {last['policy']}, "
-                f"not {threshold:.2f}, {policy}; run dedup-tui audit again")
-    if last["keep_rule"] != rule:
-        return f"the last audit ({when}) was made with keep rule {last['keep_rule']}, not {rule}; run dedup-tui audit again"
-    if last["scan_marker"] != scan_marker(project):
-        return f"the last audit ({when}) is older than the last scan; run dedup-tui audit again"
-    if last["decisions_marker"] != table.decisions_marker(project.conn):
-        return f"the last audit ({when}) is older than the last decision; run dedup-tui audit again"
-    return None
-
-
-def manifest_entry(project: Project, threshold: float, policy: str, rule: str | None = None) -> dict | None:
-    """The last audit as export's manifest carries it, with whether it is current."""
-    last = last_audit(project)
-    if last is None:
-        return None
-    entry = dict(last["result"])
-    entry["current"] = staleness(project, threshold, policy, rule) is None
-    return entry
+staleness = table.staleness
+manifest_entry = table.manifest_entry
 
 
 # -- showing a pair as plain text ---------------------------------------------------------------

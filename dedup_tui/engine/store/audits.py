@@ -96,3 +96,39 @@ def decisions_marker(conn: sqlite3.Connection) -> str:
     count, newest, states = conn.execute(
         "SELECT count(*), coalesce(max(id), 0), coalesce(sum(id * (undone + 1)), 0) FROM decisions").fetchone()
     return f"{count}:{newest}:{states}"
+
+
+def scan_marker(project) -> str:
+    """Changes with every scan (and with every load, which makes the scan stale)."""
+    return json.dumps([project.last_complete_scan(), project.document_count(), project.scan_params()],
+                      sort_keys=True)
+
+
+def staleness(project, threshold: float, policy: str, rule: str) -> str | None:
+    """Why the last audit does not describe an export at these settings (None: it does, or
+    there is none)."""
+    last = last_audit(project.conn)
+    if last is None:
+        return None
+    when = last["created_at"]
+    if abs(float(last["threshold"]) - threshold) > 1e-9 or last["policy"] != policy:
+        return (f"the last audit ({when}) was made at threshold {last['threshold']:.2f}, policy {last['policy']}, "
+                f"not {threshold:.2f}, {policy}; run dedup-tui audit again")
+    if last["keep_rule"] != rule:
+        return (f"the last audit ({when}) was made with keep rule {last['keep_rule']}, not {rule}; "
+                f"run dedup-tui audit again")
+    if last["scan_marker"] != scan_marker(project):
+        return f"the last audit ({when}) is older than the last scan; run dedup-tui audit again"
+    if last["decisions_marker"] != decisions_marker(project.conn):
+        return f"the last audit ({when}) is older than the last decision; run dedup-tui audit again"
+    return None
+
+
+def manifest_entry(project, threshold: float, policy: str, rule: str) -> dict | None:
+    """The last audit as export's manifest carries it (its line, numbers and sample), with
+    `current`: whether it was made on this export's settings, scan and decisions."""
+    last = last_audit(project.conn)
+    if last is None:
+        return None
+    why = staleness(project, threshold, policy, rule)
+    return {**last["result"], "current": why is None, **({"stale": why} if why else {})}
