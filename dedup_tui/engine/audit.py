@@ -67,7 +67,7 @@ def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if p == 0 else max(0.0, centre - half)), (1.0 if p == 1 else min(1.0, centre + half))
 
 
 def _fpc(units: int, labelled: int) -> float:
@@ -159,30 +159,35 @@ def combine(strata: list[Stratum], z: float = Z95) -> tuple[float | None, float,
 
 def labels_for_width(strata: list[Stratum], target: float, scale: float = 1.0, z: float = Z95) -> int | None:
     """How many more labels (allocated as the sample is) bring the combined interval's width,
-    times `scale` (the frame's share of what the width is reported over), to `target`; None
-    when more labels than the frame has would not."""
-    share, low, high, n_eff = combine(strata, z)
+    times `scale` (the frame's share of what the width is reported over), to `target`; 0 when
+    it is there already. Planned with the shares and the design effect seen so far (p = 0.5
+    before any label) and the finite population correction."""
+    _share, low, high, _n_eff = combine(strata, z)
     if (high - low) * scale <= target:
         return 0
-    labelled = sum(s.labelled for s in strata if s.open_units)
     open_units = sum(s.open_units for s in strata)
-    known = sum(s.known for s in strata)
-    total = open_units + known
+    total = sum(s.units for s in strata)
+    sampled = [s for s in strata if s.open_units and s.labelled]
+    labelled = sum(s.labelled for s in sampled)
     if open_units == 0 or total == 0:
         return 0
-    mass = open_units / total
-    if labelled == 0 or n_eff is None:
-        p, deff = 0.5, 1.0
-    else:
-        sampled = [s for s in strata if s.open_units and s.labelled]
-        p = sum(s.open_units * s.wrong / s.labelled for s in sampled) / sum(s.open_units for s in sampled)
-        deff = labelled / n_eff
-    def width(m: int) -> float:  # without the finite population correction: an upper bound
-        lo, hi = wilson(p * m / deff, m / deff, z)
-        return (hi - lo) * mass * scale
+    p, deff = 0.5, 1.0
+    if sampled:
+        mass = sum(s.open_units for s in sampled)
+        shares = [s.wrong / s.labelled for s in sampled]
+        p = sum(s.open_units * q for s, q in zip(sampled, shares)) / mass
+        v = sum((s.open_units / mass) ** 2 * q * (1 - q) / s.labelled for s, q in zip(sampled, shares))
+        if 0 < p < 1 and v > 0:
+            deff = labelled * v / (p * (1 - p))
 
-    if width(open_units) > target:
-        return None
+    def width(m: int) -> float:
+        fpc = _fpc(open_units, m)
+        if fpc == 0:
+            return 0.0
+        n_eff = m / deff / fpc
+        lo, hi = wilson(p * n_eff, n_eff, z)
+        return (hi - lo) * open_units / total * scale
+
     lo_m, hi_m = max(labelled, 1), open_units
     while lo_m < hi_m:
         mid = (lo_m + hi_m) // 2
