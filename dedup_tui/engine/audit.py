@@ -201,21 +201,19 @@ def labels_for_width(strata: list[Stratum], target: float, scale: float = 1.0, z
 # -- the frame and the sample -----------------------------------------------------------------
 
 @dataclass
-class Unit:
-    """A pair in a frame: `a` removed for `b` (removed side) or two kept documents (kept side)."""
-
-    side: str
-    a: int
-    b: int
-    similarity: float
-    stratum: int
-
-
-@dataclass
 class Frame:
+    """A side's frame as arrays, one entry per pair: `a` removed for `b` (removed side) or two
+    kept documents (kept side), their similarity and stratum."""
+
     side: str
     strata: list[Stratum]
-    units: list[Unit]
+    a: np.ndarray
+    b: np.ndarray
+    similarity: np.ndarray
+    stratum: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.a)
 
 
 @dataclass
@@ -244,14 +242,16 @@ def kept_strata(threshold: float, floor: float) -> list[Stratum]:
     return [Stratum(f"[{lo:.2f}, {hi:.2f})", lo, hi) for lo, hi in zip(edges, edges[1:]) if hi > lo]
 
 
-def _stratum_of(strata: list[Stratum], sim: float) -> int:
-    """The band holding `sim`: [low, high), the top band of the removed side up to 1.0 included;
-    on the removed side a similarity below the threshold (a member joined through others) is
-    the last stratum's."""
-    for i, s in enumerate(strata):
-        if s.low <= sim < s.high or (s.high == 1.0 and s.low <= sim):
-            return i
-    return len(strata) - 1
+def strata_of(strata: list[Stratum], sims: np.ndarray) -> np.ndarray:
+    """The band of each similarity: [low, high), the top band of the removed side up to 1.0
+    included; on the removed side a similarity below the threshold (a member joined through
+    others) is the last stratum's."""
+    out = np.full(len(sims), len(strata) - 1, dtype=np.int64)
+    for i in range(len(strata) - 1, -1, -1):
+        s = strata[i]
+        inside = (sims >= s.low) & ((sims < s.high) | (s.high == 1.0))
+        out[inside] = i
+    return out
 
 
 def clustering_for_export(project: Project, graph: PairGraph, threshold: float, policy: Policy,
@@ -270,30 +270,28 @@ def removal_frame(graph: PairGraph, c: Clustering, ov: dec.Overrides) -> tuple[F
         decided[np.fromiter(ov.decided, np.int64, len(ov.decided))] = True
     removed = c.reason != KEPT
     docs = np.flatnonzero((c.reason == NEAR) & ~decided)
-    units = []
-    for d, k, s in zip(docs.tolist(), c.keeper[docs].tolist(), c.similarity[docs].tolist()):
-        sim = 0.0 if s != s else float(s)
-        units.append(Unit("removed", d, k, sim, _stratum_of(strata, sim)))
+    sims = np.nan_to_num(c.similarity[docs], nan=0.0)
     totals = Totals(removed=int(removed.sum()), exact=int((c.reason == EXACT).sum()),
-                    decided=int((removed & decided & (c.reason != EXACT)).sum()), frame=len(units))
-    return Frame("removed", strata, units), totals
+                    decided=int((removed & decided & (c.reason != EXACT)).sum()), frame=len(docs))
+    return Frame("removed", strata, docs, c.keeper[docs].astype(np.int64), sims, strata_of(strata, sims)), totals
 
 
 def kept_frame(graph: PairGraph, c: Clustering, ov: dec.Overrides, floor: float) -> Frame:
     strata = kept_strata(c.threshold, floor)
+    empty = np.zeros(0, dtype=np.int64)
     if not strata:
-        return Frame("kept", [], [])
+        return Frame("kept", [], empty, empty, np.zeros(0), empty)
     exported = c.exported()
-    low = strata[0].low
     j = graph.jaccard
-    at = np.flatnonzero((j >= low) & (j < c.threshold))
+    at = np.flatnonzero((j >= strata[0].low) & (j < c.threshold))
     at = at[exported[graph.a[at]] & exported[graph.b[at]]]
-    units = []
-    for a, b, s in zip(graph.a[at].tolist(), graph.b[at].tolist(), j[at].tolist()):
-        if (min(a, b), max(a, b)) in ov.split_pairs:
-            continue
-        units.append(Unit("kept", a, b, float(s), _stratum_of(strata, float(s))))
-    return Frame("kept", strata, units)
+    a, b = graph.a[at].astype(np.int64), graph.b[at].astype(np.int64)
+    if ov.split_pairs:  # a pair the reviewer split is decided
+        split = np.array(sorted(x * graph.n + y for x, y in ov.split_pairs), dtype=np.int64)
+        keep = ~np.isin(np.minimum(a, b) * graph.n + np.maximum(a, b), split)
+        a, b, at = a[keep], b[keep], at[keep]
+    sims = j[at].astype(np.float64)
+    return Frame("kept", strata, a, b, sims, strata_of(strata, sims))
 
 
 def allocate(sizes: list[int], total: int, minimum: int = MIN_PER_STRATUM) -> list[int]:
@@ -332,53 +330,52 @@ def _pair_ids(a_id: str, b_id: str, a: int, b: int) -> tuple[str, str]:
     return (a_id, b_id) if a < b else (b_id, a_id)
 
 
-def draw(frame: Frame, size: int, seed: int, ids: dict[int, str], tuning: dict[tuple[str, str], str],
+def draw(project: Project, frame: Frame, size: int, seed: int, n: int, tuning: dict[tuple[int, int], str],
          stored: dict[tuple[str, str], str]) -> list[SampledPair]:
-    """The seeded sample of a frame: per stratum, a permutation of its units (in corpus order of
-    their pair) from np.random.default_rng((seed, side, stratum)); tuning-labelled units are
-    counted as known and not drawn. Fills in the strata's counts and returns the sample."""
+    """The seeded sample of a frame: per stratum, a permutation of its pairs (in corpus order
+    of the pair) from np.random.default_rng((seed, side, stratum)); the pairs labelled in the
+    tuning screen (`tuning`, by (earlier ord, later ord)) are counted as known and not drawn.
+    Fills in the strata's counts and returns the sample."""
     side_code = SIDES.index(frame.side)
-    by_stratum: list[list[Unit]] = [[] for _ in frame.strata]
-    for u in frame.units:
-        by_stratum[u.stratum].append(u)
     wrong_label = "not_duplicate" if frame.side == "removed" else "duplicate"
-    open_units: list[list[Unit]] = []
-    for s, units in zip(frame.strata, by_stratum):
-        units.sort(key=lambda u: (min(u.a, u.b), max(u.a, u.b)))
-        s.units = len(units)
-        rest = []
-        for u in units:
-            known = tuning.get(_pair_ids(ids[u.a], ids[u.b], u.a, u.b))
-            if known in ("duplicate", "not_duplicate"):
-                s.known += 1
-                s.known_wrong += known == wrong_label
-            else:
-                rest.append(u)
-        s.open_units = len(rest)
-        open_units.append(units)
+    lo, hi = np.minimum(frame.a, frame.b), np.maximum(frame.a, frame.b)
+    keys = lo * n + hi
+    known_label = np.zeros(len(frame), dtype=np.int8)  # 0 unknown, 1 right, 2 wrong
+    if tuning:
+        labelled = {x * n + y: label for (x, y), label in tuning.items() if label in ("duplicate", "not_duplicate")}
+        tuning_keys = np.fromiter(labelled, np.int64, len(labelled))
+        hit = np.flatnonzero(np.isin(keys, tuning_keys))
+        known_label[hit] = [2 if labelled[int(k)] == wrong_label else 1 for k in keys[hit]]
+    by_stratum = []
+    for h, s in enumerate(frame.strata):
+        idx = np.flatnonzero(frame.stratum == h)
+        idx = idx[np.argsort(keys[idx], kind="stable")]
+        s.units = len(idx)
+        s.known = int((known_label[idx] > 0).sum())
+        s.known_wrong = int((known_label[idx] == 2).sum())
+        s.open_units = s.units - s.known
+        by_stratum.append(idx)
     alloc = allocate([s.open_units for s in frame.strata], size)
+    picked_by: list[np.ndarray] = []
+    for h, (s, idx, n_h) in enumerate(zip(frame.strata, by_stratum, alloc)):
+        order = idx[np.random.default_rng([seed, side_code, h]).permutation(len(idx))]
+        picked_by.append(order[known_label[order] == 0][:n_h])
+        s.sampled = len(picked_by[-1])
+    picked = np.concatenate(picked_by) if picked_by else np.zeros(0, dtype=np.int64)
+    picked = picked[np.argsort(keys[picked], kind="stable")]
+    ords = np.unique(np.concatenate([frame.a[picked], frame.b[picked]])).tolist()
+    ids = dict(zip(ords, project.ids_for(ords)))
     sample: list[SampledPair] = []
     prefix = "R" if frame.side == "removed" else "K"
-    for h, (s, units, n_h) in enumerate(zip(frame.strata, open_units, alloc)):
-        rng = np.random.default_rng([seed, side_code, h])
-        picked = 0
-        for i in rng.permutation(len(units)).tolist():
-            if picked >= n_h:
-                break
-            u = units[i]
-            pair = _pair_ids(ids[u.a], ids[u.b], u.a, u.b)
-            if tuning.get(pair) in ("duplicate", "not_duplicate"):
-                continue
-            picked += 1
-            label = stored.get(pair)
-            sample.append(SampledPair("", frame.side, u.a, u.b, ids[u.a], ids[u.b], u.similarity, s.name, label))
-            if label in ("duplicate", "not_duplicate"):
-                s.labelled += 1
-                s.wrong += label == wrong_label
-        s.sampled = picked
-    sample.sort(key=lambda p: (min(p.a, p.b), max(p.a, p.b)))
-    for i, p in enumerate(sample, 1):
-        p.key = f"{prefix}{i}"
+    for i, u in enumerate(picked.tolist(), 1):
+        a, b = int(frame.a[u]), int(frame.b[u])
+        s = frame.strata[int(frame.stratum[u])]
+        label = stored.get(_pair_ids(ids[a], ids[b], a, b))
+        sample.append(SampledPair(f"{prefix}{i}", frame.side, a, b, ids[a], ids[b], float(frame.similarity[u]),
+                                  s.name, label))
+        if label in ("duplicate", "not_duplicate"):
+            s.labelled += 1
+            s.wrong += label == wrong_label
     return sample
 
 
@@ -489,12 +486,13 @@ def run_audit(project: Project, threshold: float, policy: Policy, size: int = DE
     removal, totals = removal_frame(graph, c, ov)
     floor = float((project.scan_params() or {}).get("floor", 0.0))
     kept = kept_frame(graph, c, ov, floor)
-    ords = sorted({x for u in removal.units + kept.units for x in (u.a, u.b)})
-    ids = dict(zip(ords, project.ids_for(ords)))
-    tuning = {(r["a_id"], r["b_id"]): r["label"] for r in review.label_rows(project.db, in_order=False)}
+    rows = review.label_rows(project.db, in_order=False)
+    ords = dec.ords_for_ids(project, [r["a_id"] for r in rows] + [r["b_id"] for r in rows])
+    tuning = {(min(ords[r["a_id"]], ords[r["b_id"]]), max(ords[r["a_id"]], ords[r["b_id"]])): r["label"]
+              for r in rows if r["a_id"] in ords and r["b_id"] in ords}
     stored = table.audit_labels(project.conn)
-    removed_sample = draw(removal, size, seed, ids, tuning, stored)
-    kept_sample = draw(kept, kept_size, seed, ids, tuning, stored)
+    removed_sample = draw(project, removal, size, seed, graph.n, tuning, stored)
+    kept_sample = draw(project, kept, kept_size, seed, graph.n, tuning, stored)
     scale = totals.frame / totals.removed if totals.removed else 0.0
     band = (kept.strata[0].low, threshold) if kept.strata else None
     return Audit(threshold, policy, dec.keep_rule(project), seed, size, kept_size, target_width, totals,
