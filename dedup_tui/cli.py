@@ -523,6 +523,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
                        f"is not saved in it)", err=True)
         else:
             _run(lambda control: set_keep_rule(project, keep))
+    _warn_if_audit_stale(project, threshold, policy, keep)
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
              keep=keep, sources=sources, clusters_out=clusters)
@@ -530,6 +531,16 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
     _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
          f"{r.reviewer:,} by reviewer){refs}; {r.decisions_line()}", out, removed, decisions_log, manifest, clusters)
+
+
+def _warn_if_audit_stale(project: Project, threshold: float, policy: str, keep: str | None) -> None:
+    """One line on stderr when the last audit does not describe this export."""
+    from .engine.decisions import keep_rule
+    from .engine.store.audits import staleness
+
+    why = _run(lambda control: staleness(project, threshold, policy, keep or keep_rule(project)))
+    if why:
+        click.echo(f"warning: {_one_line(why)}", err=True)
 
 
 def _export_sources(project: Project, db: str, only: str | None, chosen: tuple[str, ...]) -> list[int] | None:
@@ -884,3 +895,141 @@ def contamination(project_path, db, threshold, out, shown, force):
     _say(report_on.format_report(report, shown), out)
     if out:
         _say(f"\nwrote {written:,} matches to {_one_line(out)}", out)
+
+
+@main.command()
+@_PROJECT_ARGUMENT
+@_db_option("Project file (scanned)")
+@click.option("--threshold", type=_Fraction(0, 1), help="Threshold of the export to audit. [default: the one the project was last reviewed with]")
+@click.option("--policy", type=click.Choice(POLICIES), help="Policy of the export to audit. [default: the one the project was last reviewed with, else components]")
+@click.option("--size", default=300, show_default=True, type=click.IntRange(0), help="Removals to sample (spread over the similarity bands in proportion, at least 5 per band).")
+@click.option("--kept-size", default=100, show_default=True, type=click.IntRange(0), help="Pairs of kept documents to sample just below the threshold (duplicates left in).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed: the same seed on the same project draws the same sample.")
+@click.option("--target-width", default=0.02, show_default=True, type=_Fraction(0, 1, min_open=True), help="Width of the 95% interval of wrong removals to plan labels for (0.02: 2 percentage points).")
+@click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help='Save labels from a JSONL file: {"id": "R3", "label": "duplicate" | "not" | "skip"} a line (ids as --list prints them).')
+@click.option("--prompt/--no-prompt", default=None, help="Ask for a label of each unlabelled sampled pair. [default: when standard input is a terminal]")
+@click.option("--list", "list_sample", is_flag=True, help="Print the sample as JSONL ({id, side, a, b, similarity, band, label}) instead of the report.")
+def audit(project_path, db, threshold, policy, size, kept_size, seed, target_width, labels_file, prompt, list_sample):
+    """Estimate how many of the export's removals that no reviewer decided are wrong.
+
+    Draws a seeded sample of them, stratified by similarity to the kept document (exact copies
+    are certain duplicates and not sampled), asks for a label of each (d/n/s/q; each saved at
+    once, so a session can stop and resume), and reports the share of wrong removals per
+    similarity band and overall with 95% intervals, and how many more labels would narrow it
+    to --target-width. Also samples pairs of kept documents just below the threshold, to
+    estimate the duplicates left in. The audit never records a decision; `export --manifest`
+    carries its result.
+    """
+    from .engine import audit as auditing
+
+    db = _the_project(project_path, db, "PROJECT")
+    project = _open_project(db)
+    threshold, policy = _review_settings(project, db, threshold, policy)
+
+    def draw(control):
+        return auditing.run_audit(project, threshold, policy, size=size, kept_size=kept_size, seed=seed,
+                                  target_width=target_width)
+
+    result = _run(draw)
+    if labels_file is not None:
+        given = _run(lambda control: auditing.apply_labels_file(project, result, labels_file))
+        click.echo(f"saved {given:,} labels from {_one_line(labels_file)}", err=True)
+        result = _run(draw)
+    if prompt is None:
+        prompt = labels_file is None and not list_sample and sys.stdin.isatty()
+    if prompt and result.unlabelled():
+        _label_interactively(project, auditing, result)
+        result = _run(draw)
+    if not project.readonly:
+        _run(lambda control: auditing.save(project, result))
+    if list_sample:
+        for pair in result.sample:
+            click.echo(json.dumps({"id": pair.key, "side": pair.side, "a": pair.a_id, "b": pair.b_id,
+                                   "similarity": pair.similarity, "band": pair.stratum, "label": pair.label},
+                                  ensure_ascii=False))
+        return
+    click.echo(_audit_report(result, db))
+
+
+def _label_interactively(project: Project, auditing, result) -> None:
+    """Each unlabelled pair as plain text (corpus text escaped: never a terminal sequence), then
+    d/n/s/q; each label saved at once."""
+    from .engine.display import literal
+
+    todo = result.unlabelled()
+    shown = 1200
+    for i, pair in enumerate(todo, 1):
+        first, second = project.texts_for([pair.a, pair.b])
+        role = ("removed", "kept") if pair.side == "removed" else ("kept", "kept")
+        click.echo(f"\n— {pair.key} ({i} of {len(todo)} to label) · similarity {pair.similarity:.3f} · band "
+                   f"{pair.stratum} —")
+        for name, doc_id, text in ((role[0], pair.a_id, first), (role[1], pair.b_id, second)):
+            cut = text if len(text) <= shown else text[:shown] + f"… ({len(text):,} characters)"
+            click.echo(f"{name}: {_one_line(doc_id)}\n{literal(cut)}")
+        click.echo(f"differences ([-{role[0]} only-] {{+{role[1]} only+}}):\n"
+                   f"{literal(auditing.marked_words(first[:20000], second[:20000]))}")
+        while True:
+            try:
+                answer = click.prompt("duplicate? d(uplicate) / n(ot) / s(kip) / q(uit)", default="",
+                                      show_default=False).strip().lower()
+            except click.Abort:
+                answer = "q"
+            if answer in ("q", "quit"):
+                click.echo(f"stopped: {i - 1:,} labelled this time; run the same command to go on", err=True)
+                return
+            value = auditing.LABEL_WORDS.get(answer)
+            if value is not None:
+                break
+            click.echo("answer d, n, s or q")
+        _run(lambda control: auditing.label(project, pair, value))
+
+
+def _audit_report(result, db: str) -> str:
+    def pct(x):
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    def table(strata, wrong_name):
+        rows = [f"  {'band':<34}{'pairs':>9}{'known':>7}{'sampled':>9}{'labelled':>10}{wrong_name:>10}"
+                f"{'share':>8}  95% CI"]
+        for s in strata:
+            if not s.units:
+                continue
+            ci = f"{pct(s.low_ci)}–{pct(s.high_ci)}" if s.low_ci is not None else ""
+            rows.append(f"  {s.name:<34}{s.units:>9,}{s.known:>7,}{s.sampled:>9,}{s.labelled:>10,}{s.wrong:>10,}"
+                        f"{pct(s.share):>8}  {ci}")
+        return rows
+
+    t = result.totals
+    e = result.removed.estimate
+    lines = [f"audit of the export at threshold {result.threshold:.2f}, policy {result.policy}, keep rule "
+             f"{result.keep_rule}, seed {result.seed}",
+             f"removals: {t.removed:,}; {t.exact:,} exact copies and {t.decided:,} decided by the reviewer are "
+             f"counted as right; {t.frame:,} near duplicates nobody decided are sampled",
+             result.headline()]
+    if t.frame:
+        lines += table(result.removed.strata, "not dup.")
+        if e.share is not None:
+            lines.append(f"  wrong removals among the {t.frame:,} nobody decided: {pct(e.share)} "
+                         f"(95% CI {pct(e.low)}–{pct(e.high)}), about {e.wrong:,.0f} "
+                         f"({e.low * e.units:,.0f}–{e.high * e.units:,.0f})")
+        if e.more_labels:
+            lines.append(f"  about {e.more_labels:,} more labels would narrow the interval to "
+                         f"{100 * result.target_width:.1f} points (raise --size)")
+        elif e.more_labels is None:
+            lines.append(f"  even labelling every removal would not narrow it to {100 * result.target_width:.1f} points")
+    k = result.kept.estimate
+    if result.kept_band:
+        lo, hi = result.kept_band
+        lines.append(f"duplicates left among kept documents: {k.units:,} pairs of kept documents with similarity "
+                     f"in [{lo:.2f}, {hi:.2f})")
+        if k.units:
+            lines += table(result.kept.strata, "dup.")
+            if k.share is not None:
+                lines.append(f"  estimated {k.wrong:,.0f} duplicate pairs left ({pct(k.share)}, 95% CI "
+                             f"{pct(k.low)}–{pct(k.high)}: {k.low * k.units:,.0f}–{k.high * k.units:,.0f})")
+    todo = len(result.unlabelled())
+    if todo:
+        lines.append(f"{todo:,} sampled pairs to label: run dedup-tui audit {_one_line(db)} in a terminal, or give "
+                     f"--labels FILE (pair ids: --list)")
+    lines.append("the audit records no decision; export --manifest carries this estimate")
+    return "\n".join(lines)

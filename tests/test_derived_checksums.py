@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dedup_tui.engine.store import Project
+from dedup_tui.engine.store import SCHEMA_VERSION, Project
 
 from .conftest import write_jsonl
 from .test_cli import cli, ok
@@ -294,6 +294,23 @@ Project(sys.argv[1])
 """
 
 
+
+def kill_9_at_marker(script: str, db, marker: Path, never: str) -> None:
+    """Run `script` on db in a real process and SIGKILL it once it has made `marker` (polling a
+    real process's state, with a deadline)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None and time.monotonic() < deadline, never
+            time.sleep(0.02)
+        child.kill()
+    finally:
+        child.wait(timeout=30)
+    assert child.returncode == -9
+
+
 def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_upgrades(pristine, tmp_path):
     """The upgrade's rebuild runs in the migration's one transaction: killed in the middle (a
     real process, SIGKILL), the project is still the schema-6 one; opened again, it is upgraded."""
@@ -303,18 +320,7 @@ def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_up
         conn.execute("DELETE FROM meta WHERE key LIKE '%checksum%'")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.close()
-    marker = tmp_path / "inside"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_MID_UPGRADE, str(db), str(marker)], env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert child.poll() is None and time.monotonic() < deadline, "the upgrade never reached its rebuild"
-            time.sleep(0.02)
-        child.kill()
-    finally:
-        child.wait(timeout=30)
-    assert child.returncode == -9
+    kill_9_at_marker(_KILLED_MID_UPGRADE, db, tmp_path / "inside", "the upgrade never reached its rebuild")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)
         assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE '%checksum%'").fetchone() == (0,)
@@ -322,7 +328,7 @@ def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_up
     got = exported(tmp_path, db)
     assert got["kept"] == want["kept"] and got["removed"] == want["removed"]
     with Project(db) as project:
-        assert project.get_meta("schema_version") == "7" and project.get_meta("pair_arrays_checksum")
+        assert project.get_meta("schema_version") == str(SCHEMA_VERSION) and project.get_meta("pair_arrays_checksum")
 
 
 def test_pairs_checks_the_pairs_table_it_writes(pristine, tmp_path):
@@ -343,3 +349,225 @@ def test_pairs_checks_the_pairs_table_it_writes(pristine, tmp_path):
     assert r.output == (f"error: {db}: the stored pairs (the pairs table) do not match their checksum: the project "
                         f"file is damaged (restore it from a backup, or scan again with --full)\n")
     assert not out.exists() and not list(tmp_path.glob(".pairs.jsonl.*"))
+
+
+# -- the documents' exact hashes and lengths (what load derives from each text) ----------------
+
+def stored_column(db: Path, column: str, ord_: int):
+    with sqlite3.connect(db) as conn:
+        (value,) = conn.execute(f"SELECT {column} FROM documents WHERE ord = ?", (ord_,)).fetchone()
+    conn.close()
+    return value
+
+
+def set_column(db: Path, column: str, ord_: int, value) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE documents SET {column} = ? WHERE ord = ?", (value, ord_))
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+def flip_in_hash(db: Path, ord_: int, at: int = 20) -> None:
+    """One flipped bit in a document's exact_hash: a hex digit, 0x02 apart ('a' -> 'c', '1' -> '3')."""
+    h = stored_column(db, "exact_hash", ord_)
+    set_column(db, "exact_hash", ord_, h[:at] + chr(ord(h[at]) ^ 2) + h[at + 1:])
+
+
+def flip_top_bit_in_hash(db: Path, ord_: int, at: int = 20) -> None:
+    """One flipped top bit in a hex digit of a document's exact_hash: no longer UTF-8."""
+    raw = bytearray(stored_column(db, "exact_hash", ord_).encode())
+    raw[at] ^= 0x80
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE documents SET exact_hash = CAST(? AS TEXT) WHERE ord = ?", (bytes(raw), ord_))
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+def flip_in_length(db: Path, ord_: int) -> None:
+    """One flipped bit in a document's length (the top bit of its stored 2 bytes)."""
+    set_column(db, "length", ord_, stored_column(db, "length", ord_) ^ (1 << 14))
+
+
+def recomputed_note(db: Path, ord_: int) -> str:
+    lo = ord_ // 256 * 256
+    with sqlite3.connect(db) as conn:
+        n = conn.execute("SELECT max(ord) + 1 FROM documents").fetchone()[0]
+    conn.close()
+    return (f"note: {db}: the exact hashes or lengths of the documents at ords {lo}-{min(lo + 256, n) - 1} "
+            f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
+            f"texts, which match theirs and stored again")
+
+
+def a_copy(db: Path) -> tuple[int, int]:
+    """(a document that is an exact copy of an earlier one, that earlier one)."""
+    return stored_scan(db)["exact"][0]
+
+
+@pytest.mark.parametrize("which", ["copy", "first copy", "copy, top bit"])
+def test_a_flipped_bit_in_an_exact_hash_is_computed_again_and_said_by_a_full_scan(pristine, tmp_path, which):
+    """Unchecked, the copy would look distinct from its first copy: exact dedup silently wrong."""
+    _, want, _ = pristine
+    db = fresh(pristine, tmp_path)
+    want_scan = stored_scan(db)
+    copy, first = a_copy(db)
+    damaged = first if which == "first copy" else copy
+    sound = stored_column(db, "exact_hash", damaged)
+    (flip_top_bit_in_hash if "top bit" in which else flip_in_hash)(db, damaged)
+    out = ok("scan", db, "--full", "--method", "lsh").output
+    assert recomputed_note(db, damaged) in out and out.count("note:") == 1
+    assert stored_scan(db) == want_scan
+    assert stored_column(db, "exact_hash", damaged) == sound  # stored again
+    got = exported(tmp_path, db)
+    assert "note:" not in got["output"]
+    assert got["kept"] == want["kept"] and got["removed"] == want["removed"]
+    assert "note:" not in ok("scan", db, "--full", "--method", "lsh").output
+
+
+@pytest.mark.parametrize("how", ["value", "type"])
+def test_a_flipped_bit_in_a_length_is_computed_again_and_said_by_a_full_scan(pristine, tmp_path, how):
+    """A changed value, or a changed type (a flipped bit in the record's header: a real number)."""
+    db = fresh(pristine, tmp_path)
+    want_scan = stored_scan(db)
+    sound = stored_column(db, "length", 5)
+    if how == "value":
+        flip_in_length(db, 5)
+    else:
+        set_column(db, "length", 5, sound + 0.5)
+    out = ok("scan", db, "--full", "--method", "lsh").output
+    assert recomputed_note(db, 5) in out and out.count("note:") == 1
+    assert stored_scan(db) == want_scan
+    assert stored_column(db, "length", 5) == sound
+
+
+def test_an_incremental_scan_checks_the_hashes_and_lengths_it_reads(pristine, tmp_path):
+    """The incremental scan reads the new documents' hashes and lengths and the full hashes of the
+    old first copies that new ones may copy: a flipped bit in either is computed again and said,
+    and the result is the undamaged project's."""
+    folder, _, want_added = pristine
+    db = fresh(pristine, tmp_path)
+    with sqlite3.connect(db) as conn:
+        first_new = conn.execute("SELECT max(ord) + 1 FROM documents").fetchone()[0]
+    conn.close()
+    assert "loaded" in ok("load", db, folder / "second.jsonl").output
+    old_first = next(e for o, e in want_added["exact"] if o >= first_new and e < first_new)
+    flip_in_hash(db, old_first)
+    new_copy = next(o for o, e in want_added["exact"] if e >= first_new)
+    flip_in_hash(db, new_copy, at=2)
+    flip_in_length(db, first_new + 1)
+    out = ok("scan", db, "--method", "lsh").output
+    assert "incremental scan:" in out
+    for damaged in (old_first, new_copy, first_new + 1):
+        assert recomputed_note(db, damaged) in out
+    assert stored_scan(db) == want_added
+
+
+def test_a_damaged_text_under_a_damaged_hash_is_a_damaged_project(pristine, tmp_path):
+    """The hash cannot be computed again from a text that no longer matches its own checksum."""
+    db = fresh(pristine, tmp_path)
+    copy, _ = a_copy(db)
+    flip_in_hash(db, copy)
+    text = stored_column(db, "text", copy)
+    set_column(db, "text", copy, chr(ord(text[0]) ^ 1) + text[1:])
+    doc_id = stored_column(db, "doc_id", copy)
+    r = cli("scan", db, "--full", "--method", "lsh")
+    assert r.exit_code == 1
+    assert r.output == (f"error: {db}: the stored record of document '{doc_id}' does not match its checksum: the "
+                        f"project file is damaged (restore it from a backup, or load the corpus into a new project)\n")
+
+
+def expected_sums(db: Path) -> list[tuple]:
+    """document_sums as its definition says, computed here independently."""
+    import zlib
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT ord, exact_hash, length FROM documents ORDER BY ord").fetchall()
+    conn.close()
+    out = []
+    for lo in range(0, len(rows), 256):
+        block = rows[lo:lo + 256]
+        text = "".join(h + "\n" for _, h, _ in block).encode()
+        lengths = np.array([ln for *_, ln in block], "<i8").tobytes()
+        out.append((lo // 256, len(block), zlib.crc32(text), zlib.crc32(lengths)))
+    return out
+
+
+def stored_sums(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT block, documents, exact_hash, length FROM document_sums ORDER BY block").fetchall()
+    conn.close()
+    return rows
+
+
+def test_documents_loaded_in_several_loads_extend_their_blocks_checksums(tmp_path):
+    docs = families(80, (2, 6), 150, seed=41)
+    parts = [docs[:100], docs[100:300], docs[300:]]  # the second and third loads start inside a block
+    db = tmp_path / "p.db"
+    for i, part in enumerate(parts):
+        write_jsonl(tmp_path / f"{i}.jsonl", part)
+        ok("load", db, tmp_path / f"{i}.jsonl")
+    sums = stored_sums(db)
+    assert sums == expected_sums(db) and len(sums) >= 2 and sum(r[1] for r in sums) == len(docs)
+    assert "note:" not in ok("scan", db, "--method", "lsh").output
+
+
+def test_a_schema_7_project_is_upgraded_with_the_hashes_checksums(pristine, tmp_path):
+    """Its hashes and lengths get their checksums as they are; opened read-only it reads as before."""
+    folder, want, want_added = pristine
+    db = fresh(pristine, tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE document_sums")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    with Project(db, readonly=True) as project:
+        from dedup_tui.engine.store.scans import documents_from
+
+        ords, hashes, _ = documents_from(project, 0)
+        assert len(ords) == len(hashes) > 0 and not project.notices
+    got = exported(tmp_path, db)  # opened for writing: upgraded
+    assert got["kept"] == want["kept"] and got["removed"] == want["removed"]
+    assert (tmp_path / "p.db.schema-7.bak").exists()
+    with Project(db) as project:
+        assert project.get_meta("migrated_from") == "7" and project.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert stored_sums(db) == expected_sums(db)
+    copy, _ = a_copy(db)
+    flip_in_hash(db, copy)
+    out = ok("scan", db, folder / "second.jsonl", "--method", "lsh").output
+    assert "incremental scan:" in out
+    assert stored_scan(db) == want_added
+
+
+_KILLED_MID_SUMS = """
+import pathlib, sys, time
+from dedup_tui.engine.store import Project, schema
+
+real = schema.write_derived_sums
+
+def written_then_held(conn):
+    real(conn)  # inside the upgrade's transaction, not committed
+    pathlib.Path(sys.argv[2]).write_text("inside")
+    time.sleep(120)  # the test kills this process here
+
+schema.write_derived_sums = written_then_held
+Project(sys.argv[1])
+"""
+
+
+def test_kill_9_during_the_schema_8_upgrade_leaves_schema_7_and_the_next_open_upgrades(pristine, tmp_path):
+    """The hashes' checksums are written in the migration's one transaction: killed after writing
+    them (a real process, SIGKILL), the project is still the schema-7 one; opened again, it is
+    upgraded, with the checksums a load writes."""
+    db = fresh(pristine, tmp_path)
+    want_sums = stored_sums(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE document_sums")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.close()
+    kill_9_at_marker(_KILLED_MID_SUMS, db, tmp_path / "inside", "the upgrade never wrote the checksums")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'document_sums'").fetchone() is None
+    conn.close()
+    with Project(db) as project:
+        assert project.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert stored_sums(db) == want_sums == expected_sums(db)
+    assert "note:" not in ok("scan", db, "--full", "--method", "lsh").output

@@ -37,6 +37,7 @@ from .export import ExportReport, AtomicFile, as_object, check_threshold, export
 from .partial import refuse_local_export
 from .progress import Control
 from .store import Project, now_iso, review, transaction
+from .store.audits import manifest_entry as audit_entry
 from .store.review import ACTIVE, DISCARDED, UNDONE
 
 # What a decision says (the `decisions` table's `kind` column), and its state (`undone`).
@@ -848,6 +849,8 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
             "decisions_not_applied": len(not_applied(project, active(project))),
         },
         "outputs": outputs,
+        # The last audit's estimate of wrong removals and its sample (engine/audit.py), or None.
+        "audit": audit_entry(project, threshold, policy, rule or keep_rule(project)),
     }
 
 
@@ -931,6 +934,8 @@ def export_curated(
             paths = project.source_paths()
             outputs["sources"] = [paths[s] for s in sorted(sources) if s in paths]
         data = manifest(project, clustering, threshold, policy, outputs, rule=keep)
+        if not use_decisions and data["audit"] is not None:  # an audit is of the export with them
+            data["audit"].update(current=False, stale="the audit was made with the decisions applied")
         with AtomicFile(Path(manifest_out), "w") as fh:
             json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.write("\n")

@@ -24,8 +24,9 @@ from .scanning import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM
 from .sketch import SKETCH_BINS, matches_needed
 from .similarity import all_pairs_at_least
 from .store import Project, transaction
+from .store.derived import forget_scan_keys
 from .store.scans import (DerivedDamaged, documents_from, documents_version, exact_groups, exact_groups_with_hashes,
-                          exact_hashes_of, forget_scan_keys, hash_prefixes, load_graph, merge_pairs, read_band_keys,
+                          exact_hashes_of, hash_prefixes, load_graph, merge_pairs, read_band_keys,
                           read_scan_key_chunks, read_texts, scan_keys_meta, set_scan_keys_meta, verified_exact_of,
                           verified_forest, verified_pairs, verified_scan_key_sums, write_added_scan_result,
                           write_scan_keys, write_scan_result)

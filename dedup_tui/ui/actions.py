@@ -75,6 +75,7 @@ MAIN_ACTIONS = [
     Act("r,ctrl+y", "redo", "Redo", "r", "decide: redo", "Decisions", show=False),
     Act("e", "export", "Export", "e", "export: write the curated corpus", "Export"),
     Act("T", "tune", "Tune", "T", "tune: threshold tuning (distribution, labels, recommendation)", "Threshold", show=False),
+    Act("V", "audit", "Audit", "V", "audit: estimate the wrong removals nobody reviewed (label a sample)", "Threshold", show=False),
 ]
 
 # The pair view decides as the main screen does (the same keys, on the right-hand document); its
@@ -126,6 +127,14 @@ REVIEW_ACTIONS = [
     Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling", screen="review"),
     Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False, screen="review"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False, screen="review"),
+]
+
+AUDIT_ACTIONS = [
+    Act("escape", "close", "Back", "esc", "audit: back to the clusters", "Audit", screen="audit"),
+    Act("d,y", "label('duplicate')", "Duplicate", "d", "audit: this removal is right (a duplicate)", "Audit", screen="audit"),
+    Act("n", "label('not_duplicate')", "Not dup", "n", "audit: this removal is wrong (not a duplicate; no decision is made)", "Audit", screen="audit"),
+    Act("s", "label('skip')", "Skip", "s", "audit: skip this pair (not counted)", "Audit", screen="audit"),
+    Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Audit", show=False, screen="audit"),
 ]
 
 EXTRA_KEYS = [

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from textual.keys import _character_to_key, format_key, key_to_character
 
-from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
+from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
 from .text import literal_line
 
-SCREENS = {"main": MAIN_ACTIONS, "pair": PAIR_ACTIONS, "tune": TUNE_ACTIONS, "review": REVIEW_ACTIONS}
+SCREENS = {"main": MAIN_ACTIONS, "pair": PAIR_ACTIONS, "tune": TUNE_ACTIONS, "review": REVIEW_ACTIONS,
+           "audit": AUDIT_ACTIONS}
 ACTS = {a.id: a for acts in SCREENS.values() for a in acts}
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")

@@ -23,18 +23,19 @@ from textual.actions import parse
 
 from ..engine.store import Project
 from ..engine.store.locks import COMMAND_HOLDER
-from .actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
+from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
 
 # The actions a read-only window runs, by screen (Act.screen): moving, reading, comparing, and
 # view settings that stay in this window. Every other action of these screens is refused.
 ALLOWED: dict[str, frozenset[str]] = {
     "main": frozenset({"help", "command_palette", "quit", "cancel_scan", "search", "next_match", "threshold",
                        "type_threshold", "toggle_policy", "cycle_sort", "cycle_filter", "type_filter", "page",
-                       "open_pair", "tune"}),
+                       "open_pair", "tune", "audit"}),
     "pair": frozenset({"close", "step", "cluster", "toggle_layout", "toggle_normalized", "toggle_aligned", "change",
                        "toggle_fold", "help"}),
     "tune": frozenset({"close", "apply", "toggle_plots", "target", "threshold", "open_chain", "help"}),
     "review": frozenset({"close", "toggle_layout", "help"}),
+    "audit": frozenset({"close", "help"}),
 }
 
 # What a refused action would have done, said in its refusal (the tests check that every action
@@ -51,10 +52,11 @@ REFUSED: dict[str, dict[str, str]] = {
     "tune": {"review": "pairs cannot be labelled here", "split_chain": DECIDE,
              "save_svg": "no file is saved from here", "export_labels": "nothing is exported from here"},
     "review": {"label": "pairs cannot be labelled here", "undo_label": "pairs cannot be labelled here"},
+    "audit": {"label": "pairs cannot be labelled here"},
 }
 
 TABLES: dict[str, list[Act]] = {"main": MAIN_ACTIONS, "pair": PAIR_ACTIONS, "tune": TUNE_ACTIONS,
-                                "review": REVIEW_ACTIONS}
+                                "review": REVIEW_ACTIONS, "audit": AUDIT_ACTIONS}
 
 
 def action_name(act: Act) -> str:

@@ -102,3 +102,84 @@ def arrays_checksum(*arrays) -> str:
         crc = zlib.crc32(struct.pack("<8sq", kind, data.nbytes), crc)
         crc = zlib.crc32(data, crc)
     return f"{crc:08x}"
+
+
+# -- a checksum of what load derives from each text ------------------------------------------
+#
+# documents.exact_hash and documents.length are computed from the text by load (and import) and
+# read by every scan instead of the texts; the document checksum does not cover them. Their
+# checksums are in `document_sums`, one row per block of DERIVED_BLOCK ords: a CRC-32 of the
+# block's exact hashes (each followed by a line feed) and one of its lengths (int64,
+# little-endian), in ord order. Documents are only appended, so a load extends the last
+# block's CRCs (zlib.crc32 continues from a previous value) in the transaction that inserts
+# them; a scan checks the blocks it reads (store/scans.py), so an incremental scan reads and
+# checks only the blocks of the documents it looks at.
+
+DERIVED_BLOCK = 256
+
+
+def derived_crcs(hashes, lengths, previous: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """(CRC-32 of the exact hashes, CRC-32 of the lengths), continuing `previous`; TypeError,
+    ValueError or OverflowError when a value is not what load stores (a str, an int64)."""
+    if not len(hashes):
+        return previous
+    text = "\n".join(hashes) + "\n"
+    lengths = np.asarray(lengths)
+    if lengths.dtype.kind not in "iu":
+        raise TypeError("a length that is not an integer")
+    return (zlib.crc32(text.encode("utf-8", "surrogatepass"), previous[0]),
+            zlib.crc32(lengths.astype("<i8", copy=False).tobytes(), previous[1]))
+
+
+def has_derived_sums(conn: sqlite3.Connection) -> bool:
+    """Whether the project has document_sums (not a schema-7 or older project opened read-only)."""
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'document_sums'").fetchone()
+    return row is not None
+
+
+def stored_derived_sums(conn: sqlite3.Connection, first_block: int, last_block: int) -> dict[int, tuple[int, int, int]]:
+    """{block: (documents, exact-hash CRC, length CRC)} of the blocks first_block..last_block."""
+    return {b: (d, h, ln) for b, d, h, ln in conn.execute(
+        "SELECT block, documents, exact_hash, length FROM document_sums WHERE block BETWEEN ? AND ?",
+        (first_block, last_block))}
+
+
+def extend_derived_sums(conn: sqlite3.Connection, ords, hashes, lengths) -> None:
+    """The blocks' checksums extended with documents just appended (ascending ords, after every
+    stored one), inside the caller's transaction."""
+    if not len(ords):
+        return
+    ords = np.asarray(ords, np.int64)
+    blocks = ords // DERIVED_BLOCK
+    first, last = int(blocks[0]), int(blocks[-1])
+    stored = stored_derived_sums(conn, first, last)
+    bounds = np.searchsorted(blocks, np.arange(first, last + 2)).tolist()
+    rows = []
+    for block, s, e in zip(range(first, last + 1), bounds, bounds[1:]):
+        if e > s:
+            count, *previous = stored.get(block, (0, 0, 0))
+            rows.append((block, count + e - s, *derived_crcs(hashes[s:e], lengths[s:e], tuple(previous))))
+    conn.executemany("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)",
+                     rows)
+
+
+def write_derived_sums(conn: sqlite3.Connection) -> None:
+    """document_sums computed from the stored exact hashes and lengths as they are (the upgrade
+    to schema 8: damage done before it cannot be told from the load's values)."""
+    conn.execute("DELETE FROM document_sums")
+    last = conn.execute("SELECT max(ord) FROM documents").fetchone()[0]
+    step = 64 * DERIVED_BLOCK
+    for lo in range(0, -1 if last is None else last + 1, step):
+        rows = conn.execute("SELECT ord, CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
+                            "ORDER BY ord", (lo, lo + step)).fetchall()
+        blocks = np.fromiter((r[0] // DERIVED_BLOCK for r in rows), np.int64, len(rows))
+        first = lo // DERIVED_BLOCK
+        bounds = np.searchsorted(blocks, np.arange(first, first + 65)).tolist()
+        sums = []
+        for block, s, e in zip(range(first, first + 64), bounds, bounds[1:]):
+            if e > s:
+                hashes = [r[1].decode("utf-8", "surrogateescape") if isinstance(r[1], bytes) else str(r[1])
+                          for r in rows[s:e]]
+                lengths = [r[2] if type(r[2]) is int and -_INT64 <= r[2] < _INT64 else -1 for r in rows[s:e]]
+                sums.append((block, e - s, *derived_crcs(hashes, lengths)))
+        conn.executemany("INSERT INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)", sums)

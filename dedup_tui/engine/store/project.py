@@ -14,7 +14,7 @@ import sqlite_utils
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
 from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
-from .checksums import has_checksums
+from .checksums import extend_derived_sums, has_checksums
 from .schema import check_schema, create_schema
 
 
@@ -270,10 +270,13 @@ class Project:
         self.db["sources"].update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
 
     def insert_documents(self, rows: list[tuple]) -> None:
-        """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum).
-        Hand-written, many rows per statement: a load or an import inserts millions of them."""
+        """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum),
+        after every stored document, with the checksums of their exact hashes and lengths
+        (document_sums). Hand-written, many rows per statement: a load or an import inserts
+        millions of them."""
         insert_rows(self.conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
                     "checksum)", rows)
+        extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 
     def lengths(self):
         """Characters of every document's text, in corpus order (numpy int64)."""

@@ -15,10 +15,12 @@ import numpy as np
 
 from ..cluster import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
-from .checksums import arrays_checksum
-from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIR_ARRAY_CHUNK, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
-                      SCAN_KEYS_META, exact_of_column, forget_scan_keys, pairs_checksum, pairs_table, valid_pairs,
+from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
+                        stored_derived_sums)
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
+                      SCAN_KEYS_META, exact_of_column, pairs_checksum, pairs_table, valid_pairs,
                       write_exact_array, write_pair_arrays)
+from .locks import transaction
 from .project import Project
 
 
@@ -62,11 +64,13 @@ def _exact_groups_and_first_hashes(project: Project) -> tuple[np.ndarray, np.nda
     exact_of = np.full(n, -1, dtype=np.int64)
     lengths = np.zeros(n, dtype=np.int64)
     first: dict[str, int] = {}
-    for o, h, length in project.conn.execute("SELECT ord, exact_hash, length FROM documents ORDER BY ord"):
-        lengths[o] = length
-        f = first.setdefault(h, o)
-        if f != o:
-            exact_of[o] = f
+    every_block = [(0, (n - 1) // DERIVED_BLOCK)] if n else []
+    for ords, hashes, block_lengths in checked_hashes_and_lengths(project, every_block):
+        lengths[ords] = block_lengths
+        for o, h in zip(ords.tolist(), hashes):
+            f = first.setdefault(h, o)
+            if f != o:
+                exact_of[o] = f
     return exact_of, lengths, list(first)  # a dict keeps insertion (ord) order
 
 
@@ -299,22 +303,150 @@ def exact_groups_with_hashes(project: Project) -> tuple[np.ndarray, np.ndarray, 
 
 
 def documents_from(project: Project, start: int) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(ords, exact hashes, lengths) of the documents from ord `start` on."""
-    rows = project.conn.execute("SELECT ord, exact_hash, length FROM documents WHERE ord >= ? ORDER BY ord",
-                                (start,)).fetchall()
-    ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-    lengths = np.fromiter((r[2] for r in rows), np.int64, len(rows))
-    return ords, [r[1] for r in rows], lengths
+    """(ords, exact hashes, lengths) of the documents from ord `start` on, checked."""
+    n = project.next_ord()
+    ords, hashes, lengths = [np.empty(0, np.int64)], [], [np.empty(0, np.int64)]
+    if n > start:
+        for o, h, ln in checked_hashes_and_lengths(project, [(start // DERIVED_BLOCK, (n - 1) // DERIVED_BLOCK)]):
+            at = int(np.searchsorted(o, start))
+            ords.append(o[at:])
+            hashes.extend(h[at:])
+            lengths.append(ln[at:])
+    return np.concatenate(ords), hashes, np.concatenate(lengths)
 
 
 def exact_hashes_of(project: Project, ords) -> dict[int, str]:
+    """{ord: exact hash} of the given ords, checked (the whole blocks holding them are read)."""
+    wanted = {int(o) for o in ords}
+    blocks = sorted({o // DERIVED_BLOCK for o in wanted})
+    runs: list[tuple[int, int]] = []
+    for b in blocks:
+        if runs and runs[-1][1] == b - 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((b, b))
     out: dict[int, str] = {}
-    ords = [int(o) for o in ords]
-    for s in range(0, len(ords), 500):
-        chunk = ords[s:s + 500]
-        out.update(project.conn.execute(
-            f"SELECT ord, exact_hash FROM documents WHERE ord IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+    for block_ords, hashes, _ in checked_hashes_and_lengths(project, runs):
+        out.update((o, h) for o, h in zip(block_ords.tolist(), hashes) if o in wanted)
     return out
+
+
+# -- the documents' exact hashes and lengths, checked -------------------------------------------
+#
+# A scan reads documents.exact_hash and documents.length (what load derived from each text)
+# instead of the texts, a block of DERIVED_BLOCK ords at a time, each block checked against its
+# checksums (document_sums, store/checksums.py). A block that does not match is computed again
+# from its documents' texts, each checked against its own checksum first (a damaged text is the
+# damaged-project error), said with Project.notice, and stored again when the project can be
+# written: the scan's result is the undamaged project's. A project without document_sums (of
+# schema 7 or older, opened read-only: never scanned) is read unchecked.
+
+_BLOCKS_PER_READ = 64
+
+
+def checked_hashes_and_lengths(project: Project, runs: list[tuple[int, int]]):
+    """(ords, exact hashes, lengths) of the documents in each run (first block, last block) of
+    blocks, in ord order, up to _BLOCKS_PER_READ blocks at a time, checked."""
+    conn = project.conn
+    checked = has_derived_sums(conn)
+    n = project.next_ord()
+    for first, last in runs:
+        for b0 in range(first, last + 1, _BLOCKS_PER_READ):
+            b1 = min(b0 + _BLOCKS_PER_READ - 1, last)
+            lo, hi = b0 * DERIVED_BLOCK, min((b1 + 1) * DERIVED_BLOCK, n)
+            if hi <= lo:
+                continue
+            ords, hashes, lengths = _stored_hashes_and_lengths(conn, lo, hi)
+            if checked:
+                ords, hashes, lengths = _checked_blocks(project, b0, b1, n, ords, hashes, lengths)
+            yield ords, hashes, np.asarray(lengths, np.int64)
+
+
+def _stored_hashes_and_lengths(conn, lo: int, hi: int):
+    """(ords, exact hashes, lengths) of the documents with lo <= ord < hi as stored: the lengths
+    an int64 array, or a list when one is not an integer; the hashes None when one of them is
+    no longer UTF-8."""
+    query = "SELECT exact_hash, length{} FROM documents WHERE ord >= ? AND ord < ? ORDER BY ord"
+    try:
+        rows = conn.execute(query.format(""), (lo, hi)).fetchall()
+        if len(rows) == hi - lo:  # every ord between (a primary key): no ord column to read
+            ords = np.arange(lo, hi, dtype=np.int64)
+        else:
+            rows = conn.execute(query.format(", ord"), (lo, hi)).fetchall()
+            ords = np.fromiter((r[2] for r in rows), np.int64, len(rows))
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+        if hi - lo > DERIVED_BLOCK:  # the blocks one by one: only the one holding it does not match
+            parts = [_stored_hashes_and_lengths(conn, b, min(b + DERIVED_BLOCK, hi))
+                     for b in range(lo, hi, DERIVED_BLOCK)]
+            return (np.concatenate([p[0] for p in parts]), [h for p in parts for h in p[1]],
+                    [ln for p in parts for ln in list(p[2])])
+        return np.arange(lo, hi, dtype=np.int64), [None] * (hi - lo), [None] * (hi - lo)
+    hashes, lengths = [r[0] for r in rows], [r[1] for r in rows]
+    packed = np.array(lengths)
+    return ords, hashes, packed if packed.dtype == np.int64 or not len(rows) else lengths
+
+
+def _checked_blocks(project: Project, b0: int, b1: int, n: int, ords: np.ndarray, hashes: list, lengths):
+    """The blocks b0..b1 read (ords, hashes, lengths), each block checked against its checksums
+    and computed again from its texts when it does not match."""
+    sums = stored_derived_sums(project.conn, b0, b1)
+    bounds = np.searchsorted(ords, np.arange(b0, b1 + 2) * DERIVED_BLOCK).tolist()
+    damaged = []
+    for block, s, e in zip(range(b0, b1 + 1), bounds, bounds[1:]):
+        try:
+            sound = sums.get(block, (0, 0, 0)) == (e - s, *derived_crcs(hashes[s:e], lengths[s:e]))
+        except (TypeError, ValueError, OverflowError):
+            sound = False
+        if not sound:
+            damaged.append((block, s, e))
+    if damaged:
+        recomputed = [(s, e, _recomputed_block(project, block, n)) for block, s, e in damaged]
+        ords, lengths = ords.tolist(), list(lengths)
+        for s, e, (o, h, ln) in reversed(recomputed):  # (from the end: the positions before stay valid)
+            ords[s:e], hashes[s:e], lengths[s:e] = o, h, ln
+        ords = np.array(ords, np.int64)
+    return ords, hashes, lengths
+
+
+def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], list[str], list[int]]:
+    """A block's (ords, exact hashes, lengths) computed again from its documents' texts, checked
+    against their checksums; stored again (with the block's checksums) when the project can be
+    written."""
+    from ..exact import exact_keys
+
+    lo, hi = block * DERIVED_BLOCK, min((block + 1) * DERIVED_BLOCK, n)
+    damaged = "the project file is damaged (restore it from a backup, or load the corpus into a new project)"
+    try:
+        rows = project.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum, "
+                                    "CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
+                                    "ORDER BY ord", (lo, hi)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc):
+            raise
+        rows = None
+    if rows is None or [r[0] for r in rows] != list(range(lo, hi)):
+        raise ProjectError(f"{project.path}: the documents at ords {lo}-{hi - 1} cannot all be read: {damaged}")
+    for row in rows:
+        if document_checksum(*row[:6]) != row[6]:
+            shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
+            raise ProjectError(f"{project.path}: the stored record of document '{shown}' does not match its "
+                               f"checksum: {damaged}")
+    texts = [r[4] for r in rows]
+    hashes, lengths = exact_keys(texts), [len(t) for t in texts]
+    stored = ""
+    if not project.readonly:
+        with transaction(project.conn):
+            changed = [(h, ln, r[0]) for r, h, ln in zip(rows, hashes, lengths) if (r[7], r[8]) != (h.encode(), ln)]
+            project.conn.executemany("UPDATE documents SET exact_hash = ?, length = ? WHERE ord = ?", changed)
+            project.conn.execute("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) "
+                                 "VALUES (?, ?, ?, ?)", (block, len(rows), *derived_crcs(hashes, lengths)))
+        stored = " and stored again"
+    project.notice(f"{project.path}: the exact hashes or lengths of the documents at ords {lo}-{hi - 1} "
+                   f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
+                   f"texts, which match theirs{stored}")
+    return [r[0] for r in rows], hashes, lengths
 
 
 def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray,

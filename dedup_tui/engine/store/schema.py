@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ProjectError
-from .checksums import document_checksum, has_checksums
+from .checksums import document_checksum, has_checksums, write_derived_sums
 from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -52,6 +52,14 @@ CREATE TABLE IF NOT EXISTS documents (
     record BLOB                     -- original record: the JSONL line's bytes, or a JSON row
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
+-- Checksums of what load derives from each text (documents.exact_hash, documents.length), per
+-- block of 256 ords, written with the documents and checked by every scan (store/checksums.py):
+CREATE TABLE IF NOT EXISTS document_sums (
+    block INTEGER PRIMARY KEY,      -- the documents with ord // 256 = block
+    documents INTEGER NOT NULL,     -- how many there are
+    exact_hash INTEGER NOT NULL,    -- CRC-32 of their exact_hash values, each followed by a line feed, in ord order
+    length INTEGER NOT NULL         -- CRC-32 of their lengths (int64, little-endian), in ord order
+);
 CREATE TABLE IF NOT EXISTS pairs (
     a INTEGER NOT NULL,             -- ord of the earlier document
     b INTEGER NOT NULL,             -- ord of the later document
@@ -219,6 +227,15 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
         write_exact_array(conn, exact_of_column(conn, int(row[0] or 0) // 8))
 
 
+def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
+    """The documents' exact hashes and lengths get checksums (document_sums), computed from the
+    rows as they are now, as the document checksums were (schema 4)."""
+    for stmt in SCHEMA.split(";\n"):
+        if "CREATE TABLE IF NOT EXISTS document_sums" in stmt:
+            conn.execute(stmt)
+    write_derived_sums(conn)
+
+
 def _text_or_bytes(data: bytes) -> str | bytes:
     """A TEXT value as Python's sqlite3 reads it, or its bytes when they are not UTF-8."""
     try:
@@ -247,6 +264,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _migrate_4_to_5,
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
+    7: _migrate_7_to_8,
 }
 
 

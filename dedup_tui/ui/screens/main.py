@@ -956,7 +956,7 @@ class MainScreen(Screen):
             return not self.scanning
         if action == "search":
             return None if self.index is None else True
-        if action == "tune":  # works on the stored pairs themselves
+        if action in ("tune", "audit"):  # works on the stored pairs themselves
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept", "note",
                       "open_pair", "export", "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule",
@@ -1233,6 +1233,11 @@ class MainScreen(Screen):
         from .tune import TuneScreen
 
         self.app.push_screen(TuneScreen(self.review))
+
+    def action_audit(self) -> None:
+        from .audit import AuditScreen
+
+        self.app.push_screen(AuditScreen(self.review))
 
     # export
     def action_export(self) -> None:

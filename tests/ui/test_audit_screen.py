@@ -1,0 +1,59 @@
+"""Pilot tests for the audit screen (V): sampled removals labelled, never decided."""
+
+from __future__ import annotations
+
+from dedup_tui.engine import audit as auditing
+from dedup_tui.engine.store import Project, review
+from dedup_tui.ui.app import create_app
+from dedup_tui.ui.screens.audit import AuditScreen
+from dedup_tui.ui.widgets.docview import DocView
+
+from .conftest import settle
+
+
+async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_nothing(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        db = main.spec.db
+        decisions_before = review.decision_rows(main.project.db)
+        await pilot.press("V")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AuditScreen) and screen.current is not None
+        project = main.project
+        labelled = []
+        for key, label in (("d", "duplicate"), ("n", "not_duplicate"), ("s", "skip")):
+            pair = screen.current
+            left, right = project.texts_for([pair.a, pair.b])
+            assert screen.query_one("#left-doc", DocView).text == left
+            assert screen.query_one("#right-doc", DocView).text == right
+            await pilot.pause()  # drawn
+            await pilot.press(key)
+            labelled.append((pair.key, label))
+            assert screen.current is not pair
+        await pilot.press("escape")
+        await settle(pilot)
+        app.writer.submit(lambda p: None)  # (after the writes queued before)
+        await settle(pilot)
+        assert review.decision_rows(main.project.db) == decisions_before
+    with Project(db) as p:
+        result = auditing.run_audit(p, main.threshold, main.policy)
+        assert {q.key: q.label for q in result.sample if q.label} == dict(labelled)
+        assert auditing.last_audit(p) is not None
+
+
+async def test_a_label_key_before_the_pair_is_drawn_is_ignored(corpus):
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("V")
+        await settle(pilot)
+        screen = app.screen
+        first = screen.current
+        await pilot.pause()
+        screen.action_label("duplicate")  # first pair: drawn, labelled
+        second = screen.current
+        screen.action_label("duplicate")  # at once: the second pair was not drawn yet
+        assert screen.current is second and second is not first and screen.dropped == 1
