@@ -544,9 +544,11 @@ def shuffled_review(built, tmp_path):
 def test_separate_goes_on_to_the_members_left_in_the_cluster(shuffled_review):
     r, o = shuffled_review, ords(shuffled_review)
     label = o["fam1_3"]
-    names = ["fam1_3", "fam1_0", "fam1_copy", "fam1_1", "fam1_2"]
+    names = ["fam1_3", "fam1_copy", "fam1_0", "fam1_1", "fam1_2"]
     assert r.members(label) == [o[n] for n in names]
-    assert r.root(o["fam1_0"]) == o["fam1_copy"]  # fam1_0 is an exact copy of fam1_copy, listed before it
+    # fam1_0 is an exact copy of fam1_copy: at its similarity to the kept one (it was listed first, at
+    # 1.00 to its first copy)
+    assert r.root(o["fam1_0"]) == o["fam1_copy"]
     r.select(o["fam1_0"])
     r.separate()
     assert label_of(r, o["fam1_0"]) == label_of(r, o["fam1_copy"]) != label
@@ -586,7 +588,8 @@ def test_separate_goes_on_to_the_exact_copies_split_off_with_it(shuffled_review)
 def test_none_duplicates_goes_on_to_the_copies_still_to_review(review):
     r, o = review, ords(review)
     label = o["fam2_0"]
-    assert r.members(label) == [o[n] for n in ("fam2_0", "fam2_copy", "fam2_vcopy", "fam2_2", "fam2_1")]
+    # fam2_vcopy, a copy of fam2_1, at fam2_1's similarity to the kept one (it was listed at 1.00)
+    assert r.members(label) == [o[n] for n in ("fam2_0", "fam2_copy", "fam2_2", "fam2_1", "fam2_vcopy")]
     r.remove(o["fam2_1"])  # the first copy of fam2_vcopy
     r.select(o["fam2_copy"])  # an exact copy of the kept document
     r.none_duplicates()

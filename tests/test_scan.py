@@ -225,7 +225,8 @@ def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed)
 @pytest.mark.parametrize("seed", [3, 4])
 def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computation(seed):
     """Keeper = first document of the component, similarity = the stored pair (keeper, doc) if
-    any (whether or not it is above the threshold), exact copies follow their first copy. At high
+    any (whether or not it is above the threshold), exact copies are removed against their first
+    copy's keeper (the first copy itself when it is kept), at its similarity. At high
     thresholds few documents are removed and their pairs are looked up; at low ones all pairs are
     passed over once: both ways are exercised here."""
     rng = np.random.default_rng(seed)
@@ -248,8 +249,11 @@ def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computat
                 assert (np.isnan(c.similarity[d]) if want is None else c.similarity[d] == want), (t, d)
             assert c.cluster[d] == comp[d]
         for d in range(reps, n):
-            assert c.keeper[d] == exact_of[d] and c.similarity[d] == 1.0 and c.reason[d] == 1
-            assert c.cluster[d] == comp[exact_of[d]]
+            first = exact_of[d]
+            kept = comp[first]  # (the component's first document: kept)
+            assert c.keeper[d] == kept and c.reason[d] == 1 and c.cluster[d] == kept
+            want = 1.0 if kept == first else stored.get((int(kept), int(first)))
+            assert np.isnan(c.similarity[d]) if want is None else c.similarity[d] == want, (t, d)
 
 
 @pytest.mark.parametrize("seed", [5, 6, 7, 8])
