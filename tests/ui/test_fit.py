@@ -526,6 +526,14 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert int(index.clustering.keeper[copy]) == kept  # removed against the kept one, via its first copy
         assert app.main.model.kept_of(copy) == kept  # what the pair view compares it with
         assert why(index, copy, cluster) == "same text as another member"
+        sim = f"{float(index.clustering.similarity[near]):.2f}"
+        assert f"{float(index.clustering.similarity[copy]):.2f}" == sim != "1.00"  # the column means one thing
+        await pilot.press("tab", "down", "down")  # the members: kept, near, copy-of-near (ties in corpus order)
+        await settle(pilot)
+        assert app.main.model.cursor.doc == copy
+        line = " ".join(rendered(app.main.query_one("#member-info", Static)).split())
+        # the line says what the removed log says: duplicate of the kept one, linked via its first copy
+        assert "duplicate of kept · linked via near (1.00)" in line and f"{sim} with the kept one" in line, line
         exact_of_kept = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)}]
     app = create_app(write_corpus(tmp_path / "d.jsonl", exact_of_kept), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
