@@ -444,7 +444,7 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
 @_PROJECT_ARGUMENT
 @_db_option("Project file")
 @click.option("--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line (- for standard output).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line, jaccard cut to 4 decimals (- for standard output).")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def pairs(project_path, db, minimum, out, force):
     """Write PROJECT's verified near-duplicate pairs, a before b in corpus order (--out -:
