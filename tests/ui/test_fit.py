@@ -509,7 +509,7 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
     read "same text as the kept one" (the 64k families: k0053734 beside the kept k0006351, its
     text that of the removed k0028586). It is removed against the kept one, the document the
     preview and the pair view show beside it (its keeper was its removed first copy)."""
-    from dedup_tui.ui.widgets.tables import why
+    from dedup_tui.ui.widgets.tables import short_why, why
 
     from .conftest import write_corpus
 
@@ -526,6 +526,7 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert int(index.clustering.keeper[copy]) == kept  # removed against the kept one, via its first copy
         assert app.main.model.kept_of(copy) == kept  # what the pair view compares it with
         assert why(index, copy, cluster) == "same text as another member"
+        assert short_why(index, copy, cluster) == "copy of a member"  # the members' column ("same text" read as the kept one's)
         sim = f"{float(index.clustering.similarity[near]):.2f}"
         assert f"{float(index.clustering.similarity[copy]):.2f}" == sim != "1.00"  # the column means one thing
         await pilot.press("tab", "down", "down")  # the members: kept, near, copy-of-near (ties in corpus order)

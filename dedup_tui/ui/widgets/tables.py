@@ -257,7 +257,7 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
 SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
              "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
              "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
-             "same text as another member": "same text", "linked via another member": "via a member"}
+             "same text as another member": "copy of a member", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 
 
