@@ -30,9 +30,9 @@ def reviewed(tmp_path):
     """A ~ D ~ B (B's own pair with A under the threshold), C a copy of B, E a copy of A, F ~ G,
     H alone, and a reference R near H's text. Decisions: keep G, remove D, accept A's cluster.
     Returns (project path, threshold)."""
+    other = "completely other words " * 8
     write_jsonl(tmp_path / "train.jsonl", [("A", _changed()), ("D", _changed(20)), ("B", _changed(20, 40)),
-                                           ("C", _changed(20, 40)), ("E", _changed()),
-                                           ("F", "completely other words " * 8), ("G", "completely other words " * 8 + "!"),
+                                           ("C", _changed(20, 40)), ("E", _changed()), ("F", other), ("G", other + "!"),
                                            ("H", _changed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))])
     write_jsonl(tmp_path / "evals.jsonl", [("R", _changed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17))])
     db = tmp_path / "P.db"

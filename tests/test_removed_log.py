@@ -4,9 +4,7 @@ has the same precision."""
 
 from __future__ import annotations
 
-import json
 import random
-import re
 
 import numpy as np
 import pytest

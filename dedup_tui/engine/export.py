@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cluster import EXACT, KEPT, Clustering, PairGraph, links_to_kept
+from .cluster import EXACT, Clustering, PairGraph, links_to_kept
 from .errors import DedupError, ProjectError
 from .readers import parse_record
 from .outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
@@ -383,7 +383,8 @@ def check_threshold(project: Project, threshold: float) -> None:
 def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: bool = False,
                 control: Control | None = None) -> int:
     """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"} (cut to
-    SIMILARITY_DECIMALS), a before b in corpus order; returns how many. Every stored pair is checked against the scan's checksum
+    SIMILARITY_DECIMALS), a before b in corpus order; returns how many. Every stored pair is
+    checked against the scan's checksum
     of them (store.derived.PAIRS_CHECKSUM) as it is read: a damaged pairs table is a
     DerivedDamaged error, and the output is not renamed into place."""
     from array import array

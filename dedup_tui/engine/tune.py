@@ -259,8 +259,9 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     as_given = project.json_id_map([lab.a_id for lab in rows] + [lab.b_id for lab in rows])
     with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
-            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id), "label": lab.label,
-                                 "similarity": similarity_values([lab.similarity])[0] if lab.similarity is not None else None,
+            similarity = similarity_values([lab.similarity])[0] if lab.similarity is not None else None
+            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id),
+                                 "label": lab.label, "similarity": similarity,
                                  "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")
     return len(rows)
 

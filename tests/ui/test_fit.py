@@ -526,7 +526,7 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert int(index.clustering.keeper[copy]) == kept  # removed against the kept one, via its first copy
         assert app.main.model.kept_of(copy) == kept  # what the pair view compares it with
         assert why(index, copy, cluster) == "same text as another member"
-        assert short_why(index, copy, cluster) == "copy of a member"  # the members' column ("same text" read as the kept one's)
+        assert short_why(index, copy, cluster) == "copy of a member"  # ("same text" read as the kept one's)
         sim = f"{float(index.clustering.similarity[near]):.2f}"
         assert f"{float(index.clustering.similarity[copy]):.2f}" == sim != "1.00"  # the column means one thing
         await pilot.press("tab", "down", "down")  # the members: kept, near, copy-of-near (ties in corpus order)
