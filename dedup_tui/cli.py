@@ -487,7 +487,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
     policy unless --ignore-decisions is given. --removed, --decisions-log and --manifest
-    write the optional logs. Every file is written to a temporary file and renamed into
+    write the optional logs; --clusters a table of every document (CSV or Parquet). Every file is written to a temporary file and renamed into
     place; existing files are never overwritten without --force. Any output given as -
     is written to standard output (and this summary to standard error).
     """
