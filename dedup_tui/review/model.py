@@ -257,8 +257,9 @@ class Review:
 
     # -- reading ------------------------------------------------------------------------------------
     def kept_of(self, o: int) -> int:
-        """The document o's cluster keeps (o itself when it is kept). Not o's keeper: an exact
-        copy of a member is removed against that member, its first copy."""
+        """The document o's cluster keeps (o itself when it is kept): its keeper, the one the
+        removed log names, also for an exact copy of another member (linked via its first copy);
+        decisions being saved included."""
         if o in self._demoted:
             return self._demoted[o][1]
         if o in self._pending_keep:
