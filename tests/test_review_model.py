@@ -264,6 +264,27 @@ def test_accepting_a_cluster_decides_it(review):
     assert label_of(r, r.cursor.doc) == int(r.index.labels[2])  # on to the next cluster
 
 
+def test_a_tuning_label_decides_no_document(review):
+    """A "not a duplicate" label on a pair (from the labelling queue) splits that pair, but it
+    is evidence for tuning: the labelled document stays to review, its cluster undecided and
+    listed under the undecided filter, and the export still removes it (issue 39)."""
+    from dedup_tui.engine import tune as tuning
+
+    r, o = review, ords(review)
+    member, unrelated = o["chain0_b"], o["fam0_5"]  # (of another cluster, listed later)
+    cluster = label_of(r, member)
+    assert r.to_review(member) and r.progress(cluster) == (0, 2)
+    tuning.set_label(r.project, "chain0_b", "fam0_5", "not_duplicate", 0.3, author="t")
+    r.refresh()
+    assert active(r) == [("not_duplicate", "chain0_b", "fam0_5")]  # the label's split is recorded
+    assert r.to_review(member) and not r.is_decided(member) and r.to_review(unrelated)
+    assert r.progress(cluster) == (0, 2) and not r.index.decided[r.index.position(cluster)]
+    r.set_filter("undecided")
+    r.refresh(keep_order=False)
+    assert r.index.position(cluster) is not None
+    assert r.index.clustering.reason[member] != KEPT  # (and the export still removes it)
+
+
 def test_removing_a_kept_document_needs_confirmation(review):
     r = review
     label = int(r.index.labels[0])

@@ -78,6 +78,16 @@ class Decision:
 
 
 
+# The `value` of the not_duplicate decision a "not a duplicate" tuning label records: the pair is
+# split, but neither document counts as reviewed.
+LABEL_VALUE = "label"
+
+
+def is_label_split(d: "Decision") -> bool:
+    """The not_duplicate decision a tuning label recorded (engine.tune.set_label)."""
+    return d.kind == "not_duplicate" and d.value == LABEL_VALUE
+
+
 def default_author() -> str:
     try:
         return os.environ.get("DEDUP_TUI_AUTHOR") or getpass.getuser()
@@ -240,7 +250,8 @@ class Overrides:
     What a decision settles for the review queue (`decided`): keep and remove settle their
     document; not_duplicate settles the document the reviewer split off (doc_id), not the one
     it was compared with; accept settles the members listed when the cluster was accepted (a
-    member that joins it later, at another threshold, is not settled)."""
+    member that joins it later, at another threshold, is not settled). A not_duplicate that a
+    tuning label recorded splits its pair but settles neither document (is_label_split)."""
 
     keep: set[int]
     remove: set[int]
@@ -267,7 +278,8 @@ class Overrides:
                 continue
             if d.kind == "note":
                 continue
-            decided.add(o)
+            if not is_label_split(d):  # a tuning label is evidence, never a review of its documents
+                decided.add(o)
             if d.kind in ("keep", "remove"):
                 state[o] = d.kind
                 judged_against = ords.get(d.other_id) if d.kind == "remove" and d.other_id else None

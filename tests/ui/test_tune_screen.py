@@ -64,6 +64,8 @@ async def test_label_keys(corpus):
         assert tune_screen.report.label_counts == {"duplicate": 1, "not_duplicate": 1, "skip": 0}
         o = decisions.ords_for_ids(project, [na, nb])
         assert (o[na], o[nb]) in main.index.overrides.split_pairs
+        # ... but a label is evidence for tuning, never a review: neither document counts as decided
+        assert not main.model.is_decided(o[na]) and not main.model.is_decided(o[nb])
 
 
 async def test_apply_recommended_threshold(corpus, tmp_path):
