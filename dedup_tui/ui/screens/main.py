@@ -39,6 +39,7 @@ from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
+from ...review.shown import unseen_question
 from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_snapshot,
                              save_snapshot, view_key, view_keys)
 from ..actions import MAIN_ACTIONS
@@ -159,6 +160,8 @@ class MainScreen(Screen):
         project = Project(self.spec.db)
         self.model = Review(project, author=self.app.author)
         self.review.model = self.model
+        self.review.shown.review = self.model
+        self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
         self.partial = getattr(self.app, "partial", None)
         for preview in self.query(DocView):
             preview.can_focus = False  # tab moves between the two lists; enter opens the pair to scroll
@@ -1157,10 +1160,34 @@ class MainScreen(Screen):
         self._try(lambda: self.model.plan_separate(o))
 
     def action_none_duplicates(self) -> None:
-        self._try(lambda: self.model.plan_none_duplicates())
+        cluster_id = self._cluster_id
+        self.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
+                            lambda: self.model.plan_none_duplicates(cluster_id))
 
     def action_accept(self) -> None:
-        self._try(lambda: self.model.plan_accept())
+        cluster_id = self._cluster_id
+        self.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
+                            lambda: self.model.plan_accept(cluster_id))
+
+    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
+                       then: Callable[[], object] | None = None) -> None:
+        """The one rule of every screen: a decision covering members the reviewer was not shown
+        (review.shown) asks first, with their count; the cluster is the one it was asked for."""
+        def go() -> None:
+            if self._try(make) and then is not None:
+                then()
+
+        if not unseen:
+            go()
+            return
+
+        def answered(answer: str | None) -> None:
+            if answer:
+                go()
+
+        self.app.push_screen(AskScreen(unseen_question(what, len(unseen)), placeholder="yes",
+                                       validate=lambda t: None if t.strip().lower() in ("y", "yes") else
+                                       "Type yes to decide them, esc to cancel"), answered)
 
     def action_bulk_accept(self) -> None:
         """Accept many clusters at once, with their count shown first; one undo step takes it back."""

@@ -300,6 +300,19 @@ class MemberTable(RowTable):
         self._kept_id: str | None = None  # the shown cluster's kept document's id (literal), once read
         self._decided = lambda o: False
         self._being_removed = lambda o: False
+        self.row_drawn: Callable[[int], object] | None = None  # told the ord of each member row drawn
+
+    def render_line(self, y: int) -> Strip:
+        """(Each member whose row is drawn in the visible part of the pane was shown: the screen
+        hears of it, for the rule that no decision covers a member nobody saw unasked.)"""
+        strip = super().render_line(y)
+        if self.row_drawn is not None and y >= (self.header_height if self.show_header else 0):
+            row = y - (self.header_height if self.show_header else 0) + int(self.scroll_offset.y)
+            if 0 <= row < self.row_count:
+                key = self._row_locations.get_key(row)
+                if key is not None and key.value is not None:
+                    self.row_drawn(int(key.value))
+        return strip
 
     @property
     def loaded(self) -> int:
