@@ -458,6 +458,28 @@ def test_a_keep_rule_never_overrides_a_reviewer(review):
     assert r.is_kept(new) and label_of(r, untouched) == new and not r.is_kept(untouched)
 
 
+def test_a_keep_rule_change_is_one_undo_step(review):
+    """u after a keep rule change puts the previous rule back (it used to undo an earlier,
+    unrelated removal and leave the rule changed); r sets it again; the cursor stays."""
+    r = review
+    removed = r.cursor.doc
+    r.remove()
+    at = r.cursor.doc
+    r.set_keep_rule("longest")
+    assert dec.keep_rule(r.project) == "longest"
+    said = r.undo()
+    assert said == "Undone: the keep rule longest (was first)"
+    assert dec.keep_rule(r.project) == "first" and r.index.clustering.kept_by == "first"
+    assert r.index.clustering.reason[removed] == dec.REVIEWER  # the removal stands
+    assert r.cursor.doc == at
+    assert r.redo() == "Redone: the keep rule longest (was first)"
+    assert dec.keep_rule(r.project) == "longest"
+    r.undo()
+    r.undo()  # then the removal
+    assert dec.keep_rule(r.project) == "first" and active(r) == []
+    assert r.set_keep_rule("first") and len(dec.all_decisions(r.project)) == 2  # the rule in force: no step
+
+
 def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review):
     r = review
     with pytest.raises(DedupError) as err:
@@ -470,7 +492,7 @@ def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review)
     r.set_keep_rule("max:score")  # a field the records have
     assert dec.keep_rule(r.project) == "max:score"
     r.remove()  # the review goes on
-    assert len(active(r)) == 1
+    assert [kind for kind, _doc, _other in active(r)] == ["keep_rule", "remove"]  # (each one undo step)
 
 
 # -- the stored view ------------------------------------------------------------------------------
@@ -692,6 +714,7 @@ class ReviewMachine(RuleBasedStateMachine):
         self.made: list[int] = []  # the cursor's document when each decision was made (undo: back there)
         self.undone: list[int] = []
         self.expect_cursor: int | None = None  # after an undo or redo: where the cursor must be
+        self.expect_rule = "first"  # the keep rule the steps made, undid and redid leave in force
 
     def teardown(self) -> None:
         self.review.close()
@@ -744,23 +767,44 @@ class ReviewMachine(RuleBasedStateMachine):
     def accept(self) -> None:
         self._decide(lambda: self.review.plan_accept())
 
+    @rule(rule=st.sampled_from(["first", "longest", "max:score"]))
+    def keep_rule(self, rule: str) -> None:
+        """A keep rule change: one undo step, about no document (the cursor stays)."""
+        r = self.review
+        before = dec.keep_rule(r.project)
+        r.set_keep_rule(rule)
+        if rule != before:
+            self.made.append(("rule", before, rule))
+            self.undone.clear()
+        self.expect_rule = rule
+
     @rule()
     def undo(self) -> None:
         r = self.review
+        at = r.cursor.doc
         r.undo()
         if self.made:
             self.undone.append(self.made.pop())
-            self.expect_cursor = self.undone[-1]
+            step = self.undone[-1]
+            if isinstance(step, tuple):  # a keep rule change: the rule before it is back
+                self.expect_rule, self.expect_cursor = step[1], at
+            else:
+                self.expect_cursor = step
 
     @rule()
     def redo(self) -> None:
         r = self.review
         row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
                                      (dec.UNDONE,)).fetchone()
+        at = r.cursor.doc
         r.redo()
         if self.undone:
             self.made.append(self.undone.pop())
-            self.expect_cursor = ords(r)[row[0]]  # on the document the decision names
+            step = self.made[-1]
+            if isinstance(step, tuple):
+                self.expect_rule, self.expect_cursor = step[2], at
+            else:
+                self.expect_cursor = ords(r)[row[0]]  # on the document the decision names
 
     @precondition(lambda self: len(self.review.index.labels) > 0)
     @rule(i=st.integers(0, 1000))
@@ -810,6 +854,11 @@ class ReviewMachine(RuleBasedStateMachine):
             assert int(ix.to_review[p]) == int(removed.sum()), label
             assert int(ix.reviewed[p]) == int((removed & settled).sum()), label
             assert bool(ix.decided[p]) == bool(ix.reviewed[p] >= ix.to_review[p]), label
+
+    @invariant()
+    def the_keep_rule_is_the_one_the_steps_left(self) -> None:
+        r = self.review
+        assert dec.keep_rule(r.project) == self.expect_rule == r.index.clustering.kept_by
 
     @invariant()
     def undo_and_redo_put_the_cursor_back(self) -> None:

@@ -39,7 +39,7 @@ from .store import Project, now_iso, review, transaction
 from .store.review import ACTIVE, DISCARDED, UNDONE
 
 # What a decision says (the `decisions` table's `kind` column), and its state (`undone`).
-DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
 DecisionStatus = Literal["active", "undone", "discarded"]
 KINDS: tuple[DecisionKind, ...] = get_args(DecisionKind)
 STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}
@@ -74,6 +74,10 @@ class Decision:
             return f"note on {doc}: {literal_line(self.value or '')}"
         if self.kind == "accept":
             return f"accept {self.batch_size:,} clusters" if self.batch_size > 1 else f"accept cluster of {doc}"
+        if self.kind == "keep_rule":
+            change = json.loads(self.value or "{}")
+            return (f"the keep rule {literal_line(str(change.get('to')), 40)} "
+                    f"(was {literal_line(str(change.get('from')), 40)})")
         return f"{self.kind} {doc}"
 
 
@@ -147,6 +151,9 @@ def _switch(project: Project, find, old_state: int, new_state: int) -> Decision 
             review.set_decision_state(project.db, d.id, new_state)
         else:
             d.batch_size = review.set_batch_state(project.db, d.batch, old_state, new_state)
+        if d.kind == "keep_rule":  # the rule it replaced back (undo), or the one it set (redo)
+            change = json.loads(d.value or "{}")
+            project.set_meta(keep_rule=change.get("from" if new_state == UNDONE else "to") or "first")
     return d
 
 
@@ -157,8 +164,8 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
     if not rows:
         return []
     for kind, doc_id, other_id, _value in rows:
-        if kind not in KINDS:
-            raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
+        if kind not in KINDS or kind == "keep_rule":  # (record_keep_rule: it names no document)
+            raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS[:-1])})")
         if kind == "not_duplicate" and not other_id:
             raise DedupError("a not_duplicate decision needs two documents")
     refuse_removing_references(project, [doc_id for kind, doc_id, _o, _v in rows if kind == "remove"])
@@ -510,6 +517,24 @@ def check_keep_rule(project: Project, rule: str) -> str:
             listed = ", ".join(literal_line(f, 40) for f in fields[:20]) or "none"
             raise DedupError(f"no record has a field {literal_line(name, 40)!r}: the records' fields are {listed}")
     return rule
+
+
+def record_keep_rule(project: Project, rule: str, threshold: float | None = None, policy: Policy | None = None,
+                     author: str | None = None) -> Decision | None:
+    """Set the project's keep rule as one step of the undo history (a `keep_rule` decision: undo
+    puts the rule it replaced back, redo sets it again); None when `rule` is the one in force."""
+    rule = check_keep_rule(project, rule)
+    before = keep_rule(project)
+    if rule == before:
+        return None
+    with transaction(project.conn):
+        review.discard_redoable(project.db)
+        got = review.insert_decisions(project.db, [
+            {"kind": "keep_rule", "doc_id": None, "other_id": None,
+             "value": json.dumps({"from": before, "to": rule}, ensure_ascii=False), "threshold": threshold,
+             "policy": policy, "author": author or default_author(), "created_at": now_iso()}], batch=False)
+        project.set_meta(keep_rule=rule)
+    return _row(got[0])
 
 
 def set_keep_rule(project: Project, rule: str) -> None:

@@ -47,7 +47,7 @@ DEFAULT_THRESHOLD = 0.8
 # What a Plan does: a decision (keep, remove, not a duplicate, accept) or one of the others
 PlanKind = Literal["decision", "split", "note", "undo", "redo", "keep_rule"]
 # The kinds of decisions.KINDS (the decisions table's kind column) the review records
-DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
 # A decision to record: (kind, doc id, other doc id, value), as decisions.record_many takes them
 DecisionRow = tuple[DecisionKind, str, str | None, str | None]
 
@@ -764,12 +764,13 @@ class Review:
 
     def plan_keep_rule(self, rule: str) -> Plan:
         """Which document a cluster keeps when no reviewer chose (never one a reviewer judged):
-        a field rule on records without that field is refused when it is written."""
+        one step of the undo history (u puts the previous rule back). A field rule on records
+        without that field is refused when it is written."""
         rule = decisions.parse_keep_rule(rule)
+        v, author = self.view, self.author
 
-        def write(project: Project) -> str:
-            decisions.set_keep_rule(project, rule)
-            return rule
+        def write(project: Project) -> tuple[str, Decision | None]:
+            return rule, decisions.record_keep_rule(project, rule, v.threshold, v.policy, author=author)
         return self._plan("the keep rule", write, kind="keep_rule")
 
     def finish(self, plan: Plan, result: Any) -> str:
@@ -799,7 +800,8 @@ class Review:
                 plan.message = f"{done}: {d.describe()}"
                 self._return_to(d, plan.kind)
         elif plan.kind == "keep_rule":
-            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(result)}; clusters you decided keep theirs"
+            rule, _made = result
+            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(rule)}; clusters you decided keep theirs"
         return plan.message
 
     def abandon(self, plan: Plan) -> None:
@@ -828,6 +830,8 @@ class Review:
     def _cursor_after(self, d: Decision, kind: Literal["undo", "redo"]) -> Cursor | None:
         """Undo: back where the decision was made. Redo (or a decision of an earlier session):
         on the document it names (None: it is not in the project)."""
+        if d.kind == "keep_rule":  # about no document: the cursor stays where it is
+            return None
         before = self._cursor_of.get(d.id) if kind == "undo" else None
         if before is not None and before.doc is not None:
             return Cursor(before.doc, before.cluster_id)

@@ -1099,14 +1099,16 @@ class MainScreen(Screen):
             if not (plan.shown_in_row and self.app.screen is self):
                 self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
                                 severity="warning" if message.startswith("Nothing") else "information")
-            if plan.kind == "keep_rule":
+            rule_changed = plan.kind == "keep_rule" or \
+                (plan.kind in ("undo", "redo") and getattr(result, "kind", None) == "keep_rule")
+            if rule_changed:
                 self._views = PreparedViews()
             if self._predicted is plan:
                 pass  # its list is being worked out (on_reclustered builds the project's after it)
             elif plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
                 # another keep rule keeps other documents: the similarities the list is sorted by
                 # change, so it is sorted again (a decision keeps the order being worked through)
-                self.schedule_recluster(keep_order=plan.kind != "keep_rule")
+                self.schedule_recluster(keep_order=not rule_changed)
             else:
                 self.show_member_info()
 
