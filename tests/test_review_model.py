@@ -406,9 +406,9 @@ def test_undo_puts_the_cursor_back_where_the_decision_was_made(review):
     r.undo()
     assert r.cursor.doc == first
     assert active(r) == []
-    r.redo()  # on the document it names
-    assert r.cursor.doc == first and active(r) == [("remove", r.project.ids_for([first])[0],
-                                                     r.project.ids_for([label])[0])]
+    r.redo()  # on from the document it names, as after the decision: the next member to review
+    assert r.cursor.doc == second and active(r) == [("remove", r.project.ids_for([first])[0],
+                                                      r.project.ids_for([label])[0])]
 
 
 def test_undo_of_a_bulk_accept_puts_the_cursor_back(review):
@@ -786,8 +786,9 @@ class ReviewMachine(RuleBasedStateMachine):
         if self.made:
             self.undone.append(self.made.pop())
             step = self.undone[-1]
-            if isinstance(step, tuple):  # a keep rule change: the rule before it is back
-                self.expect_rule, self.expect_cursor = step[1], at
+            if isinstance(step, tuple):  # a keep rule change: the rule before it is back, the cursor stays
+                self.expect_rule = step[1]  # (unless it was placed on a member that is now kept: on from there)
+                assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
             else:
                 self.expect_cursor = step
 
@@ -797,14 +798,23 @@ class ReviewMachine(RuleBasedStateMachine):
         row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
                                      (dec.UNDONE,)).fetchone()
         at = r.cursor.doc
+        named = ords(r).get(row[0]) if row is not None else None
+        step = None
+        if named is not None and self._listed(named):  # the queue's rules, as after the decision itself
+            label = label_of(r, named)
+            members = r.members(label)
+            step = Step(named, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
+                        r.index.position(label))
         r.redo()
         if self.undone:
             self.made.append(self.undone.pop())
-            step = self.made[-1]
-            if isinstance(step, tuple):
-                self.expect_rule, self.expect_cursor = step[2], at
+            if isinstance(self.made[-1], tuple):
+                self.expect_rule = self.made[-1][2]
+                assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
             else:
-                self.expect_cursor = ords(r)[row[0]]  # on the document the decision names
+                self.step = step
+                assert r.cursor.doc is None or not r.cursor.auto or not r.is_kept(r.cursor.doc) or \
+                    not any(r.to_review(m) for m in listed_members(r)), r.cursor
 
     @precondition(lambda self: len(self.review.index.labels) > 0)
     @rule(i=st.integers(0, 1000))

@@ -41,3 +41,30 @@ async def test_u_after_K_puts_the_keep_rule_back_and_leaves_the_removal(corpus):
         await settle(pilot)
         assert in_force(app) == ([("remove", removed), ("keep_rule", None)], "longest")
         assert main.index.clustering.kept_by == "longest"
+
+
+async def test_redo_of_an_accept_goes_on_to_the_next_member_to_review(corpus):
+    """r after u of an accept puts the cursor where the accept did (the next cluster's first
+    member to review), not on the kept document: the x that follows removes a member, it
+    does not open the "type yes" prompt for removing a kept document."""
+    app = create_app(corpus, author="tester")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        main = app.main
+        accepted = main.model.cursor.cluster_id
+        await pilot.press("a")
+        await settle(pilot)
+        after_accept = main.model.cursor.doc
+        assert main.model.cursor.cluster_id != accepted
+        await pilot.press("u")
+        await settle(pilot)
+        assert in_force(app)[0] == []
+        await pilot.press("r")
+        await settle(pilot)
+        assert [kind for kind, _doc in in_force(app)[0]] == ["accept"]
+        assert main.model.cursor.doc == after_accept and not main.model.is_kept(main.model.cursor.doc)
+        await pilot.press("x")
+        await settle(pilot)
+        assert isinstance(app.screen, MainScreen)
+        removed = main.project.ids_for([after_accept])[0]
+        assert in_force(app)[0] == [("accept", main.project.ids_for([accepted])[0]), ("remove", removed)]
