@@ -502,7 +502,7 @@ class MainScreen(Screen):
         if self.floor:
             t.append(f"  floor {self.floor:.2f}", style="dim")
         status = self.status_line(width)
-        hints = Text("   [ ] ±.01  { } ±.05  t", style="dim")
+        hints = Text("   + - ±.01  ^→ ^← ±.05  t", style="dim")
 
         def lines(status: Text) -> list[Text]:
             return [Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status), Text.assemble(t, hints), t]
@@ -963,7 +963,7 @@ class MainScreen(Screen):
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept", "note",
                       "open_pair", "export", "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule",
-                      "keep_by_field", "undo", "redo", "next_match"):
+                      "keep_by_field", "undo", "redo", "next_match", "cluster", "change"):
             return None if self.index is None else True
         return True
 
@@ -971,14 +971,33 @@ class MainScreen(Screen):
         self.set_threshold(round(self.model.view.threshold + delta, 2))
 
     def set_threshold(self, value: float) -> None:
+        """Every threshold change (a key, a typed value, the tuning screen) says where it moved."""
         before = self.model.view.threshold
         if not self.model.set_threshold(value):
             if self.floor and round(min(max(value, self.floor), 1.0), 4) == self.floor:
                 self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
             return
+        self.app.notify(f"threshold {before:.2f} → {self.model.view.threshold:.2f}", timeout=3, replaces="threshold",
+                        markup=False)
         self._last_step = self.model.view.threshold - before
         self.remember_state()
         self.schedule_recluster(keep_order=False)
+
+    def action_cluster(self, delta: int) -> None:
+        """} {: the next or previous cluster of the list (its first member to review), as in the
+        pair view."""
+        pos = self.model.position
+        if pos is None:
+            return
+        if not 0 <= pos + delta < len(self.index.labels):
+            self.notify("This is the " + ("last" if delta > 0 else "first") + " cluster of the list", timeout=2)
+            return
+        self.model.select_position(pos + delta)
+        self.render_list()
+
+    def action_change(self, _delta: int) -> None:
+        self.notify("] [ go through the changes in the pair view (enter opens it); + - move the threshold",
+                    timeout=4)
 
     def action_type_threshold(self) -> None:
         def validate(text: str) -> str | None:
