@@ -532,7 +532,7 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert why(index, 1, int(index.clustering.cluster[1])) == "same text as the kept one"
 
 
-@pytest.mark.parametrize("screen_keys, words", [(("T",), ("+ Target ↑", "- Target ↓")), (("tab", "d"), ("} Next cluster",))])
+@pytest.mark.parametrize("screen_keys, words", [(("T",), (") Target ↑", "( Target ↓")), (("tab", "d"), ("} Next cluster",))])
 async def test_footer_words_read_whole_at_80x24(corpus, screen_keys, words):
     """The tuning footer read "+ Target + - Target -", the pair view's "} Next cl."."""
     app = create_app(corpus, author="tester")

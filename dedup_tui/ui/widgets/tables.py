@@ -224,6 +224,20 @@ STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near
 REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
+def reference(c, o: int) -> tuple[int | None, float, int | None]:
+    """The one document a member is shown against, in the list, the preview, the pair view and
+    the removed log: the document its cluster keeps. (reference, similarity to it, the member
+    it is an exact copy of or None); (None, nan, None) for a kept document. An exact copy of
+    another member shares that member's similarity to the kept one (1.00 was to the copy's
+    first copy, while the preview and the pair view showed the kept one)."""
+    keeper = int(c.keeper[o])
+    if keeper < 0:
+        return None, float("nan"), None
+    if int(c.reason[o]) == EXACT and int(c.reason[keeper]) != KEPT:
+        return int(c.cluster[o]), float(c.similarity[keeper]), keeper
+    return keeper, float(c.similarity[o]), None
+
+
 def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     c, ov = index.clustering, index.overrides
     reason = int(c.reason[ord_])
@@ -255,7 +269,7 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
 SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
              "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
              "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
-             "same text as another member": "same text", "linked via another member": "via a member"}
+             "same text as another member": "copy of a member", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 
 
@@ -358,7 +372,7 @@ class MemberTable(RowTable):
             else:
                 status, style = STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
-            sim = float(c.similarity[o])
+            sim = reference(c, o)[1]
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain
