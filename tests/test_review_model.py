@@ -778,6 +778,25 @@ class ReviewMachine(RuleBasedStateMachine):
             self.undone.clear()
         self.expect_rule = rule
 
+    @rule(i=st.integers(0, 10_000), j=st.integers(0, 10_000), label=st.sampled_from(["not_duplicate", "duplicate"]))
+    def label_pair(self, i: int, j: int, label: str) -> None:
+        """A tuning label on any two documents (the labelling queue's): evidence, not a review.
+        (Its split is recorded as a decision: u takes it back like any other step.)"""
+        from dedup_tui.engine import tune as tuning
+
+        r = self.review
+        n = r.project.next_ord()
+        a, b = i % n, j % n
+        if r.root(a) == r.root(b):
+            return
+        ids = r.project.ids_for([a, b])
+        before = len(dec.all_decisions(r.project))
+        tuning.set_label(r.project, ids[0], ids[1], label, 0.5, author="t")
+        r.refresh()
+        if len(dec.all_decisions(r.project)) > before:  # its split recorded: the newest step u takes back
+            self.made.append(("label",))
+            self.undone.clear()
+
     @rule()
     def undo(self) -> None:
         r = self.review
@@ -786,9 +805,11 @@ class ReviewMachine(RuleBasedStateMachine):
         if self.made:
             self.undone.append(self.made.pop())
             step = self.undone[-1]
-            if isinstance(step, tuple):  # a keep rule change: the rule before it is back, the cursor stays
+            if isinstance(step, tuple) and step[0] == "rule":  # the rule before it is back, the cursor stays
                 self.expect_rule = step[1]  # (unless it was placed on a member that is now kept: on from there)
                 assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
+            elif isinstance(step, tuple):
+                pass  # a label's split taken back (the cursor goes to the document it names)
             else:
                 self.expect_cursor = step
 
@@ -808,9 +829,11 @@ class ReviewMachine(RuleBasedStateMachine):
         r.redo()
         if self.undone:
             self.made.append(self.undone.pop())
-            if isinstance(self.made[-1], tuple):
+            if isinstance(self.made[-1], tuple) and self.made[-1][0] == "rule":
                 self.expect_rule = self.made[-1][2]
                 assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
+            elif isinstance(self.made[-1], tuple):
+                pass  # a label's split again
             else:
                 self.step = step
                 assert r.cursor.doc is None or not r.cursor.auto or not r.is_kept(r.cursor.doc) or \
@@ -864,6 +887,20 @@ class ReviewMachine(RuleBasedStateMachine):
             assert int(ix.to_review[p]) == int(removed.sum()), label
             assert int(ix.reviewed[p]) == int((removed & settled).sum()), label
             assert bool(ix.decided[p]) == bool(ix.reviewed[p] >= ix.to_review[p]), label
+
+    @invariant()
+    def only_review_decisions_decide_documents(self) -> None:
+        """A document counts as decided only through a decision the reviewer made on it (a keep,
+        a removal, a split, an accept listing it), never through a tuning label."""
+        r = self.review
+        named: set[str] = set()
+        for d in dec.active(r.project):
+            if d.kind in ("keep", "remove", "not_duplicate", "accept") and not dec.is_label_split(d):
+                named.add(d.doc_id)
+                if d.kind == "accept":
+                    named.update(json.loads(d.value or "[]"))
+        ids = r.project.ids_for(sorted(r.index.overrides.decided))
+        assert set(ids) <= named, set(ids) - named
 
     @invariant()
     def the_keep_rule_is_the_one_the_steps_left(self) -> None:
