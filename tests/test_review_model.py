@@ -264,6 +264,27 @@ def test_accepting_a_cluster_decides_it(review):
     assert label_of(r, r.cursor.doc) == int(r.index.labels[2])  # on to the next cluster
 
 
+def test_a_tuning_label_decides_no_document(review):
+    """A "not a duplicate" label on a pair (from the labelling queue) splits that pair, but it
+    is evidence for tuning: the labelled document stays to review, its cluster undecided and
+    listed under the undecided filter, and the export still removes it (issue 39)."""
+    from dedup_tui.engine import tune as tuning
+
+    r, o = review, ords(review)
+    member, unrelated = o["chain0_b"], o["fam0_5"]  # (of another cluster, listed later)
+    cluster = label_of(r, member)
+    assert r.to_review(member) and r.progress(cluster) == (0, 2)
+    tuning.set_label(r.project, "chain0_b", "fam0_5", "not_duplicate", 0.3, author="t")
+    r.refresh()
+    assert active(r) == [("not_duplicate", "chain0_b", "fam0_5")]  # the label's split is recorded
+    assert r.to_review(member) and not r.is_decided(member) and r.to_review(unrelated)
+    assert r.progress(cluster) == (0, 2) and not r.index.decided[r.index.position(cluster)]
+    r.set_filter("undecided")
+    r.refresh(keep_order=False)
+    assert r.index.position(cluster) is not None
+    assert r.index.clustering.reason[member] != KEPT  # (and the export still removes it)
+
+
 def test_removing_a_kept_document_needs_confirmation(review):
     r = review
     label = int(r.index.labels[0])
@@ -385,9 +406,9 @@ def test_undo_puts_the_cursor_back_where_the_decision_was_made(review):
     r.undo()
     assert r.cursor.doc == first
     assert active(r) == []
-    r.redo()  # on the document it names
-    assert r.cursor.doc == first and active(r) == [("remove", r.project.ids_for([first])[0],
-                                                     r.project.ids_for([label])[0])]
+    r.redo()  # on from the document it names, as after the decision: the next member to review
+    assert r.cursor.doc == second and active(r) == [("remove", r.project.ids_for([first])[0],
+                                                      r.project.ids_for([label])[0])]
 
 
 def test_undo_of_a_bulk_accept_puts_the_cursor_back(review):
@@ -437,6 +458,28 @@ def test_a_keep_rule_never_overrides_a_reviewer(review):
     assert r.is_kept(new) and label_of(r, untouched) == new and not r.is_kept(untouched)
 
 
+def test_a_keep_rule_change_is_one_undo_step(review):
+    """u after a keep rule change puts the previous rule back (it used to undo an earlier,
+    unrelated removal and leave the rule changed); r sets it again; the cursor stays."""
+    r = review
+    removed = r.cursor.doc
+    r.remove()
+    at = r.cursor.doc
+    r.set_keep_rule("longest")
+    assert dec.keep_rule(r.project) == "longest"
+    said = r.undo()
+    assert said == "Undone: the keep rule longest (was first)"
+    assert dec.keep_rule(r.project) == "first" and r.index.clustering.kept_by == "first"
+    assert r.index.clustering.reason[removed] == dec.REVIEWER  # the removal stands
+    assert r.cursor.doc == at
+    assert r.redo() == "Redone: the keep rule longest (was first)"
+    assert dec.keep_rule(r.project) == "longest"
+    r.undo()
+    r.undo()  # then the removal
+    assert dec.keep_rule(r.project) == "first" and active(r) == []
+    assert r.set_keep_rule("first") and len(dec.all_decisions(r.project)) == 2  # the rule in force: no step
+
+
 def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review):
     r = review
     with pytest.raises(DedupError) as err:
@@ -449,7 +492,7 @@ def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review)
     r.set_keep_rule("max:score")  # a field the records have
     assert dec.keep_rule(r.project) == "max:score"
     r.remove()  # the review goes on
-    assert len(active(r)) == 1
+    assert [kind for kind, _doc, _other in active(r)] == ["keep_rule", "remove"]  # (each one undo step)
 
 
 # -- the stored view ------------------------------------------------------------------------------
@@ -674,6 +717,7 @@ class ReviewMachine(RuleBasedStateMachine):
         self.made: list[int] = []  # the cursor's document when each decision was made (undo: back there)
         self.undone: list[int] = []
         self.expect_cursor: int | None = None  # after an undo or redo: where the cursor must be
+        self.expect_rule = "first"  # the keep rule the steps made, undid and redid leave in force
 
     def teardown(self) -> None:
         self.review.close()
@@ -726,23 +770,77 @@ class ReviewMachine(RuleBasedStateMachine):
     def accept(self) -> None:
         self._decide(lambda: self.review.plan_accept())
 
+    @rule(rule=st.sampled_from(["first", "longest", "max:score"]))
+    def keep_rule(self, rule: str) -> None:
+        """A keep rule change: one undo step, about no document (the cursor stays)."""
+        r = self.review
+        before = dec.keep_rule(r.project)
+        r.set_keep_rule(rule)
+        if rule != before:
+            self.made.append(("rule", before, rule))
+            self.undone.clear()
+        self.expect_rule = rule
+
+    @rule(i=st.integers(0, 10_000), j=st.integers(0, 10_000), label=st.sampled_from(["not_duplicate", "duplicate"]))
+    def label_pair(self, i: int, j: int, label: str) -> None:
+        """A tuning label on any two documents (the labelling queue's): evidence, not a review.
+        (Its split is recorded as a decision: u takes it back like any other step.)"""
+        from dedup_tui.engine import tune as tuning
+
+        r = self.review
+        n = r.project.next_ord()
+        a, b = i % n, j % n
+        if r.root(a) == r.root(b):
+            return
+        ids = r.project.ids_for([a, b])
+        before = len(dec.all_decisions(r.project))
+        tuning.set_label(r.project, ids[0], ids[1], label, 0.5, author="t")
+        r.refresh()
+        if len(dec.all_decisions(r.project)) > before:  # its split recorded: the newest step u takes back
+            self.made.append(("label",))
+            self.undone.clear()
+
     @rule()
     def undo(self) -> None:
         r = self.review
+        at = r.cursor.doc
         r.undo()
         if self.made:
             self.undone.append(self.made.pop())
-            self.expect_cursor = self.undone[-1]
+            step = self.undone[-1]
+            if isinstance(step, tuple) and step[0] == "rule":  # the rule before it is back, the cursor stays
+                self.expect_rule = step[1]  # (unless it was placed on a member that is now kept: on from there)
+                assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
+            elif isinstance(step, tuple):
+                pass  # a label's split taken back (the cursor goes to the document it names)
+            else:
+                self.expect_cursor = step
 
     @rule()
     def redo(self) -> None:
         r = self.review
         row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
                                      (dec.UNDONE,)).fetchone()
+        at = r.cursor.doc
+        named = ords(r).get(row[0]) if row is not None else None
+        step = None
+        if named is not None and self._listed(named):  # the queue's rules, as after the decision itself
+            label = label_of(r, named)
+            members = r.members(label)
+            step = Step(named, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
+                        r.index.position(label))
         r.redo()
         if self.undone:
             self.made.append(self.undone.pop())
-            self.expect_cursor = ords(r)[row[0]]  # on the document the decision names
+            if isinstance(self.made[-1], tuple) and self.made[-1][0] == "rule":
+                self.expect_rule = self.made[-1][2]
+                assert r.cursor.doc == at or not r.to_review(at), (at, r.cursor)
+            elif isinstance(self.made[-1], tuple):
+                pass  # a label's split again
+            else:
+                self.step = step
+                assert r.cursor.doc is None or not r.cursor.auto or not r.is_kept(r.cursor.doc) or \
+                    not any(r.to_review(m) for m in listed_members(r)), r.cursor
 
     @precondition(lambda self: len(self.review.index.labels) > 0)
     @rule(i=st.integers(0, 1000))
@@ -792,6 +890,25 @@ class ReviewMachine(RuleBasedStateMachine):
             assert int(ix.to_review[p]) == int(removed.sum()), label
             assert int(ix.reviewed[p]) == int((removed & settled).sum()), label
             assert bool(ix.decided[p]) == bool(ix.reviewed[p] >= ix.to_review[p]), label
+
+    @invariant()
+    def only_review_decisions_decide_documents(self) -> None:
+        """A document counts as decided only through a decision the reviewer made on it (a keep,
+        a removal, a split, an accept listing it), never through a tuning label."""
+        r = self.review
+        named: set[str] = set()
+        for d in dec.active(r.project):
+            if d.kind in ("keep", "remove", "not_duplicate", "accept") and not dec.is_label_split(d):
+                named.add(d.doc_id)
+                if d.kind == "accept":
+                    named.update(json.loads(d.value or "[]"))
+        ids = r.project.ids_for(sorted(r.index.overrides.decided))
+        assert set(ids) <= named, set(ids) - named
+
+    @invariant()
+    def the_keep_rule_is_the_one_the_steps_left(self) -> None:
+        r = self.review
+        assert dec.keep_rule(r.project) == self.expect_rule == r.index.clustering.kept_by
 
     @invariant()
     def undo_and_redo_put_the_cursor_back(self) -> None:

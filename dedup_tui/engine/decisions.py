@@ -41,7 +41,7 @@ from .store.audits import manifest_entry as audit_entry
 from .store.review import ACTIVE, DISCARDED, UNDONE
 
 # What a decision says (the `decisions` table's `kind` column), and its state (`undone`).
-DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
 DecisionStatus = Literal["active", "undone", "discarded"]
 KINDS: tuple[DecisionKind, ...] = get_args(DecisionKind)
 STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}
@@ -73,8 +73,22 @@ class Decision:
             return f"note on {doc}: {literal_line(self.value or '')}"
         if self.kind == "accept":
             return f"accept {self.batch_size:,} clusters" if self.batch_size > 1 else f"accept cluster of {doc}"
+        if self.kind == "keep_rule":
+            change = json.loads(self.value or "{}")
+            return (f"the keep rule {literal_line(str(change.get('to')), 40)} "
+                    f"(was {literal_line(str(change.get('from')), 40)})")
         return f"{self.kind} {doc}"
 
+
+
+# The `value` of the not_duplicate decision a "not a duplicate" tuning label records: the pair is
+# split, but neither document counts as reviewed.
+LABEL_VALUE = "label"
+
+
+def is_label_split(d: "Decision") -> bool:
+    """The not_duplicate decision a tuning label recorded (engine.tune.set_label)."""
+    return d.kind == "not_duplicate" and d.value == LABEL_VALUE
 
 
 def default_author() -> str:
@@ -136,6 +150,9 @@ def _switch(project: Project, find, old_state: int, new_state: int) -> Decision 
             review.set_decision_state(project.db, d.id, new_state)
         else:
             d.batch_size = review.set_batch_state(project.db, d.batch, old_state, new_state)
+        if d.kind == "keep_rule":  # the rule it replaced back (undo), or the one it set (redo)
+            change = json.loads(d.value or "{}")
+            project.set_meta(keep_rule=change.get("from" if new_state == UNDONE else "to") or "first")
     return d
 
 
@@ -146,8 +163,8 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
     if not rows:
         return []
     for kind, doc_id, other_id, _value in rows:
-        if kind not in KINDS:
-            raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS)})")
+        if kind not in KINDS or kind == "keep_rule":  # (record_keep_rule: it names no document)
+            raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS[:-1])})")
         if kind == "not_duplicate" and not other_id:
             raise DedupError("a not_duplicate decision needs two documents")
     refuse_removing_references(project, [doc_id for kind, doc_id, _o, _v in rows if kind == "remove"])
@@ -239,7 +256,8 @@ class Overrides:
     What a decision settles for the review queue (`decided`): keep and remove settle their
     document; not_duplicate settles the document the reviewer split off (doc_id), not the one
     it was compared with; accept settles the members listed when the cluster was accepted (a
-    member that joins it later, at another threshold, is not settled)."""
+    member that joins it later, at another threshold, is not settled). A not_duplicate that a
+    tuning label recorded splits its pair but settles neither document (is_label_split)."""
 
     keep: set[int]
     remove: set[int]
@@ -266,7 +284,8 @@ class Overrides:
                 continue
             if d.kind == "note":
                 continue
-            decided.add(o)
+            if not is_label_split(d):  # a tuning label is evidence, never a review of its documents
+                decided.add(o)
             if d.kind in ("keep", "remove"):
                 state[o] = d.kind
                 judged_against = ords.get(d.other_id) if d.kind == "remove" and d.other_id else None
@@ -496,6 +515,24 @@ def check_keep_rule(project: Project, rule: str) -> str:
             listed = ", ".join(literal_line(f, 40) for f in fields[:20]) or "none"
             raise DedupError(f"no record has a field {literal_line(name, 40)!r}: the records' fields are {listed}")
     return rule
+
+
+def record_keep_rule(project: Project, rule: str, threshold: float | None = None, policy: Policy | None = None,
+                     author: str | None = None) -> Decision | None:
+    """Set the project's keep rule as one step of the undo history (a `keep_rule` decision: undo
+    puts the rule it replaced back, redo sets it again); None when `rule` is the one in force."""
+    rule = check_keep_rule(project, rule)
+    before = keep_rule(project)
+    if rule == before:
+        return None
+    with transaction(project.conn):
+        review.discard_redoable(project.db)
+        got = review.insert_decisions(project.db, [
+            {"kind": "keep_rule", "doc_id": None, "other_id": None,
+             "value": json.dumps({"from": before, "to": rule}, ensure_ascii=False), "threshold": threshold,
+             "policy": policy, "author": author or default_author(), "created_at": now_iso()}], batch=False)
+        project.set_meta(keep_rule=rule)
+    return _row(got[0])
 
 
 def set_keep_rule(project: Project, rule: str) -> None:

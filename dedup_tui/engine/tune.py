@@ -231,7 +231,7 @@ def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similari
             review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
         if label == "not_duplicate" and not review.split_in_force(project.db, a_id, b_id):
-            d = decisions.record(project, "not_duplicate", a_id, b_id, value="label", threshold=threshold,
+            d = decisions.record(project, "not_duplicate", a_id, b_id, value=decisions.LABEL_VALUE, threshold=threshold,
                                  policy=policy, author=author)
             decision_id = d.id
         result = Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)

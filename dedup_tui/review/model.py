@@ -40,6 +40,7 @@ from ..engine.display import literal_line
 from ..engine.errors import DedupError
 from ..engine.progress import Control
 from ..engine.store import Project
+from ..engine.store import review as review_store
 from .index import FILTERS, SORTS, ClusterIndex, Listing, Sort, build_index, parse_filter
 
 DEFAULT_THRESHOLD = 0.8
@@ -47,7 +48,7 @@ DEFAULT_THRESHOLD = 0.8
 # What a Plan does: a decision (keep, remove, not a duplicate, accept) or one of the others
 PlanKind = Literal["decision", "split", "note", "undo", "redo", "keep_rule"]
 # The kinds of decisions.KINDS (the decisions table's kind column) the review records
-DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note"]
+DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
 # A decision to record: (kind, doc id, other doc id, value), as decisions.record_many takes them
 DecisionRow = tuple[DecisionKind, str, str | None, str | None]
 
@@ -97,6 +98,7 @@ class Plan:
     message: str = ""  # set by finish
     shown_in_row: bool = False  # one document's keep or removal: its row in the list shows it at once
     list_shown: Any = None  # an undo shown at once: the list it replaced (back on screen if not saved)
+    placed: bool = False  # a redo that put the cursor where its decision did (finish leaves it there)
     # the decisions as the project will read them back once this plan is saved, when that is
     # known exactly: the list it leads to can then be worked out before the write is done
     overrides_after: Overrides | None = None
@@ -738,8 +740,28 @@ class Review:
             return plan
         if undo:
             self._keep_list(self._list_after, d.id, (self.index, self.graph))  # what a redo gives back
+        elif d.kind != "keep_rule":
+            self._redo_as_decided(plan, d)
         self._show_at_once(plan, (self._list_before if undo else self._list_after).get(d.id), d)
         return plan
+
+    def _redo_as_decided(self, plan: Plan, d: Decision) -> None:
+        """A redo moves the cursor as its decision did: the documents it decides count as
+        decided at once, and the cursor goes on from the one it names to the next member to
+        review (never stays on the kept document of an accepted cluster)."""
+        rows = [d] if d.batch is None else [decisions.Decision(**r) for r in review_store.decision_rows(
+            self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE])]
+        ids = [x.doc_id for x in rows if x.doc_id is not None and x.kind != "note"]
+        ids += [m for x in rows if x.kind == "accept" for m in json.loads(x.value or "[]")]
+        ords = decisions.ords_for_ids(self.project, ids)
+        for o in ords.values():
+            self._pending[int(o)] = plan.seq
+        named = ords.get(d.doc_id) if d.doc_id is not None else None
+        if named is None or self._listed_cluster(int(named)) is None:
+            return
+        self.cursor = Cursor(int(named), self._listed_cluster(int(named)))
+        self.advance()
+        plan.placed = True
 
     def _show_at_once(self, plan: Plan, entry: tuple | None, d: Decision) -> None:
         """An undo or redo whose list is known (kept when the step was last on screen, for the same
@@ -750,10 +772,12 @@ class Review:
         if graph is not self.graph or not self.shows_view(shown) or \
                 shown.clustering.kept_by != self.index.clustering.kept_by:
             return
-        cursor = self._cursor_after(d, plan.kind)  # (where finish() puts it after the write)
-        plan.list_shown = (self.index, self.cursor, self._shown_written)
+        cursor = self._cursor_after(d, plan.kind) if not plan.placed else None  # (where finish() puts it)
+        plan.list_shown = (self.index, plan.cursor_before if plan.placed else self.cursor, self._shown_written)
         self.index, self._shown_written = shown, plan.seq
-        if cursor is not None:
+        if plan.placed:
+            self._settle_cursor(plan.list_shown[0])
+        elif cursor is not None:
             self.cursor = cursor
             if cursor.cluster_id is None:
                 self._settle_cursor(plan.list_shown[0])
@@ -765,12 +789,13 @@ class Review:
 
     def plan_keep_rule(self, rule: str) -> Plan:
         """Which document a cluster keeps when no reviewer chose (never one a reviewer judged):
-        a field rule on records without that field is refused when it is written."""
+        one step of the undo history (u puts the previous rule back). A field rule on records
+        without that field is refused when it is written."""
         rule = decisions.parse_keep_rule(rule)
+        v, author = self.view, self.author
 
-        def write(project: Project) -> str:
-            decisions.set_keep_rule(project, rule)
-            return rule
+        def write(project: Project) -> tuple[str, Decision | None]:
+            return rule, decisions.record_keep_rule(project, rule, v.threshold, v.policy, author=author)
         return self._plan("the keep rule", write, kind="keep_rule")
 
     def finish(self, plan: Plan, result: Any) -> str:
@@ -798,9 +823,11 @@ class Review:
                 plan.message = "Nothing to undo" if plan.kind == "undo" else "Nothing to redo"
             else:
                 plan.message = f"{done}: {d.describe()}"
-                self._return_to(d, plan.kind)
+                if not plan.placed:
+                    self._return_to(d, plan.kind)
         elif plan.kind == "keep_rule":
-            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(result)}; clusters you decided keep theirs"
+            rule, _made = result
+            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(rule)}; clusters you decided keep theirs"
         return plan.message
 
     def abandon(self, plan: Plan) -> None:
@@ -809,7 +836,7 @@ class Review:
         self._forget_pending(lambda seq: seq == plan.seq)
         self._list_before_plan.pop(plan.seq, None)
         self._written = max(self._written, plan.seq)
-        if plan.cursor_before is not None and plan.kind == "decision":
+        if plan.cursor_before is not None and (plan.kind == "decision" or plan.placed):
             self.cursor = plan.cursor_before
         if plan.list_shown is not None:  # an undo shown at once, not saved: the list it replaced
             self.index, self.cursor, self._shown_written = plan.list_shown
@@ -827,13 +854,22 @@ class Review:
             self.cursor = cursor
 
     def _cursor_after(self, d: Decision, kind: Literal["undo", "redo"]) -> Cursor | None:
-        """Undo: back where the decision was made. Redo (or a decision of an earlier session):
-        on the document it names (None: it is not in the project)."""
+        """Undo: back where the decision was made. Redo (or an undo of a decision of an earlier
+        session): from the document it names, on as after a decision (a redo: the next member
+        to review, never the kept document); None: it is not in the project."""
+        if d.kind == "keep_rule":  # about no document: the cursor stays where it is
+            return None
         before = self._cursor_of.get(d.id) if kind == "undo" else None
         if before is not None and before.doc is not None:
             return Cursor(before.doc, before.cluster_id)
         about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
-        return Cursor(int(about), None) if about is not None else None
+        if about is None:
+            return None
+        if kind == "redo" and self.index is not None and self._listed_cluster(int(about)) is not None:
+            # (auto: once the list holds the redone decision, _settle_cursor moves on from it)
+            cluster_id = self._listed_cluster(int(about))
+            return Cursor(int(about), cluster_id, auto=True, origin=tuple(self.members(cluster_id)))
+        return Cursor(int(about), None)
 
     def run(self, plan: Plan) -> str:
         """Write a plan here and now, rebuild the list (scripts, tests)."""

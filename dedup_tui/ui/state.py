@@ -15,6 +15,7 @@ from textual.message import Message
 
 from ..engine.cluster import Policy
 from ..review import DEFAULT_THRESHOLD, Plan, Review
+from ..review.shown import ShownMembers
 
 __all__ = ["DEFAULT_THRESHOLD", "ReviewChanged", "ReviewState"]
 
@@ -31,6 +32,8 @@ class Controller(Protocol):
     def set_policy(self, policy: Policy) -> None: ...
     def schedule_recluster(self, keep_order: bool = True) -> None: ...
     def render_list(self) -> None: ...
+    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
+                       then: Callable[[], object] | None = None) -> None: ...
 
 
 class ReviewState:
@@ -38,6 +41,8 @@ class ReviewState:
         self.spec = spec
         self.model: Review | None = None
         self._controller: Controller | None = None
+        # every member shown in this session (rows drawn in the members pane, the pair view's right side)
+        self.shown = ShownMembers()
 
     def attach(self, controller: Controller) -> None:
         self._controller = controller
@@ -57,6 +62,12 @@ class ReviewState:
         return self.model.root(o)
 
     # -- asking it to act -------------------------------------------------------------------
+    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
+                       then: Callable[[], object] | None = None) -> None:
+        """A decision for a whole cluster (make() plans it): asked first, with the count, when it
+        covers `unseen` members (not shown); then() runs after it is carried out."""
+        self._controller.decide_cluster(what, unseen, make, then)
+
     def act(self, make: Callable[[], Plan]) -> bool:
         """Carry out an intent of the model (make() plans it); False when the model refused it
         (the reviewer is told why)."""

@@ -75,12 +75,37 @@ def shorten_apart(doc_id: str, other: str, width: int) -> str:
     return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
 
 
+def _where_they_differ(doc_id: str, ids: list[str], width: int) -> str | None:
+    """`doc_id` shortened to the part that tells it from the others of `ids`, when all of them
+    share a start and an end (libgcc-11-dev-amd64-cross, libstdc++6-amd64-cross: "lib" and
+    "-amd64-cross") and that part fits: the shared end cut ("libgcc-11-dev-a…"), else the shared
+    start too ("…gcc-11-dev…"). None when it does not fit, or the id fits whole (ASCII ids only:
+    the cuts count characters)."""
+    if len(ids) < 2 or cell_len(doc_id) <= width or width < 6 or not all(i.isascii() for i in ids):
+        return None
+    shortest = min(map(len, ids))
+    prefix = len(os.path.commonprefix(ids))
+    suffix = min(len(os.path.commonprefix([i[::-1] for i in ids])), shortest - prefix)
+    if prefix + suffix < 4:
+        return None
+    end = len(doc_id) - suffix  # the part that differs ends here
+    head = (width - 1) * 2 // 5  # what shorten_middle keeps of the start, the rest of the end
+    if max(0, head - prefix) + max(0, width - 1 - head - suffix) >= min(3, end - prefix):
+        return None  # shorten_middle shows enough of where they differ
+    if suffix and end <= width - 1:
+        return doc_id[:width - 1] + "…"
+    if prefix and suffix:
+        start = max(1, min(prefix, end - (width - 2)))
+        return "…" + doc_id[start:start + width - 2] + "…"
+    return None
+
+
 def shorten_each(ids: list[str], width: int) -> list[str]:
     """Ids (one line, literal) shown together, each in at most `width` cells: shortened in the
     middle, except those that would then read alike (man1/gclou…ing-jobs_list.1 for both
     man1/gcloud_ai_hp-tuning-jobs_list.1 and man1/gcloud_ai_model-monitoring-jobs_list.1):
     those where they differ from the most alike of them (the one sharing the longest start)."""
-    out = [shorten_middle(i, width) for i in ids]
+    out = [_where_they_differ(i, ids, width) or shorten_middle(i, width) for i in ids]
     alike: dict[str, list[int]] = {}
     for n, short in enumerate(out):
         alike.setdefault(short, []).append(n)

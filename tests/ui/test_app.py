@@ -56,8 +56,8 @@ async def test_open_scan_threshold_and_policy(corpus):
         assert main.index.counts.documents == len(corpus_docs())
         summary = str(main.query_one("#summary").render())
         assert f"{main.index.counts.clusters} clusters" in summary
-        for keys, expected in ((["right_square_bracket"], 0.81), (["left_curly_bracket"], 0.76),
-                               (["left_square_bracket"] * 3, 0.73)):
+        for keys, expected in ((["plus"], 0.81), (["ctrl+left"], 0.76),
+                               (["minus"] * 3, 0.73)):
             await pilot.press(*keys)
             await settle(pilot)
             assert main.threshold == pytest.approx(expected)
@@ -77,7 +77,7 @@ async def test_open_scan_threshold_and_policy(corpus):
         assert main.threshold == 0.9 and shown(app) == engine_numbers(db, 0.9, "greedy")
         # the floor bounds the threshold
         for _ in range(12):
-            await pilot.press("left_curly_bracket")
+            await pilot.press("ctrl+left")
         await settle(pilot)
         assert main.threshold == main.floor == 0.5
     # the threshold and policy are remembered in the project
@@ -422,7 +422,7 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
         other = sqlite3.connect(app.spec.db, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # the write lock, as a load holds it
         try:
-            await pilot.press("x", "]")
+            await pilot.press("x", "plus")
             assert main.threshold == pytest.approx(threshold + 0.01)  # handled while the write waits
             await settle(pilot)
             messages = list(app.told)

@@ -177,6 +177,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
         list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
+        after_x = main.selected_doc()  # where the removal put the cursor: the next member to review
         with writer_held(app):  # the undo is not saved yet
             await pilot.press("u")
             await pilot.pause()
@@ -191,7 +192,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         with writer_held(app):
             await pilot.press("r")
             await pilot.pause()
-            assert main.index is list_after and main.selected_doc() == target
+            assert main.index is list_after and main.selected_doc() == after_x  # (as after the x itself)
             assert (row(members, target), row(clusters, cluster_id)) == after_rows
         await settle(pilot)
         assert main.index.clustering.reason[target] == decisions.REVIEWER
@@ -236,8 +237,8 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
         clusters, members = main.query_one("#clusters"), main.query_one("#members")
         checked = 0
         for _ in range(60):
-            key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "right_square_bracket",
-                              "left_square_bracket", "p", "s", "K"])
+            key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "plus",
+                              "minus", "p", "s", "K"])
             if key not in ("x", "u", "r"):
                 await pilot.press(key)
                 await settle(pilot)

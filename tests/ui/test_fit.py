@@ -257,10 +257,23 @@ async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
         ids = dict(zip(table._members.tolist(), app.main.review.project.ids_for(table._members.tolist())))
         kept = next(ids[row[0]] for row in table._shown_rows if row[1].startswith("KEPT"))
         for o, _status, _style, _sim, doc_id, *_ in table._shown_rows:
-            if ids[o] != kept:  # the middle part shows the first characters where it differs from the kept id
+            if ids[o] != kept:  # it shows the first characters where it differs from the kept id
                 at = len(os.path.commonprefix([ids[o], kept]))
-                assert ids[o][at:at + 2] in doc_id.split("…")[1] and ids[o].endswith(doc_id.rsplit("…", 1)[1])
+                assert ids[o][at:at + 2] in doc_id, (ids[o], doc_id)
         assert table._shown_rows[1][4] in plain_screen(app)
+
+
+def test_ids_of_one_family_are_shortened_to_where_they_differ():
+    """Issue 39: at 120x40 the members column showed lib…-amd…oss and lib…11-d…oss for cross
+    toolchain packages that share "lib" and "-amd64-cross": shown, they tell nothing apart."""
+    from dedup_tui.ui.text import shorten_each
+
+    ids = ["libasan8-amd64-cross", "libgcc-11-dev-amd64-cross", "libstdc++-11-dev-amd64-cross",
+           "libx32stdc++6-amd64-cross", "libstdc++6-amd64-cross", "libgfortran-11-dev-amd64-cross"]
+    short = shorten_each(ids, 12)
+    assert short == ["libasan8-am…", "…gcc-11-dev…", "…stdc++-11-…", "…x32stdc++6…", "libstdc++6-…",
+                     "…gfortran-1…"]
+    assert len(set(short)) == len(ids) and all(len(s) <= 12 for s in short)
 
 
 def test_shorten_each_tells_apart_what_the_middle_cut_makes_alike():
@@ -543,7 +556,7 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert why(index, 1, int(index.clustering.cluster[1])) == "same text as the kept one"
 
 
-@pytest.mark.parametrize("screen_keys, words", [(("T",), ("+ Target ↑", "- Target ↓")), (("tab", "d"), ("} Next cluster",))])
+@pytest.mark.parametrize("screen_keys, words", [(("T",), (") Target ↑", "( Target ↓")), (("tab", "d"), ("} Next cluster",))])
 async def test_footer_words_read_whole_at_80x24(corpus, screen_keys, words):
     """The tuning footer read "+ Target + - Target -", the pair view's "} Next cl."."""
     app = create_app(corpus, author="tester")
@@ -573,3 +586,22 @@ async def test_help_says_what_enter_does_in_the_cluster_list(corpus):
     console = Console(width=400, record=True, file=io.StringIO())
     console.print(keys_table(None))
     assert "in the cluster list: go to its members first" in console.export_text()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_family_of_ids_reads_apart_in_the_members_column(tmp_path, size):
+    from .conftest import write_corpus
+
+    names = ["asan8", "gcc-11-dev", "stdc++-11-dev", "x32stdc++6", "stdc++6", "gfortran-11-dev"]
+    words = [f"word{i}" for i in range(40)]
+    docs = [{"id": f"lib{name}-amd64-cross-toolchain-package", "text": " ".join(words + [f"tail{i}"])}
+            for i, name in enumerate(names)]
+    app = create_app(write_corpus(tmp_path / "cross.jsonl", docs), author="tester")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        table = app.main.query_one("#members")
+        shown = {row[0]: row[4] for row in table._shown_rows}
+        assert len(shown) == len(names) and len(set(shown.values())) == len(names)
+        for o, doc_id in shown.items():
+            name = names[o]
+            assert name[:3] in doc_id or "…" not in doc_id, (name, doc_id)  # where they differ is shown

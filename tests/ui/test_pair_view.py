@@ -10,6 +10,7 @@ from dedup_tui.engine import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.actions import PAIR_ACTIONS
 from dedup_tui.ui.app import create_app
+from dedup_tui.ui.screens.dialogs import AskScreen
 from dedup_tui.ui.screens.help import HelpScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.text import shorten_apart
@@ -210,7 +211,10 @@ async def test_accept_needs_every_member_shown_then_accepts_and_moves_on(tmp_pat
         label = screen.cluster_id
         await pilot.press("a")
         await settle(pilot)
-        assert "4 to review were not shown here yet" in app.told[-1]
+        assert isinstance(app.screen, AskScreen)  # asks first, with the count: esc decides nothing
+        assert app.screen.title_text.startswith("Accept the cluster, with 4 members you have not seen?")
+        await pilot.press("escape")
+        await settle(pilot)
         with Project(app.spec.db) as project:
             assert decisions.active(project) == []
         for _ in range(4):
@@ -318,6 +322,30 @@ async def test_a_reopened_pair_view_starts_afresh(tmp_path):
         assert len(again.unseen()) == 4  # ... in the earlier opening: only the one shown now is seen
         await pilot.press("a")
         await settle(pilot)
-        assert "4 to review were not shown here yet" in app.told[-1]
+        assert isinstance(app.screen, AskScreen)  # asks first, with the count: esc decides nothing
+        assert app.screen.title_text.startswith("Accept the cluster, with 4 members you have not seen?")
+        await pilot.press("escape")
+        await settle(pilot)
         with Project(app.spec.db) as project:
             assert decisions.active(project) == []
+
+
+async def test_the_first_opening_counts_the_changes_it_marks(tmp_path):
+    """Short documents of several lines open line-aligned, diffed at once: the header counted
+    the changes of a layout not made yet (the view had no width) and said "no changed lines"
+    while the rows were marked changed (issue 39)."""
+    lines = [f"line {i}: the package provides the library module number {i} for tools" for i in range(8)]
+    changed = list(lines)
+    changed[3] = changed[3].replace("library", "plugin")
+    changed[6] = changed[6] + " and more"
+    docs = [{"id": "pkg-a", "text": "\n".join(lines)}, {"id": "pkg-b", "text": "\n".join(changed)}]
+    app = create_app(write_corpus(tmp_path / "short.jsonl", docs), author="tester")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab", "enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen) and screen.aligned
+        view = screen.query_one("#aligned-doc", AlignedDiffView)
+        assert view.change_count == 2 and "no changed lines" not in header(screen)
+        assert "2 changes" in header(screen), header(screen)

@@ -118,7 +118,7 @@ async def test_a_second_window_is_read_only_and_refuses_every_change(reviewed, h
         assert app.told[-1] == ("Read-only view: nothing is exported from here (decide in the window that has "
                                 "reviewed.db open)")  # e, the last refused key of the main screen's table
         # looking around still works: the threshold moves (in this window only)
-        await pilot.press("right_square_bracket")
+        await pilot.press("plus")
         await settle(pilot)
         assert main.threshold == pytest.approx(0.81)
 

@@ -64,6 +64,8 @@ async def test_label_keys(corpus):
         assert tune_screen.report.label_counts == {"duplicate": 1, "not_duplicate": 1, "skip": 0}
         o = decisions.ords_for_ids(project, [na, nb])
         assert (o[na], o[nb]) in main.index.overrides.split_pairs
+        # ... but a label is evidence for tuning, never a review: neither document counts as decided
+        assert not main.model.is_decided(o[na]) and not main.model.is_decided(o[nb])
 
 
 async def test_apply_recommended_threshold(corpus, tmp_path):
@@ -100,7 +102,7 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
         assert (main.index.counts.kept, main.index.counts.clusters) == (c.kept_count, c.cluster_count)
         assert screen.report.threshold == e.recommended
         # the target precision moves the recommendation; the plots export as SVG
-        await pilot.press("plus", "plus")
+        await pilot.press("right_parenthesis", "right_parenthesis")
         await settle(pilot)
         assert screen.report.estimates.target == 0.97
         await pilot.press("s")
@@ -174,7 +176,7 @@ async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
         at = next(i for i, line in enumerate(lines) if "precision ≈" in line)
         target = next(i for i, line in enumerate(lines) if "l labels more)" in line)
         bins = next(i for i, line in enumerate(lines) if "95% Wilson" in line)
-        assert at < target < bins and "Target 95% (+/-): too few labels" in lines[target]
+        assert at < target < bins and "Target 95% ( ): too few labels" in lines[target]
         assert "k=5: 1.000" in shown
         assert "recommended" not in plain_screen(app).split("\n")[0]
         assert not screen.query_one("#hist").display or not screen.query_one("#tune-plots").display

@@ -83,7 +83,7 @@ async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, co
     app = create_app(db, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        await pilot.press("right_square_bracket", "p")
+        await pilot.press("plus", "p")
         await settle(pilot)
         main = app.main
         assert (main.threshold, main.policy) == (0.81, "greedy")
@@ -102,7 +102,7 @@ async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, co
         assert_same_index(main.index, expected)
         assert main.query_one("#clusters").row_count == min(len(expected.labels), main.PAGE)
         # the next change re-clusters from the pairs as usual
-        await pilot.press("left_square_bracket")
+        await pilot.press("minus")
         await settle(pilot)
         assert main.index.threshold == 0.8 and main.index is not view.index
     # a decision made elsewhere meanwhile: the stored view is not used
@@ -185,7 +185,7 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         main = app.main
-        await pilot.press("right_square_bracket")  # 0.81: prepares 0.82 (this way) and 0.80
+        await pilot.press("plus")  # 0.81: prepares 0.82 (this way) and 0.80
         await settle(pilot)
         project = Project(main.spec.db)
 
@@ -196,14 +196,14 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         assert main._views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing))
         assert main._views.has(key(0.86)) and main._views.has(key(0.76))  # } and {
         big_step = main._views.get(key(0.86), lambda: None)
-        await pilot.press("right_curly_bracket")
+        await pilot.press("ctrl+right")
         await settle(pilot)
         assert main.threshold == 0.86 and main.index is big_step
-        await pilot.press("left_curly_bracket")
+        await pilot.press("ctrl+left")
         await settle(pilot)
         assert main.threshold == 0.81
         prepared = main._views.get(key(0.82), lambda: None)
-        await pilot.press("right_square_bracket")
+        await pilot.press("plus")
         await settle(pilot)
         assert main.threshold == 0.82 and main.index is prepared
         graph = load_graph(project)
@@ -213,7 +213,7 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         doc = int(main.index.labels[0])
         decisions.record(project, "remove", project.ids_for([doc])[0])
         assert not main._views.has(key(0.83))
-        await pilot.press("right_square_bracket")
+        await pilot.press("plus")
         await settle(pilot)
         assert main.index.clustering.reason[doc] == decisions.REVIEWER
         project.close()

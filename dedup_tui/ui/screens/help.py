@@ -40,7 +40,7 @@ def keys_table(keymap: Keymap | None = None) -> Table:
 GLOSSARY = [
     ("similarity", "Jaccard of the two texts' sets of 5-character pieces (shingles), after lowercasing "
                    "and collapsing whitespace: 1.0 is the same text."),
-    ("threshold", "the similarity at or above which two documents count as duplicates (] [ } { t)."),
+    ("threshold", "the similarity at or above which two documents count as duplicates (+ - ctrl+→ ctrl+← t)."),
     ("floor", "the lowest similarity the scan stored: the threshold cannot go below it without a rescan."),
     ("cluster", "documents joined by duplicate pairs at the threshold; one of them is kept."),
     ("kept", "the cluster's document that stays in the export: the first in corpus order, unless you "

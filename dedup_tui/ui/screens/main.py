@@ -39,6 +39,7 @@ from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
 from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
+from ...review.shown import unseen_question
 from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_snapshot,
                              save_snapshot, view_key, view_keys)
 from ..actions import MAIN_ACTIONS
@@ -53,7 +54,7 @@ from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.progress import ScanProgress
 from ..widgets.quiet import update_static
-from ..widgets.tables import ClusterTable, MemberTable, why
+from ..widgets.tables import ClusterTable, MemberTable, reference, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
@@ -159,6 +160,8 @@ class MainScreen(Screen):
         project = Project(self.spec.db)
         self.model = Review(project, author=self.app.author)
         self.review.model = self.model
+        self.review.shown.review = self.model
+        self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
         self.partial = getattr(self.app, "partial", None)
         for preview in self.query(DocView):
             preview.can_focus = False  # tab moves between the two lists; enter opens the pair to scroll
@@ -499,7 +502,7 @@ class MainScreen(Screen):
         if self.floor:
             t.append(f"  floor {self.floor:.2f}", style="dim")
         status = self.status_line(width)
-        hints = Text("   [ ] ±.01  { } ±.05  t", style="dim")
+        hints = Text("   + - ±.01  ^→ ^← ±.05  t", style="dim")
 
         def lines(status: Text) -> list[Text]:
             return [Text.assemble(t, hints, "   ", status), Text.assemble(t, "   ", status), Text.assemble(t, hints), t]
@@ -762,7 +765,8 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        keeper_id = self._ids([int(c.keeper[o])])[0] if c.keeper[o] >= 0 else None
+        ref, ref_sim, copy_of = reference(c, o)  # the kept document: one reference, as in the list and the pair view
+        keeper_id = self._ids([ref])[0] if ref is not None else None
         via = via_sim = None
         if keeper_id is not None and self.graph is not None:  # (the same link the removed log gives)
             via, via_sim = links_to_kept(self.graph, c, [o])
@@ -771,7 +775,8 @@ class MainScreen(Screen):
         # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
         # chars" for "….1  362 chars") where the line holds them in its rows, else shortened
         for id_width in (min(80, pane - 16), max(16, (pane - 24) // 2), 16):
-            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width)
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, ref_sim,
+                                  self._ids([copy_of])[0] if copy_of is not None else None)
             if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
                 break
         for note in decisions.notes_for(self.project, doc_id):
@@ -780,10 +785,11 @@ class MainScreen(Screen):
         update_static(info, t)
         self.show_preview(o)
 
-    def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int) -> Text:
-        """The selected document: its id, length, why; what it duplicates (and through whom)."""
-        c = self.index.clustering
-        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
+    def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int,
+                     sim: float = float("nan"), copy_id: str | None = None) -> Text:
+        """The selected document: its id, length, why; what it duplicates (the kept document, its
+        reference everywhere), and through whom (the member it copies, the member linking it)."""
+        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id, copy_id) if i is not None]
         short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
         t.append(short[literal_line(doc_id)], style="bold")
@@ -791,9 +797,11 @@ class MainScreen(Screen):
         if self.model.is_decided(o):
             t.append(" · decided", style="green")
         if keeper_id is not None:
-            sim = c.similarity[o]
             t.append(" · duplicate of ")
             t.append(short[literal_line(keeper_id)], style="bold")
+            if copy_id is not None:  # an exact copy of a member: that member's similarity
+                t.append(" · same text as ")
+                t.append(short[literal_line(copy_id)], style="bold")
             if via_sim is None:
                 t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
             elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
@@ -812,7 +820,7 @@ class MainScreen(Screen):
         it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
         target = o
-        kept = int(c.keeper[o]) if c.keeper[o] >= 0 else None
+        kept, sim, _copy_of = reference(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
@@ -836,7 +844,6 @@ class MainScreen(Screen):
             title.append("  ·  ", style="dim")
             title.append(" keys act on ▸ ", style="bold reverse")
             title.append(" " + short[1], style="bold")
-            sim = c.similarity[o]
             room = self.query_one("#preview-title", Static).content_size.width or pane - 3  # (border, padding)
             if not np.isnan(sim) and title.cell_len + 14 <= room:  # else it wrapped onto the hidden second line
                 title.append(f"  Jaccard {sim:.2f}", style="dim")
@@ -960,7 +967,7 @@ class MainScreen(Screen):
             return None if self.graph is None else True
         if action in ("keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept", "note",
                       "open_pair", "export", "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule",
-                      "keep_by_field", "undo", "redo", "next_match"):
+                      "keep_by_field", "undo", "redo", "next_match", "cluster", "change"):
             return None if self.index is None else True
         return True
 
@@ -968,14 +975,33 @@ class MainScreen(Screen):
         self.set_threshold(round(self.model.view.threshold + delta, 2))
 
     def set_threshold(self, value: float) -> None:
+        """Every threshold change (a key, a typed value, the tuning screen) says where it moved."""
         before = self.model.view.threshold
         if not self.model.set_threshold(value):
             if self.floor and round(min(max(value, self.floor), 1.0), 4) == self.floor:
                 self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
             return
+        self.app.notify(f"threshold {before:.2f} → {self.model.view.threshold:.2f}", timeout=3, replaces="threshold",
+                        markup=False)
         self._last_step = self.model.view.threshold - before
         self.remember_state()
         self.schedule_recluster(keep_order=False)
+
+    def action_cluster(self, delta: int) -> None:
+        """} {: the next or previous cluster of the list (its first member to review), as in the
+        pair view."""
+        pos = self.model.position
+        if pos is None:
+            return
+        if not 0 <= pos + delta < len(self.index.labels):
+            self.notify("This is the " + ("last" if delta > 0 else "first") + " cluster of the list", timeout=2)
+            return
+        self.model.select_position(pos + delta)
+        self.render_list()
+
+    def action_change(self, _delta: int) -> None:
+        self.notify("] [ go through the changes in the pair view (enter opens it); + - move the threshold",
+                    timeout=4)
 
     def action_type_threshold(self) -> None:
         def validate(text: str) -> str | None:
@@ -1096,14 +1122,16 @@ class MainScreen(Screen):
             if not (plan.shown_in_row and self.app.screen is self):
                 self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
                                 severity="warning" if message.startswith("Nothing") else "information")
-            if plan.kind == "keep_rule":
+            rule_changed = plan.kind == "keep_rule" or \
+                (plan.kind in ("undo", "redo") and getattr(result, "kind", None) == "keep_rule")
+            if rule_changed:
                 self._views = PreparedViews()
             if self._predicted is plan:
                 pass  # its list is being worked out (on_reclustered builds the project's after it)
             elif plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
                 # another keep rule keeps other documents: the similarities the list is sorted by
                 # change, so it is sorted again (a decision keeps the order being worked through)
-                self.schedule_recluster(keep_order=plan.kind != "keep_rule")
+                self.schedule_recluster(keep_order=not rule_changed)
             else:
                 self.show_member_info()
 
@@ -1157,10 +1185,34 @@ class MainScreen(Screen):
         self._try(lambda: self.model.plan_separate(o))
 
     def action_none_duplicates(self) -> None:
-        self._try(lambda: self.model.plan_none_duplicates())
+        cluster_id = self._cluster_id
+        self.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
+                            lambda: self.model.plan_none_duplicates(cluster_id))
 
     def action_accept(self) -> None:
-        self._try(lambda: self.model.plan_accept())
+        cluster_id = self._cluster_id
+        self.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
+                            lambda: self.model.plan_accept(cluster_id))
+
+    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
+                       then: Callable[[], object] | None = None) -> None:
+        """The one rule of every screen: a decision covering members the reviewer was not shown
+        (review.shown) asks first, with their count; the cluster is the one it was asked for."""
+        def go() -> None:
+            if self._try(make) and then is not None:
+                then()
+
+        if not unseen:
+            go()
+            return
+
+        def answered(answer: str | None) -> None:
+            if answer:
+                go()
+
+        self.app.push_screen(AskScreen(unseen_question(what, len(unseen)), placeholder="yes",
+                                       validate=lambda t: None if t.strip().lower() in ("y", "yes") else
+                                       "Type yes to decide them, esc to cancel"), answered)
 
     def action_bulk_accept(self) -> None:
         """Accept many clusters at once, with their count shown first; one undo step takes it back."""

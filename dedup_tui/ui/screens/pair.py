@@ -3,7 +3,8 @@
 A place to decide: the main screen's decision keys act on the right-hand document (through the
 same review model and plans), the view moves on after each one as the main screen does, and
 > < } { go to the next or previous member and cluster. A key that decides for a whole cluster
-(a, N) acts only once every member it would decide for was shown here.
+(a, N) asks first, with their count, when some members it would decide for were not shown here
+(review.shown: the rule of every screen).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from textual.worker import get_current_worker
 from ...engine.normalize import normalize
 from ...engine.shingle import shingle_sets
 from ...engine.similarity import verify_pairs
+from ...review.shown import ShownMembers
 from ..actions import PAIR_ACTIONS
 from ..diff import AlignedDiff, align_lines, aligned_in_worker, diff, diff_in_worker, lines_of
 from ..messages import DiffReady
@@ -70,7 +72,8 @@ class PairScreen(Screen):
         self.aligned_choice: bool | None = None  # l: lines aligned / text flowing; None: by the documents
         self.aligned = False
         self._moved = False  # > < } { moved the cursor since the main screen's lists last followed it
-        self.seen: set[int] = set()  # the texts (first copies) shown on the right: the reviewer saw them
+        # the texts shown on the right in this opening (what an earlier one showed is not counted here)
+        self.seen = ShownMembers(review.model, also=review.shown)
         # what is shown of each document: a window of a huge one (its first PAIR_WINDOW characters)
         self.shown: tuple[Shown, Shown] = (Shown("", 0), Shown("", 0))
 
@@ -119,7 +122,7 @@ class PairScreen(Screen):
         a worker."""
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
-        self.seen.add(self.review.exact_root(self.right))
+        self.seen.add(self.right)
         left_text, right_text = left.text, right.text
         self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
@@ -370,27 +373,23 @@ class PairScreen(Screen):
     def unseen(self) -> list[int]:
         """The cluster's members to review whose text was not shown here (an exact copy of the
         kept document, or of a document shown, counts as shown)."""
-        model = self.review.model
-        shown = self.seen | {self.review.exact_root(self.left)}
-        return [m for m in model.members(self.cluster_id)
-                if model.to_review(m) and self.review.exact_root(m) not in shown]
+        return self.seen.unseen(self.cluster_id)
 
     def _decide_cluster(self, what: str, plan) -> None:
-        """A decision for every member of the cluster: only once each of them was shown here."""
-        unseen = self.unseen()
-        if unseen:
-            self.notify(f"{what} decides for every member of this cluster: {len(unseen):,} to review "
-                        f"{'was' if len(unseen) == 1 else 'were'} not shown here yet (> shows the next; "
-                        f"esc: the main screen lists them all)", severity="warning", timeout=6)
-            return
-        self._decide(lambda _right: self.review.act(plan))
+        """A decision for every member of the cluster: asked first when some were not shown here
+        (the rule of every screen, review.shown)."""
+        self.review.model.select(self.right)
+        self._moved = False  # a decision puts the main screen's lists on the cursor
+        self.review.decide_cluster(what, self.unseen(), plan, then=self.follow_cursor)
 
     def action_accept(self) -> None:
-        self._decide_cluster("a (accept the cluster)", lambda: self.review.model.plan_accept(self.cluster_id))
+        cluster_id = self.cluster_id
+        self._decide_cluster("Accept the cluster", lambda: self.review.model.plan_accept(cluster_id))
 
     def action_none_duplicates(self) -> None:
-        self._decide_cluster("N (none are duplicates)",
-                             lambda: self.review.model.plan_none_duplicates(self.cluster_id))
+        cluster_id = self.cluster_id
+        self._decide_cluster("Say none are duplicates",
+                             lambda: self.review.model.plan_none_duplicates(cluster_id))
 
     def action_note(self) -> None:
         o = self.right

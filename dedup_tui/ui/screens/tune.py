@@ -70,7 +70,7 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         now.append(f"precision ≈ {_pct(p)}, recall ≈ {_pct(rec)}")
         out.add_row(now)
         recommend = Text()
-        recommend.append(f"Target {e.target:.0%} (+/-): ", style="bold")
+        recommend.append(f"Target {e.target:.0%} ( ): ", style="bold")
         if e.too_few_labels:
             recommend.append(f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; "
                              "l labels more)", style="italic")
@@ -317,8 +317,8 @@ class TuneScreen(Screen):
             t.append(target.format(target=self.target), style="dim")
             return Text.assemble(t, tail)
 
-        line = first_fitting([head("({policy}; [ ] moves)", " · target precision {target:.0%} (+ -)"),
-                              head("[ ]", " · target {target:.0%} (+ -)"), head("", " · target {target:.0%}")], width)
+        line = first_fitting([head("({policy}; + - moves)", " · target precision {target:.0%} (( ) moves)"),
+                              head("+ -", " · target {target:.0%} ( )"), head("", " · target {target:.0%}")], width)
         keys = "l: label pairs · s: SVG · j: labels JSONL · esc: back"
         if self.has_class("-narrow"):
             keys = ("v: numbers · " if self.has_class("-plots") else "v: plots · ") + keys

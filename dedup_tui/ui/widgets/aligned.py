@@ -57,6 +57,7 @@ class AlignedDiffView(LineCacheView, can_focus=True):
         # or (fold length, None, "fold").
         self._visual: list[tuple] = []
         self._changes: list[tuple[int, int]] = []  # each change's visual lines: [start, stop)
+        self._counted: tuple = (None, 0)  # (the diff, its number of changes)
         self.current: int | None = None  # the change ] or [ went to (0-based); None: none yet
         self.notice = ""  # after windows of longer documents: the last line says how much is shown
 
@@ -79,7 +80,13 @@ class AlignedDiffView(LineCacheView, can_focus=True):
 
     @property
     def change_count(self) -> int:
-        return len(self._changes)
+        """The changes of the diff shown, whether or not it was laid out yet (the pair view's
+        header is written when the diff arrives, maybe before the view has a width)."""
+        if self.result is None:
+            return 0
+        if self._counted[0] is not self.result:
+            self._counted = (self.result, len(self.result.change_starts()))
+        return self._counted[1]
 
     def current_change(self) -> int:
         """The current change, counted from 1 (0: none chosen yet)."""

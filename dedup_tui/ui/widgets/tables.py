@@ -224,6 +224,20 @@ STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near
 REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
+def reference(c, o: int) -> tuple[int | None, float, int | None]:
+    """The one document a member is shown against, in the list, the preview, the pair view and
+    the removed log: the document its cluster keeps. (reference, similarity to it, the member
+    it is an exact copy of or None); (None, nan, None) for a kept document. An exact copy of
+    another member shares that member's similarity to the kept one (1.00 was to the copy's
+    first copy, while the preview and the pair view showed the kept one)."""
+    keeper = int(c.keeper[o])
+    if keeper < 0:
+        return None, float("nan"), None
+    if int(c.reason[o]) == EXACT and int(c.reason[keeper]) != KEPT:
+        return int(c.cluster[o]), float(c.similarity[keeper]), keeper
+    return keeper, float(c.similarity[o]), None
+
+
 def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     c, ov = index.clustering, index.overrides
     reason = int(c.reason[ord_])
@@ -302,6 +316,19 @@ class MemberTable(RowTable):
         self._kept_id: str | None = None  # the shown cluster's kept document's id (literal), once read
         self._decided = lambda o: False
         self._being_removed = lambda o: False
+        self.row_drawn: Callable[[int], object] | None = None  # told the ord of each member row drawn
+
+    def render_line(self, y: int) -> Strip:
+        """(Each member whose row is drawn in the visible part of the pane was shown: the screen
+        hears of it, for the rule that no decision covers a member nobody saw unasked.)"""
+        strip = super().render_line(y)
+        if self.row_drawn is not None and y >= (self.header_height if self.show_header else 0):
+            row = y - (self.header_height if self.show_header else 0) + int(self.scroll_offset.y)
+            if 0 <= row < self.row_count:
+                key = self._row_locations.get_key(row)
+                if key is not None and key.value is not None:
+                    self.row_drawn(int(key.value))
+        return strip
 
     @property
     def loaded(self) -> int:
@@ -347,7 +374,7 @@ class MemberTable(RowTable):
             else:
                 status, style = STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
-            sim = float(c.similarity[o])
+            sim = reference(c, o)[1]
             plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain

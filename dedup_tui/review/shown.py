@@ -1,0 +1,49 @@
+"""What the reviewer was shown, and the one rule every screen follows with it: a decision that
+covers members the reviewer was not shown (accept a cluster, none are duplicates) asks first,
+with their count.
+
+A member counts as shown once its text was on screen: its row drawn in the visible part of the
+main screen's members pane, or the document on the right of the pair view. Exact copies share
+their text's first copy, so a copy of a text shown (or of the kept document) counts as shown.
+"""
+
+from __future__ import annotations
+
+from .model import Review
+
+
+class ShownMembers:
+    """The texts (first copies) shown in one place; `also` (another ShownMembers) hears of each
+    one too: what the pair view shows was on screen for the whole session."""
+
+    def __init__(self, review: Review | None = None, also: "ShownMembers | None" = None) -> None:
+        self.review = review
+        self.also = also
+        self.texts: set[int] = set()
+
+    def add(self, o: int) -> None:
+        if self.review is None or self.review.index is None:
+            return
+        self.texts.add(self.review.root(int(o)))
+        if self.also is not None:
+            self.also.add(o)
+
+    def clear(self) -> None:
+        self.texts.clear()
+
+    def unseen(self, cluster_id: int | None) -> list[int]:
+        """The cluster's members to review whose text was not shown (its kept document's text
+        counts as shown: every view of a cluster shows it)."""
+        r = self.review
+        if r is None or r.index is None or cluster_id is None:
+            return []
+        members = r.members(cluster_id)
+        kept = {r.root(m) for m in members if r.is_kept(m)}
+        return [m for m in members if r.to_review(m) and r.root(m) not in self.texts and r.root(m) not in kept]
+
+
+def unseen_question(what: str, count: int) -> str:
+    """The question a decision covering `count` members not shown asks: "accept the cluster,
+    with 262 members you have not seen? Type yes"."""
+    members = f"{count:,} member{'s' if count != 1 else ''}"
+    return f"{what}, with {members} you have not seen? Type yes to decide {'it' if count == 1 else 'them'} too"
