@@ -41,3 +41,20 @@ def test_a_removal_of_a_reference_inserted_by_hand_is_not_counted_as_applied(tmp
     assert counts["decisions_not_applied"] == 1
     kept = [json.loads(line)["id"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert "t0" in kept and "t1" not in kept and "r0" not in kept
+
+
+def test_keep_rule_changes_are_logged_but_not_counted_as_decisions_applied(tmp_path):
+    """K is one undo step (a `keep_rule` row naming no document): the export's log lists each
+    change, but its count of decisions applied is of decisions on documents; two changes that
+    put the first rule back applied nothing."""
+    write_jsonl(tmp_path / "c.jsonl", [("a", "the quick brown fox jumps over the lazy dog near the river bank"),
+                                       ("b", "the quick brown fox jumps over the lazy dog near the river bank!")])
+    db = tmp_path / "P.db"
+    ok("scan", db, tmp_path / "c.jsonl")
+    with Project(db) as project:
+        decisions.record_keep_rule(project, "longest", threshold=0.5)
+        decisions.record_keep_rule(project, "first", threshold=0.5)
+    log = tmp_path / "decisions.jsonl"
+    r = ok("export", db, "--threshold", "0.5", "--out", tmp_path / "out.jsonl", "--decisions-log", log)
+    assert "0 decisions applied" in r.output
+    assert [json.loads(line)["kind"] for line in log.read_text().splitlines()] == ["keep_rule", "keep_rule"]

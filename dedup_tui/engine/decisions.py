@@ -939,7 +939,7 @@ def export_curated(
         write_cluster_table(project, graph, clustering, clusters_out,
                             kept_by_reviewer=overrides.keep if overrides else set(),
                             decided=overrides.decided if overrides else set())
-    in_force = active(project)
+    in_force = [d for d in active(project) if d.kind != "keep_rule"]  # (the rule in force is in the manifest)
     inapplicable = not_applied(project, in_force) if use_decisions else {}
     n_decisions = len(in_force) - len(inapplicable)
     if decisions_out:

@@ -765,7 +765,7 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        ref, ref_sim, copy_of = reference(c, o)  # the kept document: one reference, as in the list and the pair view
+        ref, ref_sim = reference(c, o)  # the kept document: one reference, as in the list and the pair view
         keeper_id = self._ids([ref])[0] if ref is not None else None
         via = via_sim = None
         if keeper_id is not None and self.graph is not None:  # (the same link the removed log gives)
@@ -775,8 +775,7 @@ class MainScreen(Screen):
         # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
         # chars" for "….1  362 chars") where the line holds them in its rows, else shortened
         for id_width in (min(80, pane - 16), max(16, (pane - 24) // 2), 16):
-            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, ref_sim,
-                                  self._ids([copy_of])[0] if copy_of is not None else None)
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, ref_sim)
             if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
                 break
         for note in decisions.notes_for(self.project, doc_id):
@@ -786,10 +785,10 @@ class MainScreen(Screen):
         self.show_preview(o)
 
     def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int,
-                     sim: float = float("nan"), copy_id: str | None = None) -> Text:
+                     sim: float = float("nan")) -> Text:
         """The selected document: its id, length, why; what it duplicates (the kept document, its
-        reference everywhere), and through whom (the member it copies, the member linking it)."""
-        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id, copy_id) if i is not None]
+        reference everywhere), and through whom (the member it copies or that links it)."""
+        ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
         short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
         t.append(short[literal_line(doc_id)], style="bold")
@@ -799,9 +798,6 @@ class MainScreen(Screen):
         if keeper_id is not None:
             t.append(" · duplicate of ")
             t.append(short[literal_line(keeper_id)], style="bold")
-            if copy_id is not None:  # an exact copy of a member: that member's similarity
-                t.append(" · same text as ")
-                t.append(short[literal_line(copy_id)], style="bold")
             if via_sim is None:
                 t.append(f" (Jaccard {sim:.2f})" if not np.isnan(sim) else " (joined through other members)")
             elif via_id is not None:  # chained: say through whom (a pair the reviewer rejected is never cited)
@@ -820,7 +816,7 @@ class MainScreen(Screen):
         it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
         target = o
-        kept, sim, _copy_of = reference(c, o)  # the kept document (the pair view's left side too)
+        kept, sim = reference(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size

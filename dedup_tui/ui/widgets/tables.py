@@ -224,18 +224,15 @@ STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near
 REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
-def reference(c, o: int) -> tuple[int | None, float, int | None]:
+def reference(c, o: int) -> tuple[int | None, float]:
     """The one document a member is shown against, in the list, the preview, the pair view and
-    the removed log: the document its cluster keeps. (reference, similarity to it, the member
-    it is an exact copy of or None); (None, nan, None) for a kept document. An exact copy of
-    another member shares that member's similarity to the kept one (1.00 was to the copy's
-    first copy, while the preview and the pair view showed the kept one)."""
+    the removed log: the document its cluster keeps, and the similarity to it ((None, nan) for a
+    kept document). An exact copy of another member is removed for the kept one too, with that
+    member's similarity (the clustering's keeper and similarity say so)."""
     keeper = int(c.keeper[o])
     if keeper < 0:
-        return None, float("nan"), None
-    if int(c.reason[o]) == EXACT and int(c.reason[keeper]) != KEPT:
-        return int(c.cluster[o]), float(c.similarity[keeper]), keeper
-    return keeper, float(c.similarity[o]), None
+        return None, float("nan")
+    return keeper, float(c.similarity[o])
 
 
 def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
