@@ -297,3 +297,20 @@ def test_per_band_and_combined_intervals():
 
 def test_marked_words_mark_only_the_differences():
     assert audit.marked_words("the quick brown fox", "the quick red fox") == "the quick [-brown-] {+red+} fox"
+
+
+def test_the_decisions_marker_tells_apart_every_set_of_states():
+    """Discarding decisions 1 and 3 and discarding decision 4 once read alike (a sum of
+    id * state): an export would have called an out-of-date audit current."""
+    import sqlite3
+
+    from dedup_tui.engine.store.audits import decisions_marker
+
+    def marker(discarded):
+        conn = sqlite3.connect(":memory:")
+        conn.execute("CREATE TABLE decisions (id INTEGER PRIMARY KEY, undone INTEGER NOT NULL)")
+        conn.executemany("INSERT INTO decisions VALUES (?, ?)", [(i, 2 if i in discarded else 0) for i in range(1, 5)])
+        return decisions_marker(conn)
+
+    assert marker({1, 3}) != marker({4})
+    assert marker({4}) == marker({4})

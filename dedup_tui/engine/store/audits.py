@@ -8,6 +8,7 @@ has no audit yet.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 
@@ -92,10 +93,13 @@ def last_audit(conn: sqlite3.Connection) -> dict | None:
 
 
 def decisions_marker(conn: sqlite3.Connection) -> str:
-    """Changes with every decision recorded, undone, redone or discarded."""
-    count, newest, states = conn.execute(
-        "SELECT count(*), coalesce(max(id), 0), coalesce(sum(id * (undone + 1)), 0) FROM decisions").fetchone()
-    return f"{count}:{newest}:{states}"
+    """Changes with every decision recorded, undone, redone or discarded: a digest of every
+    decision's (id, state). (A sum of id * state could not tell discarding decisions 1 and 3
+    from discarding decision 4.)"""
+    digest = hashlib.blake2b(digest_size=16)
+    for decision_id, state in conn.execute("SELECT id, undone FROM decisions ORDER BY id"):
+        digest.update(f"{decision_id}:{state};".encode())
+    return digest.hexdigest()
 
 
 def scan_marker(project) -> str:
