@@ -329,7 +329,8 @@ def _sample_parquet(path: Path, fmt: str, records: int) -> list[dict]:
     batch = next(pf.iter_batches(batch_size=records), None)
     if batch is None:
         return [dict.fromkeys(pf.schema_arrow.names)]
-    return [row for row in batch_rows(batch) if isinstance(row, dict)]  # (as the loader reads them)
+    rows = [row for row in batch_rows(batch) if isinstance(row, dict)]  # (as the loader reads them)
+    return rows or [dict.fromkeys(pf.schema_arrow.names)]  # (every sampled row bad: its fields all the same)
 
 
 _SAMPLERS = {"jsonl": _sample_jsonl, "jsonl-or-text": _sample_jsonl, "csv": _sample_delimited, "tsv": _sample_delimited,
