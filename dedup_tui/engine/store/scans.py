@@ -153,18 +153,23 @@ def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -
     return spanning_forest(n_docs, a, b, j)
 
 
+def _packed_exact_of(project: Project) -> np.ndarray | None:
+    """The packed exact_of as stored (read-only; None: no such table, or not what a scan wrote)."""
+    try:
+        row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+    except sqlite3.OperationalError:  # no such table
+        return None
+    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+        return None
+    return np.frombuffer(row[0], "<i8")
+
+
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
     """The stored exact_of, when it is for these documents (else None: read the column)."""
-    try:
-        try:
-            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
-        except sqlite3.OperationalError:  # no such table: read the column, checked
-            row = None
-    except sqlite3.OperationalError:
+    stored = _packed_exact_of(project)
+    if stored is None or len(stored) != n:
         return None
-    if row is None or not isinstance(row[0], bytes) or len(row[0]) != 8 * n:
-        return None
-    exact_of = np.frombuffer(row[0], "<i8").astype(np.int64)
+    exact_of = stored.astype(np.int64)
     if n and ((exact_of < -1) | (exact_of >= np.arange(n))).any():  # a first copy comes earlier
         return None
     return exact_of
@@ -238,11 +243,7 @@ def verified_exact_of(project: Project, n: int) -> np.ndarray:
     """exact_of of the first n documents as the last scan wrote it, checked."""
     expected = project.get_meta(EXACT_CHECKSUM)
     if expected is not None:
-        try:
-            row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
-        except sqlite3.OperationalError:  # no such table: read the column, checked
-            row = None
-        stored = np.frombuffer(row[0], "<i8") if row and isinstance(row[0], bytes) and len(row[0]) % 8 == 0 else None
+        stored = _packed_exact_of(project)  # (none: read the column, checked)
         if stored is not None and arrays_checksum(stored) == expected:
             if len(stored) == n:
                 return stored.astype(np.int64)  # (a copy: frombuffer's array is read-only)
