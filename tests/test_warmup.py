@@ -169,6 +169,29 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     assert list(cache.iterdir()) == []
 
 
+
+def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
+    """start_early spawns the warm-up before the command imports the engine (numpy, the store,
+    the pipeline): handing it its sources key must not import them either."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    out = _python(f"""
+    import json, subprocess, sys
+    from dedup_tui.engine import warmup
+    handed = {{}}
+    class NoProcess:
+        def __init__(self, args, env, **options):
+            handed.update(env)
+        def wait(self):
+            return 0
+    subprocess.Popen = NoProcess
+    warmup._spawn({str(cache)!r}, "0123456789abcdef")
+    print(json.dumps({{"key": handed.get("DEDUP_TUI_WARMUP_KEY"),
+                      "imported": sorted(m for m in ("numpy", "dedup_tui.engine.pipeline", "dedup_tui.engine.warmup_job")
+                                         if m in sys.modules)}}))
+    """, cache)
+    assert out == {"key": "0123456789abcdef", "imported": []}
+
 def test_start_for_corpus_only_for_a_large_corpus_or_lsh(tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(warmup, "start", lambda: started.append(1))

@@ -17,6 +17,9 @@ from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent
 WARM_PREFIX = "dedup-tui-warm-"
+# The sources key of the command that starts a warm-up, which the warm-up must have too
+# (here, not in warmup_job: spawning the warm-up must not import the engine first).
+KEY_VARIABLE = "DEDUP_TUI_WARMUP_KEY"
 # The ready file lists each kernel once (a few dozen short lines): never more than this.
 READY_MAX_BYTES = 4096
 

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import (ENGINE, ReportEvents, sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
+from .kernel_cache import (ENGINE, KEY_VARIABLE, ReportEvents, sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
                            warmup_running)
 
 STAGE = "kernels"
@@ -115,8 +115,6 @@ def start() -> Warmup | None:
 def _spawn(cache: str, key: str) -> subprocess.Popen | None:
     """A warm-up process (warmup_job.main), of this very dedup_tui, filling `cache` for the
     sources `key` (it ends at once when its own sources are not those)."""
-    from .warmup_job import KEY_VARIABLE
-
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = cache
     env[KEY_VARIABLE] = key

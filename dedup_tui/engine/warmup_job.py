@@ -19,7 +19,7 @@ from pathlib import Path
 from . import pipeline
 from .ingest import load_corpus
 from .errors import Cancelled
-from .kernel_cache import (WARM_PREFIX, ReportEvents, sources_key, cache_dir, claims_dir, is_warm, lock_file,
+from .kernel_cache import (KEY_VARIABLE, WARM_PREFIX, ReportEvents, sources_key, cache_dir, claims_dir, is_warm, lock_file,
                            mark_ready, ready_kernels, ready_path, stamp_path)
 from .progress import Control
 from .store import Project, pid_alive
@@ -427,10 +427,6 @@ def main(argv: list[str] | None = None) -> int:
         stamp.touch()
         _remove_other_keys(cache, key)
     return 0
-
-
-# The sources key of the command that starts a warm-up, which the warm-up must have too.
-KEY_VARIABLE = "DEDUP_TUI_WARMUP_KEY"
 
 
 def _touch(path: Path) -> None:
