@@ -314,3 +314,26 @@ def test_the_decisions_marker_tells_apart_every_set_of_states():
 
     assert marker({1, 3}) != marker({4})
     assert marker({4}) == marker({4})
+
+
+def test_a_copy_of_a_near_removal_is_in_the_frame_not_certain(tmp_path):
+    """A copy of a text removed as a near duplicate is removed (as exact) against the kept
+    document: it is as right as that near removal, so it is sampled with them, not counted as
+    certainly right as a copy of the kept document's own text is."""
+    from dedup_tui.engine.ingest import load_corpus
+
+    words = [f"word{i}" for i in range(60)]
+    kept, near = " ".join(words), " ".join(words[:-3] + ["x", "y", "z"])
+    docs = [{"id": "kept", "text": kept}, {"id": "near", "text": near}, {"id": "copy-of-near", "text": near},
+            {"id": "copy-of-kept", "text": kept}]
+    with Project(tmp_path / "p.db", create=True) as project:
+        load_corpus(project, [write_jsonl(tmp_path / "p.jsonl", docs)])
+        scan(project, ScanSettings(method="exhaustive", floor=0.3))
+        result = audit.run_audit(project, T, "components", size=10, kept_size=0)
+    assert (result.totals.removed, result.totals.exact, result.totals.frame) == (3, 1, 2)
+    assert sorted(p.a_id for p in result.removed.sample) == ["copy-of-near", "near"]
+
+
+def test_marked_words_leave_a_change_of_white_space_alone():
+    assert audit.marked_words("a b\nc d", "a b c d") == "a b c d"
+    assert audit.marked_words("a b\nc d", "a x c d") == "a [-b-] {+x+} c d"

@@ -269,10 +269,14 @@ def removal_frame(graph: PairGraph, c: Clustering, ov: dec.Overrides) -> tuple[F
     if ov.decided:
         decided[np.fromiter(ov.decided, np.int64, len(ov.decided))] = True
     removed = c.reason != KEPT
-    docs = np.flatnonzero((c.reason == NEAR) & ~decided)
+    # Certainly right: a copy of the kept document's own text. A copy of a text removed as a near
+    # duplicate is as right as that removal, so it is in the frame with the near ones.
+    root = np.where(graph.exact_of >= 0, graph.exact_of, np.arange(graph.n))
+    same_text = (c.reason == EXACT) & (root == root[np.maximum(c.keeper, 0)])
+    docs = np.flatnonzero(((c.reason == NEAR) | ((c.reason == EXACT) & ~same_text)) & ~decided)
     sims = np.nan_to_num(c.similarity[docs], nan=0.0)
-    totals = Totals(removed=int(removed.sum()), exact=int((c.reason == EXACT).sum()),
-                    decided=int((removed & decided & (c.reason != EXACT)).sum()), frame=len(docs))
+    totals = Totals(removed=int(removed.sum()), exact=int(same_text.sum()),
+                    decided=int((removed & decided & ~same_text).sum()), frame=len(docs))
     return Frame("removed", strata, docs, c.keeper[docs].astype(np.int64), sims, strata_of(strata, sims)), totals
 
 
@@ -582,11 +586,12 @@ def marked_words(removed: str, kept: str) -> str:
     a, b = _WORD.findall(removed), _WORD.findall(kept)
     out: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
+        only_removed, only_kept = "".join(a[i1:i2]).strip(), "".join(b[j1:j2]).strip()
+        if op == "equal" or not (only_removed or only_kept):  # (a change of white space alone)
             out.append("".join(a[i1:i2]))
             continue
-        if i2 > i1:
-            out.append("[-" + "".join(a[i1:i2]).strip() + "-]")
-        if j2 > j1:
-            out.append("{+" + "".join(b[j1:j2]).strip() + "+}")
+        if only_removed:
+            out.append(f"[-{only_removed}-]")
+        if only_kept:
+            out.append(f"{{+{only_kept}+}}")
     return " ".join(x.strip() for x in out if x.strip())
