@@ -283,6 +283,11 @@ def test_a_tuning_label_decides_no_document(review):
     r.refresh(keep_order=False)
     assert r.index.position(cluster) is not None
     assert r.index.clustering.reason[member] != KEPT  # (and the export still removes it)
+    r.undo()
+    r.redo()  # a redone label decides nothing either, and does not move on past its document
+    assert active(r) == [("not_duplicate", "chain0_b", "fam0_5")]
+    assert not r.is_decided(member) and r.to_review(member) and r.to_review(unrelated)
+    assert r.cursor.doc == member, (r.cursor, member)
 
 
 def test_removing_a_kept_document_needs_confirmation(review):

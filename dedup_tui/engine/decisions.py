@@ -91,6 +91,12 @@ def is_label_split(d: "Decision") -> bool:
     return d.kind == "not_duplicate" and d.value == LABEL_VALUE
 
 
+def decides_its_document(d: "Decision") -> bool:
+    """Whether `d` makes the document it names decided (reviewed): not a note, and not a tuning
+    label (evidence, never a review of its documents)."""
+    return d.doc_id is not None and d.kind != "note" and not is_label_split(d)
+
+
 def default_author() -> str:
     try:
         return os.environ.get("DEDUP_TUI_AUTHOR") or getpass.getuser()
@@ -284,7 +290,7 @@ class Overrides:
                 continue
             if d.kind == "note":
                 continue
-            if not is_label_split(d):  # a tuning label is evidence, never a review of its documents
+            if decides_its_document(d):
                 decided.add(o)
             if d.kind in ("keep", "remove"):
                 state[o] = d.kind

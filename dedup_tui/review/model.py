@@ -751,7 +751,9 @@ class Review:
         review (never stays on the kept document of an accepted cluster)."""
         rows = [d] if d.batch is None else [decisions.Decision(**r) for r in review_store.decision_rows(
             self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE])]
-        ids = [x.doc_id for x in rows if x.doc_id is not None and x.kind != "note"]
+        ids = [x.doc_id for x in rows if decisions.decides_its_document(x)]
+        if not ids:  # (a tuning label's split: it decides nothing, the cursor stays on it)
+            return
         ids += [m for x in rows if x.kind == "accept" for m in json.loads(x.value or "[]")]
         ords = decisions.ords_for_ids(self.project, ids)
         for o in ords.values():
