@@ -511,7 +511,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
     sources = _export_sources(project, db, only, chosen_sources)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
-        from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, set_keep_rule
+        from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, record_keep_rule
 
         try:
             keep = parse_keep_rule(keep)
@@ -522,7 +522,8 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
             click.echo(f"keeping {describe_keep_rule(keep)} for this export (the project is read-only, so the rule "
                        f"is not saved in it)", err=True)
         else:
-            _run(lambda control: set_keep_rule(project, keep))
+            # one step of the undo history, as K in the app (an undo there puts back the rule it replaced)
+            _run(lambda control: record_keep_rule(project, keep, threshold=threshold, policy=policy))
     _warn_if_audit_stale(project, threshold, policy, keep)
     r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
              decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,

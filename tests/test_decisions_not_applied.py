@@ -58,3 +58,19 @@ def test_keep_rule_changes_are_logged_but_not_counted_as_decisions_applied(tmp_p
     r = ok("export", db, "--threshold", "0.5", "--out", tmp_path / "out.jsonl", "--decisions-log", log)
     assert "0 decisions applied" in r.output
     assert [json.loads(line)["kind"] for line in log.read_text().splitlines()] == ["keep_rule", "keep_rule"]
+
+
+def test_export_keep_is_one_undo_step_as_k_is(tmp_path):
+    """`export --keep` changes the project's rule as K does: one step of the undo history, so
+    an undo in the app puts back the rule it replaced (it used to set the rule outside the
+    history, and a later undo of an older K step overwrote it)."""
+    write_jsonl(tmp_path / "c.jsonl", [("a", "the quick brown fox jumps over the lazy dog near the river bank"),
+                                       ("b", "the quick brown fox jumps over the lazy dog near the river bank!")])
+    db = tmp_path / "P.db"
+    ok("scan", db, tmp_path / "c.jsonl")
+    ok("export", db, "--threshold", "0.5", "--keep", "longest", "--out", tmp_path / "out.jsonl")
+    with Project(db) as project:
+        assert decisions.keep_rule(project) == "longest"
+        undone = decisions.undo(project)
+        assert undone is not None and undone.kind == "keep_rule"
+        assert decisions.keep_rule(project) == "first"
