@@ -572,9 +572,6 @@ def last_audit(project: Project) -> dict | None:
     return table.last_audit(project.conn)
 
 
-staleness = table.staleness
-manifest_entry = table.manifest_entry
-
 
 # -- showing a pair as plain text ---------------------------------------------------------------
 
