@@ -55,8 +55,10 @@ def test_keep_rule_changes_are_logged_but_not_counted_as_decisions_applied(tmp_p
         decisions.record_keep_rule(project, "longest", threshold=0.5)
         decisions.record_keep_rule(project, "first", threshold=0.5)
     log = tmp_path / "decisions.jsonl"
-    r = ok("export", db, "--threshold", "0.5", "--out", tmp_path / "out.jsonl", "--decisions-log", log)
+    r = ok("export", db, "--threshold", "0.5", "--out", tmp_path / "out.jsonl", "--decisions-log", log,
+           "--manifest", tmp_path / "manifest.json")
     assert "0 decisions applied" in r.output
+    assert json.loads((tmp_path / "manifest.json").read_text())["counts"]["active_decisions"] == 0  # (the same count)
     assert [json.loads(line)["kind"] for line in log.read_text().splitlines()] == ["keep_rule", "keep_rule"]
 
 

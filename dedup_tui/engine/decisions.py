@@ -229,6 +229,12 @@ def active(project: Project) -> list[Decision]:
     return [_row(r) for r in review.decision_rows(project.db, "undone = ?", [ACTIVE])]
 
 
+def on_documents(project: Project) -> list[Decision]:
+    """The active decisions on documents: what an export applies and counts (keep-rule changes
+    name no document; the rule in force is the manifest's `keep_rule`)."""
+    return [d for d in active(project) if d.kind != "keep_rule"]
+
+
 def all_decisions(project: Project) -> list[Decision]:
     return [_row(r) for r in review.decision_rows(project.db)]
 
@@ -888,8 +894,8 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
             "near": int((reason == NEAR).sum()),
             "reviewer": int((reason == REVIEWER).sum()),
             "clusters": clustering.cluster_count,
-            "active_decisions": len(active(project)),
-            "decisions_not_applied": len(not_applied(project, active(project))),
+            "active_decisions": len(applied := on_documents(project)),
+            "decisions_not_applied": len(not_applied(project, applied)),
         },
         "outputs": outputs,
         # The last audit's estimate of wrong removals and its sample (engine/audit.py), or None.
@@ -945,7 +951,7 @@ def export_curated(
         write_cluster_table(project, graph, clustering, clusters_out,
                             kept_by_reviewer=overrides.keep if overrides else set(),
                             decided=overrides.decided if overrides else set())
-    in_force = [d for d in active(project) if d.kind != "keep_rule"]  # (the rule in force is in the manifest)
+    in_force = on_documents(project)
     inapplicable = not_applied(project, in_force) if use_decisions else {}
     n_decisions = len(in_force) - len(inapplicable)
     if decisions_out:
