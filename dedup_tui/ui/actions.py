@@ -60,6 +60,8 @@ MAIN_ACTIONS = [
     Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters", show=False),
     Act("K", "cycle_keep_rule", "Keep rule", "K", "clusters: keep the first in corpus order / the longest text (when you did not choose)", "Clusters", show=False),
     Act("ctrl+k", "keep_by_field", "Keep by field", "^k", "clusters: keep the highest / lowest value of a field (max:date = newest, max:score = best)", "Clusters", show=False),
+    Act("i", "id_width(4)", "Wider ids", "i", "ids: widen the id columns (remembered with the project)", "Clusters", show=False),
+    Act("I", "id_width(-4)", "Narrower ids", "I", "ids: narrow the id columns", "Clusters", show=False),
     Act("f", "cycle_filter", "Filter", "f", "clusters: show all / undecided / with a near duplicate / exact copies only", "Clusters", show=False),
     Act("F", "type_filter", "Filter by", "F", "clusters: filter by size and lowest similarity (size>=5 sim<=0.9 undecided)", "Clusters", show=False),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
