@@ -41,6 +41,11 @@ def visible_members(table: MemberTable) -> set[int]:
             for r in range(top, min(top + rows, table.row_count))}
 
 
+def reviewer_saw(path) -> dict[str, bool]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {row["id"]: row["reviewer_saw"] == "True" for row in csv.DictReader(fh)}
+
+
 def stored(db) -> set[int]:
     project = Project(db)
     try:
@@ -95,9 +100,7 @@ async def test_the_documents_shown_are_stored_and_export_says_reviewer_saw_for_t
     assert sum(not saw for saw in expected.values()) > 10
     out = tmp_path / "clusters.csv"
     ok("export", db, "--out", tmp_path / "kept.jsonl", "--clusters", out)
-    with open(out, newline="", encoding="utf-8") as fh:
-        saw = {row["id"]: row["reviewer_saw"] == "True" for row in csv.DictReader(fh)}
-    assert saw == expected
+    assert reviewer_saw(out) == expected
 
 
 async def test_a_read_only_window_records_nothing(tmp_path, monkeypatch):
