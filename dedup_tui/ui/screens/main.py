@@ -162,6 +162,8 @@ class MainScreen(Screen):
         self.review.model = self.model
         self.review.shown.review = self.model
         self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
+        for table in (self.query_one("#members", MemberTable), self.query_one("#clusters", ClusterTable)):
+            table.id_extra = lambda: self.model.view.id_widening
         self.partial = getattr(self.app, "partial", None)
         for preview in self.query(DocView):
             preview.can_focus = False  # tab moves between the two lists; enter opens the pair to scroll
@@ -1024,6 +1026,21 @@ class MainScreen(Screen):
         if self.model.set_policy(policy):
             self.remember_state()
             self.schedule_recluster(keep_order=False)
+
+    def action_id_width(self, cells: int) -> None:
+        """Widen (cells > 0) or narrow the id columns, in the view stored with the project."""
+        members = self.query_one("#members", MemberTable)
+        extra = self.model.view.id_widening
+        now, then = members.id_room(extra), members.id_room(extra + cells)
+        if then == now:
+            self.notify(f"The id column is {now} cells, as {'wide' if cells > 0 else 'narrow'} as it goes here",
+                        timeout=2)
+            return
+        self.model.set_id_widening(members.widening_for(then))
+        self.remember_state()
+        if self.index is not None:
+            self.render_list()
+        self.notify(f"The id column is {then} cells ({'I' if cells > 0 else 'i'} takes it back)", timeout=2)
 
     def action_cycle_sort(self) -> None:
         self.model.cycle_sort()

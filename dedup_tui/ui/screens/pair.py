@@ -123,6 +123,7 @@ class PairScreen(Screen):
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
         self.seen.add(self.right)
+        self.review.shown.add(self.left)  # (on screen too: the session's record, not this view's rule)
         left_text, right_text = left.text, right.text
         self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:

@@ -59,7 +59,7 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         scan.append(f"LSH {bands}×{rows}: P(found) {p_t:.3f} at {r.threshold:.2f}, {p_f:.3f} at the floor")
     out.add_row(scan)
     if e is None:
-        out.add_row(Text("No labels yet: press l to label pairs sampled around the threshold; "
+        out.add_row(Text("No labels yet: press L to label pairs sampled around the threshold; "
                          "precision, recall and a recommended threshold follow from them.", style="dim"))
     else:
         # what the labels say at the threshold and the recommendation first (at 80x24 the bins
@@ -73,13 +73,13 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         recommend.append(f"Target {e.target:.0%} ( ): ", style="bold")
         if e.too_few_labels:
             recommend.append(f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; "
-                             "l labels more)", style="italic")
+                             "L labels more)", style="italic")
         elif e.recommended is None:
             recommend.append("no threshold reaches it yet", style="italic")
         else:
             recommend.append(f"{e.recommended:.2f}", style="bold reverse")
             recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
-                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
+                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (= applies)")
         out.add_row(recommend)
         t = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
         for name, just in (("bin", "left"), ("pairs", "right"), ("lab.", "right"), ("prec.", "right"),
@@ -270,8 +270,8 @@ class TuneScreen(Screen):
         title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
         side = self.query_one("#tune-side").size.width or self.app.size.width
         self.query_one("#chains-title", Static).update(first_fitting([
-            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", "dim")),
-            Text.assemble(title, ("  x split · o open", "dim")), title], side - 2))
+            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) b break · g open", "dim")),
+            Text.assemble(title, ("  b break · g open", "dim")), title], side - 2))
 
     def show_far_pair(self) -> None:
         """Under the chains table, when the table has no room for it: the selected chain's two most
@@ -304,7 +304,7 @@ class TuneScreen(Screen):
         elif e is not None and e.recommended is not None:
             tail.append("  recommended ", style="dim")
             tail.append(f"{e.recommended:.2f}", style="bold")
-            tail.append(" (a)", style="dim")
+            tail.append(" (=)", style="dim")
         if self.report is None or self.report.threshold != self.review.threshold or (
                 self.report.estimates is not None and self.report.estimates.target != self.target):
             tail.append("  computing…", style="dim italic")
@@ -319,7 +319,7 @@ class TuneScreen(Screen):
 
         line = first_fitting([head("({policy}; + - moves)", " · target precision {target:.0%} (( ) moves)"),
                               head("+ -", " · target {target:.0%} ( )"), head("", " · target {target:.0%}")], width)
-        keys = "l: label pairs · s: SVG · j: labels JSONL · esc: back"
+        keys = "L: label pairs · S: SVG · j: labels JSONL · esc: back"
         if self.has_class("-narrow"):
             keys = ("v: numbers · " if self.has_class("-plots") else "v: plots · ") + keys
         line.append("\n" + keys, style="dim")
@@ -350,7 +350,7 @@ class TuneScreen(Screen):
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
         if e is None or e.recommended is None or e.too_few_labels:
-            self.notify("No recommendation yet: label pairs first (l)" if e is None or not e.too_few_labels else
+            self.notify("No recommendation yet: label pairs first (L)" if e is None or not e.too_few_labels else
                         f"Too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} "
                         "needed)", severity="warning")
             return
@@ -403,7 +403,8 @@ class TuneScreen(Screen):
 
 
 class ReviewScreen(Screen):
-    """Pairs sampled around the threshold, one at a time: d duplicate, n not, s skip."""
+    """Pairs sampled around the threshold, one at a time: 1 duplicate, 2 not, 0 skip (labels
+    have keys of their own: they are evidence for tuning, never decisions)."""
 
     BINDINGS = [a.binding() for a in REVIEW_ACTIONS]
     ACTIONS = REVIEW_ACTIONS
@@ -520,8 +521,8 @@ class ReviewScreen(Screen):
             head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
             head(" pair {at}/{n}", " · {session}")], width)
         t.append("\n")
-        keys = first_fitting([Text("d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back"),
-                              Text("d duplicate · n not (splits the pair) · s skip · u undo · esc back")], width)
+        keys = first_fitting([Text("1 duplicate · 2 not a duplicate (splits the pair) · 0 skip · u undo · esc back"),
+                              Text("1 duplicate · 2 not (splits the pair) · 0 skip · u undo · esc back")], width)
         t.append(note or keys.plain, style="italic" if note else "dim")
         cut = pair_notice(*self.shown) if q is not None else ""
         if cut:
