@@ -74,21 +74,29 @@ class PairDiff(Widget):
         self.key: Hashable = None  # the pair asked for last
         self.diffed = False  # whether its differences are shown
         self._generation = 0  # of the pair asked for last: a result of an earlier one is dropped
-        self._pair: tuple[window.Shown, window.Shown, bool] = (window.Shown("", 0), window.Shown("", 0), False)
+        self._pair: tuple[window.Shown, window.Shown] = (window.Shown("", 0), window.Shown("", 0))
         self._then: Callable[[Result], None] | None = None
-        self._unannounced: tuple[int, bool] | None = None  # drawn while the screen was not the one on top
+        self._unannounced: tuple[int, bool] | None = None  # drawn while a screen above hid this one
+        self._views: tuple[DocView, DocView, AlignedDiffView | None] | None = None
 
     def on_mount(self) -> None:
         self.watch(self.screen, "stack_updates", self._screen_stacked, init=False)
 
+    def _found_views(self) -> tuple[DocView, DocView, AlignedDiffView | None]:
+        if self._views is None:  # (the views are composed once: looked up once)
+            left, right, *_ = self.query(DocView)
+            self._views = left, right, next(iter(self.query(AlignedDiffView)), None)
+        return self._views
+
     @property
     def documents(self) -> tuple[DocView, DocView]:
-        left, right, *_ = self.query(DocView)
-        return left, right
+        """The two documents' views, left then right (the first two DocViews inside)."""
+        return self._found_views()[:2]
 
     @property
     def aligned_view(self) -> AlignedDiffView | None:
-        return next(iter(self.query(AlignedDiffView)), None)
+        """The view of both documents' lines aligned, if the screen has one (the pair view)."""
+        return self._found_views()[2]
 
     def show(self, key: Hashable, left: window.Shown, right: window.Shown | None, *, aligned: bool = False,
              normalized: bool = False, jaccard_k: int = 0, sync_chars: int = 0,
@@ -102,7 +110,7 @@ class PairDiff(Widget):
         are already (False: the documents are, their diff is under way)."""
         self._generation += 1
         self.key, self.diffed, self._then, self._unannounced = key, False, then, None
-        self._pair = (left, right or window.Shown("", 0), aligned)
+        self._pair = (left, right if right is not None else window.Shown("", 0))
         self.workers.cancel_group(self, "pair-diff")
         left_view, right_view = self.documents
         aligned_view = self.aligned_view
@@ -116,14 +124,15 @@ class PairDiff(Widget):
             return True
         if not jaccard_k and len(left.text) + len(right.text) <= sync_chars:
             if aligned:
-                result = align_lines(left.text, right.text, normalized)
+                lines = align_lines(left.text, right.text, normalized)
                 left_view.set_document(left.text, length=left.length)
                 right_view.set_document(right.text, length=right.length)
+                self._shown(lines)
             else:
-                result = diff(left.text, right.text, normalized=normalized)
-                left_view.set_document(left.text, result.left, length=left.length)
-                right_view.set_document(right.text, result.right, length=right.length)
-            self._shown(result, spans_set=True)
+                flowing = diff(left.text, right.text, normalized=normalized)
+                left_view.set_document(left.text, flowing.left, length=left.length)
+                right_view.set_document(right.text, flowing.right, length=right.length)
+                self._shown(flowing, spans_set=True)
             return True
         left_view.set_document(left.text, length=left.length)
         right_view.set_document(right.text, length=right.length)
@@ -143,8 +152,8 @@ class PairDiff(Widget):
             self._shown(message.result)
 
     def _shown(self, result: Result, spans_set: bool = False) -> None:
-        left, right, aligned = self._pair
-        if aligned:
+        if isinstance(result, AlignedDiff):
+            left, right = self._pair
             aligned_view = self.aligned_view
             assert aligned_view is not None, "an aligned diff needs an AlignedDiffView in the PairDiff"
             aligned_view.set_diff(result, window.pair_notice(left, right))
