@@ -62,7 +62,8 @@ def style_before(frame: str, word: str) -> str | None:
 
 
 def drawn(frames: list[str], *words: str) -> bool:
-    return any(all(w in f for w in words) for f in frames)
+    """Whether one frame drew all the words (a word's characters may be styled apart)."""
+    return any(all(w in SGR.sub("", f) for w in words) for f in frames)
 
 
 def marked(frames: list[str], word: str, plain_word: str) -> bool:
@@ -227,3 +228,74 @@ async def test_a_pair_shown_under_another_screen_is_announced_when_that_screen_c
         await until(pilot, lambda: app.shown)
         key, diffed, before = app.shown[0]
         assert (key, diffed) == ("under", True) and drawn(app.frames[:before], "UNDER", "CHANGED")
+
+
+async def test_a_pair_shown_while_the_widget_is_hidden_is_announced_once_it_is_displayed():
+    app = Harness()
+    async with app.run_test(size=(80, 24)) as pilot:
+        widget = app.query_one(PairDiff)
+        widget.display = False
+        await pilot.pause()
+        widget.show("hidden", *pair("HIDDEN"), sync_chars=10_000)
+        for _ in range(10):
+            await pilot.pause()
+        assert app.shown == [] and not drawn(app.frames, "HIDDEN")
+        widget.display = True
+        await until(pilot, lambda: app.shown)
+        key, diffed, before = app.shown[0]
+        assert (key, diffed) == ("hidden", True) and drawn(app.frames[:before], "HIDDEN", "CHANGED")
+
+
+async def test_the_screens_announce_the_pair_they_show_once_it_is_drawn(tmp_path, monkeypatch):
+    """In the app: the pair view announces its pair; the main screen's preview, hidden on a short
+    terminal, announces (kept, member under the cursor) only once a taller one shows it, after a
+    frame that drew the member's last word (the members list shows only the start of the text)."""
+    from dedup_tui.ui.app import create_app
+    from dedup_tui.ui.screens.pair import PairScreen
+
+    from .conftest import settle, write_corpus
+
+    base = "the river library opens at nine for the winter survey and the choir meets on friday " * 2
+    docs = [{"id": "note-a", "text": base + "KEPTWORD"}, {"id": "note-b", "text": base + "MEMBERWORD"}]
+    app = create_app(write_corpus(tmp_path / "notes.jsonl", docs), author="tester")
+    frames: list[str] = []
+    shown: list[tuple[str, object, bool, int]] = []  # (screen, key, diffed, frames before it)
+    display, post = type(app)._display, PairDiff.post_message
+
+    def record_frame(self, screen, renderable):
+        if renderable is not None and hasattr(renderable, "render_segments"):
+            frames.append(renderable.render_segments(self.console))
+        return display(self, screen, renderable)
+
+    def record_shown(self, message):
+        if isinstance(message, PairDiff.Shown):
+            shown.append((type(self.screen).__name__, message.key, message.diffed, len(frames)))
+        return post(self, message)
+
+    def frames_before(screen: str, key) -> list[str]:
+        return frames[:next(n for name, k, diffed, n in shown if (name, k, diffed) == (screen, key, True))]
+
+    monkeypatch.setattr(type(app), "_display", record_frame)
+    monkeypatch.setattr(PairDiff, "post_message", record_shown)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+        main = app.main
+        member = main.model.cursor.doc
+        kept = main.model.kept_of(member)
+        assert member != kept and main.has_class("-short")
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PairScreen) and screen._key[:2] == (kept, member)
+        await until(pilot, lambda: ("PairScreen", screen._key, True) in [s[:3] for s in shown])
+        assert drawn(frames_before("PairScreen", screen._key), "MEMBERWORD", "KEPTWORD")
+        assert "MainScreen" not in [s[0] for s in shown]  # its preview is hidden at 80x24
+        closed = len(frames)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert "MainScreen" not in [s[0] for s in shown] and not drawn(frames[closed:], "MEMBERWORD", "KEPTWORD")
+        await pilot.resize_terminal(120, 40)
+        await until(pilot, lambda: ("MainScreen", (kept, member), True) in [s[:3] for s in shown])
+        assert drawn(frames_before("MainScreen", (kept, member)), "MEMBERWORD", "KEPTWORD")

@@ -5,8 +5,9 @@ A screen composes it around the views it lays out (two DocViews, left then right
 view an AlignedDiffView) and gives it a pair with `show`. A short pair is diffed at once and drawn
 with its differences in one repaint; a longer one is drawn at once and diffed in this widget's
 worker: one diff at a time (a newer pair cancels the older one's), and a result for any pair but
-the last one asked for is dropped. Once a pair is on screen (after the repaint that drew it, on
-the screen the reviewer is looking at) the widget posts PairDiff.Shown with its key.
+the last one asked for is dropped. Once a pair is on screen (after the repaint that drew it; not
+while the widget is hidden or its screen is under another) the widget posts PairDiff.Shown with
+its key.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class PairDiff(Widget):
     DEFAULT_CSS = """
     PairDiff { width: 1fr; height: 1fr; overflow: hidden hidden; }
     """
+    MAX_WAIT = 20  # repaints to wait for the views to lay a pair out (each does at its next Resize)
 
     class Shown(Message):
         """The pair `key` is on screen: drawn, not only asked for. `diffed`: with its differences
@@ -76,7 +78,7 @@ class PairDiff(Widget):
         self._generation = 0  # of the pair asked for last: a result of an earlier one is dropped
         self._pair: tuple[window.Shown, window.Shown] = (window.Shown("", 0), window.Shown("", 0))
         self._then: Callable[[Result], None] | None = None
-        self._unannounced: tuple[int, bool] | None = None  # drawn while a screen above hid this one
+        self._unannounced: tuple[int, bool] | None = None  # in the views while they were not on screen
         self._views: tuple[DocView, DocView, AlignedDiffView | None] | None = None
 
     def on_mount(self) -> None:
@@ -168,26 +170,44 @@ class PairDiff(Widget):
 
     # -- saying what is on screen --------------------------------------------------------------
     def _announce(self) -> None:
-        self.call_after_refresh(self._post_shown, self._generation, self.diffed)
+        self.call_after_refresh(self._post_shown, self._generation, self.diffed, self._laid_out())
 
-    def _post_shown(self, generation: int, diffed: bool) -> None:
+    def _laid_out(self) -> bool:
+        """Whether the views hold the pair laid out at their width (a view given its width in the
+        layout under way lays the pair out when it handles its Resize, for the repaint after)."""
+        left, right, aligned = self._found_views()
+        return all(view.laid_out for view in (left, right, aligned) if view is not None and view.display)
+
+    def _post_shown(self, generation: int, diffed: bool, laid_out: bool, waited: int = 0) -> None:
         if generation != self._generation:
             return  # replaced before it was drawn
-        if not self._visible():  # (the repaint was of a screen above this one): when this one is seen again
+        if not self._on_screen():  # announced when it is
             self._unannounced = (generation, diffed)
+            return
+        if not laid_out and waited < self.MAX_WAIT:  # the repaint just made may have drawn empty views
+            self.call_after_refresh(self._post_shown, generation, diffed, self._laid_out(), waited + 1)
             return
         self.post_message(self.Shown(self, self.key, diffed))
 
-    def _visible(self) -> bool:
-        """Whether this widget's screen is drawn: on top, or under screens that let it show through
-        (a dialog's). Screen.is_current also counts the screen under an opaque one."""
+    def _on_screen(self) -> bool:
+        """Whether the repaint drew this widget: laid out with room (not hidden by a style, as the
+        main screen's preview is on a short terminal), on the screen on top or under screens that
+        let it show through (a dialog's). Screen.is_current counts the screen under any screen."""
+        if not self.region.area:
+            return False
         stack = self.app.screen_stack
         if self.screen not in stack:
             return False
         return all(above.styles.background.a < 1 for above in stack[stack.index(self.screen) + 1:])
 
+    def on_show(self) -> None:
+        self._announce_unannounced()
+
     def _screen_stacked(self, _updates: int) -> None:
-        if self._unannounced is not None and self._visible():
+        self._announce_unannounced()
+
+    def _announce_unannounced(self) -> None:
+        if self._unannounced is not None and self._on_screen():
             generation, diffed = self._unannounced
             self._unannounced = None
-            self.call_after_refresh(self._post_shown, generation, diffed)
+            self.call_after_refresh(self._post_shown, generation, diffed, self._laid_out())
