@@ -114,9 +114,10 @@ async def test_shown_comes_after_the_frame_that_drew_the_pair_and_carries_its_ke
         widget = app.query_one(PairDiff)
         left, right = pair("ALPHA")
         assert widget.show(("a", 1), left, right, sync_chars=10_000)  # short: diffed at once
+        assert widget.diffed and not widget.drawn
         await until(pilot, lambda: app.shown)
         key, diffed, before = app.shown[0]
-        assert (key, diffed) == (("a", 1), True)
+        assert (key, diffed) == (("a", 1), True) and widget.drawn
         assert drawn(app.frames[:before], "ALPHA", "CHANGED")
         assert marked(app.frames[:before], "CHANGED", "ALPHA")  # the difference too
         assert len(app.shown) == 1
@@ -140,7 +141,9 @@ async def test_a_long_pair_is_announced_drawn_then_diffed(monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         widget = app.query_one(PairDiff)
         assert not widget.show("long", *pair("LONG"), sync_chars=0)  # in the worker
+        assert not widget.drawn
         await until(pilot, lambda: app.shown)
+        assert widget.drawn  # (its documents)
         assert app.shown[0][:2] == ("long", False)
         assert drawn(app.frames[:app.shown[0][2]], "LONG", "CHANGED")
         assert not marked(app.frames, "CHANGED", "LONG")  # its diff is not there yet

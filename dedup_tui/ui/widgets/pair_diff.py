@@ -74,7 +74,8 @@ class PairDiff(Widget):
                  classes: str | None = None) -> None:
         super().__init__(*children, name=name, id=id, classes=classes)
         self.key: Hashable = None  # the pair asked for last
-        self.diffed = False  # whether its differences are shown
+        self.diffed = False  # whether its differences are in the views
+        self.drawn = False  # whether it was drawn (announced by Shown): a key may act on it
         self._generation = 0  # of the pair asked for last: a result of an earlier one is dropped
         self._pair: tuple[window.Shown, window.Shown] = (window.Shown("", 0), window.Shown("", 0))
         self._then: Callable[[Result], None] | None = None
@@ -111,7 +112,7 @@ class PairDiff(Widget):
         differences are in the views (before the repaint that draws them). Returns whether they
         are already (False: the documents are, their diff is under way)."""
         self._generation += 1
-        self.key, self.diffed, self._then, self._unannounced = key, False, then, None
+        self.key, self.diffed, self.drawn, self._then, self._unannounced = key, False, False, then, None
         self._pair = (left, right if right is not None else window.Shown("", 0))
         self.workers.cancel_group(self, "pair-diff")
         left_view, right_view = self.documents
@@ -187,6 +188,7 @@ class PairDiff(Widget):
         if not laid_out and waited < self.MAX_WAIT:  # the repaint just made may have drawn empty views
             self.call_after_refresh(self._post_shown, generation, diffed, self._laid_out(), waited + 1)
             return
+        self.drawn = True
         self.post_message(self.Shown(self, self.key, diffed))
 
     def _on_screen(self) -> bool:
