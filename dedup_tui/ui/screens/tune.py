@@ -19,12 +19,11 @@ from ...engine.decisions import ords_for_ids
 from ...engine.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
-from ..diff import diff, diff_in_worker
-from ..messages import DiffReady
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
+from ..widgets.pair_diff import PairDiff
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
@@ -427,7 +426,8 @@ class ReviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="review-header")
-        yield from compose_side_by_side()
+        with PairDiff():
+            yield from compose_side_by_side()
         yield AppFooter()
 
     def on_mount(self) -> None:
@@ -460,8 +460,7 @@ class ReviewScreen(Screen):
             self.refill()
         if not self.queue:
             self.current = None
-            self.query_one("#left-doc", DocView).set_document("")
-            self.query_one("#right-doc", DocView).set_document("")
+            self.query_one(PairDiff).show(None, Shown("", 0), None)
             self.update_header("Every stored pair is labelled. esc: back to the tuning screen.")
             return
         q = self.current = self.queue[self.pos]
@@ -469,35 +468,14 @@ class ReviewScreen(Screen):
         self._ids = tuple(project.ids_for([q.a, q.b]))
         # a window of a huge document (reading, wrapping and the diff bounded by it)
         self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
-        (left, left_length), (right, right_length) = ((s.text, s.length) for s in self.shown)
         self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
-        lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
-        key = (q.a, q.b)
-        if len(left) + len(right) <= self.SYNC_DIFF_CHARS:
-            result = diff(left, right)
-            lv.set_document(left, result.left, length=left_length)
-            rv.set_document(right, result.right, length=right_length)
-        else:
-            lv.set_document(left, length=left_length)
-            rv.set_document(right, length=right_length)
-            self.compute_diff(key, left, right)
+        self.query_one(PairDiff).show((q.a, q.b), *self.shown, sync_chars=self.SYNC_DIFF_CHARS)
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
             t.append(f"{side}: ", style="dim")
             t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
-
-    @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
-    def compute_diff(self, key: tuple, left: str, right: str) -> None:
-        result = diff_in_worker(left, right)
-        if result is not None:
-            self.post_message(DiffReady(key, result))
-
-    def on_diff_ready(self, message: DiffReady) -> None:
-        if self.current is not None and message.key == (self.current.a, self.current.b):
-            self.query_one("#left-doc", DocView).set_spans(message.result.left)
-            self.query_one("#right-doc", DocView).set_spans(message.result.right)
 
     def update_header(self, note: str | None = None) -> None:
         q = self.current
