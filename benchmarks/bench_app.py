@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys

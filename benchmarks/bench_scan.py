@@ -611,7 +611,7 @@ def main() -> None:
             good = np.isin(ks, tkeys, assume_unique=True)
             r["precision"] = float(good.mean()) if len(ks) else 1.0
             r["missed"] = int((~hit).sum())
-            r["measured_pairs"] = int(len(ks))
+            r["measured_pairs"] = len(ks)
             if r["tool"] not in PEERS and not good.all():
                 bad = ks[~good][:5]
                 log(f"  WARNING: {int((~good).sum()):,} of our pairs touching the sample are below the floor by "

@@ -317,7 +317,7 @@ def _slotted(rng: random.Random, text: str, slots: list[str], n: int) -> list[st
 
 
 class _Command:
-    def __init__(self, rng: random.Random, src: SentenceSource, tpl: "_Template"):
+    def __init__(self, rng: random.Random, src: SentenceSource, tpl: _Template):
         self.name = _name(rng)
         self.tagline = src.sentence()
         self.args = " ".join(rng.sample(_ARGS, rng.randint(0, 2)))

@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpora  # noqa: E402
-import oracle  # noqa: E402
+import corpora
+import oracle
 
 
 def main() -> None:

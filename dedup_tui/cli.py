@@ -17,7 +17,7 @@ from pathlib import Path
 # inherits it); a value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .engine import warmup  # noqa: E402
+from .engine import warmup
 
 # First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
 # now, before this module's imports (numba-free; see engine/warmup.py).
@@ -982,7 +982,7 @@ def _label_interactively(project: Project, auditing, result) -> None:
             if value is not None:
                 break
             click.echo("answer d, n, s or q")
-        _run(lambda control: auditing.label(project, pair, value))
+        _run(lambda control: auditing.label(project, pair, value))  # noqa: B023 - run before the next pair
 
 
 def _audit_report(result, db: str) -> str:

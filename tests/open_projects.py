@@ -59,7 +59,7 @@ class Scope:
     """The projects opened while one test (or one module's fixtures) ran."""
 
     by_tests: list[tuple[store.Project, str]] = field(default_factory=list)
-    by_app: "weakref.WeakKeyDictionary[store.Project, str]" = field(default_factory=weakref.WeakKeyDictionary)
+    by_app: weakref.WeakKeyDictionary[store.Project, str] = field(default_factory=weakref.WeakKeyDictionary)
 
     def close_all(self, kept_by_app: list[str]) -> list[str]:
         """Close every project still open; return where the tests' own open ones were opened

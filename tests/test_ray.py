@@ -349,9 +349,8 @@ async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
         await pilot.press("R")  # no local rescan of a partial project
         await pilot.pause()
         assert app.screen is app.main and not app.main.scanning
-    with Project(db) as project:
-        with pytest.raises(ProjectError, match="cluster-scan"):
-            scan(project)
+    with Project(db) as project, pytest.raises(ProjectError, match="cluster-scan"):
+        scan(project)
 
 
 def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):

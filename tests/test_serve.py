@@ -171,18 +171,17 @@ async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=(
     once `sent_when(bytes)` holds; the bytes returned are then only those received after."""
     got = b""
     waiting = sent_when is not None
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url, headers={"Origin": origin}) as ws:
-            async with asyncio.timeout(timeout):
-                async for message in ws:
-                    if message.type == aiohttp.WSMsgType.BINARY:
-                        got += message.data
-                        if waiting and sent_when(got):
-                            for item in send:
-                                await ws.send_str(json.dumps(item))
-                            got, waiting = b"", False
-                        elif not waiting and until(got):
-                            return got
+    async with aiohttp.ClientSession() as session, session.ws_connect(url, headers={"Origin": origin}) as ws:
+        async with asyncio.timeout(timeout):
+            async for message in ws:
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    got += message.data
+                    if waiting and sent_when(got):
+                        for item in send:
+                            await ws.send_str(json.dumps(item))
+                        got, waiting = b"", False
+                    elif not waiting and until(got):
+                        return got
     raise AssertionError(f"the websocket closed after {len(got)} bytes")
 
 

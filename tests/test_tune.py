@@ -135,7 +135,7 @@ def test_queue_is_stratified_and_interleaved(synth_project):
     queue = tune.review_queue(graph, 0.3, 0.2, per_bin=5, span=0.1)
     bins = [q.bin for q in queue]
     edges = tune.bin_edges(0.2)
-    assert all(0.2 - 1e-9 <= q.similarity and edges[q.bin] <= q.similarity for q in queue)
+    assert all(q.similarity >= 0.2 - 1e-9 and edges[q.bin] <= q.similarity for q in queue)
     # the first round visits every bin once, the one holding the threshold first
     first_round = bins[: len(set(bins))]
     assert sorted(first_round) == sorted(set(bins))

@@ -62,7 +62,7 @@ def _njit(fn, **options):
     if CACHE_DIR:
         try:  # (what cache=True does, with numba's FunctionCache)
             dispatcher._cache = _KernelCache(dispatcher.py_func)
-        except Exception:  # e.g. "no locator available": compile without a cache instead
+        except Exception:  # noqa: BLE001 - e.g. "no locator available": compile without a cache instead
             pass
     return dispatcher
 

@@ -62,7 +62,7 @@ class SignedAhead:
         self.usable = True
 
     @classmethod
-    def for_settings(cls, settings, workers: int = 0) -> "SignedAhead | None":
+    def for_settings(cls, settings, workers: int = 0) -> SignedAhead | None:
         """One for a scan with these settings (a ScanSettings), or None when signing ahead would
         compile kernels in this process (a first run: the warm-up compiles them)."""
         from .exact import compiled_ready
@@ -72,7 +72,7 @@ class SignedAhead:
         return cls(settings.k, settings.num_perm, settings.seed, workers or AHEAD_WORKERS)
 
     @classmethod
-    def for_corpus(cls, settings, paths) -> "SignedAhead | None":
+    def for_corpus(cls, settings, paths) -> SignedAhead | None:
         """One for loading the corpus files `paths` and then scanning them with `settings`, or
         None: see for_settings, and a small corpus is not worth it (MIN_CORPUS_BYTES)."""
         from .warmup import corpus_bytes
@@ -145,7 +145,7 @@ class SignedAhead:
                 control.check()
                 try:
                     text, start, job_signatures, job_sketch_of, job_sketches = future.result()
-                except Exception:  # (a signing job failed, e.g. out of memory: the scan signs them itself)
+                except Exception:  # noqa: BLE001 - a signing job failed, e.g. out of memory: the scan signs them itself
                     for _, _, rest in jobs[i + 1:]:
                         rest.cancel()
                     self.discard()

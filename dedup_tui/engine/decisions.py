@@ -86,12 +86,12 @@ class Decision:
 LABEL_VALUE = "label"
 
 
-def is_label_split(d: "Decision") -> bool:
+def is_label_split(d: Decision) -> bool:
     """The not_duplicate decision a tuning label recorded (engine.tune.set_label)."""
     return d.kind == "not_duplicate" and d.value == LABEL_VALUE
 
 
-def decides_its_document(d: "Decision") -> bool:
+def decides_its_document(d: Decision) -> bool:
     """Whether `d` makes the document it names decided (reviewed): not a note, and not a tuning
     label (evidence, never a review of its documents)."""
     return d.doc_id is not None and d.kind != "note" and not is_label_split(d)
@@ -168,7 +168,7 @@ def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None
     one undo. Discards anything that could be redone. Returns them, oldest first."""
     if not rows:
         return []
-    for kind, doc_id, other_id, _value in rows:
+    for kind, _doc_id, other_id, _value in rows:
         if kind not in KINDS or kind == "keep_rule":  # (record_keep_rule: it names no document)
             raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS[:-1])})")
         if kind == "not_duplicate" and not other_id:
@@ -281,7 +281,7 @@ class Overrides:
     pinned: set[int] = field(default_factory=set)
 
     @classmethod
-    def load(cls, project: Project) -> "Overrides":
+    def load(cls, project: Project) -> Overrides:
         decisions = active(project)
         listed = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
         ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions] + listed)
@@ -321,7 +321,7 @@ class Overrides:
         remove = {o for o, k in state.items() if k == "remove"}
         return cls(keep, remove, split, accepted, decided, pinned - remove)
 
-    def after_keep(self, o: int) -> "Overrides | None":
+    def after_keep(self, o: int) -> Overrides | None:
         """What load() reads back once a keep of `o` is recorded after these decisions (the
         newest keep or remove decision on a document wins), or None when that is not known from
         these alone: `o` removed (its removal taken over may make a judged-against pin of it
@@ -379,7 +379,7 @@ def _clusters_holding(cluster: np.ndarray, docs: set[int]) -> dict[int, list[int
 
 
 def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides,
-                      index: "PairIndex") -> int:
+                      index: PairIndex) -> int:
     """Settle one cluster (its members in ord order, `label` its label before any decision) by
     the decisions in `ov`, in place; returns its label after them. Every member's keeper,
     similarity and reason is set here, whatever it was."""
@@ -885,7 +885,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "policy": policy,
         "keep_rule": rule or keep_rule(project),
         "counts": {
-            "documents": int(len(reason)),
+            "documents": len(reason),
             "kept": int((reason == KEPT).sum()),
             "exported": int(clustering.exported().sum()),
             "references": int(clustering.reference.sum()) if clustering.reference is not None else 0,

@@ -70,7 +70,7 @@ class _Kept:
         with self._lock:
             try:
                 if self._file is None:
-                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")
+                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")  # noqa: SIM115 - open while the scan runs
                 self._file.seek(self._end)
                 self._file.write(data)
             except OSError:  # (no room in the temporary folder: kept in memory, as before)

@@ -823,7 +823,7 @@ class Stage:
             while pending:
                 self.control.check()
                 # (through ray://, a task's error can already come out of wait)
-                done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
+                _done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
                 self.control.report(name, total - len(pending), total)
             self.control.check()
             result = self.ray.get(refs)

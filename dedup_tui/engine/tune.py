@@ -285,7 +285,7 @@ def review_queue(graph: PairGraph, threshold: float, floor: float, per_bin: int 
     lo, hi = max(floor, threshold - span), min(1.0, threshold + span)
     bins = bin_of(graph.jaccard, edges)
     centres = (edges[:-1] + edges[1:]) / 2
-    wanted = [i for i in range(len(centres)) if edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9 or
+    wanted = [i for i in range(len(centres)) if (edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9) or
               (hi >= 1.0 and i == len(centres) - 1)]
     home = int(bin_of([threshold], edges)[0])
     wanted.sort(key=lambda i: (i != home, abs(centres[i] - threshold), i))
@@ -693,7 +693,7 @@ def report(project: Project, graph: PairGraph, threshold: float, target: float =
     return TuneReport(
         floor=floor,
         threshold=threshold,
-        pairs=int(len(graph.jaccard)),
+        pairs=len(graph.jaccard),
         documents=graph.n,
         histogram=histogram(graph, floor, bins),
         sweep=cached_sweep(graph, floor, split),

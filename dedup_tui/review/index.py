@@ -98,7 +98,7 @@ class Listing:
     filter: str = "all"
 
     @classmethod
-    def parse(cls, text: str) -> "Listing":
+    def parse(cls, text: str) -> Listing:
         """The listing a string names ("size", "low:undecided"); ValueError for an unknown sort
         or filter."""
         sort, _, flt = text.partition(":")
@@ -195,7 +195,7 @@ class ClusterIndex:
         """Whether with_listing(listing) can give this listing (another filter needs every cluster)."""
         return self.every is not None or listing.filter == self.listing.filter
 
-    def with_listing(self, listing: Listing) -> "ClusterIndex":
+    def with_listing(self, listing: Listing) -> ClusterIndex:
         """The same clustering listed otherwise: another order, or another filter (see can_show)."""
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
@@ -203,14 +203,14 @@ class ClusterIndex:
                            self.clustering.reference, self.clustering.with_new_documents())
         return self._listed(listing, every, order)
 
-    def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> "ClusterIndex":
+    def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> ClusterIndex:
         labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
         return ClusterIndex(self.threshold, self.policy, listing, self.clustering, self.overrides, self.counts,
                             labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
                             self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order],
                             self.graph)
 
-    def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> "ClusterIndex | None":
+    def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> ClusterIndex | None:
         """This list, in its order, for `clustering`: this one's clustering under other
         decisions on the documents `docs` (decisions.reapply_overrides), no document having moved
         to another cluster. Only the clusters holding those documents are counted again (and
@@ -285,7 +285,7 @@ class ClusterIndex:
             index.__dict__["_places"] = places
         return index
 
-    def keeping_order_of(self, previous: "ClusterIndex | None") -> "ClusterIndex":
+    def keeping_order_of(self, previous: ClusterIndex | None) -> ClusterIndex:
         """This clustering listed in the order of `previous` (the list the reviewer is working
         through): a cluster stays where any of its documents was listed, even when the filter
         would drop it now (it became decided); a cluster split in two stays together at that
@@ -368,7 +368,7 @@ def _graph_counts(graph: PairGraph) -> tuple[int, int, int]:
     roots = graph.exact_of[graph.exact_of >= 0]
     seen = np.zeros(len(graph.exact_of), dtype=bool)
     seen[roots] = True
-    counts = (int(np.count_nonzero(seen)), int(len(roots)), int(len(graph.jaccard)))
+    counts = (int(np.count_nonzero(seen)), len(roots), len(graph.jaccard))
     _GRAPH_COUNTS.clear()
     _GRAPH_COUNTS[id(graph)] = (graph, *counts)
     return counts
@@ -424,7 +424,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
         exact_duplicates=exact_duplicates,
         stored_pairs=stored_pairs,
         pairs_at_threshold=int(np.count_nonzero(graph.jaccard >= c.threshold)),
-        clusters=int(len(labels)),
+        clusters=len(labels),
         kept=c.kept_count,
         removed=c.removed_count,
         decided_clusters=int(decided.sum()),

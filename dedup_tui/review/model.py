@@ -154,7 +154,7 @@ class Review:
 
     # -- opening and the stored view --------------------------------------------------------------
     @classmethod
-    def open(cls, path, author: str | None = None) -> "Review":
+    def open(cls, path, author: str | None = None) -> Review:
         """A review of a scanned project, its list built (synchronously)."""
         from ..engine.store.scans import load_graph
 

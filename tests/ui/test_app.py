@@ -523,7 +523,7 @@ async def test_every_footer_key_is_visible_at_80x24(corpus, screen_keys):
         palette = footer.query("FooterKey.-command-palette")
         right_edge = palette.first().region.x if palette else 80
         for key in keys:
-            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+            assert key.region.width > 0 and key.region.right <= right_edge, (str(key.render()), key.region)
 
 
 async def test_the_pair_view_never_hides_a_character(tmp_path):

@@ -139,7 +139,7 @@ async def test_footer_ends_with_a_whole_key(tmp_path, size, keys):
         shown = [k for k in footer.query("FooterKey") if k.display and not k.has_class("-command-palette")]
         assert len(shown) >= 5
         for key in shown:
-            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+            assert key.region.width > 0 and key.region.right <= right_edge, (str(key.render()), key.region)
 
 
 async def test_label_queue_header_whole_at_80x24(tmp_path):

@@ -87,7 +87,7 @@ class Project:
         forget_snapshot(self.conn)
         self.conn.close()
 
-    def __enter__(self) -> "Project":
+    def __enter__(self) -> Project:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -190,7 +190,7 @@ class Project:
 
         n = self.next_ord() if n is None else n
         mask = np.zeros(n, dtype=bool)
-        for source_id in sorted(set(int(s) for s in source_ids)):
+        for source_id in sorted({int(s) for s in source_ids}):
             rows = self.conn.execute("SELECT ord FROM documents WHERE source_id = ?", (source_id,)).fetchall()
             ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
             mask[ords[ords < n]] = True
