@@ -308,7 +308,7 @@ def _version(rng: random.Random) -> str:
     return f"{rng.randint(0, 12)}.{rng.randint(0, 30)}.{rng.randint(0, 20)}"
 
 
-def _slotted(rng: random.Random, text: str, slots: list[str], n: int) -> list[str]:
+def _slotted(rng: random.Random, text: str, slots: tuple[str, ...], n: int) -> list[str]:
     """Words of text with n slot markers (filled per page) put at random word positions."""
     words = text.split(" ")
     for _ in range(n):
@@ -332,7 +332,7 @@ class _Template:
     """A documentation page shape: boilerplate paragraphs with slots, optional and movable
     sections, an option table, commands that fill it (each page documents one command)."""
 
-    SLOTS = ["§cmd§", "§version§", "§path§", "§project§", "§opt§"]
+    SLOTS = ("§cmd§", "§version§", "§path§", "§project§", "§opt§")
 
     def __init__(self, rng: random.Random, src: SentenceSource):
         self.project = _name(rng).capitalize()
@@ -756,7 +756,10 @@ def manpage_variant(recs: list[dict], i: int, by_family: dict[str, list[int]],
             out.append(u)
     text = sep.join(out)
     dvocab = _WORD.findall(donor["text"]) or ["x"]
-    norm = lambda t: _WS.sub(" ", t.lower().strip())
+
+    def norm(t):
+        return _WS.sub(" ", t.lower().strip())
+
     original = norm(rec["text"])
     rate = rng.uniform(0.02, 0.08)
     while True:

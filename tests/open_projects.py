@@ -48,7 +48,7 @@ def is_open(project: store.Project) -> bool:
     if conn is None:
         return False
     try:
-        conn.total_changes
+        conn.total_changes  # noqa: B018 - raises on a closed connection
     except sqlite3.ProgrammingError:  # "Cannot operate on a closed database."
         return False
     return True

@@ -160,7 +160,7 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
 
 
 def test_the_audit_never_records_a_decision(project_file, tmp_path):
-    path, group = project_file
+    path, _group = project_file
     with Project(path) as p:
         dec.record(p, "keep", "d0001", threshold=T, policy="components")
         result = audit.run_audit(p, T, "components", size=30, kept_size=10)

@@ -103,7 +103,7 @@ def test_histogram_and_s_curve(synth_project):
     assert h.counts.sum() == len(graph.jaccard) and len(h.edges) == 17
     assert h.edges[0] == 0.2 and h.edges[-1] == 1.0
     assert tune.s_curve({"method": "exhaustive", "bands": 0, "rows": 0}) is None
-    s, p, b, r = tune.s_curve({"method": "lsh", "bands": 20, "rows": 5})
+    _s, p, b, r = tune.s_curve({"method": "lsh", "bands": 20, "rows": 5})
     assert (b, r) == (20, 5) and p[0] == 0.0 and p[-1] == 1.0
     assert np.all(np.diff(p) >= 0)
 
@@ -181,7 +181,7 @@ def test_recommendation_near_truth(synth_project, tmp_path):
 
 
 def test_not_duplicate_label_is_a_decision(synth_project):
-    project, _, group = synth_project
+    project, _, _group = synth_project
     graph = load_graph(project)
     try:
         k = int(np.argmax(graph.jaccard))

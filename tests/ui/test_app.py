@@ -180,7 +180,7 @@ async def test_not_duplicate_accept_and_note(corpus):
         graph = main.graph
         # find a cluster of two near duplicates (not exact copies)
         idx = main.index
-        for pos, label in enumerate(idx.labels.tolist()):
+        for pos, label in enumerate(idx.labels.tolist()):  # noqa: B007 - pos: where the loop stopped
             members = idx.members(label)
             if len(members) == 2 and graph.exact_of[members].max() < 0:
                 break
