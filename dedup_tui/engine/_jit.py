@@ -30,7 +30,7 @@ from numba.extending import intrinsic  # noqa: E402
 
 if CACHE_DIR:
     # numba may have been imported before us (then it read the environment already).
-    numba.config.CACHE_DIR = CACHE_DIR
+    numba.config.CACHE_DIR = CACHE_DIR  # type: ignore[attr-defined]
 
 
 _write_error: list[OSError] = []

@@ -136,9 +136,9 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
             continue
         path = Path(path)
         ident = _identity(_stream_path(path))
-        label = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
-        if label:
-            raise OutputError(f"{path}: is {label}; choose another file for the {what}")
+        protected_as = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
+        if protected_as:
+            raise OutputError(f"{path}: is {protected_as}; choose another file for the {what}")
         if ident in seen and ident != _identity(Path(os.devnull)):  # discarding two outputs is fine
             raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
         seen[ident] = what

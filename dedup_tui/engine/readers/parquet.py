@@ -27,7 +27,7 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
         raise CorpusError(str(path), None, f"not a readable Parquet file ({one_line(exc)})") from None
     names = pf.schema_arrow.names
     _check_columns(path, names, id_field, text_field, id_required)
-    yield names  # type: ignore[misc]
+    yield names
     row_number = first_row
     for batch in _batches(path, pf, lambda: row_number, row_groups):  # noqa: B023 - the row reached so far
         for obj in batch_rows(batch):

@@ -230,7 +230,7 @@ class WriteGuard:
         return self
 
     def release(self) -> None:
-        if self.fd is not None:
+        if self.fd is not None and self.path is not None:
             try:  # the last holder removes the lock file (openers re-check it is the same file)
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(self.fd, lock_path(self.path.resolve())):

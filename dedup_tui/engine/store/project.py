@@ -99,7 +99,7 @@ class Project:
 
     def set_meta(self, **values: object) -> None:
         """meta rows (key, value), replaced; a value that is not a string is stored as its JSON."""
-        self.db["meta"].insert_all(
+        self.db.table("meta").insert_all(
             ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True)
 
     # -- the last view the review app showed, so reopening shows it without re-clustering --
@@ -263,11 +263,11 @@ class Project:
 
     def add_source(self, row: dict) -> int:
         """One row of `sources` (a loaded or imported file); its id."""
-        return self.db["sources"].insert(row).last_pk
+        return self.db.table("sources").insert(row).last_pk
 
     def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
         """A loaded file's counts, once its documents are written."""
-        self.db["sources"].update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
+        self.db.table("sources").update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
 
     def insert_documents(self, rows: list[tuple]) -> None:
         """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum),
@@ -365,7 +365,7 @@ class Project:
         ids = self.ids_for(ords)
         ints = self.integer_id_sources()
         if not ints:
-            return ids
+            return list(ids)  # a copy, typed list[str | int]
         return [int(i) if s in ints else i for i, s in zip(ids, self._column_for("source_id", ords))]
 
     def json_id_map(self, doc_ids) -> dict[str, str | int]:
