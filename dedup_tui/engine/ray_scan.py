@@ -606,7 +606,7 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
 
     from .exact import exact_keys
 
-    out = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
+    out: dict[str, list] = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
     if not len(wanted):
         return np.empty(0, np.int64), []
     pos = base

@@ -401,7 +401,8 @@ class Project:
             "INSERT INTO runs(command, status, started_at, params, pid, host) VALUES (?, 'running', ?, ?, ?, ?)",
             (command, now_iso(), json.dumps(params), os.getpid(), socket.gethostname()),
         )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # (set by every INSERT)
+        return cur.lastrowid
 
     def interrupted_runs(self, command: str | None = "scan") -> list[dict]:
         """Runs still marked 'running' whose process is gone (killed, crashed, power cut).
