@@ -20,6 +20,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -162,7 +163,7 @@ def _switch(project: Project, find, old_state: int, new_state: int) -> Decision 
     return d
 
 
-def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None, str | None]], threshold: float | None = None,
+def record_many(project: Project, rows: Sequence[tuple[str, str, str | None, str | None]], threshold: float | None = None,
                 policy: Policy | None = None, author: str | None = None) -> list[Decision]:
     """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
     one undo. Discards anything that could be redone. Returns them, oldest first."""
@@ -197,7 +198,7 @@ def refuse_removing_references(project: Project, doc_ids: list[str]) -> None:
     source_of = project.sources_of_ids(doc_ids)
     for doc_id in doc_ids:
         if source_of.get(doc_id) in refs:
-            path = project.source_paths().get(source_of[doc_id])
+            path = project.source_paths().get(source_of[doc_id], "?")
             raise ReferenceRemoval(f"{literal_line(doc_id, 60)} is a reference document (from {literal_line(path)}): "
                                    f"reference documents are matched but never removed")
 
@@ -437,14 +438,15 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
     is not known (a decision taken back, or `previous` not made by apply_overrides)."""
     if previous.overridden is None or old.split_pairs != new.split_pairs:
         return None
+    overridden = dict(previous.overridden)
     c = replace(previous, keeper=previous.keeper.copy(), similarity=previous.similarity.copy(),
-                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=dict(previous.overridden))
+                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=overridden)
     changed = (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned)
     if not changed:
         return c
     index = PairIndex(graph)
     for now, members in _clusters_holding(previous.cluster, changed).items():
-        before = c.overridden.pop(now, None)
+        before = overridden.pop(now, None)
         base = now if before is None else before
         # before any decision a cluster's label is its kept document, and no other member is both
         # kept and its own cluster: a pin moves the cluster unless it is that document
@@ -453,7 +455,7 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
             if before is not None:
                 return None  # its state before the decisions is gone: cluster again
             continue
-        c.overridden[_override_cluster(graph, c, members, base, new, index)] = base
+        overridden[_override_cluster(graph, c, members, base, new, index)] = base
     return forget_rejected(c)
 
 
@@ -599,7 +601,7 @@ def _field_value(source: dict, doc_id: str, text: str, record, field: str):
     it), or None."""
     value = as_object(source, doc_id, text, record).get(field)
     if type(value) is float and value == value:  # not NaN: read again, its digits as written
-        raw = record.decode("utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
+        raw = str(record, "utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
         value = _exact_decoder().decode(raw).get(field)
     return value
 
@@ -975,7 +977,7 @@ def export_curated(
         not_applied=len(inapplicable),
     )
     if manifest_out:
-        outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
+        outputs: dict[str, object] = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
         if clusters_out:
             outputs["clusters"] = result.clusters_out

@@ -74,7 +74,7 @@ class AtomicFile:
     never replaced by a file.
     """
 
-    def __init__(self, path: Path, mode: str, overwrite: bool = True):
+    def __init__(self, path: str | Path, mode: str, overwrite: bool = True):
         self.path = Path(path)
         self.mode = mode
         self.overwrite = overwrite

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .errors import DedupError
@@ -112,7 +112,7 @@ def _inside_folder(path: Path, folders: dict[Path, str]) -> tuple[Path, str] | N
     return None
 
 
-def check_outputs(outputs: dict[str, str | Path | None], force: bool,
+def check_outputs(outputs: Mapping[str, str | Path | None], force: bool,
                   protected: dict[Path, str] | None = None, streams: bool = True) -> None:
     """Raise OutputError unless every named output may be written.
 

@@ -226,7 +226,7 @@ def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similari
     with transaction(project.conn):  # the label and the decision it records: one commit
         old = review.label_of(project.db, a_id, b_id)
         was_split = old is not None and old["label"] == "not_duplicate"
-        decision_id = old["decision_id"] if was_split else None
+        decision_id = old["decision_id"] if was_split and old is not None else None
         if was_split and label != "not_duplicate" and decision_id is not None:
             review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
@@ -382,7 +382,7 @@ def label_pairs(project: Project, graph: PairGraph) -> list[tuple[int, int, floa
         return []
     ords = decisions.ords_for_ids(project, [x.a_id for x in labs] + [x.b_id for x in labs])
     index = decisions.PairIndex(graph)
-    out = []
+    out: list[tuple[int, int, float, str]] = []
     for lab in labs:
         if lab.a_id not in ords or lab.b_id not in ords:
             continue
@@ -431,8 +431,9 @@ def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, floa
     p_lo = np.zeros(nb)
     for i in range(nb):
         src = i if stats[i].precision is not None else min(have, key=lambda h: (abs(h - i), -h))
-        p[i] = stats[src].precision
-        p_lo[i] = stats[src].ci[0]
+        p[i], ci = stats[src].precision, stats[src].ci
+        assert ci is not None  # (set with the precision)
+        p_lo[i] = ci[0]
         stats[i].imputed = float(p[i])
     ts = threshold_grid(floor) if thresholds is None else np.asarray(thresholds, dtype=np.float64)
     js = np.sort(graph.jaccard)
@@ -568,11 +569,12 @@ def _max_spanning_cut(members: list[int], edges: list[tuple[int, int, float]], s
     if t not in prev:
         return []
     weakest, v = None, t
-    while prev[v] is not None:
-        u, j = prev[v]
+    while (step := prev[v]) is not None:
+        u, j = step
         if weakest is None or j < weakest[2]:
             weakest = (u, v, j)
         v = u
+    assert weakest is not None  # (t is not s)
     u0, v0, _ = weakest
     side: set[int] = {s}
     stack = [s]
@@ -640,6 +642,7 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
                         s = jaccard(sets[x], sets[y])
                     if best is None or (s, key) < best:
                         best = (s, key)
+            assert best is not None  # (a cluster has two members or more)
             chain = Chain(label, int(sizes[label]), best[0], best[1], True, False)
         else:
             # some pair is below the floor; find one: a member not linked to the kept document
@@ -649,8 +652,8 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
         if chain.weakest < limit_sim - 1e-12:
             chain.cut = _max_spanning_cut(members, [(x, y, s) for x, y, s in zip(ea, eb, ej) if s >= threshold],
                                           *chain.far)
-            chain.label_id, *far = project.ids_for([chain.label, *chain.far])
-            chain.far_ids = tuple(far)
+            chain.label_id, far_a, far_b = project.ids_for([chain.label, *chain.far])
+            chain.far_ids = (far_a, far_b)
             out.append(chain)
     return out
 
@@ -760,6 +763,7 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
         for b in e.bins:
             n = b.duplicate + b.not_duplicate
             if n:
+                assert b.ci is not None  # (a labelled bin's)
                 add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {n:>8}  {b.precision:>9.2f}  "
                     f"[{b.ci[0]:.2f}, {b.ci[1]:.2f}]")
             else:

@@ -148,7 +148,7 @@ class ClusterIndex:
     # (labels, sizes, max_sim, min_sim, decided, reviewed, to_review) of every cluster, before the
     # view's filter and order: another sort or filter is then a reordering (None: a stored
     # snapshot's index)
-    every: tuple | None = None
+    every: tuple[np.ndarray, ...] | None = None
     reviewed: np.ndarray | None = None  # members decided, of those to review (aligned with labels)
     to_review: np.ndarray | None = None  # members the clustering does not keep
     graph: PairGraph | None = None  # the pairs it was built from (None: a stored snapshot's index)
@@ -303,7 +303,8 @@ class ClusterIndex:
             return self._listed(self.listing, self.every, np.empty(0, np.int64))
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
-        fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4],  # the view's own list
+        sizes, max_sim, min_sim, decided = self.every[1:5]
+        fresh = sort_order(self.listing, labels, sizes, max_sim, min_sim, self.threshold, decided,  # the view's own list
                            self.clustering.reference, self.clustering.with_new_documents())
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
@@ -488,6 +489,7 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
     """The clustering only where a document is not a plain singleton (a few hundred thousand of
     a million), the list's arrays whole; ords as int32 while they fit."""
     c = index.clustering
+    assert index.reviewed is not None and index.to_review is not None  # (a built list's)
     n = len(c.cluster)
     ord_type = np.int32 if n < 2**31 else np.int64
     touched = np.flatnonzero((c.keeper >= 0) | (c.reason != KEPT) | (c.cluster != np.arange(n))

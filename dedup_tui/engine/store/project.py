@@ -263,7 +263,9 @@ class Project:
 
     def add_source(self, row: dict) -> int:
         """One row of `sources` (a loaded or imported file); its id."""
-        return self.db.table("sources").insert(row).last_pk
+        source_id = self.db.table("sources").insert(row).last_pk
+        assert source_id is not None  # (a rowid table)
+        return source_id
 
     def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
         """A loaded file's counts, once its documents are written."""
