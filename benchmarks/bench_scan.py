@@ -379,8 +379,8 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
         "",
         f"Truth: {meta['truth']}",
         "",
-        ("| tool | method | wall s | docs/s | MB/s | peak MB | pairs reported | precision | recall | recall near floor "
-         "| vs fastest peer | vs rensa |"),
+        ("| tool | method | wall s | docs/s | MB/s | peak MB | pairs reported | precision | recall "
+         "| recall near floor | vs fastest peer | vs rensa |"),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     peer_times = [r["seconds"] for r in rows if r["tool"] in PEERS and _ok(r)]

@@ -350,7 +350,9 @@ class _Template:
         while left > 0:
             size = min(left, rng.randint(150, 700))
             text = src.document(size)
-            self.sections.append((f"{rng.choice(['About', 'Usage notes', 'Behaviour', 'Details', 'Caveats', 'Security', 'Compatibility', 'Performance', 'Configuration', 'Bugs', 'History'])}",
+            heading = rng.choice(["About", "Usage notes", "Behaviour", "Details", "Caveats", "Security",
+                                  "Compatibility", "Performance", "Configuration", "Bugs", "History"])
+            self.sections.append((heading,
                                   "boiler", _slotted(rng, text, self.SLOTS, max(1, size // 150)),
                                   1.0 if i < 2 or rng.random() < 0.6 else rng.uniform(0.5, 0.95), i >= 1))
             left -= size

@@ -8,8 +8,9 @@ A project opened by the tests' own code (the nearest caller outside store.py is 
 tests/) must be closed by them: it is held until the scope ends, so one that was merely dropped
 is caught too. A project the app or the engine opened (a review, a screen's writer) is held
 weakly: one still alive at the end is one the app keeps until it is torn down; it is closed,
-and listed in the run's summary without failing the test. A `Project(...)` that raises after opening its connection leaves that connection
-to the garbage collector; it is closed at once and counted in `engine_leaks`."""
+and listed in the run's summary without failing the test. A `Project(...)` that raises after
+opening its connection leaves that connection to the garbage collector; it is closed at once
+and counted in `engine_leaks`."""
 
 from __future__ import annotations
 

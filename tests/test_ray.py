@@ -733,8 +733,8 @@ def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_pat
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", address)
         assert code == 1 and err.strip().splitlines() == [(
-            f"error: cannot reach a Ray cluster at {address}: connection refused (nothing listens on port {port} of "
-            f"127.0.0.1: is the cluster started, and is this its address?)")], err
+            f"error: cannot reach a Ray cluster at {address}: connection refused "
+            f"(nothing listens on port {port} of 127.0.0.1: is the cluster started, and is this its address?)")], err
     assert not (tmp_path / "scan").exists() and not list(tmp_path.iterdir())
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     import_scan(tmp_path / "scan", tmp_path / "review.db").close()

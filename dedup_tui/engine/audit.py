@@ -429,7 +429,8 @@ class Audit:
         share, low, high = self.export_share()
         labelled = self.removed.estimate.labelled
         if share is None:
-            return f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} sampled pairs labelled)"
+            return (f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} "
+                    "sampled pairs labelled)")
         return (f"estimated {_pct(share)} wrong removals, 95% CI {_pct(low, False)}–{_pct(high)}, "
                 f"{labelled + sum(s.known for s in self.removed.strata):,} pairs audited")
 

@@ -655,7 +655,8 @@ def auth_hint() -> str:
     """What to check when a cluster answers but no session starts: Ray's token authentication
     fails as a plain connection timeout."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return f"authentication may be the cause: RAY_AUTH_MODE=token is set here; check that the token ({_TOKEN}) is the cluster's"
+        return (f"authentication may be the cause: RAY_AUTH_MODE=token is set here; "
+                f"check that the token ({_TOKEN}) is the cluster's")
     return (f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
             f"and its token ({_TOKEN}) where you run this command")
 

@@ -96,7 +96,8 @@ def active_notes(db: sqlite_utils.Database, doc_id: str) -> list[str]:
 def split_in_force(db: sqlite_utils.Database, a_id: str, b_id: str) -> bool:
     """Whether an active not_duplicate decision splits these two documents (either way round)."""
     return db["decisions"].count_where(
-        "kind = 'not_duplicate' AND undone = ? AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
+        "kind = 'not_duplicate' AND undone = ? "
+        "AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
         [ACTIVE, a_id, b_id, b_id, a_id]) > 0
 
 

@@ -277,7 +277,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
             if stmt.strip():
                 conn.execute(stmt)
         conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
+            "INSERT OR REPLACE INTO meta(key, value) "
+            "VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
             (str(SCHEMA_VERSION), now_iso()),
         )
 
