@@ -433,7 +433,8 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     # under the home folder, the folder is shown as ~/...
     monkeypatch.setenv("HOME", str(tmp_path))
     assert sample_notice(where / "notes.jsonl", where / "notes.db") == (
-        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ (notes.jsonl; your review goes in notes.db)")
+        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ "
+        "(notes.jsonl; your review goes in notes.db)")
 
 
 def test_the_readmes_commands_parse_as_written():
