@@ -758,7 +758,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
             "(T, then l) to estimate precision and recall.")
     else:
         e = r.estimates
-        add(f"Labels: {counts['duplicate']} duplicate, {counts['not_duplicate']} not a duplicate, {counts['skip']} skipped")
+        add(f"Labels: {counts['duplicate']} duplicate, {counts['not_duplicate']} not a duplicate, "
+            f"{counts['skip']} skipped")
         add("  bin          pairs  labelled  precision  95% Wilson interval")
         for b in e.bins:
             n = b.duplicate + b.not_duplicate
@@ -767,11 +768,13 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
                 add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {n:>8}  {b.precision:>9.2f}  "
                     f"[{b.ci[0]:.2f}, {b.ci[1]:.2f}]")
             else:
-                add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {0:>8}  {'—':>9}  (uses {b.imputed:.2f}, nearest labelled bin)")
+                add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {0:>8}  {'—':>9}  "
+                    f"(uses {b.imputed:.2f}, nearest labelled bin)")
         add("  Estimated precision / recall of 'duplicate' at threshold (recall of pairs >= floor):")
         step = max(1, len(e.thresholds) // 20)
         for i in sorted(set(range(0, len(e.thresholds), step)) | {len(e.thresholds) - 1}):
-            add(f"    {e.thresholds[i]:.2f}  precision {e.precision[i]:.3f} (≥ {e.precision_low[i]:.3f})  recall {e.recall[i]:.3f}")
+            add(f"    {e.thresholds[i]:.2f}  precision {e.precision[i]:.3f} (≥ {e.precision_low[i]:.3f})  "
+                f"recall {e.recall[i]:.3f}")
         if e.too_few_labels:
             add(f"Too few labels to recommend a threshold ({e.labelled}; at least {MIN_LABELS_TO_RECOMMEND} needed)")
         if e.recommended is None:
@@ -781,7 +784,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
                 f"(estimated precision {e.recommended_precision:.3f}, conservative {e.recommended_precision_low:.3f}; "
                 f"recall {e.recommended_recall:.3f})")
     add("")
-    add("Shingle size (reference experiment: Jaccard of a 200-word document and its copy with a fraction of characters replaced)")
+    add("Shingle size (reference experiment: Jaccard of a 200-word document and its copy "
+        "with a fraction of characters replaced)")
     table = reference_shingle_table()
     add("  k   " + "".join(f"{n:>7.2f}" for n in SWEEP_NOISE))
     for k, row in table.items():
