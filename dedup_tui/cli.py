@@ -693,8 +693,9 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
     r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
              references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
     click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: "
-               f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
-               f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "
+               f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
+               f"{r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, {r.candidates:,} candidates); "
+               f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
                f"({r.timings.get('total', 0):.1f}s)")
     if r.skipped_records:
         click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
