@@ -477,7 +477,7 @@ def pairs(project_path, db, minimum, out, force):
                                                                                  "document; similarities: 4 decimals, cut).")
 @click.option("--clusters", type=click.Path(dir_okay=False, readable=False), help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, "
                                                                                   "source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, "
-                                                                                  "reviewer_decided.")
+                                                                                  "reviewer_decided, reviewer_saw.")
 @click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
 @click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), "
                                                                                        "undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then "

@@ -83,17 +83,17 @@ async def tuning_screens(pilot, out: Path) -> None:
     app = pilot.app
     await pilot.press("T")
     await settle(pilot)
-    await pilot.press("l")
+    await pilot.press("L")
     await pilot.pause()
     for _ in range(40):
         q = app.screen.current
         if q is None:
             break
-        await pilot.press("d" if q.similarity >= 0.75 else "n")
+        await pilot.press("1" if q.similarity >= 0.75 else "2")
     await pilot.press("escape")
     await settle(pilot)
     save(app, out, "tune")
-    await pilot.press("l")
+    await pilot.press("L")
     await pilot.pause()
     save(app, out, "review")
     await pilot.press("escape")

@@ -393,8 +393,10 @@ def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_p
     option = help_text[help_text.index("--decisions-log FILE"):help_text.index("--manifest FILE")]
     for status in STATUS_NAMES.values():
         assert f"{status} (" in option, (status, option)
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8").split())
-    assert all(f"`{status}`" in readme for status in STATUS_NAMES.values())
+    from .docs_text import section
+
+    export_docs = " ".join(section("Export").split())  # docs/cli.md
+    assert all(f"`{status}`" in export_docs for status in STATUS_NAMES.values())
 
 
 # -- the first run ---------------------------------------------------------------------------
@@ -438,12 +440,13 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
 
 
 def test_the_readmes_commands_parse_as_written():
-    """Every `dedup-tui` line of the README's headless commands, and its quick start, is a
-    command line the CLI accepts (parsed, not run), in the spelling the README shows."""
+    """Every `dedup-tui` line of the headless commands (docs/cli.md), and the README's quick
+    start, is a command line the CLI accepts (parsed, not run), in the spelling shown."""
     import shlex
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index("## Headless commands"):].split("```")[1]
+    from .docs_text import README, section
+
+    block = section("Headless commands").split("```")[1]
     lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
     assert len(lines) >= 10
     for words in lines:
@@ -454,7 +457,7 @@ def test_the_readmes_commands_parse_as_written():
                 assert "--db" not in args and ctx.params["db"] is None, words
                 project = ctx.params.get("project_path") or ctx.params["corpus"][0]
                 assert project.endswith(".db"), words
-    quick_start = readme[readme.index("## Quick start"):].split("```")[1]
+    quick_start = section("Quick start", README).split("```")[1]
     app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
     assert 'pip install -e . && dedup-tui ' in app_line and "[test]" not in app_line
     assert 'pip install -e ".[test]" && python -m pytest' in test_line

@@ -67,7 +67,8 @@ def _typed(row: dict) -> dict:
     out["cluster"] = int(out["cluster"])
     for k in ("similarity", "via_similarity"):
         out[k] = float(out[k]) if out[k] is not None else None
-    out["reviewer_decided"] = {"True": True, "False": False}[out["reviewer_decided"]]
+    for k in ("reviewer_decided", "reviewer_saw"):
+        out[k] = {"True": True, "False": False}[out[k]]
     return out
 
 
@@ -102,6 +103,36 @@ def test_the_cluster_table_agrees_with_the_removed_log_column_by_column(reviewed
     assert (by_id["C"]["duplicate_of"], by_id["C"]["via"], by_id["C"]["reason"]) == ("A", "B", "exact")
     assert by_id["H"]["duplicate_of"] == "R" and all(r["duplicate_of"] in kept | {"R", None} for r in rows)
     assert str(table) in Path(tmp_path / "m.json").read_text()
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_reviewer_saw_is_what_the_app_recorded_as_shown_and_the_exact_copies_of_it(reviewed, tmp_path, suffix):
+    """B and F shown (as the review app records them): B, C (B's exact copy) and F were seen; A
+    and E were decided (A's cluster accepted) but never shown, G only decided."""
+    from dedup_tui.engine.store.shown import record_shown
+
+    db, threshold = reviewed
+    table = tmp_path / f"clusters.{suffix}"
+
+    def saw() -> dict:
+        ok("export", db, "--threshold", str(threshold), "--out", tmp_path / "kept.jsonl", "--clusters", table,
+           "--force")
+        rows = [_typed(r) for r in _read_csv(table)] if suffix == "csv" else pq.read_table(table).to_pylist()
+        return {r["id"]: r["reviewer_saw"] for r in rows}
+
+    assert saw() == dict.fromkeys("ADBCEFGHR", False)  # nothing recorded yet (no shown table)
+    project = Project(db)
+    try:
+        ords = dict(zip(project.ids_for(list(range(9))), range(9)))
+        record_shown(project.conn, [(ords["B"], "2026-01-01T10:00:00+0000"), (ords["F"], "2026-01-01T10:00:01+0000")])
+        record_shown(project.conn, [(ords["B"], "2026-01-02T10:00:00+0000")])  # shown again: the first time stays
+        assert project.conn.execute("SELECT first_shown FROM shown WHERE ord = ?", (ords["B"],)).fetchone() == \
+            ("2026-01-01T10:00:00+0000",)
+    finally:
+        project.close()
+    assert saw() == {**dict.fromkeys("ADBCEFGHR", False), "B": True, "C": True, "F": True}
+    if suffix == "parquet":
+        assert str(pq.read_table(table).schema.field("reviewer_saw").type) == "bool"
 
 
 def test_parquet_ids_keep_their_integer_type(tmp_path):

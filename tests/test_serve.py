@@ -85,8 +85,9 @@ def test_listening_address_and_each_browsers_command(tmp_path):
 def test_the_readmes_browser_commands_parse_as_written():
     from dedup_tui.cli import main
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index("## Review in a browser"):].split("```")[1]
+    from .docs_text import section
+
+    block = section("Review in a browser").split("```")[1]  # docs/browser.md
     lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
     assert [words[1] for words in lines] == ["serve", "serve", "serve", "open"]
     for words in lines:

@@ -16,8 +16,12 @@ Columns (CLUSTER_COLUMNS):
   exported).
 - reason: kept, exact, near or reviewer (the removed log's).
 - reviewer_decided: a reviewer's decision settles it (keep, remove, not a duplicate, or
-  listed in an accepted cluster). The project does not record which documents a reviewer was
-  shown, so this says decided, not seen. False throughout when decisions are ignored.
+  listed in an accepted cluster). False throughout when decisions are ignored.
+- reviewer_saw: its text was on a reviewer's screen in the review app (its row drawn in the
+  members pane, or a side of the pair view), or an exact copy of a text that was (store/shown.py
+  records what was shown). A decision can cover documents nobody saw (accepting a cluster):
+  reviewer_decided and not reviewer_saw. Recorded since this column exists: false for what
+  older versions showed.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from .cluster import KEPT, REASON_NAMES, REVIEWER, Clustering, PairGraph
 from .errors import DedupError
 from .export import AtomicFile, removal_links, similarity_values
 from .store import Project
+from .store.shown import shown_ords
 
 CLUSTER_COLUMNS = ("id", "source", "cluster", "duplicate_of", "similarity", "via", "via_similarity", "status",
-                   "reason", "reviewer_decided")
+                   "reason", "reviewer_decided", "reviewer_saw")
 CLUSTER_TABLE_FORMATS = {".csv": "csv", ".parquet": "parquet"}
 STATUSES = ("kept", "removed", "reviewer_kept", "reviewer_removed", "reference")
 
@@ -70,6 +75,9 @@ def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, 
     if decided:
         marked = np.fromiter(decided, np.int64, len(decided))
         reviewer_decided[marked[marked < n]] = True
+    roots = np.where(graph.exact_of[:n] >= 0, graph.exact_of[:n], ords)  # each text's first copy
+    shown = shown_ords(project.conn)
+    reviewer_saw = np.isin(roots, roots[shown[shown < n]])
     similarity = similarity_values(c.similarity)
     keeper = c.keeper.tolist()
     via_ord = [links[o][0] if o in links else -1 for o in range(n)] if links else [-1] * n
@@ -84,6 +92,7 @@ def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, 
         "status": status.tolist(),
         "reason": [REASON_NAMES[r] for r in c.reason.tolist()],
         "reviewer_decided": reviewer_decided.tolist(),
+        "reviewer_saw": reviewer_saw.tolist(),
     }
 
 
@@ -106,7 +115,7 @@ def write_cluster_table(project: Project, graph: PairGraph, clustering: Clusteri
     id_type = _id_type(pa, columns["id"])
     types = {"id": id_type, "source": pa.string(), "cluster": pa.int64(), "duplicate_of": id_type,
              "similarity": pa.float64(), "via": id_type, "via_similarity": pa.float64(), "status": pa.string(),
-             "reason": pa.string(), "reviewer_decided": pa.bool_()}
+             "reason": pa.string(), "reviewer_decided": pa.bool_(), "reviewer_saw": pa.bool_()}
     as_text = id_type == pa.string()
     table = pa.table({name: pa.array(_ids_as_text(columns[name]) if as_text and name in ("id", "duplicate_of", "via")
                                      else columns[name], types[name]) for name in CLUSTER_COLUMNS})

@@ -44,6 +44,7 @@ from ..engine.store import review as review_store
 from .index import FILTERS, SORTS, ClusterIndex, Listing, Sort, build_index, parse_filter
 
 DEFAULT_THRESHOLD = 0.8
+MAX_ID_WIDENING = 400  # cells: any pane is narrower
 
 # What a Plan does: a decision (keep, remove, not a duplicate, accept) or one of the others
 PlanKind = Literal["decision", "split", "note", "undo", "redo", "keep_rule"]
@@ -68,6 +69,7 @@ class View:
     policy: Policy = "components"
     sort: Sort = "size"
     filter: str = "all"  # see Listing.filter
+    id_widening: int = 0  # cells the reviewer added to the id columns (negative: took from them)
 
     @property
     def listing(self) -> Listing:
@@ -183,7 +185,9 @@ class Review:
             flt = parse_filter(str(state.get("filter", "all")))
         except ValueError:
             flt = "all"
-        self.view = View(round(threshold, 4), policy, sort, flt)
+        widening = state.get("id_widening", 0)
+        widening = min(max(widening, -MAX_ID_WIDENING), MAX_ID_WIDENING) if type(widening) is int else 0
+        self.view = View(round(threshold, 4), policy, sort, flt, widening)
         doc = state.get("doc")
         self._saved_doc = doc if isinstance(doc, int) and 0 <= doc < self.project.next_ord() else None
 
@@ -191,6 +195,8 @@ class Review:
         """The view and the cursor, as stored in the project's meta (ui_state)."""
         v = self.view
         state = {"threshold": v.threshold, "policy": v.policy, "sort": v.sort, "filter": v.filter}
+        if v.id_widening:
+            state["id_widening"] = v.id_widening
         if self.cursor.doc is not None:
             state["doc"] = int(self.cursor.doc)
         return json.dumps(state)
@@ -487,6 +493,10 @@ class Review:
         keys = list(SORTS)
         self.set_sort(keys[(keys.index(self.view.sort) + 1) % len(keys)])
         return self.view.sort
+
+    def set_id_widening(self, cells: int) -> None:
+        """Widen (or narrow) the id columns by this many cells: a view setting, stored with it."""
+        self.view = replace(self.view, id_widening=min(max(int(cells), -MAX_ID_WIDENING), MAX_ID_WIDENING))
 
     def set_filter(self, flt: str) -> None:
         """Filter the list now (a typed filter is parsed: ValueError says what is wrong)."""

@@ -5,9 +5,14 @@ with their count.
 A member counts as shown once its text was on screen: its row drawn in the visible part of the
 main screen's members pane, or the document on the right of the pair view. Exact copies share
 their text's first copy, so a copy of a text shown (or of the kept document) counts as shown.
+
+`record`, when given, hears of each document the first time it is shown (the app stores them in
+the project, for the cluster table's reviewer_saw column).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .model import Review
 
@@ -16,20 +21,30 @@ class ShownMembers:
     """The texts (first copies) shown in one place; `also` (another ShownMembers) hears of each
     one too: what the pair view shows was on screen for the whole session."""
 
-    def __init__(self, review: Review | None = None, also: ShownMembers | None = None) -> None:
+    def __init__(self, review: Review | None = None, also: ShownMembers | None = None,
+                 record: Callable[[int], object] | None = None) -> None:
         self.review = review
         self.also = also
+        self.record = record
         self.texts: set[int] = set()
+        # the documents heard of: a row drawn again (every repaint draws each visible row) costs
+        # one set lookup, not Review.root
+        self.documents: set[int] = set()
 
     def add(self, o: int) -> None:
-        if self.review is None or self.review.index is None:
+        if o in self.documents or self.review is None or self.review.index is None:
             return
-        self.texts.add(self.review.root(int(o)))
+        o = int(o)
+        self.documents.add(o)
+        self.texts.add(self.review.root(o))
+        if self.record is not None:
+            self.record(o)
         if self.also is not None:
             self.also.add(o)
 
     def clear(self) -> None:
         self.texts.clear()
+        self.documents.clear()
 
     def unseen(self, cluster_id: int | None) -> list[int]:
         """The cluster's members to review whose text was not shown (its kept document's text

@@ -60,6 +60,8 @@ MAIN_ACTIONS = [
     Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters", show=False),
     Act("K", "cycle_keep_rule", "Keep rule", "K", "clusters: keep the first in corpus order / the longest text (when you did not choose)", "Clusters", show=False),
     Act("ctrl+k", "keep_by_field", "Keep by field", "^k", "clusters: keep the highest / lowest value of a field (max:date = newest, max:score = best)", "Clusters", show=False),
+    Act("i", "id_width(4)", "Wider ids", "i", "ids: widen the id columns (remembered with the project)", "Clusters", show=False),
+    Act("I", "id_width(-4)", "Narrower ids", "I", "ids: narrow the id columns", "Clusters", show=False),
     Act("f", "cycle_filter", "Filter", "f", "clusters: show all / undecided / with a near duplicate / exact copies only", "Clusters", show=False),
     Act("F", "type_filter", "Filter by", "F", "clusters: filter by size and lowest similarity (size>=5 sim<=0.9 undecided)", "Clusters", show=False),
     Act("greater_than_sign", "page(1)", "Next page", ">", "clusters: next page", "Clusters", show=False),
@@ -111,10 +113,13 @@ PAIR_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 
+# The tuning screen and the labelling queues (review, audit) use keys of their own where their verb
+# is not the main screen's: a label is evidence, never a decision, so no label key is a decision key
+# (k x n N a A), and a tuning key never means on one screen what it means on another.
 TUNE_ACTIONS = [
     Act("escape", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
-    Act("l", "review", "Label pairs", "l", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
-    Act("a", "apply", "Apply rec.", "a", "tune: apply the recommended threshold", "Tuning", screen="tune"),
+    Act("L", "review", "Label pairs", "L", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
+    Act("equals_sign", "apply", "Apply rec.", "=", "tune: set the threshold to the recommended one", "Tuning", screen="tune"),
     Act("v", "toggle_plots", "Plots", "v", "tune: numbers / plots (narrow terminals)", "Tuning", screen="tune", show=False),
     Act("right_parenthesis", "target(0.01)", "Target ↑", ")", "tune: raise the target precision by 0.01", "Tuning", screen="tune"),
     Act("left_parenthesis", "target(-0.01)", "Target ↓", "(", "tune: lower the target precision by 0.01", "Tuning", screen="tune"),
@@ -122,18 +127,18 @@ TUNE_ACTIONS = [
     Act("minus", "threshold(-0.01)", "-.01", "-", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
     Act("ctrl+right", "threshold(0.05)", "+.05", "^→", "threshold: raise by 0.05", "Tuning", show=False, screen="tune"),
     Act("ctrl+left", "threshold(-0.05)", "-.05", "^←", "threshold: lower by 0.05", "Tuning", show=False, screen="tune"),
-    Act("x", "split_chain", "Split chain", "x", "tune: split the chained cluster (weakest links not dup)", "Tuning", screen="tune"),
-    Act("o,enter", "open_chain", "Open", "o", "tune: open the chained cluster in the main screen", "Tuning", screen="tune"),
-    Act("s", "save_svg", "Save SVG", "s", "tune: save the tuning screen as SVG", "Tuning", screen="tune"),
+    Act("b", "split_chain", "Break chain", "b", "tune: break the chained cluster (its weakest links decided not dup)", "Tuning", screen="tune"),
+    Act("g", "open_chain", "Open", "g", "tune: go to the chained cluster in the main screen (open it)", "Tuning", screen="tune"),
+    Act("S", "save_svg", "Save SVG", "S", "tune: save the tuning screen as SVG", "Tuning", screen="tune"),
     Act("j", "export_labels", "Labels JSONL", "j", "tune: export the labels as JSONL", "Tuning", show=False, screen="tune"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Tuning", show=False, screen="tune"),
 ]
 
 REVIEW_ACTIONS = [
     Act("escape", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="review"),
-    Act("d,y", "label('duplicate')", "Duplicate", "d", "label: this pair is a duplicate", "Labelling", screen="review"),
-    Act("n", "label('not_duplicate')", "Not dup", "n", "label: this pair is not a duplicate (splits it)", "Labelling", screen="review"),
-    Act("s", "label('skip')", "Skip", "s", "label: skip this pair (not counted)", "Labelling", screen="review"),
+    Act("1", "label('duplicate')", "Duplicate", "1", "label: this pair is a duplicate", "Labelling", screen="review"),
+    Act("2", "label('not_duplicate')", "Not dup", "2", "label: this pair is not a duplicate (splits it)", "Labelling", screen="review"),
+    Act("0", "label('skip')", "Skip", "0", "label: skip this pair (not counted)", "Labelling", screen="review"),
     Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling", screen="review"),
     Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False, screen="review"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False, screen="review"),
@@ -141,9 +146,9 @@ REVIEW_ACTIONS = [
 
 AUDIT_ACTIONS = [
     Act("escape", "close", "Back", "esc", "audit: back to the clusters", "Audit", screen="audit"),
-    Act("d,y", "label('duplicate')", "Duplicate", "d", "audit: this removal is right (a duplicate)", "Audit", screen="audit"),
-    Act("n", "label('not_duplicate')", "Not dup", "n", "audit: this removal is wrong (not a duplicate; no decision is made)", "Audit", screen="audit"),
-    Act("s", "label('skip')", "Skip", "s", "audit: skip this pair (not counted)", "Audit", screen="audit"),
+    Act("1", "label('duplicate')", "Duplicate", "1", "audit: this removal is right (a duplicate)", "Audit", screen="audit"),
+    Act("2", "label('not_duplicate')", "Not dup", "2", "audit: this removal is wrong (not a duplicate; no decision is made)", "Audit", screen="audit"),
+    Act("0", "label('skip')", "Skip", "0", "audit: skip this pair (not counted)", "Audit", screen="audit"),
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Audit", show=False, screen="audit"),
 ]
 
@@ -151,3 +156,12 @@ EXTRA_KEYS = [
     ("tab / shift+tab", "move between the cluster list and the members", "General"),
     ("↑ ↓ pgup pgdn home end", "move in a list, scroll a document", "General"),
 ]
+
+# The only keys bound to different actions on different screens, each meaning one thing still:
+# key -> (the actions, that one meaning). Every other key runs one action wherever it is bound.
+SAME_MEANING = {
+    "escape": ({"close", "cancel_scan"}, "back: leave this screen (on the main screen: cancel the scan)"),
+    "u": ({"undo", "undo_label"}, "undo the last change made on this screen"),
+    "greater_than_sign": ({"page(1)", "step(1)"}, "next in the list on screen (page of clusters, member)"),
+    "less_than_sign": ({"page(-1)", "step(-1)"}, "previous in the list on screen (page of clusters, member)"),
+}

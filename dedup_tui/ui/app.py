@@ -22,6 +22,7 @@ from .keymap import Keymap, load_keymap
 from .launch import OpenSpec
 from .text import literal, literal_line
 from .state import ReviewState
+from .shown_log import ShownLog
 from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
@@ -63,6 +64,8 @@ class DedupApp(App):
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
+            self.shown_log = ShownLog(self)  # the documents shown, stored for the cluster table
+            self.review.shown.record = self.shown_log.record
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
             with Project(spec.db) as project:
@@ -136,6 +139,7 @@ class DedupApp(App):
     def on_unmount(self) -> None:
         kernel_cache.stop_listening(self._engine_notice)
         try:
+            self.shown_log.flush()
             self.writer.close()  # every decision asked for is written before the lock goes
             if self.review.project is not None:
                 self.review.project.close()  # the screens' connection (the writer has its own)

@@ -7,7 +7,6 @@ import threading
 from textual.message import Message
 
 from ..engine.cluster import PairGraph
-from .diff import DiffResult
 from ..review.index import ClusterIndex
 
 
@@ -55,12 +54,6 @@ class Reclustered(Message):
         super().__init__()
         self.generation, self.index, self.request = generation, index, request
         self.painted = painted  # a threading.Event the screen sets once the list is on screen
-
-
-class DiffReady(Message):
-    def __init__(self, key: tuple, result: DiffResult) -> None:
-        super().__init__()
-        self.key, self.result = key, result
 
 
 class ExportFinished(Message):

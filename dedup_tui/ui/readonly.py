@@ -30,7 +30,7 @@ from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, 
 ALLOWED: dict[str, frozenset[str]] = {
     "main": frozenset({"help", "command_palette", "quit", "cancel_scan", "search", "next_match", "threshold",
                        "type_threshold", "toggle_policy", "cycle_sort", "cycle_filter", "type_filter", "page",
-                       "open_pair", "tune", "audit", "cluster", "change"}),
+                       "open_pair", "tune", "audit", "cluster", "change", "id_width"}),
     "pair": frozenset({"close", "step", "cluster", "toggle_layout", "toggle_normalized", "toggle_aligned", "change",
                        "toggle_fold", "help"}),
     "tune": frozenset({"close", "apply", "toggle_plots", "target", "threshold", "open_chain", "help"}),

@@ -452,7 +452,7 @@ class ProjectServer(Server):
         if self.beyond_loopback():
             print(f"dedup-tui: warning: listening on {self.host}, beyond this machine: the token is the only "
                   f"protection, and the traffic (token and documents) is not encrypted; put a TLS proxy in front "
-                  f"(README: Review in a browser)", flush=True)
+                  f"(docs/browser.md: Review in a browser)", flush=True)
 
     async def on_shutdown(self, app: web.Application) -> None:
         """Ctrl+C: close each browser's session; its handler then quits its app and waits for it

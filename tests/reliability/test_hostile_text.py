@@ -233,13 +233,13 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
             assert isinstance(app.screen, TuneScreen)
             assert [ch.label_id for ch in app.screen.report.chains] == ["c0\x1b]2;PWNED\x07"]
             tune_rows = assert_inert(terminal_bytes(app))
-            await pilot.press("l")
+            await pilot.press("L")
             await settle(pilot)
             review = app.screen
             assert isinstance(review, ReviewScreen)
             while review.current is not None and not any(
                     "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])):
-                await pilot.press("s")
+                await pilot.press("0")  # skip
                 await settle(pilot)
             assert review.current is not None  # a pair with a hostile id is on screen
             return tune_rows, assert_inert(terminal_bytes(app))

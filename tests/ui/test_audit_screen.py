@@ -24,7 +24,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
         assert isinstance(screen, AuditScreen) and screen.current is not None
         project = main.project
         labelled = []
-        for key, label in (("d", "duplicate"), ("n", "not_duplicate"), ("s", "skip")):
+        for key, label in (("1", "duplicate"), ("2", "not_duplicate"), ("0", "skip")):
             pair = screen.current
             left, right = project.texts_for([pair.a, pair.b])
             assert screen.query_one("#left-doc", DocView).text == left

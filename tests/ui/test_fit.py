@@ -148,12 +148,12 @@ async def test_label_queue_header_whole_at_80x24(tmp_path):
         await settle(pilot)
         await pilot.press("T")
         await settle(pilot)
-        await pilot.press("l")
+        await pilot.press("L")
         await settle(pilot)
         header = rendered(app.screen.query_one("#review-header", Static))
         first, keys = header.split("\n")[:2]
         assert cell_len(first) <= 78 and "pair 1/" in first
-        assert keys.startswith("d duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78
+        assert keys.startswith("1 duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78
 
 
 async def test_title_keeps_a_long_typed_filter_at_120x40(tmp_path):

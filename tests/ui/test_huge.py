@@ -129,14 +129,14 @@ async def test_the_labelling_queue_shows_a_huge_pair_through_a_window(huge_pair_
         await settle(pilot)
         await pilot.press("T")
         await settle(pilot)
-        await pilot.press("l")  # label borderline pairs: the huge pair is one of the four stored
+        await pilot.press("L")  # label borderline pairs: the huge pair is one of the four stored
         await settle(pilot)
         queue = app.screen
         assert isinstance(queue, ReviewScreen) and (3, 4) in [(q.a, q.b) for q in queue.queue]
         for _ in range(len(queue.queue)):  # skip to it
             if (queue.current.a, queue.current.b) == (3, 4):
                 break
-            await pilot.press("s")
+            await pilot.press("0")
             await settle(pilot)
         assert (queue.current.a, queue.current.b) == (3, 4)
         notice = f"showing the first {PAIR_WINDOW:,} characters of each ({HUGE:,} and {HUGE + 7:,} in all)"

@@ -7,8 +7,10 @@ from collections import defaultdict
 
 import pytest
 
+from dedup_tui.ui.actions import SAME_MEANING
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.keymap import SCREENS
+from dedup_tui.ui.screens.help import keys_table
 
 from .conftest import settle
 
@@ -24,6 +26,49 @@ def meanings() -> dict[str, set[tuple[str, str]]]:
             for key in act.key.split(","):
                 out[key].add((screen, act.action))
     return out
+
+
+DECISIONS = {"keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept"}
+
+
+def actions_by_key() -> dict[str, dict[str, set[str]]]:
+    """key -> action (without its app. namespace) -> the screens it runs on there."""
+    out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for screen, acts in SCREENS.items():
+        for act in acts:
+            for key in act.key.split(","):
+                out[key][act.action.removeprefix("app.")].add(screen)
+    return out
+
+
+def test_every_key_runs_one_action_on_every_screen_but_the_few_documented_equivalents():
+    """(On the tuning screen a applied the recommended threshold and x split a chain, s saved an
+    SVG and enter opened a chain; in the labelling queues d labelled a duplicate and s skipped.)"""
+    two = {key: {a: sorted(s) for a, s in actions.items()} for key, actions in actions_by_key().items()
+           if len(actions) > 1 and set(actions) - SAME_MEANING.get(key, (set(), ""))[0]}
+    assert two == {}
+
+
+def test_the_equivalents_are_bound_as_documented():
+    """Each documented equivalence is one still bound (a stale entry would excuse a later clash)."""
+    for key, (actions, meaning) in SAME_MEANING.items():
+        assert set(actions_by_key()[key]) == actions, key
+        assert meaning
+
+
+def test_no_label_key_is_a_decision_key_anywhere():
+    """A label is evidence for tuning: its keys (1 2 0) decide nothing on any screen."""
+    by_key = actions_by_key()
+    label_keys = {k for k, actions in by_key.items() if any(a.startswith("label(") for a in actions)}
+    decision_keys = {k for k, actions in by_key.items() if set(actions) & DECISIONS}
+    assert label_keys and decision_keys
+    assert label_keys.isdisjoint(decision_keys), sorted(label_keys & decision_keys)
+
+
+def test_the_help_lists_every_screen_s_keys():
+    table = keys_table()
+    titles = {str(cell) for cell in table.columns[1]._cells}
+    assert [act.id for acts in SCREENS.values() for act in acts if act.title not in titles] == []
 
 
 @pytest.mark.parametrize("key", ONE_MEANING)

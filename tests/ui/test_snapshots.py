@@ -236,7 +236,7 @@ def test_tuning_screen_120x40(snap_compare, tmp_path):
 def test_label_queue_80x24(snap_compare, tmp_path):
     """The borderline labelling queue on long ids: its header's two lines whole."""
     async def before(pilot):
-        await _tuning(pilot, ["l"])
+        await _tuning(pilot, ["L"])
         await settle(pilot)
 
     assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),

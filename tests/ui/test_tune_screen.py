@@ -32,11 +32,11 @@ async def test_label_keys(corpus):
         tune_screen = await open_tuning(pilot)
         main = app.main
         project = main.project
-        await pilot.press("l")
+        await pilot.press("L")
         review = app.screen
         assert isinstance(review, ReviewScreen) and review.current is not None
         seen = []
-        for key, label in (("d", "duplicate"), ("n", "not_duplicate"), ("s", "skip")):
+        for key, label in (("1", "duplicate"), ("2", "not_duplicate"), ("0", "skip")):
             q = review.current
             ids = project.ids_for([q.a, q.b])
             seen.append((tuple(ids), label))
@@ -95,7 +95,7 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
         e = screen.report.estimates
         assert e is not None and e.recommended is not None and e.recommended != main.threshold
         assert 0.7 <= e.recommended <= 0.8
-        await pilot.press("a")
+        await pilot.press("equals_sign")
         await settle(pilot)
         assert main.threshold == e.recommended and main.index.threshold == e.recommended
         c = decisions.cluster_with_decisions(main.project, main.graph, e.recommended, main.policy)
@@ -105,7 +105,7 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
         await pilot.press("right_parenthesis", "right_parenthesis")
         await settle(pilot)
         assert screen.report.estimates.target == 0.97
-        await pilot.press("s")
+        await pilot.press("S")
         assert screen.svg_path.exists() and screen.svg_path.read_text().startswith("<svg")
         await pilot.press("j")
         assert len(screen.labels_path.read_text().splitlines()) == len(labelled)
@@ -138,16 +138,16 @@ async def test_split_and_open_chain(tmp_path):
         chains = screen.report.chains
         assert [ch.label_id for ch in chains] == ["c0"]
         far = chains[0].far
-        await pilot.press("x")
+        await pilot.press("b")
         await settle(pilot)
         assert main.index.clustering.cluster[far[0]] != main.index.clustering.cluster[far[1]]
         # split in two: what is still flagged is a smaller chain
         assert all(ch.size < 7 for ch in screen.report.chains)
-        # o opens a flagged cluster in the main screen (switching to components): use the old list
+        # g goes to a flagged cluster in the main screen (switching to components): use the old list
         main.model.set_policy("greedy")
         screen.report.chains[:] = chains
         screen.fill_chains()
-        await pilot.press("o")
+        await pilot.press("g")
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and main.policy == "components"
         assert np.any(main.index.labels == main.model.cursor.cluster_id)
@@ -167,20 +167,20 @@ async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
         shown = " ".join(plain_screen(app).split())
         assert "95% Wilson" in shown and "0.85–0.90" in shown  # the per-bin table
         assert f"At {screen.report.threshold:.2f}: precision ≈" in shown
-        assert (f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; l labels more)"
+        assert (f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; L labels more)"
                 in shown)
         # what the labels say at the threshold comes before the bins it is made of, each on one
         # line (at 80x24 the bins of a real project pushed the recommendation below the fold, cut
         # at "needed: l")
         lines = plain_screen(app).split("\n")
         at = next(i for i, line in enumerate(lines) if "precision ≈" in line)
-        target = next(i for i, line in enumerate(lines) if "l labels more)" in line)
+        target = next(i for i, line in enumerate(lines) if "L labels more)" in line)
         bins = next(i for i, line in enumerate(lines) if "95% Wilson" in line)
         assert at < target < bins and "Target 95% ( ): too few labels" in lines[target]
         assert "k=5: 1.000" in shown
         assert "recommended" not in plain_screen(app).split("\n")[0]
         assert not screen.query_one("#hist").display or not screen.query_one("#tune-plots").display
-        await pilot.press("a")  # no recommendation to apply: the threshold stays
+        await pilot.press("equals_sign")  # no recommendation to apply: the threshold stays
         assert app.main.threshold == screen.report.threshold
         await pilot.press("v")
         await pilot.pause()
@@ -197,9 +197,9 @@ async def test_no_labels_yet_never_flashes_after_a_label(corpus):
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await open_tuning(pilot)
         assert screen.report.estimates is None
-        await pilot.press("l")
+        await pilot.press("L")
         with writer_held(app):  # the writer is busy (a slow disk, a big write): the label waits
-            await pilot.press("d")
+            await pilot.press("1")
             shown: list[str] = []
             stats = screen.query_one("#tune-stats")
             update = stats.update

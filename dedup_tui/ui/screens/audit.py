@@ -1,4 +1,4 @@
-"""The audit screen (`V`): the sampled removals nobody decided, one pair at a time, d / n / s,
+"""The audit screen (`V`): the sampled removals nobody decided, one pair at a time, 1 / 2 / 0,
 with the estimate of wrong removals in its header. engine.audit draws the sample and
 estimates; labels are saved through the app's writer and are never decisions."""
 
@@ -141,8 +141,8 @@ class AuditScreen(Screen):
                 Text(f"{pair.key} · {pair.similarity:.3f} · {len(self.todo) + 1} to label")], width)
             t.append(where.plain, style="dim")
         t.append("\n")
-        t.append(first_fitting([Text("d duplicate · n not a duplicate · s skip · esc back (labels are never "
-                                     "decisions)"), Text("d dup · n not · s skip · esc back")], width).plain,
+        t.append(first_fitting([Text("1 duplicate · 2 not a duplicate · 0 skip · esc back (labels are never "
+                                     "decisions)"), Text("1 dup · 2 not · 0 skip · esc back")], width).plain,
                  style="dim")
         self.query_one("#audit-header", Static).update(t)
 

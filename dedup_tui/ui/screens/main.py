@@ -20,7 +20,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.coordinate import Coordinate
-from textual.containers import Container, Horizontal, Vertical
+from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
@@ -48,10 +48,10 @@ from ..launch import default_export_path
 from ..readonly import open_project
 from ..state import ReviewChanged, ReviewState
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
-from ..diff import diff, diff_in_worker
-from ..messages import DiffReady, SearchDone
+from ..messages import SearchDone
 from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
+from ..widgets.pair_diff import PairDiff
 from ..widgets.progress import ScanProgress
 from ..widgets.quiet import update_static
 from ..widgets.tables import ClusterTable, MemberTable, reference, why
@@ -141,7 +141,7 @@ class MainScreen(Screen):
                 yield MemberTable(id="members")
                 yield Static("", id="member-info")
                 yield Static("", id="preview-title", classes="pane-title")
-                with Horizontal(id="preview"):
+                with PairDiff(id="preview"):
                     yield DocView(id="preview-kept", classes="side")
                     yield DocView(id="preview-member", classes="side")
         yield AppFooter()
@@ -162,6 +162,8 @@ class MainScreen(Screen):
         self.review.model = self.model
         self.review.shown.review = self.model
         self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
+        for table in (self.query_one("#members", MemberTable), self.query_one("#clusters", ClusterTable)):
+            table.id_extra = lambda: self.model.view.id_widening
         self.partial = getattr(self.app, "partial", None)
         for preview in self.query(DocView):
             preview.can_focus = False  # tab moves between the two lists; enter opens the pair to scroll
@@ -821,7 +823,6 @@ class MainScreen(Screen):
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
         left_shown, right_shown = windows(self.project, [kept, o], PREVIEW_WINDOW, PREVIEW_LINES)
-        left, right = left_shown.text, right_shown.text
         ids = self._ids([kept, o])
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
         id_width = max(12, (pane - 2 - 36) // 2)  # both ids and the words between them on the title's line
@@ -852,32 +853,8 @@ class MainScreen(Screen):
             title.append(short_notice(left_shown, right_shown if o != kept else Shown("", 0), ("kept", "other")),
                          style="italic bold")
         update_static(self.query_one("#preview-title", Static), title)
-        kept_view, member_view = self.query_one("#preview-kept", DocView), self.query_one("#preview-member", DocView)
-        self._preview_key = (kept, o)
-        if o == kept:
-            kept_view.set_document(left, length=left_shown.length)
-            member_view.set_document("")
-            return
-        if len(left) + len(right) <= self.PREVIEW_SYNC_CHARS:
-            result = diff(left, right)
-            kept_view.set_document(left, result.left, length=left_shown.length)
-            member_view.set_document(right, result.right, length=right_shown.length)
-            return
-        kept_view.set_document(left, length=left_shown.length)
-        member_view.set_document(right, length=right_shown.length)
-        self.compute_preview((kept, o), left, right)
-
-    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
-    def compute_preview(self, key: tuple, left: str, right: str) -> None:
-        result = diff_in_worker(left, right)
-        if result is not None:
-            self.post_message(DiffReady(key, result))
-
-    def on_diff_ready(self, message: DiffReady) -> None:
-        if message.key != getattr(self, "_preview_key", None):
-            return
-        self.query_one("#preview-kept", DocView).set_spans(message.result.left)
-        self.query_one("#preview-member", DocView).set_spans(message.result.right)
+        self.query_one("#preview", PairDiff).show((kept, o), left_shown, right_shown if o != kept else None,
+                                                  sync_chars=self.PREVIEW_SYNC_CHARS)
 
     @staticmethod
     def _current(event: DataTable.RowHighlighted) -> bool:
@@ -1024,6 +1001,21 @@ class MainScreen(Screen):
         if self.model.set_policy(policy):
             self.remember_state()
             self.schedule_recluster(keep_order=False)
+
+    def action_id_width(self, cells: int) -> None:
+        """Widen (cells > 0) or narrow the id columns, in the view stored with the project."""
+        members = self.query_one("#members", MemberTable)
+        extra = self.model.view.id_widening
+        now, then = members.id_room(extra), members.id_room(extra + cells)
+        if then == now:
+            self.notify(f"The id column is {now} cells, as {'wide' if cells > 0 else 'narrow'} as it goes here",
+                        timeout=2)
+            return
+        self.model.set_id_widening(members.widening_for(then))
+        self.remember_state()
+        if self.index is not None:
+            self.render_list()
+        self.notify(f"The id column is {then} cells ({'I' if cells > 0 else 'i'} takes it back)", timeout=2)
 
     def action_cycle_sort(self) -> None:
         self.model.cycle_sort()

@@ -12,24 +12,19 @@ from __future__ import annotations
 import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
-from textual.worker import get_current_worker
 
-from ...engine.normalize import normalize
-from ...engine.shingle import shingle_sets
-from ...engine.similarity import verify_pairs
 from ...review.shown import ShownMembers
 from ..actions import PAIR_ACTIONS
-from ..diff import AlignedDiff, align_lines, aligned_in_worker, diff, diff_in_worker, lines_of
-from ..messages import DiffReady
+from ..diff import lines_of
 from ..state import ReviewChanged
 from ..text import first_fitting, literal_line, shorten_apart
 from ..widgets.aligned import AlignedDiffView
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
+from ..widgets.pair_diff import PairDiff
 from ..widgets.tables import STATUS, why
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 from .dialogs import AskScreen
@@ -79,8 +74,9 @@ class PairScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pair-header")
-        yield from compose_side_by_side()
-        yield AlignedDiffView(id="aligned-doc")
+        with PairDiff():
+            yield from compose_side_by_side()
+            yield AlignedDiffView(id="aligned-doc")
         yield AppFooter()
 
     def on_mount(self) -> None:
@@ -123,6 +119,7 @@ class PairScreen(Screen):
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
         self.seen.add(self.right)
+        self.review.shown.add(self.left)  # (on screen too: the session's record, not this view's rule)
         left_text, right_text = left.text, right.text
         self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
@@ -130,9 +127,6 @@ class PairScreen(Screen):
         else:
             self.aligned = self.aligned_choice
         self.set_class(self.aligned, "-aligned")
-        self.query_one("#left-doc", DocView).set_document(left_text, length=left.length)
-        self.query_one("#right-doc", DocView).set_document(right_text, length=right.length)
-        self.query_one("#aligned-doc", AlignedDiffView).set_diff(None)
         (self.query_one("#aligned-doc") if self.aligned else self.query_one("#right-doc")).focus()
         self._key = (self.left, self.right, self.aligned, self.normalized)
         self.jaccard = self._stored_jaccard()
@@ -141,14 +135,10 @@ class PairScreen(Screen):
         self.jaccard_unknown = self.jaccard is None and (left.cut or right.cut)
         k = int((project.scan_params() or {}).get("k", 5))
         k = k if self.jaccard is None and not self.jaccard_unknown else 0
-        if not k and len(left_text) + len(right_text) <= self.SYNC_CHARS:
-            # short texts: the diff now (a few ms), shown with the documents in one repaint
-            result = align_lines(left_text, right_text, self.normalized) if self.aligned else \
-                diff(left_text, right_text, normalized=self.normalized)
-            self.on_diff_ready(DiffReady(self._key, result))
-            return
-        self.refresh_view()
-        self.compute_diff(self._key, left_text, right_text, k, self.aligned)
+        # short texts: the diff now (a few ms), shown with the documents in one repaint
+        if not self.query_one(PairDiff).show(self._key, left, right, aligned=self.aligned, normalized=self.normalized,
+                                             jaccard_k=k, sync_chars=self.SYNC_CHARS, then=self._diffed):
+            self.refresh_view()
 
     def _stored_jaccard(self) -> float | None:
         a, b = (self.review.exact_root(o) for o in (self.left, self.right))
@@ -156,31 +146,10 @@ class PairScreen(Screen):
             return 1.0
         return self.review.project.stored_jaccard(a, b)
 
-    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
-    def compute_diff(self, key: tuple, left: str, right: str, k: int, aligned: bool) -> None:
-        """Diff (and, for a pair below the floor, the exact Jaccard with shingle size k)."""
-        if aligned:
-            result = aligned_in_worker(left, right, self.normalized)
-        else:
-            result = diff_in_worker(left, right, self.normalized)
-        if result is None:
-            return
-        if k:
-            values, offsets = shingle_sets([normalize(left), normalize(right)], k)
-            result.jaccard = float(verify_pairs(values, offsets, np.array([0]), np.array([1]))[0])
-        if not get_current_worker().is_cancelled:
-            self.post_message(DiffReady(key, result))
-
-    def on_diff_ready(self, message: DiffReady) -> None:
-        if message.key != self._key:
-            return
-        if isinstance(message.result, AlignedDiff):
-            self.query_one("#aligned-doc", AlignedDiffView).set_diff(message.result, pair_notice(*self.shown))
-        else:
-            self.query_one("#left-doc", DocView).set_spans(message.result.left)
-            self.query_one("#right-doc", DocView).set_spans(message.result.right)
-        if self.jaccard is None and message.result.jaccard is not None:
-            self.jaccard = message.result.jaccard
+    def _diffed(self, result) -> None:
+        """The pair's differences are in its views (the Jaccard too, for a pair below the floor)."""
+        if self.jaccard is None and result.jaccard is not None:
+            self.jaccard = result.jaccard
             self.jaccard_computed = True
         self.refresh_view()
 

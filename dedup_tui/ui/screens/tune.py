@@ -19,12 +19,11 @@ from ...engine.decisions import ords_for_ids
 from ...engine.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
-from ..diff import diff, diff_in_worker
-from ..messages import DiffReady
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
+from ..widgets.pair_diff import PairDiff
 from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
@@ -59,7 +58,7 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         scan.append(f"LSH {bands}×{rows}: P(found) {p_t:.3f} at {r.threshold:.2f}, {p_f:.3f} at the floor")
     out.add_row(scan)
     if e is None:
-        out.add_row(Text("No labels yet: press l to label pairs sampled around the threshold; "
+        out.add_row(Text("No labels yet: press L to label pairs sampled around the threshold; "
                          "precision, recall and a recommended threshold follow from them.", style="dim"))
     else:
         # what the labels say at the threshold and the recommendation first (at 80x24 the bins
@@ -73,13 +72,13 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         recommend.append(f"Target {e.target:.0%} ( ): ", style="bold")
         if e.too_few_labels:
             recommend.append(f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; "
-                             "l labels more)", style="italic")
+                             "L labels more)", style="italic")
         elif e.recommended is None:
             recommend.append("no threshold reaches it yet", style="italic")
         else:
             recommend.append(f"{e.recommended:.2f}", style="bold reverse")
             recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
-                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (a applies)")
+                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (= applies)")
         out.add_row(recommend)
         t = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
         for name, just in (("bin", "left"), ("pairs", "right"), ("lab.", "right"), ("prec.", "right"),
@@ -270,8 +269,8 @@ class TuneScreen(Screen):
         title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
         side = self.query_one("#tune-side").size.width or self.app.size.width
         self.query_one("#chains-title", Static).update(first_fitting([
-            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) x split · o open", "dim")),
-            Text.assemble(title, ("  x split · o open", "dim")), title], side - 2))
+            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) b break · g open", "dim")),
+            Text.assemble(title, ("  b break · g open", "dim")), title], side - 2))
 
     def show_far_pair(self) -> None:
         """Under the chains table, when the table has no room for it: the selected chain's two most
@@ -304,7 +303,7 @@ class TuneScreen(Screen):
         elif e is not None and e.recommended is not None:
             tail.append("  recommended ", style="dim")
             tail.append(f"{e.recommended:.2f}", style="bold")
-            tail.append(" (a)", style="dim")
+            tail.append(" (=)", style="dim")
         if self.report is None or self.report.threshold != self.review.threshold or (
                 self.report.estimates is not None and self.report.estimates.target != self.target):
             tail.append("  computing…", style="dim italic")
@@ -319,7 +318,7 @@ class TuneScreen(Screen):
 
         line = first_fitting([head("({policy}; + - moves)", " · target precision {target:.0%} (( ) moves)"),
                               head("+ -", " · target {target:.0%} ( )"), head("", " · target {target:.0%}")], width)
-        keys = "l: label pairs · s: SVG · j: labels JSONL · esc: back"
+        keys = "L: label pairs · S: SVG · j: labels JSONL · esc: back"
         if self.has_class("-narrow"):
             keys = ("v: numbers · " if self.has_class("-plots") else "v: plots · ") + keys
         line.append("\n" + keys, style="dim")
@@ -350,7 +349,7 @@ class TuneScreen(Screen):
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
         if e is None or e.recommended is None or e.too_few_labels:
-            self.notify("No recommendation yet: label pairs first (l)" if e is None or not e.too_few_labels else
+            self.notify("No recommendation yet: label pairs first (L)" if e is None or not e.too_few_labels else
                         f"Too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} "
                         "needed)", severity="warning")
             return
@@ -403,7 +402,8 @@ class TuneScreen(Screen):
 
 
 class ReviewScreen(Screen):
-    """Pairs sampled around the threshold, one at a time: d duplicate, n not, s skip."""
+    """Pairs sampled around the threshold, one at a time: 1 duplicate, 2 not, 0 skip (labels
+    have keys of their own: they are evidence for tuning, never decisions)."""
 
     BINDINGS = [a.binding() for a in REVIEW_ACTIONS]
     ACTIONS = REVIEW_ACTIONS
@@ -426,7 +426,8 @@ class ReviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="review-header")
-        yield from compose_side_by_side()
+        with PairDiff():
+            yield from compose_side_by_side()
         yield AppFooter()
 
     def on_mount(self) -> None:
@@ -459,8 +460,7 @@ class ReviewScreen(Screen):
             self.refill()
         if not self.queue:
             self.current = None
-            self.query_one("#left-doc", DocView).set_document("")
-            self.query_one("#right-doc", DocView).set_document("")
+            self.query_one(PairDiff).show(None, Shown("", 0), None)
             self.update_header("Every stored pair is labelled. esc: back to the tuning screen.")
             return
         q = self.current = self.queue[self.pos]
@@ -468,35 +468,14 @@ class ReviewScreen(Screen):
         self._ids = tuple(project.ids_for([q.a, q.b]))
         # a window of a huge document (reading, wrapping and the diff bounded by it)
         self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
-        (left, left_length), (right, right_length) = ((s.text, s.length) for s in self.shown)
         self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
-        lv, rv = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
-        key = (q.a, q.b)
-        if len(left) + len(right) <= self.SYNC_DIFF_CHARS:
-            result = diff(left, right)
-            lv.set_document(left, result.left, length=left_length)
-            rv.set_document(right, result.right, length=right_length)
-        else:
-            lv.set_document(left, length=left_length)
-            rv.set_document(right, length=right_length)
-            self.compute_diff(key, left, right)
+        self.query_one(PairDiff).show((q.a, q.b), *self.shown, sync_chars=self.SYNC_DIFF_CHARS)
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
             t.append(f"{side}: ", style="dim")
             t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
-
-    @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
-    def compute_diff(self, key: tuple, left: str, right: str) -> None:
-        result = diff_in_worker(left, right)
-        if result is not None:
-            self.post_message(DiffReady(key, result))
-
-    def on_diff_ready(self, message: DiffReady) -> None:
-        if self.current is not None and message.key == (self.current.a, self.current.b):
-            self.query_one("#left-doc", DocView).set_spans(message.result.left)
-            self.query_one("#right-doc", DocView).set_spans(message.result.right)
 
     def update_header(self, note: str | None = None) -> None:
         q = self.current
@@ -520,8 +499,8 @@ class ReviewScreen(Screen):
             head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
             head(" pair {at}/{n}", " · {session}")], width)
         t.append("\n")
-        keys = first_fitting([Text("d duplicate · n not a duplicate (splits the pair) · s skip · u undo · esc back"),
-                              Text("d duplicate · n not (splits the pair) · s skip · u undo · esc back")], width)
+        keys = first_fitting([Text("1 duplicate · 2 not a duplicate (splits the pair) · 0 skip · u undo · esc back"),
+                              Text("1 duplicate · 2 not (splits the pair) · 0 skip · u undo · esc back")], width)
         t.append(note or keys.plain, style="italic" if note else "dim")
         cut = pair_notice(*self.shown) if q is not None else ""
         if cut:

@@ -33,12 +33,23 @@ class LineCacheView(ScrollView):
         if not self.is_mounted:
             return
         width = self.scrollable_content_region.width
-        if width <= 0 or (not force and width == self._width):
+        if width <= 0:
+            if force:  # new content while hidden: laid out at the next width, even the one it had
+                self._width = 0
+            return
+        if not force and width == self._width:
             return
         self._width = width
         self._cache.clear()
         self._set_virtual_size(Size(width, self._lay_out(width)))
         self.refresh()
+
+    @property
+    def laid_out(self) -> bool:
+        """Whether the content is laid out at the width the view has now (a view without width
+        has nothing to lay out; one resized is laid out again when it handles its Resize)."""
+        width = self.scrollable_content_region.width
+        return width <= 0 or width == self._width
 
     def _set_virtual_size(self, size: Size) -> None:
         """A new virtual size lays the whole screen out again (tens of ms on the main screen, at

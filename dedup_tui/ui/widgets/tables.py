@@ -24,6 +24,18 @@ ID_WIDTH = 40  # at most this many cells of an id in the tables (longer ones sho
 ROW_MARGIN = 5
 
 
+MIN_ID_ROOM = 6  # the id column at its narrowest (i widens it, I narrows it)
+
+
+def widened(base: int, most: int, extra: int) -> int:
+    """The id column's cells: the room the pane gives ids (`base`) with the `extra` cells the
+    reviewer added (or took, when negative); a wider one never beyond `most`."""
+    room = base + extra
+    if extra > 0:
+        room = min(room, max(base, most))
+    return max(MIN_ID_ROOM, room)
+
+
 def pane_width(widget) -> int:
     """The table's width from the terminal's (two panes when wide): the same on every fill."""
     width = widget.app.size.width
@@ -52,6 +64,8 @@ class RowTable(DataTable):
         self._texts: list[Text] = []
         self._after_paint: list[Callable[[], object]] = []
         self._changed = False  # rows changed since the table was last drawn
+        # cells the reviewer added to (or took from) the id column: the screen's view says
+        self.id_extra: Callable[[], int] = lambda: 0
 
     def after_paint(self, callback: Callable[[], object]) -> None:
         """Call `callback` once the rows last set are on screen (at once when they are: a fill
@@ -194,7 +208,7 @@ class ClusterTable(RowTable):
         # the kept document's column: its id first (shortened in the middle, or where it differs
         # from an id that would read the same), the text after it
         room = row_room(self) - (done_w + size_w + 4 + 4) - 4 * len(self.GAP)
-        id_room = min(ID_WIDTH, max(12, room - 12))
+        id_room = widened(min(ID_WIDTH, max(12, room - 12)), room, self.id_extra())
         ids = shorten_each([literal_line(previews.get(c, ("?",))[0]) for _i, c, _d, _t in counts], id_room)
         rows = []
         for (i, cluster_id, done, total), doc_id in zip(counts, ids):
@@ -270,6 +284,7 @@ SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "other
              "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
              "same text as another member": "copy of a member", "linked via another member": "via a member"}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
+MIN_WHY_WIDTH = 5  # ... at least, when the reviewer widened the ids into its room
 
 
 def short_why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
@@ -347,15 +362,16 @@ class MemberTable(RowTable):
         return super().clear(columns)
 
     def _plain(self, ords: list[int], rows: dict[int, tuple[str, int, str]]):
-        index, cluster_id, id_room = self._cluster_context
+        index, cluster_id, base = self._cluster_context
         c = index.clustering
         full = [literal_line(rows.get(o, ("?",))[0]) for o in ords]
-        if id_room is None:  # the pane's room: the why column gets its own, then the ids, then the text
-            id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
-            if max(map(cell_len, full), default=0) > id_room:  # long ids (manual pages): they are what tells
+        if base is None:  # the pane's room: the why column gets its own, then the ids, then the text
+            base = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH))
+            if max(map(cell_len, full), default=0) > base:  # long ids (manual pages): they are what tells
                 # members apart (the preview shows the text), so the text column gives up its room first
-                id_room = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH_LONG_IDS))
-            self._cluster_context = (index, cluster_id, id_room)
+                base = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH_LONG_IDS))
+            self._cluster_context = (index, cluster_id, base)
+        id_room = self.id_room(self.id_extra())
         if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
             kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
             self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
@@ -376,6 +392,17 @@ class MemberTable(RowTable):
                           snippet(rows.get(o, ("?", 0, ""))[2], room)))
         return plain
 
+    def id_room(self, extra: int) -> int:
+        """The id column's cells with `extra` cells added by the reviewer (the text keeps 4)."""
+        base = self._cluster_context[2] if self._cluster_context is not None else None
+        base = min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH)) if base is None else base
+        return widened(base, self.free_room() - MIN_WHY_WIDTH - 4, extra)
+
+    def widening_for(self, room: int) -> int:
+        """The reviewer's extra cells that give the id column `room` cells."""
+        base = self._cluster_context[2] if self._cluster_context is not None else None
+        return room - (min(ID_WIDTH, max(12, self.free_room() - WHY_WIDTH - self.TEXT_WIDTH)) if base is None else base)
+
     def free_room(self) -> int:
         """The row's cells after the status and sim columns and the gaps between all five."""
         return row_room(self) - 7 - 4 - 4 * len(self.GAP)
@@ -383,6 +410,8 @@ class MemberTable(RowTable):
     def _laid(self, row, id_w: int, why_w: int) -> tuple[Text, str]:
         o, status, style, sim, doc_id, reason, text = row
         text_w = max(4, self.free_room() - id_w - why_w)
+        if cell_len(reason) > why_w:  # the ids were widened into the why column's room
+            reason = reason[: why_w - 1] + "…"
         text = text if cell_len(text) <= text_w else text[: text_w - 1] + "…"
         return self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
                                 (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
@@ -393,8 +422,13 @@ class MemberTable(RowTable):
         """The widest id and why (or the header), as DataTable would measure a column."""
         return max([2, *(cell_len(p[4]) for p in plain)]), max([3, *(cell_len(p[5]) for p in plain)])
 
-    def _lay_out(self, plain) -> None:
+    def _widths(self, plain) -> tuple[int, int]:
+        """The id and why columns' cells: the why column gives up room to ids widened into it."""
         id_w, why_w = self._field_widths(plain)
+        return id_w, max(min(why_w, MIN_WHY_WIDTH), min(why_w, self.free_room() - id_w - 4))
+
+    def _lay_out(self, plain) -> None:
+        id_w, why_w = self._widths(plain)
         header = self.layout_row([(Text("status"), 7, "left"), (Text("sim"), 4, "left"), (Text("id"), id_w, "left"),
                                   (Text("why"), why_w, "left"), (Text("text"), 4, "left")])
         self.set_rows(header, [self._laid(p, id_w, why_w) for p in plain])
@@ -420,8 +454,8 @@ class MemberTable(RowTable):
         """Add the next chunk of members (`rows`: previews of `pending()`)."""
         shown = self._shown_rows or []
         more = self._plain(self.pending(), rows)
-        widths = self._field_widths(shown + more)
-        if widths != self._field_widths(shown):  # a wider id or reason: lay every row out again
+        widths = self._widths(shown + more)
+        if widths != self._widths(shown):  # a wider id or reason: lay every row out again
             cursor = self.cursor_row
             self._lay_out(shown + more)
             self.move_cursor(row=cursor, animate=False)
