@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -435,7 +434,7 @@ def report_profiles(profiles: dict, path: Path, top: int = 14) -> None:
         st = pstats.Stats(prof, stream=io.StringIO())
         total = st.total_tt or 1e-9
         rows = []
-        for (file, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():
+        for (file, line, func), (_cc, nc, _tt, ct, _callers) in st.stats.items():
             interesting = "dedup_tui" in file or any(k in file for k in ("textual/", "rich/", "numpy", "sqlite3"))
             if interesting and ct / total >= 0.03:
                 short = file.split("site-packages/")[-1].split("/work/main/")[-1]

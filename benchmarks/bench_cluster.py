@@ -122,10 +122,12 @@ def main() -> None:
         n = manifest["counts"]["documents"]
         c = manifest["cluster"]
         lines = [
-            f"### {label}, floor {args.floor}: cluster-scan on a local Ray ({c['at_start']['cpus']} CPUs, {c['pieces']} pieces, "
+            f"### {label}, floor {args.floor}: cluster-scan on a local Ray "
+            f"({c['at_start']['cpus']} CPUs, {c['pieces']} pieces, "
             f"{c['partitions']} partitions) beside the local scan",
             "",
-            "| run | wall | its own stages | peak RSS of the process | object store peak (shared memory) | machine peak |",
+            "| run | wall | its own stages | peak RSS of the process "
+            "| object store peak (shared memory) | machine peak |",
             "|---|---:|---:|---:|---:|---:|",
             f"| `scan` (load + scan) | {local['wall']:.1f} s | scan {scan_total:.1f} s | {mb(local['rss'])} | "
             f"{mb(local['shm'])} | {mb(local['used'])} |",

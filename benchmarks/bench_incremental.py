@@ -153,7 +153,8 @@ def main() -> None:
                  f"spent {first.timings.get('keep_keys', 0):.2f} s of its {first.timings.get('total', 0):.2f} s "
                  f"writing them.",
                  f"Machine: {platform.node()}, {os.cpu_count()} cores (shared with other work), Python "
-                 f"{platform.python_version()}, numpy {np.__version__}. {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
+                 f"{platform.python_version()}, numpy {np.__version__}. "
+                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
                  f" dedup-tui at {engine_version()}."]
         report = "\n".join(lines)
         print(report)

@@ -308,7 +308,7 @@ def _version(rng: random.Random) -> str:
     return f"{rng.randint(0, 12)}.{rng.randint(0, 30)}.{rng.randint(0, 20)}"
 
 
-def _slotted(rng: random.Random, text: str, slots: list[str], n: int) -> list[str]:
+def _slotted(rng: random.Random, text: str, slots: tuple[str, ...], n: int) -> list[str]:
     """Words of text with n slot markers (filled per page) put at random word positions."""
     words = text.split(" ")
     for _ in range(n):
@@ -317,7 +317,7 @@ def _slotted(rng: random.Random, text: str, slots: list[str], n: int) -> list[st
 
 
 class _Command:
-    def __init__(self, rng: random.Random, src: SentenceSource, tpl: "_Template"):
+    def __init__(self, rng: random.Random, src: SentenceSource, tpl: _Template):
         self.name = _name(rng)
         self.tagline = src.sentence()
         self.args = " ".join(rng.sample(_ARGS, rng.randint(0, 2)))
@@ -332,7 +332,7 @@ class _Template:
     """A documentation page shape: boilerplate paragraphs with slots, optional and movable
     sections, an option table, commands that fill it (each page documents one command)."""
 
-    SLOTS = ["§cmd§", "§version§", "§path§", "§project§", "§opt§"]
+    SLOTS = ("§cmd§", "§version§", "§path§", "§project§", "§opt§")
 
     def __init__(self, rng: random.Random, src: SentenceSource):
         self.project = _name(rng).capitalize()
@@ -350,7 +350,9 @@ class _Template:
         while left > 0:
             size = min(left, rng.randint(150, 700))
             text = src.document(size)
-            self.sections.append((f"{rng.choice(['About', 'Usage notes', 'Behaviour', 'Details', 'Caveats', 'Security', 'Compatibility', 'Performance', 'Configuration', 'Bugs', 'History'])}",
+            heading = rng.choice(["About", "Usage notes", "Behaviour", "Details", "Caveats", "Security",
+                                  "Compatibility", "Performance", "Configuration", "Bugs", "History"])
+            self.sections.append((heading,
                                   "boiler", _slotted(rng, text, self.SLOTS, max(1, size // 150)),
                                   1.0 if i < 2 or rng.random() < 0.6 else rng.uniform(0.5, 0.95), i >= 1))
             left -= size
@@ -756,7 +758,10 @@ def manpage_variant(recs: list[dict], i: int, by_family: dict[str, list[int]],
             out.append(u)
     text = sep.join(out)
     dvocab = _WORD.findall(donor["text"]) or ["x"]
-    norm = lambda t: _WS.sub(" ", t.lower().strip())
+
+    def norm(t):
+        return _WS.sub(" ", t.lower().strip())
+
     original = norm(rec["text"])
     rate = rng.uniform(0.02, 0.08)
     while True:

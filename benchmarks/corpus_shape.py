@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpora  # noqa: E402
-import oracle  # noqa: E402
+import corpora
+import oracle
 
 
 def main() -> None:
@@ -94,7 +94,7 @@ def main() -> None:
         j = oracle.pair_jaccard(codes, row[xa], row[xb])
         edges = [0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0001]
         hist = np.histogram(j, edges)[0] / len(j)
-        print("within-group pair Jaccard (sample of %d): " % len(j)
+        print(f"within-group pair Jaccard (sample of {len(j)}): "
               + ", ".join(f"[{lo:g},{min(hi, 1):g}) {h:.1%}" for lo, hi, h in zip(edges, edges[1:], hist))
               + f"; median {np.median(j):.2f}")
         # a few spot checks against the plain set definition

@@ -42,7 +42,9 @@ def main() -> None:
         "run's file for the truth used), peak memory of the process tree. Regenerate with",
         "`benchmarks/run_all.sh` then `python benchmarks/summarize.py`.",
         "",
-        "| corpus | floor | dedup-tui s | rensa s | datasketch s | speed-up vs fastest peer | recall: ours / rensa / datasketch | near floor: ours / rensa / datasketch | peak MB: ours / rensa / datasketch | run |",
+        "| corpus | floor | dedup-tui s | rensa s | datasketch s | speed-up vs fastest peer "
+        "| recall: ours / rensa / datasketch | near floor: ours / rensa / datasketch "
+        "| peak MB: ours / rensa / datasketch | run |",
         "|---|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for stem, m, rows in runs:

@@ -17,7 +17,7 @@ from pathlib import Path
 # inherits it); a value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .engine import warmup  # noqa: E402
+from .engine import warmup
 
 # First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
 # now, before this module's imports (numba-free; see engine/warmup.py).
@@ -274,7 +274,8 @@ def _folder_out(out_dir: str) -> None:
 
 
 _LOAD_OPTIONS = [
-    click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else the line number]"),
+    click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else "
+                                                  "the line number]"),
     click.option("--text-field", default="text", show_default=True, help="Field holding the document text."),
     click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping."),
 ]
@@ -471,15 +472,28 @@ def pairs(project_path, db, minimum, out, force):
 @click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
 @click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order (- for standard output).")
-@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept document; similarities: 4 decimals, cut).")
-@click.option("--clusters", type=click.Path(dir_okay=False, readable=False), help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, reviewer_decided, reviewer_saw.")
+@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when "
+                                                                                 "linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept "
+                                                                                 "document; similarities: 4 decimals, cut).")
+@click.option("--clusters", type=click.Path(dir_okay=False, readable=False), help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, "
+                                                                                  "source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, "
+                                                                                  "reviewer_decided, reviewer_saw.")
 @click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
-@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then replaced by a newer decision) or not applied (in force but unable to apply, with its reason: the removal of a reference document).")
+@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), "
+                                                                                       "undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then "
+                                                                                       "replaced by a newer decision) or not applied (in force but unable to apply, with its reason: "
+                                                                                       "the removal of a reference document).")
 @click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
-@click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, max:score for the best); saved in the project. [default: the project's, else first]")
+@click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, "
+                                                     "max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, "
+                                                     "max:score for the best); saved in the project. [default: the project's, else first]")
 @click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
-@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents loaded since the scan before the last one (after a first scan: every source that is not a reference, e.g. new data against a curated base loaded with --reference); the removed log lists theirs alone.")
-@click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still sees every source.")
+@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents loaded since the scan before the last one (after a first scan: "
+                                                         "every source that is not a reference, e.g. new data against a curated base loaded with "
+                                                         "--reference); the removed log lists theirs alone.")
+@click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their "
+                                                                                           "number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still "
+                                                                                           "sees every source.")
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
 def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt, decisions_log, manifest, keep,
                ignore_decisions, only, chosen_sources, force):
@@ -487,9 +501,10 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
     policy unless --ignore-decisions is given. --removed, --decisions-log and --manifest
-    write the optional logs; --clusters a table of every document (CSV or Parquet). Every file is written to a temporary file and renamed into
-    place; existing files are never overwritten without --force. Any output given as -
-    is written to standard output (and this summary to standard error).
+    write the optional logs; --clusters a table of every document (CSV or Parquet). Every file
+    is written to a temporary file and renamed into place; existing files are never overwritten
+    without --force. Any output given as - is written to standard output (and this summary to
+    standard error).
     """
     from .engine.decisions import export_curated
 
@@ -530,8 +545,9 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
              keep=keep, sources=sources, clusters_out=clusters)
     of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
-    _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, "
-         f"{r.reviewer:,} by reviewer){refs}; {r.decisions_line()}", out, removed, decisions_log, manifest, clusters)
+    _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; "
+         f"removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer){refs}; "
+         f"{r.decisions_line()}", out, removed, decisions_log, manifest, clusters)
 
 
 def _warn_if_audit_stale(project: Project, threshold: float, policy: str, keep: str | None) -> None:
@@ -676,9 +692,10 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
                                             piece_bytes=piece_mb << 20, partitions=partitions)
     r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
              references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
-    click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: {r.exact_duplicates:,} exact duplicates in "
-               f"{r.exact_groups:,} groups; {r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, "
-               f"{r.candidates:,} candidates); {r.participants:,} documents to review, in {_one_line(out_dir)} "
+    click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: "
+               f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
+               f"{r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, {r.candidates:,} candidates); "
+               f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
                f"({r.timings.get('total', 0):.1f}s)")
     if r.skipped_records:
         click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
@@ -692,7 +709,8 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 @click.argument("scan_dir", type=click.Path(exists=False, readable=False))
 @_PROJECT_ARGUMENT
 @_db_option("Project file to create")
-@click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over (after a new cluster-scan).")
+@click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over "
+                                                                                     "(after a new cluster-scan).")
 def import_cmd(scan_dir, project_path, db, review_from):
     """Make PROJECT, a review project of a cluster scan's SCAN_DIR: the documents in some pair
     or exact group, with their records, pairs and groups. Open it with `dedup-tui PROJECT`."""
@@ -869,8 +887,10 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file (scanned, with a reference source)")
-@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which a document matches a reference document. [default: the app's current one, else 0.8]")
-@click.option("--out", type=click.Path(dir_okay=False, readable=False), help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for standard output).")
+@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which a document matches a reference document. [default: the app's "
+                                                        "current one, else 0.8]")
+@click.option("--out", type=click.Path(dir_okay=False, readable=False), help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for "
+                                                                             "standard output).")
 @click.option("--shown", default=10, show_default=True, type=click.IntRange(0), help="Matches listed per reference source in the text report.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def contamination(project_path, db, threshold, out, shown, force):
@@ -907,7 +927,9 @@ def contamination(project_path, db, threshold, out, shown, force):
 @click.option("--kept-size", default=100, show_default=True, type=click.IntRange(0), help="Pairs of kept documents to sample just below the threshold (duplicates left in).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed: the same seed on the same project draws the same sample.")
 @click.option("--target-width", default=0.02, show_default=True, type=_Fraction(0, 1, min_open=True), help="Width of the 95% interval of wrong removals to plan labels for (0.02: 2 percentage points).")
-@click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help='Save labels from a JSONL file: {"id": "R3", "label": "duplicate" | "not" | "skip"} a line (ids as --list prints them).')
+@click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help='Save labels from a JSONL file: {"id": "R3", "label": "duplicate" | '
+                                                                               '"not" | "skip"} a line (ids '
+                                                                               'as --list prints them).')
 @click.option("--prompt/--no-prompt", default=None, help="Ask for a label of each unlabelled sampled pair. [default: when standard input is a terminal]")
 @click.option("--list", "list_sample", is_flag=True, help="Print the sample as JSONL ({id, side, a, b, similarity, band, label}) instead of the report.")
 def audit(project_path, db, threshold, policy, size, kept_size, seed, target_width, labels_file, prompt, list_sample):
@@ -982,7 +1004,7 @@ def _label_interactively(project: Project, auditing, result) -> None:
             if value is not None:
                 break
             click.echo("answer d, n, s or q")
-        _run(lambda control: auditing.label(project, pair, value))
+        _run(lambda control: auditing.label(project, pair, value))  # noqa: B023 - run before the next pair
 
 
 def _audit_report(result, db: str) -> str:

@@ -57,7 +57,7 @@ def build(seed: int = 2026) -> list[dict]:
     rng = random.Random(seed)
     docs: list[dict] = []
     originals = [document(rng) for _ in range(180)]
-    for i, text in enumerate(originals):
+    for text in originals:
         docs.append({"id": f"note-{len(docs) + 1:04d}", "text": text, "kind": "original"})
         roll = rng.random()
         if roll < 0.12:  # exact duplicate, sometimes with case/whitespace changes

@@ -104,7 +104,7 @@ class Served:
             self.process.stdout.close()
         return [args for _pid, _pgid, args in left]
 
-    def __enter__(self) -> "Served":
+    def __enter__(self) -> Served:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -211,7 +211,7 @@ class Browser:
     def _left(self) -> list[str]:
         return [args for _pid, _pgid, args in processes() if f"--user-data-dir={self.profile}" in args]
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc) -> None:

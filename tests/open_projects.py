@@ -8,8 +8,9 @@ A project opened by the tests' own code (the nearest caller outside store.py is 
 tests/) must be closed by them: it is held until the scope ends, so one that was merely dropped
 is caught too. A project the app or the engine opened (a review, a screen's writer) is held
 weakly: one still alive at the end is one the app keeps until it is torn down; it is closed,
-and listed in the run's summary without failing the test. A `Project(...)` that raises after opening its connection leaves that connection
-to the garbage collector; it is closed at once and counted in `engine_leaks`."""
+and listed in the run's summary without failing the test. A `Project(...)` that raises after
+opening its connection leaves that connection to the garbage collector; it is closed at once
+and counted in `engine_leaks`."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def is_open(project: store.Project) -> bool:
     if conn is None:
         return False
     try:
-        conn.total_changes
+        conn.total_changes  # noqa: B018 - raises on a closed connection
     except sqlite3.ProgrammingError:  # "Cannot operate on a closed database."
         return False
     return True
@@ -59,7 +60,7 @@ class Scope:
     """The projects opened while one test (or one module's fixtures) ran."""
 
     by_tests: list[tuple[store.Project, str]] = field(default_factory=list)
-    by_app: "weakref.WeakKeyDictionary[store.Project, str]" = field(default_factory=weakref.WeakKeyDictionary)
+    by_app: weakref.WeakKeyDictionary[store.Project, str] = field(default_factory=weakref.WeakKeyDictionary)
 
     def close_all(self, kept_by_app: list[str]) -> list[str]:
         """Close every project still open; return where the tests' own open ones were opened

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dedup_tui.engine import ahead as ahead_module
-from dedup_tui.engine import ingest, kernels, pipeline  # noqa: F401  (kernels: loaded, so signing ahead is on)
+from dedup_tui.engine import ingest, kernels, pipeline  # kernels: loaded, so signing ahead is on
 from dedup_tui.engine.ahead import SignedAhead
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.progress import Control

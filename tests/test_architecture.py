@@ -30,7 +30,7 @@ def _absolute(module: str, node: ast.ImportFrom) -> str:
     if not node.level:
         return node.module or ""
     package = module.split(".")
-    if not MODULES[module].name == "__init__.py":
+    if MODULES[module].name != "__init__.py":
         package = package[:-1]
     base = package[: len(package) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))

@@ -160,7 +160,7 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
 
 
 def test_the_audit_never_records_a_decision(project_file, tmp_path):
-    path, group = project_file
+    path, _group = project_file
     with Project(path) as p:
         dec.record(p, "keep", "d0001", threshold=T, policy="components")
         result = audit.run_audit(p, T, "components", size=30, kept_size=10)
@@ -337,3 +337,11 @@ def test_a_copy_of_a_near_removal_is_in_the_frame_not_certain(tmp_path):
 def test_marked_words_leave_a_change_of_white_space_alone():
     assert audit.marked_words("a b\nc d", "a b c d") == "a b c d"
     assert audit.marked_words("a b\nc d", "a x c d") == "a [-b-] {+x+} c d"
+
+
+def test_a_labels_line_with_an_over_long_number_is_a_one_line_error(tmp_path):
+    """json.loads raises a plain ValueError (no .msg) for an integer past Python's digit limit."""
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"id": "R1", "label": "duplicate"}\n' + "7" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(audit.DedupError, match=r"labels\.jsonl, line 2: not JSON \(Exceeds the limit"):
+        audit.read_labels_file(str(path))

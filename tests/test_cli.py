@@ -83,8 +83,8 @@ def test_bad_arguments_exit_2(tmp_path, monkeypatch, args):
     (["import", "x.db", "scan"], "x.db: is a project, not a scan folder; give the scan folder first: "
                                  "dedup-tui import SCAN_DIR PROJECT"),
     (["cluster-export", "shards", "--out", "curated"],
-     "give the project: dedup-tui cluster-export PROJECT CORPUS... --out DIR (or --db PROJECT); shards was read as "
-     "a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
+     "give the project: dedup-tui cluster-export PROJECT CORPUS... --out DIR (or --db PROJECT); "
+     "shards was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
     (["cluster-export", "x.db", "--out", "curated"],
      "give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR"),
     (["tune", "x.db", "--db", "y.db"], "the project is given twice (x.db and --db y.db): give it once, as PROJECT "
@@ -422,7 +422,8 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     first = ok()
     assert first.stdout == ""
     assert first.stderr.splitlines() == [
-        f"dedup-tui: first run: copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)"]
+        f"dedup-tui: first run: copied the sample to {where}/ "
+        "(notes.jsonl; your review goes in notes.db)"]
     assert opened[0].db == where / "notes.db" and opened[0].db.exists()
     # what the app's first opening leaves: the sample loaded into its project
     from dedup_tui.engine.ingest import load_corpus
@@ -434,7 +435,8 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     # under the home folder, the folder is shown as ~/...
     monkeypatch.setenv("HOME", str(tmp_path))
     assert sample_notice(where / "notes.jsonl", where / "notes.db") == (
-        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ (notes.jsonl; your review goes in notes.db)")
+        "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ "
+        "(notes.jsonl; your review goes in notes.db)")
 
 
 def test_the_readmes_commands_parse_as_written():

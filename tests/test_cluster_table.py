@@ -83,7 +83,7 @@ def test_the_cluster_table_agrees_with_the_removed_log_column_by_column(reviewed
     by_id = {r["id"]: r for r in rows}
     assert list(by_id) == ["A", "D", "B", "C", "E", "F", "G", "H", "R"]  # every document, in corpus order
     train, evals = (str((tmp_path / n).resolve()) for n in ("train.jsonl", "evals.jsonl"))
-    assert {r["id"]: r["source"] for r in rows} == {**{i: train for i in "ADBCEFGH"}, "R": evals}
+    assert {r["id"]: r["source"] for r in rows} == {**dict.fromkeys("ADBCEFGH", train), "R": evals}
     # the cluster: its first document's position, whatever the keep rule or decisions kept
     assert {r["id"]: r["cluster"] for r in rows} == {"A": 0, "D": 0, "B": 0, "C": 0, "E": 0, "F": 5, "G": 5, "H": 7,
                                                     "R": 7}

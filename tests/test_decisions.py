@@ -116,7 +116,8 @@ def test_engine_stays_ui_free():
     import subprocess
     import sys
 
-    code = "import sys, dedup_tui.engine.decisions; print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))"
+    code = ("import sys, dedup_tui.engine.decisions; "
+            "print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 

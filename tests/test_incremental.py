@@ -34,7 +34,7 @@ def families(n_families: int, sizes: tuple[int, int], singles: int, seed: int, b
 
     for f in range(n_families):
         text = base()
-        for c in range(rng.randint(*sizes)):
+        for _ in range(rng.randint(*sizes)):
             docs.append((f"f{f}", noisy_copy(rng, text, int(len(text) * rng.uniform(0.0, 0.15)))))
     text = base()
     docs += [("big", noisy_copy(rng, text, int(len(text) * rng.uniform(0.0, 0.04)))) for _ in range(big)]

@@ -97,7 +97,7 @@ def test_file_without_documents_is_an_error(tmp_path, name, line, says, skip_bad
     assert not db.exists()
 
 
-@pytest.mark.parametrize("name,line,says,_ids,_skipped", RECORD_ERRORS + [(n, l, s, None, None) for n, l, s in FILE_ERRORS])
+@pytest.mark.parametrize("name,line,says,_ids,_skipped", RECORD_ERRORS + [(n, line, s, None, None) for n, line, s in FILE_ERRORS])
 def test_failed_load_leaves_existing_project_untouched(tmp_path, name, line, says, _ids, _skipped):
     db = tmp_path / "p.db"
     first = write_jsonl(tmp_path / "first.jsonl", [("p1", "already here"), ("p2", "and this")])

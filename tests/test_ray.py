@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install -e ".[test,ray]"')
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # noqa: E402 - after the skip: without Ray, nothing else loads
 
 from click.testing import CliRunner  # noqa: E402
 
@@ -31,7 +31,7 @@ from dedup_tui.engine.scandir import import_scan  # noqa: E402
 from dedup_tui.engine.store import Project  # noqa: E402
 
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
-FORCED = dict(piece_bytes=40_000, partitions=3)
+FORCED = {"piece_bytes": 40_000, "partitions": 3}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -160,7 +160,7 @@ def test_imported_project_clusters_as_the_local_one(scanned, tmp_path):
             assert a.removed_count == b.removed_count
             assert np.array_equal(a.reason, b.reason[[local_ord[i] for i in ids]])
     # integer ids come back as numbers, as from a local load
-    assert set(type(x) for x in project.json_ids_for(range(project.document_count()))) == {str, int}
+    assert {type(x) for x in project.json_ids_for(range(project.document_count()))} == {str, int}
     project.close()
 
 
@@ -319,7 +319,7 @@ def test_pieces_cover_the_file_and_know_their_line_numbers(tmp_path, piece_bytes
     starts = [p[0] for p in info["pieces"]]
     ends = [p[1] for p in info["pieces"]]
     assert starts[0] == 0 and ends[-1] == len(raw) and starts[1:] == ends[:-1]
-    for start, end, first_line in info["pieces"]:
+    for start, _end, first_line in info["pieces"]:
         assert first_line == raw[:start].count(b"\n") + 1
         assert start == 0 or raw[start - 1:start] == b"\n"
 
@@ -349,9 +349,8 @@ async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
         await pilot.press("R")  # no local rescan of a partial project
         await pilot.pause()
         assert app.screen is app.main and not app.main.scanning
-    with Project(db) as project:
-        with pytest.raises(ProjectError, match="cluster-scan"):
-            scan(project)
+    with Project(db) as project, pytest.raises(ProjectError, match="cluster-scan"):
+        scan(project)
 
 
 def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
@@ -506,7 +505,7 @@ def test_force_replaces_only_what_a_scan_wrote(tiny, tmp_path):
     project_bytes = (scan_dir / "review.db").read_bytes()
     manifest = (scan_dir / "manifest.json").read_bytes()
     seen, control = _stages()
-    with pytest.raises(DedupError, match="review.db: not written by a cluster scan"):
+    with pytest.raises(DedupError, match=r"review.db: not written by a cluster scan"):
         cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), control=control, force=True)
     assert seen == []
     r = CliRunner().invoke(main, ["cluster-scan", str(tiny[0]), "--out", str(scan_dir), "--force"])
@@ -515,7 +514,7 @@ def test_force_replaces_only_what_a_scan_wrote(tiny, tmp_path):
     assert (scan_dir / "manifest.json").read_bytes() == manifest
     (scan_dir / "review.db").rename(tmp_path / "review.db")
     (scan_dir / "documents" / "notes.txt").write_text("mine")
-    with pytest.raises(DedupError, match="notes.txt: not written by a cluster scan"):
+    with pytest.raises(DedupError, match=r"notes.txt: not written by a cluster scan"):
         cluster_scan(tiny, scan_dir, ClusterScanSettings(partitions=2), force=True)
     assert (scan_dir / "documents" / "notes.txt").read_text() == "mine"
     # holding only what a scan wrote, the earlier scan is replaced, and nothing is left beside it
@@ -734,8 +733,8 @@ def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_pat
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", address)
         assert code == 1 and err.strip().splitlines() == [(
-            f"error: cannot reach a Ray cluster at {address}: connection refused (nothing listens on port {port} of "
-            f"127.0.0.1: is the cluster started, and is this its address?)")], err
+            f"error: cannot reach a Ray cluster at {address}: connection refused "
+            f"(nothing listens on port {port} of 127.0.0.1: is the cluster started, and is this its address?)")], err
     assert not (tmp_path / "scan").exists() and not list(tmp_path.iterdir())
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     import_scan(tmp_path / "scan", tmp_path / "review.db").close()
@@ -797,7 +796,7 @@ def test_a_connection_that_hangs_is_given_up():
             raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379")
 
     t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match="no Ray session started within 0.2 s"):
+    with pytest.raises(TimeoutError, match=r"no Ray session started within 0.2 s"):
         init_within(Hangs(), 0.2, address="h:1")
     assert time.monotonic() - t0 < 10
     never.set()

@@ -84,12 +84,12 @@ def test_the_evaluation_set_commands_run_and_never_write_a_reference(tmp_path, m
 
     monkeypatch.chdir(tmp_path)
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
-    files = {"train/a.jsonl": [("ta%d" % i, t) for i, t in enumerate(texts[:40])],
-             "train/b.jsonl": [("tb%d" % i, t) for i, t in enumerate(texts[40:])],
-             "evals/a.jsonl": [("ea%d" % i, t) for i, t in enumerate(texts[5:50:9])],
+    files = {"train/a.jsonl": [(f"ta{i}", t) for i, t in enumerate(texts[:40])],
+             "train/b.jsonl": [(f"tb{i}", t) for i, t in enumerate(texts[40:])],
+             "evals/a.jsonl": [(f"ea{i}", t) for i, t in enumerate(texts[5:50:9])],
              "evals/b.jsonl": [("eb0", texts[60] + " and one more sentence at its end.")],
-             "curated/base.jsonl": [("base%d" % i, t) for i, t in enumerate(texts[:30])],
-             "new/batch.jsonl": [("new%d" % i, t) for i, t in enumerate(texts[20:45])]}
+             "curated/base.jsonl": [(f"base{i}", t) for i, t in enumerate(texts[:30])],
+             "new/batch.jsonl": [(f"new{i}", t) for i, t in enumerate(texts[20:45])]}
     for name, docs in files.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))

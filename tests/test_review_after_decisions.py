@@ -106,7 +106,7 @@ def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, t
         review.change_view(threshold=0.8, policy=policy)
         rng = random.Random(f"{policy} {rule} {which}")
         incremental = 0
-        for step in range(60):
+        for _ in range(60):
             if rng.random() < 0.15:
                 review.set_filter(rng.choice(["undecided", "all", "near"]))
             if rng.random() < 0.1:  # (documents judged against then are no longer always the kept ones)

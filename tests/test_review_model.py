@@ -218,7 +218,7 @@ def test_remove_advances_through_every_member_in_order_then_to_the_next_cluster(
     expected = [m for m in members if not r.is_kept(m)]
     assert len(expected) == len(members) - 1 >= 5
     visited = []
-    for done, m in enumerate(expected):
+    for done, _m in enumerate(expected):
         assert r.progress(label) == (done, len(expected))
         assert not r.index.decided[r.index.position(label)] and not r.cluster_decided(label)
         assert label_of(r, r.cursor.doc) == label

@@ -276,7 +276,7 @@ def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
         rebuilt = ok[maximum_spanning_forest(n, a[ok], b[ok], j[ok])]
         fa, fb, fj = graph.forest(frozenset(split))
         got = sorted(zip(fa.tolist(), fb.tolist()))
-        assert got == sorted((pairs[i] for i in rebuilt)), k
+        assert got == sorted(pairs[i] for i in rebuilt), k
         assert np.array_equal(np.sort(fj), np.sort(j[rebuilt]))
 
 

@@ -172,26 +172,24 @@ async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=(
     once `sent_when(bytes)` holds; the bytes returned are then only those received after."""
     got = b""
     waiting = sent_when is not None
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(url, headers={"Origin": origin}) as ws:
-            async with asyncio.timeout(timeout):
-                async for message in ws:
-                    if message.type == aiohttp.WSMsgType.BINARY:
-                        got += message.data
-                        if waiting and sent_when(got):
-                            for item in send:
-                                await ws.send_str(json.dumps(item))
-                            got, waiting = b"", False
-                        elif not waiting and until(got):
-                            return got
+    async with aiohttp.ClientSession() as session, session.ws_connect(url, headers={"Origin": origin}) as ws:
+        async with asyncio.timeout(timeout):
+            async for message in ws:
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    got += message.data
+                    if waiting and sent_when(got):
+                        for item in send:
+                            await ws.send_str(json.dumps(item))
+                        got, waiting = b"", False
+                    elif not waiting and until(got):
+                        return got
     raise AssertionError(f"the websocket closed after {len(got)} bytes")
 
 
 def get(url: str, headers: dict | None = None, cookies: dict | None = None) -> tuple[int, str, dict]:
     async def fetch():
-        async with aiohttp.ClientSession(cookies=cookies) as session:
-            async with session.get(url, headers=headers or {}, allow_redirects=False) as response:
-                return response.status, await response.text(), dict(response.headers)
+        async with aiohttp.ClientSession(cookies=cookies) as session, session.get(url, headers=headers or {}, allow_redirects=False) as response:
+            return response.status, await response.text(), dict(response.headers)
     return asyncio.run(fetch())
 
 
@@ -285,12 +283,11 @@ def test_behind_a_tls_proxy_the_public_urls_host_and_origin_are_allowed(project)
 def app_environ(served: Served, url: str, origin: str) -> dict[str, str]:
     """The environment of the app a websocket to `url` gets (read while it runs)."""
     async def probe() -> dict[str, str]:
-        async with aiohttp.ClientSession() as session:
-            async with session.ws_connect(url, headers={"Origin": origin}) as ws:
-                await ws.receive(timeout=60)  # the first screen: the app runs
-                (pid,) = apps(served)
-                return dict(item.split("=", 1) for item in
-                            Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+        async with aiohttp.ClientSession() as session, session.ws_connect(url, headers={"Origin": origin}) as ws:
+            await ws.receive(timeout=60)  # the first screen: the app runs
+            (pid,) = apps(served)
+            return dict(item.split("=", 1) for item in
+                        Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
     return asyncio.run(probe())
 
 
@@ -376,12 +373,11 @@ def stop_reading(served: Served, project: Path, seconds: float) -> tuple[socket.
 def the_next_browser_reviews(served: Served, project: Path) -> None:
     """A new browser's app, not a read-only one, holds the project's lock."""
     async def session() -> tuple[bytes, list[int], int | None]:
-        async with aiohttp.ClientSession() as client:
-            async with client.ws_connect(ws_url(served), headers={"Origin": base(served)}) as ws:
-                got = b""
-                while b"THRESHOLD" not in got:
-                    got += (await ws.receive(timeout=60)).data
-                return got, apps(served), lock_holder(project)
+        async with aiohttp.ClientSession() as client, client.ws_connect(ws_url(served), headers={"Origin": base(served)}) as ws:
+            got = b""
+            while b"THRESHOLD" not in got:
+                got += (await ws.receive(timeout=60)).data
+            return got, apps(served), lock_holder(project)
 
     got, running, holder = asyncio.run(session())
     assert len(running) == 1 and holder == running[0]

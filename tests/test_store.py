@@ -46,11 +46,10 @@ def test_the_project_file_reads_as_a_sqlite_utils_database(project):
 def test_decisions_written_through_sqlite_utils_roll_back_with_the_engine_transaction(project):
     """sqlite-utils writes in a savepoint inside `transaction`: nothing is committed early."""
     decisions.record(project, "keep", "doc_A")
-    with pytest.raises(RuntimeError):
-        with transaction(project.conn):
-            decisions.record_many(project, [("remove", "doc_B", None, None), ("remove", "doc_C", None, None)])
-            project.set_meta(keep_rule="longest")
-            raise RuntimeError("cancelled")
+    with pytest.raises(RuntimeError), transaction(project.conn):
+        decisions.record_many(project, [("remove", "doc_B", None, None), ("remove", "doc_C", None, None)])
+        project.set_meta(keep_rule="longest")
+        raise RuntimeError("cancelled")
     assert [(d.kind, d.doc_id) for d in decisions.all_decisions(project)] == [("keep", "doc_A")]
     assert project.get_meta("keep_rule") is None
     with sqlite3.connect(project.path) as other:  # and another process sees the same

@@ -103,7 +103,7 @@ def test_histogram_and_s_curve(synth_project):
     assert h.counts.sum() == len(graph.jaccard) and len(h.edges) == 17
     assert h.edges[0] == 0.2 and h.edges[-1] == 1.0
     assert tune.s_curve({"method": "exhaustive", "bands": 0, "rows": 0}) is None
-    s, p, b, r = tune.s_curve({"method": "lsh", "bands": 20, "rows": 5})
+    _s, p, b, r = tune.s_curve({"method": "lsh", "bands": 20, "rows": 5})
     assert (b, r) == (20, 5) and p[0] == 0.0 and p[-1] == 1.0
     assert np.all(np.diff(p) >= 0)
 
@@ -135,7 +135,7 @@ def test_queue_is_stratified_and_interleaved(synth_project):
     queue = tune.review_queue(graph, 0.3, 0.2, per_bin=5, span=0.1)
     bins = [q.bin for q in queue]
     edges = tune.bin_edges(0.2)
-    assert all(0.2 - 1e-9 <= q.similarity and edges[q.bin] <= q.similarity for q in queue)
+    assert all(q.similarity >= 0.2 - 1e-9 and edges[q.bin] <= q.similarity for q in queue)
     # the first round visits every bin once, the one holding the threshold first
     first_round = bins[: len(set(bins))]
     assert sorted(first_round) == sorted(set(bins))
@@ -181,7 +181,7 @@ def test_recommendation_near_truth(synth_project, tmp_path):
 
 
 def test_not_duplicate_label_is_a_decision(synth_project):
-    project, _, group = synth_project
+    project, _, _group = synth_project
     graph = load_graph(project)
     try:
         k = int(np.argmax(graph.jaccard))

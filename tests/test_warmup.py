@@ -88,8 +88,9 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     pipeline.scan(project, settings, gated)
     code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
     warm = warmup.is_warm()  # (after its incremental scan, which the scan did not wait for)
+    pairs = project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
     print(json.dumps({"stages": stages, "warm": warm, "code": code, "top": top, "at_load": at_load,
-                      "before_scan": before_scan, "pairs": project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]}))
+                      "before_scan": before_scan, "pairs": pairs}))
     """, cache)
     assert out["warm"] and out["code"] == 0
     # The exact copies need no kernels: found at once; the signatures wait for the warm-up's.
@@ -187,8 +188,8 @@ def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
     subprocess.Popen = NoProcess
     warmup._spawn({str(cache)!r}, "0123456789abcdef")
     print(json.dumps({{"key": handed.get("DEDUP_TUI_WARMUP_KEY"),
-                      "imported": sorted(m for m in ("numpy", "dedup_tui.engine.pipeline", "dedup_tui.engine.warmup_job")
-                                         if m in sys.modules)}}))
+                      "imported": sorted(m for m in ("numpy", "dedup_tui.engine.pipeline",
+                                                     "dedup_tui.engine.warmup_job") if m in sys.modules)}}))
     """, cache)
     assert out == {"key": "0123456789abcdef", "imported": []}
 

@@ -144,7 +144,8 @@ def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
         import threading
         from pathlib import Path
         from dedup_tui.engine import kernel_cache, warmup_job
-        warmup_job.Watchdog(kernel_cache.sources_key(), deadline=0.5, every=0.1, grace=0.5, failed=Path({str(failed)!r}))
+        warmup_job.Watchdog(kernel_cache.sources_key(), deadline=0.5, every=0.1, grace=0.5,
+                            failed=Path({str(failed)!r}))
         threading.Event().wait()  # stuck
     """
     started = time.monotonic()

@@ -30,7 +30,7 @@ from numba.extending import intrinsic  # noqa: E402
 
 if CACHE_DIR:
     # numba may have been imported before us (then it read the environment already).
-    numba.config.CACHE_DIR = CACHE_DIR
+    numba.config.CACHE_DIR = CACHE_DIR  # type: ignore[attr-defined]
 
 
 _write_error: list[OSError] = []
@@ -62,7 +62,7 @@ def _njit(fn, **options):
     if CACHE_DIR:
         try:  # (what cache=True does, with numba's FunctionCache)
             dispatcher._cache = _KernelCache(dispatcher.py_func)
-        except Exception:  # e.g. "no locator available": compile without a cache instead
+        except Exception:  # noqa: BLE001 - e.g. "no locator available": compile without a cache instead
             pass
     return dispatcher
 

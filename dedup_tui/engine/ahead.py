@@ -62,7 +62,7 @@ class SignedAhead:
         self.usable = True
 
     @classmethod
-    def for_settings(cls, settings, workers: int = 0) -> "SignedAhead | None":
+    def for_settings(cls, settings, workers: int = 0) -> SignedAhead | None:
         """One for a scan with these settings (a ScanSettings), or None when signing ahead would
         compile kernels in this process (a first run: the warm-up compiles them)."""
         from .exact import compiled_ready
@@ -72,7 +72,7 @@ class SignedAhead:
         return cls(settings.k, settings.num_perm, settings.seed, workers or AHEAD_WORKERS)
 
     @classmethod
-    def for_corpus(cls, settings, paths) -> "SignedAhead | None":
+    def for_corpus(cls, settings, paths) -> SignedAhead | None:
         """One for loading the corpus files `paths` and then scanning them with `settings`, or
         None: see for_settings, and a small corpus is not worth it (MIN_CORPUS_BYTES)."""
         from .warmup import corpus_bytes
@@ -116,7 +116,7 @@ class SignedAhead:
         return text, start, signatures, sketch_of, sketches
 
     def covers(self, ords: np.ndarray) -> bool:
-        return (self.usable and self.first_ord is not None and len(ords) > 0
+        return (self.usable and self.first_ord is not None and self.next_ord is not None and len(ords) > 0
                 and int(ords[0]) >= self.first_ord and int(ords[-1]) < self.next_ord)
 
     def take(self, ords: np.ndarray, exact_prefixes: np.ndarray, control: Control) -> Signed | None:
@@ -139,15 +139,18 @@ class SignedAhead:
         signatures = np.empty((len(ords), self.num_perm), np.uint32)
         texts, sketches = [], []
         row, done = 0, 0
-        jobs, self._jobs = self._jobs, []
+        jobs: list[tuple[int, int, Future | None]] = list(self._jobs)
+        self._jobs = []
         try:
             for i, (first, count, future) in enumerate(jobs):
                 control.check()
+                assert future is not None  # (None once its arrays are copied, below)
                 try:
                     text, start, job_signatures, job_sketch_of, job_sketches = future.result()
-                except Exception:  # (a signing job failed, e.g. out of memory: the scan signs them itself)
+                except Exception:  # noqa: BLE001 - a signing job failed, e.g. out of memory: the scan signs them itself
                     for _, _, rest in jobs[i + 1:]:
-                        rest.cancel()
+                        if rest is not None:
+                            rest.cancel()
                     self.discard()
                     return None
                 jobs[i] = (first, count, None)  # (its arrays are freed once copied)

@@ -429,7 +429,8 @@ class Audit:
         share, low, high = self.export_share()
         labelled = self.removed.estimate.labelled
         if share is None:
-            return f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} sampled pairs labelled)"
+            return (f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} "
+                    "sampled pairs labelled)")
         return (f"estimated {_pct(share)} wrong removals, 95% CI {_pct(low, False)}–{_pct(high)}, "
                 f"{labelled + sum(s.known for s in self.removed.strata):,} pairs audited")
 
@@ -540,7 +541,8 @@ def read_labels_file(path: str) -> list[tuple[int, str, str]]:
                 try:
                     row = json.loads(line)
                 except ValueError as exc:
-                    raise DedupError(f"{path}, line {n}: not JSON ({exc.msg})") from None
+                    why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)  # (or a number too long)
+                    raise DedupError(f"{path}, line {n}: not JSON ({why})") from None
                 if not isinstance(row, dict) or "id" not in row or "label" not in row:
                     raise DedupError(f'{path}, line {n}: expected {{"id": ..., "label": "duplicate" | "not"}}')
                 value = LABEL_WORDS.get(str(row["label"]).strip().lower())

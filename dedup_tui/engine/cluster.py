@@ -464,8 +464,8 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
             similarity[pb_ord[to_keeper]] = pj[to_keeper]
     else:
         a, b, j = graph.without(split_pairs)
-        above = j >= threshold
-        a, b, j = a[above], b[above], j[above]
+        at_threshold = j >= threshold
+        a, b, j = a[at_threshold], b[at_threshold], j[at_threshold]
         keeper_of, best = _greedy_references_first(graph, a, b, j) if graph.has_references() \
             else greedy_keepers(n, a, b, j)
         removed = np.flatnonzero(keeper_of >= 0)
@@ -495,6 +495,7 @@ def _greedy_references_first(graph: PairGraph, a: np.ndarray, b: np.ndarray, j: 
     so a document similar to any of them is removed against the most similar one."""
     n = graph.n
     first = np.zeros(n, dtype=bool)
+    assert graph.reference is not None  # called with references only
     refs = np.flatnonzero(graph.reference)
     roots = graph.exact_of[refs]
     first[np.where(roots >= 0, roots, refs)] = True
@@ -543,6 +544,7 @@ def protect_references(graph: PairGraph, c: Clustering) -> Clustering:
     if not graph.has_references():
         return c
     ref = graph.reference
+    assert ref is not None
     c.reference = ref
     refs = np.flatnonzero(ref)
     labels = np.unique(c.cluster[refs])

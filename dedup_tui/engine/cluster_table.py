@@ -51,8 +51,8 @@ def cluster_table_format(path: str | Path) -> str:
     return fmt
 
 
-def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, kept_by_reviewer: set[int],
-                    decided: set[int]) -> dict[str, list]:
+def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, kept_by_reviewer: set[int] | frozenset[int],
+                    decided: set[int] | frozenset[int]) -> dict[str, list]:
     """The table's columns (CLUSTER_COLUMNS), one value per document in corpus order."""
     c = clustering
     n = len(c.reason)
@@ -97,7 +97,8 @@ def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, 
 
 
 def write_cluster_table(project: Project, graph: PairGraph, clustering: Clustering, path: str | Path,
-                        kept_by_reviewer: set[int] = frozenset(), decided: set[int] = frozenset()) -> int:
+                        kept_by_reviewer: set[int] | frozenset[int] = frozenset(),
+                        decided: set[int] | frozenset[int] = frozenset()) -> int:
     """Write the cluster table (CSV or Parquet by the suffix); returns its rows."""
     fmt = cluster_table_format(path)
     columns = cluster_columns(project, graph, clustering, set(kept_by_reviewer), set(decided))

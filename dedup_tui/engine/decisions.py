@@ -20,6 +20,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -86,12 +87,12 @@ class Decision:
 LABEL_VALUE = "label"
 
 
-def is_label_split(d: "Decision") -> bool:
+def is_label_split(d: Decision) -> bool:
     """The not_duplicate decision a tuning label recorded (engine.tune.set_label)."""
     return d.kind == "not_duplicate" and d.value == LABEL_VALUE
 
 
-def decides_its_document(d: "Decision") -> bool:
+def decides_its_document(d: Decision) -> bool:
     """Whether `d` makes the document it names decided (reviewed): not a note, and not a tuning
     label (evidence, never a review of its documents)."""
     return d.doc_id is not None and d.kind != "note" and not is_label_split(d)
@@ -162,13 +163,13 @@ def _switch(project: Project, find, old_state: int, new_state: int) -> Decision 
     return d
 
 
-def record_many(project: Project, rows: list[tuple[DecisionKind, str, str | None, str | None]], threshold: float | None = None,
+def record_many(project: Project, rows: Sequence[tuple[str, str, str | None, str | None]], threshold: float | None = None,
                 policy: Policy | None = None, author: str | None = None) -> list[Decision]:
     """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
     one undo. Discards anything that could be redone. Returns them, oldest first."""
     if not rows:
         return []
-    for kind, doc_id, other_id, _value in rows:
+    for kind, _doc_id, other_id, _value in rows:
         if kind not in KINDS or kind == "keep_rule":  # (record_keep_rule: it names no document)
             raise DedupError(f"unknown decision kind {kind!r} (choose from {', '.join(KINDS[:-1])})")
         if kind == "not_duplicate" and not other_id:
@@ -197,7 +198,7 @@ def refuse_removing_references(project: Project, doc_ids: list[str]) -> None:
     source_of = project.sources_of_ids(doc_ids)
     for doc_id in doc_ids:
         if source_of.get(doc_id) in refs:
-            path = project.source_paths().get(source_of[doc_id])
+            path = project.source_paths().get(source_of[doc_id], "?")
             raise ReferenceRemoval(f"{literal_line(doc_id, 60)} is a reference document (from {literal_line(path)}): "
                                    f"reference documents are matched but never removed")
 
@@ -281,7 +282,7 @@ class Overrides:
     pinned: set[int] = field(default_factory=set)
 
     @classmethod
-    def load(cls, project: Project) -> "Overrides":
+    def load(cls, project: Project) -> Overrides:
         decisions = active(project)
         listed = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
         ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions] + listed)
@@ -321,7 +322,7 @@ class Overrides:
         remove = {o for o, k in state.items() if k == "remove"}
         return cls(keep, remove, split, accepted, decided, pinned - remove)
 
-    def after_keep(self, o: int) -> "Overrides | None":
+    def after_keep(self, o: int) -> Overrides | None:
         """What load() reads back once a keep of `o` is recorded after these decisions (the
         newest keep or remove decision on a document wins), or None when that is not known from
         these alone: `o` removed (its removal taken over may make a judged-against pin of it
@@ -379,7 +380,7 @@ def _clusters_holding(cluster: np.ndarray, docs: set[int]) -> dict[int, list[int
 
 
 def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides,
-                      index: "PairIndex") -> int:
+                      index: PairIndex) -> int:
     """Settle one cluster (its members in ord order, `label` its label before any decision) by
     the decisions in `ov`, in place; returns its label after them. Every member's keeper,
     similarity and reason is set here, whatever it was."""
@@ -437,14 +438,15 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
     is not known (a decision taken back, or `previous` not made by apply_overrides)."""
     if previous.overridden is None or old.split_pairs != new.split_pairs:
         return None
+    overridden = dict(previous.overridden)
     c = replace(previous, keeper=previous.keeper.copy(), similarity=previous.similarity.copy(),
-                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=dict(previous.overridden))
+                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=overridden)
     changed = (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned)
     if not changed:
         return c
     index = PairIndex(graph)
     for now, members in _clusters_holding(previous.cluster, changed).items():
-        before = c.overridden.pop(now, None)
+        before = overridden.pop(now, None)
         base = now if before is None else before
         # before any decision a cluster's label is its kept document, and no other member is both
         # kept and its own cluster: a pin moves the cluster unless it is that document
@@ -453,7 +455,7 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
             if before is not None:
                 return None  # its state before the decisions is gone: cluster again
             continue
-        c.overridden[_override_cluster(graph, c, members, base, new, index)] = base
+        overridden[_override_cluster(graph, c, members, base, new, index)] = base
     return forget_rejected(c)
 
 
@@ -599,7 +601,7 @@ def _field_value(source: dict, doc_id: str, text: str, record, field: str):
     it), or None."""
     value = as_object(source, doc_id, text, record).get(field)
     if type(value) is float and value == value:  # not NaN: read again, its digits as written
-        raw = record.decode("utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
+        raw = str(record, "utf-8", "surrogatepass") if isinstance(record, (bytes, bytearray, memoryview)) else record
         value = _exact_decoder().decode(raw).get(field)
     return value
 
@@ -885,7 +887,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "policy": policy,
         "keep_rule": rule or keep_rule(project),
         "counts": {
-            "documents": int(len(reason)),
+            "documents": len(reason),
             "kept": int((reason == KEPT).sum()),
             "exported": int(clustering.exported().sum()),
             "references": int(clustering.reference.sum()) if clustering.reference is not None else 0,
@@ -975,7 +977,7 @@ def export_curated(
         not_applied=len(inapplicable),
     )
     if manifest_out:
-        outputs = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
+        outputs: dict[str, object] = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
                    "decisions_applied": use_decisions}
         if clusters_out:
             outputs["clusters"] = result.clusters_out

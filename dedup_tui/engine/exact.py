@@ -28,7 +28,7 @@ def exact_keys_and_text(texts: list[str], need_text: bool = False):
     from .kernels import normalized_buffer
 
     buf = normalized_buffer(texts)
-    data, bounds = memoryview(buf.data), buf.offsets.tolist()
+    data, bounds = memoryview(buf.data), buf.offsets.tolist()  # type: ignore[arg-type]  # (typed from 3.12)
     sha256 = hashlib.sha256
     return [sha256(data[s:e]).hexdigest() for s, e in zip(bounds, bounds[1:])], buf
 

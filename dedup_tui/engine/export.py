@@ -74,7 +74,7 @@ class AtomicFile:
     never replaced by a file.
     """
 
-    def __init__(self, path: Path, mode: str, overwrite: bool = True):
+    def __init__(self, path: str | Path, mode: str, overwrite: bool = True):
         self.path = Path(path)
         self.mode = mode
         self.overwrite = overwrite
@@ -294,7 +294,7 @@ def export(
         with AtomicFile(out, "w", overwrite=force) as fh:
             writer = csv.writer(fh)
             writer.writerow(fields)
-            for ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
+            for _ordinal, doc_id, text, source_id, record in iter_kept(project, clustering):
                 src = sources[source_id]
                 if src["format"] in ("csv", "tsv") and src["fields"] == fields and record is not None:
                     writer.writerow(parse_record(record))

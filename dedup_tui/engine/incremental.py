@@ -17,8 +17,8 @@ agreement prefilter); and the first 8 bytes of its exact hash. An incremental sc
   full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair in its first usable shared band only
-  (incremental_kernels.added_band_survivors, compiled: this module imports no numba; a dense family of thousands of near copies is enumerated once per
-  band, not verified once per band);
+  (incremental_kernels.added_band_survivors, compiled: this module imports no numba; a dense
+  family of thousands of near copies is enumerated once per band, not verified once per band);
 - verifies the survivors exactly (scanning.verify, component by component, with the sketch
   test there instead of in the bands: the same pair-wise test on the same texts).
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,12 +62,12 @@ class _LoadSettings:
 
 def load_corpus(
     project: Project,
-    paths: list[str | Path],
+    paths: Sequence[str | Path],
     id_field: str | None = None,
     text_field: str = "text",
     skip_bad: bool = False,
     control: Control | None = None,
-    references: list[str | Path] = (),
+    references: Sequence[str | Path] = (),
     ahead=None,
 ) -> LoadReport:
     """Append the corpora to the project, atomically. Raises CorpusError on bad input.
@@ -91,16 +91,16 @@ def load_corpus(
     # No id field named: "id" where the records have one, else line numbers. A named one must exist.
     settings = _LoadSettings(id_field if id_field is not None else "id", text_field, id_field is not None, skip_bad)
     roles = [None] * len(paths) + [REFERENCE] * len(references)
-    paths = [Path(p) for p in [*paths, *references]]
-    formats = [_corpus_format(p) for p in paths]
-    multi = len(paths) > 1 or project.document_count() > 0
+    files = [Path(p) for p in [*paths, *references]]
+    formats = [_corpus_format(p) for p in files]
+    multi = len(files) > 1 or project.document_count() > 0
     report = LoadReport()
     try:
         with transaction(project.conn):
             writer = DocumentsWriter(project, ahead)
             seen_ids: set[str] = set()
-            for path, fmt, role in zip(paths, formats, roles):
-                count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, paths, multi), seen_ids,
+            for path, fmt, role in zip(files, formats, roles):
+                count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, files, multi), seen_ids,
                                             control, role)
                 report.add_file(path, count, skipped)
                 if role == REFERENCE:

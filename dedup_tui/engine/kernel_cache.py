@@ -144,7 +144,10 @@ def sources_key() -> str:
 
     try:  # numba's own files (found, not imported: importlib.metadata costs ~0.1 s)
         for name in ("numba", "llvmlite"):
-            origin = Path(find_spec(name).origin)
+            spec = find_spec(name)
+            if spec is None or spec.origin is None:
+                raise ImportError(name)
+            origin = Path(spec.origin)
             for f in (origin, origin.with_name("_version.py")):
                 h.update(_stat_line(f, str(f)).encode())
     except (AttributeError, TypeError, ImportError, ValueError, OSError):
@@ -184,7 +187,9 @@ def has_failed(cache: str, key: str | None = None) -> bool:
 
 def lock_file(cache: str, key: str | None = None):
     """The lock of the warm-up of these sources: one install's warm-up never holds up another's."""
-    return open(stamp_path(cache, key).with_suffix(".lock"), "a+b")
+    stamp = stamp_path(cache, key)
+    assert stamp is not None  # (a cache is given)
+    return open(stamp.with_suffix(".lock"), "a+b")
 
 
 def warmup_running(cache: str, key: str | None = None) -> bool:
@@ -221,7 +226,10 @@ def claims_dir(cache: str, key: str | None = None) -> Path | None:
 def ready_kernels(cache: str, key: str | None = None) -> set[int]:
     """The kernels (indices into kernel_list.KERNELS) the running warm-up has compiled so far."""
     try:
-        with open(ready_path(cache, key), encoding="utf-8") as fh:
+        path = ready_path(cache, key)
+        if path is None:
+            return set()
+        with open(path, encoding="utf-8") as fh:
             return {int(line) for line in fh.read(READY_MAX_BYTES).split()}
     except (OSError, TypeError, ValueError):
         return set()
@@ -233,6 +241,8 @@ def mark_ready(cache: str, key: str, index: int) -> None:
     again). One that cannot be written, on a full disk, leaves the scans waiting to their
     deadline."""
     path = ready_path(cache, key)
+    if path is None:
+        return
     try:
         if index in ready_kernels(cache, key):
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .errors import DedupError
@@ -112,7 +112,7 @@ def _inside_folder(path: Path, folders: dict[Path, str]) -> tuple[Path, str] | N
     return None
 
 
-def check_outputs(outputs: dict[str, str | Path | None], force: bool,
+def check_outputs(outputs: Mapping[str, str | Path | None], force: bool,
                   protected: dict[Path, str] | None = None, streams: bool = True) -> None:
     """Raise OutputError unless every named output may be written.
 
@@ -136,9 +136,9 @@ def check_outputs(outputs: dict[str, str | Path | None], force: bool,
             continue
         path = Path(path)
         ident = _identity(_stream_path(path))
-        label = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
-        if label:
-            raise OutputError(f"{path}: is {label}; choose another file for the {what}")
+        protected_as = guarded.get(ident) or guarded.get(("path", str(path.resolve())))
+        if protected_as:
+            raise OutputError(f"{path}: is {protected_as}; choose another file for the {what}")
         if ident in seen and ident != _identity(Path(os.devnull)):  # discarding two outputs is fine
             raise OutputError(f"{path}: given for both the {seen[ident]} and the {what}; each needs its own file")
         seen[ident] = what

@@ -70,7 +70,7 @@ class _Kept:
         with self._lock:
             try:
                 if self._file is None:
-                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")
+                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")  # noqa: SIM115 - open while the scan runs
                 self._file.seek(self._end)
                 self._file.write(data)
             except OSError:  # (no room in the temporary folder: kept in memory, as before)
@@ -84,6 +84,7 @@ class _Kept:
             return np.frombuffer(self._in_memory[band], "<u8")
         offset, size = self._spans[band]
         with self._lock:
+            assert self._file is not None  # (a band not in memory was written to it)
             self._file.seek(offset)
             data = self._file.read(size)
         if len(data) != size:
@@ -630,7 +631,7 @@ def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, 
         bucket[band, local] = mt.old_bucket
         usable[band, mt.order] = mt.usable[bucket_of_new]
         runs.append(mt.runs(local))
-        matches[band] = None
+        matches[band] = None  # type: ignore[call-overload]  # (freed as the loop goes)
     del matches, row_of_old
     min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
     timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]

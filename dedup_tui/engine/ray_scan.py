@@ -269,7 +269,7 @@ def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, error
                                      row_groups=None if piece.end < 0 else list(range(piece.start, piece.end)),
                                      first_row=piece.first_line), errors)
     names = next(it)
-    info["has_id_field"] = field_name in names
+    info["has_id_field"] = field_name in names  # type: ignore[operator]  # (the readers yield the names first)
     info["decided_at"] = piece.first_line + 1
     return it
 
@@ -289,7 +289,7 @@ def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
     n = len(texts)
     buf = kernels.normalized_buffer(texts)
     digests = np.empty((n, 32), np.uint8)
-    data, bounds = memoryview(buf.data), buf.offsets.tolist()
+    data, bounds = memoryview(buf.data), buf.offsets.tolist()  # type: ignore[arg-type]  # (typed from 3.12)
     for i in range(n):
         digests[i] = np.frombuffer(hashlib.sha256(data[bounds[i]:bounds[i + 1]]).digest(), np.uint8)
     hasher = MinHasher(settings.num_perm, settings.seed)
@@ -399,7 +399,7 @@ def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.n
     packed = lsh.pack_nibbles(s) if len(s) else np.empty((0, -(-sig.shape[1] // 16)), np.uint64)
     n = len(reps)
     mask = np.uint64((1 << index_bits) - 1)
-    keys = np.empty((bands, n), np.uint64)
+    keys: np.ndarray = np.empty((bands, n), np.uint64)
     for b in range(bands):
         k = lsh.band_keys(s, b, rows)
         k &= ~mask
@@ -606,7 +606,7 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
 
     from .exact import exact_keys
 
-    out = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
+    out: dict[str, list] = {"ord": [], "doc_id": [], "int_id": [], "line": [], "text": [], "record": []}
     if not len(wanted):
         return np.empty(0, np.int64), []
     pos = base
@@ -655,7 +655,8 @@ def auth_hint() -> str:
     """What to check when a cluster answers but no session starts: Ray's token authentication
     fails as a plain connection timeout."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return f"authentication may be the cause: RAY_AUTH_MODE=token is set here; check that the token ({_TOKEN}) is the cluster's"
+        return (f"authentication may be the cause: RAY_AUTH_MODE=token is set here; "
+                f"check that the token ({_TOKEN}) is the cluster's")
     return (f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
             f"and its token ({_TOKEN}) where you run this command")
 
@@ -673,7 +674,7 @@ def connect(address: str | None = None, num_cpus: int | None = None):
         target = address or os.environ.get("RAY_ADDRESS") or None
         if target == "auto" and os.environ.get("RAY_ADDRESS"):  # 'auto' goes where RAY_ADDRESS says
             target = os.environ["RAY_ADDRESS"]
-        answered = bool(target) and probe_address(target)  # something listens there
+        answered = target is not None and probe_address(target)  # something listens there
         kwargs = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         said = io.StringIO()
         try:
@@ -823,7 +824,7 @@ class Stage:
             while pending:
                 self.control.check()
                 # (through ray://, a task's error can already come out of wait)
-                done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
+                _done, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.25)
                 self.control.report(name, total - len(pending), total)
             self.control.check()
             result = self.ray.get(refs)
@@ -867,9 +868,9 @@ def root_cause(exc: BaseException) -> str:
     """The innermost cause of an error, on one line: FILE: reason for an OSError, else its
     type and message (Ray's own errors: their first line, which says what happened)."""
     seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+    while (cause := exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = cause
     if isinstance(exc, OSError):
         names = [n for n in (exc.filename, exc.filename2) if n is not None]
         return ": ".join([*map(str, names), os_reason(exc)])
@@ -884,7 +885,7 @@ def root_cause(exc: BaseException) -> str:
 
 
 @contextmanager
-def _writing(path: Path):
+def _writing(path: str | Path):
     """An OSError while writing `path` as a one-line error naming it ("No space left on device")."""
     try:
         yield path

@@ -287,7 +287,7 @@ class _Verification:
         between the big ones, so a job is a slice of the pairs: no index of them is made (at
         millions of pairs each copy was tens of MB at the scan's peak)."""
         ca, cb, byte_len = self.ca, self.cb, self.byte_len
-        ranges = []
+        ranges: list[tuple[int, int]] = []
         small = np.flatnonzero(~big_comp)
         for run in np.split(small, np.flatnonzero(np.diff(small) != 1) + 1) if len(small) else ():
             lo, hi = int(bounds[run[0]]), int(bounds[run[-1] + 1])

@@ -226,7 +226,7 @@ def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similari
     with transaction(project.conn):  # the label and the decision it records: one commit
         old = review.label_of(project.db, a_id, b_id)
         was_split = old is not None and old["label"] == "not_duplicate"
-        decision_id = old["decision_id"] if was_split else None
+        decision_id = old["decision_id"] if was_split and old is not None else None
         if was_split and label != "not_duplicate" and decision_id is not None:
             review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
@@ -285,7 +285,7 @@ def review_queue(graph: PairGraph, threshold: float, floor: float, per_bin: int 
     lo, hi = max(floor, threshold - span), min(1.0, threshold + span)
     bins = bin_of(graph.jaccard, edges)
     centres = (edges[:-1] + edges[1:]) / 2
-    wanted = [i for i in range(len(centres)) if edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9 or
+    wanted = [i for i in range(len(centres)) if (edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9) or
               (hi >= 1.0 and i == len(centres) - 1)]
     home = int(bin_of([threshold], edges)[0])
     wanted.sort(key=lambda i: (i != home, abs(centres[i] - threshold), i))
@@ -382,7 +382,7 @@ def label_pairs(project: Project, graph: PairGraph) -> list[tuple[int, int, floa
         return []
     ords = decisions.ords_for_ids(project, [x.a_id for x in labs] + [x.b_id for x in labs])
     index = decisions.PairIndex(graph)
-    out = []
+    out: list[tuple[int, int, float, str]] = []
     for lab in labs:
         if lab.a_id not in ords or lab.b_id not in ords:
             continue
@@ -431,8 +431,9 @@ def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, floa
     p_lo = np.zeros(nb)
     for i in range(nb):
         src = i if stats[i].precision is not None else min(have, key=lambda h: (abs(h - i), -h))
-        p[i] = stats[src].precision
-        p_lo[i] = stats[src].ci[0]
+        p[i], ci = stats[src].precision, stats[src].ci
+        assert ci is not None  # (set with the precision)
+        p_lo[i] = ci[0]
         stats[i].imputed = float(p[i])
     ts = threshold_grid(floor) if thresholds is None else np.asarray(thresholds, dtype=np.float64)
     js = np.sort(graph.jaccard)
@@ -568,11 +569,12 @@ def _max_spanning_cut(members: list[int], edges: list[tuple[int, int, float]], s
     if t not in prev:
         return []
     weakest, v = None, t
-    while prev[v] is not None:
-        u, j = prev[v]
+    while (step := prev[v]) is not None:
+        u, j = step
         if weakest is None or j < weakest[2]:
             weakest = (u, v, j)
         v = u
+    assert weakest is not None  # (t is not s)
     u0, v0, _ = weakest
     side: set[int] = {s}
     stack = [s]
@@ -640,6 +642,7 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
                         s = jaccard(sets[x], sets[y])
                     if best is None or (s, key) < best:
                         best = (s, key)
+            assert best is not None  # (a cluster has two members or more)
             chain = Chain(label, int(sizes[label]), best[0], best[1], True, False)
         else:
             # some pair is below the floor; find one: a member not linked to the kept document
@@ -649,8 +652,8 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
         if chain.weakest < limit_sim - 1e-12:
             chain.cut = _max_spanning_cut(members, [(x, y, s) for x, y, s in zip(ea, eb, ej) if s >= threshold],
                                           *chain.far)
-            chain.label_id, *far = project.ids_for([chain.label, *chain.far])
-            chain.far_ids = tuple(far)
+            chain.label_id, far_a, far_b = project.ids_for([chain.label, *chain.far])
+            chain.far_ids = (far_a, far_b)
             out.append(chain)
     return out
 
@@ -693,7 +696,7 @@ def report(project: Project, graph: PairGraph, threshold: float, target: float =
     return TuneReport(
         floor=floor,
         threshold=threshold,
-        pairs=int(len(graph.jaccard)),
+        pairs=len(graph.jaccard),
         documents=graph.n,
         histogram=histogram(graph, floor, bins),
         sweep=cached_sweep(graph, floor, split),
@@ -755,19 +758,23 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
             "(T, then l) to estimate precision and recall.")
     else:
         e = r.estimates
-        add(f"Labels: {counts['duplicate']} duplicate, {counts['not_duplicate']} not a duplicate, {counts['skip']} skipped")
+        add(f"Labels: {counts['duplicate']} duplicate, {counts['not_duplicate']} not a duplicate, "
+            f"{counts['skip']} skipped")
         add("  bin          pairs  labelled  precision  95% Wilson interval")
         for b in e.bins:
             n = b.duplicate + b.not_duplicate
             if n:
+                assert b.ci is not None  # (a labelled bin's)
                 add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {n:>8}  {b.precision:>9.2f}  "
                     f"[{b.ci[0]:.2f}, {b.ci[1]:.2f}]")
             else:
-                add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {0:>8}  {'—':>9}  (uses {b.imputed:.2f}, nearest labelled bin)")
+                add(f"  {b.lo:.2f}-{b.hi:.2f} {b.population:>9,}  {0:>8}  {'—':>9}  "
+                    f"(uses {b.imputed:.2f}, nearest labelled bin)")
         add("  Estimated precision / recall of 'duplicate' at threshold (recall of pairs >= floor):")
         step = max(1, len(e.thresholds) // 20)
         for i in sorted(set(range(0, len(e.thresholds), step)) | {len(e.thresholds) - 1}):
-            add(f"    {e.thresholds[i]:.2f}  precision {e.precision[i]:.3f} (≥ {e.precision_low[i]:.3f})  recall {e.recall[i]:.3f}")
+            add(f"    {e.thresholds[i]:.2f}  precision {e.precision[i]:.3f} (≥ {e.precision_low[i]:.3f})  "
+                f"recall {e.recall[i]:.3f}")
         if e.too_few_labels:
             add(f"Too few labels to recommend a threshold ({e.labelled}; at least {MIN_LABELS_TO_RECOMMEND} needed)")
         if e.recommended is None:
@@ -777,7 +784,8 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
                 f"(estimated precision {e.recommended_precision:.3f}, conservative {e.recommended_precision_low:.3f}; "
                 f"recall {e.recommended_recall:.3f})")
     add("")
-    add("Shingle size (reference experiment: Jaccard of a 200-word document and its copy with a fraction of characters replaced)")
+    add("Shingle size (reference experiment: Jaccard of a 200-word document and its copy "
+        "with a fraction of characters replaced)")
     table = reference_shingle_table()
     add("  k   " + "".join(f"{n:>7.2f}" for n in SWEEP_NOISE))
     for k, row in table.items():

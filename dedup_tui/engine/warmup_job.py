@@ -195,7 +195,8 @@ class Watchdog:
                  grace: float | None = None, failed: Path | None = None):
         import threading
 
-        self.key, self.reason, self._failed = key, None, failed
+        self.key, self._failed = key, failed
+        self.reason: str | None = None
         self.cancel, self._stopped = threading.Event(), threading.Event()
         self._ends_at = time.monotonic() + (DEADLINE if deadline is None else deadline)
         self._every = WATCH_EVERY if every is None else every
@@ -239,7 +240,9 @@ class Claims:
 
     def __init__(self, cache: str, key: str | None = None, check=None):
         self.cache, self.key = cache, key or sources_key()
-        self.dir, self.ready = claims_dir(cache, self.key), ready_path(cache, self.key)
+        claims, ready = claims_dir(cache, self.key), ready_path(cache, self.key)
+        assert claims is not None and ready is not None  # (a cache is given)
+        self.dir, self.ready = claims, ready
         self.check = check or (lambda: None)
         self.compiled: set[int] = set()
 
@@ -275,7 +278,7 @@ class Claims:
         self.compiled.add(index)
         try:
             compile_listed(index)
-        except Exception:  # (a list older than the code: the made-up scan compiles what it needs)
+        except Exception:  # noqa: BLE001 - a list older than the code: the made-up scan compiles what it needs
             pass
         finally:  # (even when interrupted: nobody waits for it then, whoever calls it compiles it)
             mark_ready(self.cache, self.key, index)
@@ -351,7 +354,7 @@ def _record_here() -> str:
     from numba.core import event
 
     events, order, kernels = ReportEvents(), [], []
-    state = {"event": "load", "depth": 0, "scanned": False}
+    state: dict = {"event": "load", "depth": 0, "scanned": False}
 
     def on_report(stage, done, total):
         if stage == SCANNED:
@@ -402,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import fcntl
     except ImportError:
-        fcntl = None
+        fcntl = None  # type: ignore[assignment]
     with lock_file(cache, key) as lock:
         if fcntl is not None:
             try:
@@ -412,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         if is_warm(cache, key):
             return 0
         stamp = stamp_path(cache, key)
+        assert stamp is not None
         watchdog = Watchdog(key, failed=stamp.with_suffix(".failed"))
         try:
             _warm(cache, key, watchdog)
@@ -442,14 +446,16 @@ def _remove_other_keys(cache: str, key: str) -> None:
     try:
         import fcntl
     except ImportError:
-        fcntl = None
+        fcntl = None  # type: ignore[assignment]
     others: dict[str, list[Path]] = {}
     for path in Path(cache).glob(f"{WARM_PREFIX}*"):
         other = path.name[len(WARM_PREFIX):].split(".")[0]
         if other != key:
             others.setdefault(other, []).append(path)
     for other, paths in others.items():
-        lock_path = stamp_path(cache, other).with_suffix(".lock")
+        stamp = stamp_path(cache, other)
+        assert stamp is not None
+        lock_path = stamp.with_suffix(".lock")
         try:
             with open(lock_path, "a+b") as lock:
                 if fcntl is not None:

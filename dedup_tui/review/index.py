@@ -98,7 +98,7 @@ class Listing:
     filter: str = "all"
 
     @classmethod
-    def parse(cls, text: str) -> "Listing":
+    def parse(cls, text: str) -> Listing:
         """The listing a string names ("size", "low:undecided"); ValueError for an unknown sort
         or filter."""
         sort, _, flt = text.partition(":")
@@ -148,7 +148,7 @@ class ClusterIndex:
     # (labels, sizes, max_sim, min_sim, decided, reviewed, to_review) of every cluster, before the
     # view's filter and order: another sort or filter is then a reordering (None: a stored
     # snapshot's index)
-    every: tuple | None = None
+    every: tuple[np.ndarray, ...] | None = None
     reviewed: np.ndarray | None = None  # members decided, of those to review (aligned with labels)
     to_review: np.ndarray | None = None  # members the clustering does not keep
     graph: PairGraph | None = None  # the pairs it was built from (None: a stored snapshot's index)
@@ -195,7 +195,7 @@ class ClusterIndex:
         """Whether with_listing(listing) can give this listing (another filter needs every cluster)."""
         return self.every is not None or listing.filter == self.listing.filter
 
-    def with_listing(self, listing: Listing) -> "ClusterIndex":
+    def with_listing(self, listing: Listing) -> ClusterIndex:
         """The same clustering listed otherwise: another order, or another filter (see can_show)."""
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
@@ -203,14 +203,14 @@ class ClusterIndex:
                            self.clustering.reference, self.clustering.with_new_documents())
         return self._listed(listing, every, order)
 
-    def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> "ClusterIndex":
+    def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> ClusterIndex:
         labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
         return ClusterIndex(self.threshold, self.policy, listing, self.clustering, self.overrides, self.counts,
                             labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
                             self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order],
                             self.graph)
 
-    def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> "ClusterIndex | None":
+    def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> ClusterIndex | None:
         """This list, in its order, for `clustering`: this one's clustering under other
         decisions on the documents `docs` (decisions.reapply_overrides), no document having moved
         to another cluster. Only the clusters holding those documents are counted again (and
@@ -285,7 +285,7 @@ class ClusterIndex:
             index.__dict__["_places"] = places
         return index
 
-    def keeping_order_of(self, previous: "ClusterIndex | None") -> "ClusterIndex":
+    def keeping_order_of(self, previous: ClusterIndex | None) -> ClusterIndex:
         """This clustering listed in the order of `previous` (the list the reviewer is working
         through): a cluster stays where any of its documents was listed, even when the filter
         would drop it now (it became decided); a cluster split in two stays together at that
@@ -303,7 +303,8 @@ class ClusterIndex:
             return self._listed(self.listing, self.every, np.empty(0, np.int64))
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
-        fresh = sort_order(self.listing, *self.every[:4], self.threshold, self.every[4],  # the view's own list
+        sizes, max_sim, min_sim, decided = self.every[1:5]
+        fresh = sort_order(self.listing, labels, sizes, max_sim, min_sim, self.threshold, decided,  # the view's own list
                            self.clustering.reference, self.clustering.with_new_documents())
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
@@ -368,7 +369,7 @@ def _graph_counts(graph: PairGraph) -> tuple[int, int, int]:
     roots = graph.exact_of[graph.exact_of >= 0]
     seen = np.zeros(len(graph.exact_of), dtype=bool)
     seen[roots] = True
-    counts = (int(np.count_nonzero(seen)), int(len(roots)), int(len(graph.jaccard)))
+    counts = (int(np.count_nonzero(seen)), len(roots), len(graph.jaccard))
     _GRAPH_COUNTS.clear()
     _GRAPH_COUNTS[id(graph)] = (graph, *counts)
     return counts
@@ -424,7 +425,7 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
         exact_duplicates=exact_duplicates,
         stored_pairs=stored_pairs,
         pairs_at_threshold=int(np.count_nonzero(graph.jaccard >= c.threshold)),
-        clusters=int(len(labels)),
+        clusters=len(labels),
         kept=c.kept_count,
         removed=c.removed_count,
         decided_clusters=int(decided.sum()),
@@ -488,6 +489,7 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
     """The clustering only where a document is not a plain singleton (a few hundred thousand of
     a million), the list's arrays whole; ords as int32 while they fit."""
     c = index.clustering
+    assert index.reviewed is not None and index.to_review is not None  # (a built list's)
     n = len(c.cluster)
     ord_type = np.int32 if n < 2**31 else np.int64
     touched = np.flatnonzero((c.keeper >= 0) | (c.reason != KEPT) | (c.cluster != np.arange(n))

@@ -27,7 +27,7 @@ The queue's rules, held after every step (tests/test_review_model.py checks them
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -51,7 +51,7 @@ PlanKind = Literal["decision", "split", "note", "undo", "redo", "keep_rule"]
 # The kinds of decisions.KINDS (the decisions table's kind column) the review records
 DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
 # A decision to record: (kind, doc id, other doc id, value), as decisions.record_many takes them
-DecisionRow = tuple[DecisionKind, str, str | None, str | None]
+DecisionRow = tuple[str, str, str | None, str | None]  # (kind, doc_id, other_id, value)
 
 
 class ReviewError(DedupError):
@@ -145,7 +145,7 @@ class Review:
         self._pending_keep: dict[int, int] = {}
         self._pending_remove: dict[int, int] = {}  # removals not in the list yet (doc -> seq)
         self._demoted: dict[int, tuple[int, int]] = {}
-        self._cursor_of: dict[int, Cursor] = {}  # decision id -> the cursor when it was made
+        self._cursor_of: dict[int, Cursor | None] = {}  # decision id -> the cursor when it was made
         # The list as it was before each of the last few decisions (by the newest decision id of
         # the step), when that list held every earlier decision: undoing that step re-clusters to
         # exactly that list, so an undo shows it at once. (plan seq -> list, until it is saved)
@@ -156,7 +156,7 @@ class Review:
 
     # -- opening and the stored view --------------------------------------------------------------
     @classmethod
-    def open(cls, path, author: str | None = None) -> "Review":
+    def open(cls, path, author: str | None = None) -> Review:
         """A review of a scanned project, its list built (synchronously)."""
         from ..engine.store.scans import load_graph
 
@@ -209,6 +209,12 @@ class Review:
         previous = self.index if keep_order and self.index is not None and self.shows_view(self.index) else None
         return Request(self.view, previous, self._written)
 
+    @property
+    def built(self) -> ClusterIndex:
+        """The cluster list, for what runs once refresh() has built one."""
+        assert self.index is not None, "no cluster list yet: refresh() builds it"
+        return self.index
+
     def shows_view(self, index: ClusterIndex) -> bool:
         """Whether `index` is a list of the current view (threshold, policy, sort and filter)."""
         v = self.view
@@ -219,6 +225,7 @@ class Review:
         """The cluster list for `request` (any thread, with that thread's connection). control:
         checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
         graph = graph if graph is not None else self.graph
+        assert graph is not None  # (a scanned project's review has its pair graph)
         overrides = overrides if overrides is not None else Overrides.load(project)
         index = self.after_decisions(project, request, graph, overrides)
         if index is not None:
@@ -272,7 +279,7 @@ class Review:
             return self._demoted[o][1]
         if o in self._pending_keep:
             return o
-        c = self.index.clustering
+        c = self.built.clustering
         if int(c.reason[o]) == KEPT:
             return int(o)
         return int(c.cluster[o])
@@ -286,7 +293,7 @@ class Review:
         """Kept in its cluster (keep decisions being saved included)."""
         if o in self._pending_keep:
             return True
-        return int(self.index.clustering.reason[o]) == KEPT and o not in self._demoted
+        return int(self.built.clustering.reason[o]) == KEPT and o not in self._demoted
 
     def is_reference(self, o: int) -> bool:
         """From a reference source: matched, never removed, never exported."""
@@ -315,14 +322,16 @@ class Review:
 
     def progress(self, cluster_id: int) -> tuple[int, int]:
         """(members decided, members to review) of a listed cluster, decisions being saved included."""
-        pos = self.index.position(cluster_id)
+        pos = self.built.position(cluster_id)
         if pos is None:
             return 0, 0
-        done, total = int(self.index.reviewed[pos]), int(self.index.to_review[pos])
+        reviewed, to_review = self.built.reviewed, self.built.to_review
+        assert reviewed is not None and to_review is not None  # (a built list's)
+        done, total = int(reviewed[pos]), int(to_review[pos])
         if self._pending:  # (the few decisions being saved, not the cluster's members: a page asks for 100 clusters)
-            cluster = self.index.clustering.cluster
+            cluster = self.built.clustering.cluster
             done += sum(1 for m in self._pending if int(cluster[m]) == cluster_id and not self.is_kept(m)
-                        and m not in self.index.overrides.decided)
+                        and m not in self.built.overrides.decided)
         return min(done, total), total
 
     def newly_decided_clusters(self) -> int:
@@ -345,13 +354,13 @@ class Review:
     def closest_member(self, kept: int) -> int:
         """The member of `kept`'s cluster most similar to it (`kept` itself when it is alone):
         what the kept document is shown beside."""
-        c = self.index.clustering
+        c = self.built.clustering
         others = [m for m in self.members(int(c.cluster[kept])) if m != kept]
         return max(others, key=lambda m: np.nan_to_num(c.similarity[m], nan=-1.0)) if others else int(kept)
 
     def _listed_cluster(self, o: int) -> int | None:
-        cluster_id = int(self.index.clustering.cluster[o])
-        return cluster_id if self.index.position(cluster_id) is not None else None
+        cluster_id = int(self.built.clustering.cluster[o])
+        return cluster_id if self.built.position(cluster_id) is not None else None
 
     @property
     def position(self) -> int | None:
@@ -398,6 +407,7 @@ class Review:
         if not count:
             return None
         pos = 0 if pos is None else pos
+        assert index.reviewed is not None and index.to_review is not None  # (a built list's)
         open_ = np.flatnonzero(index.reviewed < index.to_review)
         order = np.concatenate([open_[open_ > pos], open_[open_ <= pos]])
         for p in order.tolist():
@@ -421,7 +431,7 @@ class Review:
         auto-placed cursor that ended on a kept or decided document moves on); otherwise it goes
         on from where its cluster was in the list before (`old`): the members of that cluster
         still listed first, then the clusters that followed it."""
-        index, cur = self.index, self.cursor
+        index, cur = self.built, self.cursor
         if not len(index.labels):
             self.cursor = Cursor()
             return
@@ -440,7 +450,8 @@ class Review:
                 return
             start = self._where_it_was(old, cur.cluster_id)
             if start is not None:
-                members = list(cur.origin) or ([int(m) for m in old.members(cur.cluster_id)] if old is not None else None)
+                members = list(cur.origin) or ([int(m) for m in old.members(cur.cluster_id)]
+                                               if old is not None and cur.cluster_id is not None else None)
                 nxt = self.next_to_review(None, members, start - 1)
                 if nxt is not None:
                     self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True)
@@ -452,13 +463,13 @@ class Review:
         on, that is still listed (its documents may be listed under another cluster id now)."""
         if cluster_id is None:
             return None
-        if old is None or len(old.clustering.cluster) != len(self.index.clustering.cluster):
-            return self.index.position(cluster_id)
+        if old is None or len(old.clustering.cluster) != len(self.built.clustering.cluster):
+            return self.built.position(cluster_id)
         at = old.position(cluster_id)
         if at is None:
-            return self.index.position(cluster_id)
+            return self.built.position(cluster_id)
         following = np.concatenate([old.members(cluster_id), old.labels[at + 1:], old.labels[:at]])
-        places = self.index.places()[self.index.clustering.cluster[following]]
+        places = self.built.places()[self.built.clustering.cluster[following]]
         places = places[places >= 0]
         return int(places[0]) if len(places) else None
 
@@ -527,7 +538,7 @@ class Review:
 
     # -- decisions --------------------------------------------------------------------------------
     def _plan(self, what: str, write: Callable[[Project], Any], kind: PlanKind = "decision",
-              decided: list[int] = ()) -> Plan:
+              decided: Sequence[int] = ()) -> Plan:
         self._seq += 1
         plan = Plan(what, write, kind, self.cursor, self._seq)
         for d in decided:
@@ -543,7 +554,7 @@ class Review:
     def _ids(self, ords) -> list[str]:
         return self.project.ids_for([int(o) for o in ords])
 
-    def _decision(self, what: str, rows: list[DecisionRow], decided: list[int],
+    def _decision(self, what: str, rows: Sequence[DecisionRow], decided: Sequence[int],
                   advance: bool = True, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> Plan:
         v, author = self.view, self.author
         state = self.view_state()
@@ -556,7 +567,7 @@ class Review:
         whole = self._list_holds_every_plan
         plan = self._plan(what, write, decided=decided)
         if whole:
-            self._list_before_plan[plan.seq] = (self.index, self.graph)
+            self._list_before_plan[plan.seq] = (self.built, self.graph)
         if advance:
             self.advance(also, leaving)
         return plan
@@ -567,7 +578,7 @@ class Review:
         # keeping a member makes the cluster's kept document one of its members to review
         # (unless a reviewer chose to keep it, or decided it)
         kept = self.kept_of(o)
-        also = frozenset({kept}) if kept != o and kept not in self.index.overrides.keep and \
+        also = frozenset({kept}) if kept != o and kept not in self.built.overrides.keep and \
             kept not in self._pending_keep and not self.is_decided(kept) else frozenset()
         after = self._overrides_after_keep(o)
         plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
@@ -587,7 +598,7 @@ class Review:
         (Review.after_decisions)."""
         if not self._list_holds_every_plan or self._pending:
             return None
-        return self.index.overrides.after_keep(o)
+        return self.built.overrides.after_keep(o)
 
     def is_saved(self, plan: Plan) -> bool:
         """The plan's write is over (saved, or failed and abandoned)."""
@@ -614,17 +625,17 @@ class Review:
     def links_to_cut(self, o: int) -> list[tuple[int, int, float]]:
         """The stored pairs at or above the threshold that hold `o` (its text's first copy) in
         its cluster: (its first copy, the other member's first copy, similarity)."""
-        cluster_id = int(self.index.clustering.cluster[o])
+        cluster_id = int(self.built.clustering.cluster[o])
         mine = self.root(o)
         others = sorted({self.root(m) for m in self.members(cluster_id)} - {mine})
         if not others or self.graph is None:
             return []
-        others = np.array(others, dtype=np.int64)
-        x, y = np.minimum(others, mine), np.maximum(others, mine)
+        other_roots = np.array(others, dtype=np.int64)
+        x, y = np.minimum(other_roots, mine), np.maximum(other_roots, mine)
         at, found = self.graph.pair_index(x, y)
         sims = np.where(found, self.graph.jaccard[np.where(found, at, 0)], np.nan)
-        split = self.index.overrides.split_pairs
-        return [(mine, int(b), float(s)) for b, s, xx, yy in zip(others.tolist(), sims.tolist(), x.tolist(), y.tolist())
+        split = self.built.overrides.split_pairs
+        return [(mine, int(b), float(s)) for b, s, xx, yy in zip(other_roots.tolist(), sims.tolist(), x.tolist(), y.tolist())
                 if s >= self.view.threshold and (xx, yy) not in split]
 
     def plan_separate(self, o: int | None = None) -> Plan:
@@ -663,8 +674,10 @@ class Review:
         x, y = np.meshgrid(r, r, indexing="ij")
         upper = x < y
         x, y = x[upper], y[upper]
-        at, found = self.graph.pair_index(x, y)
-        sims = np.where(found, self.graph.jaccard[np.where(found, at, 0)], np.nan)
+        graph = self.graph
+        assert graph is not None  # (a scanned project's review has its pair graph)
+        at, found = graph.pair_index(x, y)
+        sims = np.where(found, graph.jaccard[np.where(found, at, 0)], np.nan)
         keep = sims >= self.view.threshold
         pairs = list(zip(x[keep].tolist(), y[keep].tolist()))
         if not pairs:
@@ -699,7 +712,8 @@ class Review:
     def bulk_candidates(self, at_least: float) -> tuple[list[int], int]:
         """Listed clusters with a member to review whose lowest similarity is at least `at_least`:
         their cluster ids and how many documents accepting them removes."""
-        index = self.index
+        index = self.built
+        assert index.reviewed is not None and index.to_review is not None  # (a built list's)
         picked = np.flatnonzero((index.reviewed < index.to_review) & (index.min_sim >= at_least - 1e-9))
         return [int(index.labels[p]) for p in picked], int(index.sizes[picked].sum()) - len(picked)
 
@@ -782,7 +796,7 @@ class Review:
             return
         shown, graph = entry
         if graph is not self.graph or not self.shows_view(shown) or \
-                shown.clustering.kept_by != self.index.clustering.kept_by:
+                shown.clustering.kept_by != self.built.clustering.kept_by:
             return
         cursor = self._cursor_after(d, plan.kind) if not plan.placed else None  # (where finish() puts it)
         plan.list_shown = (self.index, plan.cursor_before if plan.placed else self.cursor, self._shown_written)
@@ -817,8 +831,8 @@ class Review:
         before = self._list_before_plan.pop(plan.seq, None)
         if plan.kind == "decision":
             made = result or []
-            for d in made:
-                self._cursor_of[d.id] = plan.cursor_before
+            for decision in made:
+                self._cursor_of[decision.id] = plan.cursor_before
             if before is not None and made:  # (undo undoes the step of its newest decision)
                 self._keep_list(self._list_before, made[-1].id, before)
             plan.message = f"Saved: {plan.what}"
@@ -865,7 +879,7 @@ class Review:
         if cursor is not None:
             self.cursor = cursor
 
-    def _cursor_after(self, d: Decision, kind: Literal["undo", "redo"]) -> Cursor | None:
+    def _cursor_after(self, d: Decision, kind: PlanKind) -> Cursor | None:
         """Undo: back where the decision was made. Redo (or an undo of a decision of an earlier
         session): from the document it names, on as after a decision (a redo: the next member
         to review, never the kept document); None: it is not in the project."""
@@ -874,7 +888,7 @@ class Review:
         before = self._cursor_of.get(d.id) if kind == "undo" else None
         if before is not None and before.doc is not None:
             return Cursor(before.doc, before.cluster_id)
-        about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id)
+        about = decisions.ords_for_ids(self.project, [d.doc_id]).get(d.doc_id) if d.doc_id is not None else None
         if about is None:
             return None
         if kind == "redo" and self.index is not None and self._listed_cluster(int(about)) is not None:
@@ -938,7 +952,7 @@ class Review:
         return [Match(o, doc_id, *self.whereabouts(o)) for o, doc_id in zip(found, ids)]
 
     def whereabouts(self, o: int) -> tuple[int | None, str]:
-        index = self.index
+        index = self.built
         c = index.clustering
         cluster_id = int(c.cluster[o])
         size = len(index.members(cluster_id))

@@ -76,7 +76,8 @@ MAIN_ACTIONS = [
     Act("k", "keep", "Keep", "k", "decide: keep this document (kept in its cluster)", "Decisions"),
     Act("x", "remove", "Remove", "x", "decide: remove this document", "Decisions"),
     Act("n", "not_duplicate", "Not dup", "n", "decide: this document is not a duplicate (split it off its cluster, every link cut)", "Decisions"),
-    Act("N", "none_duplicates", "None dup", "N", "decide: none of this cluster's documents are duplicates (variants, language packs; asks first if some were not shown)", "Decisions", show=False),
+    Act("N", "none_duplicates", "None dup", "N", "decide: none of this cluster's documents are duplicates "
+        "(variants, language packs; asks first if some were not shown)", "Decisions", show=False),
     Act("a", "accept", "Accept", "a", "decide: accept the cluster as proposed (asks first if some members were not shown)", "Decisions"),
     Act("A", "bulk_accept", "Accept many", "A", "decide: accept every listed cluster to review whose lowest similarity is at least X (1 = exact copies only)", "Decisions", show=False),
     Act("m", "note", "Note", "m", "decide: add a note to this document", "Decisions", show=False),

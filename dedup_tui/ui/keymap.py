@@ -34,8 +34,7 @@ NAMED_KEYS = {"backspace", "delete", "insert", "enter", "escape", "tab", "space"
 RESERVED = {
     "ctrl+q": "quits the app", "ctrl+c": "copies or quits",
     "tab": "moves the focus", "shift+tab": "moves the focus",
-    **{k: "moves in the lists and documents" for k in
-       ("up", "down", "left", "right", "pageup", "pagedown", "home", "end", "ctrl+home", "ctrl+end")},
+    **dict.fromkeys(("up", "down", "left", "right", "pageup", "pagedown", "home", "end", "ctrl+home", "ctrl+end"), "moves in the lists and documents"),
 }
 MAX_REPORTED = 8  # lines of a report; the rest are counted
 

@@ -230,7 +230,7 @@ class BrowserApp(AppService):
     async def stop(self) -> None:
         try:
             await asyncio.wait_for(super().stop(), timeout=self.quit_timeout)
-        except Exception as error:  # the process is ended below all the same (TimeoutError included)
+        except Exception as error:  # noqa: BLE001 - the process is ended below all the same (TimeoutError included)
             log.debug("stopping an app: %r", error)
         finally:
             await self.end_process()
@@ -249,7 +249,7 @@ class BrowserApp(AppService):
         ended = asyncio.ensure_future(self._exited(process))
         try:
             await asyncio.wait_for(asyncio.shield(ended), timeout=self.quit_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("an app did not quit within %.0f s: killed", self.quit_timeout)
         finally:
             if process.returncode is None:
@@ -283,7 +283,7 @@ class Session:
             raise ConnectionResetError("the browser stopped reading")
         try:
             await asyncio.wait_for(write, timeout=SEND_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.cut_off(f"a browser took no output for {SEND_TIMEOUT:.0f} s")
             raise ConnectionResetError("the browser stopped reading") from None
 
@@ -461,7 +461,7 @@ class ProjectServer(Server):
             try:
                 await asyncio.wait_for(websocket.close(code=WSCloseCode.GOING_AWAY, message=b"the server stopped"),
                                        timeout=SEND_TIMEOUT)
-            except (asyncio.TimeoutError, ConnectionError):
+            except (TimeoutError, ConnectionError):
                 pass
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
@@ -530,7 +530,7 @@ class ProjectServer(Server):
                 continue
             try:  # an app that takes no input (it waits for its browser to read) ends the session
                 await asyncio.wait_for(to_app, timeout=SEND_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 session.cut_off(f"an app took no input for {SEND_TIMEOUT:.0f} s")
                 return
 

@@ -48,7 +48,7 @@ class ProjectWriter:
         self._jobs.append((job, on_done, what, on_fail))
         try:
             self.app.run_worker(self._drain, thread=True, group="project-write", exit_on_error=False)
-        except Exception:  # the app is stopping: close() runs what is queued
+        except Exception:  # noqa: BLE001 - the app is stopping: close() runs what is queued
             pass
 
     def _connection(self) -> Project:

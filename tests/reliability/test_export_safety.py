@@ -85,10 +85,9 @@ def test_failure_in_any_output_leaves_no_partial_file(scanned, tmp_path, monkeyp
 
 def test_no_clobber_is_atomic_at_the_rename(tmp_path):
     target = tmp_path / "f.jsonl"
-    with pytest.raises(DedupError, match="already exists"):
-        with AtomicFile(target, "w", overwrite=False) as fh:
-            fh.write("new\n")
-            target.write_text("appeared meanwhile\n")  # another program created it
+    with pytest.raises(DedupError, match="already exists"), AtomicFile(target, "w", overwrite=False) as fh:
+        fh.write("new\n")
+        target.write_text("appeared meanwhile\n")  # another program created it
     assert target.read_text() == "appeared meanwhile\n"
     assert [p.name for p in tmp_path.iterdir()] == ["f.jsonl"]
     with AtomicFile(target, "w") as fh:

@@ -68,7 +68,7 @@ def assert_inert(data: str) -> list[str]:
     rest = _OWN_CSI.sub("", data)
     bad = {c for c in rest if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F or c in _INVISIBLE}
     assert not bad, f"raw characters reached the terminal: {sorted(map(repr, bad))}"
-    rows = [r for r in rest.split("\n")]
+    rows = rest.split("\n")
     rows = [r for r in rows if r]
     assert len(rows) == HEIGHT, len(rows)
     for row in rows:
@@ -197,7 +197,7 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     assert r.decisions == 2
     kept = [json.loads(x) for x in out.read_text().splitlines()]
     assert kept == [records[1], records[2]]
-    assert [json.loads(x) for x in (tmp_path / "removed.jsonl").read_text().splitlines()][0]["id"] == a
+    assert json.loads((tmp_path / "removed.jsonl").read_text().splitlines()[0])["id"] == a
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [(d["doc_id"], d["author"]) for d in log] == [(b, "o'brien\"; --"), (a, "t")]
     assert log[1]["value"] == "'); DROP TABLE documents; --"

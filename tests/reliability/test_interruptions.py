@@ -86,7 +86,7 @@ def test_kill_9_during_scan_keeps_previous_results_reports_and_restarts_cleanly(
     cli("load", big_corpus, "--db", clean_db)
     cli("scan", "--db", clean_db, "--floor", "0.5", "--method", "lsh", "--workers", "1")
     after, clean = pairs_of(db), pairs_of(clean_db)
-    assert after == clean and len(after) == len(set((a, b) for a, b, _ in after))
+    assert after == clean and len(after) == len({(a, b) for a, b, _ in after})
     assert [s for _, s, _ in runs_of(db)] == ["complete", "interrupted", "complete"]
     assert all(finished for *_, finished in runs_of(db))
     project = Project(db)

@@ -141,7 +141,7 @@ def test_newer_project_is_refused_with_a_clear_message(scanned):
 def test_unknown_old_version_or_garbage_is_refused(scanned, value):
     with sqlite3.connect(scanned) as conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
-    with pytest.raises(ProjectError, match="cannot upgrade|not a dedup-tui project"):
+    with pytest.raises(ProjectError, match=r"cannot upgrade|not a dedup-tui project"):
         Project(scanned)
 
 

@@ -241,7 +241,7 @@ def test_an_empty_file_is_not_a_project(tmp_path):
 def test_a_read_only_project_is_read_by_every_command_that_reads(project_files, monkeypatch):
     """A project whose file or folder cannot be written (simulated: the tests may run as root,
     who can write anything) opens read-only: reading commands work, writing ones say why not."""
-    tmp, corpus, db = project_files
+    tmp, _corpus, db = project_files
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).resolve() in (
         db.resolve(), db.resolve().parent) and mode & os.W_OK else real_access(p, mode, **kw))
@@ -275,7 +275,7 @@ def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypa
             return conn
 
     monkeypatch.setattr(store.schema, "sqlite3", TinyDisk())  # the backup copy is made in store/schema.py
-    with pytest.raises(ProjectError, match="could not write the backup copy .*unchanged"):
+    with pytest.raises(ProjectError, match=r"could not write the backup copy .*unchanged"):
         store.Project(db)
     assert not list(db.parent.glob("*.bak*"))
     monkeypatch.undo()
@@ -345,7 +345,7 @@ def test_two_versions_of_a_corpus_get_two_projects_and_a_foreign_project_is_refu
     project = Project(s1.db)
     load_corpus(project, [v1])
     project.close()
-    with pytest.raises(ProjectError, match="holds documents loaded from pkg.v1.jsonl, not from .*pkg.v2.jsonl"):
+    with pytest.raises(ProjectError, match=r"holds documents loaded from pkg.v1.jsonl, not from .*pkg.v2.jsonl"):
         prepare(v2, db=s1.db)
     assert prepare(v1).warning is None
     v1.write_text(v1.read_text() + json.dumps({"id": "new", "text": "a new one"}) + "\n")

@@ -45,8 +45,10 @@ def corpus_docs(seed: int = 7) -> list[dict]:
             for j in rng.sample(range(len(words) - 2), 2 + i % 5):
                 words[j] = rng.choice(WORDS)
             add(" ".join(words))
-    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]x[/link] \x1b[31mred\x1b[0m end of note.")
-    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]y[/link] \x1b[31mred\x1b[0m end of note!")
+    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]x[/link] "
+        "\x1b[31mred\x1b[0m end of note.")
+    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]y[/link] "
+        "\x1b[31mred\x1b[0m end of note!")
     return docs
 
 

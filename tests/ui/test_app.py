@@ -180,7 +180,7 @@ async def test_not_duplicate_accept_and_note(corpus):
         graph = main.graph
         # find a cluster of two near duplicates (not exact copies)
         idx = main.index
-        for pos, label in enumerate(idx.labels.tolist()):
+        for pos, label in enumerate(idx.labels.tolist()):  # noqa: B007 - pos: where the loop stopped
             members = idx.members(label)
             if len(members) == 2 and graph.exact_of[members].max() < 0:
                 break
@@ -523,7 +523,7 @@ async def test_every_footer_key_is_visible_at_80x24(corpus, screen_keys):
         palette = footer.query("FooterKey.-command-palette")
         right_edge = palette.first().region.x if palette else 80
         for key in keys:
-            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+            assert key.region.width > 0 and key.region.right <= right_edge, (str(key.render()), key.region)
 
 
 async def test_the_pair_view_never_hides_a_character(tmp_path):

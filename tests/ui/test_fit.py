@@ -83,7 +83,7 @@ async def test_member_rows_give_why_and_text_their_room(tmp_path, size):
         table = app.main.query_one("#members")
         width = table.scrollable_content_region.width
         for row in table._shown_rows:
-            o, status, _style, sim, doc_id, reason, text = row
+            _o, _status, _style, _sim, doc_id, _reason, _text = row
             assert cell_len(doc_id) < len(LONG) and "…" in doc_id  # shortened in the middle
             assert doc_id.endswith(".1")
         laid = [table.get_row_at(i)[0] for i in range(table.row_count)]
@@ -139,7 +139,7 @@ async def test_footer_ends_with_a_whole_key(tmp_path, size, keys):
         shown = [k for k in footer.query("FooterKey") if k.display and not k.has_class("-command-palette")]
         assert len(shown) >= 5
         for key in shown:
-            assert 0 < key.region.width and key.region.right <= right_edge, (str(key.render()), key.region)
+            assert key.region.width > 0 and key.region.right <= right_edge, (str(key.render()), key.region)
 
 
 async def test_label_queue_header_whole_at_80x24(tmp_path):
@@ -201,7 +201,7 @@ async def test_tuning_chains_table_whole(tmp_path, size):
     docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
     app = create_app(write_corpus(tmp_path / "chain.jsonl", docs), author="tester")
     async with app.run_test(size=size) as pilot:
-        screen, table = await chains_table(app, pilot)
+        _screen, table = await chains_table(app, pilot)
         room = table.scrollable_content_region.width
         widths = [column.get_render_width(table) for column in table.ordered_columns]
         assert sum(widths) <= room  # nothing past the pane's right edge: no header or cell cut

@@ -93,7 +93,7 @@ async def test_update_static_lays_the_screen_out_only_when_its_rows_change():
 
     class Recording(Static):
         DEFAULT_CSS = "Recording { width: 20; height: auto; }"
-        layouts: list[bool] = []
+        layouts: list[bool] = []  # noqa: RUF012 - one record for the class: the test reads it
 
         def refresh(self, *regions, repaint=True, layout=False, recompose=False):
             self.layouts.append(layout)

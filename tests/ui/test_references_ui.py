@@ -80,7 +80,7 @@ def test_references_open_only_with_a_corpus(tmp_path):
     db = tmp_path / "p.db"
     r = CliRunner().invoke(cli_main, ["scan", str(db), str(data)])
     assert r.exit_code == 0, r.output
-    with pytest.raises(ProjectError, match="dedup-tui load .* --reference FILE"):
+    with pytest.raises(ProjectError, match=r"dedup-tui load .* --reference FILE"):
         prepare(str(db), references=[str(evals)])
     r = CliRunner().invoke(cli_main, ["open", str(data), "--reference", str(db)])
     assert r.exit_code == 2 and "is a project, not a corpus file" in r.output

@@ -111,7 +111,7 @@ async def test_keep_rule_never_moves_an_accepted_cluster(sample):
         await settle(pilot)
         assert main.index.clustering.kept_by == "longest"
         assert main.index.clustering.reason[accepted] == 0 and int(main.index.clustering.cluster[accepted]) == accepted
-        assert set(int(m) for m in main.index.members(accepted)) == members
+        assert {int(m) for m in main.index.members(accepted)} == members
         await pilot.press("ctrl+k")
         await pilot.pause()
         app.screen.query_one(Input).value = "max:date"

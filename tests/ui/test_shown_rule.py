@@ -72,7 +72,7 @@ async def test_accept_on_the_main_screen_asks_for_the_members_not_shown(tmp_path
 async def test_none_duplicates_asks_and_every_row_scrolled_past_counts_as_shown(tmp_path):
     app = create_app(write_corpus(tmp_path / "c.jsonl", big_cluster_docs()), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
-        main, cluster_id = await on_the_big_cluster(pilot)
+        _main, _cluster_id = await on_the_big_cluster(pilot)
         await pilot.press("N")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen) and "members you have not seen?" in app.screen.title_text

@@ -49,7 +49,7 @@ async def test_label_keys(corpus):
             assert review.query_one("#left-doc", DocView).text == left
             assert review.query_one("#right-doc", DocView)._spans or left == right
         stored = {(x.a_id, x.b_id): x.label for x in tuning.labels(project)}
-        assert stored == {ids: label for ids, label in seen}
+        assert stored == dict(seen)
         # "not a duplicate" is a decision: the pair is split
         (na, nb), _ = seen[1]
         active = [(d.kind, d.doc_id, d.other_id, d.author) for d in decisions.active(project)]

@@ -35,7 +35,7 @@ def assert_same_index(got, want):
 
 
 def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
-    db, project = scanned(tmp_path, corpus)
+    _db, project = scanned(tmp_path, corpus)
     graph = load_graph(project)
     first = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy"), Overrides.load(project))
     label = int(first.labels[0])
@@ -56,7 +56,7 @@ def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
 
 
 def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(tmp_path, corpus):
-    db, project = scanned(tmp_path, corpus)
+    _db, project = scanned(tmp_path, corpus)
     graph = load_graph(project)
     ov = Overrides.load(project)
     index = build_index(graph, cluster_with_decisions(project, graph, 0.8, "components", overrides=ov), ov)

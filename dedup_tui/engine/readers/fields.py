@@ -36,7 +36,7 @@ def parse_json_line(line: str):
         return json.loads(line)
     except ValueError:  # an integer over Python's 4,300-digit conversion limit
         return _LONG_NUMBER_DECODER.decode(line)
-    if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):
+    if end != len(line) and _JSON_SPACE.fullmatch(line, end) is None:
         return json.loads(line)
     return obj
 

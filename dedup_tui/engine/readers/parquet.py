@@ -23,13 +23,13 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
 
     try:
         pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises ArrowInvalid and friends on a file that is not Parquet
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid and friends on a file that is not Parquet
         raise CorpusError(str(path), None, f"not a readable Parquet file ({one_line(exc)})") from None
     names = pf.schema_arrow.names
     _check_columns(path, names, id_field, text_field, id_required)
-    yield names  # type: ignore[misc]
+    yield names
     row_number = first_row
-    for batch in _batches(path, pf, lambda: row_number, row_groups):
+    for batch in _batches(path, pf, lambda: row_number, row_groups):  # noqa: B023 - the row reached so far
         for obj in batch_rows(batch):
             row_number += 1
             try:
@@ -183,6 +183,6 @@ def _batches(path: Path, pf, rows_read, row_groups=None) -> Iterator:
             batch = next(batches)
         except StopIteration:
             return
-        except Exception as exc:  # ArrowInvalid, ArrowIOError, OSError: pyarrow's reading failures
+        except Exception as exc:  # noqa: BLE001 - ArrowInvalid, ArrowIOError, OSError: pyarrow's reading failures
             raise CorpusError(str(path), rows_read() + 1, f"cannot read this row group ({one_line(exc)})") from None
         yield batch

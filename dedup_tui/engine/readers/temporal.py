@@ -57,7 +57,7 @@ def zone(name: str) -> datetime.tzinfo:
         sign = -1 if m.group(1) == "-" else 1
         return datetime.timezone(sign * datetime.timedelta(hours=int(m.group(2)), minutes=int(m.group(3))))
     if name.upper() in ("UTC", "Z"):
-        return datetime.timezone.utc
+        return datetime.UTC
     import zoneinfo
 
     try:

@@ -76,7 +76,8 @@ def save_audit(conn: sqlite3.Connection, row: dict) -> int:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (row["created_at"], row["threshold"], row["policy"], row["keep_rule"], row["seed"], row["scan_marker"],
              row["decisions_marker"], json.dumps(row["result"], ensure_ascii=False)))
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # (set by every INSERT)
+        return cur.lastrowid
 
 
 def last_audit(conn: sqlite3.Connection) -> dict | None:

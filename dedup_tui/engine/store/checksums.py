@@ -98,7 +98,7 @@ def arrays_checksum(*arrays) -> str:
         else:
             array = np.ascontiguousarray(array)
             array = array.astype(array.dtype.newbyteorder("<"), copy=False)
-            kind, data = array.dtype.str.encode(), memoryview(array.reshape(-1)).cast("B")
+            kind, data = array.dtype.str.encode(), array.reshape(-1).data.cast("B")
         crc = zlib.crc32(struct.pack("<8sq", kind, data.nbytes), crc)
         crc = zlib.crc32(data, crc)
     return f"{crc:08x}"
@@ -157,8 +157,8 @@ def extend_derived_sums(conn: sqlite3.Connection, ords, hashes, lengths) -> None
     rows = []
     for block, s, e in zip(range(first, last + 1), bounds, bounds[1:]):
         if e > s:
-            count, *previous = stored.get(block, (0, 0, 0))
-            rows.append((block, count + e - s, *derived_crcs(hashes[s:e], lengths[s:e], tuple(previous))))
+            count, hash_crc, length_crc = stored.get(block, (0, 0, 0))
+            rows.append((block, count + e - s, *derived_crcs(hashes[s:e], lengths[s:e], (hash_crc, length_crc))))
     conn.executemany("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)",
                      rows)
 

@@ -104,7 +104,7 @@ class ReadSnapshot(sqlite3.Connection):
     stamp: tuple
 
 
-_SNAPSHOTS: "weakref.WeakSet[ReadSnapshot]" = weakref.WeakSet()
+_SNAPSHOTS: weakref.WeakSet[ReadSnapshot] = weakref.WeakSet()
 
 
 def _stamp(path: Path) -> tuple:

@@ -78,7 +78,7 @@ class ProjectLocked(ProjectError):
 
 COMMAND_HOLDER = "another dedup-tui command (load or scan)"  # the holder named when no window has it
 
-_HELD: dict[str, "AppLock"] = {}
+_HELD: dict[str, AppLock] = {}
 
 
 def lock_path(path: str | Path) -> Path:
@@ -130,7 +130,7 @@ class AppLock:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
 
-    def __enter__(self) -> "AppLock":
+    def __enter__(self) -> AppLock:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -202,7 +202,7 @@ class WriteGuard:
         self.path = Path(path) if path else None
         self.fd: int | None = None
 
-    def acquire(self) -> "WriteGuard":
+    def acquire(self) -> WriteGuard:
         if self.path is None or fcntl is None or app_lock_held(self.path):
             return self
         lp = lock_path(self.path.resolve())
@@ -230,7 +230,7 @@ class WriteGuard:
         return self
 
     def release(self) -> None:
-        if self.fd is not None:
+        if self.fd is not None and self.path is not None:
             try:  # the last holder removes the lock file (openers re-check it is the same file)
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(self.fd, lock_path(self.path.resolve())):
@@ -242,7 +242,7 @@ class WriteGuard:
 
     __del__ = release
 
-    def __enter__(self) -> "WriteGuard":
+    def __enter__(self) -> WriteGuard:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

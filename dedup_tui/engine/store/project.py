@@ -87,7 +87,7 @@ class Project:
         forget_snapshot(self.conn)
         self.conn.close()
 
-    def __enter__(self) -> "Project":
+    def __enter__(self) -> Project:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -99,7 +99,7 @@ class Project:
 
     def set_meta(self, **values: object) -> None:
         """meta rows (key, value), replaced; a value that is not a string is stored as its JSON."""
-        self.db["meta"].insert_all(
+        self.db.table("meta").insert_all(
             ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True)
 
     # -- the last view the review app showed, so reopening shows it without re-clustering --
@@ -190,7 +190,7 @@ class Project:
 
         n = self.next_ord() if n is None else n
         mask = np.zeros(n, dtype=bool)
-        for source_id in sorted(set(int(s) for s in source_ids)):
+        for source_id in sorted({int(s) for s in source_ids}):
             rows = self.conn.execute("SELECT ord FROM documents WHERE source_id = ?", (source_id,)).fetchall()
             ords = np.fromiter((r[0] for r in rows), np.int64, len(rows))
             mask[ords[ords < n]] = True
@@ -263,11 +263,13 @@ class Project:
 
     def add_source(self, row: dict) -> int:
         """One row of `sources` (a loaded or imported file); its id."""
-        return self.db["sources"].insert(row).last_pk
+        source_id = self.db.table("sources").insert(row).last_pk
+        assert source_id is not None  # (a rowid table)
+        return source_id
 
     def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
         """A loaded file's counts, once its documents are written."""
-        self.db["sources"].update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
+        self.db.table("sources").update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
 
     def insert_documents(self, rows: list[tuple]) -> None:
         """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum),
@@ -365,7 +367,7 @@ class Project:
         ids = self.ids_for(ords)
         ints = self.integer_id_sources()
         if not ints:
-            return ids
+            return list(ids)  # a copy, typed list[str | int]
         return [int(i) if s in ints else i for i, s in zip(ids, self._column_for("source_id", ords))]
 
     def json_id_map(self, doc_ids) -> dict[str, str | int]:
@@ -401,7 +403,8 @@ class Project:
             "INSERT INTO runs(command, status, started_at, params, pid, host) VALUES (?, 'running', ?, ?, ?, ?)",
             (command, now_iso(), json.dumps(params), os.getpid(), socket.gethostname()),
         )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # (set by every INSERT)
+        return cur.lastrowid
 
     def interrupted_runs(self, command: str | None = "scan") -> list[dict]:
         """Runs still marked 'running' whose process is gone (killed, crashed, power cut).

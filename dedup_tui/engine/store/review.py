@@ -45,7 +45,7 @@ def has_decision(db: sqlite_utils.Database, undone: int) -> bool:
 
 def set_decision_state(db: sqlite_utils.Database, decision_id: int, undone: int) -> None:
     """One decision made active, undone or discarded."""
-    db["decisions"].update(decision_id, {"undone": undone})
+    db.table("decisions").update(decision_id, {"undone": undone})
 
 
 def set_batch_state(db: sqlite_utils.Database, batch: int, was: int, undone: int) -> int:
@@ -71,7 +71,7 @@ def insert_decisions(db: sqlite_utils.Database, rows: list[dict], batch: bool) -
     if batch:
         batch_no = db.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0]
     first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM decisions").fetchone()[0]
-    db["decisions"].insert_all(({**row, "undone": ACTIVE, "batch": batch_no} for row in rows),
+    db.table("decisions").insert_all(({**row, "undone": ACTIVE, "batch": batch_no} for row in rows),
                                column_order=list(DECISION_COLUMNS[1:]))
     return decision_rows(db, "id >= ?", [first])
 
@@ -83,8 +83,8 @@ def decision_count(db: sqlite_utils.Database) -> int:
 def insert_carried(db: sqlite_utils.Database, decisions: list[dict], labels: list[dict]) -> None:
     """Decisions (every DECISION_COLUMNS, their ids and states kept) and labels copied from an
     earlier review of the same corpus."""
-    db["decisions"].insert_all(decisions)
-    db["labels"].insert_all(labels, replace=True)
+    db.table("decisions").insert_all(decisions)
+    db.table("labels").insert_all(labels, replace=True)
 
 
 def active_notes(db: sqlite_utils.Database, doc_id: str) -> list[str]:
@@ -96,7 +96,8 @@ def active_notes(db: sqlite_utils.Database, doc_id: str) -> list[str]:
 def split_in_force(db: sqlite_utils.Database, a_id: str, b_id: str) -> bool:
     """Whether an active not_duplicate decision splits these two documents (either way round)."""
     return db["decisions"].count_where(
-        "kind = 'not_duplicate' AND undone = ? AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
+        "kind = 'not_duplicate' AND undone = ? "
+        "AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
         [ACTIVE, a_id, b_id, b_id, a_id]) > 0
 
 
@@ -117,8 +118,8 @@ def label_of(db: sqlite_utils.Database, a_id: str, b_id: str) -> dict | None:
 
 def save_label(db: sqlite_utils.Database, row: dict) -> None:
     """The pair's label (LABEL_COLUMNS), replacing the one it had."""
-    db["labels"].insert(row, replace=True)
+    db.table("labels").insert(row, replace=True)
 
 
 def delete_label(db: sqlite_utils.Database, a_id: str, b_id: str) -> None:
-    db["labels"].delete_where("a_id = ? AND b_id = ?", [a_id, b_id])
+    db.table("labels").delete_where("a_id = ? AND b_id = ?", [a_id, b_id])

@@ -144,7 +144,7 @@ CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "ne
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Runs record the process running them, so a scan killed mid-way is recognised."""
-    runs = sqlite_utils_db(conn)["runs"]
+    runs = sqlite_utils_db(conn).table("runs")
     if "pid" not in runs.columns_dict:
         runs.add_column("pid", int)
     if "host" not in runs.columns_dict:
@@ -170,7 +170,7 @@ def _has_decision_batch(conn: sqlite3.Connection) -> bool:
 def _add_decision_batch(conn: sqlite3.Connection) -> None:
     """decisions.batch, where it is missing (also in a schema-3 project made before it was added)."""
     if not _has_decision_batch(conn):
-        sqlite_utils_db(conn)["decisions"].add_column("batch", int)
+        sqlite_utils_db(conn).table("decisions").add_column("batch", int)
 
 
 def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
@@ -179,7 +179,7 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     project made before it was added lacks it.)"""
     _add_decision_batch(conn)
     if not has_checksums(conn):
-        sqlite_utils_db(conn)["documents"].add_column("checksum", str)
+        sqlite_utils_db(conn).table("documents").add_column("checksum", str)
     last = -1
     factory = conn.text_factory
     conn.text_factory = _text_or_bytes  # a text already damaged is hashed as it is: export reports it
@@ -252,7 +252,7 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
 
 def add_source_role(conn: sqlite3.Connection) -> None:
     """sources.role, where it is missing (a self-contained step: it runs whatever the version)."""
-    sources = sqlite_utils_db(conn)["sources"]
+    sources = sqlite_utils_db(conn).table("sources")
     if sources.columns_dict and "role" not in sources.columns_dict:
         sources.add_column("role", str)
 
@@ -277,7 +277,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
             if stmt.strip():
                 conn.execute(stmt)
         conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
+            "INSERT OR REPLACE INTO meta(key, value) "
+            "VALUES ('schema_version', ?), ('scan_state', 'none'), ('created_at', ?)",
             (str(SCHEMA_VERSION), now_iso()),
         )
 
@@ -346,6 +347,6 @@ def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) 
         while current < SCHEMA_VERSION:
             MIGRATIONS[current](conn)
             current += 1
-        sqlite_utils_db(conn)["meta"].insert_all(
+        sqlite_utils_db(conn).table("meta").insert_all(
             [{"key": "schema_version", "value": str(SCHEMA_VERSION)}, {"key": "migrated_from", "value": str(version)}],
             replace=True)

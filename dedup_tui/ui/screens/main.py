@@ -1225,7 +1225,8 @@ class MainScreen(Screen):
                     self._try(lambda: self.model.plan_bulk_accept(cluster_ids))
 
             self.app.push_screen(AskScreen(
-                f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? Type yes (u undoes it in one step)",
+                f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? "
+                "Type yes (u undoes it in one step)",
                 placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
                 "Type yes to accept them, esc to cancel"), confirmed)
 

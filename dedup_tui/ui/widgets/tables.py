@@ -271,7 +271,7 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
         if index.graph is not None:
             linked = links_to_kept(index.graph, c, [ord_])[0][0] >= 0
         else:  # a stored snapshot's index: the kept text is the one at 1.0
-            linked = not c.similarity[ord_] == 1.0
+            linked = c.similarity[ord_] != 1.0
         return "same text as another member" if linked else "same text as the kept one"
     sim = c.similarity[ord_]
     if not sim >= index.threshold:  # no pair of its own with the kept one at the threshold (or a rejected one)
