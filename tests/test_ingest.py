@@ -624,7 +624,7 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
 def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatch, chunked):
     """A corpus whose ids are JSON integers gets them back as integers in pairs, the removed and
     decisions logs; a corpus of string ids (even "7") keeps strings; so does a mixed one."""
-    from dedup_tui.engine import decisions
+    from dedup_tui.engine.curate import decisions
     from dedup_tui.engine.readers import jsonl
 
     monkeypatch.setattr(jsonl, "CHUNKED", chunked)

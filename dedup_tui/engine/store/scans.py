@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..cluster import PairGraph, maximum_spanning_forest
+from ..graph.pairs import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
 from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
                         stored_derived_sums)
@@ -148,7 +148,7 @@ def insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
 def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
     if len(a) < 50_000:  # no compiled kernel to load for a small scan
         return maximum_spanning_forest(n_docs, a, b, j)
-    from ..kernels import spanning_forest
+    from ..scanning.kernels.components import spanning_forest
 
     return spanning_forest(n_docs, a, b, j)
 
@@ -415,7 +415,7 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     """A block's (ords, exact hashes, lengths) computed again from its documents' texts, checked
     against their checksums; stored again (with the block's checksums) when the project can be
     written."""
-    from ..exact import exact_keys
+    from ..text.exact import exact_keys
 
     lo, hi = block * DERIVED_BLOCK, min((block + 1) * DERIVED_BLOCK, n)
     damaged = "the project file is damaged (restore it from a backup, or load the corpus into a new project)"

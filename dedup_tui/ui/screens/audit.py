@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from ...engine import audit as auditing
+from ...engine.curate import audit as auditing
 from ...engine.store import Project
 from ..actions import AUDIT_ACTIONS
 from ..diff import diff

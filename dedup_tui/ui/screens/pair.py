@@ -18,9 +18,9 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from ...engine.normalize import normalize
-from ...engine.shingle import shingle_sets
-from ...engine.similarity import verify_pairs
+from ...engine.text.normalize import normalize
+from ...engine.text.shingle import shingle_sets
+from ...engine.scanning.similarity import verify_pairs
 from ...review.shown import ShownMembers
 from ..actions import PAIR_ACTIONS
 from ..diff import AlignedDiff, align_lines, aligned_in_worker, diff, diff_in_worker, lines_of
