@@ -515,12 +515,12 @@ def test_cancelled_load_writes_nothing(tmp_path):
 
 
 def test_ctrl_c_during_load_exits_130_and_leaves_no_new_project(tmp_path, monkeypatch):
-    from dedup_tui import cli as cli_module
+    from dedup_tui.engine import ingest
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "load_corpus", interrupted)
+    monkeypatch.setattr(ingest, "load_corpus", interrupted)  # (what the CLI's load-and-scan calls)
     db = tmp_path / "p.db"
     result = CliRunner().invoke(main, ["load", str(BAD / "clean.jsonl"), "--db", str(db)])
     assert result.exit_code == 130

@@ -424,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 _touch(stamp.with_suffix(".failed"))
             return EXIT_STALE
         except BaseException:
+            if sources_key() != key:  # its install changed or went under it (a module it imports is gone)
+                return EXIT_STALE
             _touch(stamp.with_suffix(".failed"))
             raise
         finally:
