@@ -42,6 +42,7 @@ from dedup_tui.engine.store import Project  # noqa: E402
 from dedup_tui.engine.store.scans import (read_exact_array, read_forest, read_pair_arrays,  # noqa: E402
                                           stored_scan_key_bytes)
 from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.scanning.settings import ScanResult
 
 STAGES = ("exact", "signatures", "candidates", "old_texts", "verify", "write", "total")
 
@@ -57,7 +58,7 @@ def engine_version() -> str:
         return "unknown"
 
 
-def timed_scan(path: Path, settings, full: bool) -> tuple[local.ScanResult, float]:
+def timed_scan(path: Path, settings, full: bool) -> tuple[ScanResult, float]:
     with Project(path) as project:
         t0 = time.perf_counter()
         result = local.scan(project, settings, full=full)
@@ -71,7 +72,7 @@ def stored(path: Path):
                 stored_scan_key_bytes(project))
 
 
-def row(name: str, docs: int, wall: float, r: local.ScanResult) -> str:
+def row(name: str, docs: int, wall: float, r: ScanResult) -> str:
     t = r.timings
     cells = [name, f"{docs:,}", f"{wall:.2f}"] + [f"{t[s]:.2f}" if s in t else "" for s in STAGES]
     cells += [f"{r.candidates:,}", f"{r.verified:,}", f"{r.pairs:,}"]

@@ -11,7 +11,7 @@ import pytest
 
 from dedup_tui.engine.scanning import ahead as ahead_module
 from dedup_tui.engine import ingest
-from dedup_tui.engine.scanning import local  # noqa: F401  (kernels: loaded, so signing ahead is on)
+from dedup_tui.engine.scanning import candidates, local as local  # noqa: F401  (kernels: loaded, so signing ahead is on)
 from dedup_tui.engine.scanning.ahead import SignedAhead
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.progress import Control
@@ -104,7 +104,7 @@ def test_what_it_hands_over_is_what_the_scan_computes(tmp_path, small_pieces):
         assert len(reps) < len(exact_of)
         threads = Threads(2)
         try:
-            own = local._Signed(project, reps, lengths, LSH, Control(), threads)
+            own = candidates.Signed(project, reps, lengths, LSH, Control(), threads)
         finally:
             threads.close()
         given = ahead.take(reps, rep_hashes, Control())

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import incremental, lsh, local
+from dedup_tui.engine.scanning import incremental, lsh, local as local
 from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
 from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.ingest import load_corpus
@@ -403,7 +403,7 @@ def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypa
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    from dedup_tui.engine.scanning.local import _Kept
+    from dedup_tui.engine.scanning.candidates import KeptKeys as _Kept
 
     rng = np.random.default_rng(3)
     bands = {b: np.sort(rng.integers(0, 2**63, 1000, dtype=np.uint64)) for b in range(5)}

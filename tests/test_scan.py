@@ -418,7 +418,7 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     assert len(truth) > 5000 and len(near_floor) > 300, "corpus does not exercise the floor"
 
     # the template's pages verified as one kernels.Family
-    from dedup_tui.engine.scanning import verify
+    from dedup_tui.engine.scanning import candidates, verify
     from dedup_tui.engine.scanning.kernels import intersections
 
     families = []
@@ -438,14 +438,14 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     assert sum(p in found for p in near_floor) / len(near_floor) >= 0.98
 
     # the same scan without the sketch test compares more pairs and finds the same ones or more
-    monkeypatch.setattr(local, "SKETCH_TAIL", 0.0)
+    monkeypatch.setattr(candidates, "SKETCH_TAIL", 0.0)
     unsketched = local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert set(found) <= set(pair_set(project))
     assert sketched.verified < 0.8 * unsketched.verified
     assert sketched.pairs >= 0.999 * unsketched.pairs
 
     # and the family compared as sorted rows instead of kernels.Family: the same pairs
-    monkeypatch.setattr(local, "SKETCH_TAIL", 3e-3)
+    monkeypatch.setattr(candidates, "SKETCH_TAIL", 3e-3)
     monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 10**9)
     local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found

@@ -41,7 +41,7 @@ PUBLIC = {
     "LoadReport": "ingest",
     "ScanSettings": "scanning.settings",
     "scan": "scanning.local",
-    "ScanResult": "scanning.local",
+    "ScanResult": "scanning.settings",
     "LoadAndScan": "orchestration",
     "load_and_scan": "orchestration",
     "PairGraph": "graph.pairs",
@@ -66,8 +66,8 @@ if TYPE_CHECKING:  # (for type checkers and editors; at run time each name loads
     from .ingest import LoadReport, load_corpus
     from .orchestration import LoadAndScan, load_and_scan
     from .progress import Control
-    from .scanning.local import ScanResult, scan
-    from .scanning.settings import ScanSettings
+    from .scanning.local import scan
+    from .scanning.settings import ScanResult, ScanSettings
     from .store.project import Project, build_project
     from .store.scans import load_graph
 

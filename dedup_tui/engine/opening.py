@@ -9,8 +9,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ProjectError
 from .compile.kernel_cache import notice, private_dir
+from .errors import ProjectError
 from .scanning.settings import ScanSettings
 from .store import Project
 

@@ -34,7 +34,7 @@ class Outcome:
 
     project: Project
     loaded: object | None = None  # ingest.LoadReport
-    scanned: object | None = None  # scanning.local.ScanResult
+    scanned: object | None = None  # scanning.settings.ScanResult
 
 
 class LoadAndScan:
@@ -111,7 +111,7 @@ class LoadAndScan:
         return project, load_into(project)
 
     def scan(self, project: Project, control: Control | None = None):
-        """Steps 5 and 6: the scan's result (scanning.local.ScanResult)."""
+        """Steps 5 and 6: the scan's result (scanning.settings.ScanResult)."""
         from .compile import warmup
         from .scanning.local import scan
 

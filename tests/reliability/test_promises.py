@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main
-from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning import candidates, local as local
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
@@ -107,7 +107,7 @@ def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeyp
     later = write_jsonl(tmp_path / "b.jsonl", [("late", NEAR_CORPUS[0][1])])
     project = Project(tmp_path / "p.db", create=True)
     load_corpus(project, [corpus])
-    real_find_pairs = local.find_pairs
+    real_find_pairs = candidates.find_pairs
 
     def find_pairs_then_a_load_lands(*args, **kwargs):
         out = real_find_pairs(*args, **kwargs)

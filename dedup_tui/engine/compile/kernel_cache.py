@@ -2,7 +2,7 @@
 cache for this very code: a stamp file named after the engine's sources and numba's version
 marks a finished warm-up, a lock file one under way (one per sources key, shared by every
 process of this user), a ready file which kernels it has compiled so far, and the points of a scan's progress its
-kernels are listed under (ReportEvents). Imports nothing of the engine and no numba: _jit.py, the
+kernels are listed under (ReportEvents). Imports nothing of the engine and no numba: jit.py, the
 warm-up's parent process and the normalisation all ask it."""
 
 from __future__ import annotations

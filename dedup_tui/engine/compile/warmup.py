@@ -1,7 +1,7 @@
 """Compiling the scan's kernels ahead of time, in a separate process, so that a fresh install's
 first large scan does not wait for numba.
 
-The kernels (kernels.py) are compiled by numba on first use and cached on disk (see _jit.py).
+The kernels (scanning/kernels/) are compiled by numba on first use and cached on disk (see jit.py).
 A first scan used to compile them in the scanning process, several seconds on which nothing
 moved. Now a command that will need them starts a warm-up process (warmup_job.py) as early as
 it can (before loading a large corpus, which takes seconds of its own): on another core and
@@ -32,8 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import (ENGINE, KEY_VARIABLE, ReportEvents, sources_key, cache_dir, has_failed, is_warm, notice, ready_kernels,
-    warmup_running)
+from .kernel_cache import (ENGINE, KEY_VARIABLE, ReportEvents, cache_dir, has_failed, is_warm, notice, ready_kernels,
+                           sources_key, warmup_running)
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
@@ -186,8 +186,8 @@ def start_early(argv: list[str]) -> Warmup | None:
 
 def scan_needs_kernels(project, settings) -> bool:
     """Whether the scan of `project` with `settings` will run the compiled LSH path (as
-    pipeline.find_pairs decides, estimated from the stored documents)."""
-    from ..scanning import local
+    candidates.find_pairs decides, estimated from the stored documents)."""
+    from ..scanning import candidates
 
     if settings.method == "lsh":
         return True
@@ -195,7 +195,7 @@ def scan_needs_kernels(project, settings) -> bool:
         return False
     n, avg = project.distinct_texts_and_average_length()
     n = n or 0
-    return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > local.EXHAUSTIVE_WORK_LIMIT
+    return n >= 2 and n * (n - 1) / 2 * max(float(avg or 0), 1) > candidates.EXHAUSTIVE_WORK_LIMIT
 
 
 def kernels_needed_at(event: str) -> set[int]:
@@ -277,7 +277,7 @@ class _Gated:
 
 
 def prepare(project, settings, control, tick: float = 0.25):
-    """Before pipeline.scan: when the scan will use kernels that are not cached yet, have them
+    """Before scanning.local.scan: when the scan will use kernels that are not cached yet, have them
     compiled by a warm-up process (started now unless one runs) and return the Control to scan
     with. The scan finds the exact copies (no kernels) meanwhile, and waits at each point of
     its progress only for the kernels it calls next (see _Gated), so most of the compiling

@@ -16,14 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..scanning import local
-from ..ingest import load_corpus
 from ..errors import Cancelled
-from .kernel_cache import (KEY_VARIABLE, WARM_PREFIX, ReportEvents, sources_key, cache_dir, claims_dir, is_warm, lock_file,
-    mark_ready, ready_kernels, ready_path, stamp_path)
+from ..ingest import load_corpus
 from ..progress import Control
-from ..store import Project, pid_alive
+from ..scanning import local
 from ..scanning.settings import DEFAULT_K, ScanSettings
+from ..store import Project, pid_alive
+from .kernel_cache import (KEY_VARIABLE, WARM_PREFIX, ReportEvents, cache_dir, claims_dir, is_warm, lock_file,
+                           mark_ready, ready_kernels, ready_path, sources_key, stamp_path)
 
 # The package kernel_list's module names are relative to (scanning.kernels.text, ...).
 ENGINE_PACKAGE = __package__.rsplit(".", 1)[0]
@@ -96,7 +96,8 @@ def _count_rare_fingerprints() -> None:
     texts, through the same code (the same argument types) as a scan's."""
     import numpy as np
 
-    from ..scanning.kernels import intersections, text as kernels_text
+    from ..scanning.kernels import intersections
+    from ..scanning.kernels import text as kernels_text
 
     texts = [" ".join(f"w{(i * 7 + j) % 40}" for j in range(30)) + f" text {i}" for i in range(12)]
     family = intersections.Family(kernels_text.normalized_buffer(texts), np.arange(len(texts)), DEFAULT_K)

@@ -38,15 +38,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from . import decisions, keep_rules
-from ..graph.clustering import EXACT, KEPT, NEAR, Clustering
-from ..graph.pairs import Policy
-from ..graph.pairs import PairGraph
 from ..errors import DedupError
-from .export import check_threshold, fill_missing_similarities
-from ..store import Project, now_iso
+from ..graph.clustering import EXACT, KEPT, NEAR, Clustering
+from ..graph.pairs import PairGraph, Policy
+from ..store import Project, now_iso, review
 from ..store import audits as table
-from ..store import review
+from . import decisions, keep_rules
+from .export import check_threshold, fill_missing_similarities
 
 Z95 = 1.959963984540054
 BAND_EDGES = (0.85, 0.9, 0.95)

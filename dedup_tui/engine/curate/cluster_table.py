@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DedupError
 from ..graph.clustering import KEPT, REASON_NAMES, REVIEWER, Clustering
 from ..graph.pairs import PairGraph
-from ..errors import DedupError
-from .export import AtomicFile, removal_links, similarity_values
 from ..store import Project
+from .export import AtomicFile, removal_links, similarity_values
 
 CLUSTER_COLUMNS = ("id", "source", "cluster", "duplicate_of", "similarity", "via", "via_similarity", "status",
                    "reason", "reviewer_decided")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph.pairs import PairGraph
 from ..display import literal_line
-from .export import AtomicFile, check_threshold, similarity_values
+from ..graph.pairs import PairGraph
 from ..outputs import check_outputs, project_protected
 from ..progress import Control
 from ..store import Project
+from .export import AtomicFile, check_threshold, similarity_values
 
 
 @dataclass

@@ -12,18 +12,18 @@ from typing import Literal
 import numpy as np
 
 from ..graph.clustering import EXACT, KEPT, NEAR, REASON_NAMES, REVIEWER, Clustering, cluster
-from ..graph.pairs import Policy
-from ..graph.pairs import PairGraph
-from .cluster_table import cluster_table_format, write_cluster_table
+from ..graph.pairs import PairGraph, Policy
 from ..outputs import check_outputs, project_protected
-from .export import ExportReport, AtomicFile, check_threshold, export, removal_links, similarity_values
-from ..ray.partial import refuse_local_export
 from ..progress import Control
+from ..ray.partial import refuse_local_export
 from ..store import Project, now_iso
 from ..store.audits import manifest_entry as audit_entry
 from ..store.review import ACTIVE, DISCARDED, UNDONE
-from .decisions import Overrides, REFERENCE_REMOVAL, active, all_decisions, not_applied, on_documents
+from .cluster_table import cluster_table_format, write_cluster_table
+from .decisions import REFERENCE_REMOVAL, Overrides, active, all_decisions, not_applied, on_documents
+from .export import AtomicFile, ExportReport, check_threshold, export, removal_links, similarity_values
 from .keep_rules import cluster_with_decisions, keep_rule, with_references
+
 DecisionStatus = Literal["active", "undone", "discarded"]
 STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", DISCARDED: "discarded"}
 

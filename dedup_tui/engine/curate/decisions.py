@@ -23,11 +23,10 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from ..graph.clustering import KEPT, REVIEWER, Clustering, forget_rejected, removal_reasons
-from ..graph.pairs import Policy
-from ..graph.pairs import PairGraph
 from ..display import literal_line
 from ..errors import DedupError
+from ..graph.clustering import KEPT, REVIEWER, Clustering, forget_rejected, removal_reasons
+from ..graph.pairs import PairGraph, Policy
 from ..store import Project, now_iso, review, transaction
 from ..store.review import ACTIVE, UNDONE
 

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DedupError, ProjectError
 from ..graph.clustering import EXACT, Clustering, links_to_kept
 from ..graph.pairs import PairGraph
-from ..errors import DedupError, ProjectError
-from ..readers import parse_record
 from ..outputs import OutputError, check_outputs, is_stream, open_stream, project_protected
-from ..text.normalize import normalize
 from ..progress import Control
-from ..text.shingle import shingle_sets
+from ..readers import parse_record
 from ..scanning.similarity import verify_pairs
 from ..store import Project, check_snapshots, document_checksum, remove_orphan_parts
+from ..text.normalize import normalize
+from ..text.shingle import shingle_sets
 
 FORMATS = ("jsonl", "csv", "parquet")
 # Every similarity an output gives (the removed log, the cluster table, pairs) has this many
@@ -46,7 +46,7 @@ def similarity_values(values) -> list[float | None]:
 
 def removal_links(graph: PairGraph, clustering: Clustering, docs: np.ndarray) -> dict[int, tuple[int, float]]:
     """{doc: (via, via_similarity)} of those of `docs` linked to their kept document through
-    another member (cluster.links_to_kept), the similarity cut as every output gives it."""
+    another member (graph.clustering.links_to_kept), the similarity cut as every output gives it."""
     via, via_sim = links_to_kept(graph, clustering, docs)
     linked = via >= 0
     return dict(zip(np.asarray(docs)[linked].tolist(), zip(via[linked].tolist(), similarity_values(via_sim[linked]))))

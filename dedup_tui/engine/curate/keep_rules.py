@@ -9,16 +9,14 @@ from decimal import Decimal
 
 import numpy as np
 
-from ..graph.clustering import KEPT, Clustering, cluster, forget_rejected, protect_references, removal_reasons
-from ..graph.pairs import Policy
-from ..graph.pairs import PairGraph
 from ..display import literal_line
 from ..errors import DedupError
-from .export import as_object
+from ..graph.clustering import KEPT, Clustering, cluster, forget_rejected, protect_references, removal_reasons
+from ..graph.pairs import PairGraph, Policy
 from ..progress import Control
 from ..store import Project, now_iso, review, transaction
 from .decisions import Decision, Overrides, PairIndex, apply_overrides, decision_from_row, default_author
-
+from .export import as_object
 
 KEEP_RULES = {
     "first": "the first in corpus order",

@@ -30,14 +30,13 @@ from typing import Literal, get_args
 import numpy as np
 
 from .. import errors
-from . import decisions
-from ..graph.pairs import PairGraph
 from ..graph.clustering import cluster
-from ..graph.pairs import Policy
+from ..graph.pairs import PairGraph, Policy
 from ..scanning.lsh import candidate_probability
-from ..text.sets import jaccard, shingle_set
 from ..store import Project, now_iso, review, transaction
+from ..text.sets import jaccard, shingle_set
 from ..text.synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
+from . import decisions
 
 # A reviewer's verdict on a pair (the `labels` table's `label` column).
 PairLabel = Literal["duplicate", "not_duplicate", "skip"]
@@ -253,8 +252,8 @@ def remove_label(project: Project, a_id: str, b_id: str) -> None:
 
 def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
     """One {"a", "b", "label", "similarity", "time", "author"} a line, oldest first."""
-    from .export import AtomicFile, similarity_values
     from ..outputs import check_outputs, project_protected
+    from .export import AtomicFile, similarity_values
 
     check_outputs({"labels": path}, force, project_protected(project))
     rows = labels(project)

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .pairs import POLICIES, PairGraph, Policy, compact_ids, connected_min_labels
-from .greedy import greedy_keepers, greedy_references_first
 
+from .greedy import greedy_keepers, greedy_references_first
+from .pairs import POLICIES, PairGraph, Policy, compact_ids, connected_min_labels
 
 KEPT, EXACT, NEAR = 0, 1, 2
 REASONS = {EXACT: "exact", NEAR: "near"}

@@ -3,10 +3,9 @@ its variant taking the reference documents first."""
 
 from __future__ import annotations
 
-
 import numpy as np
-from .pairs import PairGraph
 
+from .pairs import PairGraph
 
 _UNDECIDED, _KEPT, _REMOVED = 0, 1, 2
 # Rounds of the vectorised greedy pass before the rest is finished by a plain loop (a long

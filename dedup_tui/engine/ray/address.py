@@ -11,11 +11,9 @@ import threading
 import warnings
 from contextlib import contextmanager
 
-
 from ..errors import DedupError
-from .stages import os_reason
 from .settings import require_ray
-
+from .stages import os_reason
 
 # -- the driver ------------------------------------------------------------------------------------
 

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph.pairs import Policy
 from ..errors import Cancelled, CorpusError, DedupError, ProjectError
+from ..graph.pairs import Policy
+from ..outputs import check_outputs, protected_files
 from ..progress import Control
-from .pieces import PieceSpec, cluster_format, expand_inputs, id_prefixes, piece_records
-from .stages import Stage, os_reason
+from ..store import Project
 from .address import connect
 from .job import process_gone, stale_work, this_process, work_name
-from ..outputs import check_outputs, protected_files
-from ..store import Project
+from .pieces import PieceSpec, cluster_format, expand_inputs, id_prefixes, piece_records
+from .stages import Stage, os_reason
 
 
 @dataclass
@@ -127,10 +127,10 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
 
 def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_dir: str | Path, control: Control | None = None,
                    address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
-    from ..graph.clustering import KEPT, cluster
-    from ..curate.keep_rules import cluster_with_decisions, with_references
     from ..curate.curated import write_decisions_log, write_removed
     from ..curate.export import check_threshold
+    from ..curate.keep_rules import cluster_with_decisions, with_references
+    from ..graph.clustering import KEPT, cluster
     from ..store.scans import load_graph
 
     control = control or Control()

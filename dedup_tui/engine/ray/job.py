@@ -39,18 +39,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..scanning import lsh
 from ..errors import Cancelled, CorpusError, DedupError
-from ..readers import show
-from ..scanning.settings import (PREFILTER_TAIL, ScanSettings)
 from ..progress import Control
+from ..readers import show
+from ..scanning import lsh
+from ..scanning.settings import PREFILTER_TAIL, ScanSettings
+from ..store import now_iso, pid_alive
+from .address import connect
+from .pieces import (PieceSpec, cluster_format, collect_documents, expand_inputs, id_prefixes, index_file, read_piece,
+                     writing)
 from .scandir import DOCUMENTS as DOCUMENTS_DIR
 from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
-from ..store import now_iso, pid_alive
-from .settings import ClusterScanResult, ClusterScanSettings, VERIFY_TASK_PAIRS
-from .address import connect
-from .pieces import PieceSpec, writing, cluster_format, collect_documents, expand_inputs, id_prefixes, index_file, read_piece
-from .stages import Stage, band_entries, band_pairs, digests_by_partition, exact_copies, ids_by_partition, repeated_ids, verify_group
+from .settings import VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
+from .stages import (Stage, band_entries, band_pairs, digests_by_partition, exact_copies, ids_by_partition,
+                     repeated_ids, verify_group)
 
 
 def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,

@@ -17,6 +17,7 @@ from ..readers import detect_format, guarded, read_jsonl, read_parquet
 from ..scanning.minhash import MinHasher
 from .settings import ClusterScanSettings
 from .stages import os_reason
+
 _BLOCK = 1 << 20
 
 
@@ -199,7 +200,8 @@ def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, error
 
 def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
     """(summary, keys, signatures, normalised text) of one piece."""
-    from ..scanning.kernels import text as kernels_text, signatures
+    from ..scanning.kernels import signatures
+    from ..scanning.kernels import text as kernels_text
 
     errors: list = []
     info: dict = {}

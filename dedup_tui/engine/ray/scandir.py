@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DedupError, ProjectError
-from .partial import META_KEY, PartialView
 from ..progress import Control
-from ..store.scans import write_scan_result
 from ..store import Project, build_project, document_checksum, now_iso, review, transaction
+from ..store.scans import write_scan_result
+from .partial import META_KEY, PartialView
 
 SCAN_FORMAT = "dedup-tui cluster scan"
 SCAN_VERSION = 1

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from ..errors import DedupError
-from ..scanning.settings import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts)
+from ..scanning.settings import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
 
 PIECE_BYTES = 64 << 20
 # A verify task with fewer candidate pairs than this runs on one CPU.

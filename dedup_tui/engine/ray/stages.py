@@ -8,11 +8,12 @@ import zlib
 
 import numpy as np
 
-from ..scanning import lsh
 from ..errors import CorpusError, DedupError
+from ..progress import Control
+from ..scanning import lsh
 from ..scanning.settings import Threads
 from ..scanning.verify import CandidatePairs, VerifyPlan, verify
-from ..progress import Control
+
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 

@@ -6,7 +6,9 @@
 - sketch        bit sketches of long texts: a cheap test before exact verification
 - similarity    exact Jaccard of pairs, every pair of a small corpus (numpy)
 - verify        exact verification of candidate pairs, component by component
+- candidates    the local scan's pairs: exhaustive, or LSH candidates then verify
 - ahead         signing documents while they load (the scan that follows starts from them)
 - local         the scan of a project on this machine (scan, find_pairs, last_scan_settings)
-- incremental   the scan of the documents loaded since the last scan (equal to a full rescan)
+- incremental   the scan of the documents loaded since the last scan (equal to a full rescan),
+                and what it reuses of the last one
 - kernels/      the compiled twins of the above, one module per stage (numba)"""

@@ -5,7 +5,7 @@ A load is one Python thread that reads records and writes rows; it already norma
 batch with the compiled pass to hash it (exact.py). The other core has nothing to do. A
 SignedAhead takes each batch's normalised text as the load writes it and computes the
 documents' MinHash signatures and sketches on a thread of its own (compiled, GIL released)
-while the load reads on. The scan then starts from them (pipeline._Signed) instead of reading every
+while the load reads on. The scan then starts from them (candidates.Signed) instead of reading every
 text back from the project, normalising it again and hashing it: the same arrays, bit for
 bit, since they come from the same kernel over the same normalised text.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .minhash import MinHasher
 from ..progress import Control
+from .minhash import MinHasher
 from .sketch import SKETCH_BINS
 
 # Texts are signed in jobs of about this many bytes (the threads keep up with the load).
@@ -40,7 +40,7 @@ MIN_CORPUS_BYTES = 4 << 20
 @dataclass
 class Signed:
     """Signatures (rows x num_perm), the normalised texts and the sketches of the rows whose
-    text has at least SKETCH_MIN_BYTES, in row order (what pipeline._Signed holds)."""
+    text has at least SKETCH_MIN_BYTES, in row order (what candidates.Signed holds)."""
 
     signatures: np.ndarray
     text: object  # kernels.TextBuffer

@@ -82,6 +82,16 @@ class ScanCounts:
         return {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
 
 
+@dataclass
+class ScanResult(ScanCounts):
+    """What the local scan did (scanning/local.py)."""
+
+    method: str = ""  # exhaustive or lsh (auto decides by the work)
+    incremental: bool = False  # only the documents loaded since the last scan were compared
+    new_documents: int = 0  # (incremental) documents loaded since the last scan
+    full_reason: str = ""  # why a scan of a scanned project with new documents compared everything
+
+
 class SettingsError(ProjectError):
     """A scan setting out of range; `setting` names the ScanSettings field."""
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..progress import Control
-from .sketch import SKETCH_BINS, matches_needed
-from .similarity import jaccard_from_counts
 from .settings import CHUNK_CHARS, CHUNK_DOCS, Threads, chunks, sketch_rows_of
+from .similarity import jaccard_from_counts
+from .sketch import SKETCH_BINS, matches_needed
+
 # Verification: a job of separate small components shingles at most this much text...
 VERIFY_JOB_CHARS = 4_000_000
 # ... and compares about this many fingerprints (both sides of every pair; ~0.1 s), so a

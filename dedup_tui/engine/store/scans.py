@@ -13,13 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..graph.pairs import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
+from ..graph.pairs import PairGraph, maximum_spanning_forest
 from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
                         stored_derived_sums)
-from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
-                      SCAN_KEYS_META, exact_of_column, pairs_checksum, pairs_table, valid_pairs,
-                      write_exact_array, write_pair_arrays)
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META,
+                      exact_of_column, pairs_checksum, pairs_table, valid_pairs, write_exact_array, write_pair_arrays)
 from .locks import transaction
 from .project import Project
 
@@ -608,7 +607,7 @@ def merge_pairs(old: tuple[np.ndarray, np.ndarray, np.ndarray], new: tuple[np.nd
     in their places, and the maximum spanning forest of all of them. The forest is that of the
     old forest's edges and the new pairs: edges are strictly ordered (weight, then position,
     and the old edges keep their order), so an edge outside the old forest closes a cycle of
-    better edges, which it still does (cluster.maximum_spanning_forest)."""
+    better edges, which it still does (graph.pairs.maximum_spanning_forest)."""
     old_a, old_b, old_j = old
     order = np.argsort(new[0] * n_docs + new[1], kind="stable")
     na, nb, nj = new[0][order], new[1][order], new[2][order]

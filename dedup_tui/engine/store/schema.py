@@ -18,7 +18,6 @@ from .checksums import document_checksum, has_checksums, write_derived_sums
 from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
-
 SCHEMA_VERSION = 8
 
 SCHEMA = """

@@ -34,7 +34,7 @@ def greedy_keep_first(
 
     A document is removed when its highest similarity to an already kept document is
     >= threshold, and is reported against the first kept document reaching that maximum.
-    Used as an oracle in tests and for tiny corpora; the scalable path is cluster.greedy.
+    Used as an oracle in tests and for tiny corpora; the scalable path is graph.greedy.
     """
     kept: list[tuple[str, set[str]]] = []
     removed: list[tuple[str, str, float]] = []

@@ -3,10 +3,10 @@ each reported in its first band only (compiled; plain reference: scanning.lsh)."
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...compile.jit import helper, kernel, popcount64
+
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
 
 

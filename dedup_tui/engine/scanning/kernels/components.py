@@ -3,11 +3,9 @@ forest of verified pairs (compiled; plain references in graph.pairs)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...compile.jit import helper, kernel
-
 
 # -- components --------------------------------------------------------------------------------
 

@@ -9,10 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...compile.jit import helper, kernel, popcount64
+from .shingles import packed_fingerprints
 from .signatures import FINGERPRINT_BITS
 from .text import TextBuffer
-from .shingles import packed_fingerprints
-
 
 # -- exact intersections -----------------------------------------------------------------------
 

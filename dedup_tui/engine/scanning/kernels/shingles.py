@@ -3,12 +3,10 @@ text.shingle.shingle_sets)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...compile.jit import kernel
-from .signatures import DEDUP_MAX, decode, distinct_hashes, longest_text, window_hashes
-from .signatures import FINGERPRINT_BITS
+from .signatures import DEDUP_MAX, FINGERPRINT_BITS, decode, distinct_hashes, longest_text, window_hashes
 from .text import TextBuffer
 
 

@@ -3,7 +3,6 @@ references: scanning.minhash, scanning.sketch)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...compile.jit import helper, kernel, popcount64
