@@ -48,10 +48,11 @@ class LoadAndScan:
 
     def __init__(self, corpus=(), references=(), settings: ScanSettings | None = None,
                  load_options: dict | None = None, full: bool = False, sign_ahead: bool = True):
-        self.corpus = [Path(p) for p in corpus]
-        self.references = [Path(p) for p in references]
-        self.settings = settings
         self.load_options = dict(load_options or {})
+        self.corpus = [Path(p) for p in corpus]
+        # (the app's opening keeps the references with the readers' options)
+        self.references = [Path(p) for p in [*references, *(self.load_options.pop("references", None) or ())]]
+        self.settings = settings
         self.full = full
         self.sign_ahead = sign_ahead
         self.ahead = None

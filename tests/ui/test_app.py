@@ -342,7 +342,7 @@ async def test_help_and_palette(corpus):
 async def test_escape_cancels_scan(corpus, monkeypatch):
     started = threading.Event()
 
-    def slow_scan(project, settings, control, ahead=None):
+    def slow_scan(project, settings, control, full=False, ahead=None):
         for i in range(1000):
             control.report("signatures", i, 1000)
             started.set()
@@ -350,7 +350,7 @@ async def test_escape_cancels_scan(corpus, monkeypatch):
                 raise Cancelled("cancelled")
         raise AssertionError("the scan was not cancelled")
 
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", slow_scan)
+    monkeypatch.setattr("dedup_tui.engine.scanning.local.scan", slow_scan)
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
@@ -585,19 +585,19 @@ async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
 async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
     """esc during the first scan of a new corpus: the message says the documents are loaded and
     R scans again; R then gives the clusters."""
-    from dedup_tui.ui.screens import main as main_module
+    from dedup_tui.engine.scanning import local  # (what the app's load-and-scan calls)
 
     from .conftest import corpus_docs
 
-    real_scan, calls = main_module.scan, []
+    real_scan, calls = local.scan, []
 
-    def scan_cancelled_once(project, settings, control, ahead=None):
+    def scan_cancelled_once(project, settings, control, full=False, ahead=None):
         calls.append(1)
         if len(calls) == 1:
             raise Cancelled("cancelled")
-        return real_scan(project, settings, control, ahead=ahead)
+        return real_scan(project, settings, control, full=full, ahead=ahead)
 
-    monkeypatch.setattr(main_module, "scan", scan_cancelled_once)
+    monkeypatch.setattr(local, "scan", scan_cancelled_once)
     app = create_app(write_corpus(tmp_path / "c.jsonl", corpus_docs()), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -1043,7 +1043,7 @@ def _record_scans(monkeypatch) -> list:
         results.append(real_scan(*args, **kwargs))
         return results[-1]
 
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    monkeypatch.setattr("dedup_tui.engine.scanning.local.scan", recording_scan)
     return results
 
 
