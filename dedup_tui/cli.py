@@ -498,7 +498,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
     sources = _export_sources(project, db, only, chosen_sources)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
-        from .engine.curate.keep_rules import (check_keep_rule, describe_keep_rule, parse_keep_rule, record_keep_rule)
+        from .engine.curate.keep_rules import check_keep_rule, describe_keep_rule, parse_keep_rule, record_keep_rule
 
         try:
             keep = parse_keep_rule(keep)

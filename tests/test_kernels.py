@@ -11,7 +11,7 @@ import pytest
 
 from dedup_tui.engine.scanning import lsh, sketch
 from dedup_tui.engine.text import shingle
-from dedup_tui.engine.scanning.kernels import (intersections, text, bands as kernels_bands, components, shingles, signatures)
+from dedup_tui.engine.scanning.kernels import bands as kernels_bands, components, intersections, shingles, signatures, text
 from dedup_tui.engine.graph.pairs import connected_min_labels
 from dedup_tui.engine.scanning.minhash import MinHasher
 from dedup_tui.engine.text.normalize import normalize
