@@ -97,9 +97,10 @@ def ms(seconds: float) -> float:
 
 
 def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[str, list[float]]]:
-    from dedup_tui.engine.cluster import POLICIES, cluster
-    from dedup_tui.engine.decisions import Overrides
-    from dedup_tui.engine.pipeline import load_graph
+    from dedup_tui.engine.graph.clustering import cluster
+    from dedup_tui.engine.graph.pairs import POLICIES
+    from dedup_tui.engine.curate.decisions import Overrides
+    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
     from dedup_tui.review.index import build_index
 
@@ -383,7 +384,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
                 await timed("typed filter `F` (size>=3 sim<=0.9, then all)", ["enter"], filtered(parse_filter(typed)))
             # decisions: `x` on a member until it is saved, re-clustered and the cursor has moved on to
             # the next member without a decision; then `u` until the removal is undone
-            from dedup_tui.engine.decisions import REVIEWER
+            from dedup_tui.engine.graph.clustering import REVIEWER
 
             clusters = main.query_one("#clusters")
             members = main.query_one("#members")

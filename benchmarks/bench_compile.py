@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -76,14 +77,14 @@ def main() -> None:
 
     event.register("numba:compile", Listener())
 
-    from dedup_tui.engine import kernel_cache, warmup_job
+    from dedup_tui.engine.compile import kernel_cache, warmup_job
 
     # (the kernels module is not imported first: a load in a process that has it normalises with
     # the compiled pass, which the warm-up process's load does not)
     t_warm = 0.0
     if not a.no_warmup:
         t2 = time.perf_counter()
-        from dedup_tui.engine.kernel_cache import ReportEvents
+        from dedup_tui.engine.compile.kernel_cache import ReportEvents
 
         events = ReportEvents()
 
@@ -97,7 +98,7 @@ def main() -> None:
     print(f"cache {cache}; import numba {t_numba:.2f} s, "
           f"warm-up run {t_warm:.2f} s, of which compiling {sum(excl.values()):.2f} s")
     if a.scan:
-        from dedup_tui.engine import pipeline
+        from dedup_tui.engine.scanning import local
         from dedup_tui.engine.ingest import load_corpus
         from dedup_tui.engine.progress import Control
         from dedup_tui.engine.store import Project
@@ -109,7 +110,7 @@ def main() -> None:
                 t3 = time.perf_counter()
                 load_corpus(project, [a.scan])
                 t4 = time.perf_counter()
-                pipeline.scan(project, pipeline.ScanSettings(floor=0.5), Control(None))
+                local.scan(project, ScanSettings(floor=0.5), Control(None))
                 t5 = time.perf_counter()
             finally:
                 project.close()

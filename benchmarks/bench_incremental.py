@@ -36,11 +36,13 @@ sys.path.insert(0, str(REPO))
 
 import corpora  # noqa: E402
 
-from dedup_tui.engine import pipeline  # noqa: E402
+from dedup_tui.engine.scanning import local  # noqa: E402
 from dedup_tui.engine.ingest import load_corpus  # noqa: E402
 from dedup_tui.engine.store import Project  # noqa: E402
 from dedup_tui.engine.store.scans import (read_exact_array, read_forest, read_pair_arrays,  # noqa: E402
                                           stored_scan_key_bytes)
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.scanning.settings import ScanResult
 
 STAGES = ("exact", "signatures", "candidates", "old_texts", "verify", "write", "total")
 
@@ -56,10 +58,10 @@ def engine_version() -> str:
         return "unknown"
 
 
-def timed_scan(path: Path, settings, full: bool) -> tuple[pipeline.ScanResult, float]:
+def timed_scan(path: Path, settings, full: bool) -> tuple[ScanResult, float]:
     with Project(path) as project:
         t0 = time.perf_counter()
-        result = pipeline.scan(project, settings, full=full)
+        result = local.scan(project, settings, full=full)
         return result, time.perf_counter() - t0
 
 
@@ -70,7 +72,7 @@ def stored(path: Path):
                 stored_scan_key_bytes(project))
 
 
-def row(name: str, docs: int, wall: float, r: pipeline.ScanResult) -> str:
+def row(name: str, docs: int, wall: float, r: ScanResult) -> str:
     t = r.timings
     cells = [name, f"{docs:,}", f"{wall:.2f}"] + [f"{t[s]:.2f}" if s in t else "" for s in STAGES]
     cells += [f"{r.candidates:,}", f"{r.verified:,}", f"{r.pairs:,}"]
@@ -104,7 +106,7 @@ def main() -> None:
         corpora.write_jsonl(records[args.docs:], new_file)
         n_old, n_new = len(records[: args.docs]), len(records[args.docs:])
         del records
-        settings = pipeline.ScanSettings(floor=args.floor, method="lsh", workers=args.workers)
+        settings = ScanSettings(floor=args.floor, method="lsh", workers=args.workers)
         inc, full = work / "incremental.db", work / "full.db"
         for f in (inc, full):
             f.unlink(missing_ok=True)

@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from dedup_tui.engine.cluster import KEPT, PairGraph, cluster
+from dedup_tui.engine.graph.clustering import KEPT, cluster
+from dedup_tui.engine.graph.pairs import PairGraph
 
 
 def graph(n: int, pairs: int, seed: int) -> PairGraph:

@@ -251,7 +251,7 @@ def scan_record(db: Path) -> dict:
 def wait_for_warmup(cache: Path, log) -> None:
     """Until the first run's warm-up process (it outlives the command by a few seconds, at the
     lowest priority) has finished, so that the runs after it are warm ones."""
-    from dedup_tui.engine.kernel_cache import is_warm, warmup_running
+    from dedup_tui.engine.compile.kernel_cache import is_warm, warmup_running
 
     t0 = time.perf_counter()
     while warmup_running(str(cache)) and time.perf_counter() - t0 < 120:

@@ -1,6 +1,6 @@
 """Exact character-shingle Jaccard for the benchmarks, independent of the engine under test.
 
-The definition is the engine's plain one (``dedup_tui.engine.sets``): normalise (lowercase,
+The definition is the engine's plain one (``dedup_tui.engine.text.sets``): normalise (lowercase,
 strip, collapse whitespace runs), take the set of character 5-shingles (a text shorter than 5
 characters is one shingle), Jaccard = |A & B| / |A | B|. Here every shingle gets an exact
 64-bit code (five 12-bit character ids packed; shingles with one of the rarest characters of

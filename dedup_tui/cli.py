@@ -17,7 +17,7 @@ from pathlib import Path
 # inherits it); a value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .engine import warmup
+from .engine.compile import warmup
 
 # First run: `scan`/`load` of a large corpus starts compiling the kernels in another process
 # now, before this module's imports (numba-free; see engine/warmup.py).
@@ -27,16 +27,17 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from .engine import pipeline
-from .engine.ahead import SignedAhead
-from .engine.cluster import POLICIES
+from .engine.orchestration import LoadAndScan
+from .engine.graph.pairs import POLICIES
 from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
-from .engine.export import FORMATS, check_threshold
-from .engine.ingest import load_corpus
+from .engine.curate.export import FORMATS, check_threshold
 from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
 from .engine.progress import STAGE_NAMES, Control, describe_rate
-from .engine.store import Project, build_project, check_snapshots
+from .engine.scanning.settings import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED,
+                                       METHODS, ScanSettings)
+from .engine.store import Project, check_snapshots
+from .engine.store.scans import load_graph
 
 
 class _TerminalProgress:
@@ -196,12 +197,6 @@ def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
         progress.close()
 
 
-def _scan(project: Project, settings: pipeline.ScanSettings, control: Control, full: bool = False,
-          ahead=None) -> pipeline.ScanResult:
-    control = warmup.prepare(project, settings, control)  # first run only: alongside the kernels' compiling
-    return pipeline.scan(project, settings, control, full=full, ahead=ahead)
-
-
 def _open_project(db: str, create: bool = False) -> Project:
     """The command's project, closed when the command ends (also when it fails)."""
     try:
@@ -249,7 +244,7 @@ def _project_and_files(files: tuple[str, ...], db: str | None, usage: str) -> tu
     """For a command whose arguments are files (CORPUS...): the first one is the project when it
     is one by name (.db, .sqlite, .sqlite3) or by content (a SQLite file), which no corpus file
     is; a project anywhere else among them is a usage error."""
-    from .ui.launch import PROJECT_SUFFIXES, is_project_file
+    from .engine.opening import PROJECT_SUFFIXES, is_project_file
 
     files = list(files)
     if db is not None:  # every file is meant as a corpus: one that is SQLite inside cannot be read as one
@@ -321,20 +316,15 @@ _REFERENCE_OPTION = click.option(
          "exported.")
 
 
-def _load_into(db: str, corpus, id_field, text_field, skip_bad, references=(), ahead=None) -> Project:
-    """Load the corpus files (and references) into the project (created if needed) and report;
-    the project stays open until the command ends (click closes it). `ahead`: an
-    ahead.SignedAhead signing the documents as they load."""
-    def load_files(project: Project, control: Control):
-        return load_corpus(project, list(corpus), id_field=id_field, text_field=text_field, skip_bad=skip_bad,
-                           control=control, references=list(references), ahead=ahead)
-
+def _load_into(db: str, job: LoadAndScan) -> Project:
+    """Load the job's corpus files (and references) into the project (created if needed) and
+    report; the project stays open until the command ends (click closes it)."""
     if Path(db).exists():
         project = _open_project(db, create=True)
-        report = _run(lambda control: load_files(project, control))
+        _, report = _run(job.load, project)
     else:
         # A new project appears only once its first load is complete (kill -9 included).
-        project, report = _run(lambda control: build_project(db, lambda new: load_files(new, control)))
+        project, report = _run(job.load, db)
         click.get_current_context().call_on_close(project.close)
         project.on_notice = _note
     as_reference = f" ({len(report.references)} as reference)" if report.references else ""
@@ -361,13 +351,16 @@ def load(corpus, db, id_field, text_field, skip_bad, references):
     _no_project_among(references, "PROJECT CORPUS... --reference FILE...")
     if not corpus and not references:
         _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
-    warmup.start_for_corpus([*corpus, *references])  # a large corpus is scanned next: its kernels compile meanwhile
-    _load_into(db, corpus, id_field, text_field, skip_bad, references)
+    # a large corpus is scanned next: its kernels compile meanwhile (no signing ahead: no scan follows here)
+    with LoadAndScan(corpus, references, load_options=dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad),
+                     sign_ahead=False) as job:
+        job.start()
+        _load_into(db, job)
     _end_without_teardown()
 
 
 def _no_project_among(references, usage: str) -> None:
-    from .ui.launch import is_project_file
+    from .engine.opening import is_project_file
 
     for name in references:
         if is_project_file(name):
@@ -377,13 +370,13 @@ def _no_project_among(references, usage: str) -> None:
 
 @main.command(cls=_TakesReferences)
 @_db_option("Project file")
-@click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
-@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
-@click.option("--method", default="auto", show_default=True, type=click.Choice(pipeline.METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
-@click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
-@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
+@click.option("--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
+@click.option("--floor", default=DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
+@click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
+@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
 @click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
-@click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
+@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
 @click.option("--full", is_flag=True, help="Compare every document again, even when only documents loaded since the last scan need it.")
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
@@ -406,22 +399,16 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
     loading = [*corpus, *references]
     if not loading and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
-    settings = pipeline.ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
-                                     workers=workers, max_bucket=max_bucket)
-    ahead = None
-    if loading:
-        warmup.start_for_corpus(loading, method)  # first run: the kernels compile while the corpus loads
-        ahead = SignedAhead.for_corpus(settings, loading)  # (warm kernels) the other core signs as they load
-    try:
-        project = (_load_into(db, corpus, id_field, text_field, skip_bad, references, ahead) if loading
-                   else _open_project(db))
+    settings = ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
+                            workers=workers, max_bucket=max_bucket)
+    load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
+    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+        job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
+        project = _load_into(db, job) if loading else _open_project(db)
         for run in project.interrupted_runs("scan"):
             click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
                        f"finished; nothing of it was kept, scanning again from the start", err=True)
-        r = _run(_scan, project, settings, full=full, ahead=ahead)
-    finally:
-        if ahead is not None:
-            ahead.discard()
+        r = _run(job.scan, project)
     if r.incremental:
         click.echo(f"incremental scan: {r.new_documents:,} new documents compared with one another and with the "
                    f"{r.documents - r.new_documents:,} scanned before")
@@ -460,7 +447,7 @@ def pairs(project_path, db, minimum, out, force):
     if minimum is not None and minimum < floor:
         _fail(f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
               f"(rescan with a lower --floor)")
-    from .engine.export import write_pairs
+    from .engine.curate.export import write_pairs
 
     count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
     _say(f"wrote {count:,} pairs to {_one_line(out)}", out)
@@ -506,12 +493,12 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
     without --force. Any output given as - is written to standard output (and this summary to
     standard error).
     """
-    from .engine.decisions import export_curated
+    from .engine.curate.curated import export_curated
 
     db = _the_project(project_path, db, "PROJECT --out FILE")
 
     if clusters:
-        from .engine.cluster_table import cluster_table_format
+        from .engine.curate.cluster_table import cluster_table_format
 
         try:
             cluster_table_format(clusters)
@@ -526,7 +513,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
     sources = _export_sources(project, db, only, chosen_sources)
     threshold, policy = _review_settings(project, db, threshold, policy)
     if keep is not None:
-        from .engine.decisions import check_keep_rule, describe_keep_rule, parse_keep_rule, record_keep_rule
+        from .engine.curate.keep_rules import check_keep_rule, describe_keep_rule, parse_keep_rule, record_keep_rule
 
         try:
             keep = parse_keep_rule(keep)
@@ -552,7 +539,7 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
 
 def _warn_if_audit_stale(project: Project, threshold: float, policy: str, keep: str | None) -> None:
     """One line on stderr when the last audit does not describe this export."""
-    from .engine.decisions import keep_rule
+    from .engine.curate.keep_rules import keep_rule
     from .engine.store.audits import staleness
 
     why = _run(lambda control: staleness(project, threshold, policy, keep or keep_rule(project)))
@@ -618,9 +605,9 @@ def _review_settings(project: Project, db: str, threshold: float | None, policy:
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def synth(n_unique, copies, noise, seed, out, force):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
-    from .engine.synth import synthetic_corpus
+    from .engine.text.synth import synthetic_corpus
 
-    from .engine.export import AtomicFile
+    from .engine.curate.export import AtomicFile
     from .engine.outputs import check_outputs
 
     docs = synthetic_corpus(n_unique, copies, noise, seed)
@@ -665,11 +652,11 @@ _ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.")
 @_ADDRESS
-@click.option("--k", default=pipeline.DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
-@click.option("--floor", default=pipeline.DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored.")
-@click.option("--num-perm", default=pipeline.DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
-@click.option("--seed", default=pipeline.DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
-@click.option("--max-bucket", default=pipeline.DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported.")
+@click.option("--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
+@click.option("--floor", default=DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored.")
+@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
+@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported.")
 @click.option("--piece-mb", default=64, show_default=True, type=click.IntRange(1), help="Size of the pieces each file is read in, one task a piece.")
 @click.option("--partitions", default=0, type=click.IntRange(0), help="Partitions of each shuffle. [default: twice the cluster's CPUs]")
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
@@ -685,12 +672,12 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
     job's tasks on the cluster.
     """
     _folder_out(out_dir)
-    from .engine import ray_scan
+    from .engine.ray import settings as ray_settings, job
 
-    settings = ray_scan.ClusterScanSettings(k=k, floor=floor, num_perm=num_perm, seed=seed, max_bucket=max_bucket,
+    settings = ray_settings.ClusterScanSettings(k=k, floor=floor, num_perm=num_perm, seed=seed, max_bucket=max_bucket,
                                             id_field=id_field, text_field=text_field, skip_bad=skip_bad,
                                             piece_bytes=piece_mb << 20, partitions=partitions)
-    r = _run(ray_scan.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
+    r = _run(job.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
              references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
     click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: "
                f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
@@ -714,9 +701,9 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
 def import_cmd(scan_dir, project_path, db, review_from):
     """Make PROJECT, a review project of a cluster scan's SCAN_DIR: the documents in some pair
     or exact group, with their records, pairs and groups. Open it with `dedup-tui PROJECT`."""
-    from .engine.partial import partial_view
-    from .engine.scandir import import_scan
-    from .ui.launch import is_project_file
+    from .engine.ray.partial import partial_view
+    from .engine.ray.scandir import import_scan
+    from .engine.opening import is_project_file
 
     if project_path is not None and is_project_file(scan_dir) and not is_project_file(project_path):
         _fail(f"{scan_dir}: is a project, not a scan folder; give the scan folder first: "
@@ -759,7 +746,7 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
     if not corpus:
         _fail("give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR", 2)
     _folder_out(out_dir)
-    from .engine.ray_export import cluster_export
+    from .engine.ray.export import cluster_export
 
     project = _open_project(db)
     threshold, policy = _review_settings(project, db, threshold, policy)
@@ -826,7 +813,7 @@ def serve(project_path, db, host, port, public_url, token, allowed_hosts, max_se
     view that says so. Listens on 127.0.0.1 (this machine only) unless --host says otherwise.
     Only the URL printed gets in: it holds a token (--token or DEDUP_TUI_TOKEN, else a random one)."""
     db = _the_project(project_path, db, "PROJECT [--host HOST] [--port PORT]")
-    from .ui.launch import is_project_file
+    from .engine.opening import is_project_file
 
     if not is_project_file(db):
         _fail(f"{db}: serve opens a project file (.db); make one with dedup-tui scan PROJECT CORPUS", 2)
@@ -860,7 +847,8 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
     """Evidence for choosing PROJECT's threshold: similarity histogram, kept documents per threshold for
     both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
     shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
-    from .engine import tune as tuning
+    from .engine.curate import tune as tuning
+    from . import cli_reports
 
     db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)
@@ -868,7 +856,7 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
     def work(control):
         if labels_out:  # refuse a bad path before the work, not after
             check_outputs({"labels": labels_out}, force, project_protected(project))
-        graph = pipeline.load_graph(project)
+        graph = load_graph(project)
         t = threshold
         if t is None:
             state = json.loads(project.get_meta("ui_state") or "{}")
@@ -879,7 +867,7 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
         return report, written
 
     report, written = _run(work)
-    _say(tuning.format_report(report), labels_out)
+    _say(cli_reports.format_report(report), labels_out)
     if labels_out:
         _say(f"\nwrote {written:,} labels to {_one_line(labels_out)}", labels_out)
 
@@ -897,7 +885,7 @@ def contamination(project_path, db, threshold, out, shown, force):
     """Which documents of PROJECT's data match its reference sources (evaluation sets loaded
     with --reference): per reference source, how many documents match it at the threshold, the
     highest similarity, and the matches, with the id and source of both sides."""
-    from .engine import contamination as report_on
+    from .engine.curate import contamination as report_on
 
     db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)
@@ -943,7 +931,7 @@ def audit(project_path, db, threshold, policy, size, kept_size, seed, target_wid
     estimate the duplicates left in. The audit never records a decision; `export --manifest`
     carries its result.
     """
-    from .engine import audit as auditing
+    from .engine.curate import audit as auditing
 
     db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)

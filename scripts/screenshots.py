@@ -192,8 +192,8 @@ async def partial_screen(out: Path, size: tuple[int, int], work: Path) -> None:
     except ImportError:
         print('skipped partial (needs the ray extra: pip install -e ".[ray]")')
         return
-    from dedup_tui.engine.ray_scan import cluster_scan
-    from dedup_tui.engine.scandir import import_scan
+    from dedup_tui.engine.ray.job import cluster_scan
+    from dedup_tui.engine.ray.scandir import import_scan
     from dedup_tui.ui.app import create_app
 
     lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)

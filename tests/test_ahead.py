@@ -9,18 +9,20 @@ import shutil
 import numpy as np
 import pytest
 
-from dedup_tui.engine import ahead as ahead_module
-from dedup_tui.engine import ingest, kernels, pipeline  # kernels: loaded, so signing ahead is on
-from dedup_tui.engine.ahead import SignedAhead
+from dedup_tui.engine.scanning import ahead as ahead_module
+from dedup_tui.engine import ingest
+from dedup_tui.engine.scanning import candidates, local as local  # noqa: F401  (kernels: loaded, so signing ahead is on)
+from dedup_tui.engine.scanning.ahead import SignedAhead
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.progress import Control
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import exact_groups_with_hashes, read_scan_key_chunks
-from dedup_tui.engine.synth import noisy_copy
+from dedup_tui.engine.text.synth import noisy_copy
 
 from .conftest import write_jsonl
 from .test_cli import ok
 from .test_incremental import LSH, families, stored, with_copies
+from dedup_tui.engine.scanning.settings import ScanSettings, Threads
 
 
 def corpus(seed: int) -> list[dict]:
@@ -64,9 +66,9 @@ def scan_both_ways(tmp_path, project: Project, settings, ahead):
     """(what the project stores after a scan given `ahead`, what a copy of it stores after a
     scan without) and the first scan's result."""
     with copy_of(project, tmp_path / "alone.db") as alone:
-        pipeline.scan(alone, settings)
+        local.scan(alone, settings)
         expected = stored(alone)
-    result = pipeline.scan(project, settings, ahead=ahead)
+    result = local.scan(project, settings, ahead=ahead)
     return stored(project), expected, result
 
 
@@ -78,9 +80,9 @@ def test_the_scan_takes_the_loads_signatures_and_finds_what_it_would_find_alone(
     with Project(tmp_path / "ahead.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", docs)], ahead=ahead)
         with copy_of(project, tmp_path / "alone.db") as alone:
-            pipeline.scan(alone, LSH)
+            local.scan(alone, LSH)
             expected = stored(alone), read_scan_key_chunks(alone, 8)
-        result = pipeline.scan(project, LSH, ahead=ahead)
+        result = local.scan(project, LSH, ahead=ahead)
         assert len(calls) == 1 and calls[0] is not None  # the scan started from the load's signatures
         assert result.exact_duplicates > 0 and result.pairs > 0
         got = stored(project), read_scan_key_chunks(project, 8)
@@ -100,9 +102,9 @@ def test_what_it_hands_over_is_what_the_scan_computes(tmp_path, small_pieces):
         exact_of, lengths, rep_hashes = exact_groups_with_hashes(project)
         reps = np.flatnonzero(exact_of < 0)
         assert len(reps) < len(exact_of)
-        threads = pipeline.Threads(2)
+        threads = Threads(2)
         try:
-            own = pipeline._Signed(project, reps, lengths, LSH, Control(), threads, kernels)
+            own = candidates.Signed(project, reps, lengths, LSH, Control(), threads)
         finally:
             threads.close()
         given = ahead.take(reps, rep_hashes, Control())
@@ -128,7 +130,7 @@ def test_documents_it_did_not_sign_are_not_taken(tmp_path):
 def test_other_settings_are_signed_by_the_scan(tmp_path, monkeypatch):
     ahead = SignedAhead.for_settings(LSH)
     calls = taken(monkeypatch)
-    other = pipeline.ScanSettings(floor=0.5, method="lsh", seed=7)
+    other = ScanSettings(floor=0.5, method="lsh", seed=7)
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", corpus(9))], ahead=ahead)
         got, expected, _ = scan_both_ways(tmp_path, project, other, ahead)
@@ -142,7 +144,7 @@ def test_an_incremental_scan_takes_the_new_documents_signatures(tmp_path, small_
     calls = taken(monkeypatch)
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "a.jsonl", first)])
-        pipeline.scan(project, LSH)
+        local.scan(project, LSH)
         ahead = SignedAhead.for_settings(LSH)
         load_corpus(project, [write_jsonl(tmp_path / "b.jsonl", with_copies(more, first, 40))], ahead=ahead)
         got, expected, result = scan_both_ways(tmp_path, project, LSH, ahead)
@@ -184,9 +186,9 @@ def test_a_small_corpus_is_not_signed_ahead(tmp_path):
     exhaustively, without compiled code); a large one, or `lsh`, is."""
     small = write_jsonl(tmp_path / "small.jsonl", corpus(19))
     assert small.stat().st_size < ahead_module.MIN_CORPUS_BYTES
-    auto = pipeline.ScanSettings()
+    auto = ScanSettings()
     assert SignedAhead.for_corpus(auto, [small]) is None
-    assert SignedAhead.for_corpus(pipeline.ScanSettings(method="exhaustive"), [small]) is None
+    assert SignedAhead.for_corpus(ScanSettings(method="exhaustive"), [small]) is None
     for settings, paths in ((LSH, [small]), (auto, [small, tmp_path / "big.jsonl"])):
         (tmp_path / "big.jsonl").write_bytes(b" " * ahead_module.MIN_CORPUS_BYTES)
         signer = SignedAhead.for_corpus(settings, paths)

@@ -142,3 +142,41 @@ def test_no_module_uses_another_modules_private_names():
                     and imported_as[node.value.id] != module:
                 offences.append(f"{module}:{node.lineno} reads {imported_as[node.value.id]}.{node.attr}")
     assert offences == []
+
+
+# The app's entry points: what the CLI may import from the UI (to open the app, or serve it).
+APP_ENTRIES = ("dedup_tui.ui.run", "dedup_tui.ui.serve")
+
+
+def test_the_cli_reaches_the_ui_only_through_the_apps_entry_points():
+    """The CLI runs the engine itself (one load-and-scan orchestration, the project opening in
+    engine.opening); from the UI it only launches the app."""
+    offences = [f"dedup_tui.cli:{line} imports {target}" for target, _, line in _imports("dedup_tui.cli")
+                if target.startswith(("dedup_tui.ui", "textual")) and target not in APP_ENTRIES]
+    assert offences == []
+    assert {target for target, _, _ in _imports("dedup_tui.cli") if target.startswith("dedup_tui.ui")} <= set(APP_ENTRIES)
+
+
+def test_the_review_model_imports_no_ui():
+    for module in MODULES:
+        if module.startswith("dedup_tui.review"):
+            for target, _, line in _imports(module):
+                assert not target.startswith(("dedup_tui.ui", "textual", "rich")), f"{module}:{line} imports {target}"
+
+
+def test_the_engine_is_grouped_by_concern():
+    """At most 15 modules directly in engine/, each subpackage with a docstring, and no module
+    over 900 lines nor class over 600 (issue 42)."""
+    engine = PACKAGE / "engine"
+    direct = list(engine.glob("*.py"))
+    assert len(direct) <= 15, sorted(p.name for p in direct)
+    for init in engine.rglob("__init__.py"):
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{init} has no docstring"
+    for module, path in MODULES.items():
+        if not module.startswith("dedup_tui.engine"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        assert source.count("\n") <= 900, f"{module}: {source.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno - node.lineno + 1 <= 600, f"{module}.{node.name}"

@@ -16,7 +16,8 @@ import pytest
 
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import ScanSettings, scan
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project, build_project
 
 from .reliability.conftest import cli, one_line_error, small_corpus, write_jsonl
@@ -38,7 +39,7 @@ KILLER = textwrap.dedent("""
         from dedup_tui.engine.store import build_project
         build_project(sys.argv[4], lambda p: load_corpus(p, [sys.argv[5]], control=control))
     else:
-        from dedup_tui.engine.scandir import import_scan
+        from dedup_tui.engine.ray.scandir import import_scan
         import_scan(sys.argv[5], sys.argv[4], control=control)
     print("finished without being killed")
 """)
@@ -151,7 +152,8 @@ ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install
 
 @pytest.fixture(scope="module")
 def scan_dir(tmp_path_factory) -> tuple[Path, Path, int]:
-    from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan
+    from dedup_tui.engine.ray.settings import ClusterScanSettings
+    from dedup_tui.engine.ray.job import cluster_scan
 
     folder = tmp_path_factory.mktemp("cluster")
     corpus = write_jsonl(folder / "c.jsonl", small_corpus(40))

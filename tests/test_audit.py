@@ -10,12 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main as cli_main
-from dedup_tui.engine import audit
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import EXACT
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+from dedup_tui.engine.curate import audit
+from dedup_tui.engine.curate import keep_rules, decisions
+from dedup_tui.engine.graph.clustering import EXACT
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project, review
-from dedup_tui.engine.synth import synthetic_corpus
+from dedup_tui.engine.text.synth import synthetic_corpus
 
 from .conftest import ok, write_jsonl
 
@@ -72,7 +74,7 @@ def test_the_sample_is_reproducible_and_the_seed_changes_it(project):
 
 def test_the_frame_is_the_exports_undecided_near_removals_stratified_by_similarity(project):
     graph = load_graph(project)
-    c = dec.cluster_with_decisions(project, graph, T, "components")
+    c = keep_rules.cluster_with_decisions(project, graph, T, "components")
     result = audit.run_audit(project, T, "components", size=60, kept_size=20)
     t = result.totals
     assert t.exact == int((c.reason == EXACT).sum()) >= 10 and t.frame == t.removed - t.exact
@@ -91,7 +93,7 @@ def test_the_frame_is_the_exports_undecided_near_removals_stratified_by_similari
         assert c.keeper[ords[p.a_id]] == p.b and c.reason[ords[p.a_id]] != EXACT
     # a removal the reviewer decided leaves the frame
     decided = result.removed.sample[0]
-    dec.record(project, "remove", decided.a_id, decided.b_id, threshold=T, policy="components")
+    decisions.record(project, "remove", decided.a_id, decided.b_id, threshold=T, policy="components")
     after = audit.run_audit(project, T, "components", size=60, kept_size=20)
     assert after.totals.frame == t.frame - 1 and after.totals.decided == 1
     assert decided.a_id not in {p.a_id for p in after.removed.sample}
@@ -133,7 +135,7 @@ def test_the_prompt_shows_plain_text_saves_each_answer_and_resumes(tmp_path):
 
 
 def test_tuning_labels_inside_the_frame_count_as_known(project):
-    from dedup_tui.engine import tune
+    from dedup_tui.engine.curate import tune
 
     before = audit.run_audit(project, T, "components", size=20, kept_size=10, seed=3)
     inside = before.removed.sample[0]
@@ -162,7 +164,7 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
 def test_the_audit_never_records_a_decision(project_file, tmp_path):
     path, _group = project_file
     with Project(path) as p:
-        dec.record(p, "keep", "d0001", threshold=T, policy="components")
+        decisions.record(p, "keep", "d0001", threshold=T, policy="components")
         result = audit.run_audit(p, T, "components", size=30, kept_size=10)
         decisions_before = review.decision_rows(p.db)
         labels_before = review.label_rows(p.db)
@@ -214,7 +216,7 @@ def test_export_warns_when_the_last_audit_is_stale(project_file, tmp_path):
     assert export_warnings() == []
     assert len(export_warnings(0.8)) == 1 and "threshold 0.70" in export_warnings(0.8)[0]
     with Project(path) as p:
-        dec.record(p, "keep", "d0005", threshold=T, policy="components")
+        decisions.record(p, "keep", "d0005", threshold=T, policy="components")
     [warning] = export_warnings()
     assert "older than the last decision" in warning
     ok("audit", path, "--threshold", T, "--size", 30, "--kept-size", 10)

@@ -158,9 +158,9 @@ def test_an_imported_cluster_scan_gets_checksums(tmp_path):
     """import (of a cluster-scan folder, built here by hand) writes the same checksums as load."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from dedup_tui.engine.exact import exact_keys
-    from dedup_tui.engine.scandir import SCAN_FORMAT, SCAN_VERSION
-    from dedup_tui.engine.scandir import import_scan
+    from dedup_tui.engine.text.exact import exact_keys
+    from dedup_tui.engine.ray.scandir import SCAN_FORMAT, SCAN_VERSION
+    from dedup_tui.engine.ray.scandir import import_scan
 
     scan = tmp_path / "scan"
     (scan / "documents").mkdir(parents=True)

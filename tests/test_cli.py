@@ -330,7 +330,7 @@ def test_cluster_commands_without_the_ray_extra_say_how_to_install_it(tmp_path, 
 
 def _reviewed(db: Path) -> None:
     """A decision in each status the log writes, and a label."""
-    from dedup_tui.engine import decisions, tune
+    from dedup_tui.engine.curate import decisions, tune
 
     with Project(db) as project:
         decisions.record(project, "keep", "doc_A")
@@ -381,7 +381,7 @@ def test_dash_is_standard_output_for_every_stream_output(scanned, tmp_path, monk
 def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_path):
     """export --help names each status the decisions log writes (decisions.STATUS_NAMES), and
     the log writes only those."""
-    from dedup_tui.engine.decisions import STATUS_NAMES
+    from dedup_tui.engine.curate.curated import STATUS_NAMES
 
     db, _ = scanned
     _reviewed(db)
@@ -405,7 +405,7 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     """Bare `dedup-tui` copies the sample into the user data directory: the first run says where
     (on stderr, before the app opens); later runs, which reopen that project, do not."""
     from dedup_tui.ui import run
-    from dedup_tui.ui.launch import sample_notice
+    from dedup_tui.engine.opening import sample_notice
 
     opened = []
 

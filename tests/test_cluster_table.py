@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster_table import CLUSTER_COLUMNS
+from dedup_tui.engine.curate import decisions
+from dedup_tui.engine.curate.cluster_table import CLUSTER_COLUMNS
 from dedup_tui.engine.store import Project
 
 from .conftest import cli, ok, read_jsonl, write_jsonl
@@ -48,9 +48,9 @@ def reviewed(tmp_path):
         low, high = sim[frozenset("AB")], min(sim[frozenset("AD")], sim[frozenset("BD")])
         threshold = round((low + high) / 2, 4)
         assert sim[frozenset("FG")] >= threshold and sim[frozenset("HR")] >= threshold
-        dec.record(project, "keep", "G")
-        dec.record(project, "remove", "D")
-        dec.accept_clusters(project, [("A", ["A", "D", "B", "C", "E"])])
+        decisions.record(project, "keep", "G")
+        decisions.record(project, "remove", "D")
+        decisions.accept_clusters(project, [("A", ["A", "D", "B", "C", "E"])])
     finally:
         project.close()
     return db, threshold

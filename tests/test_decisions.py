@@ -7,9 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import KEPT, cluster
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+from dedup_tui.engine import errors
+from dedup_tui.engine.curate import decisions, curated, keep_rules
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.graph.clustering import KEPT, cluster
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 DOCS = [
     ("a1", "The quick brown fox jumps over the lazy dog near the river bank today"),
@@ -35,70 +39,70 @@ def ids_removed(project, c):
 def test_no_decisions_equals_cluster(project):
     graph = load_graph(project)
     a = cluster(graph, 0.7, "components")
-    b = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    b = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
     assert np.array_equal(a.keeper, b.keeper) and np.array_equal(a.reason, b.reason)
 
 
 def test_keep_overrides_and_undo_redo(project):
     graph = load_graph(project)
-    base = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    base = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
     assert ids_removed(project, base) == {"a2", "a3", "b2"}
-    dec.record(project, "keep", "a3", threshold=0.7, policy="components", author="tester")
-    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    decisions.record(project, "keep", "a3", threshold=0.7, policy="components", author="tester")
+    c = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
     assert ids_removed(project, c) == {"a1", "a2", "b2"}
     a3 = project.ids_for([0, 1, 2]).index("a3")
     assert c.keeper[0] == a3 and c.cluster[0] == a3 and c.cluster_count == base.cluster_count
     # survives a threshold change and the other policy
-    assert "a3" not in ids_removed(project, dec.cluster_with_decisions(project, graph, 0.6, "greedy"))
-    assert dec.undo(project).doc_id == "a3"
-    assert ids_removed(project, dec.cluster_with_decisions(project, graph, 0.7, "components")) == {"a2", "a3", "b2"}
-    assert dec.redo(project).doc_id == "a3"
-    assert "a3" not in ids_removed(project, dec.cluster_with_decisions(project, graph, 0.7, "components"))
-    assert dec.redo(project) is None
+    assert "a3" not in ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.6, "greedy"))
+    assert decisions.undo(project).doc_id == "a3"
+    assert ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.7, "components")) == {"a2", "a3", "b2"}
+    assert decisions.redo(project).doc_id == "a3"
+    assert "a3" not in ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.7, "components"))
+    assert decisions.redo(project) is None
 
 
 def test_new_decision_discards_redo(project):
-    dec.record(project, "remove", "c1")
-    dec.undo(project)
-    assert dec.can_redo(project)
-    dec.record(project, "note", "a1", value="looks fine")
-    assert not dec.can_redo(project)
-    assert [d.kind for d in dec.active(project)] == ["note"]
+    decisions.record(project, "remove", "c1")
+    decisions.undo(project)
+    assert decisions.can_redo(project)
+    decisions.record(project, "note", "a1", value="looks fine")
+    assert not decisions.can_redo(project)
+    assert [d.kind for d in decisions.active(project)] == ["note"]
 
 
 def test_remove_and_not_duplicate(project):
     graph = load_graph(project)
-    dec.record(project, "remove", "c1")
-    dec.record(project, "remove", "a1")  # the kept one: a2 takes over
-    dec.record(project, "not_duplicate", "a1", other_id="a3")
-    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    decisions.record(project, "remove", "c1")
+    decisions.record(project, "remove", "a1")  # the kept one: a2 takes over
+    decisions.record(project, "not_duplicate", "a1", other_id="a3")
+    c = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
     removed = ids_removed(project, c)
     assert "c1" in removed and "a1" in removed and "a2" not in removed
     ords = {d: i for i, d in enumerate(project.ids_for(list(range(6))))}
-    assert c.reason[ords["c1"]] == dec.REVIEWER and c.keeper[ords["c1"]] == -1
-    assert c.reason[ords["a1"]] == dec.REVIEWER
+    assert c.reason[ords["c1"]] == clustering.REVIEWER and c.keeper[ords["c1"]] == -1
+    assert c.reason[ords["a1"]] == clustering.REVIEWER
 
 
 def test_split_pair_passed_to_cluster(project):
     graph = load_graph(project)
-    dec.record(project, "not_duplicate", "a1", other_id="a3")
-    ov = dec.Overrides.load(project)
+    decisions.record(project, "not_duplicate", "a1", other_id="a3")
+    ov = decisions.Overrides.load(project)
     assert ov.split_pairs and all(a < b for a, b in ov.split_pairs)
     expected = cluster(graph, 0.5, "greedy", split_pairs=ov.split_pairs)
-    got = dec.cluster_with_decisions(project, graph, 0.5, "greedy")
+    got = keep_rules.cluster_with_decisions(project, graph, 0.5, "greedy")
     assert np.array_equal(expected.keeper, got.keeper)
 
 
 def test_export_curated_writes_logs(project, tmp_path):
-    dec.record(project, "keep", "a3", author="tester")
-    dec.record(project, "remove", "c1", author="tester")
-    dec.record(project, "note", "b1", value="[bold]not markup[/bold]", author="tester")
-    dec.undo(project)
+    decisions.record(project, "keep", "a3", author="tester")
+    decisions.record(project, "remove", "c1", author="tester")
+    decisions.record(project, "note", "b1", value="[bold]not markup[/bold]", author="tester")
+    decisions.undo(project)
     out = tmp_path / "out" / "curated.jsonl"
-    r = dec.export_curated(project, 0.7, "components", out,
-                           removed_out=dec.beside(out, "removed.jsonl"),
-                           decisions_out=dec.beside(out, "decisions.jsonl"),
-                           manifest_out=dec.beside(out, "manifest.json"))
+    r = curated.export_curated(project, 0.7, "components", out,
+                           removed_out=curated.beside(out, "removed.jsonl"),
+                           decisions_out=curated.beside(out, "decisions.jsonl"),
+                           manifest_out=curated.beside(out, "manifest.json"))
     kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert kept == ["a3", "b1"]
     assert r.kept == 2 and r.reviewer == 1
@@ -116,7 +120,7 @@ def test_engine_stays_ui_free():
     import subprocess
     import sys
 
-    code = ("import sys, dedup_tui.engine.decisions; "
+    code = ("import sys, dedup_tui.engine.curate.decisions; "
             "print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
@@ -126,7 +130,7 @@ def test_cli_export_honours_decisions(project, tmp_path):
 
     from dedup_tui.cli import main
 
-    dec.record(project, "keep", "a3", author="tester")
+    decisions.record(project, "keep", "a3", author="tester")
     out = tmp_path / "cli.jsonl"
     args = ["export", "--db", str(project.path), "--threshold", "0.7", "--out", str(out),
             "--decisions-log", str(tmp_path / "log.jsonl"), "--manifest", str(tmp_path / "m.json")]
@@ -146,9 +150,11 @@ def test_cli_export_honours_decisions(project, tmp_path):
 def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_linked(make_project, tmp_path):
     """A ~ B ~ C, and A ~ C too. The reviewer says A / C is not a duplicate: C stays in A's
     cluster through B, its row says so (via B at their similarity) and never cites A / C."""
-    from dedup_tui.engine.cluster import strongest_links
-    from dedup_tui.engine.export import similarity_values
-    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+    from dedup_tui.engine.graph.clustering import strongest_links
+    from dedup_tui.engine.curate.export import similarity_values
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.store.scans import load_graph
+    from dedup_tui.engine.scanning.settings import ScanSettings
 
     words = [f"w{i}" for i in range(60)]
     a = " ".join(words)
@@ -159,14 +165,14 @@ def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_link
     graph = load_graph(project)
     sim = {(int(x), int(y)): float(j) for x, y, j in zip(graph.a, graph.b, graph.jaccard)}
     threshold = round(min(sim.values()) - 0.01, 2)
-    assert dec.cluster_with_decisions(project, graph, threshold, "components").similarity[2] == sim[(0, 2)]
-    dec.record(project, "not_duplicate", "A", "C", author="t")
-    c_ = dec.cluster_with_decisions(project, graph, threshold, "components")
+    assert keep_rules.cluster_with_decisions(project, graph, threshold, "components").similarity[2] == sim[(0, 2)]
+    decisions.record(project, "not_duplicate", "A", "C", author="t")
+    c_ = keep_rules.cluster_with_decisions(project, graph, threshold, "components")
     assert c_.keeper[2] == 0 and np.isnan(c_.similarity[2])
     via, via_sim = strongest_links(graph, c_, [2])
     assert (int(via[0]), float(via_sim[0])) == (1, sim[(1, 2)])
     out = tmp_path / "k.jsonl"
-    dec.export_curated(project, threshold, "components", out, removed_out=tmp_path / "r.jsonl")
+    curated.export_curated(project, threshold, "components", out, removed_out=tmp_path / "r.jsonl")
     rows = {r["id"]: r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
     assert rows["C"]["duplicate_of"] == "A" and rows["C"]["similarity"] is None
     shown = dict(zip(sim, similarity_values(list(sim.values()))))  # as every output gives them (4 decimals)
@@ -178,7 +184,9 @@ def test_keep_longest_rule_is_honoured_by_both_policies_and_exports(make_project
     """With the keep rule 'longest', each cluster keeps its longest text (earliest on ties)
     instead of the first; the clusters themselves do not change; a reviewer's keep still wins;
     the export and its manifest follow the rule."""
-    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.store.scans import load_graph
+    from dedup_tui.engine.scanning.settings import ScanSettings
 
     base = " ".join(f"w{i}" for i in range(50))
     docs = [("short", base), ("longer", base + " extra words"), ("longest", base + " extra words and more"),
@@ -187,21 +195,21 @@ def test_keep_longest_rule_is_honoured_by_both_policies_and_exports(make_project
     scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     graph = load_graph(project)
     for policy in ("components", "greedy"):
-        first = dec.cluster_with_decisions(project, graph, 0.7, policy)
-        dec.set_keep_rule(project, "longest")
-        longest = dec.cluster_with_decisions(project, graph, 0.7, policy)
-        dec.set_keep_rule(project, "first")
+        first = keep_rules.cluster_with_decisions(project, graph, 0.7, policy)
+        keep_rules.set_keep_rule(project, "longest")
+        longest = keep_rules.cluster_with_decisions(project, graph, 0.7, policy)
+        keep_rules.set_keep_rule(project, "first")
         kept_first = [project.ids_for([o])[0] for o in np.flatnonzero(first.reason == KEPT)]
         kept_longest = [project.ids_for([o])[0] for o in np.flatnonzero(longest.reason == KEPT)]
         assert "short" in kept_first and "longest" in kept_longest and "tie" not in kept_longest
         assert first.kept_count == longest.kept_count  # the same clusters, another document kept
         assert longest.kept_by == "longest"
-    dec.set_keep_rule(project, "longest")
-    dec.record(project, "keep", "longer", author="t")  # the reviewer's choice wins over the rule
-    c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+    keep_rules.set_keep_rule(project, "longest")
+    decisions.record(project, "keep", "longer", author="t")  # the reviewer's choice wins over the rule
+    c = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
     assert c.reason[1] == KEPT and c.keeper[2] == 1
     out = tmp_path / "k.jsonl"
-    dec.export_curated(project, 0.7, "components", out, manifest_out=tmp_path / "m.json")
+    curated.export_curated(project, 0.7, "components", out, manifest_out=tmp_path / "m.json")
     assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == {"longer", "alone"}
     assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "longest"
 
@@ -214,7 +222,9 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     from click.testing import CliRunner
 
     from dedup_tui.cli import main
-    from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.store.scans import load_graph
+    from dedup_tui.engine.scanning.settings import ScanSettings
 
     base = " ".join(f"w{i}" for i in range(50))
     docs = [{"id": "old", "text": base, "date": "2021-05-01", "score": "10"},
@@ -228,8 +238,8 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     graph = load_graph(project)
 
     def kept(rule):
-        dec.set_keep_rule(project, rule)
-        c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+        keep_rules.set_keep_rule(project, rule)
+        c = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
         assert c.kept_by == rule
         return sorted(project.ids_for(np.flatnonzero(c.reason == KEPT).tolist()))
 
@@ -237,12 +247,12 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     assert kept("min:date") == ["b1", "old"]
     assert kept("max:score") == ["b1", "old"]  # "10" is a number: 10 > 9.5
     assert kept("min:score") == ["b1", "new"]
-    with pytest.raises(dec.DedupError, match="no record has a field 'missing': the records' fields are id, text, date"):
-        dec.set_keep_rule(project, "max:missing")
-    assert dec.keep_rule(project) == "min:score"  # unchanged
+    with pytest.raises(errors.DedupError, match="no record has a field 'missing': the records' fields are id, text, date"):
+        keep_rules.set_keep_rule(project, "max:missing")
+    assert keep_rules.keep_rule(project) == "min:score"  # unchanged
     for bad in ("newest", "max:", "max: "):
-        with pytest.raises(dec.DedupError, match="unknown keep rule"):
-            dec.set_keep_rule(project, bad)
+        with pytest.raises(errors.DedupError, match="unknown keep rule"):
+            keep_rules.set_keep_rule(project, bad)
     project.close()
     out = tmp_path / "k.jsonl"
     runner = CliRunner()
@@ -303,8 +313,8 @@ def test_keep_by_a_field_compares_numbers_exactly_and_before_text(tmp_path):
     scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     graph = load_graph(project)
     for rule, position in (("max:v", 1), ("min:v", 2)):
-        dec.set_keep_rule(project, rule)
-        c = dec.cluster_with_decisions(project, graph, 0.7, "components")
+        keep_rules.set_keep_rule(project, rule)
+        c = keep_rules.cluster_with_decisions(project, graph, 0.7, "components")
         kept = set(project.ids_for(np.flatnonzero(c.reason == KEPT).tolist()))
         expected = {f"c{k}-{case[position]}" for k, case in enumerate(FIELD_CASES)}
         assert kept == expected, rule

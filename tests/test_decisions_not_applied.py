@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import keep_rules, decisions
 from dedup_tui.engine.store import Project
 
 from .conftest import write_jsonl
@@ -52,8 +52,8 @@ def test_keep_rule_changes_are_logged_but_not_counted_as_decisions_applied(tmp_p
     db = tmp_path / "P.db"
     ok("scan", db, tmp_path / "c.jsonl")
     with Project(db) as project:
-        decisions.record_keep_rule(project, "longest", threshold=0.5)
-        decisions.record_keep_rule(project, "first", threshold=0.5)
+        keep_rules.record_keep_rule(project, "longest", threshold=0.5)
+        keep_rules.record_keep_rule(project, "first", threshold=0.5)
     log = tmp_path / "decisions.jsonl"
     r = ok("export", db, "--threshold", "0.5", "--out", tmp_path / "out.jsonl", "--decisions-log", log,
            "--manifest", tmp_path / "manifest.json")
@@ -72,7 +72,7 @@ def test_export_keep_is_one_undo_step_as_k_is(tmp_path):
     ok("scan", db, tmp_path / "c.jsonl")
     ok("export", db, "--threshold", "0.5", "--keep", "longest", "--out", tmp_path / "out.jsonl")
     with Project(db) as project:
-        assert decisions.keep_rule(project) == "longest"
+        assert keep_rules.keep_rule(project) == "longest"
         undone = decisions.undo(project)
         assert undone is not None and undone.kind == "keep_rule"
-        assert decisions.keep_rule(project) == "first"
+        assert keep_rules.keep_rule(project) == "first"

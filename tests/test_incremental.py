@@ -10,16 +10,19 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dedup_tui.engine import decisions, incremental, incremental_kernels, lsh, pipeline, tune
+from dedup_tui.engine.scanning import incremental, lsh, local as local
+from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
+from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays
-from dedup_tui.engine.synth import noisy_copy
+from dedup_tui.engine.text.synth import noisy_copy
 
 from .conftest import write_jsonl
 from .test_cli import cli, ok
+from dedup_tui.engine.scanning.settings import ScanSettings
 
-LSH = pipeline.ScanSettings(floor=0.5, method="lsh")
+LSH = ScanSettings(floor=0.5, method="lsh")
 
 
 def families(n_families: int, sizes: tuple[int, int], singles: int, seed: int, big: int = 0) -> list[dict]:
@@ -77,7 +80,7 @@ def full_rescan_of(tmp_path, project: Project, settings=LSH) -> dict:
     project.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(project.path, copy)
     with Project(copy) as other:
-        r = pipeline.scan(other, settings, full=True)
+        r = local.scan(other, settings, full=True)
         assert not r.incremental
         return stored(other)
 
@@ -103,12 +106,12 @@ def test_incremental_scans_equal_a_full_rescan(tmp_path):
     third = with_copies(third, first + second, seed=2)
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "first", first)
-        r = pipeline.scan(project, LSH)
+        r = local.scan(project, LSH)
         assert not r.incremental and r.full_reason == "" and r.representatives < 1024
         before = stored(project)
         for name, part in (("second", second), ("third", third)):
             load(project, tmp_path, name, part)
-            r = pipeline.scan(project, LSH)
+            r = local.scan(project, LSH)
             assert r.incremental, r.full_reason
             assert r.new_documents == len(part)
             got = stored(project)
@@ -132,17 +135,17 @@ def test_incremental_scans_equal_a_full_rescan(tmp_path):
 def test_a_bucket_grown_past_max_bucket_means_a_full_scan(tmp_path):
     docs = families(3, (2, 3), 10, seed=8, big=60)
     with Project(tmp_path / "p.db", create=True) as project:
-        settings = pipeline.ScanSettings(floor=0.5, method="lsh", max_bucket=20)
+        settings = ScanSettings(floor=0.5, method="lsh", max_bucket=20)
         load(project, tmp_path, "first", docs[:45])
-        pipeline.scan(project, settings)
+        local.scan(project, settings)
         load(project, tmp_path, "second", docs[45:])
-        r = pipeline.scan(project, settings)
+        r = local.scan(project, settings)
         assert not r.incremental and "max-bucket" in r.full_reason
         assert r.oversized_buckets > 0
         assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
         # and after it, the next load is incremental again
         load(project, tmp_path, "third", [{"id": "late", "text": docs[0]["text"] + " late"}])
-        assert pipeline.scan(project, settings).incremental
+        assert local.scan(project, settings).incremental
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -155,10 +158,10 @@ def test_other_settings_mean_a_full_scan(tmp_path, change, reason):
     docs = families(20, (2, 5), 30, seed=3)
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "first", docs[:60])
-        pipeline.scan(project, LSH)
+        local.scan(project, LSH)
         load(project, tmp_path, "second", docs[60:])
-        settings = pipeline.ScanSettings(**({"floor": 0.5, "method": "lsh"} | change))
-        r = pipeline.scan(project, settings)
+        settings = ScanSettings(**({"floor": 0.5, "method": "lsh"} | change))
+        r = local.scan(project, settings)
         assert not r.incremental and r.full_reason == reason
         assert project.scan_state == "complete"
         assert project.scan_params()["floor"] == settings.floor
@@ -170,19 +173,19 @@ def test_full_flag_and_an_exhaustive_last_scan(tmp_path):
     docs = families(20, (2, 5), 30, seed=4)
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "first", docs[:60])
-        pipeline.scan(project, pipeline.ScanSettings(floor=0.5))  # auto: a small corpus is compared exhaustively
+        local.scan(project, ScanSettings(floor=0.5))  # auto: a small corpus is compared exhaustively
         load(project, tmp_path, "second", docs[60:80])
-        r = pipeline.scan(project, LSH)
+        r = local.scan(project, LSH)
         assert not r.incremental and r.full_reason == "the last scan compared every pair (a small corpus)"
         load(project, tmp_path, "third", docs[80:])
-        r = pipeline.scan(project, LSH, full=True)
+        r = local.scan(project, LSH, full=True)
         assert not r.incremental and r.full_reason == "--full"
         # nothing new: a scan is a full one, as before
-        r = pipeline.scan(project, LSH)
+        r = local.scan(project, LSH)
         assert not r.incremental and r.full_reason == ""
         # --method auto on a corpus this small: a full rescan would compare every pair
         load(project, tmp_path, "fourth", [{"id": "late", "text": docs[0]["text"] + " and more"}])
-        r = pipeline.scan(project, pipeline.ScanSettings(floor=0.5))
+        r = local.scan(project, ScanSettings(floor=0.5))
         assert not r.incremental and r.method == "exhaustive"
         assert r.full_reason == "a corpus this small is compared exhaustively (--method auto)"
 
@@ -192,7 +195,7 @@ def test_decisions_labels_and_notes_carry_over(tmp_path):
     old, new = docs[:120], docs[120:]
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "old", old)
-        pipeline.scan(project, LSH)
+        local.scan(project, LSH)
         a, b, j = read_pair_arrays(project)
         ids = project.ids_for([int(a[0]), int(b[0]), int(a[1]), int(b[1])])
         decisions.record(project, "remove", ids[0])
@@ -204,7 +207,7 @@ def test_decisions_labels_and_notes_carry_over(tmp_path):
         overrides_before = decisions.Overrides.load(project)
 
         load(project, tmp_path, "new", new)
-        r = pipeline.scan(project, LSH)
+        r = local.scan(project, LSH)
         assert r.incremental
         assert [(d.kind, d.doc_id, d.other_id, d.value) for d in decisions.active(project)] == before
         assert [(x.a_id, x.b_id, x.label) for x in tune.labels(project)] == labels_before
@@ -215,7 +218,7 @@ def test_decisions_labels_and_notes_carry_over(tmp_path):
         from dedup_tui.engine.store.scans import load_graph
 
         graph = load_graph(project)
-        clustering = decisions.cluster_with_decisions(project, graph, 0.5)
+        clustering = keep_rules.cluster_with_decisions(project, graph, 0.5)
         removed = project.ords_for_ids([ids[0]])[ids[0]]
         assert clustering.keeper[removed] >= 0
 
@@ -227,7 +230,7 @@ def test_a_cancelled_incremental_scan_leaves_the_project_as_it_was(tmp_path):
     docs = families(20, (2, 5), 30, seed=9)
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "first", docs[:60])
-        pipeline.scan(project, LSH)
+        local.scan(project, LSH)
         pairs = stored(project)
         n = project.next_ord()
         load(project, tmp_path, "second", docs[60:])
@@ -239,12 +242,12 @@ def test_a_cancelled_incremental_scan_leaves_the_project_as_it_was(tmp_path):
 
         control.progress = progress
         with pytest.raises(Cancelled):
-            pipeline.scan(project, LSH, control)
+            local.scan(project, LSH, control)
         assert project.scan_state == "stale"
         a, b, j = read_pair_arrays(project)
         assert dict(zip(zip(a.tolist(), b.tolist()), j.tolist())) == pairs["pairs"]
         assert read_exact_array(project, n).tolist() == pairs["exact"]
-        assert pipeline.scan(project, LSH).incremental  # and the next scan is incremental
+        assert local.scan(project, LSH).incremental  # and the next scan is incremental
 
 
 def test_cli_scans_new_documents_incrementally(tmp_path):
@@ -292,13 +295,13 @@ def test_added_band_survivors_matches_its_reference():
         run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
         band = rng.randint(0, bands)
         min_agree = rng.randint(0, perms + 1)
-        want = incremental_kernels.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
+        want = kernels_incremental.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
                                                           min_agree, bucket, usable, band, n)
         got = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):  # a small buffer: resumed many times
             out = np.empty(3, np.int64)
-            written = incremental_kernels.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
+            written = kernels_incremental.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
                                                        min_agree, bucket, usable, band, n, out, resume)
             got += out[:written].tolist()
         assert got == want, trial
@@ -325,7 +328,7 @@ def test_a_schema_4_project_scanned_before_is_scanned_in_full_once(tmp_path):
     path = tmp_path / "p.db"
     with Project(path, create=True) as project:
         load(project, tmp_path, "first", docs[:60])
-        pipeline.scan(project, LSH)
+        local.scan(project, LSH)
     with sqlite3.connect(path) as conn:  # as schema 4 left it
         conn.execute("DROP TABLE scan_keys")
         conn.execute("DROP TABLE scan_band_keys")
@@ -336,10 +339,10 @@ def test_a_schema_4_project_scanned_before_is_scanned_in_full_once(tmp_path):
         assert project.get_meta("migrated_from") == "4"
         assert project.conn.execute("SELECT count(*) FROM scan_keys").fetchone() == (0,)
         load(project, tmp_path, "second", docs[60:80])
-        r = pipeline.scan(project, LSH)
+        r = local.scan(project, LSH)
         assert not r.incremental and r.full_reason == "the last scan kept no band keys (made by an older dedup-tui)"
         load(project, tmp_path, "third", docs[80:])
-        assert pipeline.scan(project, LSH).incremental
+        assert local.scan(project, LSH).incremental
         assert_same(stored(project), full_rescan_of(tmp_path, project))
 
 
@@ -349,7 +352,8 @@ def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_befo
     import json
 
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.pipeline import ScanSettings, scan
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.scanning.settings import ScanSettings
     from dedup_tui.review.model import Review
 
     import random
@@ -399,7 +403,7 @@ def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypa
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    from dedup_tui.engine.pipeline import _Kept
+    from dedup_tui.engine.scanning.candidates import KeptKeys as _Kept
 
     rng = np.random.default_rng(3)
     bands = {b: np.sort(rng.integers(0, 2**63, 1000, dtype=np.uint64)) for b in range(5)}

@@ -513,12 +513,12 @@ def test_cancelled_load_writes_nothing(tmp_path):
 
 
 def test_ctrl_c_during_load_exits_130_and_leaves_no_new_project(tmp_path, monkeypatch):
-    from dedup_tui import cli as cli_module
+    from dedup_tui.engine import ingest
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "load_corpus", interrupted)
+    monkeypatch.setattr(ingest, "load_corpus", interrupted)  # (what the CLI's load-and-scan calls)
     db = tmp_path / "p.db"
     result = CliRunner().invoke(main, ["load", str(BAD / "clean.jsonl"), "--db", str(db)])
     assert result.exit_code == 130
@@ -622,7 +622,7 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
 def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatch, chunked):
     """A corpus whose ids are JSON integers gets them back as integers in pairs, the removed and
     decisions logs; a corpus of string ids (even "7") keeps strings; so does a mixed one."""
-    from dedup_tui.engine import decisions
+    from dedup_tui.engine.curate import decisions
     from dedup_tui.engine.readers import jsonl
 
     monkeypatch.setattr(jsonl, "CHUNKED", chunked)

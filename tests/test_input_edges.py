@@ -173,9 +173,9 @@ def _number_corpus(tmp_path: Path) -> Path:
 
 
 def test_what_a_number_is_the_same_for_the_engine_the_review_and_the_export(tmp_path):
-    from dedup_tui.engine import decisions
-    from dedup_tui.engine.cluster import KEPT
-    from dedup_tui.engine.pipeline import load_graph
+    from dedup_tui.engine.curate import keep_rules
+    from dedup_tui.engine.graph.clustering import KEPT
+    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
     from dedup_tui.review.model import Review
 
@@ -190,7 +190,7 @@ def test_what_a_number_is_the_same_for_the_engine_the_review_and_the_export(tmp_
 
         project = Project(db)
         try:
-            clustering = decisions.cluster_with_decisions(project, load_graph(project), 0.9, "components")
+            clustering = keep_rules.cluster_with_decisions(project, load_graph(project), 0.9, "components")
             assert clustering.kept_by == rule
             assert set(project.ids_for([int(o) for o in (clustering.reason == KEPT).nonzero()[0]])) == want, rule
         finally:
@@ -208,7 +208,7 @@ def test_what_a_number_is_the_same_for_the_engine_the_review_and_the_export(tmp_
 def test_number_text_is_strict_ascii_decimal():
     from decimal import Decimal
 
-    from dedup_tui.engine.decisions import NOT_A_NUMBER, as_number
+    from dedup_tui.engine.curate.keep_rules import NOT_A_NUMBER, as_number
 
     for text in ("1_000", "１２３", " 3 ", "3 ", "+3", "0x10", "inf", "-Infinity", "nan", "NaN", "1.", ".5", "1e", ""):
         assert as_number(text) is NOT_A_NUMBER, text

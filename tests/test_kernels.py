@@ -9,12 +9,14 @@ import random
 import numpy as np
 import pytest
 
-from dedup_tui.engine import kernels, lsh, shingle, sketch
-from dedup_tui.engine.cluster import connected_min_labels
-from dedup_tui.engine.minhash import MinHasher
-from dedup_tui.engine.normalize import normalize
-from dedup_tui.engine.sets import jaccard, shingle_set
-from dedup_tui.engine.similarity import intersection_sizes
+from dedup_tui.engine.scanning import lsh, sketch
+from dedup_tui.engine.text import shingle
+from dedup_tui.engine.scanning.kernels import bands as kernels_bands, components, intersections, shingles, signatures, text
+from dedup_tui.engine.graph.pairs import connected_min_labels
+from dedup_tui.engine.scanning.minhash import MinHasher
+from dedup_tui.engine.text.normalize import normalize
+from dedup_tui.engine.text.sets import jaccard, shingle_set
+from dedup_tui.engine.scanning.similarity import intersection_sizes
 
 ALPHABET = "ab cd\u00e9\u00df\u4e2d\U0001f600\ud800\x00\n"
 
@@ -46,23 +48,23 @@ def test_signatures_equal_minhasher_over_shingle_hashes(k, num_perm):
     texts = _texts(k * 31 + num_perm)
     hasher = MinHasher(num_perm, seed=k)
     expected = hasher.signatures(*shingle.shingle_hashes(texts, k))
-    buf = kernels.TextBuffer.from_texts(texts)
+    buf = text.TextBuffer.from_texts(texts)
     got = np.empty((len(texts), num_perm), np.uint32)
-    kernels.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, got)
+    signatures.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, got)
     assert np.array_equal(got, expected)
 
 
 @pytest.mark.parametrize("k", [1, 2, 5, 12])
 def test_shingle_rows_equal_shingle_sets(k):
     texts = _texts(k, longest=200)
-    buf = kernels.TextBuffer.from_texts(texts)
-    values, offsets = kernels.shingle_rows(buf, np.arange(len(texts)), k)
+    buf = text.TextBuffer.from_texts(texts)
+    values, offsets = shingles.shingle_rows(buf, np.arange(len(texts)), k)
     want_values, want_offsets = shingle.shingle_sets(texts, k)
     assert np.array_equal(offsets, want_offsets)
     assert np.array_equal(values, want_values)
     # and in any order of documents, repeats included
     docs = np.array([5, 3, 3, 0, len(texts) - 1])
-    values, offsets = kernels.shingle_rows(buf, docs, k)
+    values, offsets = shingles.shingle_rows(buf, docs, k)
     sub_values, sub_offsets = shingle.shingle_sets([texts[d] for d in docs], k)
     assert np.array_equal(values, sub_values) and np.array_equal(offsets, sub_offsets)
 
@@ -72,15 +74,15 @@ def test_a_ten_megabyte_document():
     code_points = np.array([ord(c) for c in "abcdefgh \u00e9\u4e2d"], np.uint32)[rng.integers(0, 11, 10_000_000)]
     big = normalize(code_points.tobytes().decode("utf-32-le"))  # (joining 10M one-character strings took 3 s)
     texts = [big, big[: len(big) // 2] + "tail", "short"]
-    buf = kernels.TextBuffer.from_texts(texts)
-    values, offsets = kernels.shingle_rows(buf, np.arange(3), 5)
+    buf = text.TextBuffer.from_texts(texts)
+    values, offsets = shingles.shingle_rows(buf, np.arange(3), 5)
     want_values, want_offsets = shingle.shingle_sets(texts, 5)
     assert np.array_equal(values, want_values) and np.array_equal(offsets, want_offsets)
     hasher = MinHasher(16, seed=2)
     got = np.empty((3, 16), np.uint32)
-    kernels.signatures(buf.data, buf.offsets, np.arange(3), 5, hasher.multipliers, hasher.increments, got)
+    signatures.signatures(buf.data, buf.offsets, np.arange(3), 5, hasher.multipliers, hasher.increments, got)
     assert np.array_equal(got, hasher.signatures(*shingle.shingle_hashes(texts, 5)))
-    inter = kernels.intersections(values, offsets, np.array([0, 0]), np.array([1, 0]))
+    inter = intersections.intersections(values, offsets, np.array([0, 0]), np.array([1, 0]))
     assert np.array_equal(inter, intersection_sizes(values, offsets, np.array([0, 0]), np.array([1, 0])))
 
 
@@ -93,7 +95,7 @@ def _pairs(rng: random.Random, n: int, count: int) -> tuple[np.ndarray, np.ndarr
 @pytest.mark.parametrize("method", ["merge", "bitset", "bitset-many-rows", None])
 def test_intersections_equal_the_sort_merge_reference(method, monkeypatch):
     if method == "bitset-many-rows":  # more rows than fit beside a fingerprint in one key
-        monkeypatch.setattr(kernels, "_ROW_MASK", 3)
+        monkeypatch.setattr(intersections, "_ROW_MASK", 3)
         method = "bitset"
     rng = random.Random(7)
     texts = _texts(11) + _family(5) + _family(6, members=3) + ["same text"] * 3
@@ -103,7 +105,7 @@ def test_intersections_equal_the_sort_merge_reference(method, monkeypatch):
     fa = np.repeat(family, len(family))
     fb = np.tile(family, len(family))  # every pair of the family, each row with itself too
     a, b = np.concatenate([a, fa, [len(texts) - 1]]), np.concatenate([b, fb, [len(texts) - 2]])
-    got = kernels.intersections(values, offsets, a, b, method=method)
+    got = intersections.intersections(values, offsets, a, b, method=method)
     assert np.array_equal(got, intersection_sizes(values, offsets, a, b))
     assert got[-1] == offsets[-1] - offsets[-2]  # identical rows
 
@@ -117,17 +119,17 @@ def test_a_sample_of_rows_rules_bitsets_out_as_all_rows_would(pool, method, monk
     values = np.concatenate([np.sort(rng.choice(pool, 10, replace=False)) for _ in range(200)]).astype(np.uint64)
     offsets = np.arange(0, 10 * 201, 10, dtype=np.int64)
     a, b = rng.integers(0, 200, 2000), rng.integers(0, 200, 2000)
-    monkeypatch.setattr(kernels, "_ROW_MASK", 3)  # the path for more rows than fit beside a fingerprint
-    monkeypatch.setattr(kernels, "BITSET_MAX_BYTES", 8 * 200)  # bitsets of one word a row at most
-    monkeypatch.setattr(kernels, "_VOCABULARY_SAMPLE_ROWS", 50)
+    monkeypatch.setattr(intersections, "_ROW_MASK", 3)  # the path for more rows than fit beside a fingerprint
+    monkeypatch.setattr(intersections, "BITSET_MAX_BYTES", 8 * 200)  # bitsets of one word a row at most
+    monkeypatch.setattr(intersections, "_VOCABULARY_SAMPLE_ROWS", 50)
     counted = []
-    count_shared = kernels._shared_vocabulary
-    monkeypatch.setattr(kernels, "_shared_vocabulary", lambda v, o, rows: counted.append(len(rows)) or count_shared(v, o, rows))
-    sampled = kernels.Intersector(values, offsets, a, b)
-    assert np.array_equal(kernels.intersections(values, offsets, a, b), intersection_sizes(values, offsets, a, b))
-    monkeypatch.setattr(kernels, "_VOCABULARY_SAMPLE_ROWS", 10**9)
+    count_shared = intersections._shared_vocabulary
+    monkeypatch.setattr(intersections, "_shared_vocabulary", lambda v, o, rows: counted.append(len(rows)) or count_shared(v, o, rows))
+    sampled = intersections.Intersector(values, offsets, a, b)
+    assert np.array_equal(intersections.intersections(values, offsets, a, b), intersection_sizes(values, offsets, a, b))
+    monkeypatch.setattr(intersections, "_VOCABULARY_SAMPLE_ROWS", 10**9)
     counted_with_sample = list(counted)
-    assert kernels.Intersector(values, offsets, a, b).method == sampled.method == method
+    assert intersections.Intersector(values, offsets, a, b).method == sampled.method == method
     assert counted_with_sample == ([50, 50] if method == "merge" else [50, 200, 50, 200])
 
 
@@ -135,8 +137,8 @@ def test_dense_family_takes_the_bitset_path_and_exact_jaccard_matches_sets():
     texts = _family(9, members=80)
     values, offsets = shingle.shingle_sets(texts, 5)
     a, b = np.triu_indices(len(texts), 1)
-    assert kernels.choose_method(values, offsets, a, b) == "bitset"
-    inter = kernels.intersections(values, offsets, a, b)
+    assert intersections.choose_method(values, offsets, a, b) == "bitset"
+    inter = intersections.intersections(values, offsets, a, b)
     sizes = np.diff(offsets)
     for x, y, i in list(zip(a, b, inter))[::97]:
         want = jaccard(shingle_set(texts[x], 5), shingle_set(texts[y], 5))
@@ -159,7 +161,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
     want: set[int] = set()
     for band in range(bands):
         keys = lsh.band_keys(sig, band, rows)
-        tags[:, band] = kernels.band_tags(keys)
+        tags[:, band] = kernels_bands.band_tags(keys)
         ref, _, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
         want.update(ref.tolist())
         order = np.argsort(keys, kind="stable")
@@ -172,7 +174,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(starts):
             out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
-            written = kernels.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows,
+            written = kernels_bands.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows,
                                              band_state, n, out, resume)
             got.extend(out[:written].tolist())
     if not max_bucket:
@@ -188,31 +190,32 @@ def test_components_and_order_by_label_equal_references():
     n = 5000
     a = rng.integers(0, n, 3000)
     b = rng.integers(0, n, 3000)
-    labels = kernels.component_labels(n, a, b)
+    labels = components.component_labels(n, a, b)
     assert np.array_equal(labels, connected_min_labels(n, a, b))
-    order = kernels.order_by_label(labels, a)
+    order = components.order_by_label(labels, a)
     assert np.array_equal(order, np.argsort(labels[a], kind="stable"))
-    assert np.array_equal(kernels.component_labels(3, a[:0], b[:0]), np.arange(3))
+    assert np.array_equal(components.component_labels(3, a[:0], b[:0]), np.arange(3))
 
 
 def test_spanning_forest_equals_boruvka_reference():
-    from dedup_tui.engine.cluster import maximum_spanning_forest
+    from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 
     rng = np.random.default_rng(8)
     n = 3000
     a = rng.integers(0, n, 20000)
     b = rng.integers(0, n, 20000)
     w = np.round(rng.random(20000), 2)  # many ties: the order by index must decide them
-    assert np.array_equal(kernels.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
-    assert len(kernels.spanning_forest(n, a[:0], b[:0], w[:0])) == 0
+    assert np.array_equal(components.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
+    assert len(components.spanning_forest(n, a[:0], b[:0], w[:0])) == 0
 
 
 _CALL_A_KERNEL = (
     "import numpy as np\n"
-    "from dedup_tui.engine import _jit, kernels\n"
-    "buf = kernels.TextBuffer.from_texts(['near duplicate text', 'near duplicate texts'])\n"
-    "values, offsets = kernels.shingle_rows(buf, np.arange(2), 5)\n"
-    "print(_jit.CACHE_DIR, int(kernels.intersections(values, offsets, np.array([0]), np.array([1]))[0]))\n"
+    "from dedup_tui.engine.compile import jit\n"
+    "from dedup_tui.engine.scanning.kernels import intersections, shingles, text\n"
+    "buf = text.TextBuffer.from_texts(['near duplicate text', 'near duplicate texts'])\n"
+    "values, offsets = shingles.shingle_rows(buf, np.arange(2), 5)\n"
+    "print(jit.CACHE_DIR, int(intersections.intersections(values, offsets, np.array([0]), np.array([1]))[0]))\n"
 )
 
 
@@ -253,8 +256,8 @@ def test_short_texts_never_share_a_shingle_hash():
     hashes, offsets = shingle.shingle_hashes(texts, 4)
     assert np.array_equal(np.diff(offsets), np.ones(len(texts)))
     assert len(set(hashes.tolist())) == len(texts)
-    buf = kernels.TextBuffer.from_texts(texts)
-    values, _ = kernels.shingle_rows(buf, np.arange(len(texts)), 4)
+    buf = text.TextBuffer.from_texts(texts)
+    values, _ = shingles.shingle_rows(buf, np.arange(len(texts)), 4)
     assert np.array_equal(values, hashes >> np.uint64(16))
     assert len(set(values.tolist())) == len(texts)
 
@@ -277,7 +280,7 @@ def test_normalized_buffer_equals_normalize():
     texts += ["".join(every[i:i + 500]) for i in range(0, len(every), 500)]
     texts.append(("Word\x1f " * 2_000_000)[:10_000_000])
     rng.shuffle(texts)
-    buf = kernels.normalized_buffer(texts)
+    buf = text.normalized_buffer(texts)
     got = [bytes(buf.data[s:e]).decode("utf-8", "surrogatepass") for s, e in zip(buf.offsets, buf.offsets[1:])]
     assert got == [normalize(t) for t in texts]
 
@@ -285,7 +288,7 @@ def test_normalized_buffer_equals_normalize():
 def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
     """The tables built from one lower() of all code points equal a lower() per code point;
     only the code points a byte loop cannot follow go to Python (-1)."""
-    lower, space = kernels._unicode_tables()
+    lower, space = text._unicode_tables()
     utf8 = [len(chr(c).encode("utf-8", "surrogatepass")) for c in range(0x110000)]
     expected = []
     for c in range(0x110000):
@@ -298,8 +301,8 @@ def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
 
 
 def test_exact_keys_compiled_equals_plain():
-    from dedup_tui.engine.exact import COMPILED_MIN_CHARS, exact_keys
-    from dedup_tui.engine.normalize import exact_key
+    from dedup_tui.engine.text.exact import COMPILED_MIN_CHARS, exact_keys
+    from dedup_tui.engine.text.normalize import exact_key
 
     rng = random.Random(5)
     texts = ["".join(rng.choice("Ab \t\x1fé\u00a0") for _ in range(rng.randint(0, 200))) for _ in range(4000)]
@@ -312,7 +315,7 @@ def test_normalized_buffer_of_an_ascii_only_batch():
     rng = random.Random(3)
     texts = ["".join(rng.choice([chr(c) for c in range(128)]) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
     texts += ["", "\x1c\x1d\x1e\x1f", " A\tB\x0bC "]
-    buf = kernels.normalized_buffer(texts)
+    buf = text.normalized_buffer(texts)
     got = [bytes(buf.data[s:e]).decode("ascii") for s, e in zip(buf.offsets, buf.offsets[1:])]
     assert got == [normalize(t) for t in texts]
 
@@ -327,13 +330,13 @@ def _sketch_texts(seed: int) -> list[str]:
 def test_signatures_with_sketches_equal_sketch_of_each_shingle_set(k):
     texts = _sketch_texts(k)
     hasher = MinHasher(32, seed=3)
-    buf = kernels.TextBuffer.from_texts(texts)
+    buf = text.TextBuffer.from_texts(texts)
     sizes = np.diff(buf.offsets)
     sketch_of = np.where(sizes >= 300, np.arange(len(texts)), -1)
     sketch_of[sketch_of >= 0] = np.arange((sketch_of >= 0).sum())
     sketches = np.full(((sketch_of >= 0).sum(), sketch.SKETCH_BINS), 77, np.uint8)
     sig = np.empty((len(texts), 32), np.uint32)
-    kernels.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, sig,
+    signatures.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, sig,
                        sketch_of, sketches)
     assert np.array_equal(sig, hasher.signatures(*shingle.shingle_hashes(texts, k)))
     values, offsets = shingle.shingle_sets(texts, k)
@@ -343,7 +346,7 @@ def test_signatures_with_sketches_equal_sketch_of_each_shingle_set(k):
             assert np.array_equal(sketches[target], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))
     # from the sorted rows (the cluster scan's verification) the same sketches
     again = np.full_like(sketches, 9)
-    kernels.sketch_rows(values, offsets, sketch_of, again)
+    signatures.sketch_rows(values, offsets, sketch_of, again)
     assert np.array_equal(again, sketches)
 
 
@@ -364,7 +367,7 @@ def test_sketch_keep_equals_reference_and_never_drops_a_pair_without_two_sketche
     long_rows = np.flatnonzero(sizes >= 200)
     sketch_of[long_rows] = np.arange(len(long_rows))
     sketches = np.zeros((len(long_rows), sketch.SKETCH_BINS), np.uint8)
-    kernels.sketch_rows(values, offsets, sketch_of, sketches)
+    signatures.sketch_rows(values, offsets, sketch_of, sketches)
     rng = np.random.default_rng(2)
     lo = rng.integers(0, n, 4000)
     hi = rng.integers(0, n, 4000)
@@ -375,7 +378,7 @@ def test_sketch_keep_equals_reference_and_never_drops_a_pair_without_two_sketche
     for floor in (0.3, 0.5, 0.9):
         needed = sketch.matches_needed(floor, 3e-3)
         keep = np.empty(len(lo), np.bool_)
-        kept = kernels.sketch_keep(lo, hi, sketch_of, sketches, needed, keep)
+        kept = signatures.sketch_keep(lo, hi, sketch_of, sketches, needed, keep)
         want = sketch.keep_pairs(sketch_of, sketches, lo, hi, needed)
         assert np.array_equal(keep, want) and kept == want.sum()
         assert keep[(sketch_of[lo] < 0) | (sketch_of[hi] < 0)].all()
@@ -405,13 +408,13 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
     # many slices when slice_bytes is small; the fingerprints held by fewer than rare_below
     # texts counted pair by pair (2: none; 1 << 16: all; None: whatever costs least), with the
     # family's counts per threshold kept (rare_min_keys 0) or not (a small family)
-    monkeypatch.setattr(kernels, "FAMILY_SLICE_BYTES", slice_bytes)
-    monkeypatch.setattr(kernels, "RARE_MIN_KEYS", rare_min_keys)
+    monkeypatch.setattr(intersections, "FAMILY_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(intersections, "RARE_MIN_KEYS", rare_min_keys)
     texts = _family(5, members=70) + _texts(6, count=60, longest=300)
-    buf = kernels.TextBuffer.from_texts(texts)
+    buf = text.TextBuffer.from_texts(texts)
     docs = np.r_[np.arange(0, len(texts), 2), np.arange(1, len(texts), 2)]  # any order of texts
-    family = kernels.Family(buf, docs, 5)
-    values, offsets = kernels.shingle_rows(buf, docs, 5)
+    family = intersections.Family(buf, docs, 5)
+    values, offsets = shingles.shingle_rows(buf, docs, 5)
     assert np.array_equal(family.sizes, np.diff(offsets))
     rng = np.random.default_rng(3)
     ra = rng.integers(0, len(docs), 3000)
@@ -428,11 +431,11 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
 
 def test_text_sketches_equal_signature_pass_sketches():
     texts = _sketch_texts(4)
-    buf = kernels.TextBuffer.from_texts(texts)
+    buf = text.TextBuffer.from_texts(texts)
     docs = np.arange(len(texts))[::-1].copy()
     sketch_of = np.where(np.diff(buf.offsets)[docs] >= 300, np.arange(len(docs)), -1)
     got = np.zeros((len(docs), sketch.SKETCH_BINS), np.uint8)
-    kernels.text_sketches(buf, docs, 5, sketch_of, got)
+    signatures.text_sketches(buf, docs, 5, sketch_of, got)
     values, offsets = shingle.shingle_sets([texts[d] for d in docs], 5)
     for row in np.flatnonzero(sketch_of >= 0):
         assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))

@@ -8,6 +8,7 @@ from dedup_tui.engine.store import Project
 
 from .conftest import OPEN_PROJECTS
 from .open_projects import is_open
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def test_a_project_left_open_is_named_and_closed(tmp_path):
@@ -31,13 +32,13 @@ def test_a_dropped_project_is_caught_too(tmp_path):
 
 
 def test_a_project_the_app_holds_is_closed_without_blame(make_project):
-    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.scanning import local
     from dedup_tui.review.model import Review
 
     from .conftest import NEAR_CORPUS
 
     project = make_project(NEAR_CORPUS)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    local.scan(project, ScanSettings(floor=0.3, method="exhaustive"))
     project.close()
     kept_before = len(OPEN_PROJECTS.kept_by_app)
     scope = OPEN_PROJECTS.begin()

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 import sqlite_utils
 
-from dedup_tui.engine import pipeline
+from dedup_tui.engine.scanning import local
 
 from .conftest import NEAR_CORPUS
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def test_project_tables_columns_views_and_indexes_are_readable(make_project):
     project = make_project(NEAR_CORPUS + [("doc_F", NEAR_CORPUS[0][1])])
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    local.scan(project, ScanSettings(floor=0.3, method="exhaustive"))
     db = sqlite_utils.Database(project.path)
     assert {"documents", "pairs", "decisions", "runs", "sources", "meta"} <= set(db.table_names())
     assert project.db.table_names() == db.table_names()  # the engine's own sqlite-utils view
@@ -65,7 +66,7 @@ def test_new_projects_use_the_large_page_size_and_older_ones_keep_theirs(tmp_pat
         Project(old, create=True).close()
     older = Project(old, create=True)
     load_corpus(older, [corpus])
-    pipeline.scan(older, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
+    local.scan(older, ScanSettings(floor=0.3, method="exhaustive"))
     older.close()
     sizes = {name: sqlite3.connect(tmp_path / name).execute("PRAGMA page_size").fetchone()[0]
              for name in ("built.db", "created.db", "old.db")}

@@ -18,16 +18,20 @@ import pyarrow.parquet as pq  # noqa: E402 - after the skip: without Ray, nothin
 from click.testing import CliRunner  # noqa: E402
 
 from dedup_tui.cli import main  # noqa: E402
-from dedup_tui.engine import decisions  # noqa: E402
-from dedup_tui.engine.cluster import cluster  # noqa: E402
+from dedup_tui.engine.curate import decisions, curated as curate_curated, keep_rules  # noqa: E402
+from dedup_tui.engine.graph.clustering import cluster  # noqa: E402
 from dedup_tui.engine.errors import Cancelled, CorpusError, DedupError, ProjectError  # noqa: E402
 from dedup_tui.engine.ingest import load_corpus  # noqa: E402
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan  # noqa: E402
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings  # noqa: E402
 from dedup_tui.engine.progress import Control  # noqa: E402
-from dedup_tui.engine.ray_export import cluster_export  # noqa: E402
-from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan, index_file  # noqa: E402
-from dedup_tui.engine.partial import partial_view  # noqa: E402
-from dedup_tui.engine.scandir import import_scan  # noqa: E402
+from dedup_tui.engine.ray.export import cluster_export  # noqa: E402
+from dedup_tui.engine.ray.settings import ClusterScanSettings
+from dedup_tui.engine.ray.job import cluster_scan
+from dedup_tui.engine.ray.pieces import index_file  # noqa: E402
+from dedup_tui.engine.ray.partial import partial_view  # noqa: E402
+from dedup_tui.engine.ray.scandir import import_scan  # noqa: E402
 from dedup_tui.engine.store import Project  # noqa: E402
 
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
@@ -186,7 +190,7 @@ def test_cluster_export_writes_the_local_exports_records(scanned, corpus, tmp_pa
         decisions.record(review, d.kind, d.doc_id, d.other_id, threshold=0.7, policy="components")
     review.close()
     local_out = tmp_path / "local.jsonl"
-    decisions.export_curated(local, 0.7, "components", local_out, removed_out=tmp_path / "local.removed.jsonl")
+    curate_curated.export_curated(local, 0.7, "components", local_out, removed_out=tmp_path / "local.removed.jsonl")
     curated = tmp_path / "curated"
     r = cluster_export(tmp_path / "review.db", 0.7, "components", corpus, curated)
     shards = [curated / f.name for f in corpus]
@@ -205,7 +209,7 @@ def test_the_local_export_refuses_a_partial_project(scanned, tmp_path):
     out, _, _ = scanned
     project = import_scan(out, tmp_path / "review.db")
     with pytest.raises(ProjectError, match="cluster-export"):
-        decisions.export_curated(project, 0.8, "components", tmp_path / "x.jsonl")
+        curate_curated.export_curated(project, 0.8, "components", tmp_path / "x.jsonl")
     assert not (tmp_path / "x.jsonl").exists()
     project.close()
 
@@ -241,7 +245,7 @@ def test_parquet_shards_scan_and_export_as_locally(tmp_path):
     import_scan(out, tmp_path / "review.db").close()
     curated = tmp_path / "curated"
     cluster_export(tmp_path / "review.db", 0.75, "components", files, curated)
-    decisions.export_curated(local, 0.75, "components", tmp_path / "local.parquet", fmt="parquet")
+    curate_curated.export_curated(local, 0.75, "components", tmp_path / "local.parquet", fmt="parquet")
     mine = pa.concat_tables([pq.read_table(curated / f.name) for f in files])
     theirs = pq.read_table(tmp_path / "local.parquet")
     assert mine.schema.names == ["doc", "body", "year"]
@@ -364,7 +368,7 @@ def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
     local = _local(tmp_path, files)
     assert _scan_pairs(out) == _local_pairs(local) and len(_local_pairs(local)) > 100
     # cluster-export of a local project: the local export, split by shard
-    decisions.export_curated(local, 0.6, "greedy", tmp_path / "local.jsonl")
+    curate_curated.export_curated(local, 0.6, "greedy", tmp_path / "local.jsonl")
     curated = tmp_path / "curated"
     cluster_export(tmp_path / "local.db", 0.6, "greedy", files, curated)
     written = (curated / files[0].name).read_bytes() + gzip.decompress((curated / files[1].name).read_bytes())
@@ -388,7 +392,7 @@ def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
     first = import_scan(out, tmp_path / "first.db")
     _decide(first)
     decisions.undo(first)  # the undo history comes along too
-    decisions.set_keep_rule(first, "max:score")
+    keep_rules.set_keep_rule(first, "max:score")
     before = [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(first)]
     first.close()
     # a rescan at a higher floor: fewer documents, the same ids
@@ -399,7 +403,7 @@ def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
     assert r.exit_code == 0 and "carried over 3 decisions" in r.output, r.output
     with Project(tmp_path / "second.db") as second:
         assert [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(second)] == before
-        assert decisions.keep_rule(second) == "max:score"
+        assert keep_rules.keep_rule(second) == "max:score"
         assert decisions.can_redo(second)
 
 
@@ -595,8 +599,8 @@ def test_a_shard_task_stops_when_its_driver_is_gone(tiny, tmp_path):
     A shard task checks that its driver runs (on this machine) and that its part is still
     its own, and else stops, removing the part."""
     from dedup_tui.engine.errors import DedupError
-    from dedup_tui.engine.ray_export import _Watch, export_shard
-    from dedup_tui.engine.ray_scan import this_process
+    from dedup_tui.engine.ray.export import _Watch, export_shard
+    from dedup_tui.engine.ray.job import this_process
 
     part = tmp_path / ".tiny.jsonl.part"
     gone = (*this_process()[:2], _dead_pid())
@@ -621,7 +625,8 @@ def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
     import errno
 
     from dedup_tui.engine.errors import DedupError
-    from dedup_tui.engine.ray_scan import PieceSpec, Stage, collect_documents
+    from dedup_tui.engine.ray.pieces import PieceSpec, collect_documents
+    from dedup_tui.engine.ray.stages import Stage
 
     def deep(n):
         if n:
@@ -753,7 +758,7 @@ def test_a_reachable_cluster_that_starts_no_session_names_authentication(monkeyp
     """Issue 25, item 11: with Ray's token authentication, a ray:// address failed after 31 s
     with "connection timeout" and no word of authentication. The error names it and the
     variables to set."""
-    from dedup_tui.engine.ray_scan import auth_hint, probe_address
+    from dedup_tui.engine.ray.address import auth_hint, probe_address
 
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     assert "set RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH" in auth_hint()
@@ -763,7 +768,7 @@ def test_a_reachable_cluster_that_starts_no_session_names_authentication(monkeyp
     assert probe_address(ray.get_runtime_context().gcs_address) is True
     # the wiring: a port that answers, then Ray's client timeout (what token auth gives)
     from dedup_tui.engine.errors import DedupError
-    from dedup_tui.engine.ray_scan import connect
+    from dedup_tui.engine.ray.address import connect
 
     def timeout(**kwargs):
         raise ConnectionError("ray client connection timeout")
@@ -783,7 +788,7 @@ def test_a_connection_that_hangs_is_given_up():
     thread of its own, waited for a bounded time; its errors come through as they are."""
     import time
 
-    from dedup_tui.engine.ray_scan import init_within
+    from dedup_tui.engine.ray.address import init_within
 
     never = threading.Event()
 
@@ -808,7 +813,8 @@ _SCAN_CHILD = """
 import sys, threading
 import ray
 from dedup_tui.engine.progress import Control
-from dedup_tui.engine.ray_scan import ClusterScanSettings, cluster_scan
+from dedup_tui.engine.ray.job import cluster_scan
+from dedup_tui.engine.ray.settings import ClusterScanSettings
 
 ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
          object_store_memory=80 << 20, _temp_dir=sys.argv[3])
@@ -853,7 +859,7 @@ def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path)
 def test_addresses_without_a_port_or_through_auto_are_probed_too(tiny, tmp_path, monkeypatch):
     """The re-attack: `ray://127.0.0.1` (no port) took 30 s, and `--address auto` with
     RAY_ADDRESS at a closed port 61 s: both are probed (Ray client's port 10001; RAY_ADDRESS)."""
-    from dedup_tui.engine.ray_scan import host_port
+    from dedup_tui.engine.ray.address import host_port
 
     assert host_port("ray://10.0.0.7") == ("10.0.0.7", 10001)
     with pytest.raises(DedupError, match="names no host"):
@@ -892,7 +898,7 @@ def test_a_reference_in_a_cluster_scan_is_kept_and_exported_as_locally(corpus, t
     assert review.reference_sources() == [3] and local.reference_sources() == [3]
     review.close()
     local_out, local_removed = tmp_path / "local.jsonl", tmp_path / "local.removed.jsonl"
-    decisions.export_curated(local, 0.8, "greedy", local_out, removed_out=local_removed)
+    curate_curated.export_curated(local, 0.8, "greedy", local_out, removed_out=local_removed)
     curated = tmp_path / "curated"
     result = cluster_export(tmp_path / "review.db", 0.8, "greedy", corpus, curated)
     assert not (curated / corpus[2].name).exists()  # the reference: nothing of it is written

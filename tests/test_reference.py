@@ -7,15 +7,17 @@ import itertools
 import numpy as np
 import pytest
 
-from dedup_tui.engine import pipeline
-from dedup_tui.engine.cluster import EXACT, KEPT, NEAR, cluster
-from dedup_tui.engine.normalize import exact_key, normalize
-from dedup_tui.engine.sets import greedy_keep_first, jaccard, shingle_set
-from dedup_tui.engine.shingle import shingle_sets
-from dedup_tui.engine.similarity import verify_pairs
-from dedup_tui.engine.synth import shingle_size_sweep
+from dedup_tui.engine.scanning import local
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
+from dedup_tui.engine.text.normalize import exact_key, normalize
+from dedup_tui.engine.text.sets import greedy_keep_first, jaccard, shingle_set
+from dedup_tui.engine.text.shingle import shingle_sets
+from dedup_tui.engine.scanning.similarity import verify_pairs
+from dedup_tui.engine.text.synth import shingle_size_sweep
 
 from .conftest import EXACT_CORPUS, NEAR_CORPUS
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store.scans import load_graph
 
 
 def test_normalize_lowercases_strips_and_collapses_whitespace():
@@ -28,8 +30,8 @@ def test_exact_dedup_keeps_first_copy(make_project):
     keys = [exact_key(t) for _, t in EXACT_CORPUS]
     assert keys[0] == keys[1] == keys[2] and len(set(keys)) == 3
     project = make_project(EXACT_CORPUS)
-    pipeline.scan(project)
-    c = cluster(pipeline.load_graph(project), 1.0)
+    local.scan(project)
+    c = cluster(load_graph(project), 1.0)
     ids = [d for d, _ in EXACT_CORPUS]
     assert [ids[i] for i in np.flatnonzero(c.reason == KEPT)] == ["doc_001", "doc_004", "doc_005"]
     assert {ids[i]: ids[c.keeper[i]] for i in np.flatnonzero(c.reason == EXACT)} == {"doc_002": "doc_001", "doc_003": "doc_001"}
@@ -67,8 +69,8 @@ def test_greedy_at_0_3_matches_reference(make_project):
     assert kept == ["doc_A", "doc_C", "doc_E"]
     assert [(r, s, round(x, 4)) for r, s, x in removed] == [("doc_B", "doc_A", 0.3065), ("doc_D", "doc_C", 0.6452)]
     project = make_project(NEAR_CORPUS)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
-    c = cluster(pipeline.load_graph(project), 0.3, "greedy")
+    local.scan(project, ScanSettings(floor=0.3, method="exhaustive"))
+    c = cluster(load_graph(project), 0.3, "greedy")
     ids = [d for d, _ in NEAR_CORPUS]
     assert [ids[i] for i in np.flatnonzero(c.reason == KEPT)] == kept
     got = [(ids[i], ids[c.keeper[i]], c.similarity[i]) for i in np.flatnonzero(c.reason == NEAR)]
@@ -91,7 +93,7 @@ def test_shingle_size_sweep_matches_reference_table():
 
 @pytest.mark.parametrize("k", [3, 5, 7, 9, 12])
 def test_fast_sets_agree_with_plain_sets_on_the_sweep_pairs(k):
-    from dedup_tui.engine.synth import SWEEP_NOISE, document_pair
+    from dedup_tui.engine.text.synth import SWEEP_NOISE, document_pair
 
     rng = np.random.RandomState(7)
     pairs = [document_pair(rng, 200, noise) for noise in SWEEP_NOISE]
@@ -114,7 +116,7 @@ def test_fast_normalize_equals_the_regex_definition_on_every_whitespace_characte
 
 
 def test_long_texts_take_the_regex_path_with_the_same_result():
-    from dedup_tui.engine import normalize as norm_module
+    from dedup_tui.engine.text import normalize as norm_module
 
     text = (" Ab\u00a0 c\t\n" * (norm_module._SPLIT_MAX_CHARS // 6 + 10)) + "  "
     assert len(text) > norm_module._SPLIT_MAX_CHARS

@@ -15,17 +15,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedup_tui.engine import decisions
-from dedup_tui.engine.cluster import EXACT, KEPT, NEAR, PairGraph, cluster
-from dedup_tui.engine.contamination import contamination, format_report, write_matches
-from dedup_tui.engine.decisions import (Overrides, ReferenceRemoval, apply_overrides, cluster_with_decisions,
-                                        export_curated, keep_best)
-from dedup_tui.engine.export import similarity_values
+from dedup_tui.engine.curate import decisions, keep_rules, curated
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
+from dedup_tui.engine.graph.pairs import PairGraph
+from dedup_tui.engine.curate.contamination import contamination, format_report, write_matches
+from dedup_tui.engine.curate.decisions import Overrides, ReferenceRemoval, apply_overrides
+from dedup_tui.engine.curate.keep_rules import cluster_with_decisions, keep_best
+from dedup_tui.engine.curate.curated import export_curated
+from dedup_tui.engine.curate.export import similarity_values
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 
 from .conftest import cli, ok, read_jsonl, write_jsonl
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega").split()
@@ -113,10 +116,10 @@ def test_greedy_takes_references_first_so_nothing_similar_to_one_survives(tmp_pa
     write_jsonl(tmp_path / "ref.jsonl", [("R", r)])
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [tmp_path / "data.jsonl"], references=[tmp_path / "ref.jsonl"])
-        from dedup_tui.engine import pipeline
+        from dedup_tui.engine.scanning import local
 
-        pipeline.scan(project, pipeline.ScanSettings(method="exhaustive", floor=0.3))
-        graph = decisions.with_references(project, pipeline.load_graph(project))
+        local.scan(project, ScanSettings(method="exhaustive", floor=0.3))
+        graph = keep_rules.with_references(project, load_graph(project))
         sims = {(int(a), int(b)): float(j) for a, b, j in zip(graph.a, graph.b, graph.jaccard)}
         t = min(sims[(0, 2)], sims[(1, 2)])
         assert sims.get((0, 1), 0.0) < t  # N and X are not similar at the threshold
@@ -219,7 +222,7 @@ def test_the_decisions_log_names_both_files_of_a_decision_across_sources(corpora
     with Project(db) as project:
         decisions.record(project, "not_duplicate", "t8", other_id="b0")
         decisions.record(project, "not_duplicate", "t3", other_id="t_near_3")
-        decisions.write_decisions_log(project, corpora / "log.jsonl")
+        curated.write_decisions_log(project, corpora / "log.jsonl")
     rows = read_jsonl(corpora / "log.jsonl")
     assert rows[0]["doc_source"] == str((corpora / "train.jsonl").resolve())
     assert rows[0]["other_source"] == str((corpora / "evals" / "b.jsonl").resolve())
@@ -365,7 +368,7 @@ def test_a_reference_is_never_removed_under_any_policy_rule_or_decisions(graph, 
 @pytest.fixture(scope="module")
 def scanned_with_references(tmp_path_factory):
     """A small scanned project whose families span the data and two references."""
-    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.scanning import local
 
     folder = tmp_path_factory.mktemp("refs")
     rng = random.Random(2)
@@ -378,7 +381,7 @@ def scanned_with_references(tmp_path_factory):
     db = folder / "base.db"
     with Project(db, create=True) as project:
         load_corpus(project, [folder / "data.jsonl"], references=[folder / "ref1.jsonl", folder / "ref2.jsonl"])
-        pipeline.scan(project, pipeline.ScanSettings(method="exhaustive"))
+        local.scan(project, ScanSettings(method="exhaustive"))
     return db
 
 
@@ -420,7 +423,7 @@ def test_no_export_ever_writes_or_removes_a_reference(scanned_with_references, t
             gone = [row["id"] for row in read_jsonl(removed)]
             assert not REFERENCE_IDS & set(written) and not REFERENCE_IDS & set(gone)
             assert sorted(written + gone) == sorted(DATA_IDS) and r.kept == len(written)
-        graph = decisions.with_references(project, load_graph(project))
+        graph = keep_rules.with_references(project, load_graph(project))
         c = cluster_with_decisions(project, graph, threshold, policy, rule=rule)
         assert (c.reason[graph.reference] == KEPT).all()
 

@@ -9,10 +9,12 @@ import random
 import numpy as np
 import pytest
 
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import EXACT, KEPT, NEAR, links_to_kept
-from dedup_tui.engine.export import SIMILARITY_DECIMALS, write_pairs
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+from dedup_tui.engine.curate import decisions, keep_rules, curated
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, links_to_kept
+from dedup_tui.engine.curate.export import SIMILARITY_DECIMALS, write_pairs
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 from .conftest import read_jsonl
 
@@ -26,7 +28,7 @@ def _changed(*at: int) -> str:
 
 def _export(project, threshold, policy, tmp_path, name="r"):
     out = tmp_path / f"{name}.jsonl"
-    dec.export_curated(project, threshold, policy, out, removed_out=tmp_path / f"{name}.removed.jsonl")
+    curated.export_curated(project, threshold, policy, out, removed_out=tmp_path / f"{name}.removed.jsonl")
     kept = [row["id"] for row in read_jsonl(out)]
     return kept, {row["id"]: row for row in read_jsonl(tmp_path / f"{name}.removed.jsonl")}
 
@@ -76,12 +78,12 @@ def test_exact_copies_read_the_same_whether_or_not_their_cluster_was_accepted(ma
     assert (before["C"]["via"], before["C"]["via_similarity"]) == ("B", 1.0)
     assert before["C"]["similarity"] < threshold  # what via explains
     assert before["E"] == {"id": "E", "duplicate_of": "A", "similarity": 1.0, "reason": "exact"}
-    dec.record(project, "keep", "A", threshold=threshold, policy="components")
-    dec.accept_clusters(project, [("A", ["A", "D", "B", "C", "E"])], threshold, "components")
+    decisions.record(project, "keep", "A", threshold=threshold, policy="components")
+    decisions.accept_clusters(project, [("A", ["A", "D", "B", "C", "E"])], threshold, "components")
     _kept, after = _export(project, threshold, "components", tmp_path, "after")
     assert after == before
     # a reviewer's removal in the cluster settles it again: the copies still read the same
-    dec.record(project, "remove", "D", threshold=threshold, policy="components")
+    decisions.record(project, "remove", "D", threshold=threshold, policy="components")
     _kept, removed_d = _export(project, threshold, "components", tmp_path, "removed_d")
     assert removed_d["D"]["reason"] == "reviewer"
     assert {k: removed_d[k] for k in "CE"} == {k: before[k] for k in "CE"}
@@ -94,7 +96,7 @@ def test_a_keep_rule_that_keeps_another_text_gives_the_copies_of_the_first_via_t
             {"id": "E", "text": _changed(), "score": 1}]
     project = make_project(docs)
     scan(project, ScanSettings(floor=0.3, method="exhaustive"))
-    dec.set_keep_rule(project, "max:score")
+    keep_rules.set_keep_rule(project, "max:score")
     kept, rows = _export(project, 0.8, "components", tmp_path)
     assert kept == ["B"]
     assert rows["A"]["reason"] == "near" and "via" not in rows["A"]
@@ -128,18 +130,18 @@ def test_every_removed_document_names_a_kept_one_under_any_decisions_and_keep_ru
     for _ in range(3):
         kind = rng.choice(["keep", "remove", "accept", "none"])
         if kind in ("keep", "remove"):
-            dec.record(project, kind, rng.choice(ids))
+            decisions.record(project, kind, rng.choice(ids))
         elif kind == "accept":
-            c = dec.cluster_with_decisions(project, graph, 0.6, "components")
+            c = keep_rules.cluster_with_decisions(project, graph, 0.6, "components")
             labels = np.flatnonzero(c.cluster_sizes() >= 2)
             if len(labels):
                 label = int(rng.choice(labels.tolist()))
-                dec.accept_clusters(project, [(ids[label], [ids[m] for m in np.flatnonzero(c.cluster == label)])])
+                decisions.accept_clusters(project, [(ids[label], [ids[m] for m in np.flatnonzero(c.cluster == label)])])
     root = np.where(graph.exact_of >= 0, graph.exact_of, np.arange(graph.n))
     for policy in ("components", "greedy"):
         for rule in ("first", "longest"):
             for threshold in (0.6, 0.8):
-                c = dec.cluster_with_decisions(project, graph, threshold, policy, rule=rule)
+                c = keep_rules.cluster_with_decisions(project, graph, threshold, policy, rule=rule)
                 auto = np.flatnonzero((c.reason == EXACT) | (c.reason == NEAR))
                 keeper = c.keeper[auto]
                 assert (keeper >= 0).all() and (c.reason[keeper] == KEPT).all()
@@ -176,7 +178,7 @@ def test_every_similarity_in_the_removed_log_and_pairs_has_four_decimals_cut_not
 
 
 def test_a_similarity_on_a_threshold_stays_on_it():
-    from dedup_tui.engine.export import similarity_values
+    from dedup_tui.engine.curate.export import similarity_values
 
     grid = [k / 10**SIMILARITY_DECIMALS for k in range(10**SIMILARITY_DECIMALS + 1)]
     assert similarity_values(grid) == grid

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dedup_tui.engine import decisions as dec
+from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import ScanSettings, scan
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.review.index import build_index
 from dedup_tui.review.model import Review, ReviewError
@@ -57,8 +58,8 @@ def projects(tmp_path_factory) -> dict[str, Path]:
 def full(review: Review, previous):
     """The list a whole re-clustering gives, in the order of `previous`."""
     v = review.view
-    overrides = dec.Overrides.load(review.project)
-    clustering = dec.cluster_with_decisions(review.project, review.graph, v.threshold, v.policy, overrides=overrides)
+    overrides = decisions.Overrides.load(review.project)
+    clustering = keep_rules.cluster_with_decisions(review.project, review.graph, v.threshold, v.policy, overrides=overrides)
     return build_index(review.graph, clustering, overrides, v.listing).keeping_order_of(previous)
 
 
@@ -102,7 +103,7 @@ def members_to_review(review: Review) -> list[int]:
 @pytest.mark.parametrize("which", ["plain", "references"])
 def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, tmp_path, policy, rule, which):
     with review_of(projects, tmp_path, which) as review:
-        dec.set_keep_rule(review.project, rule)
+        keep_rules.set_keep_rule(review.project, rule)
         review.change_view(threshold=0.8, policy=policy)
         rng = random.Random(f"{policy} {rule} {which}")
         incremental = 0
@@ -129,7 +130,7 @@ def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, t
                 continue
             request = review.request()  # (the list before the decision, whose order is kept)
             result = plan.write(review.project)
-            quick = Review.after_decisions(review.project, request, review.graph, dec.Overrides.load(review.project))
+            quick = Review.after_decisions(review.project, request, review.graph, decisions.Overrides.load(review.project))
             expected = full(review, request.previous)
             if quick is not None:
                 incremental += 1
@@ -148,20 +149,20 @@ def test_a_decision_taken_back_or_a_split_needs_a_whole_reclustering(projects, t
         review.remove(member)
         shown = review.index
         review.undo()  # the cluster goes back to what no decision made: nothing kept says what that was
-        overrides = dec.Overrides.load(review.project)
-        assert dec.reapply_overrides(review.graph, shown.clustering, shown.overrides, overrides) is None
+        overrides = decisions.Overrides.load(review.project)
+        assert decisions.reapply_overrides(review.graph, shown.clustering, shown.overrides, overrides) is None
         review.select(member)
         review.separate(member)
-        split = dec.Overrides.load(review.project)
-        assert dec.reapply_overrides(review.graph, review.index.clustering, overrides, split) is None
+        split = decisions.Overrides.load(review.project)
+        assert decisions.reapply_overrides(review.graph, review.index.clustering, overrides, split) is None
 
 
 def test_after_keep_is_what_the_project_reads_back_once_the_keep_is_recorded(projects, tmp_path):
     with review_of(projects, tmp_path) as review:
         first, second = members_to_review(review)[:2]
         review.remove(first)
-        before = dec.Overrides.load(review.project)
+        before = decisions.Overrides.load(review.project)
         assert before.after_keep(first) is None  # removed: a keep taken over it is not known from these
         predicted = before.after_keep(second)
         review.keep(second)
-        assert predicted == dec.Overrides.load(review.project)
+        assert predicted == decisions.Overrides.load(review.project)

@@ -27,12 +27,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import EXACT, KEPT, NEAR
+from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.store import review as store_review
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR
 from dedup_tui.engine.errors import DedupError
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import ScanSettings, scan
-from dedup_tui.engine.sets import jaccard, shingle_set
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.text.sets import jaccard, shingle_set
 from dedup_tui.engine.store import Project
 from dedup_tui.review.index import SORTS, Listing
 from dedup_tui.review.model import NeedsConfirmation, Review, ReviewError, View
@@ -179,7 +182,7 @@ def listed_members(r: Review) -> list[int]:
 
 
 def active(r: Review) -> list[tuple[str, str, str | None]]:
-    return [(d.kind, d.doc_id, d.other_id) for d in dec.active(r.project)]
+    return [(d.kind, d.doc_id, d.other_id) for d in decisions.active(r.project)]
 
 
 def cluster_order(r: Review, labels: list[int]) -> list[int]:
@@ -268,13 +271,13 @@ def test_a_tuning_label_decides_no_document(review):
     """A "not a duplicate" label on a pair (from the labelling queue) splits that pair, but it
     is evidence for tuning: the labelled document stays to review, its cluster undecided and
     listed under the undecided filter, and the export still removes it (issue 39)."""
-    from dedup_tui.engine import tune as tuning
+    from dedup_tui.engine.curate import tune
 
     r, o = review, ords(review)
     member, unrelated = o["chain0_b"], o["fam0_5"]  # (of another cluster, listed later)
     cluster = label_of(r, member)
     assert r.to_review(member) and r.progress(cluster) == (0, 2)
-    tuning.set_label(r.project, "chain0_b", "fam0_5", "not_duplicate", 0.3, author="t")
+    tune.set_label(r.project, "chain0_b", "fam0_5", "not_duplicate", 0.3, author="t")
     r.refresh()
     assert active(r) == [("not_duplicate", "chain0_b", "fam0_5")]  # the label's split is recorded
     assert r.to_review(member) and not r.is_decided(member) and r.to_review(unrelated)
@@ -304,7 +307,7 @@ def test_removing_a_kept_document_needs_confirmation(review):
     r.remove(label, confirmed=True)
     assert active(r) == [("remove", r.project.ids_for([label])[0], None)]
     c = r.index.clustering
-    assert c.reason[label] == dec.REVIEWER and not r.is_kept(label)
+    assert c.reason[label] == clustering.REVIEWER and not r.is_kept(label)
     new_label = label_of(r, others[0])
     assert new_label != label and r.is_kept(new_label) and new_label in others
 
@@ -455,7 +458,7 @@ def test_a_keep_rule_never_overrides_a_reviewer(review):
     r.remove(next(m for m in r.members(judged) if not r.is_kept(m) and m != longest[judged]))
     said = r.set_keep_rule("longest")  # one aside, not "(the earliest on ties) (unless you chose)"
     assert said == "Each cluster keeps the longest text (the earliest on ties); clusters you decided keep theirs"
-    assert dec.keep_rule(r.project) == "longest"
+    assert keep_rules.keep_rule(r.project) == "longest"
     for label in (accepted, judged):  # the reviewer's clusters
         assert r.is_kept(label) and label_of(r, label) == label and r.index.position(label) is not None
         assert not r.is_kept(longest[label]) and label_of(r, longest[label]) == label
@@ -471,18 +474,18 @@ def test_a_keep_rule_change_is_one_undo_step(review):
     r.remove()
     at = r.cursor.doc
     r.set_keep_rule("longest")
-    assert dec.keep_rule(r.project) == "longest"
+    assert keep_rules.keep_rule(r.project) == "longest"
     said = r.undo()
     assert said == "Undone: the keep rule longest (was first)"
-    assert dec.keep_rule(r.project) == "first" and r.index.clustering.kept_by == "first"
-    assert r.index.clustering.reason[removed] == dec.REVIEWER  # the removal stands
+    assert keep_rules.keep_rule(r.project) == "first" and r.index.clustering.kept_by == "first"
+    assert r.index.clustering.reason[removed] == clustering.REVIEWER  # the removal stands
     assert r.cursor.doc == at
     assert r.redo() == "Redone: the keep rule longest (was first)"
-    assert dec.keep_rule(r.project) == "longest"
+    assert keep_rules.keep_rule(r.project) == "longest"
     r.undo()
     r.undo()  # then the removal
-    assert dec.keep_rule(r.project) == "first" and active(r) == []
-    assert r.set_keep_rule("first") and len(dec.all_decisions(r.project)) == 2  # the rule in force: no step
+    assert keep_rules.keep_rule(r.project) == "first" and active(r) == []
+    assert r.set_keep_rule("first") and len(decisions.all_decisions(r.project)) == 2  # the rule in force: no step
 
 
 def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review):
@@ -493,9 +496,9 @@ def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review)
     assert "nosuchfield" in message
     for name in ("id", "text", "date", "score"):
         assert name in message
-    assert dec.keep_rule(r.project) == "first"
+    assert keep_rules.keep_rule(r.project) == "first"
     r.set_keep_rule("max:score")  # a field the records have
-    assert dec.keep_rule(r.project) == "max:score"
+    assert keep_rules.keep_rule(r.project) == "max:score"
     r.remove()  # the review goes on
     assert [kind for kind, _doc, _other in active(r)] == ["keep_rule", "remove"]  # (each one undo step)
 
@@ -779,7 +782,7 @@ class ReviewMachine(RuleBasedStateMachine):
     def keep_rule(self, rule: str) -> None:
         """A keep rule change: one undo step, about no document (the cursor stays)."""
         r = self.review
-        before = dec.keep_rule(r.project)
+        before = keep_rules.keep_rule(r.project)
         r.set_keep_rule(rule)
         if rule != before:
             self.made.append(("rule", before, rule))
@@ -790,7 +793,7 @@ class ReviewMachine(RuleBasedStateMachine):
     def label_pair(self, i: int, j: int, label: str) -> None:
         """A tuning label on any two documents (the labelling queue's): evidence, not a review.
         (Its split is recorded as a decision: u takes it back like any other step.)"""
-        from dedup_tui.engine import tune as tuning
+        from dedup_tui.engine.curate import tune
 
         r = self.review
         n = r.project.next_ord()
@@ -798,10 +801,10 @@ class ReviewMachine(RuleBasedStateMachine):
         if r.root(a) == r.root(b):
             return
         ids = r.project.ids_for([a, b])
-        before = len(dec.all_decisions(r.project))
-        tuning.set_label(r.project, ids[0], ids[1], label, 0.5, author="t")
+        before = len(decisions.all_decisions(r.project))
+        tune.set_label(r.project, ids[0], ids[1], label, 0.5, author="t")
         r.refresh()
-        if len(dec.all_decisions(r.project)) > before:  # its split recorded: the newest step u takes back
+        if len(decisions.all_decisions(r.project)) > before:  # its split recorded: the newest step u takes back
             self.made.append(("label",))
             self.undone.clear()
 
@@ -825,7 +828,7 @@ class ReviewMachine(RuleBasedStateMachine):
     def redo(self) -> None:
         r = self.review
         row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
-                                     (dec.UNDONE,)).fetchone()
+                                     (store_review.UNDONE,)).fetchone()
         at = r.cursor.doc
         named = ords(r).get(row[0]) if row is not None else None
         step = None
@@ -902,8 +905,8 @@ class ReviewMachine(RuleBasedStateMachine):
         a removal, a split, an accept listing it), never through a tuning label."""
         r = self.review
         named: set[str] = set()
-        for d in dec.active(r.project):
-            if d.kind in ("keep", "remove", "not_duplicate", "accept") and not dec.is_label_split(d):
+        for d in decisions.active(r.project):
+            if d.kind in ("keep", "remove", "not_duplicate", "accept") and not decisions.is_label_split(d):
                 named.add(d.doc_id)
                 if d.kind == "accept":
                     named.update(json.loads(d.value or "[]"))
@@ -913,7 +916,7 @@ class ReviewMachine(RuleBasedStateMachine):
     @invariant()
     def the_keep_rule_is_the_one_the_steps_left(self) -> None:
         r = self.review
-        assert dec.keep_rule(r.project) == self.expect_rule == r.index.clustering.kept_by
+        assert keep_rules.keep_rule(r.project) == self.expect_rule == r.index.clustering.kept_by
 
     @invariant()
     def undo_and_redo_put_the_cursor_back(self) -> None:
@@ -959,10 +962,10 @@ def test_the_queue_rules_hold_after_every_step(built):
 def test_the_review_s_literal_kinds_are_the_engine_s():
     from typing import get_args
 
-    from dedup_tui.engine.cluster import POLICIES, Policy
+    from dedup_tui.engine.graph.pairs import POLICIES, Policy
     from dedup_tui.review.index import FILTERS, FilterName, Sort
     from dedup_tui.review.model import DecisionKind
 
     assert get_args(Policy) == POLICIES
     assert get_args(Sort) == tuple(SORTS) and get_args(FilterName) == tuple(FILTERS)
-    assert get_args(DecisionKind) == dec.KINDS
+    assert get_args(DecisionKind) == decisions.KINDS

@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dedup_tui.engine import pipeline
-from dedup_tui.engine.cluster import EXACT, KEPT, NEAR, PairGraph, cluster, connected_min_labels
-from dedup_tui.engine.lsh import candidate_probability, choose_banding
-from dedup_tui.engine.sets import greedy_keep_first
-from dedup_tui.engine.synth import noisy_copy
+from dedup_tui.engine.scanning import local
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
+from dedup_tui.engine.graph.pairs import PairGraph, connected_min_labels
+from dedup_tui.engine.scanning.lsh import candidate_probability, choose_banding
+from dedup_tui.engine.text.sets import greedy_keep_first
+from dedup_tui.engine.text.synth import noisy_copy
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store.scans import load_graph
 
 
 def planted_corpus(n_bases: int = 220, seed: int = 11) -> list[tuple[str, str]]:
@@ -36,9 +39,9 @@ def pair_set(project) -> dict[tuple[int, int], float]:
 def test_lsh_finds_the_exhaustive_pairs(make_project, floor):
     docs = planted_corpus()
     project = make_project(docs, name=f"planted{floor}")
-    pipeline.scan(project, pipeline.ScanSettings(floor=floor, method="exhaustive"))
+    local.scan(project, ScanSettings(floor=floor, method="exhaustive"))
     truth = pair_set(project)
-    pipeline.scan(project, pipeline.ScanSettings(floor=floor, method="lsh"))
+    local.scan(project, ScanSettings(floor=floor, method="lsh"))
     found = pair_set(project)
     assert set(found) <= set(truth), "LSH reported a pair the exhaustive scan did not"
     assert all(found[p] == truth[p] for p in found), "scores differ between methods"
@@ -53,10 +56,10 @@ def test_lsh_finds_the_exhaustive_pairs(make_project, floor):
 def test_scan_is_deterministic(make_project):
     docs = planted_corpus(60, seed=3)
     project = make_project(docs)
-    settings = pipeline.ScanSettings(floor=0.4, method="lsh", seed=5)
-    pipeline.scan(project, settings)
+    settings = ScanSettings(floor=0.4, method="lsh", seed=5)
+    local.scan(project, settings)
     first = pair_set(project)
-    pipeline.scan(project, settings)
+    local.scan(project, settings)
     assert pair_set(project) == first and first
 
 
@@ -71,8 +74,8 @@ def test_banding_meets_recall_promise_at_the_floor():
 def test_greedy_from_stored_pairs_equals_the_plain_greedy_pass(make_project):
     docs = planted_corpus(80, seed=5)
     project = make_project(docs)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
-    graph = pipeline.load_graph(project)
+    local.scan(project, ScanSettings(floor=0.3, method="exhaustive"))
+    graph = load_graph(project)
     ids = [d for d, _ in docs]
     for threshold in (0.3, 0.45, 0.6, 0.8, 0.95):
         kept, removed = greedy_keep_first(docs, threshold=threshold)
@@ -149,11 +152,11 @@ def _greedy_graph(shape, rng):
 @pytest.mark.parametrize("max_rounds", [None, 1, 2, 3])
 @pytest.mark.parametrize("shape", ["random", "chain"])
 def test_vectorised_greedy_equals_the_plain_loop(shape, max_rounds, monkeypatch):
-    from dedup_tui.engine import cluster as cluster_module
-    from dedup_tui.engine.cluster import greedy_keepers
+    from dedup_tui.engine.graph import greedy
+    from dedup_tui.engine.graph.greedy import greedy_keepers
 
     if max_rounds is not None:
-        monkeypatch.setattr(cluster_module, "_MAX_ROUNDS", max_rounds)
+        monkeypatch.setattr(greedy, "_MAX_ROUNDS", max_rounds)
     n, a, b, j = _greedy_graph(shape, np.random.default_rng(1))
     keeper, best = greedy_keepers(n, a, b, j)
     want_keeper, want_best = _plain_greedy(n, a, b, j)
@@ -169,20 +172,20 @@ def test_oversized_buckets_are_skipped_and_reported(make_project):
     docs = [(f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))
             for i in range(60)]
     project = make_project(docs)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="exhaustive"))
+    local.scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     truth = pair_set(project)
-    result = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh", max_bucket=10))
+    result = local.scan(project, ScanSettings(floor=0.5, method="lsh", max_bucket=10))
     found = pair_set(project)
     assert result.oversized_buckets > 0 and result.largest_bucket > 10
     assert result.skipped_candidates >= result.largest_bucket * (result.largest_bucket - 1) // 2
     assert len(found) < len(truth) and all(truth[p] == j for p, j in found.items())
-    uncapped = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    uncapped = local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert uncapped.oversized_buckets == 0 and len(pair_set(project)) >= 0.99 * len(truth)
 
 
 @pytest.mark.parametrize("num_perm", [128, 100, 7])
 def test_nibble_agreement_counts_equal_low_nibbles(num_perm):
-    from dedup_tui.engine import lsh
+    from dedup_tui.engine.scanning import lsh
 
     rng = np.random.default_rng(num_perm)
     sig = rng.integers(0, 2**32, (400, num_perm), dtype=np.uint64).astype(np.uint32)
@@ -205,7 +208,7 @@ def random_pairs(rng, nodes: int, draws: int, low: float, decimals: int):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed):
-    from dedup_tui.engine.cluster import maximum_spanning_forest
+    from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 
     rng = np.random.default_rng(seed)
     n = 300
@@ -260,7 +263,7 @@ def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computat
 def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
     """Split decisions update the stored forest (cut, then reconnect across the cuts) instead of
     rebuilding it: the result must be the very forest a rebuild gives, ties included."""
-    from dedup_tui.engine.cluster import maximum_spanning_forest
+    from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 
     rng = np.random.default_rng(seed)
     n = 200
@@ -283,8 +286,8 @@ def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
 def test_stored_forest_gives_the_same_clusters_as_a_fresh_one(make_project):
     docs = planted_corpus(80, seed=9)
     project = make_project(docs)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="exhaustive"))
-    stored = pipeline.load_graph(project)
+    local.scan(project, ScanSettings(floor=0.3, method="exhaustive"))
+    stored = load_graph(project)
     assert getattr(stored, "_forest", None) is not None
     fresh = PairGraph(stored.n, stored.exact_of, stored.a, stored.b, stored.jaccard)
     for t in (0.3, 0.5, 0.8):
@@ -296,7 +299,7 @@ def test_a_pair_exactly_at_the_floor_survives_the_size_filter(make_project):
     # size bound, so the pair must be verified and stored.
     docs = [("a", "abcdefghijklmn"), ("b", "abcdefg")]
     project = make_project(docs)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.3, method="lsh", num_perm=256))
+    local.scan(project, ScanSettings(floor=0.3, method="lsh", num_perm=256))
     assert pair_set(project) == {(0, 1): 0.3}
 
 
@@ -304,10 +307,10 @@ def test_stored_exact_array_equals_the_documents_column(make_project):
     docs = [("a", "Same text."), ("b", "other words here"), ("c", "same   TEXT."), ("d", "same text."),
             ("e", "other words here!")]
     project = make_project(docs)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.5))
-    from_blob = pipeline.load_graph(project).exact_of
+    local.scan(project, ScanSettings(floor=0.5))
+    from_blob = load_graph(project).exact_of
     project.conn.execute("DROP TABLE exact_array")  # an older project: read from the column
-    from_column = pipeline.load_graph(project).exact_of
+    from_column = load_graph(project).exact_of
     assert from_blob.tolist() == from_column.tolist() == [-1, -1, 0, 0, -1]
 
 
@@ -315,7 +318,7 @@ def test_stored_exact_array_equals_the_documents_column(make_project):
 def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
     """Small buckets (walked by offset) and large ones (compared in blocks) give exactly the
     pairs a plain double loop gives, and buckets above max_bucket are skipped and reported."""
-    from dedup_tui.engine import lsh
+    from dedup_tui.engine.scanning import lsh
 
     rng = np.random.default_rng(7)
     n, num_perm = 600, 32
@@ -345,7 +348,7 @@ def test_scan_threads_stop_between_jobs_on_cancel():
 
     from dedup_tui.engine.errors import Cancelled
     from dedup_tui.engine.progress import Control
-    from dedup_tui.engine.scanning import Threads
+    from dedup_tui.engine.scanning.settings import Threads
 
     control = Control()
     started = []
@@ -409,24 +412,25 @@ def template_family_corpus(seed: int = 7) -> list[tuple[str, str]]:
 
 def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_project, monkeypatch):
     project = make_project(template_family_corpus(), name="family")
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="exhaustive"))
+    local.scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     truth = pair_set(project)
     near_floor = [p for p, j in truth.items() if j < 0.55]
     assert len(truth) > 5000 and len(near_floor) > 300, "corpus does not exercise the floor"
 
     # the template's pages verified as one kernels.Family
-    from dedup_tui.engine import kernels, scanning
+    from dedup_tui.engine.scanning import candidates, verify
+    from dedup_tui.engine.scanning.kernels import intersections
 
     families = []
 
-    class SpyFamily(kernels.Family):
+    class SpyFamily(intersections.Family):
         def __init__(self, text, docs, *args, **kwargs):
             families.append(len(docs))
             super().__init__(text, docs, *args, **kwargs)
 
-    monkeypatch.setattr(scanning, "BIG_COMPONENT_PAIRS", 2_000)
-    monkeypatch.setattr(kernels, "Family", SpyFamily)
-    sketched = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 2_000)
+    monkeypatch.setattr(intersections, "Family", SpyFamily)
+    sketched = local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert families and max(families) >= 200
     found = pair_set(project)
     assert set(found) <= set(truth) and all(found[p] == truth[p] for p in found)
@@ -434,14 +438,14 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     assert sum(p in found for p in near_floor) / len(near_floor) >= 0.98
 
     # the same scan without the sketch test compares more pairs and finds the same ones or more
-    monkeypatch.setattr(pipeline, "SKETCH_TAIL", 0.0)
-    unsketched = pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    monkeypatch.setattr(candidates, "SKETCH_TAIL", 0.0)
+    unsketched = local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert set(found) <= set(pair_set(project))
     assert sketched.verified < 0.8 * unsketched.verified
     assert sketched.pairs >= 0.999 * unsketched.pairs
 
     # and the family compared as sorted rows instead of kernels.Family: the same pairs
-    monkeypatch.setattr(pipeline, "SKETCH_TAIL", 3e-3)
-    monkeypatch.setattr(scanning, "BIG_COMPONENT_PAIRS", 10**9)
-    pipeline.scan(project, pipeline.ScanSettings(floor=0.5, method="lsh"))
+    monkeypatch.setattr(candidates, "SKETCH_TAIL", 3e-3)
+    monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 10**9)
+    local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import scan
+from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.store import Project, ProjectLocked, acquire_app_lock
 from dedup_tui.ui.serve import MAX_HEIGHT, MAX_WIDTH, BrowserApp, app_command, clamp_size, listen, page_url, split_host
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from dedup_tui.engine import decisions, tune
-from dedup_tui.engine.cluster import PairGraph
+from dedup_tui.engine.curate import decisions, tune
+from dedup_tui.engine.graph.pairs import PairGraph
 from dedup_tui.engine.store import SCHEMA_VERSION, Project, review, scans, transaction
 
 from .conftest import NEAR_CORPUS

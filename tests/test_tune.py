@@ -9,12 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main as cli_main
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine import tune
-from dedup_tui.engine.cluster import PairGraph, cluster
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
-from dedup_tui.engine.sets import greedy_keep_first
-from dedup_tui.engine.synth import synthetic_corpus
+from dedup_tui.engine import errors
+from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.curate import tune
+from dedup_tui.engine.graph.pairs import PairGraph
+from dedup_tui.engine.graph.clustering import cluster
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.text.sets import greedy_keep_first
+from dedup_tui.engine.text.synth import synthetic_corpus
 
 
 @pytest.fixture(scope="module")
@@ -190,17 +194,17 @@ def test_not_duplicate_label_is_a_decision(synth_project):
         assert before.cluster[graph.a[k]] == before.cluster[graph.b[k]]
         lab = tune.set_label(project, b, a, "not_duplicate", float(graph.jaccard[k]), 0.5, author="tester")
         assert (lab.a_id, lab.b_id) == (a, b) and lab.decision_id is not None
-        ov = dec.Overrides.load(project)
+        ov = decisions.Overrides.load(project)
         assert (int(graph.a[k]), int(graph.b[k])) in ov.split_pairs
         # relabelled duplicate: the split is withdrawn and cannot be redone
         tune.set_label(project, a, b, "duplicate", float(graph.jaccard[k]), 0.5, author="tester")
-        assert not dec.Overrides.load(project).split_pairs
-        assert dec.redo(project) is None
+        assert not decisions.Overrides.load(project).split_pairs
+        assert decisions.redo(project) is None
         assert [x.label for x in tune.labels(project)] == ["duplicate"]
         tune.set_label(project, a, b, "not_duplicate", author="tester")
         tune.remove_label(project, a, b)
-        assert not dec.Overrides.load(project).split_pairs and not tune.labels(project)
-        with pytest.raises(dec.DedupError):
+        assert not decisions.Overrides.load(project).split_pairs and not tune.labels(project)
+        with pytest.raises(errors.DedupError):
             tune.set_label(project, a, b, "maybe")
     finally:
         project.conn.execute("DELETE FROM labels")
@@ -251,7 +255,7 @@ def test_chaining_flags_and_splits(make_project):
     assert ch.cut and all(graph.jaccard[(graph.a == x) & (graph.b == y)][0] >= t for x, y in ch.cut)
     n = tune.split_chain(project, ch, author="tester")
     assert n == len(ch.cut)
-    after = dec.cluster_with_decisions(project, graph, t, "components")
+    after = keep_rules.cluster_with_decisions(project, graph, t, "components")
     assert after.cluster[ch.far[0]] != after.cluster[ch.far[1]]
 
 

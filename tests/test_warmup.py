@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dedup_tui.engine import kernel_cache, kernel_list, warmup, warmup_job
+from dedup_tui.engine.compile import kernel_cache, kernel_list, warmup, warmup_job
 from dedup_tui.engine.progress import STAGE_NAMES, Control
 
 from .conftest import write_jsonl
@@ -55,7 +55,9 @@ _COUNT_COMPILES = """
 
 _SCAN = """
     import json, sys
-    from dedup_tui.engine import pipeline, warmup
+    from dedup_tui.engine.compile import warmup
+    from dedup_tui.engine.scanning import local
+    from dedup_tui.engine.scanning.settings import ScanSettings
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.engine.progress import Control
     from dedup_tui.engine.store import Project
@@ -63,7 +65,7 @@ _SCAN = """
     load_corpus(project, [{corpus!r}])
     stages = []
     control = Control(lambda s, d, t: stages.append(s))
-    settings = pipeline.ScanSettings(method="lsh")
+    settings = ScanSettings(method="lsh")
 """
 
 
@@ -85,7 +87,7 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     at_load = len(compiled)  # a load on an empty cache normalises in Python: it leaves compiling to the warm-up
     gated = warmup.prepare(project, settings, control)
     before_scan = len(compiled) - at_load
-    pipeline.scan(project, settings, gated)
+    local.scan(project, settings, gated)
     code = warmup._started.process.wait()  # the warm-up ended by itself, without an error
     warm = warmup.is_warm()  # (after its incremental scan, which the scan did not wait for)
     pairs = project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
@@ -104,20 +106,20 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
     assert kernel_cache.stamp_path(str(cache)).exists()
     # A second warm-up finds the cache warm and does nothing.
-    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup_job"], check=False, env=_env(cache), capture_output=True,
+    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], check=False, env=_env(cache), capture_output=True,
                            timeout=60, cwd=ROOT)
     assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
     # A later scan (the warm-up's compiled normalisation, not the Python one the first scan used)
     # compiles nothing either.
     later = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
-    pipeline.scan(project, settings, warmup.prepare(project, settings, control))
+    local.scan(project, settings, warmup.prepare(project, settings, control))
     # nor does a big template family's counting of rare fingerprints (this corpus's is small:
     # forced, as a family of manual pages takes it)
     import numpy as np
-    from dedup_tui.engine import kernels
-    kernels.RARE_MIN_KEYS = 0
+    from dedup_tui.engine.scanning.kernels import intersections, text
+    intersections.RARE_MIN_KEYS = 0
     texts = [f"page {i} " + " ".join(f"word{(i * j) % 53}" for j in range(80)) for i in range(40)]
-    family = kernels.Family(kernels.normalized_buffer(texts), np.arange(40), 5)
+    family = intersections.Family(text.normalized_buffer(texts), np.arange(40), 5)
     ra, rb = np.triu_indices(40, 1)
     family.intersections(ra.astype(np.int64), rb.astype(np.int64), below=8)
     print(json.dumps({"compiled": compiled}))
@@ -128,20 +130,20 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup_job"], env=_env(cache), cwd=ROOT,
+    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=_env(cache), cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         during = _python(_SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
-    pipeline.scan(project, settings, control)  # compiles too, into the same cache, at the same time
+    local.scan(project, settings, control)  # compiles too, into the same cache, at the same time
     print(json.dumps(project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()))
         """, cache)
     finally:
         out, err = helper.communicate(timeout=240)
     assert helper.returncode == 0 and out == b"" and err == b""
     after = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
-    pipeline.scan(project, settings, control)
+    local.scan(project, settings, control)
     pairs = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
-    pipeline.scan(project, pipeline.ScanSettings(method="exhaustive"), control)
+    local.scan(project, ScanSettings(method="exhaustive"), control)
     truth = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     print(json.dumps({"pairs": pairs, "truth": truth, "compiled": compiled}))
     """, cache)
@@ -158,12 +160,12 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     out = _python(f"""
     import json, sys
     from dedup_tui.cli import main
-    from dedup_tui.engine import kernel_cache, kernel_list, warmup, warmup_job
+    from dedup_tui.engine.compile import kernel_cache, kernel_list, warmup, warmup_job
     try:
         main(["scan", "--db", {str(tmp_path / "s.db")!r}, {str(sample)!r}])
     except SystemExit as exc:
         assert not exc.code, exc.code
-    print(json.dumps({{"numba": "numba" in sys.modules, "kernels": "dedup_tui.engine.kernels" in sys.modules,
+    print(json.dumps({{"numba": "numba" in sys.modules, "kernels": any(m.startswith("dedup_tui.engine.scanning.kernels.") for m in sys.modules),
                       "started": warmup._started is not None}}))
     """, cache)
     assert out == {"numba": False, "kernels": False, "started": False}
@@ -178,7 +180,7 @@ def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
     cache.mkdir(mode=0o700)
     out = _python(f"""
     import json, subprocess, sys
-    from dedup_tui.engine import warmup
+    from dedup_tui.engine.compile import warmup
     handed = {{}}
     class NoProcess:
         def __init__(self, args, env, **options):
@@ -188,8 +190,8 @@ def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
     subprocess.Popen = NoProcess
     warmup._spawn({str(cache)!r}, "0123456789abcdef")
     print(json.dumps({{"key": handed.get("DEDUP_TUI_WARMUP_KEY"),
-                      "imported": sorted(m for m in ("numpy", "dedup_tui.engine.pipeline",
-                                                     "dedup_tui.engine.warmup_job") if m in sys.modules)}}))
+                      "imported": sorted(m for m in ("numpy", "dedup_tui.engine.scanning.local",
+                                                     "dedup_tui.engine.compile.warmup_job") if m in sys.modules)}}))
     """, cache)
     assert out == {"key": "0123456789abcdef", "imported": []}
 
@@ -216,7 +218,7 @@ def test_no_writable_cache_means_no_warmup_and_no_wait(tmp_path, monkeypatch, ma
     assert warmup.cache_dir() is None
     assert warmup.start() is None and not warmup.is_warm()
     project = make_project([("a", "one two three"), ("b", "one two four")])
-    from dedup_tui.engine.pipeline import ScanSettings
+    from dedup_tui.engine.scanning.settings import ScanSettings
 
     stages = []
     warmup.prepare(project, ScanSettings(method="lsh"), Control(lambda s, d, t: stages.append(s)))
@@ -244,7 +246,7 @@ def test_the_stage_has_a_name():
 
 
 def test_the_scan_prediction_follows_the_method(make_project):
-    from dedup_tui.engine.pipeline import ScanSettings
+    from dedup_tui.engine.scanning.settings import ScanSettings
 
     project = make_project([("a", "one two three"), ("b", "one two four"), ("c", "five six")])
     assert warmup.scan_needs_kernels(project, ScanSettings(method="lsh"))
@@ -338,7 +340,7 @@ def test_report_events_are_the_first_start_and_end_of_each_stage():
 
 def test_the_kernel_list_is_what_the_warmups_scan_compiles():
     """kernel_list.py, recorded again on an empty cache: regenerate it with
-    `python -m dedup_tui.engine.warmup_job --record` when this fails."""
+    `python -m dedup_tui.engine.compile.warmup_job --record` when this fails."""
     recorded = warmup_job.record()
     assert recorded == Path(kernel_list.__file__).read_text(encoding="utf-8")
 

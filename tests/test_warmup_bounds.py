@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dedup_tui.engine import kernel_cache, warmup, warmup_job
+from dedup_tui.engine.compile import kernel_cache, warmup, warmup_job
 from dedup_tui.engine.progress import Control
 
 from .conftest import write_jsonl
@@ -50,7 +50,7 @@ def _installed_copy(tmp_path: Path) -> Path:
 def _start_warmup(install: Path, cache: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != warmup_job.KEY_VARIABLE}
     env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(install))
-    return subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.warmup_job"], env=env, cwd=install,
+    return subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=env, cwd=install,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -68,7 +68,7 @@ def test_a_warmup_ends_when_its_install_changes_or_vanishes_under_it(tmp_path, c
         assert process.poll() is None, process.communicate()
         engine = install / "dedup_tui" / "engine"
         if change == "upgraded":  # as pip install over it, or git pull, does
-            os.utime(engine / "kernels.py", ns=(time.time_ns(), time.time_ns() + 10**9))
+            os.utime(engine / "scanning" / "kernels" / "text.py", ns=(time.time_ns(), time.time_ns() + 10**9))
         else:  # the venv deleted
             shutil.rmtree(install)
         changed = time.monotonic()
@@ -130,7 +130,7 @@ def test_a_warmup_started_for_other_sources_ends_at_once(tmp_path):
     cache.mkdir(mode=0o700)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     env[warmup_job.KEY_VARIABLE] = "0123456789abcdef"  # what the command that started it read
-    done = subprocess.run([sys.executable, "-m", "dedup_tui.engine.warmup_job"], env=env, cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=env, cwd=ROOT,
                           capture_output=True, timeout=60)
     assert done.returncode == warmup_job.EXIT_STALE and done.stderr == b""
     assert not list(cache.glob("dedup-tui-warm-*"))
@@ -143,7 +143,7 @@ def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
     code = f"""
         import threading
         from pathlib import Path
-        from dedup_tui.engine import kernel_cache, warmup_job
+        from dedup_tui.engine.compile import kernel_cache, warmup_job
         warmup_job.Watchdog(kernel_cache.sources_key(), deadline=0.5, every=0.1, grace=0.5,
                             failed=Path({str(failed)!r}))
         threading.Event().wait()  # stuck
@@ -331,8 +331,9 @@ def _index_files(cache: Path) -> list[str]:
     """Where numba looks for the kernels' cache indexes (.nbi, pickles) under `cache`."""
     code = """
         import json
-        from dedup_tui.engine import kernels, _jit
-        paths = sorted({d._cache._cache_file._index_path for d in vars(kernels).values()
+        from dedup_tui.engine.scanning.kernels import bands, components, intersections, shingles, signatures, text
+        modules = (bands, components, intersections, shingles, signatures, text)
+        paths = sorted({d._cache._cache_file._index_path for m in modules for d in vars(m).values()
                         if getattr(d, "_cache", None) is not None and hasattr(d._cache, "_cache_file")})
         print(json.dumps(paths))
     """
@@ -377,9 +378,10 @@ def test_a_planted_fallback_cache_folder_is_never_loaded(tmp_path, attack):
     env.update(XDG_CACHE_HOME=str(tmp_path / "home" / "cache"), TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
     code = """
         import json
-        from dedup_tui.engine import _jit, kernels
-        kernels.normalized_buffer(["Some TEXT to normalise", "and more"])  # a compiled kernel, called
-        print(json.dumps({"cache": _jit.CACHE_DIR}))
+        from dedup_tui.engine.compile import jit
+        from dedup_tui.engine.scanning.kernels import text
+        text.normalized_buffer(["Some TEXT to normalise", "and more"])  # a compiled kernel, called
+        print(json.dumps({"cache": jit.CACHE_DIR}))
     """
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
@@ -423,24 +425,24 @@ def test_cache_folders_are_made_private_and_checked(tmp_path, monkeypatch, capsy
 
 
 def test_the_samples_fallback_folder_follows_the_same_rule(tmp_path, monkeypatch):
-    from dedup_tui.ui import launch
+    from dedup_tui.engine import opening
 
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "file" / "data"))  # cannot be made
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    monkeypatch.setattr(launch.tempfile, "tempdir", None)
+    monkeypatch.setattr(opening.tempfile, "tempdir", None)
     monkeypatch.setattr(kernel_cache, "_said", [])
     (tmp_path / "tmp").mkdir()
     victim = tmp_path / "victims-folder"
     victim.mkdir()
     planted = tmp_path / "tmp" / f"dedup-tui-sample-{os.getuid()}"
     planted.symlink_to(victim)  # another user's link: the sample would be copied into the victim's folder
-    monkeypatch.setattr(launch, "_fresh_sample_dir", None, raising=False)
-    chosen = launch.sample_dir()
+    monkeypatch.setattr(opening, "_fresh_sample_dir", None, raising=False)
+    chosen = opening.sample_dir()
     assert chosen != planted and chosen.parent == tmp_path / "tmp" and chosen.stat().st_mode & 0o777 == 0o700
-    spec = launch.prepare()  # the sample copied and its project made there
+    spec = opening.prepare()  # the sample copied and its project made there
     assert spec.db.parent == chosen and (chosen / "notes.jsonl").exists()
     assert list(victim.iterdir()) == []
     planted.unlink()
-    monkeypatch.setattr(launch.tempfile, "tempdir", None)
-    assert launch.sample_dir() == planted and planted.stat().st_mode & 0o777 == 0o700  # made private: used
+    monkeypatch.setattr(opening.tempfile, "tempdir", None)
+    assert opening.sample_dir() == planted and planted.stat().st_mode & 0o777 == 0o700  # made private: used

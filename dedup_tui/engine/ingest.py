@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorpusError, DedupError
-from .partial import refuse_local_rescan
 from .progress import Control
+from .ray.partial import refuse_local_rescan
 from .readers import (FIELD_FORMATS, BadRecord, Record, detect_format, file_sha256, guarded, open_binary, open_reader,
                       show)
 from .store import Project, transaction

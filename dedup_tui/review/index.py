@@ -21,8 +21,11 @@ from typing import Literal
 
 import numpy as np
 
-from ..engine.cluster import KEPT, Clustering, PairGraph, Policy
-from ..engine.decisions import keep_rule, Overrides
+from ..engine.graph.clustering import KEPT, Clustering
+from ..engine.graph.pairs import Policy
+from ..engine.graph.pairs import PairGraph
+from ..engine.curate.keep_rules import keep_rule
+from ..engine.curate.decisions import Overrides
 from ..engine.progress import Control
 from ..engine.store import Project
 

@@ -33,9 +33,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..engine import decisions
-from ..engine.cluster import EXACT, KEPT, POLICIES, PairGraph, Policy
-from ..engine.decisions import Decision, Overrides, cluster_with_decisions, default_author
+from ..engine.curate import decisions, keep_rules
+from ..engine.graph import clustering as graph_clustering
+from ..engine.graph.clustering import EXACT, KEPT
+from ..engine.graph.pairs import POLICIES, Policy
+from ..engine.graph.pairs import PairGraph
+from ..engine.curate.decisions import Decision, Overrides, default_author
+from ..engine.curate.keep_rules import cluster_with_decisions
 from ..engine.display import literal_line
 from ..engine.errors import DedupError
 from ..engine.progress import Control
@@ -245,7 +249,7 @@ class Review:
         previous, v = request.previous, request.view
         if previous is None or previous.graph is not graph or \
                 (previous.threshold, previous.policy, previous.listing) != (v.threshold, v.policy, v.listing) or \
-                previous.clustering.kept_by != decisions.keep_rule(project):
+                previous.clustering.kept_by != keep_rules.keep_rule(project):
             return None
         clustering = decisions.reapply_overrides(graph, previous.clustering, previous.overrides, overrides)
         if clustering is None:
@@ -726,9 +730,9 @@ class Review:
                               advance=self.cursor.cluster_id in set(cluster_ids))
 
     def plan_split_chain(self, chain) -> Plan:
-        """The tuning screen's split of a chained cluster (engine.tune.Chain): its weakest links
+        """The tuning screen's split of a chained cluster (engine.curate.tune.Chain): its weakest links
         marked not a duplicate, in one undo step."""
-        from ..engine import tune
+        from ..engine.curate import tune
 
         v, author = self.view, self.author
         return self._plan(f"split the chained cluster of {literal_line(chain.label_id, 40)}",
@@ -817,11 +821,11 @@ class Review:
         """Which document a cluster keeps when no reviewer chose (never one a reviewer judged):
         one step of the undo history (u puts the previous rule back). A field rule on records
         without that field is refused when it is written."""
-        rule = decisions.parse_keep_rule(rule)
+        rule = keep_rules.parse_keep_rule(rule)
         v, author = self.view, self.author
 
         def write(project: Project) -> tuple[str, Decision | None]:
-            return rule, decisions.record_keep_rule(project, rule, v.threshold, v.policy, author=author)
+            return rule, keep_rules.record_keep_rule(project, rule, v.threshold, v.policy, author=author)
         return self._plan("the keep rule", write, kind="keep_rule")
 
     def finish(self, plan: Plan, result: Any) -> str:
@@ -853,7 +857,7 @@ class Review:
                     self._return_to(d, plan.kind)
         elif plan.kind == "keep_rule":
             rule, _made = result
-            plan.message = f"Each cluster keeps {decisions.describe_keep_rule(rule)}; clusters you decided keep theirs"
+            plan.message = f"Each cluster keeps {keep_rules.describe_keep_rule(rule)}; clusters you decided keep theirs"
         return plan.message
 
     def abandon(self, plan: Plan) -> None:
@@ -962,7 +966,7 @@ class Review:
             return cluster_id, f"in a cluster of {size} at {t} ({state})"
         if size >= 2:
             return None, f"in a cluster of {size} at {t}, hidden by the current filter (f shows every cluster)"
-        if int(c.reason[o]) == decisions.REVIEWER:
+        if int(c.reason[o]) == graph_clustering.REVIEWER:
             return None, f"removed by the reviewer, in no cluster at {t}"
         if o in index.overrides.decided and int(c.reason[o]) == KEPT:
             return None, f"split off by the reviewer, in no cluster at {t}"

@@ -12,14 +12,14 @@ from textual import events
 from textual.app import App
 from textual.notifications import Notification, Notify
 
-from ..engine import kernel_cache, warmup
-from ..engine.decisions import default_author
-from ..engine.partial import partial_view
+from ..engine.compile import kernel_cache, warmup
+from ..engine.curate.decisions import default_author
+from ..engine.ray.partial import partial_view
 from ..engine.store import AppLock, Project, ProjectLocked, acquire_app_lock
 from . import readonly
 from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
-from .launch import OpenSpec
+from ..engine.opening import OpenSpec
 from .text import literal, literal_line
 from .state import ReviewState
 from .shown_log import ShownLog
@@ -216,7 +216,7 @@ class DedupApp(App):
 
 
 def create_app(path=None, db=None, **options) -> DedupApp:
-    from .launch import prepare
+    from ..engine.opening import prepare
 
     own = ("author", "read_only")
     return DedupApp(prepare(path, db, **{k: v for k, v in options.items() if k not in own}),

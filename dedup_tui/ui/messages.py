@@ -6,7 +6,7 @@ import threading
 
 from textual.message import Message
 
-from ..engine.cluster import PairGraph
+from ..engine.graph.pairs import PairGraph
 from ..review.index import ClusterIndex
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..engine.errors import CorpusError, ProjectError
 from .app import DedupApp
-from .launch import is_project_file, prepare
+from ..engine.opening import is_project_file, prepare
 
 
 def launch(path: str | None = None, db: str | None = None, read_only: bool | str = False, **load_options) -> None:

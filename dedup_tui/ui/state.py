@@ -13,7 +13,7 @@ from typing import Protocol
 
 from textual.message import Message
 
-from ..engine.cluster import Policy
+from ..engine.graph.pairs import Policy
 from ..review import DEFAULT_THRESHOLD, Plan, Review
 from ..review.shown import ShownMembers
 

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 

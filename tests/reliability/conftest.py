@@ -60,7 +60,7 @@ def scanned(tmp_path) -> Path:
     """small_corpus() loaded and scanned into corpus.db, as `dedup-tui load` and `scan` make it
     (built here through the engine the CLI calls: two CLI processes cost 0.85 s a test)."""
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.pipeline import scan
+    from dedup_tui.engine.scanning.local import scan
     from dedup_tui.engine.store import build_project
 
     corpus = write_jsonl(tmp_path / "corpus.jsonl", small_corpus())

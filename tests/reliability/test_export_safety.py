@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main
-from dedup_tui.engine import decisions, export as export_mod
+from dedup_tui.engine.curate import export as export_mod, curated, decisions
 from dedup_tui.engine.errors import DedupError
-from dedup_tui.engine.export import AtomicFile
+from dedup_tui.engine.curate.export import AtomicFile
 from dedup_tui.engine.store import Project
 
 from .conftest import cli, one_line_error
@@ -70,7 +70,7 @@ def test_failure_in_any_output_leaves_no_partial_file(scanned, tmp_path, monkeyp
         if target == "manifest":
             monkeypatch.setattr(decisions.json, "dump", lambda *a, **kw: (_ for _ in ()).throw(OSError("disk full")))
         with pytest.raises(OSError):
-            decisions.export_curated(
+            curated.export_curated(
                 project, 0.8, "components", tmp_path / "out.jsonl",
                 removed_out=tmp_path / "out.removed.jsonl" if target == "removed" else None,
                 decisions_out=tmp_path / "out.decisions.jsonl" if target == "decisions" else None,
@@ -104,7 +104,7 @@ def test_kill_9_during_export_never_leaves_a_half_file_under_the_final_name(tmp_
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from dedup_tui.engine.export import AtomicFile\n"
+        "from dedup_tui.engine.curate.export import AtomicFile\n"
         "with AtomicFile(Path(sys.argv[1]), 'w') as fh:\n"
         "    for i in range(10**9):\n"
         "        fh.write('{\"id\": %d}\\n' % i)\n"

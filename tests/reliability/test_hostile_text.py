@@ -24,9 +24,9 @@ from textual.widgets import Input
 from rich.cells import cell_len
 from textual.widgets import Footer
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import curated, decisions
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import scan
+from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
@@ -192,7 +192,7 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     decisions.record(project, "keep", b, author="o'brien\"; --")
     decisions.record(project, "note", a, value="'); DROP TABLE documents; --", author="t")
     out = tmp_path / "out.jsonl"
-    r = decisions.export_curated(project, 0.8, "components", out, removed_out=tmp_path / "removed.jsonl",
+    r = curated.export_curated(project, 0.8, "components", out, removed_out=tmp_path / "removed.jsonl",
                                  decisions_out=tmp_path / "log.jsonl", manifest_out=tmp_path / "m.json")
     assert r.decisions == 2
     kept = [json.loads(x) for x in out.read_text().splitlines()]
@@ -201,7 +201,7 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [(d["doc_id"], d["author"]) for d in log] == [(b, "o'brien\"; --"), (a, "t")]
     assert log[1]["value"] == "'); DROP TABLE documents; --"
-    decisions.export_curated(project, 0.8, "components", tmp_path / "out.csv", fmt="csv")
+    curated.export_curated(project, 0.8, "components", tmp_path / "out.csv", fmt="csv")
     with open(tmp_path / "out.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     assert rows[0] == [id_field, text_field, "o'k"] and rows[1][0] == b

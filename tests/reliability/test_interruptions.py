@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions, curated
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.store import MIGRATIONS, SCHEMA_VERSION, Project
 
@@ -197,7 +197,7 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     readonly = Project(old, readonly=True)
     try:
         assert readonly.get_meta("schema_version") == "3"
-        decisions.export_curated(readonly, 0.8, "components", tmp_path / "readonly.jsonl")
+        curated.export_curated(readonly, 0.8, "components", tmp_path / "readonly.jsonl")
     finally:
         readonly.close()
     assert (tmp_path / "readonly.jsonl").read_bytes() == (tmp_path / "before.jsonl").read_bytes()

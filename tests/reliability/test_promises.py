@@ -13,12 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main
-from dedup_tui.engine import pipeline
+from dedup_tui.engine.scanning import candidates, local as local
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 
 from ..conftest import NEAR_CORPUS, write_jsonl
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def run(*args):
@@ -94,7 +95,7 @@ def test_existing_outputs_need_force(project_files, cmd):
 
 
 def test_beside_keeps_the_whole_stem():
-    from dedup_tui.engine.decisions import beside
+    from dedup_tui.engine.curate.curated import beside
 
     assert beside("sample.curated.jsonl", "removed.jsonl").name == "sample.curated.removed.jsonl"
     assert beside("foo.removed.jsonl", "removed.jsonl").name == "foo.removed.removed.jsonl"
@@ -106,7 +107,7 @@ def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeyp
     later = write_jsonl(tmp_path / "b.jsonl", [("late", NEAR_CORPUS[0][1])])
     project = Project(tmp_path / "p.db", create=True)
     load_corpus(project, [corpus])
-    real_find_pairs = pipeline.find_pairs
+    real_find_pairs = candidates.find_pairs
 
     def find_pairs_then_a_load_lands(*args, **kwargs):
         out = real_find_pairs(*args, **kwargs)
@@ -115,12 +116,12 @@ def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeyp
         other.close()
         return out
 
-    monkeypatch.setattr(pipeline, "find_pairs", find_pairs_then_a_load_lands)
+    monkeypatch.setattr(local, "find_pairs", find_pairs_then_a_load_lands)
     with pytest.raises(ProjectError, match="loaded while this scan ran"):
-        pipeline.scan(project, pipeline.ScanSettings())
+        local.scan(project, ScanSettings())
     assert project.scan_state != "complete"
-    monkeypatch.setattr(pipeline, "find_pairs", real_find_pairs)
-    result = pipeline.scan(project, pipeline.ScanSettings())
+    monkeypatch.setattr(local, "find_pairs", real_find_pairs)
+    result = local.scan(project, ScanSettings())
     assert result.exact_duplicates == 1  # the late copy is found by the next scan
     project.close()
 
@@ -190,8 +191,8 @@ def test_parquet_export_keeps_every_type(tmp_path):
     pq.write_table(table, src)
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [src])
-        pipeline.scan(project, pipeline.ScanSettings())
-        from dedup_tui.engine.decisions import export_curated
+        local.scan(project, ScanSettings())
+        from dedup_tui.engine.curate.curated import export_curated
 
         result = export_curated(project, 0.99, "components", tmp_path / "out.parquet", fmt="parquet")
     assert result.kept == n - 1
@@ -336,7 +337,7 @@ def test_a_project_missing_a_table_is_named_damaged(project_files):
 
 
 def test_two_versions_of_a_corpus_get_two_projects_and_a_foreign_project_is_refused(tmp_path):
-    from dedup_tui.ui.launch import prepare
+    from dedup_tui.engine.opening import prepare
 
     v1 = write_jsonl(tmp_path / "pkg.v1.jsonl", NEAR_CORPUS)
     v2 = write_jsonl(tmp_path / "pkg.v2.jsonl", NEAR_CORPUS[:2])
@@ -402,7 +403,7 @@ def test_an_export_removes_the_part_files_a_killed_export_left(project_files):
 def test_opening_a_corpus_that_cannot_load_refuses_at_once_and_leaves_nothing(tmp_path):
     """`dedup-tui content.csv` whose text column is `body`: one line naming the file, no empty
     project left behind; with --text-field it opens (the app loads with that field)."""
-    from dedup_tui.ui.launch import prepare
+    from dedup_tui.engine.opening import prepare
 
     corpus = tmp_path / "content.csv"
     corpus.write_text("id,body\na,hello there\nb,general kenobi\n")

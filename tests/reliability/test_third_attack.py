@@ -168,7 +168,7 @@ def test_a_reader_leaves_no_files_and_refuses_an_export_the_owner_changed_under_
     """The attack: a colleague's read-only `tune` left -wal/-shm files owned by them, and the
     owner was locked out. A reader now reads the file as it is and leaves nothing beside it;
     if the owner changes the project during that read, the reader's outputs are not written."""
-    from dedup_tui.engine import decisions
+    from dedup_tui.engine.curate import curated
     from dedup_tui.engine.store import Project
 
     beside = lambda: sorted(p.name for p in scanned.parent.iterdir() if p.name.startswith(scanned.name))  # noqa: E731
@@ -180,23 +180,23 @@ def test_a_reader_leaves_no_files_and_refuses_an_export_the_owner_changed_under_
             owner.set_meta(note="changed by the owner")
         out = tmp_path / "kept.jsonl"
         with pytest.raises(Exception, match="changed by another process while this command read it"):
-            decisions.export_curated(reader, 0.8, "components", out)
+            curated.export_curated(reader, 0.8, "components", out)
         assert not out.exists()
     assert beside() == [scanned.name]
     with Project(scanned, readonly=True) as reader:  # a read that nothing disturbs works
-        report = decisions.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
+        report = curated.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
     assert report.kept > 0 and beside() == [scanned.name]
 
 
 def test_a_reader_uses_the_owners_shared_files_while_the_owner_has_it_open(scanned, tmp_path):
-    from dedup_tui.engine import decisions
+    from dedup_tui.engine.curate import curated
     from dedup_tui.engine.store import Project
 
     with Project(scanned) as owner:
         owner.set_meta(note="open")
         with Project(scanned, readonly=True) as reader:
             owner.set_meta(note="still open")  # a WAL reader sees a consistent view: no refusal
-            report = decisions.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
+            report = curated.export_curated(reader, 0.8, "components", tmp_path / "kept.jsonl")
     assert report.kept > 0
 
 

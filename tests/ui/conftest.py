@@ -112,7 +112,7 @@ def huge_pair_project(tmp_path) -> Path:
     The scan runs on short stand-ins and the two texts are put in place after it: scanning 40 MB
     takes ~8 s, and what is tested is how the app shows what a project holds, not the scan."""
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.pipeline import scan
+    from dedup_tui.engine.scanning.local import scan
     from dedup_tui.engine.store import Project
 
     rng = random.Random(3)

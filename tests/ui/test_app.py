@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from textual.widgets import Input, OptionList
 
-from dedup_tui.engine import decisions
-from dedup_tui.engine.cluster import KEPT, cluster
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.graph.clustering import KEPT, cluster
 from dedup_tui.engine.errors import Cancelled
-from dedup_tui.engine.pipeline import load_graph
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import StageProgress
@@ -22,6 +23,7 @@ from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from .conftest import corpus_docs, settle, write_corpus
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def screen_text(app) -> str:
@@ -143,7 +145,7 @@ async def test_decide_undo_redo(corpus):
         main.query_one("#members").move_cursor(row=0)  # back to the kept one
         await pilot.pause()
         assert main.selected_doc() == other
-        c = decisions.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
+        c = keep_rules.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
         assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
         # remove the new kept document: asked first, then the next member takes over
         await pilot.press("x")
@@ -152,7 +154,7 @@ async def test_decide_undo_redo(corpus):
         app.screen.query_one(Input).value = "yes"
         await pilot.press("enter")
         await settle(pilot)
-        assert main.index.clustering.reason[other] == decisions.REVIEWER
+        assert main.index.clustering.reason[other] == clustering.REVIEWER
         # undo twice, redo once
         await pilot.press("u")
         await settle(pilot)
@@ -303,7 +305,7 @@ async def test_export_dialog_writes_files(corpus, tmp_path):
         kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
         assert kept_doc in kept
         project = Project(main.spec.db)
-        c = decisions.cluster_with_decisions(project, load_graph(project), 0.75, "components")
+        c = keep_rules.cluster_with_decisions(project, load_graph(project), 0.75, "components")
         assert len(kept) == c.kept_count
         removed = [json.loads(line) for line in (out.parent / "curated.removed.jsonl").read_text().splitlines()]
         assert len(removed) == c.removed_count
@@ -340,7 +342,7 @@ async def test_help_and_palette(corpus):
 async def test_escape_cancels_scan(corpus, monkeypatch):
     started = threading.Event()
 
-    def slow_scan(project, settings, control, ahead=None):
+    def slow_scan(project, settings, control, full=False, ahead=None):
         for i in range(1000):
             control.report("signatures", i, 1000)
             started.set()
@@ -348,7 +350,7 @@ async def test_escape_cancels_scan(corpus, monkeypatch):
                 raise Cancelled("cancelled")
         raise AssertionError("the scan was not cancelled")
 
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", slow_scan)
+    monkeypatch.setattr("dedup_tui.engine.scanning.local.scan", slow_scan)
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
@@ -365,13 +367,13 @@ async def test_escape_cancels_scan(corpus, monkeypatch):
 
 
 def test_sample_is_copied_outside_the_package(tmp_path, monkeypatch):
-    from dedup_tui.ui import launch
+    from dedup_tui.engine import opening
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    spec = launch.prepare()
+    spec = opening.prepare()
     assert spec.db.parent == tmp_path / "data" / "dedup-tui" / "sample"
     assert spec.corpus == [spec.db.parent / "notes.jsonl"]
-    assert launch.SAMPLE.parent not in spec.db.parents
+    assert opening.SAMPLE.parent not in spec.db.parents
 
 
 def test_literal_escapes():
@@ -583,19 +585,19 @@ async def test_find_a_document_by_id_or_text_and_jump_to_its_cluster(corpus):
 async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
     """esc during the first scan of a new corpus: the message says the documents are loaded and
     R scans again; R then gives the clusters."""
-    from dedup_tui.ui.screens import main as main_module
+    from dedup_tui.engine.scanning import local  # (what the app's load-and-scan calls)
 
     from .conftest import corpus_docs
 
-    real_scan, calls = main_module.scan, []
+    real_scan, calls = local.scan, []
 
-    def scan_cancelled_once(project, settings, control, ahead=None):
+    def scan_cancelled_once(project, settings, control, full=False, ahead=None):
         calls.append(1)
         if len(calls) == 1:
             raise Cancelled("cancelled")
-        return real_scan(project, settings, control, ahead=ahead)
+        return real_scan(project, settings, control, full=full, ahead=ahead)
 
-    monkeypatch.setattr(main_module, "scan", scan_cancelled_once)
+    monkeypatch.setattr(local, "scan", scan_cancelled_once)
     app = create_app(write_corpus(tmp_path / "c.jsonl", corpus_docs()), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -768,7 +770,7 @@ async def test_keep_rule_key_changes_which_document_each_cluster_keeps(corpus):
         await pilot.press("K")
         await settle(pilot)
         project = Project(app.spec.db)
-        assert decisions.keep_rule(project) == "longest" and main.index.clustering.kept_by == "longest"
+        assert keep_rules.keep_rule(project) == "longest" and main.index.clustering.kept_by == "longest"
         c = main.index.clustering
         lengths = np.array([len(t) for t in project.texts_for(list(range(len(c.cluster))))])
         for label in main.index.labels:
@@ -777,13 +779,13 @@ async def test_keep_rule_key_changes_which_document_each_cluster_keeps(corpus):
         assert main.index.counts.clusters == len(np.unique(before[before >= 0]))  # same clusters
         await pilot.press("K")  # back to the first in corpus order
         await settle(pilot)
-        assert decisions.keep_rule(project) == "first"
+        assert keep_rules.keep_rule(project) == "first"
         assert (main.index.clustering.keeper == before).all()
         project.close()
 
 
 def test_the_sample_exports_to_the_current_folder_not_its_hidden_one(tmp_path, monkeypatch):
-    from dedup_tui.ui.launch import default_export_path, prepare
+    from dedup_tui.engine.opening import default_export_path, prepare
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
@@ -1012,7 +1014,7 @@ async def test_export_dialog_refuses_a_stream_the_app_would_write_over_its_scree
 
 
 async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
-    from dedup_tui.engine import warmup
+    from dedup_tui.engine.compile import warmup
 
     started = threading.Event()
     monkeypatch.setenv("DEDUP_TUI_APP_WARMUP", "1")
@@ -1032,33 +1034,33 @@ async def test_the_app_starts_the_kernel_warmup_on_mount(corpus, monkeypatch):
 
 def _record_scans(monkeypatch) -> list:
     """The ScanResult of every scan the main screen runs, as it returns."""
-    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.scanning import local
 
     results = []
-    real_scan = pipeline.scan
+    real_scan = local.scan
 
     def recording_scan(*args, **kwargs):
         results.append(real_scan(*args, **kwargs))
         return results[-1]
 
-    monkeypatch.setattr("dedup_tui.ui.screens.main.scan", recording_scan)
+    monkeypatch.setattr("dedup_tui.engine.scanning.local.scan", recording_scan)
     return results
 
 
 async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
     """Opening a scanned project with documents loaded since: the app's scan is the engine's
     incremental one (the same function as the CLI's), and the view shows every document."""
-    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.scanning import local
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.ui.app import DedupApp
-    from dedup_tui.ui.launch import OpenSpec
+    from dedup_tui.engine.opening import OpenSpec
 
     docs = corpus_docs()
     db = tmp_path / "p.db"
-    settings = pipeline.ScanSettings(floor=0.5, method="lsh")
+    settings = ScanSettings(floor=0.5, method="lsh")
     with Project(db, create=True) as project:
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
-        pipeline.scan(project, settings)
+        local.scan(project, settings)
         load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
     results = _record_scans(monkeypatch)
     app = DedupApp(OpenSpec(db, scan_settings=settings), author="tester")
@@ -1073,17 +1075,17 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
 async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
     """Opening a corpus: the app's scan starts from the signatures its load computed (the
     other core signs as the load writes), and finds what a separate load and scan find."""
-    from dedup_tui.engine import kernels, pipeline  # noqa: F401  (kernels loaded: no compiling to wait for)
-    from dedup_tui.engine.ahead import SignedAhead
+    from dedup_tui.engine.scanning import local  # noqa: F401  (kernels loaded: no compiling to wait for)
+    from dedup_tui.engine.scanning.ahead import SignedAhead
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.ui.app import DedupApp
-    from dedup_tui.ui.launch import OpenSpec
+    from dedup_tui.engine.opening import OpenSpec
 
     corpus = write_corpus(tmp_path / "c.jsonl", corpus_docs())
-    settings = pipeline.ScanSettings(floor=0.5, method="lsh")
+    settings = ScanSettings(floor=0.5, method="lsh")
     with Project(tmp_path / "alone.db", create=True) as alone:
         load_corpus(alone, [corpus])
-        pipeline.scan(alone, settings)
+        local.scan(alone, settings)
         expected = sorted(alone.conn.execute("SELECT a, b, jaccard FROM pairs"))
     handed = []
     real_take = SignedAhead.take
@@ -1101,14 +1103,14 @@ async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
 async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path, monkeypatch):
     """Opened without scan settings on a project scanned at floor 0.6 with documents loaded
     since: the app scans with the last scan's settings, incrementally, and its floor stays."""
-    from dedup_tui.engine import pipeline
+    from dedup_tui.engine.scanning import local
     from dedup_tui.engine.ingest import load_corpus
 
     docs = corpus_docs()
     db = tmp_path / "p.db"
     with Project(db, create=True) as project:
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
-        pipeline.scan(project, pipeline.ScanSettings(floor=0.6, method="lsh", seed=3))
+        local.scan(project, ScanSettings(floor=0.6, method="lsh", seed=3))
         load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
     results = _record_scans(monkeypatch)
     app = create_app(db, author="tester")

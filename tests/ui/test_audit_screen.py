@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dedup_tui.engine import audit as auditing
+from dedup_tui.engine.curate import audit as auditing
 from dedup_tui.engine.store import Project, review
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.audit import AuditScreen

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import scan
+from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.store import Project
 
 from ..browser_session import Browser, Served, missing

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import textwrap
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
@@ -56,14 +57,14 @@ async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, ta
     summary = str(main.query_one("#summary").render())
     to_review = main.index.counts.clusters - decided_before - (1 if total == 1 else 0)  # (a cluster it completes)
     assert re.search(rf"\b{to_review:,} to review", summary), summary
-    assert main.index.clustering.reason[target] != decisions.REVIEWER  # the list does not hold it yet ...
+    assert main.index.clustering.reason[target] != clustering.REVIEWER  # the list does not hold it yet ...
     removed_row, cluster_row = row(members, target), row(clusters, cluster_id)
     assert removed_row.startswith("removed") and "by reviewer" in removed_row  # ... the screen shows it
     expected = "✓" if total == 1 else f"1/{total} "
     assert cluster_row.startswith(expected)
     gate.set()
     await settle(pilot)
-    assert main.index.clustering.reason[target] == decisions.REVIEWER  # saved and re-clustered:
+    assert main.index.clustering.reason[target] == clustering.REVIEWER  # saved and re-clustered:
     assert row(members, target) == removed_row and row(clusters, cluster_id) == cluster_row  # nothing moved
     assert str(main.query_one("#summary").render()) == summary
 
@@ -175,7 +176,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         list_before = main.index
         await pilot.press("x")
         await settle(pilot)
-        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        assert main.index.clustering.reason[target] == clustering.REVIEWER
         list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
         after_x = main.selected_doc()  # where the removal put the cursor: the next member to review
         with writer_held(app):  # the undo is not saved yet
@@ -186,7 +187,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         await settle(pilot)
         with Project(app.spec.db) as project:
             assert decisions.active(project) == []
-        assert main.index.clustering.reason[target] != decisions.REVIEWER
+        assert main.index.clustering.reason[target] != clustering.REVIEWER
         assert (row(members, target), row(clusters, cluster_id)) == before_rows
         # r: the list the undo left, at once, and the same after the redo is saved and re-clustered
         with writer_held(app):
@@ -195,7 +196,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
             assert main.index is list_after and main.selected_doc() == after_x  # (as after the x itself)
             assert (row(members, target), row(clusters, cluster_id)) == after_rows
         await settle(pilot)
-        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        assert main.index.clustering.reason[target] == clustering.REVIEWER
         assert (row(members, target), row(clusters, cluster_id)) == after_rows
         await pilot.press("u")
         await settle(pilot)
@@ -212,7 +213,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
                 assert main.index is not removed_list  # shown at once ...
             await settle(pilot)
             assert any("Not saved" in m for m in app.told)
-            assert main.index.clustering.reason[target] == decisions.REVIEWER  # ... and put back
+            assert main.index.clustering.reason[target] == clustering.REVIEWER  # ... and put back
         finally:
             other.execute("ROLLBACK")
             other.close()
@@ -227,7 +228,7 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
 
     import numpy as np
 
-    from dedup_tui.engine.pipeline import load_graph
+    from dedup_tui.engine.store.scans import load_graph
 
     rng = random.Random(23)
     app = create_app(corpus, author="tester")
@@ -255,7 +256,7 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
                     checked += 1
             with Project(app.spec.db) as project:
                 graph = load_graph(project)
-                fresh = decisions.cluster_with_decisions(project, graph, main.threshold, main.policy)
+                fresh = keep_rules.cluster_with_decisions(project, graph, main.threshold, main.policy)
             assert np.array_equal(main.index.clustering.reason, fresh.reason)
             assert np.array_equal(main.index.clustering.cluster, fresh.cluster)
         assert checked >= 5  # (the keys that decided, with the cursor where it was)

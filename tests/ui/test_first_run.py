@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dedup_tui.ui.app import DedupApp
-from dedup_tui.ui.launch import prepare
+from dedup_tui.engine.opening import prepare
 
 from .conftest import settle
 
@@ -30,7 +30,7 @@ async def test_a_cache_fallback_said_on_stderr_is_shown_in_the_app_too(tmp_path,
     the disk cannot take (said from a scan's thread while it runs) reach the reviewer."""
     import threading
 
-    from dedup_tui.engine import kernel_cache
+    from dedup_tui.engine.compile import kernel_cache
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setattr(kernel_cache, "_said", [])

@@ -62,7 +62,7 @@ async def test_fast_reports_are_held_back_and_the_last_one_is_shown(monkeypatch)
 
 
 async def test_the_kernels_wait_is_a_wait_inside_the_stage_under_way():
-    from dedup_tui.engine.warmup import STAGE
+    from dedup_tui.engine.compile.warmup import STAGE
 
     app = ProgressApp()
     async with app.run_test() as pilot:

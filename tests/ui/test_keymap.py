@@ -13,7 +13,7 @@ from rich.table import Table
 from textual.binding import Binding
 from textual.widgets import Static
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.keymap import ACTS, check_keymap, key_name, load_keymap

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.actions import PAIR_ACTIONS
 from dedup_tui.ui.app import create_app

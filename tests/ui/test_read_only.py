@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from dedup_tui.engine import decisions, tune as tuning
+from dedup_tui.engine.curate import decisions, tune
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import scan
+from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.store import Project, ProjectLocked, acquire_app_lock
 from dedup_tui.ui import readonly
 from dedup_tui.ui.app import create_app
@@ -34,7 +34,7 @@ def reviewed(tmp_path, corpus):
         a, b = project.ids_for([0, 1])
         decisions.record(project, "note", a, value="seen", author="first")
         decisions.record(project, "keep", b, author="first")
-        tuning.set_label(project, a, b, "duplicate", 0.9, 0.8, "components", author="first")
+        tune.set_label(project, a, b, "duplicate", 0.9, 0.8, "components", author="first")
         project.set_meta(ui_state={"threshold": 0.8, "policy": "components"})
     finally:
         project.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from dedup_tui.cli import main as cli_main
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
@@ -72,7 +72,7 @@ def test_references_open_only_with_a_corpus(tmp_path):
     import pytest
 
     from dedup_tui.engine.errors import ProjectError
-    from dedup_tui.ui.launch import prepare
+    from dedup_tui.engine.opening import prepare
 
     docs = corpus_docs()
     data = write_corpus(tmp_path / "data.jsonl", docs[:20])

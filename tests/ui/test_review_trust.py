@@ -10,7 +10,7 @@ from importlib.resources import files
 import pytest
 from textual.widgets import Input
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen

@@ -187,9 +187,10 @@ def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
 
 def labelled_long_ids_project(tmp_path) -> Path:
     """The long-ids corpus scanned, every stored pair labelled (9: too few to recommend)."""
-    from dedup_tui.engine import tune
+    from dedup_tui.engine.curate import tune
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.pipeline import load_graph, scan
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
 
     db = tmp_path / "long_ids.db"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedup_tui.engine import decisions
-from dedup_tui.engine import tune as tuning
-from dedup_tui.engine.pipeline import load_graph
+from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.curate import tune
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.main import MainScreen
@@ -48,7 +48,7 @@ async def test_label_keys(corpus):
             assert review.query_one("#right-doc", DocView).text == right
             assert review.query_one("#left-doc", DocView).text == left
             assert review.query_one("#right-doc", DocView)._spans or left == right
-        stored = {(x.a_id, x.b_id): x.label for x in tuning.labels(project)}
+        stored = {(x.a_id, x.b_id): x.label for x in tune.labels(project)}
         assert stored == dict(seen)
         # "not a duplicate" is a decision: the pair is split
         (na, nb), _ = seen[1]
@@ -57,7 +57,7 @@ async def test_label_keys(corpus):
         # u takes back the last label and shows that pair again
         await pilot.press("u")
         assert (tuple(project.ids_for([review.current.a, review.current.b])), "skip") == seen[2]
-        assert len(tuning.labels(project)) == 2
+        assert len(tune.labels(project)) == 2
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is tune_screen
@@ -69,7 +69,7 @@ async def test_label_keys(corpus):
 
 
 async def test_apply_recommended_threshold(corpus, tmp_path):
-    from dedup_tui.ui.launch import prepare
+    from dedup_tui.engine.opening import prepare
 
     spec = prepare(corpus)
     # a scanned project with every stored pair labelled: duplicates from 0.75 up
@@ -83,10 +83,10 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
     # enough labels to recommend: pairs the scan did not store, with similarities spread over the bins
     stored = set(zip(graph.a.tolist(), graph.b.tolist()))
     extra = [(a, b) for a in range(graph.n) for b in range(a + 1, graph.n) if (a, b) not in stored]
-    for i, (a, b) in enumerate(extra[: max(0, tuning.MIN_LABELS_TO_RECOMMEND - len(labelled))]):
+    for i, (a, b) in enumerate(extra[: max(0, tune.MIN_LABELS_TO_RECOMMEND - len(labelled))]):
         labelled.append((a, b, 0.5 + (i % 10) * 0.05 + 0.01))
     for a, b, j in labelled:
-        tuning.set_label(project, ids[a], ids[b], "duplicate" if j >= 0.75 else "not_duplicate", j, author="tester")
+        tune.set_label(project, ids[a], ids[b], "duplicate" if j >= 0.75 else "not_duplicate", j, author="tester")
     project.close()
     app = create_app(spec.db, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -98,7 +98,7 @@ async def test_apply_recommended_threshold(corpus, tmp_path):
         await pilot.press("equals_sign")
         await settle(pilot)
         assert main.threshold == e.recommended and main.index.threshold == e.recommended
-        c = decisions.cluster_with_decisions(main.project, main.graph, e.recommended, main.policy)
+        c = keep_rules.cluster_with_decisions(main.project, main.graph, e.recommended, main.policy)
         assert (main.index.counts.kept, main.index.counts.clusters) == (c.kept_count, c.cluster_count)
         assert screen.report.threshold == e.recommended
         # the target precision moves the recommendation; the plots export as SVG
@@ -163,11 +163,11 @@ async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_tuning(pilot)
         e = screen.report.estimates
-        assert e.too_few_labels and e.labelled < tuning.MIN_LABELS_TO_RECOMMEND
+        assert e.too_few_labels and e.labelled < tune.MIN_LABELS_TO_RECOMMEND
         shown = " ".join(plain_screen(app).split())
         assert "95% Wilson" in shown and "0.85–0.90" in shown  # the per-bin table
         assert f"At {screen.report.threshold:.2f}: precision ≈" in shown
-        assert (f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; L labels more)"
+        assert (f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; L labels more)"
                 in shown)
         # what the labels say at the threshold comes before the bins it is made of, each on one
         # line (at 80x24 the bins of a real project pushed the recommendation below the fold, cut

@@ -3,7 +3,7 @@ too), and the cursor after a redo follows the rule it follows after a decision."
 
 from __future__ import annotations
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.main import MainScreen
@@ -13,7 +13,7 @@ from .conftest import settle
 
 def in_force(app) -> list[tuple[str, str | None]]:
     with Project(app.spec.db) as project:
-        return [(d.kind, d.doc_id) for d in decisions.active(project)], decisions.keep_rule(project)
+        return [(d.kind, d.doc_id) for d in decisions.active(project)], keep_rules.keep_rule(project)
 
 
 async def test_u_after_K_puts_the_keep_rule_back_and_leaves_the_removal(corpus):

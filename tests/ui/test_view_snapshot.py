@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedup_tui.engine import decisions
-from dedup_tui.engine.decisions import Overrides, cluster_with_decisions
+from dedup_tui.engine.curate import decisions
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.curate.decisions import Overrides
+from dedup_tui.engine.curate.keep_rules import cluster_with_decisions
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.pipeline import ScanSettings, load_graph, scan
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
@@ -45,7 +49,7 @@ def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
     decisions.record(project, "remove", ids[0], threshold=0.7, policy="greedy")
     ov = Overrides.load(project)
     want = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy", overrides=ov), ov, Listing("low"))
-    assert (want.clustering.reason == decisions.REVIEWER).any()
+    assert (want.clustering.reason == clustering.REVIEWER).any()
     got = index_from_snapshot(snapshot_bytes(want), ov)
     assert_same_index(got, want)
     assert list(got.members(label)) == list(want.members(label))
@@ -114,7 +118,7 @@ async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, co
     async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
         await settle(pilot)
         assert not any(isinstance(m, ViewReady) for m in messages)
-        assert app.main.index.clustering.reason[int(expected.labels[0])] == decisions.REVIEWER
+        assert app.main.index.clustering.reason[int(expected.labels[0])] == clustering.REVIEWER
 
 
 async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
@@ -174,7 +178,7 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
         assert main.selected_doc() == target
         await pilot.press("x")
         await settle(pilot)
-        assert main.index.clustering.reason[target] == decisions.REVIEWER
+        assert main.index.clustering.reason[target] == clustering.REVIEWER
         assert main.selected_doc() == int(members[151]) and table.row_count >= 152
 
 
@@ -215,5 +219,5 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         assert not main._views.has(key(0.83))
         await pilot.press("plus")
         await settle(pilot)
-        assert main.index.clustering.reason[doc] == decisions.REVIEWER
+        assert main.index.clustering.reason[doc] == clustering.REVIEWER
         project.close()

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CorpusError
-from .fields import MISSING, field_id, field_text
 from . import temporal
+from .fields import MISSING, field_id, field_text
 from .record import BadRecord, Record, one_line, repeated_names, show, show_names
 
 BATCH_ROWS = 5000  # rows read at a time

@@ -21,7 +21,7 @@ from .connection import (DiskFull, ReadSnapshot, check_snapshots, connect, forge
                          pid_alive)
 from .locks import AppLock, ProjectLocked, WriteGuard, acquire_app_lock, app_lock_held, lock_path, transaction
 from .project import Project, build_project, remove_orphan_parts
-from .schema import SCHEMA, SCHEMA_TABLES, MIGRATIONS, SCHEMA_VERSION
+from .schema import MIGRATIONS, SCHEMA, SCHEMA_TABLES, SCHEMA_VERSION
 
 __all__ = [
     "AppLock", "DiskFull", "MIGRATIONS", "Project", "ProjectLocked", "ReadSnapshot", "SCHEMA_VERSION", "WriteGuard",

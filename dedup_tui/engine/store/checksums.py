@@ -9,7 +9,6 @@ import zlib
 
 import numpy as np
 
-
 # -- a checksum per stored document --------------------------------------------------------
 #
 # Written with the row (load, import, and the migration from schema 3 for older projects) and

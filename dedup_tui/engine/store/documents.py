@@ -7,7 +7,7 @@ import itertools
 import json
 from pathlib import Path
 
-from ..exact import exact_keys_and_text
+from ..text.exact import exact_keys_and_text
 from .checksums import document_checksums
 from .connection import now_iso
 from .project import Project

@@ -13,8 +13,8 @@ import sqlite_utils
 
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
-from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
 from .checksums import extend_derived_sums, has_checksums
+from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
 from .schema import check_schema, create_schema
 
 

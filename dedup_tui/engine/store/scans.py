@@ -13,13 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..cluster import PairGraph, maximum_spanning_forest
 from ..errors import ProjectError
+from ..graph.pairs import PairGraph, maximum_spanning_forest
 from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
                         stored_derived_sums)
-from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS,
-                      SCAN_KEYS_META, exact_of_column, pairs_checksum, pairs_table, valid_pairs,
-                      write_exact_array, write_pair_arrays)
+from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META,
+                      exact_of_column, pairs_checksum, pairs_table, valid_pairs, write_exact_array, write_pair_arrays)
 from .locks import transaction
 from .project import Project
 
@@ -148,7 +147,7 @@ def insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
 def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
     if len(a) < 50_000:  # no compiled kernel to load for a small scan
         return maximum_spanning_forest(n_docs, a, b, j)
-    from ..kernels import spanning_forest
+    from ..scanning.kernels.components import spanning_forest
 
     return spanning_forest(n_docs, a, b, j)
 
@@ -415,7 +414,7 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     """A block's (ords, exact hashes, lengths) computed again from its documents' texts, checked
     against their checksums; stored again (with the block's checksums) when the project can be
     written."""
-    from ..exact import exact_keys
+    from ..text.exact import exact_keys
 
     lo, hi = block * DERIVED_BLOCK, min((block + 1) * DERIVED_BLOCK, n)
     damaged = "the project file is damaged (restore it from a backup, or load the corpus into a new project)"
@@ -608,7 +607,7 @@ def merge_pairs(old: tuple[np.ndarray, np.ndarray, np.ndarray], new: tuple[np.nd
     in their places, and the maximum spanning forest of all of them. The forest is that of the
     old forest's edges and the new pairs: edges are strictly ordered (weight, then position,
     and the old edges keep their order), so an edge outside the old forest closes a cycle of
-    better edges, which it still does (cluster.maximum_spanning_forest)."""
+    better edges, which it still does (graph.pairs.maximum_spanning_forest)."""
     old_a, old_b, old_j = old
     order = np.argsort(new[0] * n_docs + new[1], kind="stable")
     na, nb, nj = new[0][order], new[1][order], new[2][order]

@@ -18,7 +18,6 @@ from .checksums import document_checksum, has_checksums, write_derived_sums
 from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
-
 SCHEMA_VERSION = 8
 
 SCHEMA = """
@@ -208,7 +207,7 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     forest and exact_array are rebuilt from their readable sources (`pairs`, documents.exact_of)
     with them, so a packed copy damaged before the upgrade is not carried over. The scan keys,
     which have no readable source, are dropped: the next scan is a full one, and says why."""
-    from ..cluster import maximum_spanning_forest
+    from ..graph.pairs import maximum_spanning_forest
     from .derived import (exact_of_column, forget_scan_keys, pairs_table, valid_pairs, write_exact_array,
                           write_pair_arrays)
 

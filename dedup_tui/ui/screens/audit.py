@@ -1,5 +1,5 @@
 """The audit screen (`V`): the sampled removals nobody decided, one pair at a time, 1 / 2 / 0,
-with the estimate of wrong removals in its header. engine.audit draws the sample and
+with the estimate of wrong removals in its header. engine.curate.audit draws the sample and
 estimates; labels are saved through the app's writer and are never decisions."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from ...engine import audit as auditing
+from ...engine.curate import audit as auditing
 from ...engine.store import Project
 from ..actions import AUDIT_ACTIONS
 from ..diff import diff

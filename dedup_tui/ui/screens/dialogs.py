@@ -13,10 +13,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from ...engine.cluster import POLICIES, Policy
-from ...engine.decisions import beside
+from ...engine.graph.pairs import POLICIES, Policy
+from ...engine.curate.curated import beside
 from ...engine.errors import DedupError
-from ...engine.export import FORMATS
+from ...engine.curate.export import FORMATS
 from ...engine.outputs import OutputError, check_outputs
 from ..text import literal_line, shorten_middle
 

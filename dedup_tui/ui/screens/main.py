@@ -27,14 +27,16 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
 from textual.worker import WorkerState, get_current_worker
 
-from ...engine import decisions, warmup
-from ...engine.ahead import SignedAhead
-from ...engine.cluster import POLICIES, Policy, links_to_kept
-from ...engine.decisions import Overrides
+from ...engine.curate import curated, decisions, keep_rules
+from ...engine.curate.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
-from ...engine.ingest import load_corpus
-from ...engine.pipeline import ScanSettings, last_scan_settings, load_graph, scan
-from ...engine.partial import PartialView
+from ...engine.graph.clustering import links_to_kept
+from ...engine.graph.pairs import POLICIES, Policy
+from ...engine.orchestration import LoadAndScan
+from ...engine.opening import default_export_path
+from ...engine.ray.partial import PartialView
+from ...engine.scanning.settings import ScanSettings
+from ...engine.store.scans import load_graph
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
@@ -44,7 +46,6 @@ from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_s
                              save_snapshot, view_key, view_keys)
 from ..actions import MAIN_ACTIONS
 from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
-from ..launch import default_export_path
 from ..readonly import open_project
 from ..state import ReviewChanged, ReviewState
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
@@ -192,19 +193,14 @@ class MainScreen(Screen):
         # damaged scan data rebuilt while reading it (notify is thread-safe)
         project.on_notice = lambda note: self.notify(note, severity="warning", markup=False, timeout=15)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
-        ahead = None
+        # (settings none chosen: the last scan's, so new documents are scanned incrementally)
+        job = LoadAndScan(self.spec.corpus if load and project.document_count() == 0 else (),
+                          settings=self.spec.scan_settings, load_options=self.spec.load_options)
         try:
-            # none chosen: the last scan's, so new documents are scanned incrementally
-            settings = self.spec.scan_settings or last_scan_settings(project) or ScanSettings()
-            if load:
-                if project.document_count() == 0:
-                    # first run: a large corpus's kernels compile in another process while it loads
-                    warmup.start_for_corpus(self.spec.corpus, settings.method)
-                    ahead = SignedAhead.for_corpus(settings, self.spec.corpus)  # (warm kernels) signed as they load
-                    load_corpus(project, self.spec.corpus, control=control, ahead=ahead, **self.spec.load_options)
+            if job.loading:
+                job.load(project, control)
             if scan_it or project.scan_state != "complete":
-                # first run only: the scan follows the kernels' compiling in another process
-                scan(project, settings, warmup.prepare(project, settings, control), ahead=ahead)
+                job.scan(project, control)
             control.report("graph", 0, 0)
             floor = float((project.scan_params() or {}).get("floor", 0.0))
             view = replace(view, threshold=min(max(view.threshold, floor), 1.0))
@@ -237,8 +233,7 @@ class MainScreen(Screen):
         except DedupError as exc:
             self.post_message(PipelineStopped(str(exc) + " (R scans again)", False))
         finally:
-            if ahead is not None:
-                ahead.discard()
+            job.close()
             project.close()
 
     def on_stage_progress(self, message: StageProgress) -> None:
@@ -1033,8 +1028,8 @@ class MainScreen(Screen):
     def action_cycle_keep_rule(self) -> None:
         """Which document a cluster keeps when the reviewer did not choose, for the project (the
         app, the policies and every export follow it)."""
-        rules = list(decisions.KEEP_RULES)
-        current = decisions.keep_rule(self.project)
+        rules = list(keep_rules.KEEP_RULES)
+        current = keep_rules.keep_rule(self.project)
         self._set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
 
     def _set_keep_rule(self, rule: str) -> None:
@@ -1047,12 +1042,12 @@ class MainScreen(Screen):
             if rule:
                 self._set_keep_rule(rule)
 
-        current = decisions.keep_rule(self.project)
+        current = keep_rules.keep_rule(self.project)
         db = self.spec.db
 
         def parse(text: str) -> str:  # a field no record has is refused here, with the fields there are
             with Project(db) as project:
-                return decisions.check_keep_rule(project, text)
+                return keep_rules.check_keep_rule(project, text)
 
         self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes "
                                        "last), first or longest. Clusters you decided keep theirs.",
@@ -1310,11 +1305,11 @@ class MainScreen(Screen):
         project = Project(self.spec.db)
         try:
             logs = request.logs
-            result = decisions.export_curated(
+            result = curated.export_curated(
                 project, request.threshold, request.policy, request.out, fmt=request.fmt,
-                removed_out=decisions.beside(request.out, "removed.jsonl") if logs else None,
-                decisions_out=decisions.beside(request.out, "decisions.jsonl") if logs else None,
-                manifest_out=decisions.beside(request.out, "manifest.json") if logs else None,
+                removed_out=curated.beside(request.out, "removed.jsonl") if logs else None,
+                decisions_out=curated.beside(request.out, "decisions.jsonl") if logs else None,
+                manifest_out=curated.beside(request.out, "manifest.json") if logs else None,
                 graph=self.graph,
             )
         finally:

@@ -1,5 +1,5 @@
 """The tuning screen (distribution, sweeps, S-curve, label statistics, chaining) and the
-borderline review queue. Numbers come from engine.tune, computed in worker threads."""
+borderline review queue. Numbers come from engine.curate.tune, computed in worker threads."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import WorkerState, get_current_worker
 
-from ...engine import tune as tuning
-from ...engine.decisions import ords_for_ids
-from ...engine.lsh import candidate_probability
+from ...engine.curate import tune
+from ...engine.curate.decisions import ords_for_ids
+from ...engine.scanning.lsh import candidate_probability
 from ...engine.store import Project
 from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
@@ -28,7 +28,7 @@ from ..window import PAIR_LINES, PAIR_WINDOW, Shown, pair_notice, windows
 
 
 class TuneReady(Message):
-    def __init__(self, generation: int, report: tuning.TuneReport) -> None:
+    def __init__(self, generation: int, report: tune.TuneReport) -> None:
         super().__init__()
         self.generation, self.report = generation, report
 
@@ -37,7 +37,7 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:.0%}" if x in (0.0, 1.0) else f"{x * 100:.1f}%"
 
 
-def stats_renderable(r: tuning.TuneReport) -> Table | Text:
+def stats_renderable(r: tune.TuneReport) -> Table | Text:
     """Label statistics, the recommendation and the shingle-size scores, as one rich table."""
     out = Table.grid(padding=(0, 1))
     out.add_column()
@@ -71,7 +71,7 @@ def stats_renderable(r: tuning.TuneReport) -> Table | Text:
         recommend = Text()
         recommend.append(f"Target {e.target:.0%} ( ): ", style="bold")
         if e.too_few_labels:
-            recommend.append(f"too few labels to recommend ({e.labelled} of {tuning.MIN_LABELS_TO_RECOMMEND}; "
+            recommend.append(f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; "
                              "L labels more)", style="italic")
         elif e.recommended is None:
             recommend.append("no threshold reaches it yet", style="italic")
@@ -116,8 +116,8 @@ class TuneScreen(Screen):
     def __init__(self, review) -> None:
         super().__init__()
         self.review = review
-        self.report: tuning.TuneReport | None = None
-        self.target = tuning.DEFAULT_TARGET_PRECISION
+        self.report: tune.TuneReport | None = None
+        self.target = tune.DEFAULT_TARGET_PRECISION
         self._generation = 0
         self.svg_path = review.spec.db.with_name(review.spec.db.stem + ".tuning.svg")
         self.labels_path = review.spec.db.with_name(review.spec.db.stem + ".labels.jsonl")
@@ -171,7 +171,7 @@ class TuneScreen(Screen):
     def compute(self, generation: int, threshold: float, target: float) -> None:
         project = Project(self.review.spec.db)
         try:
-            report = tuning.report(project, self.review.graph, threshold, target)
+            report = tune.report(project, self.review.graph, threshold, target)
         finally:
             project.close()
         if not get_current_worker().is_cancelled:
@@ -299,7 +299,7 @@ class TuneScreen(Screen):
         e = self.report.estimates if self.report is not None else None
         tail = Text()
         if e is not None and e.too_few_labels:
-            tail.append(f"  too few labels ({e.labelled}/{tuning.MIN_LABELS_TO_RECOMMEND})", style="dim")
+            tail.append(f"  too few labels ({e.labelled}/{tune.MIN_LABELS_TO_RECOMMEND})", style="dim")
         elif e is not None and e.recommended is not None:
             tail.append("  recommended ", style="dim")
             tail.append(f"{e.recommended:.2f}", style="bold")
@@ -350,7 +350,7 @@ class TuneScreen(Screen):
         e = self.report.estimates if self.report is not None else None
         if e is None or e.recommended is None or e.too_few_labels:
             self.notify("No recommendation yet: label pairs first (L)" if e is None or not e.too_few_labels else
-                        f"Too few labels to recommend ({e.labelled}; at least {tuning.MIN_LABELS_TO_RECOMMEND} "
+                        f"Too few labels to recommend ({e.labelled}; at least {tune.MIN_LABELS_TO_RECOMMEND} "
                         "needed)", severity="warning")
             return
         self.review.set_threshold(e.recommended)
@@ -366,7 +366,7 @@ class TuneScreen(Screen):
         self.target = round(min(max(self.target + delta, 0.5), 0.999), 3)
         self.refresh_report()
 
-    def selected_chain(self) -> tuning.Chain | None:
+    def selected_chain(self) -> tune.Chain | None:
         table = self.query_one("#chains", DataTable)
         if self.report is None or not self.report.chains or table.row_count == 0:
             return None
@@ -397,7 +397,7 @@ class TuneScreen(Screen):
         self.notify(f"Saved {path}", markup=False, timeout=4)
 
     def action_export_labels(self) -> None:
-        n = tuning.export_labels(self.review.project, self.labels_path)
+        n = tune.export_labels(self.review.project, self.labels_path)
         self.notify(f"Wrote {n:,} labels to {self.labels_path}", markup=False, timeout=4)
 
 
@@ -414,12 +414,12 @@ class ReviewScreen(Screen):
         super().__init__()
         self.review = review
         self.threshold = threshold
-        self.queue: list[tuning.QueuePair] = []
+        self.queue: list[tune.QueuePair] = []
         self.pos = 0
         self.done: list[tuple[str, str, str]] = []  # (a_id, b_id, label) in this session
         self.changed_decisions = False
         self.layout_choice: str | None = None
-        self.current: tuning.QueuePair | None = None
+        self.current: tune.QueuePair | None = None
         self._ids: tuple[str, str] = ("", "")
         self.shown: list[Shown] = [Shown("", 0), Shown("", 0)]  # what is shown of each (a window of a huge one)
         self._round = 0
@@ -441,14 +441,14 @@ class ReviewScreen(Screen):
 
     def _labelled_ords(self) -> set[tuple[int, int]]:
 
-        labs = tuning.labels(self.review.project)
+        labs = tune.labels(self.review.project)
         ords = ords_for_ids(self.review.project, [x.a_id for x in labs] + [x.b_id for x in labs])
         return {(ords[x.a_id], ords[x.b_id]) for x in labs if x.a_id in ords and x.b_id in ords}
 
     def refill(self) -> None:
         floor, exclude = self.review.floor, self._labelled_ords()
         for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
-            self.queue = tuning.review_queue(self.review.graph, self.threshold, floor, per_bin=10, span=span,
+            self.queue = tune.review_queue(self.review.graph, self.threshold, floor, per_bin=10, span=span,
                                              exclude=exclude, seed=self._round)
             if self.queue:
                 break
@@ -479,14 +479,14 @@ class ReviewScreen(Screen):
 
     def update_header(self, note: str | None = None) -> None:
         q = self.current
-        counts = {lab: sum(1 for *_x, lab_ in self.done if lab_ == lab) for lab in tuning.LABELS}
+        counts = {lab: sum(1 for *_x, lab_ in self.done if lab_ == lab) for lab in tune.LABELS}
         session = f"{counts['duplicate']} dup, {counts['not_duplicate']} not, {counts['skip']} skipped"
 
         def head(where: str, done: str) -> Text:
             t = Text()
             t.append(" LABEL ", style="reverse bold")
             if q is not None:
-                edges = tuning.bin_edges(self.review.floor)
+                edges = tune.bin_edges(self.review.floor)
                 t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
                 t.append(where.format(lo=edges[q.bin], hi=edges[q.bin + 1], t=self.threshold, at=self.pos + 1,
                                       n=len(self.queue)), style="dim")
@@ -515,7 +515,7 @@ class ReviewScreen(Screen):
         if q is None:
             return
         a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.review.policy, self.app.author
-        self.app.writer.submit(lambda project: tuning.set_label(project, a_id, b_id, label, q.similarity, threshold,
+        self.app.writer.submit(lambda project: tune.set_label(project, a_id, b_id, label, q.similarity, threshold,
                                                                 policy, author=author), what="the label")
         self.done.append((self._ids[0], self._ids[1], label))
         if label == "not_duplicate":
@@ -528,7 +528,7 @@ class ReviewScreen(Screen):
             self.notify("No label to take back in this session", severity="warning")
             return
         a_id, b_id, label = self.done.pop()
-        self.app.writer.submit(lambda project: tuning.remove_label(project, a_id, b_id), what="taking the label back")
+        self.app.writer.submit(lambda project: tune.remove_label(project, a_id, b_id), what="taking the label back")
         if label == "not_duplicate":
             self.changed_decisions = True
         # show that pair again

@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
-from ...engine.normalize import normalize
-from ...engine.shingle import shingle_sets
-from ...engine.similarity import verify_pairs
+from ...engine.text.normalize import normalize
+from ...engine.text.shingle import shingle_sets
+from ...engine.scanning.similarity import verify_pairs
 from .. import window
 from ..diff import AlignedDiff, DiffResult, align_lines, aligned_in_worker, diff, diff_in_worker
 from .aligned import AlignedDiffView

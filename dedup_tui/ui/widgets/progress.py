@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
 
 from ...engine.progress import STAGE_NAMES, describe_rate
-from ...engine.warmup import STAGE as KERNELS_STAGE
+from ...engine.compile.warmup import STAGE as KERNELS_STAGE
 from ..text import literal_line
 
 

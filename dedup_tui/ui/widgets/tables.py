@@ -13,8 +13,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import DataTable
 
-from ...engine.cluster import EXACT, KEPT, NEAR, links_to_kept
-from ...engine.decisions import REVIEWER
+from ...engine.graph.clustering import EXACT, KEPT, NEAR, links_to_kept
+from ...engine.graph.clustering import REVIEWER
 from ...review.index import ClusterIndex
 from ..text import literal_line, shorten_each, snippet
 

@@ -1,0 +1,44 @@
+"""The cluster scan's settings and result, and the check that Ray is installed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import DedupError
+from ..scanning.settings import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
+
+PIECE_BYTES = 64 << 20
+# A verify task with fewer candidate pairs than this runs on one CPU.
+VERIFY_TASK_PAIRS = 1_000_000
+RAY_MISSING = 'the cluster commands need Ray: pip install "dedup-tui[ray]"'
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise DedupError(RAY_MISSING) from None
+    return ray
+
+
+@dataclass
+class ClusterScanSettings:
+    k: int = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
+    num_perm: int = DEFAULT_NUM_PERM
+    seed: int = DEFAULT_SEED
+    max_bucket: int = DEFAULT_MAX_BUCKET
+    id_field: str | None = None
+    text_field: str = "text"
+    skip_bad: bool = False
+    piece_bytes: int = PIECE_BYTES
+    partitions: int = 0  # shuffle partitions; 0: twice the cluster's CPUs
+
+
+@dataclass
+class ClusterScanResult(ScanCounts):
+    participants: int = 0
+    skipped_records: int = 0
+    band_reports: int = 0  # pairs passing the prefilter, counted once per band sharing a bucket
+    pieces: int = 0
+    shuffle_bytes: dict = field(default_factory=dict)  # stage -> bytes its reducers received

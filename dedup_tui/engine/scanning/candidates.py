@@ -1,0 +1,308 @@
+"""The local scan's pairs: every pair of a small corpus compared (exhaustive), or candidates by
+MinHash LSH over the representatives' signatures (signed here, or ahead while they loaded),
+band by band with the compiled kernels, then verified exactly (verify.py); and what a full
+scan keeps for the incremental scans after it (KeptKeys)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from ..progress import Control
+from ..store import Project
+from ..store.scans import read_texts
+from ..text.normalize import normalize
+from ..text.shingle import batches_by_length, shingle_sets
+from . import lsh
+from .minhash import MinHasher
+from .settings import PREFILTER_TAIL, ScanResult, ScanSettings, Threads, chunks, sketch_rows_of
+from .similarity import all_pairs_at_least
+from .sketch import SKETCH_BINS, matches_needed
+from .verify import SKETCH_TAIL, CandidatePairs, VerifyPlan, concat_csr, verify
+
+# auto picks the exhaustive comparison below this much work (pairs x average set size).
+EXHAUSTIVE_WORK_LIMIT = 3e8
+# Survivors one band kernel call may write before it returns (8 bytes each).
+BAND_BUFFER = 1 << 21
+
+
+class KeptKeys:
+    """What a full LSH scan keeps for the incremental scans after it (incremental.py). The
+    band keys (8 B per band per document: 0.26 GB for 841k, more than anything else the scan
+    holds while it verifies) wait in an unnamed temporary file until the result is written;
+    in memory when no file can take them."""
+
+    def __init__(self):
+        self.nibbles: np.ndarray | None = None
+        self.index_bits = 0
+        self._in_memory: dict[int, bytes] = {}
+        self._spans: dict[int, tuple[int, int]] = {}  # band -> (offset, bytes) in the file
+        self._file = None
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def keep_band_keys(self, band: int, keys: np.ndarray) -> None:
+        """A band's keys, sorted (called from the candidates' threads)."""
+        data = np.ascontiguousarray(keys, dtype="<u8").tobytes()
+        with self._lock:
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(prefix="dedup-tui-keys-")  # noqa: SIM115 - open while the scan runs
+                self._file.seek(self._end)
+                self._file.write(data)
+            except OSError:  # (no room in the temporary folder: kept in memory, as before)
+                self._in_memory[band] = data
+                return
+            self._spans[band] = (self._end, len(data))
+            self._end += len(data)
+
+    def band_keys(self, band: int) -> np.ndarray:
+        if band in self._in_memory:
+            return np.frombuffer(self._in_memory[band], "<u8")
+        offset, size = self._spans[band]
+        with self._lock:
+            assert self._file is not None  # (a band not in memory was written to it)
+            self._file.seek(offset)
+            data = self._file.read(size)
+        if len(data) != size:
+            raise OSError(f"the scan's temporary file of band keys gave {len(data)} of {size} bytes")
+        return np.frombuffer(data, "<u8")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# -- reading texts ---------------------------------------------------------------------------
+
+def _shingle_set_job(project: Project, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    texts = [normalize(t) for t in read_texts(project, ords)]
+    return concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
+
+
+def find_pairs(
+    project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
+    result: ScanResult, kept: KeptKeys | None = None, ahead=None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
+    (by LSH: its band keys and nibbles into `kept`, when given; starting from the signatures
+    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them)."""
+    n_reps = len(reps)
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+    if n_reps < 2:
+        result.method = settings.method if settings.method != "auto" else "exhaustive"
+        return empty
+    method = settings.method
+    if method == "auto":
+        method = "exhaustive" if work(n_reps, float(lengths[reps].mean())) <= EXHAUSTIVE_WORK_LIMIT else "lsh"
+    result.method = method
+    if method == "exhaustive":
+        return _exhaustive_pairs(project, reps, lengths, settings, control, result)
+    threads = Threads(settings.workers or os.cpu_count() or 1)
+    try:
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead)
+    finally:
+        threads.close()
+
+
+def work(n_reps: int, avg_len: float) -> float:
+    """What comparing every pair costs (pairs x average length): auto compares exhaustively up
+    to EXHAUSTIVE_WORK_LIMIT."""
+    return n_reps * (n_reps - 1) / 2 * max(avg_len, 1)
+
+
+def _exhaustive_pairs(project, reps, lengths, settings, control, result):
+    """Every pair compared (numpy; small corpora: no compiled kernels to load)."""
+    timings = result.timings
+    t0 = time.perf_counter()
+    parts = []
+    done = 0
+    for chunk in chunks(reps, lengths):
+        control.check()
+        parts.append(_shingle_set_job(project, chunk, settings.k))
+        done += len(chunk)
+        control.report("shingles", done, len(reps))
+    values, offsets = concat_csr(parts)
+    timings["shingles"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ia, ib, j = all_pairs_at_least(
+        values, offsets, settings.floor,
+        progress=lambda d, t: control.report("compare", d, t),
+        should_stop=control.cancel.is_set,
+    )
+    control.check()
+    timings["compare"] = time.perf_counter() - t0
+    result.verified = len(reps) * (len(reps) - 1) // 2
+    return reps[ia], reps[ib], j
+
+
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None):
+    timings = result.timings
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    result.bands, result.rows = banding.bands, banding.rows
+    t0 = time.perf_counter()
+    signed = Signed(project, reps, lengths, settings, control, threads, ahead)
+    timings["signatures"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    bands = _BandCandidates(signed, banding, settings, control, kept)
+    survivors = bands.collect(threads, result)
+    if kept is not None:
+        kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
+    del bands
+    text = signed.text
+    del signed  # the signatures and sketches: from here on only the texts are needed
+    # Every pair is reported by one band (by several only after a skipped bucket): the merge
+    # of the bands' survivors removes those repeats. The list is handed over, not copied.
+    pairs = CandidatePairs(survivors, len(reps))
+    result.prefiltered = result.candidates - pairs.count
+    timings["candidates"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    found = verify(text, reps, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=True))
+    result.verified = found.compared
+    timings["verify"] = time.perf_counter() - t0
+    return found.a, found.b, found.jaccard
+
+
+class Signed:
+    """The representatives' MinHash signatures, their sketches (texts of at least
+    SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification). This
+    thread reads and normalises chunks of texts (Python) while the threads hash them
+    (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
+    them as they were loaded."""
+
+    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None):
+        from .kernels import signatures  # compiled kernels: loaded only when a scan needs them
+        from .kernels import text as kernels_text
+
+        if ahead is not None:
+            signer, prefixes = ahead
+            given = signer.take(reps, prefixes, control) if signer.matches(settings) else None
+            if given is not None:
+                self.signatures, self.text, self.sketches = given.signatures, given.text, given.sketches
+                self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+                return
+        control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
+        hasher = MinHasher(settings.num_perm, settings.seed)
+        perm_a, perm_b = hasher.multipliers, hasher.increments
+        self.signatures = np.empty((len(reps), settings.num_perm), np.uint32)
+        text_chunks = chunks(reps, lengths)
+        texts: list = []
+        chunk_sketches: list[np.ndarray] = []
+
+        def read_chunks():
+            row = 0
+            for chunk in text_chunks:
+                control.check()
+                buf = kernels_text.normalized_buffer(read_texts(project, chunk))
+                texts.append(buf)
+                sketch_of = sketch_rows_of(np.diff(buf.offsets))
+                sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
+                chunk_sketches.append(sketches)
+                yield buf, row, sketch_of, sketches
+                row += len(chunk)
+
+        def sign(buf, row, sketch_of, sketches):
+            signatures.signatures(buf.data, buf.offsets, np.arange(len(buf)), settings.k, perm_a, perm_b,
+                               self.signatures[row:row + len(buf)], sketch_of, sketches)
+
+        for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
+            pass
+        self.text = kernels_text.TextBuffer.concat(texts)
+        texts.clear()
+        self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+        self.sketches = np.concatenate(chunk_sketches) if chunk_sketches else np.empty((0, SKETCH_BINS), np.uint8)
+
+
+class _BandCandidates:
+    """Candidates band by band: per band, documents sorted by band key; one compiled pass over
+    each bucket applies the 4-bit agreement prefilter and reports a pair only in the first
+    band that reports it (so the bands' survivors hardly overlap), then the sketch test."""
+
+    def __init__(self, signed: Signed, banding, settings, control, kept: KeptKeys | None = None):
+        self.signed, self.banding, self.settings, self.control = signed, banding, settings, control
+        self.kept = kept
+        self.n = n = len(signed.signatures)
+        self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+        self.needed = matches_needed(settings.floor, SKETCH_TAIL)
+        self.packed = lsh.pack_nibbles(signed.signatures)
+        self.band_state = np.zeros(banding.bands, np.int8)  # 0 unknown, 1 reports its pairs, 2 skipped a bucket
+        self.index_bits = max(1, (n - 1).bit_length())
+        self.index_mask = np.uint64((1 << self.index_bits) - 1)
+        self.doc_index = np.arange(n, dtype=np.uint64)
+        self.tags = np.zeros((n, banding.bands), np.uint16)
+
+    def collect(self, threads, result) -> list[np.ndarray]:
+        """Every band's surviving pairs (lo * n + hi); counts candidates and skipped buckets
+        into result."""
+        survivors = []
+        jobs = ((b,) for b in range(self.banding.bands))
+        for kept, generated, oversized in threads.map(self.band, jobs, self.control, "candidates", self.banding.bands):
+            result.oversized_buckets += len(oversized)
+            if len(oversized):
+                result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
+                result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
+            result.candidates += generated
+            survivors.append(kept)
+        return survivors
+
+    def buckets(self, band):
+        """(documents in band-key order, start and length of each bucket, this band's keys).
+        The document index replaces the key's low bits, so one sort (numpy's vectorised sort,
+        ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may join
+        keys that differ only in those low bits: a few extra candidates, never a miss.)"""
+        from .kernels import bands as kernels_bands
+
+        n = self.n
+        keys = lsh.band_keys(self.signed.signatures, band, self.banding.rows)
+        self.tags[:, band] = kernels_bands.band_tags(keys)
+        keys &= ~self.index_mask
+        keys |= self.doc_index
+        keys.sort()
+        if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
+            self.kept.keep_band_keys(band, keys)
+        order = (keys & self.index_mask).astype(np.int64)
+        keys >>= self.index_bits
+        boundary = np.empty(n, dtype=bool)
+        boundary[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=boundary[1:])
+        del keys
+        run_start = np.flatnonzero(boundary)
+        run_len = np.diff(np.append(run_start, n))
+        return order, run_start, run_len
+
+    def band(self, band):
+        """(surviving pairs of one band, candidates it generated, sizes of its skipped buckets)."""
+        from .kernels import bands as kernels_bands
+        from .kernels import signatures
+
+        settings, signed, n = self.settings, self.signed, self.n
+        order, run_start, run_len = self.buckets(band)
+        max_bucket = settings.max_bucket
+        oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
+        usable = run_len >= 2
+        if max_bucket > 0:
+            usable &= run_len <= max_bucket
+        self.band_state[band] = 2 if len(oversized) else 1
+        run_start, run_len = run_start[usable], run_len[usable]
+        generated = int((run_len * (run_len - 1) // 2).sum())
+        parts = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(run_start):
+            if self.control.cancel.is_set():
+                break
+            out = np.empty(BAND_BUFFER, np.int64)
+            written = kernels_bands.band_survivors(order, run_start, run_len, self.packed, settings.num_perm, self.min_agree,
+                                             signed.signatures, self.tags, band, self.banding.rows, self.band_state,
+                                             n, out, resume)
+            found = out[:written]
+            keep = np.empty(written, np.bool_)
+            signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
+            parts.append(found[keep])
+        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized

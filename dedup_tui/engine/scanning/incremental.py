@@ -1,0 +1,438 @@
+"""Incremental scans: documents loaded after a scan by LSH are compared with one another and
+with the scanned ones, and nothing else, with the same result as a full rescan.
+
+A full scan by LSH keeps, per representative document (store.scans, tables scan_keys and
+scan_band_keys): every band's key, sorted, with its low `index_bits` replaced by the row (as
+the scan sorts them to find its buckets); the 4-bit nibbles of its MinHash signature (the
+agreement prefilter); and the first 8 bytes of its exact hash. An incremental scan then:
+
+- finds the new documents' exact copies among the old representatives (by hash prefix,
+  confirmed on the full hash) and among themselves: an old document stays the first copy;
+- signs the new representatives, and per band looks up each new key among the stored sorted
+  keys (binary search: no old key is read into a hash table or re-sorted), comparing the same
+  high 64 - index_bits bits the full rescan would compare (its index_bits, from the total
+  number of representatives), so a bucket holds exactly the documents it would hold in a full
+  rescan. A bucket over max_bucket is skipped as the rescan skips it; one that was usable
+  before and grew past it would lose the rescan old pairs too, so the scan falls back to a
+  full one (FullScanNeeded);
+- enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
+  applies the same nibble prefilter, and reports a pair in its first usable shared band only
+  (kernels.incremental.added_band_survivors, compiled: this module imports no numba; a dense
+  family of thousands of near copies is enumerated once per band, not verified once per band);
+- verifies the survivors exactly (scanning.verify, component by component, with the sketch
+  test there instead of in the bands: the same pair-wise test on the same texts).
+
+Old pairs stay as they are, and the pairs' maximum spanning forest is updated from the old
+forest and the new pairs (store.scans.merge_pairs: the same forest). A full rescan could differ
+only where it joins two old documents whose band keys differ in the one more low bit a larger
+corpus gives to the index (one chance in 2^(64 - index_bits), about 2^-44 at a million
+documents, per pair and band; and the pair must also pass the prefilter and reach the floor,
+and have been missed by all 39 bands before).
+
+What it keeps costs 8 bytes per band + num_perm / 2 + 16 bytes per representative document
+(392 at floor 0.5, 39 bands x 3 rows; README, "Adding new data").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..errors import ProjectError
+from ..progress import Control
+from ..store import Project, transaction
+from ..store.scans import (documents_from, documents_version, exact_hashes_of, hash_prefixes, merge_pairs,
+                           read_band_keys, read_scan_key_chunks, read_texts, scan_keys_meta, set_scan_keys_meta,
+                           verified_exact_of, verified_forest, verified_pairs, verified_scan_key_sums,
+                           write_added_scan_result, write_scan_keys)
+from . import lsh
+from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work
+from .settings import CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
+from .verify import CandidatePairs, VerifyPlan, verify
+
+KEYS_VERSION = 1
+NO_BUCKET = -1  # an old row's bucket in a band where it shares none with a new row
+
+
+class FullScanNeeded(Exception):
+    """The stored scan cannot be extended to equal a full rescan; the message says why."""
+
+
+def index_bits(n_rows: int) -> int:
+    """Low bits of a band key the scan replaces by the row (candidates._BandCandidates)."""
+    return max(1, (n_rows - 1).bit_length())
+
+
+def reuse_problem(state: str, params: dict | None, keys_meta: dict | None, settings, banding,
+                  documents_now: int) -> str | None:
+    """Why the stored scan cannot be extended by an incremental one (None: it can)."""
+    if state != "stale":
+        return "no documents were loaded since the last scan" if state == "complete" else "not scanned yet"
+    if not params:
+        return "the last scan's settings are not recorded"
+    if params.get("method") != "lsh":
+        return "the last scan compared every pair (a small corpus)"
+    if settings.method == "exhaustive":
+        return "--method exhaustive compares every pair"
+    for name, flag in (("k", "--k"), ("floor", "--floor"), ("num_perm", "--num-perm"), ("seed", "--seed"),
+                       ("max_bucket", "--max-bucket")):
+        old, new = params.get(name), getattr(settings, name)
+        if old is None or (float(old) != float(new)):
+            return f"{flag} {new} differs from the last scan's {old}"
+    if (params.get("bands"), params.get("rows")) != (banding.bands, banding.rows):
+        return "the last scan's LSH banding differs"
+    if not keys_meta or keys_meta.get("version") != KEYS_VERSION:
+        return "the last scan kept no band keys (made by an older dedup-tui)"
+    for name in ("k", "num_perm", "seed", "bands", "rows"):
+        expected = getattr(settings, name) if hasattr(settings, name) else getattr(banding, name)
+        if keys_meta.get(name) != expected:
+            return "the stored band keys are of other settings"
+    covered = keys_meta.get("documents")
+    if not isinstance(covered, int) or not 0 < covered < documents_now:
+        return "the stored band keys do not match the scanned documents"
+    return None
+
+
+# -- exact copies ---------------------------------------------------------------------------
+
+def new_exact_of(old_ords: np.ndarray, old_prefixes: np.ndarray, new_ords: np.ndarray, new_hashes: list[str],
+                 prefix_of, full_hash_of) -> np.ndarray:
+    """exact_of of the new documents (the first ord with the same normalised text, -1 when the
+    document is itself a first copy): an old representative (same hash prefix, then the same
+    full hash, looked up by full_hash_of(ords) -> {ord: hash}) wins over an earlier new copy."""
+    out = np.full(len(new_ords), -1, np.int64)
+    if not len(new_ords):
+        return out
+    prefixes = prefix_of(new_hashes)
+    order = np.argsort(old_prefixes, kind="stable")
+    sorted_prefixes = old_prefixes[order]
+    lo = np.searchsorted(sorted_prefixes, prefixes, "left")
+    hi = np.searchsorted(sorted_prefixes, prefixes, "right")
+    hit = np.flatnonzero(hi > lo)
+    if len(hit):
+        cands = {i: old_ords[order[lo[i]:hi[i]]] for i in hit.tolist()}
+        full = full_hash_of(np.unique(np.concatenate(list(cands.values()))))
+        for i, ords in cands.items():
+            for o in sorted(ords.tolist()):
+                if full.get(o) == new_hashes[i]:
+                    out[i] = o
+                    break
+    first: dict[str, int] = {}
+    for i in np.flatnonzero(out < 0).tolist():
+        f = first.setdefault(new_hashes[i], int(new_ords[i]))
+        if f != new_ords[i]:
+            out[i] = f
+    return out
+
+
+# -- candidates -------------------------------------------------------------------------------
+
+class BandMatch:
+    """One band: the new representatives' buckets (runs of `order` with equal high key bits)
+    and the old rows in each (from every stored chunk)."""
+
+    def __init__(self, new_high: np.ndarray, chunks: list[tuple[np.ndarray, int, int]], bits: int, max_bucket: int):
+        """new_high: the new rows' keys >> bits (bits: the full rescan's index bits); chunks:
+        (sorted stored keys, first old row of the chunk, the chunk's own index bits)."""
+        m = len(new_high)
+        self.order = np.argsort(new_high, kind="stable")
+        high = new_high[self.order]
+        start = np.flatnonzero(np.r_[True, high[1:] != high[:-1]]) if m else np.empty(0, np.int64)
+        self.start = start
+        self.new_count = np.diff(np.r_[start, m])
+        self.high = high[start]
+        lo_key = self.high << np.uint64(bits)
+        hi_key = lo_key | np.uint64((1 << bits) - 1)
+        old_count = np.zeros(len(start), np.int64)
+        bucket_parts, row_parts = [], []
+        for keys, base, chunk_bits in chunks:
+            lo = np.searchsorted(keys, lo_key, "left")
+            hi = np.searchsorted(keys, hi_key, "right")
+            count = hi - lo
+            old_count += count
+            total = int(count.sum())
+            if total:
+                at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(total)
+                row_parts.append((keys[at] & np.uint64((1 << chunk_bits) - 1)).astype(np.int64) + base)
+                bucket_parts.append(np.repeat(np.arange(len(start)), count))
+        self.old_count = old_count
+        total = self.new_count + old_count
+        self.usable = total >= 2
+        if max_bucket > 0:
+            self.usable &= total <= max_bucket
+            self.oversized = total[total > max_bucket]
+            grown = (total > max_bucket) & (old_count <= max_bucket) & (old_count >= 2)
+            if grown.any():
+                raise FullScanNeeded(f"an LSH bucket of {int(old_count[grown].max()):,} scanned documents grew past "
+                                     f"--max-bucket {max_bucket:,} with the new ones (a full rescan skips it)")
+        else:
+            self.oversized = total[:0]
+        if row_parts:
+            bucket = np.concatenate(bucket_parts)
+            rows = np.concatenate(row_parts)
+            keep = self.usable[bucket]
+            bucket, rows = bucket[keep], rows[keep]
+            by = np.argsort(bucket, kind="stable")
+            self.old_bucket, self.old_rows = bucket[by], rows[by]
+        else:
+            self.old_bucket, self.old_rows = np.empty(0, np.int64), np.empty(0, np.int64)
+
+    def runs(self, old_local: np.ndarray):
+        """(members, run_start, run_len, run_new) of the usable buckets: each run its new rows
+        (0..m-1) first, then its old rows given by old_local (rows of self.old_rows)."""
+        use = np.flatnonzero(self.usable)
+        n_new = self.new_count[use]
+        n_old = np.bincount(self.old_bucket, minlength=len(self.usable))[use] if len(use) else n_new
+        run_len = n_new + n_old
+        run_start = np.cumsum(run_len) - run_len
+        members = np.empty(int(run_len.sum()), np.int64)
+        total_new = int(n_new.sum())
+        if total_new:
+            src = np.repeat(self.start[use] - np.cumsum(n_new) + n_new, n_new) + np.arange(total_new)
+            dst = np.repeat(run_start - np.cumsum(n_new) + n_new, n_new) + np.arange(total_new)
+            members[dst] = self.order[src]
+        if len(old_local):
+            # old rows are grouped by bucket in usable order: their places follow each run's new rows
+            pos_in_use = np.searchsorted(use, self.old_bucket)
+            first = np.searchsorted(self.old_bucket, self.old_bucket, "left")
+            members[run_start[pos_in_use] + n_new[pos_in_use] + (np.arange(len(old_local)) - first)] = old_local
+        return members, run_start, run_len, n_new
+
+
+# -- the incremental scan itself (scanning.local.scan runs it when it can) --------------------
+def first_copies(exact_of: np.ndarray) -> int:
+    """How many documents have exact copies (the exact groups)."""
+    has_copies = np.zeros(len(exact_of), np.bool_)
+    has_copies[exact_of[exact_of >= 0]] = True
+    return int(has_copies.sum())
+
+
+def coverage(project: Project) -> dict:
+    """The meta a complete scan leaves about which documents it covered: all of them
+    (scanned_documents), and, when documents were loaded since the scan before it, the first
+    of those (new_from_ord: the review's "new" filter)."""
+    n = project.next_ord()
+    meta = {"scanned_documents": n}
+    before = project.get_meta("scanned_documents")
+    if before is not None and before.isdigit() and int(before) < n:
+        meta["new_from_ord"] = int(before)
+    return meta
+
+
+def keys_meta_for(settings: ScanSettings, result: ScanResult, documents: int, length_sum: int) -> dict:
+    return {"version": KEYS_VERSION, "documents": documents, "representatives": result.representatives,
+            "k": settings.k, "num_perm": settings.num_perm, "seed": settings.seed, "bands": result.bands,
+            "rows": result.rows, "length_sum": length_sum}
+
+
+def scan_added(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
+                run_id: int, ahead=None) -> None:
+    """The incremental scan (py): the documents from the stored keys' `documents`
+    on, against one another and the scanned ones. Raises FullScanNeeded when the stored scan
+    cannot be extended to a full rescan's result."""
+    result.incremental = True
+    timings = result.timings
+    t0 = time.perf_counter()
+    control.report("exact", 0, 0)
+    documents_before = documents_version(project)
+    key_sums = verified_scan_key_sums(project)
+    meta = scan_keys_meta(project) or {}
+    first_new = int(meta["documents"])
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    words = -(-settings.num_perm // 16)
+    chunks_stored = read_scan_key_chunks(project, words, key_sums)
+    if not chunks_stored:
+        raise FullScanNeeded("the stored band keys cannot be read")
+    old_exact = verified_exact_of(project, first_new)
+    old_rows = np.concatenate([c[2] for c in chunks_stored])
+    if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any():
+        raise FullScanNeeded("the stored band keys do not match the scanned documents")
+    new_ords, new_hashes, new_lengths = documents_from(project, first_new)
+    n = first_new + len(new_ords)
+    if len(new_ords) == 0 or new_ords[0] != first_new or new_ords[-1] != n - 1:
+        raise FullScanNeeded("the documents are not the scanned ones followed by new ones")
+    result.new_documents = len(new_ords)
+    exact_new = new_exact_of(old_rows, np.concatenate([c[3] for c in chunks_stored]), new_ords,
+                                         new_hashes, hash_prefixes, lambda o: exact_hashes_of(project, o))
+    exact_of = np.concatenate([old_exact, exact_new])
+    result.documents = n
+    result.exact_duplicates = int((exact_of >= 0).sum())
+    result.exact_groups = first_copies(exact_of)
+    new_reps = new_ords[exact_new < 0]
+    new_rep_hashes = hash_prefixes([h for h, e in zip(new_hashes, exact_new.tolist()) if e < 0])
+    result.representatives = len(old_rows) + len(new_reps)
+    result.method, result.bands, result.rows = "lsh", banding.bands, banding.rows
+    length_sum = int(meta.get("length_sum", -1))
+    if length_sum >= 0:
+        length_sum += int(new_lengths[exact_new < 0].sum())
+    if settings.method == "auto":  # as the full rescan would choose
+        if length_sum < 0:
+            raise FullScanNeeded("the stored band keys do not say their documents' lengths")
+        if work(result.representatives, length_sum / result.representatives) <= EXHAUSTIVE_WORK_LIMIT:
+            raise FullScanNeeded("a corpus this small is compared exhaustively (--method auto)")
+    timings["exact"] = time.perf_counter() - t0
+
+    lengths = np.zeros(n, np.int64)
+    lengths[new_ords] = new_lengths
+    new_chunk = None
+    a = b = np.empty(0, np.int64)
+    j = np.empty(0, np.float64)
+    if len(new_reps):
+        threads = Threads(settings.workers or os.cpu_count() or 1)
+        try:
+            a, b, j, new_chunk = _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings,
+                                              banding, control, result, threads,
+                                              None if ahead is None else (ahead, new_rep_hashes))
+        finally:
+            threads.close()
+    control.check()
+
+    t0 = time.perf_counter()
+    control.report("write", 0, len(a))
+    packed = verified_pairs(project, first_new)
+    all_a, all_b, all_j, forest = merge_pairs(packed, (a, b, j), n, verified_forest(project, len(packed[0])))
+    with transaction(project.conn):
+        conn = project.conn
+        if documents_version(project) != documents_before:
+            raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                               f"would leave them unscanned, so it was not kept. Scan again.")
+        write_added_scan_result(conn, exact_of, first_new, a, b, j, all_a, all_b, all_j, forest)
+        keys_meta = keys_meta_for(settings, result, n, length_sum)
+        if new_chunk is not None:
+            bits, band_keys, nibbles = new_chunk
+            write_scan_keys(conn, max(c[0] for c in chunks_stored) + 1, bits, new_reps, new_rep_hashes, nibbles,
+                            band_keys, keys_meta)
+        else:  # every new document is an exact copy: no keys to add
+            set_scan_keys_meta(conn, keys_meta)
+        result.pairs = len(all_a)
+        control.report("write", len(a), len(a))
+        timings["write"] = time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - t_start
+        project.set_meta(scan_state="complete", **coverage(project))
+        project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
+
+
+def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings, banding, control, result, threads,
+                 ahead=None):
+    """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
+    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
+    # compiled kernels: loaded only when a scan needs them
+    from .kernels import incremental as kernels_incremental
+    from .kernels import text as kernels_text
+
+    timings = result.timings
+    m = len(new_reps)
+    t0 = time.perf_counter()
+    signed = Signed(project, new_reps, lengths, settings, control, threads, ahead)
+    new_packed = lsh.pack_nibbles(signed.signatures)
+    timings["signatures"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    bits = index_bits(len(old_rows) + m)
+    mask = np.uint64((1 << bits) - 1)
+    bases = np.cumsum([0] + [len(c[2]) for c in chunks_stored])
+    chunk_of = {c[0]: (int(bases[i]), c[1]) for i, c in enumerate(chunks_stored)}
+    matches, stored_keys = [], []
+    for band in range(banding.bands):
+        control.check()
+        keys = lsh.band_keys(signed.signatures, band, banding.rows)
+        high = keys >> np.uint64(bits)
+        t_read = time.perf_counter()
+        stored = read_band_keys(project, band, key_sums)
+        timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
+        if sorted(stored) != sorted(chunk_of):
+            raise FullScanNeeded("the stored band keys are incomplete")
+        match = BandMatch(high, [(k, *chunk_of[c]) for c, k in sorted(stored.items())], bits,
+                                      settings.max_bucket)
+        del stored
+        matches.append(match)
+        mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
+        mine.sort()
+        stored_keys.append(mine)
+        result.oversized_buckets += len(match.oversized)
+        if len(match.oversized):
+            result.largest_bucket = max(result.largest_bucket, int(match.oversized.max()))
+            result.skipped_candidates += int((match.oversized * (match.oversized - 1) // 2).sum())
+        control.report("candidates", band + 1, 2 * banding.bands)
+    timings["candidates.match"] = time.perf_counter() - t0
+    # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
+    in_bucket = np.zeros(len(old_rows), np.bool_)
+    for mt in matches:
+        in_bucket[mt.old_rows] = True
+    involved = np.flatnonzero(in_bucket)
+    row_of_old = np.cumsum(in_bucket, dtype=np.int64)
+    row_of_old += m - 1
+    del in_bucket
+    n_rows = m + len(involved)
+    timings["involved_old"] = len(involved)
+    old_nibbles = np.empty((len(involved), new_packed.shape[1]), np.uint64)
+    for i, c in enumerate(chunks_stored):
+        lo, hi = np.searchsorted(involved, [bases[i], bases[i + 1]])
+        old_nibbles[lo:hi] = c[4][involved[lo:hi] - bases[i]]
+    packed = np.concatenate([new_packed, old_nibbles])
+    del old_nibbles
+    # bucket[band, row]: the row's bucket in that band where known (a new row, or an old one in
+    # a bucket with a new one there; else NO_BUCKET); usable[band, new row]: its bucket there
+    # reports its pairs.
+    bucket = np.full((banding.bands, n_rows), NO_BUCKET, np.int32)
+    usable = np.zeros((banding.bands, m), np.bool_)
+    runs = []
+    for band, mt in enumerate(matches):
+        bucket_of_new = np.repeat(np.arange(len(mt.start), dtype=np.int32), mt.new_count)
+        bucket[band, mt.order] = bucket_of_new
+        local = row_of_old[mt.old_rows]
+        bucket[band, local] = mt.old_bucket
+        usable[band, mt.order] = mt.usable[bucket_of_new]
+        runs.append(mt.runs(local))
+        matches[band] = None  # type: ignore[call-overload]  # (freed as the loop goes)
+    del matches, row_of_old
+    min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+    timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]
+
+    def band_job(band):
+        members, run_start, run_len, run_new = runs[band]
+        generated = int((run_new * (run_len - run_new) + run_new * (run_new - 1) // 2).sum())
+        parts = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(run_start):
+            if control.cancel.is_set():
+                break
+            out = np.empty(BAND_BUFFER, np.int64)
+            written = kernels_incremental.added_band_survivors(members, run_start, run_len, run_new, packed,
+                                                       settings.num_perm, min_agree, bucket, usable, band,
+                                                       n_rows, out, resume)
+            parts.append(out[:written].copy())
+        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
+
+    survivors = []
+    for band, (found, generated) in enumerate(threads.map(band_job, ((b,) for b in range(banding.bands)), control)):
+        survivors.append(found)
+        result.candidates += generated
+        control.report("candidates", banding.bands + band + 1, 2 * banding.bands)
+    control.check()
+    timings["candidates.pairs"] = time.perf_counter() - t0 - timings["candidates.match"] - timings["candidates.rows"]
+    found = np.concatenate(survivors) if survivors else np.empty(0, np.int64)
+    del survivors
+    row_ords = np.concatenate([new_reps, old_rows[involved]])
+    x, y = row_ords[found // n_rows], row_ords[found % n_rows]
+    pa, pb = np.minimum(x, y), np.maximum(x, y)
+    del x, y, found
+    timings["candidates"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    old_in_pairs = np.unique(pa[pa < new_reps[0]])
+    text = kernels_text.TextBuffer.concat(
+        [kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s:s + CHUNK_DOCS // 4]))
+         for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)] + [signed.text])
+    timings["old_texts"] = time.perf_counter() - t0
+    rows = np.concatenate([old_in_pairs, new_reps])
+    n_verify = len(rows)
+    pairs = CandidatePairs([np.searchsorted(rows, pa) * n_verify + np.searchsorted(rows, pb)], n_verify)
+    result.prefiltered = result.candidates - pairs.count
+    del signed
+    verified = verify(text, rows, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=False))
+    result.verified = verified.compared
+    timings["verify"] = time.perf_counter() - t0
+    return verified.a, verified.b, verified.jaccard, (bits, stored_keys, new_packed)

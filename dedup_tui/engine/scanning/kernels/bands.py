@@ -1,0 +1,89 @@
+"""The LSH band pass: pairs colliding in a band, prefiltered by their 4-bit signature agreement,
+each reported in its first band only (compiled; plain reference: scanning.lsh)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...compile.jit import helper, kernel, popcount64
+
+_NIBBLE_LOW = np.uint64(0x1111111111111111)
+
+
+# -- LSH bands ---------------------------------------------------------------------------------
+
+@helper
+def nibble_agreement(packed, x, y, perms):
+    """In how many of the perms 4-bit signature positions rows x and y of `packed` agree."""
+    words = packed.shape[1]
+    differ = 0
+    for w in range(words):
+        v = packed[x, w] ^ packed[y, w]
+        v |= v >> np.uint64(1)
+        v |= v >> np.uint64(2)
+        differ += popcount64(v & _NIBBLE_LOW)
+    return perms - differ  # padding nibbles are zero on both sides: never differ
+
+
+@helper
+def _collide_earlier(sig, tags, x, y, band, rows, band_state):
+    """Whether x and y share a band before `band` that reports its own pairs (state 1: no
+    bucket in it was skipped as oversized). `tags` (n, bands) holds 16 bits of each band's
+    key: only a band where they are equal (a real collision, or one chance in 65,536) is
+    compared in full, after one vectorised pass over the tags."""
+    tx = tags[x]
+    ty = tags[y]
+    any_equal = False
+    for c in range(band):
+        any_equal |= tx[c] == ty[c]
+    if not any_equal:
+        return False
+    for c in range(band):
+        if tx[c] != ty[c] or band_state[c] != 1:
+            continue
+        same = True
+        for col in range(c * rows, (c + 1) * rows):
+            if sig[x, col] != sig[y, col]:
+                same = False
+                break
+        if same:
+            return True
+    return False
+
+
+@kernel
+def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tags, band, rows, band_state,
+                   n, out, resume):
+    """Pairs of one band's buckets (runs of `order`, documents sorted by band key) whose 4-bit
+    signatures agree in >= min_agree positions and that share no earlier band already
+    reporting them, as lo * n + hi, into out. (`tags`: see _collide_earlier.)
+
+    resume = [run, i, j]: where to start, updated in place to where to go on when out is full
+    (run == len(run_start): done). Returns the number written.
+    """
+    written = 0
+    capacity = out.shape[0]
+    r0, i0, j0 = resume[0], resume[1], resume[2]
+    for r in range(r0, run_start.shape[0]):
+        s = run_start[r]
+        m = run_len[r]
+        for i in range(i0 if r == r0 else 0, m - 1):
+            x = order[s + i]
+            for j in range(j0 if (r == r0 and i == i0) else i + 1, m):
+                y = order[s + j]
+                if nibble_agreement(packed, x, y, perms) < min_agree:
+                    continue
+                if band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
+                    continue
+                if written == capacity:
+                    resume[0], resume[1], resume[2] = r, i, j
+                    return written
+                out[written] = x * n + y if x < y else y * n + x
+                written += 1
+    resume[0], resume[1], resume[2] = run_start.shape[0], 0, 0
+    return written
+
+
+def band_tags(keys: np.ndarray) -> np.ndarray:
+    """The 16 bits of a band's keys that band_survivors' tags hold."""
+    return (keys >> np.uint64(48)).astype(np.uint16)

@@ -1,0 +1,201 @@
+"""The texts as one normalised UTF-8 buffer (`TextBuffer`, `normalized_buffer`): the compiled
+normalisation every later kernel reads (plain reference: text.normalize)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...compile.jit import kernel
+
+
+class TextBuffer:
+    """Normalised texts as one UTF-8 byte array and n + 1 byte offsets."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data, self.offsets = data, offsets
+
+    @classmethod
+    def from_texts(cls, texts: list[str]) -> "TextBuffer":
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return cls(data, offsets)
+
+    @classmethod
+    def concat(cls, parts: list["TextBuffer"]) -> "TextBuffer":
+        if not parts:
+            return cls(np.empty(0, np.uint8), np.zeros(1, np.int64))
+        data = np.concatenate([p.data for p in parts])
+        sizes = np.concatenate([np.diff(p.offsets) for p in parts])
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return cls(data, offsets)
+
+    def take(self, rows: np.ndarray) -> "TextBuffer":
+        """The texts `rows` (increasing) as a TextBuffer of their own: each run of consecutive
+        rows copied as one slice (a view when there is one run; TextBuffer.concat copies)."""
+        if not len(rows):
+            return TextBuffer(np.empty(0, np.uint8), np.zeros(1, np.int64))
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        firsts = rows[np.r_[0, breaks]].tolist()
+        lasts = rows[np.r_[breaks - 1, len(rows) - 1]].tolist()
+        runs = [self.data[self.offsets[a]:self.offsets[b + 1]] for a, b in zip(firsts, lasts)]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(np.diff(self.offsets)[rows], out=offsets[1:])
+        return TextBuffer(runs[0] if len(runs) == 1 else np.concatenate(runs), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes + self.offsets.nbytes
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+_case_tables: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Python's own str.lower() of every code point (-1 where a byte loop cannot follow it:
+    "İ" lowers to two code points, a capital sigma's lower case depends on its neighbours, and
+    two letters grow in UTF-8), and str.isspace() (the whitespace str.split() splits on)."""
+    global _case_tables
+    if _case_tables is None:
+        # One str.lower() of every code point (but surrogates, which map to themselves), each
+        # between NULs, so a capital sigma is lowered as a word of its own: 30 ms, where a
+        # lower() per code point took 120 ms. A code point whose lower case is not exactly
+        # one code point stays -1.
+        cps = np.r_[1:0xD800, 0xE000:0x110000].astype(np.uint32)
+        spaced = np.zeros(2 * len(cps), np.uint32)
+        spaced[1::2] = cps
+        every = spaced.astype("<u4").tobytes().decode("utf-32-le")
+        lowered = np.frombuffer(every.lower().encode("utf-32-le"), np.uint32)
+        nuls = np.flatnonzero(lowered == 0)
+        single = np.diff(np.r_[nuls, len(lowered)]) == 2
+        lower = np.full(0x110000, -1, np.int32)
+        lower[0] = 0
+        lower[0xD800:0xE000] = np.arange(0xD800, 0xE000)
+        lower[cps[single]] = lowered[nuls[single] + 1]
+        lower[0x3A3] = -1
+
+        def utf8_len(x):
+            return np.where(x < 0x80, 1, np.where(x < 0x800, 2, np.where(x < 0x10000, 3, 4)))
+
+        lower[(lower >= 0) & (utf8_len(lower) > utf8_len(np.arange(0x110000)))] = -1
+        space = np.zeros(0x10000, np.bool_)
+        space[[ord(m) for m in re.findall(r"\s", every) if ord(m) < 0x10000]] = True  # \s is str.isspace()
+        _case_tables = lower, space
+    return _case_tables
+
+
+_ASCII_TABLES = (np.array([ord(chr(c).lower()) for c in range(128)], np.int32),
+                 np.array([chr(c).isspace() for c in range(128)], np.bool_))
+
+
+@kernel
+def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
+    """Lowercase, strip and collapse whitespace of each UTF-8 document into `out`. A document
+    with a code point whose lower case is not one code point of at most its UTF-8 size is left
+    empty and marked in `fallback`, for Python to normalise."""
+    w = 0
+    n_docs = len(offsets) - 1
+    for d in range(n_docs):
+        out_offsets[d] = w
+        first = w
+        gap = False
+        i = offsets[d]
+        end = offsets[d + 1]
+        while i < end:
+            b0 = np.int64(data[i])
+            if b0 < 0x80:
+                cp, size = b0, 1
+            elif b0 < 0xE0:
+                cp, size = ((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+            elif b0 < 0xF0:
+                cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+                size = 3
+            else:
+                cp = (((b0 & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+                      | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+                size = 4
+            i += size
+            if cp < 0x10000 and space[cp]:
+                gap = True
+                continue
+            low = np.int64(lower[cp])
+            if low < 0:
+                fallback[d] = True
+                w = first
+                break
+            if gap and w > first:
+                out[w] = 32
+                w += 1
+            gap = False
+            if low == cp:
+                for j in range(i - size, i):
+                    out[w] = data[j]
+                    w += 1
+            elif low < 0x80:
+                out[w] = low
+                w += 1
+            elif low < 0x800:
+                out[w] = 0xC0 | (low >> 6)
+                out[w + 1] = 0x80 | (low & 0x3F)
+                w += 2
+            elif low < 0x10000:
+                out[w] = 0xE0 | (low >> 12)
+                out[w + 1] = 0x80 | ((low >> 6) & 0x3F)
+                out[w + 2] = 0x80 | (low & 0x3F)
+                w += 3
+            else:
+                out[w] = 0xF0 | (low >> 18)
+                out[w + 1] = 0x80 | ((low >> 12) & 0x3F)
+                out[w + 2] = 0x80 | ((low >> 6) & 0x3F)
+                out[w + 3] = 0x80 | (low & 0x3F)
+                w += 4
+    out_offsets[n_docs] = w
+
+
+@kernel
+def _splice(data, offsets, replace, extra, extra_offsets, out, out_offsets):
+    """Documents of (data, offsets), those marked in `replace` taken in turn from extra."""
+    w = 0
+    e = 0
+    for d in range(len(offsets) - 1):
+        out_offsets[d] = w
+        if replace[d]:
+            src, start, end = extra, extra_offsets[e], extra_offsets[e + 1]
+            e += 1
+        else:
+            src, start, end = data, offsets[d], offsets[d + 1]
+        for i in range(start, end):
+            out[w] = src[i]
+            w += 1
+    out_offsets[len(offsets) - 1] = w
+
+
+def normalized_buffer(texts: list[str]) -> TextBuffer:
+    """The normalised texts (see normalize.normalize) as one UTF-8 buffer, by a compiled pass
+    over their UTF-8 with Python's own case and whitespace tables; the rare text the pass cannot
+    follow (see _unicode_tables) by Python."""
+    from ...text.normalize import normalize
+
+    raw = TextBuffer.from_texts(texts)
+    # An ASCII-only batch needs the tables' first 128 entries only: no need to build the rest.
+    lower, space = _ASCII_TABLES if not len(raw.data) or raw.data.max() < 0x80 else _unicode_tables()
+    out = np.empty(len(raw.data), dtype=np.uint8)
+    out_offsets = np.empty(len(texts) + 1, dtype=np.int64)
+    fallback = np.zeros(len(texts), dtype=np.bool_)
+    _normalize_utf8(raw.data, raw.offsets, lower, space, out, out_offsets, fallback)
+    if not fallback.any():
+        return TextBuffer(out[: out_offsets[-1]], out_offsets)
+    extra = TextBuffer.from_texts([normalize(texts[d]) for d in np.flatnonzero(fallback)])
+    final = np.empty(int(out_offsets[-1]) + len(extra.data), dtype=np.uint8)
+    final_offsets = np.empty(len(texts) + 1, dtype=np.int64)
+    _splice(out, out_offsets, fallback, extra.data, extra.offsets, final, final_offsets)
+    return TextBuffer(final, final_offsets)

@@ -1,0 +1,151 @@
+"""The scan of a project on this machine: exact groups, then verified near-duplicate pairs >=
+floor (candidates.py), written atomically; only the documents loaded since the last scan when
+that gives a full rescan's result (incremental.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from ..errors import Cancelled, ProjectError
+from ..progress import Control
+from ..ray.partial import refuse_local_rescan
+from ..store import Project, transaction
+from ..store.derived import forget_scan_keys
+from ..store.scans import (DerivedDamaged, documents_version, exact_groups_with_hashes, scan_keys_meta,
+                           write_scan_keys, write_scan_result)
+from . import incremental, lsh
+from .candidates import KeptKeys, find_pairs
+from .incremental import coverage, first_copies, keys_meta_for, scan_added
+from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
+
+
+def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None,
+         full: bool = False, ahead=None) -> ScanResult:
+    """Find exact groups and verified near pairs; replace the project's previous scan atomically.
+
+    When documents were loaded since a scan by LSH with the same settings, only they are
+    compared (with one another and with the scanned documents; incremental.py): the result
+    is a full rescan's. `full` compares everything again; so does a scan whose settings differ
+    (result.full_reason says why).
+
+    On cancellation (Cancelled) or any error nothing is written: the project keeps its
+    previous scan (or none).
+
+    `ahead`: an ahead.SignedAhead that signed documents as this process loaded them; the scan
+    starts from its signatures where they are of its documents and settings.
+    """
+    settings = settings or ScanSettings()
+    settings.validate()
+    control = control or Control()
+    if project.document_count() == 0:
+        raise ProjectError(f"{project.path}: no documents loaded (run dedup-tui load first)")
+    from ..store import WriteGuard
+
+    refuse_local_rescan(project, "scanned")
+    # Refused while a review app in another process has the project open; held until the end.
+    project.check_writable("scanned")
+    guard = WriteGuard(project.path).acquire()
+    try:
+        # A scan killed mid-way left only its 'running' row (its results are written in one
+        # transaction at the end): record it as interrupted; this scan starts from scratch.
+        project.mark_interrupted(project.interrupted_runs("scan"))
+        result = ScanResult()
+        reason = "--full" if full else _reuse_problem(project, settings)
+        run_id = project.start_run("scan", asdict(settings))
+        t_start = time.perf_counter()
+        try:
+            if reason is None:
+                try:
+                    scan_added(project, settings, control, result, t_start, run_id, ahead)
+                    return result
+                except incremental.FullScanNeeded as exc:
+                    reason = str(exc)
+                    result = ScanResult()
+                except DerivedDamaged as exc:  # a full scan derives all of it again from the documents
+                    reason = f"{exc.what} do not match their checksum (the project file is damaged there)"
+                    result = ScanResult()
+            if project.scan_state == "stale":
+                result.full_reason = reason or ""
+            _scan_all(project, settings, control, result, t_start, run_id, ahead)
+        except (Cancelled, KeyboardInterrupt):
+            project.finish_run(run_id, "cancelled", result.timings, result.counts())
+            raise
+        except BaseException:
+            project.finish_run(run_id, "failed", result.timings, result.counts())
+            raise
+    finally:
+        guard.release()
+    return result
+
+
+def last_scan_settings(project: Project) -> ScanSettings | None:
+    """The settings of the project's last scan (None: not scanned), so that scanning it again
+    where nobody chose settings (the app) keeps them and can be incremental. A last scan that
+    compared every pair gives `auto`: a bigger corpus may need LSH."""
+    params = project.scan_params()
+    if not params:
+        return None
+    try:
+        settings = ScanSettings(k=int(params["k"]), floor=float(params["floor"]),
+                                method="lsh" if params.get("method") == "lsh" else "auto",
+                                num_perm=int(params.get("num_perm", DEFAULT_NUM_PERM)),
+                                seed=int(params.get("seed", DEFAULT_SEED)),
+                                max_bucket=int(params.get("max_bucket", DEFAULT_MAX_BUCKET)))
+        settings.validate()
+    except (KeyError, TypeError, ValueError, SettingsError):
+        return None
+    return settings
+
+
+def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:
+    banding = lsh.choose_banding(settings.floor, settings.num_perm)
+    return incremental.reuse_problem(project.scan_state, project.scan_params(), scan_keys_meta(project), settings,
+                                     banding, project.next_ord())
+
+
+def _scan_all(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
+              run_id: int, ahead=None) -> None:
+    t0 = time.perf_counter()
+    control.report("exact", 0, 0)
+    documents_before = documents_version(project)
+    exact_of, lengths, rep_hashes = exact_groups_with_hashes(project)
+    result.documents = len(exact_of)
+    result.exact_duplicates = int((exact_of >= 0).sum())
+    result.exact_groups = first_copies(exact_of)
+    reps = np.flatnonzero(exact_of < 0)
+    result.representatives = len(reps)
+    result.timings["exact"] = time.perf_counter() - t0
+    kept = KeptKeys()
+    try:
+        a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept,
+                             None if ahead is None else (ahead, rep_hashes))
+        control.check()
+        t0 = time.perf_counter()
+        control.report("write", 0, len(a))
+        with transaction(project.conn):
+            conn = project.conn
+            if documents_version(project) != documents_before:
+                raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
+                                   f"would leave them unscanned, so it was not kept. Scan again.")
+            write_scan_result(conn, exact_of, a, b, j)
+            if result.method == "lsh" and kept.nibbles is not None:
+                t_keys = time.perf_counter()
+                write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
+                                (kept.band_keys(band) for band in range(result.bands)),
+                                keys_meta_for(settings, result, len(exact_of), int(lengths[reps].sum())))
+                result.timings["keep_keys"] = time.perf_counter() - t_keys
+            else:
+                forget_scan_keys(conn)
+            result.pairs = len(a)
+            control.report("write", len(a), len(a))
+            result.timings["write"] = time.perf_counter() - t0
+            result.timings["total"] = time.perf_counter() - t_start
+            params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
+            project.set_meta(scan_state="complete", scan_params=json.dumps(params), **coverage(project))
+            project.finish_run(run_id, "complete", result.timings, result.counts())
+    finally:
+        kept.close()

@@ -1,0 +1,194 @@
+"""LSH banding over MinHash signatures: parameter choice and candidate pairs."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..text.shingle import mix64
+
+# Recall-weighted: a missed pair is invisible to the reviewer, a false candidate only costs
+# an exact verification.
+FALSE_NEGATIVE_WEIGHT = 0.99
+FALSE_POSITIVE_WEIGHT = 0.01
+
+
+def candidate_probability(similarity, bands: int, rows: int):
+    """P(a pair of this Jaccard shares at least one band): the S-curve 1 - (1 - s^r)^b."""
+    s = np.asarray(similarity, dtype=np.float64)
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def _integral(f, lo: float, hi: float, steps: int = 400) -> float:
+    xs = np.linspace(lo, hi, steps)
+    return float(np.trapezoid(f(xs), xs))
+
+
+@dataclass(frozen=True)
+class Banding:
+    bands: int
+    rows: int
+
+    def probability(self, similarity):
+        return candidate_probability(similarity, self.bands, self.rows)
+
+
+@functools.lru_cache(maxsize=64)
+def choose_banding(
+    threshold: float,
+    num_perm: int,
+    fn_weight: float = FALSE_NEGATIVE_WEIGHT,
+    fp_weight: float = FALSE_POSITIVE_WEIGHT,
+) -> Banding:
+    """bands x rows <= num_perm minimising weighted false positives below the threshold
+    and false negatives above it (the integrals of the S-curve). (Cached: the same settings
+    always give the same banding.)"""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError("threshold must be in (0, 1]")
+    best: tuple[float, int, int] | None = None
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            fp = _integral(lambda s, bands=bands, rows=rows: candidate_probability(s, bands, rows), 0.0, threshold)
+            fn = _integral(lambda s, bands=bands, rows=rows: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0)
+            err = fp_weight * fp + fn_weight * fn
+            if best is None or err < best[0] - 1e-15:
+                best = (err, bands, rows)
+    assert best is not None
+    return Banding(best[1], best[2])
+
+
+_ROW_MULTIPLIERS = mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+
+
+def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
+    """One 64-bit key per document for the given band of its signature."""
+    cols = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
+    key = np.zeros(len(signatures), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(rows):
+            key += (cols[:, j] + np.uint64(1)) * _ROW_MULTIPLIERS[j % len(_ROW_MULTIPLIERS)]
+    return mix64(key)
+
+
+def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits: int = 32) -> int:
+    """Fewest agreeing signature positions worth an exact check.
+
+    A pair of Jaccard J agrees in each position with probability J + (1 - J) / 2^bits
+    (the low `bits` bits of unequal minima still collide by chance), independently, so a
+    pair at the floor agrees in Binomial(num_perm, p) positions; a candidate agreeing in
+    fewer than the returned count would happen for such a pair with probability below
+    `tail`, so it is dropped before exact verification.
+    """
+    p = floor + (1 - floor) / 2.0**bits
+    cumulative = 0.0
+    for m in range(num_perm + 1):
+        cumulative += math.comb(num_perm, m) * p**m * (1 - p) ** (num_perm - m)
+        if cumulative >= tail:
+            return m
+    return num_perm
+
+
+_NIBBLE_LOW = np.uint64(0x1111111111111111)
+
+
+def pack_nibbles(signatures: np.ndarray) -> np.ndarray:
+    """The low 4 bits of every minimum, 16 to a uint64 word: (n, ceil(num_perm / 16)).
+
+    An eighth of the bytes of the full signature, so the first agreement check over every
+    generated candidate reads far less memory. Built through uint8 (two nibbles a byte) to
+    avoid any (n, num_perm) uint64 temporary.
+    """
+    n, perms = signatures.shape
+    words = -(-perms // 16)
+    nib = np.zeros((n, words * 16), dtype=np.uint8)
+    nib[:, :perms] = signatures & np.uint32(0xF)
+    packed = nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def nibble_agreement_rows(x: np.ndarray, num_perm: int) -> np.ndarray:
+    """Equal 4-bit minima per row of XORed packed words (..., words), overwriting x; padding
+    subtracted."""
+    pad = x.shape[-1] * 16 - num_perm
+    x |= x >> np.uint64(1)
+    x |= x >> np.uint64(2)
+    x &= _NIBBLE_LOW
+    return x.shape[-1] * 16 - pad - np.bitwise_count(x).sum(axis=-1, dtype=np.int32)
+
+
+# Runs up to this size are walked by offset (pairs i, i + d for d = 1, 2, ...); larger ones in
+# square blocks, so a bucket of thousands costs a few dozen numpy calls, not one per offset.
+_SMALL_RUN = 48
+_BLOCK_ROWS = 64
+
+
+def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agree: int, max_bucket: int = 0):
+    """Pairs of documents sharing this band's key whose 4-bit signatures agree in at least
+    min_agree positions, as lo * n + hi (lo < hi, indices into keys).
+
+    Returns (sorted survivor keys, candidate pairs generated, oversized bucket sizes).
+    Documents are put in key order once and their packed signatures with them, so every
+    comparison reads neighbouring rows of memory instead of two random ones.
+    """
+    n = len(keys)
+    empty = np.empty(0, dtype=np.int64)
+    if n < 2:
+        return empty, 0, empty
+    order = np.argsort(keys)
+    skeys = keys[order]
+    boundary = np.empty(n, dtype=bool)
+    boundary[0] = True
+    boundary[1:] = skeys[1:] != skeys[:-1]
+    run_start = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_start, n))
+    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else empty
+    usable = run_len >= 2
+    if max_bucket > 0:
+        usable &= run_len <= max_bucket
+    starts, lens = run_start[usable], run_len[usable]
+    if not len(starts):
+        return empty, 0, oversized
+    members = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    ps = packed[order[members]]  # members' packed rows, in key order
+    out: list[np.ndarray] = []
+    generated = 0
+
+    def emit(i: np.ndarray, j: np.ndarray) -> None:
+        a, b = order[members[i]], order[members[j]]
+        out.append(np.minimum(a, b) * n + np.maximum(a, b))
+
+    # positions (in `members`) of each usable run's start
+    local_start = np.cumsum(lens) - lens
+    small = lens <= _SMALL_RUN
+    if small.any():
+        s_start, s_len = local_start[small], lens[small]
+        pos = np.repeat(s_start - np.cumsum(s_len) + s_len, s_len) + np.arange(s_len.sum())
+        end = np.repeat(s_start + s_len, s_len)
+        d = 1
+        while len(pos):
+            keep = pos + d < end
+            pos, end = pos[keep], end[keep]
+            if not len(pos):
+                break
+            generated += len(pos)
+            ok = nibble_agreement_rows(ps[pos] ^ ps[pos + d], num_perm) >= min_agree
+            emit(pos[ok], pos[ok] + d)
+            d += 1
+    for s, m in zip(local_start[~small].tolist(), lens[~small].tolist()):
+        block = ps[s : s + m]
+        generated += m * (m - 1) // 2
+        for r0 in range(0, m - 1, _BLOCK_ROWS):
+            r1 = min(r0 + _BLOCK_ROWS, m - 1)
+            # rows r0..r1-1 against every later member of the run
+            agree = nibble_agreement_rows(block[r0:r1, None, :] ^ block[None, r0 + 1 :, :], num_perm)
+            i, j = np.nonzero(agree >= min_agree)
+            j = j + r0 + 1
+            i = i + r0
+            later = j > i
+            emit(s + i[later], s + j[later])
+    result = np.concatenate(out) if out else empty
+    result.sort()
+    return result, generated, oversized
