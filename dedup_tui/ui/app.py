@@ -21,6 +21,7 @@ from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
 from .launch import OpenSpec
 from .text import literal, literal_line
+from ..review.session import KeyIntake
 from .state import ReviewState
 from .writer import ProjectWriter
 from .screens.help import HelpScreen
@@ -62,6 +63,8 @@ class DedupApp(App):
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
             self.review = ReviewState(spec)
+            self.review.intake.notify = lambda message: self.notify(
+                message, severity="warning", timeout=4, replaces=KeyIntake.IGNORED, markup=False)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
@@ -83,6 +86,10 @@ class DedupApp(App):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
+            if event.is_forwarded:  # back from the focused widget: its bindings run now
+                with self.review.intake.key(event.time):  # what the key's action saw on screen
+                    await super().on_event(event)
+                return
             self.last_key = time.monotonic()
             with self._on_key_lock:
                 for waiting in self._on_key:

@@ -15,6 +15,7 @@ from textual.message import Message
 
 from ..engine.cluster import Policy
 from ..review import DEFAULT_THRESHOLD, Plan, Review
+from ..review.session import KeyIntake
 from ..review.shown import ShownMembers
 
 __all__ = ["DEFAULT_THRESHOLD", "ReviewChanged", "ReviewState"]
@@ -43,6 +44,7 @@ class ReviewState:
         self._controller: Controller | None = None
         # every member shown in this session (rows drawn in the members pane, the pair view's right side)
         self.shown = ShownMembers()
+        self.intake = KeyIntake()  # which document each place shows, and the keys that may decide it
 
     def attach(self, controller: Controller) -> None:
         self._controller = controller

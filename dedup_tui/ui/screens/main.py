@@ -815,7 +815,8 @@ class MainScreen(Screen):
         """The document the keys act on (`o`) and its kept document; on the kept document itself,
         it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
-        target = o
+        target = self._preview_target = o
+        self.review.intake.showing("main", target)
         kept, sim = reference(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
@@ -857,11 +858,13 @@ class MainScreen(Screen):
         if o == kept:
             kept_view.set_document(left, length=left_shown.length)
             member_view.set_document("")
+            self._drawn_after_refresh()
             return
         if len(left) + len(right) <= self.PREVIEW_SYNC_CHARS:
             result = diff(left, right)
             kept_view.set_document(left, result.left, length=left_shown.length)
             member_view.set_document(right, result.right, length=right_shown.length)
+            self._drawn_after_refresh()
             return
         kept_view.set_document(left, length=left_shown.length)
         member_view.set_document(right, length=right_shown.length)
@@ -878,6 +881,15 @@ class MainScreen(Screen):
             return
         self.query_one("#preview-kept", DocView).set_spans(message.result.left)
         self.query_one("#preview-member", DocView).set_spans(message.result.right)
+        self._drawn_after_refresh()
+
+    def _drawn_after_refresh(self) -> None:
+        """The document the keys act on is on screen (its row and its preview) once this redraw is."""
+        self.call_after_refresh(self.review.intake.drawn, "main", self._preview_target)
+
+    def _admitted(self) -> bool:
+        """Whether the decision key being handled saw the cursor's document on screen."""
+        return self.review.intake.admit("main", self.model.cursor.doc)
 
     @staticmethod
     def _current(event: DataTable.RowHighlighted) -> bool:
@@ -1159,9 +1171,13 @@ class MainScreen(Screen):
         return True
 
     def action_keep(self, o: int | None = None) -> None:
+        if o is None and not self._admitted():
+            return
         self._try(lambda: self.model.plan_keep(o))
 
     def action_remove(self, o: int | None = None) -> None:
+        if o is None and not self._admitted():
+            return
         try:
             self.execute(self.model.plan_remove(o))
         except NeedsConfirmation as question:
@@ -1178,14 +1194,20 @@ class MainScreen(Screen):
             self.notify(str(exc), severity="warning", markup=False, timeout=5)
 
     def action_not_duplicate(self, o: int | None = None, other: int | None = None) -> None:
+        if o is None and not self._admitted():
+            return
         self._try(lambda: self.model.plan_separate(o))
 
     def action_none_duplicates(self) -> None:
+        if not self._admitted():
+            return
         cluster_id = self._cluster_id
         self.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
                             lambda: self.model.plan_none_duplicates(cluster_id))
 
     def action_accept(self) -> None:
+        if not self._admitted():
+            return
         cluster_id = self._cluster_id
         self.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
                             lambda: self.model.plan_accept(cluster_id))

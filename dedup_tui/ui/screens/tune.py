@@ -430,6 +430,7 @@ class ReviewScreen(Screen):
         yield AppFooter()
 
     def on_mount(self) -> None:
+        self.review.intake.forget("label")  # (a pair drawn in an earlier queue is not on screen now)
         self.refill()
         self.show_next()
         self.query_one("#right-doc", DocView).focus()
@@ -486,6 +487,8 @@ class ReviewScreen(Screen):
             t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
+        self.review.intake.showing("label", key)  # a label key counts once the pair is on screen
+        self.call_after_refresh(self.review.intake.drawn, "label", key)
 
     @work(thread=True, exclusive=True, group="review-diff", exit_on_error=False)
     def compute_diff(self, key: tuple, left: str, right: str) -> None:
@@ -533,7 +536,7 @@ class ReviewScreen(Screen):
     # -- actions ---------------------------------------------------------------------------
     def action_label(self, label: str) -> None:
         q = self.current
-        if q is None:
+        if q is None or not self.review.intake.admit("label", (q.a, q.b), "pair"):
             return
         a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.review.policy, self.app.author
         self.app.writer.submit(lambda project: tuning.set_label(project, a_id, b_id, label, q.similarity, threshold,
