@@ -1,8 +1,21 @@
-"""The review session without Textual (issue 39, part 1): key intake, on a fake clock."""
+"""The review session without Textual (issue 39, parts 1 and 4): key intake on a fake clock; execute,
+undo and redo with a fake writer, and the list's re-building with a fake thread runner."""
 
 from __future__ import annotations
 
-from dedup_tui.review.session import KeyIntake, ignored_notice
+import contextlib
+import threading
+
+import pytest
+
+from dedup_tui.engine import decisions as dec
+from dedup_tui.engine.cluster import KEPT
+from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.review.model import Review
+from dedup_tui.review.session import KeyIntake, ReviewSession, ignored_notice
+
+from .test_review_model import FOCUSED, build_project, copy_project
 
 
 class Clock:
@@ -83,4 +96,193 @@ def test_an_action_without_a_key_needs_the_document_drawn_by_now():
     assert not keys.admit("main", 5)
     keys.drawn("main", 5)
     assert keys.admit("main", 5)
+
+
+# -- the session: execute, undo, redo and the list's re-building, with a fake writer and runner ------
+
+
+class FakeWriter:
+    """Jobs kept until the test runs them (each on its own connection, as the app's writer)."""
+
+    def __init__(self, db) -> None:
+        self.db, self.jobs = db, []
+
+    def submit(self, job, on_done=None, what="change", on_fail=None) -> None:
+        self.jobs.append((job, on_done, what, on_fail))
+
+    def run(self, fail: bool = False) -> None:
+        job, on_done, _what, on_fail = self.jobs.pop(0)
+        if fail:
+            on_fail()
+            return
+        with Project(self.db) as project:
+            result = job(project)
+        if on_done is not None:
+            on_done(result)
+
+
+class FakeHost:
+    """Threads kept until the test runs them, on its own thread (call_soon calls at once)."""
+
+    def __init__(self, db) -> None:
+        self.writer = FakeWriter(db)
+        self.threads: list = []
+        self.told: list[str] = []
+        self.questions: list = []
+
+    def run_in_thread(self, work) -> None:
+        self.threads.append(work)
+
+    def run_threads(self) -> None:
+        while self.threads:
+            self.threads.pop(0)()
+
+    def call_soon(self, fn, *args) -> None:
+        fn(*args)
+
+    def last_key(self) -> float:
+        return float("-inf")
+
+    def interrupted_by_keys(self):
+        return contextlib.nullcontext(threading.Event())
+
+    def notify(self, message, *, warning=False, timeout=5, replaces=None) -> None:
+        self.told.append(message)
+
+    def ask_yes(self, question, refusal, then) -> None:
+        self.questions.append((question, then))
+
+
+class FakeView:
+    def __init__(self, model: Review) -> None:
+        self.model, self.shown, self.renders = model, [], 0
+
+    def show_index(self, index, request) -> None:
+        self.model.show(index, request)
+        self.shown.append(index)
+
+    def render_list(self) -> None:
+        self.renders += 1
+
+    def update_top(self) -> None:
+        pass
+
+    def show_member_info(self) -> None:
+        pass
+
+    def after_paint(self, fn) -> None:
+        fn()
+
+    def shows_rows(self) -> bool:
+        return False
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory):
+    return build_project(tmp_path_factory.mktemp("review_session"), FOCUSED)
+
+
+@pytest.fixture
+def session(scanned, tmp_path):
+    db = copy_project(scanned, tmp_path / "project")
+    model = Review(Project(db), author="t")
+    model.graph = load_graph(model.project)
+    model.refresh(keep_order=False)
+    s = ReviewSession(type("Spec", (), {"db": db})())
+    s.model = model
+    s.shown.review = model
+    host = FakeHost(db)
+    s.attach(host, FakeView(model))
+    yield s
+    model.close()
+
+
+def test_a_decision_is_finished_after_its_write_then_the_list_follows(session):
+    host, model = session.host, session.model
+    doc = model.cursor.doc
+    session.remove()
+    assert model.is_being_removed(doc) and host.told == [] and host.threads == []  # not written yet
+    host.writer.run()
+    assert host.told and host.told[-1].startswith("Saved")  # finished once written
+    assert len(host.threads) == 1  # then the list is rebuilt, off the UI thread
+    host.run_threads()
+    assert session.view.shown and model.index.clustering.reason[doc] == dec.REVIEWER
+    assert not session.busy
+
+
+def test_a_failed_write_abandons_the_plan(session):
+    host, model = session.host, session.model
+    doc, renders = model.cursor.doc, session.view.renders
+    session.remove()
+    host.writer.run(fail=True)
+    assert not model.is_being_removed(doc) and not model.has_pending
+    assert session.view.renders > renders and host.threads == []  # drawn again, nothing rebuilt
+    with Project(session.spec.db) as project:
+        assert dec.active(project) == []
+
+
+def test_undo_after_a_keep_rule_change_is_one_step(session):
+    host, model = session.host, session.model
+    removed = model.cursor.doc
+    session.remove()
+    host.writer.run()
+    host.run_threads()
+    views = session.views
+    session.set_keep_rule("longest")
+    assert session.views is not views  # views prepared with the other rule are of no use
+    host.writer.run()
+    host.run_threads()
+    assert model.index.clustering.kept_by == "longest"
+    assert session.undo()
+    host.writer.run()
+    host.run_threads()
+    with Project(session.spec.db) as project:
+        assert dec.keep_rule(project) == "first"
+        assert [d.kind for d in dec.active(project)] == ["remove"]  # the removal stands
+    assert model.index.clustering.kept_by == "first" and model.index.clustering.reason[removed] == dec.REVIEWER
+    assert session.redo()
+    host.writer.run()
+    host.run_threads()
+    assert model.index.clustering.kept_by == "longest"
+
+
+def test_a_list_of_an_older_generation_is_dropped_and_built_again(session):
+    host, model = session.host, session.model
+    session.set_threshold(0.9)
+    assert session.busy and len(host.threads) == 1
+    session.set_threshold(0.95)  # while the first is being built: waits for it
+    assert session.dirty and len(host.threads) == 1
+    host.threads.pop(0)()  # the 0.9 list, stale when it comes: not shown, the newest asked for
+    assert session.view.shown == [] and len(host.threads) == 1
+    host.run_threads()
+    assert [i.threshold for i in session.view.shown] == [0.95] and model.index.threshold == 0.95
+    assert host.told[-1] == "threshold 0.90 → 0.95"
+
+
+def test_a_decision_covering_unseen_members_asks_first_with_the_count(session):
+    host, model = session.host, session.model
+    cluster_id = model.cursor.cluster_id
+    unseen = session.shown.unseen(cluster_id)
+    assert len(unseen) > 1
+    session.decide_cluster("Accept the cluster", unseen, lambda: model.plan_accept(cluster_id))
+    question, then = host.questions[-1]
+    assert question.startswith(f"Accept the cluster, with {len(unseen)} members you have not seen?")
+    assert host.writer.jobs == []  # nothing decided before the answer
+    then()
+    host.writer.run()
+    with Project(session.spec.db) as project:
+        assert [d.kind for d in dec.active(project)] == ["accept"]
+
+
+def test_a_keep_is_shown_from_the_list_worked_out_while_it_is_written(session):
+    host, model = session.host, session.model
+    cluster_id = model.cursor.cluster_id
+    member = next(m for m in model.members(cluster_id) if not model.is_kept(m))
+    assert session.keep(member)
+    assert len(host.writer.jobs) == 1 and len(host.threads) == 1  # both under way at once
+    host.threads.pop(0)()  # the list comes before the write is done
+    assert model.index.clustering.reason[member] == KEPT and session.predicted is None
+    host.writer.run()
+    host.run_threads()  # then the project's own list, the same
+    assert model.index.clustering.reason[member] == KEPT and not session.busy
 

@@ -21,8 +21,7 @@ from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
 from .launch import OpenSpec
 from .text import literal, literal_line
-from ..review.session import KeyIntake
-from .state import ReviewState
+from .state import ReviewSession
 from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
@@ -62,9 +61,7 @@ class DedupApp(App):
             self._on_key_lock = threading.Lock()
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
-            self.review = ReviewState(spec)
-            self.review.intake.notify = lambda message: self.notify(
-                message, severity="warning", timeout=4, replaces=KeyIntake.IGNORED, markup=False)
+            self.review = ReviewSession(spec)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)

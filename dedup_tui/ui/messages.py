@@ -50,13 +50,6 @@ class PipelineStopped(Message):
         self.reason, self.cancelled = reason, cancelled
 
 
-class Reclustered(Message):
-    def __init__(self, generation: int, index: ClusterIndex, request=None, painted=None) -> None:
-        super().__init__()
-        self.generation, self.index, self.request = generation, index, request
-        self.painted = painted  # a threading.Event the screen sets once the list is on screen
-
-
 class DiffReady(Message):
     def __init__(self, key: tuple, result: DiffResult) -> None:
         super().__init__()
