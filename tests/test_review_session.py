@@ -1,12 +1,20 @@
 """The review session without Textual (issue 39, parts 1 and 4): key intake on a fake clock; execute,
-undo and redo with a fake writer, and the list's re-building with a fake thread runner."""
+undo and redo with a fake writer, and the list's re-building with a fake thread runner; then a
+stateful property test of keys arriving before and after redraws."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from dedup_tui.engine import decisions as dec
 from dedup_tui.engine.cluster import KEPT
@@ -286,3 +294,110 @@ def test_a_keep_is_shown_from_the_list_worked_out_while_it_is_written(session):
     host.run_threads()  # then the project's own list, the same
     assert model.index.clustering.reason[member] == KEPT and not session.busy
 
+
+# -- a stateful property test: keys at random times against redraws, with keep-rule changes, undo,
+#    redo, writes and list rebuilds interleaved; no key decides a document that was not drawn before it
+
+class SessionMachine(RuleBasedStateMachine):
+    source: Path  # the scanned project, set by the test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="review_session_"))
+        db = copy_project(self.source, self.dir)
+        self.clock = Clock()
+        model = Review(Project(db), author="t")
+        model.graph = load_graph(model.project)
+        model.refresh(keep_order=False)
+        self.session = s = ReviewSession(type("Spec", (), {"db": db})(), clock=self.clock)
+        s.model = model
+        s.shown.review = model
+        self.host = FakeHost(db)
+        s.attach(self.host, FakeView(model))
+        self.draws: dict[int, list[float]] = {}  # doc -> when the (fake) screen drew it
+        self.admitted: list[tuple[int, float]] = []  # (doc, the key's time) of each key that decided
+        self.follow()
+
+    def teardown(self) -> None:
+        self.session.model.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def follow(self) -> None:
+        """The screen starts showing the cursor's document (drawn at the next redraw)."""
+        doc = self.session.model.cursor.doc
+        if doc is not None:
+            self.session.intake.showing("main", doc)
+
+    @rule(ms=st.integers(1, 120))
+    def time_passes(self, ms: int) -> None:
+        self.clock.now += ms / 1000
+
+    @rule()
+    def redraw(self) -> None:
+        doc = self.session.model.cursor.doc
+        if doc is not None and self.session.intake.on_screen("main") != doc:
+            self.session.intake.drawn("main", doc)
+            self.draws.setdefault(doc, []).append(self.clock.now)
+            self.session.shown.add(doc)
+
+    @precondition(lambda self: self.session.model.cursor.doc is not None)
+    @rule(key=st.sampled_from(["x", "k", "n"]), ago_ms=st.sampled_from([0, 0, 5, 30, 150]))
+    def decision_key(self, key: str, ago_ms: int) -> None:
+        """A key pressed `ago_ms` before it is handled (typed ahead while the app was busy)."""
+        s = self.session
+        pressed = self.clock.now - ago_ms / 1000
+        doc, jobs = s.model.cursor.doc, len(self.host.writer.jobs)
+        with s.intake.key(pressed):
+            if not s.intake.admit("main", doc):
+                assert len(self.host.writer.jobs) == jobs  # a dropped key writes nothing
+                return
+            self.admitted.append((doc, pressed))
+            {"x": s.remove, "k": s.keep, "n": s.separate}[key]()
+        self.follow()
+
+    @rule(rule=st.sampled_from(["first", "longest", "max:score"]))
+    def keep_rule(self, rule: str) -> None:
+        self.session.set_keep_rule(rule)
+        self.follow()
+
+    @rule()
+    def undo(self) -> None:
+        self.session.undo()
+        self.follow()
+
+    @rule()
+    def redo(self) -> None:
+        self.session.redo()
+        self.follow()
+
+    @precondition(lambda self: self.host.writer.jobs)
+    @rule(fail=st.booleans())
+    def write(self, fail: bool) -> None:
+        self.host.writer.run(fail=fail)
+        self.follow()
+
+    @precondition(lambda self: self.host.threads)
+    @rule()
+    def list_built(self) -> None:
+        self.host.threads.pop(0)()
+        self.follow()
+
+    @invariant()
+    def every_decision_was_on_a_document_drawn_before_its_key(self) -> None:
+        for doc, pressed in self.admitted:
+            assert any(at <= pressed for at in self.draws.get(doc, [])), (doc, pressed, self.draws.get(doc))
+
+    @invariant()
+    def the_project_holds_decisions_only_on_documents_drawn(self) -> None:
+        drawn = set(self.session.model.project.ids_for(sorted(self.draws))) if self.draws else set()
+        decided = {d.doc_id for d in dec.active(self.session.model.project)
+                   if d.kind in ("remove", "keep", "not_duplicate")}
+        assert decided <= drawn, decided - drawn
+
+
+def test_keys_never_decide_what_was_not_drawn_before_them(scanned):
+    machine = type("Machine", (SessionMachine,), {"source": scanned})
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=int(os.environ.get("REVIEW_SESSION_EXAMPLES", "15")),
+        stateful_step_count=int(os.environ.get("REVIEW_SESSION_STEPS", "25")),
+        deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
