@@ -83,14 +83,14 @@ class DedupApp(App):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
-            if event.is_forwarded:  # back from the focused widget: its bindings run now
-                with self.review.intake.key(event.time):  # what the key's action saw on screen
-                    await super().on_event(event)
-                return
             self.last_key = time.monotonic()
             with self._on_key_lock:
                 for waiting in self._on_key:
                     waiting.set()
+            if event.is_forwarded:  # back from the focused widget: its bindings run now
+                with self.review.intake.key(event.time):  # what the key's action saw on screen
+                    await super().on_event(event)
+                return
         await super().on_event(event)
 
     @contextlib.contextmanager
