@@ -313,15 +313,16 @@ class MainScreen(Screen):
     def action_search(self) -> None:
         def done(query: str | None) -> None:
             if query:
-                self.run_search(query)
+                self.run_search(query, self.model)
 
         self.app.push_screen(AskScreen("Find documents (an id, the start of ids, or words from the text)",
                                        placeholder="id or text"), done)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, query: str) -> None:
+    def run_search(self, query: str, model: Review) -> None:
+        """(A worker thread: what it reads is given, on the UI thread.)"""
         with Project(self.spec.db) as project:
-            found = self.model.search(project, query)
+            found = model.search(project, query)
         self.post_message(SearchDone(query, found))
 
     def on_search_done(self, message: SearchDone) -> None:
@@ -776,8 +777,10 @@ class MainScreen(Screen):
         self.call_after_refresh(self.review.intake.drawn, "main", self._preview_target)
 
     def _admitted(self) -> bool:
-        """Whether the decision key being handled saw the cursor's document on screen."""
-        return self.review.intake.admit("main", self.model.cursor.doc)
+        """Whether the decision key being handled saw the cursor's document on screen (no
+        document at all: the model says so)."""
+        doc = self.model.cursor.doc if self.index is not None else None
+        return doc is None or self.review.intake.admit("main", doc)
 
     @staticmethod
     def _current(event: DataTable.RowHighlighted) -> bool:
@@ -1100,10 +1103,11 @@ class MainScreen(Screen):
             return
         self.last_export = request.out
         self.notify(f"Exporting to {request.out}…", markup=False, timeout=2)
-        self.run_export(request)
+        self.run_export(request, self.graph)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def run_export(self, request: ExportRequest) -> None:
+    def run_export(self, request: ExportRequest, graph) -> None:
+        """(A worker thread: what it reads is given, on the UI thread.)"""
         project = Project(self.spec.db)
         try:
             logs = request.logs
@@ -1112,7 +1116,7 @@ class MainScreen(Screen):
                 removed_out=decisions.beside(request.out, "removed.jsonl") if logs else None,
                 decisions_out=decisions.beside(request.out, "decisions.jsonl") if logs else None,
                 manifest_out=decisions.beside(request.out, "manifest.json") if logs else None,
-                graph=self.graph,
+                graph=graph,
             )
         finally:
             project.close()
