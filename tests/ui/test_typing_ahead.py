@@ -124,3 +124,42 @@ async def test_movement_keys_are_never_dropped(tmp_path):
         await settle(pilot)
         assert members.cursor_row == 2
         assert not ignored_notices(app)
+
+
+def test_a_burst_typed_in_the_browser_decides_only_the_document_on_screen(tmp_path):
+    """The same app served to a browser: five x typed at once in the pair view (xterm.js sends
+    them as fast as Selenium types) remove the one document shown, and the screen says how many
+    keys were ignored."""
+    import re
+
+    import pytest
+
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.pipeline import scan
+
+    from ..browser_session import Browser, Served, missing
+
+    if missing() is not None:
+        pytest.skip(missing())
+    db = tmp_path / "served.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [write_corpus(tmp_path / "c.jsonl", two_clusters())])
+        scan(project)
+    served = Served(db)
+    browser = None
+    try:
+        browser = Browser(tmp_path / "chrome")
+        browser.open(served.url)
+        browser.wait_for(lambda s: "clusters:" in s)
+        browser.keys("\t")  # the members: the cursor on the first member to review
+        shown = browser.wait_for(lambda s: re.search(r"keys act on ▸\s+(page-variant-\d)", s) is not None)
+        target = re.search(r"keys act on ▸\s+(page-variant-\d)", shown).group(1)
+        browser.keys("\n")  # the pair view
+        browser.wait_for(lambda s: "JACCARD" in s and target in s)
+        browser.keys("xxxxx")
+        browser.wait_for(lambda s: "ignored: the next" in re.sub(r"[\s▌▎▊]+", " ", s))
+        with Project(db) as project:
+            assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [("remove", target)]
+    finally:
+        left = served.stop() + (browser.quit() if browser is not None else [])
+    assert left == [], f"processes left running: {left}"
