@@ -171,8 +171,8 @@ class ReviewSession:
     def __init__(self, spec: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec  # (spec.db: the project file)
         self.model: Review | None = None
-        self.host: Host | None = None
-        self.view: ListView | None = None
+        self.host: Host  # (both given by attach, when the main screen opens the project)
+        self.view: ListView
         # every member shown in this session (rows drawn in the members pane, the pair view's right side)
         self.shown = ShownMembers()
         self.intake = KeyIntake(clock=clock)
