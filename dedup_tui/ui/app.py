@@ -21,8 +21,8 @@ from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
 from ..engine.opening import OpenSpec
 from .text import literal, literal_line
-from .state import ReviewState
 from .shown_log import ShownLog
+from .state import ReviewSession
 from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
@@ -62,7 +62,7 @@ class DedupApp(App):
             self._on_key_lock = threading.Lock()
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
-            self.review = ReviewState(spec)
+            self.review = ReviewSession(spec)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
             self.shown_log = ShownLog(self)  # the documents shown, stored for the cluster table
             self.review.shown.record = self.shown_log.record
@@ -90,6 +90,10 @@ class DedupApp(App):
             with self._on_key_lock:
                 for waiting in self._on_key:
                     waiting.set()
+            if event.is_forwarded:  # back from the focused widget: its bindings run now
+                with self.review.intake.key(event.time):  # what the key's action saw on screen
+                    await super().on_event(event)
+                return
         await super().on_event(event)
 
     @contextlib.contextmanager

@@ -49,11 +49,6 @@ class PipelineStopped(Message):
         self.reason, self.cancelled = reason, cancelled
 
 
-class Reclustered(Message):
-    def __init__(self, generation: int, index: ClusterIndex, request=None, painted=None) -> None:
-        super().__init__()
-        self.generation, self.index, self.request = generation, index, request
-        self.painted = painted  # a threading.Event the screen sets once the list is on screen
 
 
 class ExportFinished(Message):

@@ -97,7 +97,7 @@ async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
     app = create_app(long_ids_corpus(tmp_path), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.main._set_keep_rule(f"max:{LONG_FIELD}")
+        app.review.set_keep_rule(f"max:{LONG_FIELD}")
         await settle(pilot)
         status = app.main.status_line(78).plain
         assert f"max:{LONG_FIELD}" in status.replace("\n", "")
@@ -180,7 +180,7 @@ async def chains_table(app, pilot):
     from dedup_tui.ui.screens.tune import TuneScreen
 
     await settle(pilot)
-    app.main.set_threshold(0.7)
+    app.review.set_threshold(0.7)
     await settle(pilot)
     await pilot.press("T")
     await settle(pilot)
@@ -458,7 +458,7 @@ async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
     app = create_app(corpus, author="tester")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
-        app.main._set_keep_rule("longest")
+        app.review.set_keep_rule("longest")
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)

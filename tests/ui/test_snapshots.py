@@ -174,7 +174,7 @@ def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
     """The keep rule on a long field name: the status line holds it whole (wrapped, never cut)."""
     async def before(pilot):
         await settle(pilot)
-        pilot.app.main._set_keep_rule(f"max:{LONG_FIELD}")
+        pilot.app.review.set_keep_rule(f"max:{LONG_FIELD}")
         await settle(pilot)
         await pilot.press("tab", "down")
         await settle(pilot)

@@ -49,9 +49,7 @@ class AuditScreen(Screen):
         self.result: auditing.Audit | None = None
         self.todo: list[auditing.SampledPair] = []
         self.current: auditing.SampledPair | None = None
-        self.drawn: auditing.SampledPair | None = None  # the pair whose texts are on screen
         self.labelled = 0
-        self.dropped = 0
         self._generation = 0
 
     def compose(self) -> ComposeResult:
@@ -60,6 +58,7 @@ class AuditScreen(Screen):
         yield AppFooter()
 
     def on_mount(self) -> None:
+        self.review.intake.forget("audit")  # (a pair drawn in an earlier audit is not on screen now)
         self.update_header("Drawing the sample…")
         self.recompute()
 
@@ -94,7 +93,6 @@ class AuditScreen(Screen):
 
     def show_next(self) -> None:
         self.current = self.todo.pop(0) if self.todo else None
-        self.drawn = None
         left_view, right_view = self.query_one("#left-doc", DocView), self.query_one("#right-doc", DocView)
         pair = self.current
         if pair is None:
@@ -113,11 +111,8 @@ class AuditScreen(Screen):
             title.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(title)
         self.update_header()
-        self.call_after_refresh(self._mark_drawn, pair)
-
-    def _mark_drawn(self, pair: auditing.SampledPair) -> None:
-        if pair is self.current:
-            self.drawn = pair
+        self.review.intake.showing("audit", pair.key)
+        self.call_after_refresh(self.review.intake.drawn, "audit", pair.key)
 
     def update_header(self, note: str | None = None) -> None:
         width = max(20, self.app.size.width - 2)
@@ -151,10 +146,7 @@ class AuditScreen(Screen):
         pair = self.current
         if pair is None:
             return
-        if self.drawn is not pair:  # the key came before this pair was on screen: it was not seen
-            self.dropped += 1
-            self.notify(f"{self.dropped} key{'s' * (self.dropped != 1)} ignored: the next pair was not on screen "
-                        f"yet", severity="warning", timeout=3)
+        if not self.review.intake.admit("audit", pair.key, "pair"):  # pressed before this pair was on screen
             return
         self.app.writer.submit(lambda project: auditing.label(project, pair, value, author=self.app.author),
                                lambda _r: self.recompute(), what="the audit label")

@@ -1,8 +1,9 @@
 """The main screen: threshold, counts, the cluster list (paged), members, and decisions.
 
 It is layout and rendering: the view, the list, the cursor, the queue and the decisions are the
-review model's (`dedup_tui.review.Review`, at `self.model`). Keys become intents to the model;
-the plans it returns are written by the app's writer thread, and the list is rebuilt in a worker.
+review model's (`dedup_tui.review.Review`, at `self.model`). Keys become intents to the review
+session (`dedup_tui.review.session.ReviewSession`, at `self.review`), which has the plans written
+by the app's writer thread and the list rebuilt off the UI thread; this screen draws the result.
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CellDoesNotExist
-from textual.worker import WorkerState, get_current_worker
+from textual.worker import WorkerState
 
 from ...engine.curate import curated, decisions, keep_rules
 from ...engine.curate.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.graph.clustering import links_to_kept
-from ...engine.graph.pairs import POLICIES, Policy
 from ...engine.orchestration import LoadAndScan
 from ...engine.opening import default_export_path
 from ...engine.ray.partial import PartialView
@@ -40,14 +40,12 @@ from ...engine.store.scans import load_graph
 from ...engine.progress import Control
 from ...engine.outputs import project_protected
 from ...engine.store import Project
-from ...review import NeedsConfirmation, Plan, Request, Review, ReviewError
-from ...review.shown import unseen_question
-from ...review.index import (FILTERS, SORTS, ClusterIndex, PreparedViews, load_snapshot,
-                             save_snapshot, view_key, view_keys)
+from ...review import Request, Review
+from ...review.index import FILTERS, SORTS, load_snapshot, save_snapshot, view_key
 from ..actions import MAIN_ACTIONS
-from ..messages import ExportFinished, GraphReady, PipelineStopped, Reclustered, StageProgress, ViewReady
+from ..messages import ExportFinished, GraphReady, PipelineStopped, StageProgress, ViewReady
 from ..readonly import open_project
-from ..state import ReviewChanged, ReviewState
+from ..state import AppHost, ReviewChanged, ReviewSession
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..messages import SearchDone
 from ..widgets.docview import DocView
@@ -74,28 +72,18 @@ class MainScreen(Screen):
     PAIR_SCREEN = "pair"
     partial: PartialView | None = None  # an imported cluster scan
 
-    def __init__(self, spec, review: ReviewState) -> None:
+    def __init__(self, spec, review: ReviewSession) -> None:
         super().__init__()
         self.spec = spec
         self.review = review
-        review.attach(self)
         self.model: Review | None = None  # made on mount, with the UI thread's connection
         self.page = 0
         self.scanning = False
         self.last_export = None
         self._cancel = threading.Event()
-        self._generation = 0
-        self._clustering_busy = False
-        self._dirty = False
-        # a keep whose list is being worked out while it is written (once it is shown, and the
-        # keep saved, the list is built once more from the project, which repaints nothing)
-        self._predicted: Plan | None = None
-        self._fresh_order = False  # a coalesced re-clustering asked for the view's own order
-        self._snapshot_generation: int | None = None  # _generation when a stored view was shown
+        self._snapshot_generation: int | None = None  # the session's generation when a stored view was shown
         self._snapshot_key: str | None = None  # key of the view snapshot the project holds
         self._opening = False  # reading a scanned project (not loading or scanning it)
-        self._views = PreparedViews()  # cluster indexes computed (or prepared ahead) for this graph
-        self._last_step = 0.0  # the last threshold move, for which way to prepare first
         self._matches: list = []  # the last search's matches, stepped with . and ,
         self._match_at = -1
         self._shown_cluster: int | None = None  # the cluster whose members are on screen
@@ -120,7 +108,7 @@ class MainScreen(Screen):
     @property
     def busy(self) -> bool:
         """A list is being rebuilt, or one is waiting to be."""
-        return self._clustering_busy or self._dirty
+        return self.review.busy
 
     @property
     def _cluster_id(self) -> int | None:
@@ -161,6 +149,7 @@ class MainScreen(Screen):
         project = Project(self.spec.db)
         self.model = Review(project, author=self.app.author)
         self.review.model = self.model
+        self.review.attach(AppHost(self.app), self)
         self.review.shown.review = self.model
         self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
         for table in (self.query_one("#members", MemberTable), self.query_one("#clusters", ClusterTable)):
@@ -247,7 +236,7 @@ class MainScreen(Screen):
         index = message.index
         self._set_floor(message.floor)
         if self.index is None and self.model.shows_view(index):
-            self._snapshot_generation = self._generation
+            self._snapshot_generation = self.review.generation
             self.show_index(index, None)
             self.query_one("#clusters", ClusterTable).after_paint(message.painted.set)
         else:
@@ -258,27 +247,23 @@ class MainScreen(Screen):
         self._rows.clear()  # (a scan may have loaded other documents)
         self.model.graph = message.graph
         self._set_floor(message.floor)
-        self._views = PreparedViews()  # views of another graph are of no use
+        self.review.new_graph()  # views of another graph are of no use
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
         index = message.index
-        if index is None and self._snapshot_generation == self._generation:
+        if index is None and self._snapshot_generation == self.review.generation:
             return  # the stored view on screen is still what the settings ask for
-        if index is not None and not self._clustering_busy and self.model.shows_view(index):
-            self._generation += 1
-            self.show_index(index, None)
-        else:
-            self.schedule_recluster(keep_order=False)
+        if index is None or not self.review.show_built(index):
+            self.review.schedule_recluster(keep_order=False)
 
     def on_unmount(self) -> None:
         self.save_view()
-        self.remember_state()
+        self.review.remember_view()
 
     def save_view(self) -> None:
         """Store the view on screen for the next opening, unless it is stored already or stale."""
         index = self.index
-        if index is None or self.project is None or self._clustering_busy or self._dirty or \
-                self.model.needs_rebuild():
+        if index is None or self.project is None or self.review.busy or self.model.needs_rebuild():
             return
         try:
             stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.listing) != self._snapshot_key
@@ -324,15 +309,16 @@ class MainScreen(Screen):
     def action_search(self) -> None:
         def done(query: str | None) -> None:
             if query:
-                self.run_search(query)
+                self.run_search(query, self.model)
 
         self.app.push_screen(AskScreen("Find documents (an id, the start of ids, or words from the text)",
                                        placeholder="id or text"), done)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, query: str) -> None:
+    def run_search(self, query: str, model: Review) -> None:
+        """(A worker thread: what it reads is given, on the UI thread.)"""
         with Project(self.spec.db) as project:
-            found = self.model.search(project, query)
+            found = model.search(project, query)
         self.post_message(SearchDone(query, found))
 
     def on_search_done(self, message: SearchDone) -> None:
@@ -372,114 +358,12 @@ class MainScreen(Screen):
             if event.worker.group == "pipeline":
                 self.scanning = False
                 self.query_one("#progress", ScanProgress).stop(f"Failed: {event.worker.error}")
-            self._clustering_busy = self._clustering_busy and event.worker.group != "cluster"
             self.notify(f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error",
                         markup=False, timeout=10)
 
-    # -- re-clustering ------------------------------------------------------------------
-    def schedule_recluster(self, keep_order: bool = True) -> None:
-        """Rebuild the list now, or as soon as the running rebuild ends (newest settings win).
-        keep_order: after a decision (the list keeps its order); False: the view changed."""
-        self._generation += 1
-        self._fresh_order = self._fresh_order or not keep_order
-        self.update_top()
-        if self.graph is None:
-            return
-        if self._clustering_busy:
-            self._dirty = True
-            return
-        self._start_recluster()
-
-    def _start_recluster(self) -> None:
-        self._clustering_busy, self._dirty = True, False
-        fresh, self._fresh_order = self._fresh_order, False
-        self.recluster(self._generation, self.model.request(keep_order=not fresh))
-
-    # (a description: the default one is the arguments' repr, the index's arrays among them)
-    @work(thread=True, exclusive=True, group="cluster", exit_on_error=False, description="recluster")
-    def recluster(self, generation: int, request: Request, overrides: Overrides | None = None) -> None:
-        """overrides: the decisions the list is of (default: the project's, as saved)."""
-        graph, views, model = self.graph, self._views, self.model
-        project = Project(self.spec.db, readonly=False)
-        try:
-            overrides = overrides if overrides is not None else Overrides.load(project)
-            key_of = view_keys(project, overrides)
-            view = request.view
-
-            def prepared(t: float, pol: Policy, control: Control | None = None) -> tuple[str, Callable[[], ClusterIndex]]:
-                def compute() -> ClusterIndex:
-                    return model.compute(project, replace(request, view=replace(view, threshold=t, policy=pol),
-                                                          previous=None), graph, overrides, control)
-                return key_of(t, pol, view.listing), compute
-
-            index = model.after_decisions(project, request, graph, overrides)
-            if index is None:
-                index = views.get(*prepared(view.threshold, view.policy)).keeping_order_of(request.previous)
-            worker = get_current_worker()
-            if worker.is_cancelled:
-                return
-            index.places()  # (built here, not on the UI thread: a pass over every document)
-            painted = threading.Event()
-            self.post_message(Reclustered(generation, index, request, painted))
-            # While the reviewer looks, prepare the next step each way (the direction of the last
-            # move first), then the other policy, then the ±0.05 steps, so holding ] or [ (or
-            # pressing p, } or {) shows the result without waiting for a re-clustering. Not before
-            # the list is on screen: each view is ~60 ms of the GIL at 1M, and five of them
-            # delayed the paint of a decision's result by 100-200 ms. Nor while keys come: a view
-            # being prepared when a key comes slowed that key's work (they share the GIL), so a
-            # key stops it (between its steps) and it is prepared again at the next pause.
-            painted.wait(timeout=1.0)
-            step = 0.01 if self._last_step >= 0 else -0.01
-            other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
-            for t, pol in ((round(view.threshold + step, 4), view.policy),
-                           (round(view.threshold - step, 4), view.policy), (view.threshold, other),
-                           (round(view.threshold + 5 * step, 4), view.policy),  # } and { (±0.05)
-                           (round(view.threshold - 5 * step, 4), view.policy)):
-                if not (self.floor <= t <= 1.0):
-                    continue
-                while self._keys_paused(worker, generation):
-                    with self.app.interrupted_by_keys() as key_pressed:
-                        key, compute = prepared(t, pol, Control(cancel=key_pressed))
-                        try:
-                            if not views.has(key):
-                                views.get(key, compute)
-                            break
-                        except Cancelled:  # a key came: its work first, this view at the next pause
-                            continue
-                else:
-                    return
-        finally:
-            project.close()
-
-    KEYS_PAUSE = 0.05  # s without a key before views are prepared ahead (a key stops them anyway)
-
-    def _keys_paused(self, worker, generation: int) -> bool:
-        """(Worker thread) Wait until no key has come for KEYS_PAUSE; False if meanwhile the
-        list changed or the worker was cancelled (nothing to prepare then)."""
-        while not worker.is_cancelled and generation == self._generation:
-            quiet = time.monotonic() - self.app.last_key
-            if quiet >= self.KEYS_PAUSE:
-                return True
-            time.sleep(self.KEYS_PAUSE - quiet)
-        return False
-
-    def on_reclustered(self, message: Reclustered) -> None:
-        self._clustering_busy = False
-        predicted, self._predicted = self._predicted, None
-        if self._dirty or message.generation != self._generation:
-            if message.painted is not None:
-                message.painted.set()
-            self._start_recluster()  # (from the project: a keep being worked out is in it once written)
-            return
-        self.show_index(message.index, message.request)
-        clusters = self.query_one("#clusters", ClusterTable)
-        if predicted is not None and self.model.is_saved(predicted):
-            # the keep worked out is written: the project's own list (the same), once this is on screen
-            clusters.after_paint(self.schedule_recluster)
-        if message.painted is not None:
-            clusters.after_paint(message.painted.set)
-
+    # -- showing --------------------------------------------------------------------------
     def show_index(self, index, request: Request | None) -> None:
+        """A new cluster list (the session's): drawn, and the screen on top told."""
         first = self.index is None
         self.model.show(index, request)
         self.update_top()
@@ -489,7 +373,11 @@ class MainScreen(Screen):
         if self.app.screen is not self:  # a screen on top (pair view, tuning) follows the new clustering
             self.app.screen.post_message(ReviewChanged())
 
-    # -- showing --------------------------------------------------------------------------
+    def after_paint(self, fn: Callable[[], object]) -> None:
+        self.query_one("#clusters", ClusterTable).after_paint(fn)
+
+    def shows_rows(self) -> bool:
+        return self.app.screen is self
     def update_top(self) -> None:
         view = self.model.view if self.model is not None else None
         width = max(20, self.app.size.width - 2)  # #top's padding
@@ -812,7 +700,8 @@ class MainScreen(Screen):
         """The document the keys act on (`o`) and its kept document; on the kept document itself,
         it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
-        target = o
+        target = self._preview_target = o
+        self.review.intake.showing("main", target)
         kept, sim = reference(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
@@ -850,6 +739,17 @@ class MainScreen(Screen):
         update_static(self.query_one("#preview-title", Static), title)
         self.query_one("#preview", PairDiff).show((kept, o), left_shown, right_shown if o != kept else None,
                                                   sync_chars=self.PREVIEW_SYNC_CHARS)
+        self._drawn_after_refresh()
+
+    def _drawn_after_refresh(self) -> None:
+        """The document the keys act on is on screen (its row and its preview) once this redraw is."""
+        self.call_after_refresh(self.review.intake.drawn, "main", self._preview_target)
+
+    def _admitted(self) -> bool:
+        """Whether the decision key being handled saw the cursor's document on screen (no
+        document at all: the model says so)."""
+        doc = self.model.cursor.doc if self.index is not None else None
+        return doc is None or self.review.intake.admit("main", doc)
 
     @staticmethod
     def _current(event: DataTable.RowHighlighted) -> bool:
@@ -940,20 +840,7 @@ class MainScreen(Screen):
         return True
 
     def action_threshold(self, delta: float) -> None:
-        self.set_threshold(round(self.model.view.threshold + delta, 2))
-
-    def set_threshold(self, value: float) -> None:
-        """Every threshold change (a key, a typed value, the tuning screen) says where it moved."""
-        before = self.model.view.threshold
-        if not self.model.set_threshold(value):
-            if self.floor and round(min(max(value, self.floor), 1.0), 4) == self.floor:
-                self.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
-            return
-        self.app.notify(f"threshold {before:.2f} → {self.model.view.threshold:.2f}", timeout=3, replaces="threshold",
-                        markup=False)
-        self._last_step = self.model.view.threshold - before
-        self.remember_state()
-        self.schedule_recluster(keep_order=False)
+        self.review.step_threshold(delta)
 
     def action_cluster(self, delta: int) -> None:
         """} {: the next or previous cluster of the list (its first member to review), as in the
@@ -983,19 +870,12 @@ class MainScreen(Screen):
 
         def done(value: str | None) -> None:
             if value:
-                self.set_threshold(float(value))
+                self.review.set_threshold(float(value))
 
         self.app.push_screen(AskScreen("Threshold", f"{self.threshold:.2f}", validate=validate), done)
 
     def action_toggle_policy(self) -> None:
-        self.model.toggle_policy()
-        self.remember_state()
-        self.schedule_recluster(keep_order=False)
-
-    def set_policy(self, policy: Policy) -> None:
-        if self.model.set_policy(policy):
-            self.remember_state()
-            self.schedule_recluster(keep_order=False)
+        self.review.toggle_policy()
 
     def action_id_width(self, cells: int) -> None:
         """Widen (cells > 0) or narrow the id columns, in the view stored with the project."""
@@ -1017,11 +897,11 @@ class MainScreen(Screen):
         self._after_relist()  # (the status line and the list's title name it: no toast over the preview)
 
     def _after_relist(self) -> None:
-        self.remember_state()
+        self.review.remember_view()
         self.update_top()
         self.page = 0
         if self.model.needs_rebuild():
-            self.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
+            self.review.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
         elif self.index is not None:
             self.render_list()
 
@@ -1030,17 +910,13 @@ class MainScreen(Screen):
         app, the policies and every export follow it)."""
         rules = list(keep_rules.KEEP_RULES)
         current = keep_rules.keep_rule(self.project)
-        self._set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
-
-    def _set_keep_rule(self, rule: str) -> None:
-        self._views = PreparedViews()  # every prepared view kept the other rule's documents
-        self.execute(self.model.plan_keep_rule(rule))
+        self.review.set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
 
     def action_keep_by_field(self) -> None:
         """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
         def done(rule: str | None) -> None:
             if rule:
-                self._set_keep_rule(rule)
+                self.review.set_keep_rule(rule)
 
         current = keep_rules.keep_rule(self.project)
         db = self.spec.db
@@ -1084,118 +960,32 @@ class MainScreen(Screen):
             self.model.select_position(new * self.PAGE)
             self.render_list()
 
-    def remember_state(self) -> None:
-        state = self.model.view_state()
-        try:
-            self.app.writer.submit(lambda project: project.set_meta(ui_state=state), what="the view")
-        except RuntimeError:
-            pass  # the app is closing and its writer with it
+    # -- decisions: on the document on screen (review.session's key intake), by the session ------
+    def action_keep(self) -> None:
+        if self._admitted():
+            self.review.keep()
 
-    # -- decisions: the model plans them, the writer thread writes them, the list follows ----------
-    def execute(self, plan: Plan) -> None:
-        """Write a plan the model made; the cursor has already moved on (the screen shows it now)."""
-        model = self.model
-        # the views the worker prepares around the list shown are of no use after a decision:
-        # it stops (after the one under way) instead of competing with this key's paint
-        self._generation += 1
+    def action_remove(self) -> None:
+        if self._admitted():
+            self.review.remove()  # asks first when it is a kept document
 
-        def done(result) -> None:
-            message = model.finish(plan, result)
-            # a keep or removal made here is in its row already (a toast would only cover the preview)
-            if not (plan.shown_in_row and self.app.screen is self):
-                self.app.notify(message, markup=False, timeout=3, replaces="decision",  # one at a time
-                                severity="warning" if message.startswith("Nothing") else "information")
-            rule_changed = plan.kind == "keep_rule" or \
-                (plan.kind in ("undo", "redo") and getattr(result, "kind", None) == "keep_rule")
-            if rule_changed:
-                self._views = PreparedViews()
-            if self._predicted is plan:
-                pass  # its list is being worked out (on_reclustered builds the project's after it)
-            elif plan.kind != "note" and not (plan.kind in ("undo", "redo") and result is None):
-                # another keep rule keeps other documents: the similarities the list is sorted by
-                # change, so it is sorted again (a decision keeps the order being worked through)
-                self.schedule_recluster(keep_order=not rule_changed)
-            else:
-                self.show_member_info()
-
-        def failed() -> None:
-            model.abandon(plan)
-            if self._predicted is plan:  # the list being worked out holds it: the project's instead
-                self._predicted = None
-                self.schedule_recluster()
-            self.render_list()
-
-        self.app.writer.submit(plan.write, done, what=plan.what, on_fail=failed)
-        if plan.overrides_after is not None and self.graph is not None and not self._clustering_busy:
-            # the list it leads to, worked out while it is written (a keep: its cluster's kept
-            # document and every similarity change); the list after the write is the same
-            self._clustering_busy, self._dirty = True, False
-            self._predicted = plan
-            self.recluster(self._generation, replace(self.model.request(), written=plan.seq), plan.overrides_after)
-        elif self.index is not None:
-            self.render_list()
-            self.update_top()  # (the clusters it completes are counted decided at once)
-
-    def _try(self, make: Callable[[], Plan]) -> bool:
-        try:
-            plan = make()
-        except ReviewError as exc:
-            self.notify(str(exc), severity="warning", markup=False, timeout=5)
-            return False
-        self.execute(plan)
-        return True
-
-    def action_keep(self, o: int | None = None) -> None:
-        self._try(lambda: self.model.plan_keep(o))
-
-    def action_remove(self, o: int | None = None) -> None:
-        try:
-            self.execute(self.model.plan_remove(o))
-        except NeedsConfirmation as question:
-            target = self.model.cursor.doc if o is None else o
-
-            def answered(answer: str | None) -> None:
-                if answer:
-                    self._try(lambda: self.model.plan_remove(target, confirmed=True))
-
-            self.app.push_screen(AskScreen(f"{question} Type yes to remove it", placeholder="yes",
-                                           validate=lambda t: None if t.strip().lower() in ("y", "yes") else
-                                           "Type yes to remove it, esc to cancel"), answered)
-        except ReviewError as exc:
-            self.notify(str(exc), severity="warning", markup=False, timeout=5)
-
-    def action_not_duplicate(self, o: int | None = None, other: int | None = None) -> None:
-        self._try(lambda: self.model.plan_separate(o))
+    def action_not_duplicate(self) -> None:
+        if self._admitted():
+            self.review.separate()
 
     def action_none_duplicates(self) -> None:
+        if not self._admitted():
+            return
         cluster_id = self._cluster_id
-        self.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
-                            lambda: self.model.plan_none_duplicates(cluster_id))
+        self.review.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
+                                   lambda: self.model.plan_none_duplicates(cluster_id))
 
     def action_accept(self) -> None:
-        cluster_id = self._cluster_id
-        self.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
-                            lambda: self.model.plan_accept(cluster_id))
-
-    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
-                       then: Callable[[], object] | None = None) -> None:
-        """The one rule of every screen: a decision covering members the reviewer was not shown
-        (review.shown) asks first, with their count; the cluster is the one it was asked for."""
-        def go() -> None:
-            if self._try(make) and then is not None:
-                then()
-
-        if not unseen:
-            go()
+        if not self._admitted():
             return
-
-        def answered(answer: str | None) -> None:
-            if answer:
-                go()
-
-        self.app.push_screen(AskScreen(unseen_question(what, len(unseen)), placeholder="yes",
-                                       validate=lambda t: None if t.strip().lower() in ("y", "yes") else
-                                       "Type yes to decide them, esc to cancel"), answered)
+        cluster_id = self._cluster_id
+        self.review.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
+                                   lambda: self.model.plan_accept(cluster_id))
 
     def action_bulk_accept(self) -> None:
         """Accept many clusters at once, with their count shown first; one undo step takes it back."""
@@ -1217,7 +1007,7 @@ class MainScreen(Screen):
 
             def confirmed(answer: str | None) -> None:
                 if answer:
-                    self._try(lambda: self.model.plan_bulk_accept(cluster_ids))
+                    self.review.act(lambda: self.model.plan_bulk_accept(cluster_ids))
 
             self.app.push_screen(AskScreen(
                 f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? "
@@ -1236,16 +1026,16 @@ class MainScreen(Screen):
 
         def done(value: str | None) -> None:
             if value:
-                self._try(lambda: self.model.plan_note(value, o))
+                self.review.act(lambda: self.model.plan_note(value, o))
 
         doc_id = self.project.ids_for([o])[0]
         self.app.push_screen(AskScreen(f"Note on {shorten_middle(doc_id, 60)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
-        self.execute(self.model.plan_undo())
+        self.review.undo()
 
     def action_redo(self) -> None:
-        self.execute(self.model.plan_redo())
+        self.review.redo()
 
     def action_open_pair(self) -> None:
         o = self.selected_doc()
@@ -1298,10 +1088,11 @@ class MainScreen(Screen):
             return
         self.last_export = request.out
         self.notify(f"Exporting to {request.out}…", markup=False, timeout=2)
-        self.run_export(request)
+        self.run_export(request, self.graph)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def run_export(self, request: ExportRequest) -> None:
+    def run_export(self, request: ExportRequest, graph) -> None:
+        """(A worker thread: what it reads is given, on the UI thread.)"""
         project = Project(self.spec.db)
         try:
             logs = request.logs
@@ -1310,7 +1101,7 @@ class MainScreen(Screen):
                 removed_out=curated.beside(request.out, "removed.jsonl") if logs else None,
                 decisions_out=curated.beside(request.out, "decisions.jsonl") if logs else None,
                 manifest_out=curated.beside(request.out, "manifest.json") if logs else None,
-                graph=self.graph,
+                graph=graph,
             )
         finally:
             project.close()

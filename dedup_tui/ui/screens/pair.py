@@ -53,6 +53,7 @@ class PairScreen(Screen):
         """What one opening of the pair view starts from (nothing of an earlier opening: what
         the reviewer saw then does not count as seen now)."""
         review = self.review
+        review.intake.forget("pair")  # what an earlier opening drew is not on screen now
         self.cluster_id = cluster_id
         self.right = right
         self.left = review.kept_of(right)
@@ -118,6 +119,7 @@ class PairScreen(Screen):
         a worker."""
         project = self.review.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
+        self.review.intake.showing("pair", self.right)
         self.seen.add(self.right)
         self.review.shown.add(self.left)  # (on screen too: the session's record, not this view's rule)
         left_text, right_text = left.text, right.text
@@ -152,6 +154,11 @@ class PairScreen(Screen):
             self.jaccard = result.jaccard
             self.jaccard_computed = True
         self.refresh_view()
+
+    def on_pair_diff_shown(self, message: PairDiff.Shown) -> None:
+        """The right-hand document is on screen (the widget says so after the repaint that drew it)."""
+        if message.key == self._key:
+            self.review.intake.drawn("pair", self.right)
 
     def refresh_view(self) -> None:
         """Header and titles from the review's current clustering (after decisions too), each
@@ -306,14 +313,17 @@ class PairScreen(Screen):
         self._moved = True
         self.follow_cursor()
 
-    def _decide(self, act) -> None:
+    def _decide(self, act) -> bool:
         """A decision on the right-hand document (the one shown, whatever the cursor did in the
         meantime); the model moves its cursor on (to the next member to review) and this view
-        follows it."""
+        follows it. A key typed before that document was drawn decides nothing."""
+        if not self.review.intake.admit("pair", self.right):
+            return False
         self.review.model.select(self.right)
         self._moved = False  # a decision puts the main screen's lists on the cursor
         act(self.right)
         self.follow_cursor()
+        return True
 
     def action_keep(self) -> None:
         self._decide(self.review.keep)
@@ -327,7 +337,8 @@ class PairScreen(Screen):
         in their new cluster), which would take the reviewer out of the cluster being reviewed."""
         model, root = self.review.model, self.review.exact_root
         split, cluster = self.right, model.members(self.cluster_id)
-        self._decide(self.review.separate)
+        if not self._decide(self.review.separate):
+            return
         doc = model.cursor.doc
         if doc is None or doc == split or root(doc) != root(split):
             return
@@ -347,6 +358,8 @@ class PairScreen(Screen):
     def _decide_cluster(self, what: str, plan) -> None:
         """A decision for every member of the cluster: asked first when some were not shown here
         (the rule of every screen, review.shown)."""
+        if not self.review.intake.admit("pair", self.right):
+            return
         self.review.model.select(self.right)
         self._moved = False  # a decision puts the main screen's lists on the cursor
         self.review.decide_cluster(what, self.unseen(), plan, then=self.follow_cursor)

@@ -431,6 +431,7 @@ class ReviewScreen(Screen):
         yield AppFooter()
 
     def on_mount(self) -> None:
+        self.review.intake.forget("label")  # (a pair drawn in an earlier queue is not on screen now)
         self.refill()
         self.show_next()
         self.query_one("#right-doc", DocView).focus()
@@ -476,6 +477,11 @@ class ReviewScreen(Screen):
             t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
+        self.review.intake.showing("label", (q.a, q.b))  # a label key counts once the pair is on screen
+
+    def on_pair_diff_shown(self, message: PairDiff.Shown) -> None:
+        if self.current is not None and message.key == (self.current.a, self.current.b):
+            self.review.intake.drawn("label", message.key)
 
     def update_header(self, note: str | None = None) -> None:
         q = self.current
@@ -512,7 +518,7 @@ class ReviewScreen(Screen):
     # -- actions ---------------------------------------------------------------------------
     def action_label(self, label: str) -> None:
         q = self.current
-        if q is None:
+        if q is None or not self.review.intake.admit("label", (q.a, q.b), "pair"):
             return
         a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.review.policy, self.app.author
         self.app.writer.submit(lambda project: tune.set_label(project, a_id, b_id, label, q.similarity, threshold,
