@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from dedup_tui.engine import decisions as dec
-from dedup_tui.engine.cluster import KEPT
+from dedup_tui.engine.curate import decisions as dec
+from dedup_tui.engine.curate import keep_rules
+from dedup_tui.engine.graph.clustering import KEPT, REVIEWER
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.review.model import Review
@@ -214,7 +215,7 @@ def test_a_decision_is_finished_after_its_write_then_the_list_follows(session):
     assert host.told and host.told[-1].startswith("Saved")  # finished once written
     assert len(host.threads) == 1  # then the list is rebuilt, off the UI thread
     host.run_threads()
-    assert session.view.shown and model.index.clustering.reason[doc] == dec.REVIEWER
+    assert session.view.shown and model.index.clustering.reason[doc] == REVIEWER
     assert not session.busy
 
 
@@ -245,9 +246,9 @@ def test_undo_after_a_keep_rule_change_is_one_step(session):
     host.writer.run()
     host.run_threads()
     with Project(session.spec.db) as project:
-        assert dec.keep_rule(project) == "first"
+        assert keep_rules.keep_rule(project) == "first"
         assert [d.kind for d in dec.active(project)] == ["remove"]  # the removal stands
-    assert model.index.clustering.kept_by == "first" and model.index.clustering.reason[removed] == dec.REVIEWER
+    assert model.index.clustering.kept_by == "first" and model.index.clustering.reason[removed] == REVIEWER
     assert session.redo()
     host.writer.run()
     host.run_threads()

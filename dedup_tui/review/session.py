@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..engine.cluster import POLICIES, PairGraph, Policy
-from ..engine.decisions import Overrides
+from ..engine.graph.pairs import POLICIES, PairGraph, Policy
+from ..engine.curate.decisions import Overrides
 from ..engine.errors import Cancelled
 from ..engine.progress import Control
 from ..engine.store import Project

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from textual import events
 
-from dedup_tui.engine import decisions
+from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
@@ -144,7 +144,7 @@ def test_a_burst_typed_in_the_browser_decides_only_the_document_on_screen(tmp_pa
     import pytest
 
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.pipeline import scan
+    from dedup_tui.engine.scanning.local import scan
 
     from ..browser_session import Browser, Served, missing
 
