@@ -887,7 +887,7 @@ class MainScreen(Screen):
                         timeout=2)
             return
         self.model.set_id_widening(members.widening_for(then))
-        self.remember_state()
+        self.review.remember_view()
         if self.index is not None:
             self.render_list()
         self.notify(f"The id column is {then} cells ({'I' if cells > 0 else 'i'} takes it back)", timeout=2)
