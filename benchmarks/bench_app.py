@@ -42,10 +42,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import corpora  # noqa: E402  (owned by bench_scan; only imported)
+import corpora
 
 OUT = REPO / "benchmarks" / "out"
 RESULTS = REPO / "benchmarks" / "results"
+
 
 def cli() -> list[str]:
     exe = Path(sys.executable).with_name("dedup-tui")
@@ -97,11 +98,11 @@ def ms(seconds: float) -> float:
 
 
 def bench_engine(db: Path, thresholds: list[float], repeat: int) -> list[tuple[str, list[float]]]:
+    from dedup_tui.engine.curate.decisions import Overrides
     from dedup_tui.engine.graph.clustering import cluster
     from dedup_tui.engine.graph.pairs import POLICIES
-    from dedup_tui.engine.curate.decisions import Overrides
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
+    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.review.index import build_index
 
     rows: list[tuple[str, list[float]]] = []
@@ -145,6 +146,7 @@ def bench_review(db: Path, repeat: int) -> list[tuple[str, list[float]]]:
         shutil.copyfile(db, copy)
         review = Review.open(copy, author="bench")
         try:
+
             def timed(name: str, fn) -> None:
                 times = []
                 for _ in range(repeat):
@@ -156,24 +158,36 @@ def bench_review(db: Path, repeat: int) -> list[tuple[str, list[float]]]:
             n = len(review.index.clustering.cluster)
             review.select_position(len(review.index.labels) // 2)
             plans = []
-            timed(f"`Review.plan_remove` (checked, cursor advanced; {n:,} docs)",
-                  lambda: plans.append(review.plan_remove()))
+            timed(
+                f"`Review.plan_remove` (checked, cursor advanced; {n:,} docs)",
+                lambda: plans.append(review.plan_remove()),
+            )
             for plan in plans:  # written, as the app's writer thread does
                 review.finish(plan, plan.write(review.project))
-            timed("`Review.compute` after a decision (cluster, index, list order kept)",
-                  lambda: review.show(review.compute(review.project, review.request())))
+            timed(
+                "`Review.compute` after a decision (cluster, index, list order kept)",
+                lambda: review.show(review.compute(review.project, review.request())),
+            )
             previous = review.index
-            timed("`ClusterIndex.keeping_order_of` (the list order kept, alone)",
-                  lambda: review.index.keeping_order_of(previous))
+            timed(
+                "`ClusterIndex.keeping_order_of` (the list order kept, alone)",
+                lambda: review.index.keeping_order_of(previous),
+            )
             labels, _ = review.bulk_candidates(0.95)
             review.run(review.plan_bulk_accept(labels))
             review.select_position(0)
-            timed(f"`Review.next_to_review` after accepting {len(labels):,} clusters (from the top)",
-                  lambda: review.next_to_review(None, None, 0))
-            timed("`Review.plan_undo` + write + compute (the bulk accept undone, then redone)",
-                  lambda: (review.run(review.plan_undo()), review.run(review.plan_redo())))
-            timed("`Review.search` ('python', every match with its place)",
-                  lambda: review.search(review.project, "python"))
+            timed(
+                f"`Review.next_to_review` after accepting {len(labels):,} clusters (from the top)",
+                lambda: review.next_to_review(None, None, 0),
+            )
+            timed(
+                "`Review.plan_undo` + write + compute (the bulk accept undone, then redone)",
+                lambda: (review.run(review.plan_undo()), review.run(review.plan_redo())),
+            )
+            timed(
+                "`Review.search` ('python', every match with its place)",
+                lambda: review.search(review.project, "python"),
+            )
         finally:
             review.close()
     return rows
@@ -201,10 +215,22 @@ async def until(pilot, cond, timeout: float = 30.0) -> None:
     await pilot.pause(0)  # layout + compositor render of the new state (headless: rendered, not written)
 
 
-CHARS = {"right_square_bracket": "]", "left_square_bracket": "[", "right_curly_bracket": "}",
-         "left_curly_bracket": "{", "greater_than_sign": ">",
-         "less_than_sign": "<", "p": "p", "s": "s", "d": "d", "x": "x", "u": "u", "f": "f", "F": "F",
-         "enter": "\r"}
+CHARS = {
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "right_curly_bracket": "}",
+    "left_curly_bracket": "{",
+    "greater_than_sign": ">",
+    "less_than_sign": "<",
+    "p": "p",
+    "s": "s",
+    "d": "d",
+    "x": "x",
+    "u": "u",
+    "f": "f",
+    "F": "F",
+    "enter": "\r",
+}
 
 
 def send_key(app, key: str) -> None:
@@ -220,8 +246,7 @@ def send_key(app, key: str) -> None:
 
 def settled(app) -> bool:
     main = app.main
-    return (main.index is not None and not main.scanning and not main.busy
-            and not any(w.is_running for w in app.workers))
+    return main.index is not None and not main.scanning and not main.busy and not any(w.is_running for w in app.workers)
 
 
 async def settle(pilot) -> None:
@@ -256,7 +281,8 @@ def reflects(main, threshold: float, policy: str) -> bool:
     if len(idx.labels) == 0:
         return table.row_count == 0
     return table.row_count > 0 and int(table.coordinate_to_cell_key((0, 0)).row_key.value) == int(
-        idx.labels[main.page * main.PAGE])
+        idx.labels[main.page * main.PAGE]
+    )
 
 
 async def measure_open(db: Path, repeat: int) -> list[float]:
@@ -274,8 +300,9 @@ async def measure_open(db: Path, repeat: int) -> list[float]:
     return times
 
 
-async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
-                          parts: dict | None = None) -> dict[str, list[float]]:
+async def measure_session(
+    db: Path, repeat: int, profiles: dict | None = None, parts: dict | None = None
+) -> dict[str, list[float]]:
     from dedup_tui.ui.app import create_app
     from dedup_tui.ui.screens.pair import PairScreen
 
@@ -305,6 +332,7 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
                 return fn(*args, **kwargs)
             finally:
                 spent[key] += time.perf_counter() - t0
+
         return wrapper
 
     for name, fn in patched.items():
@@ -341,14 +369,20 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             # threshold: up `repeat` steps, then down again
             for key, step in [("right_square_bracket", 0.01)] * repeat + [("left_square_bracket", -0.01)] * repeat:
                 target = round(main.threshold + step, 2)
-                await timed(f"threshold `{']' if step > 0 else '['}` (±0.01)", [key],
-                            lambda: reflects(main, target, main.policy))
+                await timed(
+                    f"threshold `{']' if step > 0 else '['}` (±0.01)",
+                    [key],
+                    lambda: reflects(main, target, main.policy),
+                )
             # threshold ±0.05: a step the app has not prepared ahead (a full re-clustering)
             for i in range(repeat):
                 key, step = ("right_curly_bracket", 0.05) if i % 2 == 0 else ("left_curly_bracket", -0.05)
                 target = round(main.threshold + step, 2)
-                await timed("threshold `}` / `{` (±0.05, not prepared ahead)", [key],
-                            lambda: reflects(main, target, main.policy))
+                await timed(
+                    "threshold `}` / `{` (±0.05, not prepared ahead)",
+                    [key],
+                    lambda: reflects(main, target, main.policy),
+                )
             # policy: alternate components -> greedy -> components ...
             for _ in range(repeat):
                 target = "greedy" if main.policy == "components" else "components"
@@ -357,12 +391,20 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             for _ in range(repeat if main.pages > 1 else 0):
                 forward = main.page + 1 < main.pages
                 page = main.page + (1 if forward else -1)
-                await timed("page `>` / `<`", ["greater_than_sign" if forward else "less_than_sign"],
-                            lambda: main.page == page and reflects(main, main.threshold, main.policy))
+                await timed(
+                    "page `>` / `<`",
+                    ["greater_than_sign" if forward else "less_than_sign"],
+                    lambda: main.page == page and reflects(main, main.threshold, main.policy),
+                )
             # sort: cycle the four orders
             for _ in range(repeat):
-                await timed("sort `s`", ["s"], lambda: main.page == 0 and main.index.sort == main.sort
-                            and reflects(main, main.threshold, main.policy))
+                await timed(
+                    "sort `s`",
+                    ["s"],
+                    lambda: (
+                        main.page == 0 and main.index.sort == main.sort and reflects(main, main.threshold, main.policy)
+                    ),
+                )
             # filters: `f` cycles the named ones (all, undecided, near, exact, back to all); `F` applies
             # a typed one (size and lowest similarity), then clears it
             from textual.widgets import Input
@@ -372,8 +414,11 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
 
             def filtered(flt: str):
                 # (a filter lists from page 0; after a re-clustering the selected cluster keeps its page)
-                return lambda: (main.model.view.listing.filter == flt and main.index.sort == main.sort
-                                and reflects(main, main.threshold, main.policy))
+                return lambda: (
+                    main.model.view.listing.filter == flt
+                    and main.index.sort == main.sort
+                    and reflects(main, main.threshold, main.policy)
+                )
 
             for flt in ("undecided", "near", "exact", "all"):
                 await timed("filter `f`", ["f"], filtered(flt))
@@ -401,16 +446,23 @@ async def measure_session(db: Path, repeat: int, profiles: dict | None = None,
             for i in range(repeat):
                 await select_second_member(i * 5)
                 o = main.selected_doc()
-                await timed("remove `x` (saved, re-clustered, cursor on the next member)", ["x"],
-                            lambda: main.index.clustering.reason[o] == REVIEWER and main.selected_doc() != o)
-                await timed("undo `u` (saved, re-clustered)", ["u"],
-                            lambda: main.index.clustering.reason[o] != REVIEWER)
+                await timed(
+                    "remove `x` (saved, re-clustered, cursor on the next member)",
+                    ["x"],
+                    lambda: main.index.clustering.reason[o] == REVIEWER and main.selected_doc() != o,
+                )
+                await timed(
+                    "undo `u` (saved, re-clustered)", ["u"], lambda: main.index.clustering.reason[o] != REVIEWER
+                )
             # pair view: a member (not the kept one) of a different cluster each time
             for i in range(repeat):
                 await select_second_member(i * 7)
                 before = shown["n"]
-                await timed("open pair `d` (diff rendered)", ["d"],
-                            lambda: isinstance(app.screen, PairScreen) and shown["n"] > before)
+                await timed(
+                    "open pair `d` (diff rendered)",
+                    ["d"],
+                    lambda: isinstance(app.screen, PairScreen) and shown["n"] > before,
+                )
                 await pilot.press("escape")
                 await until(pilot, lambda: not isinstance(app.screen, PairScreen))
     finally:
@@ -450,8 +502,10 @@ def stats_rows(rows: list[tuple[str, list[float]]], parts: dict | None = None) -
     if parts is None:
         lines = ["| what | n | median ms | max ms |", "|---|---:|---:|---:|"]
     else:
-        lines = ["| what | n | median ms | max ms | re-clustering worker, median ms | `on_reclustered` handler, median ms |",
-                 "|---|---:|---:|---:|---:|---:|"]
+        lines = [
+            "| what | n | median ms | max ms | re-clustering worker, median ms | `on_reclustered` handler, median ms |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
     for name, times in rows:
         line = f"| {name} | {len(times)} | {statistics.median(times):.1f} | {max(times):.1f} |"
         if parts is not None:
@@ -472,8 +526,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="repetitions of each action")
     ap.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9,0.95")
     ap.add_argument("--skip-engine", action="store_true")
-    ap.add_argument("--profile", metavar="DIR",
-                    help="cProfile each timed action (event-loop thread) into DIR/<action>.prof; print the top functions")
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="cProfile each timed action (event-loop thread) into DIR/<action>.prof; print the top functions",
+    )
     ap.add_argument("--out-md", default=str(RESULTS / "app-1m.md"))
     a = ap.parse_args()
     if a.db:
@@ -521,8 +578,11 @@ def main() -> None:
 
     import textual
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
-        if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = (
+        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     lines = [
         f"## The app at {n_docs:,} documents ({n_pairs:,} stored pairs)",
         "",
@@ -542,8 +602,12 @@ def main() -> None:
     ]
     if engine_rows:
         lines += ["Engine calls underneath (3 runs each):", "", *stats_rows(engine_rows), ""]
-    lines += ["The review model's operations (no UI; what a key costs before drawing):", "",
-              *stats_rows(review_rows), ""]
+    lines += [
+        "The review model's operations (no UI; what a key costs before drawing):",
+        "",
+        *stats_rows(review_rows),
+        "",
+    ]
     text = "\n".join(lines)
     print(text)
     out = Path(a.out_md)

@@ -72,8 +72,13 @@ def run_measured(cmd: list[str]) -> dict:
     watch.stop()
     if os.waitstatus_to_exitcode(status):
         sys.exit(f"{' '.join(cmd)} failed (exit {os.waitstatus_to_exitcode(status)})")
-    return {"wall": wall, "stdout": out.decode(), "rss": usage.ru_maxrss * 1024, "shm": watch.peak_shm,
-            "used": watch.peak_used}
+    return {
+        "wall": wall,
+        "stdout": out.decode(),
+        "rss": usage.ru_maxrss * 1024,
+        "shm": watch.peak_shm,
+        "used": watch.peak_used,
+    }
 
 
 def mb(n: float) -> str:
@@ -106,8 +111,19 @@ def main() -> None:
             label = f"{args.kind} {args.docs:,}"
         db, scan_dir = work / "local.db", work / "scan"
         local = run_measured([*exe, "scan", "--db", str(db), str(corpus), "--floor", str(args.floor)])
-        cluster = run_measured([*exe, "cluster-scan", str(corpus), "--out", str(scan_dir), "--floor", str(args.floor),
-                                "--piece-mb", str(args.piece_mb)])
+        cluster = run_measured(
+            [
+                *exe,
+                "cluster-scan",
+                str(corpus),
+                "--out",
+                str(scan_dir),
+                "--floor",
+                str(args.floor),
+                "--piece-mb",
+                str(args.piece_mb),
+            ]
+        )
         manifest = json.loads((scan_dir / "manifest.json").read_text())
 
         import pyarrow.parquet as pq
@@ -116,9 +132,12 @@ def main() -> None:
         theirs = set(zip(t["a"], t["b"], t["jaccard"]))
         with sqlite3.connect(db) as conn:
             ours = set(conn.execute("SELECT a_id, b_id, jaccard FROM near_pairs"))
-            scan_total = json.loads(conn.execute(
-                "SELECT timings FROM runs WHERE command = 'scan' ORDER BY id DESC LIMIT 1").fetchone()[0])["total"]
-        same = "yes" if ours == theirs else f"NO ({len(ours - theirs):,} only local, {len(theirs - ours):,} only cluster)"
+            scan_total = json.loads(
+                conn.execute("SELECT timings FROM runs WHERE command = 'scan' ORDER BY id DESC LIMIT 1").fetchone()[0]
+            )["total"]
+        same = (
+            "yes" if ours == theirs else f"NO ({len(ours - theirs):,} only local, {len(theirs - ours):,} only cluster)"
+        )
         n = manifest["counts"]["documents"]
         c = manifest["cluster"]
         lines = [
@@ -135,12 +154,13 @@ def main() -> None:
             f"{mb(cluster['rss'])} (driver) | {mb(cluster['shm'])} | {mb(cluster['used'])} |",
             "",
             f"Same pairs: {same} ({len(ours):,} pairs >= {args.floor}). Cluster stages (s): "
-            + ", ".join(f"{k} {v:.2f}" for k, v in manifest["timings"].items() if k != "total") + ".",
+            + ", ".join(f"{k} {v:.2f}" for k, v in manifest["timings"].items() if k != "total")
+            + ".",
             "",
             "Bytes the reducers of each shuffle received, per document: "
             + ", ".join(f"{k} {v / n:,.0f} B" for k, v in manifest["shuffle_bytes"].items())
             + f" ({sum(manifest['shuffle_bytes'].values()) / n:,.0f} B in all; the corpus file is "
-              f"{corpus.stat().st_size / n:,.0f} B a document).",
+            f"{corpus.stat().st_size / n:,.0f} B a document).",
             "",
         ]
         text = "\n".join(lines)

@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
 from dedup_tui.engine.scanning.settings import ScanSettings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,8 +35,11 @@ def main() -> None:
     ap.add_argument("--scan", help="a corpus to load and scan after the warm-up (in this process)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the warm-up: the scan compiles")
     ap.add_argument("--top", type=int, default=40)
-    ap.add_argument("--timeline", action="store_true", help="also print when each kernel compiled and each "
-                    "stage of the warm-up's scan began (seconds from the start)")
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="also print when each kernel compiled and each stage of the warm-up's scan began (seconds from the start)",
+    )
     a = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="bench-compile-")
     atexit.register(shutil.rmtree, cache, True)
@@ -95,12 +99,14 @@ def main() -> None:
 
         warmup_job.run(on_report)
         t_warm = time.perf_counter() - t2
-    print(f"cache {cache}; import numba {t_numba:.2f} s, "
-          f"warm-up run {t_warm:.2f} s, of which compiling {sum(excl.values()):.2f} s")
+    print(
+        f"cache {cache}; import numba {t_numba:.2f} s, "
+        f"warm-up run {t_warm:.2f} s, of which compiling {sum(excl.values()):.2f} s"
+    )
     if a.scan:
-        from dedup_tui.engine.scanning import local
         from dedup_tui.engine.ingest import load_corpus
         from dedup_tui.engine.progress import Control
+        from dedup_tui.engine.scanning import local
         from dedup_tui.engine.store import Project
 
         phase["name"] = "scan"
@@ -114,14 +120,16 @@ def main() -> None:
                 t5 = time.perf_counter()
             finally:
                 project.close()
-        print(f"scan of {a.scan}: load {t4 - t3:.2f} s, scan {t5 - t4:.2f} s; "
-              f"compiled during it: {len(per_phase['scan'])}")
+        print(
+            f"scan of {a.scan}: load {t4 - t3:.2f} s, scan {t5 - t4:.2f} s; "
+            f"compiled during it: {len(per_phase['scan'])}"
+        )
         for s in per_phase["scan"]:
             print("   ", s)
     if a.timeline:
         print("\n".join(timeline))
     print(f"\n{'kernel':45} {'incl s':>7} {'excl s':>7} {'compiles':>8}")
-    for name in sorted(incl, key=lambda n: -incl[n])[:a.top]:
+    for name in sorted(incl, key=lambda n: -incl[n])[: a.top]:
         print(f"{name:45} {incl[name]:7.2f} {excl[name]:7.2f} {count[name]:8d}")
     twice = [n for n in count if count[n] > 1]
     if twice:

@@ -34,25 +34,25 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-import corpora  # noqa: E402
+import corpora
 
-from dedup_tui.engine.scanning import local  # noqa: E402
-from dedup_tui.engine.ingest import load_corpus  # noqa: E402
-from dedup_tui.engine.store import Project  # noqa: E402
-from dedup_tui.engine.store.scans import (read_exact_array, read_forest, read_pair_arrays,  # noqa: E402
-                                          stored_scan_key_bytes)
-from dedup_tui.engine.scanning.settings import ScanSettings
-from dedup_tui.engine.scanning.settings import ScanResult
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning.settings import ScanResult, ScanSettings
+from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays, stored_scan_key_bytes
 
 STAGES = ("exact", "signatures", "candidates", "old_texts", "verify", "write", "total")
 
 
 def engine_version() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dedup_tui"], cwd=REPO, capture_output=True,
-                               text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "dedup_tui"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
         return head + (" + uncommitted dedup_tui changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -68,8 +68,14 @@ def timed_scan(path: Path, settings, full: bool) -> tuple[ScanResult, float]:
 def stored(path: Path):
     with Project(path) as project:
         a, b, j = read_pair_arrays(project)
-        return (a, b, j, read_exact_array(project, project.next_ord()), read_forest(project, len(a)),
-                stored_scan_key_bytes(project))
+        return (
+            a,
+            b,
+            j,
+            read_exact_array(project, project.next_ord()),
+            read_forest(project, len(a)),
+            stored_scan_key_bytes(project),
+        )
 
 
 def row(name: str, docs: int, wall: float, r: ScanResult) -> str:
@@ -86,8 +92,11 @@ def main() -> None:
     ap.add_argument("--add", type=int, default=2_000, help="documents added (M)")
     ap.add_argument("--floor", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--shuffle", action="store_true",
-                    help="add M documents drawn at random from the corpus (seeded), not its last M")
+    ap.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="add M documents drawn at random from the corpus (seeded), not its last M",
+    )
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--dir", help="working folder (default: a temporary one, removed)")
     ap.add_argument("--out-md", help="also write the report here")
@@ -103,8 +112,8 @@ def main() -> None:
             random.Random(args.seed).shuffle(records)
         old_file, new_file = work / "old.jsonl", work / "new.jsonl"
         corpora.write_jsonl(records[: args.docs], old_file)
-        corpora.write_jsonl(records[args.docs:], new_file)
-        n_old, n_new = len(records[: args.docs]), len(records[args.docs:])
+        corpora.write_jsonl(records[args.docs :], new_file)
+        n_old, n_new = len(records[: args.docs]), len(records[args.docs :])
         del records
         settings = ScanSettings(floor=args.floor, method="lsh", workers=args.workers)
         inc, full = work / "incremental.db", work / "full.db"
@@ -133,31 +142,35 @@ def main() -> None:
         key_bytes = got[5]
         reps = added.representatives
 
-        lines = [f"`python benchmarks/bench_incremental.py --kind {args.kind} --docs {args.docs} --add {args.add} "
-                 f"--floor {args.floor}{' --shuffle' if args.shuffle else ''}`", "",
-                 f"### {args.kind}: {n_old:,} documents scanned, then {n_new:,} added (floor {args.floor}, "
-                 f"LSH {added.bands}x{added.rows})", "",
-                 "| scan | documents | wall s | " + " | ".join(STAGES) + " | candidates | verified | pairs |",
-                 "|---|---:|---:|" + "---:|" * len(STAGES) + "---:|---:|---:|",
-                 row(f"full scan of the first {n_old:,}", n_old, first_wall, first),
-                 row(f"full rescan after adding {n_new:,}", n_old + n_new, rescan_wall, rescan),
-                 row(f"incremental scan of the {added.new_documents:,} added", n_old + n_new, added_wall, added),
-                 "",
-                 f"Incremental / full rescan: {added_wall / rescan_wall:.1%} of the wall time "
-                 f"({added_wall:.2f} s against {rescan_wall:.2f} s). Loading: {load_old:.1f} s for the first "
-                 f"{n_old:,}, {load_new:.1f} s for the {n_new:,} added.",
-                 f"Same result as the full rescan: pairs and scores {'yes' if same_pairs else 'NO'} "
-                 f"({len(key_got):,} pairs; {len(key_got - key_want):,} only incremental, "
-                 f"{len(key_want - key_got):,} only full), exact groups {'yes' if same_exact else 'NO'}, "
-                 f"spanning forest {'yes' if same_forest else 'NO'}.",
-                 f"Kept for incremental scans: {key_bytes:,} bytes of band keys, nibbles, hash prefixes and ords for "
-                 f"{reps:,} representative documents = {key_bytes / max(reps, 1):.0f} bytes each; the full scan "
-                 f"spent {first.timings.get('keep_keys', 0):.2f} s of its {first.timings.get('total', 0):.2f} s "
-                 f"writing them.",
-                 f"Machine: {platform.node()}, {os.cpu_count()} cores (shared with other work), Python "
-                 f"{platform.python_version()}, numpy {np.__version__}. "
-                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
-                 f" dedup-tui at {engine_version()}."]
+        lines = [
+            f"`python benchmarks/bench_incremental.py --kind {args.kind} --docs {args.docs} --add {args.add} "
+            f"--floor {args.floor}{' --shuffle' if args.shuffle else ''}`",
+            "",
+            f"### {args.kind}: {n_old:,} documents scanned, then {n_new:,} added (floor {args.floor}, "
+            f"LSH {added.bands}x{added.rows})",
+            "",
+            "| scan | documents | wall s | " + " | ".join(STAGES) + " | candidates | verified | pairs |",
+            "|---|---:|---:|" + "---:|" * len(STAGES) + "---:|---:|---:|",
+            row(f"full scan of the first {n_old:,}", n_old, first_wall, first),
+            row(f"full rescan after adding {n_new:,}", n_old + n_new, rescan_wall, rescan),
+            row(f"incremental scan of the {added.new_documents:,} added", n_old + n_new, added_wall, added),
+            "",
+            f"Incremental / full rescan: {added_wall / rescan_wall:.1%} of the wall time "
+            f"({added_wall:.2f} s against {rescan_wall:.2f} s). Loading: {load_old:.1f} s for the first "
+            f"{n_old:,}, {load_new:.1f} s for the {n_new:,} added.",
+            f"Same result as the full rescan: pairs and scores {'yes' if same_pairs else 'NO'} "
+            f"({len(key_got):,} pairs; {len(key_got - key_want):,} only incremental, "
+            f"{len(key_want - key_got):,} only full), exact groups {'yes' if same_exact else 'NO'}, "
+            f"spanning forest {'yes' if same_forest else 'NO'}.",
+            f"Kept for incremental scans: {key_bytes:,} bytes of band keys, nibbles, hash prefixes and ords for "
+            f"{reps:,} representative documents = {key_bytes / max(reps, 1):.0f} bytes each; the full scan "
+            f"spent {first.timings.get('keep_keys', 0):.2f} s of its {first.timings.get('total', 0):.2f} s "
+            f"writing them.",
+            f"Machine: {platform.node()}, {os.cpu_count()} cores (shared with other work), Python "
+            f"{platform.python_version()}, numpy {np.__version__}. "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}."
+            f" dedup-tui at {engine_version()}.",
+        ]
         report = "\n".join(lines)
         print(report)
         if args.out_md:

@@ -97,8 +97,10 @@ def start(command: str, size: tuple[int, int], ready: str, timeout: float, sessi
     deadline = time.perf_counter() + timeout
     while ready not in tmux("capture-pane", "-p", "-t", session):
         if time.perf_counter() > deadline:
-            raise SystemExit(f"the program did not show {ready!r} within {timeout:.0f} s:\n"
-                             + tmux("capture-pane", "-p", "-t", session))
+            raise SystemExit(
+                f"the program did not show {ready!r} within {timeout:.0f} s:\n"
+                + tmux("capture-pane", "-p", "-t", session)
+            )
         time.sleep(0.05)
 
 
@@ -106,8 +108,16 @@ def summary(times: list[float]) -> tuple[int, float, float]:
     return (len(times), statistics.median(times), max(times)) if times else (0, float("nan"), float("nan"))
 
 
-def measure(label: str, key: str, undo: str, repeat: int, settle_s: float, timeout: float, rows: list,
-            sessions: list[str] = (SESSION,)) -> None:
+def measure(
+    label: str,
+    key: str,
+    undo: str,
+    repeat: int,
+    settle_s: float,
+    timeout: float,
+    rows: list,
+    sessions: list[str] = (SESSION,),
+) -> None:
     """`key` pressed `repeat` times in each session in turn (then its undo keys)."""
     times: dict[str, list[float]] = {s: [] for s in sessions}
     for _ in range(repeat):
@@ -120,9 +130,11 @@ def measure(label: str, key: str, undo: str, repeat: int, settle_s: float, timeo
     rows.append((label, key, [summary(times[s]) for s in sessions]))
 
 
-ECHO = ("import sys, termios, tty\nfd = sys.stdin.fileno(); tty.setraw(fd)\nprint('ready', end='\\r\\n', flush=True)\n"
-        "n = 0\nwhile True:\n    c = sys.stdin.read(1)\n    if c == 'q': break\n    n += 1\n"
-        "    print(f'key {n}: {c!r}', end='\\r\\n', flush=True)\n")
+ECHO = (
+    "import sys, termios, tty\nfd = sys.stdin.fileno(); tty.setraw(fd)\nprint('ready', end='\\r\\n', flush=True)\n"
+    "n = 0\nwhile True:\n    c = sys.stdin.read(1)\n    if c == 'q': break\n    n += 1\n"
+    "    print(f'key {n}: {c!r}', end='\\r\\n', flush=True)\n"
+)
 
 
 def main() -> int:
@@ -133,8 +145,13 @@ def main() -> int:
     # (150 ms missed a key whose screen changed twice 200 ms apart: it read as settled after the first)
     ap.add_argument("--settle", type=float, default=300, help="ms without a change that count as settled")
     ap.add_argument("--timeout", type=float, default=10, help="s to wait for a key's screen")
-    ap.add_argument("--code", action="append", default=[], metavar="LABEL=DIR",
-                    help="run the app from this source tree (repeat to compare trees, keys pressed in turn)")
+    ap.add_argument(
+        "--code",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="run the app from this source tree (repeat to compare trees, keys pressed in turn)",
+    )
     ap.add_argument("--keys", default="", help="only these keys' rows, by key, comma-separated (e.g. 'k,x,r')")
     args = ap.parse_args()
     chosen = [k for k in args.keys.split(",") if k]
@@ -185,13 +202,18 @@ def main() -> int:
         finally:
             for session in [SESSION, *sessions]:
                 tmux("kill-session", "-t", session, check=False)
-    print(f"### Key press to settled screen: {args.db} at {args.size} ({args.repeat} presses each, settled = "
-          f"{args.settle:.0f} ms unchanged)\n")
+    print(
+        f"### Key press to settled screen: {args.db} at {args.size} ({args.repeat} presses each, settled = "
+        f"{args.settle:.0f} ms unchanged)\n"
+    )
     trees = "" if codes[0][1] is None else " · ".join(f"{label}: {folder}" for label, folder in codes)
     if trees:
         print(f"Source trees (keys pressed in each window in turn): {trees}\n")
-    print("App open to a settled first screen: " + ", ".join(
-        f"{t:.1f} s" + (f" ({label})" if len(codes) > 1 else "") for (label, _), t in zip(codes, opened)) + "\n")
+    print(
+        "App open to a settled first screen: "
+        + ", ".join(f"{t:.1f} s" + (f" ({label})" if len(codes) > 1 else "") for (label, _), t in zip(codes, opened))
+        + "\n"
+    )
     names = [label for label, _ in codes]
     if len(codes) == 1:
         print("| program: key | key | presses | median ms | max ms |")
@@ -205,8 +227,10 @@ def main() -> int:
         if len(stats) < len(names):  # the peers (echo, less): once, in the first columns
             cells += " | — | —" * (len(names) - len(stats))
         print(f"| {label} | `{key}` | {n} | {cells} |")
-    print("\nTimes include the harness (tmux, polling the screen with its colours): the echo row is its floor. "
-          "A key whose screen never changed within the timeout counts 0 presses.")
+    print(
+        "\nTimes include the harness (tmux, polling the screen with its colours): the echo row is its floor. "
+        "A key whose screen never changed within the timeout counts 0 presses."
+    )
     return 0
 
 

@@ -54,8 +54,11 @@ def main() -> None:
     rng = np.random.default_rng(args.seed + 1)
     masks = {0.0: None} | {s: rng.random(args.docs) < s for s in shares}
     print(f"{args.docs:,} documents, {len(g.a):,} pairs; median of {args.repeat} runs, seconds\n")
-    print("| policy | threshold | " + " | ".join("no references" if s == 0 else f"{s:.0%} references"
-                                               for s in masks) + " | removed against a reference |")
+    print(
+        "| policy | threshold | "
+        + " | ".join("no references" if s == 0 else f"{s:.0%} references" for s in masks)
+        + " | removed against a reference |"
+    )
     print("|---|---|" + "---|" * len(masks) + "---|")
     for policy in ("components", "greedy"):
         for threshold in (0.6, 0.8, 0.95):

@@ -37,8 +37,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-import corpora  # noqa: E402
-import peers  # noqa: E402
+import corpora
+import peers
 
 NUM_PERM, K = peers.NUM_PERM, peers.K
 normalize = peers.normalize
@@ -47,10 +47,12 @@ normalize = peers.normalize
 def engine_version() -> str:
     """HEAD commit of the repository, marked dirty when dedup_tui/ has uncommitted changes."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dedup_tui"], cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "dedup_tui"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
         return head + (" + uncommitted dedup_tui changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -64,6 +66,7 @@ def cli_path() -> str:
 # ---------------------------------------------------------------------------------------
 # Peers: each runs in its own process (peers.py), their leanest normal usage.
 # ---------------------------------------------------------------------------------------
+
 
 def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
     """datasketch's own optimum (false positive and negative weights 0.5/0.5); for rensa,
@@ -79,10 +82,10 @@ def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
             return sum(f(lo + (i + 0.5) * step) * step for i in range(round((hi - lo) / step)))
 
         def _false_positive_probability(t: float, b: int, r: int) -> float:
-            return _integral(lambda s: 1 - (1 - s ** r) ** b, 0.0, t)
+            return _integral(lambda s: 1 - (1 - s**r) ** b, 0.0, t)
 
         def _false_negative_probability(t: float, b: int, r: int) -> float:
-            return _integral(lambda s: (1 - s ** r) ** b, t, 1.0)
+            return _integral(lambda s: (1 - s**r) ** b, t, 1.0)
 
     best = None
     for b in range(1, NUM_PERM + 1):
@@ -99,6 +102,7 @@ def _peer_banding(floor: float, divisors_only: bool) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------
 # Running and measuring a child process.
 # ---------------------------------------------------------------------------------------
+
 
 def _tree(pid: int) -> list[int]:
     out, todo = [], [pid]
@@ -133,16 +137,31 @@ def _mem_kb(pid: int) -> tuple[int, int]:
 
 
 class Measured:
-    def __init__(self, seconds: float, peak_tree_mb: float, maxrss_mb: float, rc: int | None,
-                 timed_out: bool, stdout: str, stderr: str, untimed_s: float = 0.0,
-                 stamp_s: float | None = None):
+    def __init__(
+        self,
+        seconds: float,
+        peak_tree_mb: float,
+        maxrss_mb: float,
+        rc: int | None,
+        timed_out: bool,
+        stdout: str,
+        stderr: str,
+        untimed_s: float = 0.0,
+        stamp_s: float | None = None,
+    ):
         self.seconds, self.peak_tree_mb, self.maxrss_mb = seconds, peak_tree_mb, maxrss_mb
         self.rc, self.timed_out, self.stdout, self.stderr = rc, timed_out, stdout, stderr
         self.untimed_s, self.stamp_s = untimed_s, stamp_s
 
 
-def run_measured(cmd: list[str], timeout: float, cwd: str | None = None, mark: str | None = None,
-                 stamp: bytes | None = None, env: dict | None = None) -> Measured:
+def run_measured(
+    cmd: list[str],
+    timeout: float,
+    cwd: str | None = None,
+    mark: str | None = None,
+    stamp: bytes | None = None,
+    env: dict | None = None,
+) -> Measured:
     """Run cmd, sampling its process tree every 50 ms: the peak of the summed RSS, and the
     largest single process's own peak (VmHWM); kill its process group on timeout.
 
@@ -207,13 +226,23 @@ def run_measured(cmd: list[str], timeout: float, cwd: str | None = None, mark: s
     untimed = 0.0
     if marked is not None:
         seconds, untimed = marked, seconds - marked
-    return Measured(seconds, max(peak, hwm) / 1024, hwm / 1024, proc.returncode, timed_out, stdout, stderr,
-                    untimed_s=untimed, stamp_s=stamped)
+    return Measured(
+        seconds,
+        max(peak, hwm) / 1024,
+        hwm / 1024,
+        proc.returncode,
+        timed_out,
+        stdout,
+        stderr,
+        untimed_s=untimed,
+        stamp_s=stamped,
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # Pair bookkeeping (distinct-text level).
 # ---------------------------------------------------------------------------------------
+
 
 def pair_keys(a: np.ndarray, b: np.ndarray, rep: np.ndarray, n: int) -> np.ndarray:
     """Sorted unique keys lo*n+hi of the pairs mapped to representatives, self-pairs dropped."""
@@ -231,6 +260,7 @@ def pair_keys(a: np.ndarray, b: np.ndarray, rep: np.ndarray, n: int) -> np.ndarr
 # The benchmark.
 # ---------------------------------------------------------------------------------------
 
+
 def scan_record(db: Path) -> dict:
     """The last complete scan's record in the project's `runs` table: {"timings": seconds per
     stage, "counts": candidates, prefiltered, verified, pairs, ...} as the CLI stored them
@@ -239,8 +269,9 @@ def scan_record(db: Path) -> dict:
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        row = conn.execute("SELECT timings, counts FROM runs WHERE command = 'scan' AND status = 'complete' "
-                           "ORDER BY id DESC LIMIT 1").fetchone()
+        row = conn.execute(
+            "SELECT timings, counts FROM runs WHERE command = 'scan' AND status = 'complete' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
     finally:
         conn.close()
     if row is None:
@@ -259,8 +290,18 @@ def wait_for_warmup(cache: Path, log) -> None:
     log(f"  the first run's warm-up ended {time.perf_counter() - t0:.1f}s after it; cache warm: {is_warm(str(cache))}")
 
 
-def run_ours(corpus: Path, work: Path, floor: float, timeout: float, ids: dict, n: int, log,
-             method: str | None = None, label: str = "dedup-tui", numba_cache: Path | None = None) -> dict:
+def run_ours(
+    corpus: Path,
+    work: Path,
+    floor: float,
+    timeout: float,
+    ids: dict,
+    n: int,
+    log,
+    method: str | None = None,
+    label: str = "dedup-tui",
+    numba_cache: Path | None = None,
+) -> dict:
     """Our CLI, end to end, as a user runs it. With `numba_cache`, NUMBA_CACHE_DIR points there
     (an empty folder: the first scan after an install, which compiles the kernels)."""
     name = re.sub(r"[^\w.-]+", "_", label)
@@ -293,8 +334,12 @@ def run_ours(corpus: Path, work: Path, floor: float, timeout: float, ids: dict, 
     res["stages"], res["counts"] = rec.get("timings", {}), rec.get("counts", {})
     res["to_loaded_s"] = m2.stamp_s
     out = work / f"{name}.pairs.jsonl"
-    subprocess.run([cli, "pairs", "--db", str(db), "--min", str(floor), "--out", str(out)], check=True,
-                   capture_output=True, env=env)
+    subprocess.run(
+        [cli, "pairs", "--db", str(db), "--min", str(floor), "--out", str(out)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     a, b = [], []
     with open(out) as fh:
         for line in fh:
@@ -313,15 +358,30 @@ def run_peer(tool: str, corpus: Path, work: Path, floor: float, timeout: float, 
     out = work / tool
     mark = work / f"{tool}.mark"
     mark.unlink(missing_ok=True)  # (a run before this one left its own)
-    cmd = [sys.executable, str(HERE / "peers.py"), tool, str(corpus), str(floor), str(out),
-           "--mark", str(mark), "--queries", str(queries)]
+    cmd = [
+        sys.executable,
+        str(HERE / "peers.py"),
+        tool,
+        str(corpus),
+        str(floor),
+        str(out),
+        "--mark",
+        str(mark),
+        "--queries",
+        str(queries),
+    ]
     if tool == "rensa":  # the k-window lists: the divisor of 128 that datasketch's criterion prefers
         cmd += ["--bands", str(_peer_banding(floor, divisors_only=True)[0])]
     elif tool == "rensa-sets":  # the shingle sets: rensa's own banding
         cmd += ["--bands", str(peers.rensa_bands(floor))]
     m = run_measured(cmd, timeout, mark=str(mark))
-    res = {"tool": tool, "seconds": m.seconds, "peak_mb": m.peak_tree_mb, "maxrss_mb": m.maxrss_mb,
-           "untimed_s": m.untimed_s}
+    res = {
+        "tool": tool,
+        "seconds": m.seconds,
+        "peak_mb": m.peak_tree_mb,
+        "maxrss_mb": m.maxrss_mb,
+        "untimed_s": m.untimed_s,
+    }
     if m.timed_out or m.rc != 0:
         res["status"] = "timeout" if m.timed_out else f"error rc={m.rc}"
         if not m.timed_out:
@@ -355,12 +415,19 @@ def headline(meta: dict, rows: list[dict]) -> dict:
     ours = next((r for r in rows if r["tool"] == "dedup-tui"), {})
     cold = next((r for r in rows if r["tool"] == "dedup-tui (first run)"), None)
     rb = best_rensa(rows)
-    h = {"ours_s": ours.get("seconds"), "ours_status": ours.get("status"), "ours_peak_mb": ours.get("peak_mb"),
-         "ours_recall": ours.get("recall"), "counts": ours.get("counts", {}), "stages": ours.get("stages", {}),
-         "to_loaded_s": ours.get("to_loaded_s")}
+    h = {
+        "ours_s": ours.get("seconds"),
+        "ours_status": ours.get("status"),
+        "ours_peak_mb": ours.get("peak_mb"),
+        "ours_recall": ours.get("recall"),
+        "counts": ours.get("counts", {}),
+        "stages": ours.get("stages", {}),
+        "to_loaded_s": ours.get("to_loaded_s"),
+    }
     if cold is not None:
-        h.update(first_run_s=cold.get("seconds"), first_run_status=cold.get("status"),
-                 first_run_peak_mb=cold.get("peak_mb"))
+        h.update(
+            first_run_s=cold.get("seconds"), first_run_status=cold.get("status"), first_run_peak_mb=cold.get("peak_mb")
+        )
     if rb is not None:
         h.update(rensa_use=rb["tool"], rensa_s=rb["seconds"], rensa_peak_mb=rb["peak_mb"], rensa_recall=rb["recall"])
         if _ok(ours):
@@ -379,8 +446,10 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
         "",
         f"Truth: {meta['truth']}",
         "",
-        ("| tool | method | wall s | docs/s | MB/s | peak MB | pairs reported | precision | recall "
-         "| recall near floor | vs fastest peer | vs rensa |"),
+        (
+            "| tool | method | wall s | docs/s | MB/s | peak MB | pairs reported | precision | recall "
+            "| recall near floor | vs fastest peer | vs rensa |"
+        ),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     peer_times = [r["seconds"] for r in rows if r["tool"] in PEERS and _ok(r)]
@@ -388,8 +457,10 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
     rb = best_rensa(rows)
     for r in rows:
         if not _ok(r):
-            lines.append(f"| {r['tool']} | {r.get('banding', '')} | {r['status']} (>{r.get('seconds', 0):.0f}) | | | "
-                         f"{r.get('peak_mb', 0):,.0f} | | | | | | |")
+            lines.append(
+                f"| {r['tool']} | {r.get('banding', '')} | {r['status']} (>{r.get('seconds', 0):.0f}) | | | "
+                f"{r.get('peak_mb', 0):,.0f} | | | | | | |"
+            )
             continue
         s = r["seconds"]
         wall = f"{s:.1f}"
@@ -397,8 +468,11 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
             wall += f" ({r['load_s']:.1f} + {r['scan_s']:.1f})"
         ours = r["tool"] not in PEERS
         speed = f"{fastest / s:.2f}x" if fastest and ours else ""
-        vs_rensa = f"{rb['seconds'] / s:.2f}x" if rb and ours else ("fastest rensa" if r is rb and len(
-            [x for x in rows if x["tool"] in RENSA and _ok(x)]) > 1 else "")
+        vs_rensa = (
+            f"{rb['seconds'] / s:.2f}x"
+            if rb and ours
+            else ("fastest rensa" if r is rb and len([x for x in rows if x["tool"] in RENSA and _ok(x)]) > 1 else "")
+        )
         method = r.get("banding", "") + (f" ({r['tokens']})" if r.get("tokens") else "")
         lines.append(
             f"| {r['tool']} | {method} | {wall} | {meta['docs'] / s:,.0f} | {meta['mb'] / s:.2f} | "
@@ -415,8 +489,11 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
         lines += [
             "Our stages (seconds; the scan's record in the project's `runs` table) and counts:",
             "",
-            "| run | wall s | to `loaded` s | " + " | ".join(keys) + " | scan total | rest s | "
-            + " | ".join(ckeys) + " | peak MB |",
+            "| run | wall s | to `loaded` s | "
+            + " | ".join(keys)
+            + " | scan total | rest s | "
+            + " | ".join(ckeys)
+            + " | peak MB |",
             "|---|" + "---:|" * (5 + len(keys) + len(ckeys)),
         ]
         for r in ours_rows:
@@ -428,44 +505,65 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
                 + " | ".join(_s(st.get(k), ".2f") for k in keys)
                 + f" | {_s(total, '.2f')} | {_s(rest, '.2f')} | "
                 + " | ".join(f"{r['counts'][k]:,}" if isinstance(r["counts"].get(k), int) else "" for k in ckeys)
-                + f" | {r['peak_mb']:,.0f} |")
-        lines += ["", ("`to loaded`: from the process start to its `loaded N documents` line (interpreter start, "
-                       "imports, reading the JSONL and writing the documents into the new project; seen at 50 ms "
-                       "samples); `scan total`: the scan's own clock; `rest`: the remainder (between the two, the "
-                       "summary, interpreter exit). candidates: LSH candidate pairs; prefiltered: of those, dropped "
-                       "before exact verification; verified: exact Jaccard computed; pairs: >= floor, stored."), ""]
+                + f" | {r['peak_mb']:,.0f} |"
+            )
+        lines += [
+            "",
+            (
+                "`to loaded`: from the process start to its `loaded N documents` line (interpreter start, "
+                "imports, reading the JSONL and writing the documents into the new project; seen at 50 ms "
+                "samples); `scan total`: the scan's own clock; `rest`: the remainder (between the two, the "
+                "summary, interpreter exit). candidates: LSH candidate pairs; prefiltered: of those, dropped "
+                "before exact verification; verified: exact Jaccard computed; pairs: >= floor, stored."
+            ),
+            "",
+        ]
     h = meta.get("headline") or {}
     if h.get("rensa_use") and h.get("ours_status") == "ok":
         c = h.get("counts", {})
-        first = (f"first run (empty numba cache) {h['first_run_s']:.1f} s, " if h.get("first_run_status") == "ok"
-                 else "")
-        lines += [(f"**Against rensa** (its faster lean use here: `{h['rensa_use']}`): ours {h['ours_s']:.1f} s "
-                   f"({first}peak {h['ours_peak_mb']:,.0f} MB; {c.get('candidates', 0):,} candidates, "
-                   f"{c.get('verified', 0):,} verified, {c.get('pairs', 0):,} pairs), rensa {h['rensa_s']:.1f} s "
-                   f"(peak {h['rensa_peak_mb']:,.0f} MB): rensa/ours = {h['rensa_over_ours']:.2f}x; recall at the "
-                   f"floor {h['ours_recall']:.4f} against {h['rensa_recall']:.4f}."), ""]
+        first = f"first run (empty numba cache) {h['first_run_s']:.1f} s, " if h.get("first_run_status") == "ok" else ""
+        lines += [
+            (
+                f"**Against rensa** (its faster lean use here: `{h['rensa_use']}`): ours {h['ours_s']:.1f} s "
+                f"({first}peak {h['ours_peak_mb']:,.0f} MB; {c.get('candidates', 0):,} candidates, "
+                f"{c.get('verified', 0):,} verified, {c.get('pairs', 0):,} pairs), rensa {h['rensa_s']:.1f} s "
+                f"(peak {h['rensa_peak_mb']:,.0f} MB): rensa/ours = {h['rensa_over_ours']:.2f}x; recall at the "
+                f"floor {h['ours_recall']:.4f} against {h['rensa_recall']:.4f}."
+            ),
+            "",
+        ]
     if meta.get("sampled"):
-        lines.append(f"Precision and recall are estimated on the pairs touching the {meta['truth_sample']:,} sampled "
-                     "texts (ours from its full output; the peers' from the candidates of the sampled queries, "
-                     "listed after their timer stopped).")
-    lines.append("Peers: wall s and peak MB stop when every query's candidates are counted; listing candidates "
-                 "for the benchmark's bookkeeping afterwards is not timed.")
+        lines.append(
+            f"Precision and recall are estimated on the pairs touching the {meta['truth_sample']:,} sampled "
+            "texts (ours from its full output; the peers' from the candidates of the sampled queries, "
+            "listed after their timer stopped)."
+        )
+    lines.append(
+        "Peers: wall s and peak MB stop when every query's candidates are counted; listing candidates "
+        "for the benchmark's bookkeeping afterwards is not timed."
+    )
     repeated = [r for r in rows if len(r.get("runs_s", [])) > 1]
     if repeated:
-        lines.append("wall s and peak MB: the median of runs taking turns (" + "; ".join(
-            f"{r['tool']}: " + ", ".join(f"{x:.1f}" for x in r["runs_s"]) for r in repeated)
-            + " s); the stages table is the first run's.")
+        lines.append(
+            "wall s and peak MB: the median of runs taking turns ("
+            + "; ".join(f"{r['tool']}: " + ", ".join(f"{x:.1f}" for x in r["runs_s"]) for r in repeated)
+            + " s); the stages table is the first run's."
+        )
     if any(r["tool"] == "dedup-tui (first run)" for r in rows):
-        lines.append("`dedup-tui (first run)`: the same command with NUMBA_CACHE_DIR set to a new empty folder, "
-                     "so every kernel is compiled, as in the first scan after an install; `dedup-tui` then "
-                     "runs with that folder filled (warm).")
+        lines.append(
+            "`dedup-tui (first run)`: the same command with NUMBA_CACHE_DIR set to a new empty folder, "
+            "so every kernel is compiled, as in the first scan after an install; `dedup-tui` then "
+            "runs with that folder filled (warm)."
+        )
     lines.append(f"Machine: {meta['machine']}. {meta['when']}. dedup-tui at {meta.get('engine', '?')}.")
     for r in rows:
         if r.get("summary"):
             lines.append(f"`{r['tool']}` said: {r['summary']}")
         if r.get("hits") is not None:
-            lines.append(f"`{r['tool']}`: {r['hits']:,} query results ({(r['hits'] - r['docs']) // 2:,} candidate pairs "
-                         f"of documents), index {r['index_s']:.1f} s + query {r['query_s']:.1f} s inside the process.")
+            lines.append(
+                f"`{r['tool']}`: {r['hits']:,} query results ({(r['hits'] - r['docs']) // 2:,} candidate pairs "
+                f"of documents), index {r['index_s']:.1f} s + query {r['query_s']:.1f} s inside the process."
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -474,24 +572,42 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=2000, help="corpus size (documents)")
     ap.add_argument("--kind", choices=corpora.KINDS, default="long")
     ap.add_argument("--floor", type=float, default=0.8, help="similarity floor / LSH threshold")
-    ap.add_argument("--peers", default="datasketch,rensa",
-                    help="comma list of datasketch, rensa (k-window lists), rensa-sets (shingle sets, rensa's own "
-                         "banding); empty for none")
-    ap.add_argument("--cold", action="store_true",
-                    help="also run ours first with an empty NUMBA_CACHE_DIR (the first scan after an install "
-                         "compiles the kernels): row 'dedup-tui (first run)'; the warm run then uses that cache")
+    ap.add_argument(
+        "--peers",
+        default="datasketch,rensa",
+        help="comma list of datasketch, rensa (k-window lists), rensa-sets (shingle sets, rensa's own "
+        "banding); empty for none",
+    )
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="also run ours first with an empty NUMBA_CACHE_DIR (the first scan after an install "
+        "compiles the kernels): row 'dedup-tui (first run)'; the warm run then uses that cache",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="time ours (warm) and each peer this many times, taking turns, and report each one's "
-                         "median wall and peak (this shared machine's speed drifts by a second or more); "
-                         "pairs, recall and our stages come from the first run")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time ours (warm) and each peer this many times, taking turns, and report each one's "
+        "median wall and peak (this shared machine's speed drifts by a second or more); "
+        "pairs, recall and our stages come from the first run",
+    )
     ap.add_argument("--timeout", type=float, default=900, help="seconds per tool before it is reported as timeout")
-    ap.add_argument("--truth-sample", type=int, default=2000,
-                    help="the exact answer compares this many random distinct texts with every text; recall "
-                         "and precision are measured on the pairs touching them")
-    ap.add_argument("--truth-all-work", type=float, default=2e10,
-                    help="compare every pair instead when distinct texts x characters of text is at most this "
-                         "(or there are at most --truth-sample distinct texts)")
+    ap.add_argument(
+        "--truth-sample",
+        type=int,
+        default=2000,
+        help="the exact answer compares this many random distinct texts with every text; recall "
+        "and precision are measured on the pairs touching them",
+    )
+    ap.add_argument(
+        "--truth-all-work",
+        type=float,
+        default=2e10,
+        help="compare every pair instead when distinct texts x characters of text is at most this "
+        "(or there are at most --truth-sample distinct texts)",
+    )
     ap.add_argument("--oracle-sample", type=int, help=argparse.SUPPRESS)  # the old union oracle's; ignored
     ap.add_argument("--out-json", help="write all measurements here")
     ap.add_argument("--out-md", help="append the Markdown table here")
@@ -532,8 +648,10 @@ def main() -> None:
         # and of the texts with exact duplicates, to count their pairs between distinct texts.
         queries = np.union1d(sample, np.flatnonzero(mult > 1))
         np.save(work / "queries.npy", queries)
-        log(f"corpus {a.kind}: {n:,} docs, {text_bytes / 1e6:.1f} MB, {distinct:,} distinct texts "
-            f"({time.perf_counter() - t0:.1f}s)")
+        log(
+            f"corpus {a.kind}: {n:,} docs, {text_bytes / 1e6:.1f} MB, {distinct:,} distinct texts "
+            f"({time.perf_counter() - t0:.1f}s)"
+        )
 
         rows = []
         engine_at_start = engine_version()
@@ -541,8 +659,11 @@ def main() -> None:
         if a.cold:
             cache = work / "numba-cache"
             log("running dedup-tui with an empty numba cache (first run) ...")
-            rows.append(run_ours(corpus, work, a.floor, a.timeout, ids, n, log, label="dedup-tui (first run)",
-                                 numba_cache=cache))
+            rows.append(
+                run_ours(
+                    corpus, work, a.floor, a.timeout, ids, n, log, label="dedup-tui (first run)", numba_cache=cache
+                )
+            )
             wait_for_warmup(cache, log)
         log("running dedup-tui ...")
         rows.append(run_ours(corpus, work, a.floor, a.timeout, ids, n, log, numba_cache=cache))
@@ -566,11 +687,14 @@ def main() -> None:
             r["seconds"] = float(np.median(r["runs_s"]))
             r["peak_mb"] = float(np.median(r["runs_peak_mb"]))
         for r in rows:
-            log(f"  {r['tool']}: {r.get('status')} {r.get('seconds', 0):.1f}s peak {r.get('peak_mb', 0):.0f} MB"
-                + (f" (then {r['untimed_s']:.1f}s untimed)" if r.get("untimed_s") else ""))
+            log(
+                f"  {r['tool']}: {r.get('status')} {r.get('seconds', 0):.1f}s peak {r.get('peak_mb', 0):.0f} MB"
+                + (f" (then {r['untimed_s']:.1f}s untimed)" if r.get("untimed_s") else "")
+            )
 
         # The exact answer: every pair touching the sample (every pair when not sampled).
         import oracle  # numba: only the parent needs it
+
         log(f"exact answer: {len(sample):,} of {distinct:,} distinct texts against all ...")
         t1 = time.perf_counter()
         enc = oracle.Encoder(norms)
@@ -601,8 +725,9 @@ def main() -> None:
                 # text, minus the extra copies of pairs whose texts have copies (all among `found`:
                 # a candidate of a text with copies is in that text's own list, LSH is symmetric).
                 dup = found[(mult[found // n] > 1) | (mult[found % n] > 1)]
-                r["pairs"] = int((r["hits"] - n) // 2 - (mult * (mult - 1) // 2).sum()
-                                 - (mult[dup // n] * mult[dup % n] - 1).sum())
+                r["pairs"] = int(
+                    (r["hits"] - n) // 2 - (mult * (mult - 1) // 2).sum() - (mult[dup // n] * mult[dup % n] - 1).sum()
+                )
                 ks = touching(found)
                 del found, dup
             hit = np.isin(tkeys, ks, assume_unique=True)
@@ -614,14 +739,19 @@ def main() -> None:
             r["measured_pairs"] = len(ks)
             if r["tool"] not in PEERS and not good.all():
                 bad = ks[~good][:5]
-                log(f"  WARNING: {int((~good).sum()):,} of our pairs touching the sample are below the floor by "
-                    f"the oracle, e.g. " + ", ".join(
+                log(
+                    f"  WARNING: {int((~good).sum()):,} of our pairs touching the sample are below the floor by "
+                    f"the oracle, e.g. "
+                    + ", ".join(
                         f"({k // n}, {k % n}) plain Jaccard {oracle.plain_jaccard(norms[k // n], norms[k % n]):.4f}"
-                        for k in bad.tolist()))
+                        for k in bad.tolist()
+                    )
+                )
             checked_keys.append(ks[rng.choice(len(ks), min(100, len(ks)), replace=False)] if len(ks) else ks)
         # Spot check of the oracle against plain Python sets: truth pairs and reported pairs.
-        spot = np.unique(np.concatenate(checked_keys + [tkeys[rng.choice(len(tkeys), min(200, len(tkeys)),
-                                                                          replace=False)]]))
+        spot = np.unique(
+            np.concatenate(checked_keys + [tkeys[rng.choice(len(tkeys), min(200, len(tkeys)), replace=False)]])
+        )
         tset = dict(zip(tkeys.tolist(), tj.tolist()))
         mismatches = 0
         for k in spot.tolist():
@@ -634,23 +764,37 @@ def main() -> None:
         spot_desc = f"spot check against plain Python sets: {mismatches}/{len(spot)} differ"
         if sampled:
             p_touch = oracle.touch_probability(len(sample), distinct)
-            truth_desc = (f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of a uniform sample of "
-                          f"{len(sample):,} of the {distinct:,} distinct texts against all of them — "
-                          f"{len(tkeys):,} pairs with Jaccard >= {a.floor} touch the sample "
-                          f"(~{len(tkeys) / p_touch:,.0f} estimated in the corpus), {near_desc}; {spot_desc}.")
+            truth_desc = (
+                f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of a uniform sample of "
+                f"{len(sample):,} of the {distinct:,} distinct texts against all of them — "
+                f"{len(tkeys):,} pairs with Jaccard >= {a.floor} touch the sample "
+                f"(~{len(tkeys) / p_touch:,.0f} estimated in the corpus), {near_desc}; {spot_desc}."
+            )
         else:
             p_touch = 1.0
-            truth_desc = (f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of every pair of the "
-                          f"{distinct:,} distinct texts — {len(tkeys):,} pairs with Jaccard >= {a.floor}, "
-                          f"{near_desc}; {spot_desc}.")
+            truth_desc = (
+                f"exact Jaccard (benchmarks/oracle.py, {oracle_s:.0f} s) of every pair of the "
+                f"{distinct:,} distinct texts — {len(tkeys):,} pairs with Jaccard >= {a.floor}, "
+                f"{near_desc}; {spot_desc}."
+            )
         meta = dict(
-            kind=a.kind + ("" if a.kind not in ("real", "realplus") or corpora.summaries_path() else " (fallback: short)"),
-            docs=n, mb=text_bytes / 1e6, mean_chars=text_bytes / max(n, 1), distinct=distinct, floor=a.floor,
-            truth=truth_desc, truth_pairs=len(tkeys), truth_near=len(near), sampled=sampled,
-            truth_sample=len(sample), truth_pairs_estimated=len(tkeys) / p_touch, oracle=enc.method,
+            kind=a.kind
+            + ("" if a.kind not in ("real", "realplus") or corpora.summaries_path() else " (fallback: short)"),
+            docs=n,
+            mb=text_bytes / 1e6,
+            mean_chars=text_bytes / max(n, 1),
+            distinct=distinct,
+            floor=a.floor,
+            truth=truth_desc,
+            truth_pairs=len(tkeys),
+            truth_near=len(near),
+            sampled=sampled,
+            truth_sample=len(sample),
+            truth_pairs_estimated=len(tkeys) / p_touch,
+            oracle=enc.method,
             oracle_mismatches=mismatches,
             machine=f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-                    f"numpy {np.__version__}",
+            f"numpy {np.__version__}",
             when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             engine=engine_at_start,
             command="python benchmarks/bench_scan.py " + " ".join(sys.argv[1:]),

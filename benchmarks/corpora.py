@@ -59,7 +59,7 @@ def _shared_corpus(name: str) -> Path:
     if not here.exists() and git.is_file():
         line = git.read_text().strip()
         if line.startswith("gitdir:"):
-            gitdir = Path(line[len("gitdir:"):].strip())
+            gitdir = Path(line[len("gitdir:") :].strip())
             if gitdir.parent.name == "worktrees":
                 main_checkout = gitdir.parent.parent.parent
                 there = main_checkout.parent / "shared" / "corpora" / name
@@ -133,8 +133,32 @@ class SentenceSource:
                     pool.append(t)
             self.real = pool
         if self.real is None:
-            syll = ["ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "den", "var", "qu", "zel",
-                    "an", "or", "ix", "um", "bre", "sto", "fa", "gli", "tor", "win", "ep", "yo"]
+            syll = [
+                "ka",
+                "lo",
+                "mi",
+                "ne",
+                "ru",
+                "ta",
+                "shi",
+                "po",
+                "den",
+                "var",
+                "qu",
+                "zel",
+                "an",
+                "or",
+                "ix",
+                "um",
+                "bre",
+                "sto",
+                "fa",
+                "gli",
+                "tor",
+                "win",
+                "ep",
+                "yo",
+            ]
             vocab = set()
             r = random.Random(seed)
             while len(vocab) < 20_000:
@@ -243,10 +267,17 @@ def make_variant(rng: random.Random, src: SentenceSource, text: str, op: str, st
 
 # Near-variant operations for short texts (sentence operations make no sense on one line).
 SHORT_VARIANT_OPS = [
-    ("exact", 0.0), ("case_space", 0.0),
-    ("char", 0.02), ("char", 0.04), ("char", 0.08), ("char", 0.15),
-    ("word", 0.1), ("word", 0.2), ("word", 0.3),
-    ("truncate", 0.1), ("truncate", 0.3),
+    ("exact", 0.0),
+    ("case_space", 0.0),
+    ("char", 0.02),
+    ("char", 0.04),
+    ("char", 0.08),
+    ("char", 0.15),
+    ("word", 0.1),
+    ("word", 0.2),
+    ("word", 0.3),
+    ("truncate", 0.1),
+    ("truncate", 0.3),
 ]
 
 
@@ -262,8 +293,9 @@ def real_plus_variants(n_docs: int, seed: int = 0) -> list[dict]:
     for j in range(max(0, n_docs - len(texts))):
         op, strength = rng.choice(SHORT_VARIANT_OPS)
         base = rng.choice(pool)
-        out.append({"id": f"v{j:07d}", "text": make_variant(rng, src, texts[base], op, strength),
-                    "group": f"r{base:07d}"})
+        out.append(
+            {"id": f"v{j:07d}", "text": make_variant(rng, src, texts[base], op, strength), "group": f"r{base:07d}"}
+        )
     return out
 
 
@@ -276,31 +308,204 @@ TEMPLATED_FRACTION = 0.8
 TEMPLATE_SPREAD = 0.8  # sigma of the log-normal template popularity
 TEMPLATE_REVISIONS = 0.15  # share of templated pages that are a revision of an earlier page
 
-_SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "den", "var", "zel", "an", "or", "ix", "um",
-              "bre", "sto", "fa", "tor", "win", "ep", "yo", "sh", "gr", "kl", "v", "t", "s", "d"]
-_NAME_PARTS = ["sync", "backup", "log", "net", "conf", "pkg", "dock", "stat", "mon", "auth", "cert", "db",
-               "proxy", "mirror", "index", "build", "deploy", "fetch", "watch", "trace", "cache", "queue",
-               "mail", "dns", "disk", "vol", "snap", "repo", "test", "lint", "fmt", "run", "serve", "shell",
-               "crypt", "key", "user", "host", "time", "job", "task", "flow", "graph", "map", "scan", "diff"]
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "po",
+    "den",
+    "var",
+    "zel",
+    "an",
+    "or",
+    "ix",
+    "um",
+    "bre",
+    "sto",
+    "fa",
+    "tor",
+    "win",
+    "ep",
+    "yo",
+    "sh",
+    "gr",
+    "kl",
+    "v",
+    "t",
+    "s",
+    "d",
+]
+_NAME_PARTS = [
+    "sync",
+    "backup",
+    "log",
+    "net",
+    "conf",
+    "pkg",
+    "dock",
+    "stat",
+    "mon",
+    "auth",
+    "cert",
+    "db",
+    "proxy",
+    "mirror",
+    "index",
+    "build",
+    "deploy",
+    "fetch",
+    "watch",
+    "trace",
+    "cache",
+    "queue",
+    "mail",
+    "dns",
+    "disk",
+    "vol",
+    "snap",
+    "repo",
+    "test",
+    "lint",
+    "fmt",
+    "run",
+    "serve",
+    "shell",
+    "crypt",
+    "key",
+    "user",
+    "host",
+    "time",
+    "job",
+    "task",
+    "flow",
+    "graph",
+    "map",
+    "scan",
+    "diff",
+]
 _NAME_PREFIXES = ["", "", "", "x", "py", "go", "k", "n", "fs", "lib", "pg", "git-", "ng", "open", "q"]
-_OPT_WORDS = ["verbose", "quiet", "output", "input", "format", "config", "dry-run", "force", "recursive",
-              "timeout", "retries", "port", "host", "user", "log-level", "no-color", "jobs", "cache-dir",
-              "prefix", "include", "exclude", "since", "until", "limit", "sort", "reverse", "json", "yaml",
-              "strict", "watch", "all", "depth", "follow", "interval", "listen", "bind", "tls", "cert",
-              "key-file", "profile", "region", "namespace", "label", "selector", "workers", "batch-size",
-              "compress", "checksum", "keep", "prune", "offset", "encoding", "separator", "template"]
-_ARGS = ["FILE", "DIR", "N", "SECONDS", "PATTERN", "URL", "NAME", "LEVEL", "FORMAT", "PATH", "KEY=VALUE",
-         "HOST:PORT", "SIZE", "DATE", "ID", "EXPR"]
-_PATHS = ["/etc/{c}/{c}.conf", "~/.config/{c}/config.toml", "/var/lib/{c}", "/usr/share/doc/{c}",
-          "/var/log/{c}.log", "$XDG_CACHE_HOME/{c}", "/run/{c}.pid", "/opt/{c}/bin/{c}", "{c}.yaml",
-          "/usr/local/etc/{c}rc", "~/.{c}_history", "/srv/{c}/data"]
-_VALUES = ["3", "10", "30s", "5m", "json", "yaml", "debug", "info", "./out", "/tmp/x", "origin", "main",
-           "eu-west-1", "localhost:8080", "0.0.0.0:9000", "'*.log'", "2024-01-01", "4", "64M", "utf-8"]
+_OPT_WORDS = [
+    "verbose",
+    "quiet",
+    "output",
+    "input",
+    "format",
+    "config",
+    "dry-run",
+    "force",
+    "recursive",
+    "timeout",
+    "retries",
+    "port",
+    "host",
+    "user",
+    "log-level",
+    "no-color",
+    "jobs",
+    "cache-dir",
+    "prefix",
+    "include",
+    "exclude",
+    "since",
+    "until",
+    "limit",
+    "sort",
+    "reverse",
+    "json",
+    "yaml",
+    "strict",
+    "watch",
+    "all",
+    "depth",
+    "follow",
+    "interval",
+    "listen",
+    "bind",
+    "tls",
+    "cert",
+    "key-file",
+    "profile",
+    "region",
+    "namespace",
+    "label",
+    "selector",
+    "workers",
+    "batch-size",
+    "compress",
+    "checksum",
+    "keep",
+    "prune",
+    "offset",
+    "encoding",
+    "separator",
+    "template",
+]
+_ARGS = [
+    "FILE",
+    "DIR",
+    "N",
+    "SECONDS",
+    "PATTERN",
+    "URL",
+    "NAME",
+    "LEVEL",
+    "FORMAT",
+    "PATH",
+    "KEY=VALUE",
+    "HOST:PORT",
+    "SIZE",
+    "DATE",
+    "ID",
+    "EXPR",
+]
+_PATHS = [
+    "/etc/{c}/{c}.conf",
+    "~/.config/{c}/config.toml",
+    "/var/lib/{c}",
+    "/usr/share/doc/{c}",
+    "/var/log/{c}.log",
+    "$XDG_CACHE_HOME/{c}",
+    "/run/{c}.pid",
+    "/opt/{c}/bin/{c}",
+    "{c}.yaml",
+    "/usr/local/etc/{c}rc",
+    "~/.{c}_history",
+    "/srv/{c}/data",
+]
+_VALUES = [
+    "3",
+    "10",
+    "30s",
+    "5m",
+    "json",
+    "yaml",
+    "debug",
+    "info",
+    "./out",
+    "/tmp/x",
+    "origin",
+    "main",
+    "eu-west-1",
+    "localhost:8080",
+    "0.0.0.0:9000",
+    "'*.log'",
+    "2024-01-01",
+    "4",
+    "64M",
+    "utf-8",
+]
 
 
 def _name(rng: random.Random) -> str:
     if rng.random() < 0.5:
-        return rng.choice(_NAME_PREFIXES) + rng.choice(_NAME_PARTS) + (rng.choice(_NAME_PARTS) if rng.random() < 0.4 else "")
+        return (
+            rng.choice(_NAME_PREFIXES)
+            + rng.choice(_NAME_PARTS)
+            + (rng.choice(_NAME_PARTS) if rng.random() < 0.4 else "")
+        )
     return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4)))
 
 
@@ -338,8 +543,10 @@ class _Template:
         self.project = _name(rng).capitalize()
         self.style = rng.choice(["man", "md", "rst"])
         self.section = rng.choice(["1", "1", "8", "5"])
-        self.options = [("--" + w, rng.choice(_ARGS) if rng.random() < 0.6 else "", src.sentence())
-                        for w in rng.sample(_OPT_WORDS, rng.randint(14, 30))]
+        self.options = [
+            ("--" + w, rng.choice(_ARGS) if rng.random() < 0.6 else "", src.sentence())
+            for w in rng.sample(_OPT_WORDS, rng.randint(14, 30))
+        ]
         # boilerplate budget: how much of a page is the template's fixed text; how much of it is
         # the command's own (loose templates: pages of different commands share less)
         self.boiler_chars = rng.randint(1000, 2600)
@@ -350,17 +557,41 @@ class _Template:
         while left > 0:
             size = min(left, rng.randint(150, 700))
             text = src.document(size)
-            heading = rng.choice(["About", "Usage notes", "Behaviour", "Details", "Caveats", "Security",
-                                  "Compatibility", "Performance", "Configuration", "Bugs", "History"])
-            self.sections.append((heading,
-                                  "boiler", _slotted(rng, text, self.SLOTS, max(1, size // 150)),
-                                  1.0 if i < 2 or rng.random() < 0.6 else rng.uniform(0.5, 0.95), i >= 1))
+            heading = rng.choice(
+                [
+                    "About",
+                    "Usage notes",
+                    "Behaviour",
+                    "Details",
+                    "Caveats",
+                    "Security",
+                    "Compatibility",
+                    "Performance",
+                    "Configuration",
+                    "Bugs",
+                    "History",
+                ]
+            )
+            self.sections.append(
+                (
+                    heading,
+                    "boiler",
+                    _slotted(rng, text, self.SLOTS, max(1, size // 150)),
+                    1.0 if i < 2 or rng.random() < 0.6 else rng.uniform(0.5, 0.95),
+                    i >= 1,
+                )
+            )
             left -= size
             i += 1
         self.sections += [
             ("Files", "files", rng.sample(_PATHS, rng.randint(2, 5)), rng.uniform(0.5, 1.0), True),
-            ("Environment", "env", [rng.choice(_OPT_WORDS).upper().replace("-", "_") for _ in range(rng.randint(1, 4))],
-             rng.uniform(0.5, 1.0), True),
+            (
+                "Environment",
+                "env",
+                [rng.choice(_OPT_WORDS).upper().replace("-", "_") for _ in range(rng.randint(1, 4))],
+                rng.uniform(0.5, 1.0),
+                True,
+            ),
             ("Examples", "examples", None, rng.uniform(0.6, 1.0), True),
             ("Notes", "notes", None, 1.0, True),
         ]
@@ -384,8 +615,12 @@ class _Template:
     def page(self, rng: random.Random, src: SentenceSource) -> str:
         cmd = rng.choices(self.commands, cum_weights=self.cmd_cum, k=1)[0]
         version = _version(rng)
-        vals = {"§cmd§": cmd.name, "§version§": version, "§project§": self.project,
-                "§path§": rng.choice(_PATHS).format(c=cmd.name)}
+        vals = {
+            "§cmd§": cmd.name,
+            "§version§": version,
+            "§project§": self.project,
+            "§path§": rng.choice(_PATHS).format(c=cmd.name),
+        }
 
         def fill(words: list[str]) -> str:
             return " ".join(vals.get(w, w) if w != "§opt§" else rng.choice(self.options)[0] for w in words)
@@ -398,11 +633,17 @@ class _Template:
             head = f"# {cmd.name} — {cmd.tagline}"
         else:
             head = f"{cmd.name} {version} documentation\n" + "=" * 30
-        fixed_top = [head, self.heading("Name") + "\n" + f"{cmd.name} - {cmd.tagline}",
-                     self.heading("Synopsis") + "\n" + f"{cmd.name} [OPTIONS] {cmd.args}".rstrip() + "\n"
-                     + "\n".join(f"{cmd.name} {o} {a}".rstrip() for o, a, _ in opts[:3]),
-                     self.heading("Description") + "\n" + cmd.description,
-                     self.heading("Options") + "\n" + "\n".join(f"  {o} {a}".rstrip() + f"\n      {d}" for o, a, d in opts)]
+        fixed_top = [
+            head,
+            self.heading("Name") + "\n" + f"{cmd.name} - {cmd.tagline}",
+            self.heading("Synopsis")
+            + "\n"
+            + f"{cmd.name} [OPTIONS] {cmd.args}".rstrip()
+            + "\n"
+            + "\n".join(f"{cmd.name} {o} {a}".rstrip() for o, a, _ in opts[:3]),
+            self.heading("Description") + "\n" + cmd.description,
+            self.heading("Options") + "\n" + "\n".join(f"  {o} {a}".rstrip() + f"\n      {d}" for o, a, d in opts),
+        ]
         fresh_share = rng.uniform(*self.fresh)
         body = []
         for title, kind, payload, prob, movable in self.sections:
@@ -415,8 +656,10 @@ class _Template:
             elif kind == "env":
                 text = "\n".join(f"{cmd.name.upper().replace('-', '_')}_{v}" for v in payload)
             elif kind == "examples":
-                text = "\n".join(f"$ {cmd.name} {rng.choice(opts or self.options)[0]} {rng.choice(_VALUES)}"
-                                 for _ in range(rng.randint(2, 5)))
+                text = "\n".join(
+                    f"$ {cmd.name} {rng.choice(opts or self.options)[0]} {rng.choice(_VALUES)}"
+                    for _ in range(rng.randint(2, 5))
+                )
             else:  # notes: the command's own notes sometimes, then fresh text
                 parts = [cmd.extra] if rng.random() < 0.85 else []
                 parts.append(src.document(int(fresh_share * self.boiler_chars) + 1))
@@ -428,10 +671,16 @@ class _Template:
             rng.shuffle(moved)
             for i, item in zip(movable_idx, moved):
                 body[i] = item
-        tail = [self.heading("Exit status") + "\n" + fill(self.exit_text),
-                self.heading("See also") + "\n" + ", ".join(
-                    f"{c.name}({self.section})" for c in rng.sample(self.commands, min(len(self.commands), rng.randint(1, 5)))),
-                f"{self.project} {version}    {rng.randint(2015, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"]
+        tail = [
+            self.heading("Exit status") + "\n" + fill(self.exit_text),
+            self.heading("See also")
+            + "\n"
+            + ", ".join(
+                f"{c.name}({self.section})"
+                for c in rng.sample(self.commands, min(len(self.commands), rng.randint(1, 5)))
+            ),
+            f"{self.project} {version}    {rng.randint(2015, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        ]
         text = "\n\n".join(fixed_top + [t for _, t in body] + tail)
         lo, hi = TEMPLATE_PAGE_CHARS
         if len(text) < lo:
@@ -450,8 +699,9 @@ def template_pages(n_docs: int, seed: int = 0) -> list[dict]:
     src.rng = random.Random(f"template-src-{seed}")
     templates = [_Template(rng, src) for _ in range(rng.randint(20, 40))]
     # template popularity: log-normal quantiles (the same unevenness for every seed)
-    weights = [math.exp(TEMPLATE_SPREAD * NormalDist().inv_cdf((i + 0.5) / len(templates)))
-               for i in range(len(templates))]
+    weights = [
+        math.exp(TEMPLATE_SPREAD * NormalDist().inv_cdf((i + 0.5) / len(templates))) for i in range(len(templates))
+    ]
     rng.shuffle(weights)
     n_tpl = round(n_docs * TEMPLATED_FRACTION)
     docs: list[tuple[str, str]] = []
@@ -556,7 +806,7 @@ def _family_sizes(n_docs: int) -> list[int]:
     a = FAMILY_TAIL
 
     def inv(u: float) -> float:  # inverse CDF of the density ~ s^-(a+1) on [lo, hi]
-        return (lo ** -a - u * (lo ** -a - hi ** -a)) ** (-1 / a)
+        return (lo**-a - u * (lo**-a - hi**-a)) ** (-1 / a)
 
     scale = n_docs / 64_000
     target = FAMILY_FRACTION * n_docs
@@ -579,10 +829,14 @@ def _package_body(rng: random.Random, src: SentenceSource, target: int) -> str:
     return src.document(target)
 
 
-def _description(rng: random.Random, src: SentenceSource, shape: str, name: str, version: str,
-                 body: str) -> str:
-    text = (shape.replace("{name}", name).replace("{version}", version).replace("{body}", body)
-            .replace("{license}", rng.choice(_LICENSES)).replace("{py}", str(rng.randint(7, 12))))
+def _description(rng: random.Random, src: SentenceSource, shape: str, name: str, version: str, body: str) -> str:
+    text = (
+        shape.replace("{name}", name)
+        .replace("{version}", version)
+        .replace("{body}", body)
+        .replace("{license}", rng.choice(_LICENSES))
+        .replace("{py}", str(rng.randint(7, 12)))
+    )
     hi = FAMILY_CHARS[1]
     return text if len(text) <= hi else text[: max(text.rfind(" ", 0, hi), hi // 2)]
 
@@ -608,8 +862,10 @@ def family_descriptions(n_docs: int, seed: int = 0) -> list[dict]:
         # how far the branches and the members drift from the base: per family
         branch_edit = rng.uniform(0.0, 0.3)
         member_edit = rng.uniform(0.0, 0.12)
-        branches = [body] + [_word_edits(rng, src, body, branch_edit) if branch_edit > 0.01 else body
-                             for _ in range(max(0, round(size ** 0.5 / 3)))]
+        branches = [body] + [
+            _word_edits(rng, src, body, branch_edit) if branch_edit > 0.01 else body
+            for _ in range(max(0, round(size**0.5 / 3)))
+        ]
         for _ in range(size):
             text = rng.choice(branches)
             if member_edit > 0.005 and rng.random() < 0.8:
@@ -621,8 +877,9 @@ def family_descriptions(n_docs: int, seed: int = 0) -> list[dict]:
     i = 0
     while len(docs) < n_docs:
         target = int(rng.triangular(lo, hi, mode))
-        text = _description(rng, src, rng.choice(_DESC_SHAPES), _name(rng), _version(rng),
-                            _package_body(rng, src, max(60, target - 60)))
+        text = _description(
+            rng, src, rng.choice(_DESC_SHAPES), _name(rng), _version(rng), _package_body(rng, src, max(60, target - 60))
+        )
         docs.append((f"s{i}", text))
         i += 1
     rng.shuffle(docs)
@@ -640,8 +897,10 @@ class CorpusMissing(SystemExit):
     """A real corpus file is absent: one line on stderr, exit status 1 (a SystemExit)."""
 
     def __init__(self, what: str, path: Path, env: str):
-        super().__init__(f"error: {what} not found at {path} (set ${env} to its path, or place it at "
-                         f"../shared/corpora/ relative to the repository)")
+        super().__init__(
+            f"error: {what} not found at {path} (set ${env} to its path, or place it at "
+            f"../shared/corpora/ relative to the repository)"
+        )
 
 
 def manpages_path() -> Path | None:
@@ -654,8 +913,11 @@ def read_manpages() -> list[dict]:
     """Every record of manpages_a.jsonl.gz ({"id": "man1/name.1", "text": page}) in file order."""
     path = manpages_path()
     if path is None:
-        raise CorpusMissing("the manual pages corpus (manpages_a.jsonl.gz)",
-                            Path(os.environ.get("DEDUP_BENCH_MANPAGES") or MANPAGES), "DEDUP_BENCH_MANPAGES")
+        raise CorpusMissing(
+            "the manual pages corpus (manpages_a.jsonl.gz)",
+            Path(os.environ.get("DEDUP_BENCH_MANPAGES") or MANPAGES),
+            "DEDUP_BENCH_MANPAGES",
+        )
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]
 
@@ -707,8 +969,9 @@ def _is_heading(unit: str) -> bool:
     return bool(u) and "\n" not in u and len(u) <= 40 and u.upper() == u and any(c.isalpha() for c in u)
 
 
-def manpage_variant(recs: list[dict], i: int, by_family: dict[str, list[int]],
-                    loners_by_section: dict[str, list[int]], seed: int = 0) -> dict:
+def manpage_variant(
+    recs: list[dict], i: int, by_family: dict[str, list[int]], loners_by_section: dict[str, list[int]], seed: int = 0
+) -> dict:
     """A new page in page i's template: page i with another page's ("donor": same family, e.g.
     another gcloud page; for a page of its own, one of its section outside families of more than
     100 pages) command name, option blocks and words swapped in.
@@ -779,8 +1042,7 @@ def manpage_variant(recs: list[dict], i: int, by_family: dict[str, list[int]],
         if norm(text) != original:
             break
         rate = max(rate, 0.05)
-    return {"id": f"{section}/{'_'.join(new_words)}{ext}#v{i}" if section else f"{rec['id']}#v{i}",
-            "text": text}
+    return {"id": f"{section}/{'_'.join(new_words)}{ext}#v{i}" if section else f"{rec['id']}#v{i}", "text": text}
 
 
 def manpages_twice(n_docs: int, seed: int = 0) -> list[dict]:

@@ -46,18 +46,24 @@ def main() -> None:
     rep = np.fromiter((first.setdefault(t, i) for i, t in enumerate(norms)), np.int64, n)
     reps = np.unique(rep)
     d = len(reps)
-    print(f"{a.kind}: {n:,} docs generated in {t_gen:.1f}s, {sizes.sum() / 1e6:.1f} MB of text, "
-          f"{d:,} distinct normalised texts")
-    print(f"bytes per doc: mean {sizes.mean():.0f}, p5 {np.percentile(sizes, 5):.0f}, median {np.median(sizes):.0f}, "
-          f"p95 {np.percentile(sizes, 95):.0f}, min {sizes.min()}, max {sizes.max()}")
+    print(
+        f"{a.kind}: {n:,} docs generated in {t_gen:.1f}s, {sizes.sum() / 1e6:.1f} MB of text, "
+        f"{d:,} distinct normalised texts"
+    )
+    print(
+        f"bytes per doc: mean {sizes.mean():.0f}, p5 {np.percentile(sizes, 5):.0f}, median {np.median(sizes):.0f}, "
+        f"p95 {np.percentile(sizes, 95):.0f}, min {sizes.min()}, max {sizes.max()}"
+    )
     groups = [r.get("group") for r in recs]  # manpages: none (one group, as for real)
     by: dict = {}
     for i in reps.tolist():
         by.setdefault(groups[i], []).append(i)
     gs = sorted((len(v) for v in by.values()), reverse=True)
     multi = [g for g in gs if g > 1]
-    print(f"groups: {len(gs):,} ({len(multi):,} with 2+ distinct texts holding {sum(multi):,} texts; "
-          f"largest {gs[:8]}); within-group pairs {sum(g * (g - 1) // 2 for g in gs):,}")
+    print(
+        f"groups: {len(gs):,} ({len(multi):,} with 2+ distinct texts holding {sum(multi):,} texts; "
+        f"largest {gs[:8]}); within-group pairs {sum(g * (g - 1) // 2 for g in gs):,}"
+    )
 
     t1 = time.perf_counter()
     enc = oracle.Encoder(norms)
@@ -66,17 +72,23 @@ def main() -> None:
     pa, pb, pj, work = oracle.sample_truth(enc, norms, reps, sample, min(floors))
     p = oracle.touch_probability(len(sample), d)
     exact = len(sample) == d
-    print(f"oracle ({enc.method}): {'every pair' if exact else f'{len(sample):,} sampled texts against all'}, "
-          f"{work:.3g} intersection work, {time.perf_counter() - t1:.1f}s")
+    print(
+        f"oracle ({enc.method}): {'every pair' if exact else f'{len(sample):,} sampled texts against all'}, "
+        f"{work:.3g} intersection work, {time.perf_counter() - t1:.1f}s"
+    )
     all_pairs = d * (d - 1) // 2
     g_arr = np.array([hash(g) for g in groups], np.int64)
     same = g_arr[pa] == g_arr[pb]
-    print(f"| Jaccard >= | pairs{'' if exact else ' (estimated)'} | share of all pairs | within groups | across groups |")
+    print(
+        f"| Jaccard >= | pairs{'' if exact else ' (estimated)'} | share of all pairs | within groups | across groups |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for f in floors:
         m = pj >= f
         tot = m.sum() / p
-        print(f"| {f} | {tot:,.0f} | {tot / all_pairs:.4%} | {(m & same).sum() / p:,.0f} | {(m & ~same).sum() / p:,.0f} |")
+        print(
+            f"| {f} | {tot:,.0f} | {tot / all_pairs:.4%} | {(m & same).sum() / p:,.0f} | {(m & ~same).sum() / p:,.0f} |"
+        )
     # spread of the pairs inside groups (a uniform sample of them)
     members = [np.array(v, np.int64) for v in by.values() if len(v) > 1]
     if members:
@@ -94,9 +106,11 @@ def main() -> None:
         j = oracle.pair_jaccard(codes, row[xa], row[xb])
         edges = [0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0001]
         hist = np.histogram(j, edges)[0] / len(j)
-        print(f"within-group pair Jaccard (sample of {len(j)}): "
-              + ", ".join(f"[{lo:g},{min(hi, 1):g}) {h:.1%}" for lo, hi, h in zip(edges, edges[1:], hist))
-              + f"; median {np.median(j):.2f}")
+        print(
+            f"within-group pair Jaccard (sample of {len(j)}): "
+            + ", ".join(f"[{lo:g},{min(hi, 1):g}) {h:.1%}" for lo, hi, h in zip(edges, edges[1:], hist))
+            + f"; median {np.median(j):.2f}"
+        )
         # a few spot checks against the plain set definition
         for k in range(0, min(len(j), 200), 20):
             assert abs(oracle.plain_jaccard(norms[xa[k]], norms[xb[k]]) - j[k]) < 1e-12

@@ -134,15 +134,19 @@ class Encoder:
         if chars:
             self.table[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
         self.rare: dict[str, int] = {}
-        self.method = (f"packed {self.bits}-bit character ids"
-                       + (f", {len(self.rare_chars):,} rare characters numbered" if self.rare_chars else ""))
+        self.method = f"packed {self.bits}-bit character ids" + (
+            f", {len(self.rare_chars):,} rare characters numbered" if self.rare_chars else ""
+        )
 
     def _rare_codes(self, text: str) -> list[int]:
         k, rare, rc = self.k, self.rare, self.rare_chars
         if len(text) < k:
             return [_RARE_BASE + rare.setdefault(text, len(rare))]
-        out = {_RARE_BASE + rare.setdefault(w, len(rare))
-               for w in (text[i : i + k] for i in range(len(text) - k + 1)) if not rc.isdisjoint(w)}
+        out = {
+            _RARE_BASE + rare.setdefault(w, len(rare))
+            for w in (text[i : i + k] for i in range(len(text) - k + 1))
+            if not rc.isdisjoint(w)
+        }
         return sorted(out)
 
     def codes(self, norms: list[str], chunk_chars: int = 8_000_000) -> Codes:
@@ -217,8 +221,9 @@ def pair_jaccard(codes: Codes, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def sample_truth(enc: Encoder, norms: list[str], rows: np.ndarray, sample: np.ndarray, min_j: float,
-                 chunk_docs: int = 20_000) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def sample_truth(
+    enc: Encoder, norms: list[str], rows: np.ndarray, sample: np.ndarray, min_j: float, chunk_docs: int = 20_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Every pair (s, r) with s in `sample`, r in `rows` (indices into norms; sample must be
     a subset of rows), s != r, and exact Jaccard >= min_j, each pair once. The corpus side is
     encoded a slice at a time (memory stays bounded). Returns (a, b, jaccard, work): a is
@@ -255,8 +260,21 @@ def sample_truth(enc: Encoder, norms: list[str], rows: np.ndarray, sample: np.nd
             out_a = np.empty(cap, np.int64)
             out_b = np.empty(cap, np.int64)
             out_j = np.empty(cap, np.float64)
-            n_out, start, work = _sample_pass(cc.offsets, chunk, start, uidx, post_off, post, sample, s_size,
-                                              chunk_in_sample, min_j, out_a, out_b, out_j)
+            n_out, start, work = _sample_pass(
+                cc.offsets,
+                chunk,
+                start,
+                uidx,
+                post_off,
+                post,
+                sample,
+                s_size,
+                chunk_in_sample,
+                min_j,
+                out_a,
+                out_b,
+                out_j,
+            )
             total_work += work
             parts.append((out_a[:n_out].copy(), out_b[:n_out].copy(), out_j[:n_out].copy()))
     a = np.concatenate([p[0] for p in parts])
@@ -266,8 +284,9 @@ def sample_truth(enc: Encoder, norms: list[str], rows: np.ndarray, sample: np.nd
 
 
 @njit(cache=True)
-def _sample_pass(offsets, global_rows, start, uidx, post_off, post, sample_rows, sample_size,
-                 in_sample, min_j, out_a, out_b, out_j):
+def _sample_pass(
+    offsets, global_rows, start, uidx, post_off, post, sample_rows, sample_size, in_sample, min_j, out_a, out_b, out_j
+):
     """For the slice's texts from `start` on (text r: codes uidx[offsets[r]:offsets[r+1]],
     global row global_rows[r]), count the intersection with every sample text through the inverted
     index (uidx: each code's index into the sample's code list or -1; post: the sample texts

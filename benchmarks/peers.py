@@ -104,8 +104,12 @@ def peer_main(argv: list[str]) -> None:
     ap.add_argument("corpus")
     ap.add_argument("floor", type=float)
     ap.add_argument("out")
-    ap.add_argument("--bands", type=int, help="rensa, rensa-sets: LSH bands (must divide NUM_PERM; rensa-sets "
-                                              "defaults to rensa's own choice, rensa_bands)")
+    ap.add_argument(
+        "--bands",
+        type=int,
+        help="rensa, rensa-sets: LSH bands (must divide NUM_PERM; rensa-sets "
+        "defaults to rensa's own choice, rensa_bands)",
+    )
     ap.add_argument("--mark", required=True)
     ap.add_argument("--queries", help=".npy of document indices whose candidates are listed (untimed)")
     a = ap.parse_args(argv)
@@ -160,8 +164,11 @@ def peer_main(argv: list[str]) -> None:
             hits += sum(map(len, lsh.query_all(sigs[s : s + RENSA_QUERY_CHUNK])))
 
         def candidates(idx: list[int]) -> list[list[int]]:
-            return [res for s in range(0, len(idx), RENSA_QUERY_CHUNK)
-                    for res in lsh.query_all([sigs[i] for i in idx[s : s + RENSA_QUERY_CHUNK]])]
+            return [
+                res
+                for s in range(0, len(idx), RENSA_QUERY_CHUNK)
+                for res in lsh.query_all([sigs[i] for i in idx[s : s + RENSA_QUERY_CHUNK]])
+            ]
     else:
         raise SystemExit(f"unknown peer {a.tool}")
     t_end = time.perf_counter()

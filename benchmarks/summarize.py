@@ -1,6 +1,6 @@
 """Collect benchmarks/results/*.json into one overview table (benchmarks/results/README.md).
 
-    python benchmarks/summarize.py
+python benchmarks/summarize.py
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def main() -> None:
         ours = rows.get("dedup-tui", {})
         speed = f"{min(peers) / ours['seconds']:.2f}×" if peers and ours.get("status") == "ok" else "–"
         rec = " / ".join(cell(rows, t, lambda r: f"{r['recall']:.3f}") for t in ("dedup-tui", "rensa", "datasketch"))
-        near = " / ".join(cell(rows, t, lambda r: f"{r['recall_near']:.3f}") for t in ("dedup-tui", "rensa", "datasketch"))
+        near = " / ".join(
+            cell(rows, t, lambda r: f"{r['recall_near']:.3f}") for t in ("dedup-tui", "rensa", "datasketch")
+        )
         mem = " / ".join(cell(rows, t, lambda r: f"{r['peak_mb']:,.0f}") for t in ("dedup-tui", "rensa", "datasketch"))
         out.append(
             f"| {m['kind']} {m['docs']:,} docs, {m['mb']:.0f} MB | {m['floor']} | {cell(rows, 'dedup-tui', secs)} | "
@@ -62,9 +64,13 @@ def main() -> None:
         )
     machines = sorted({m["machine"] for _, m, _ in runs})
     engines = sorted({m.get("engine", "?") for _, m, _ in runs})
-    out += ["", f"Machine: {'; '.join(machines)} (shared with other work: timings are noisy).",
-            f"dedup-tui versions measured: {', '.join(engines)}"
-            + (" (the engine changed during the runs)." if len(engines) > 1 else "."), ""]
+    out += [
+        "",
+        f"Machine: {'; '.join(machines)} (shared with other work: timings are noisy).",
+        f"dedup-tui versions measured: {', '.join(engines)}"
+        + (" (the engine changed during the runs)." if len(engines) > 1 else "."),
+        "",
+    ]
     (RESULTS / "README.md").write_text("\n".join(out))
     print("\n".join(out))
 

@@ -27,15 +27,22 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from .engine.orchestration import LoadAndScan
-from .engine.graph.pairs import POLICIES
+from .engine.curate.export import FORMATS, check_threshold
 from .engine.display import literal_line
 from .engine.errors import Cancelled, DedupError
-from .engine.curate.export import FORMATS, check_threshold
+from .engine.graph.pairs import POLICIES
+from .engine.orchestration import LoadAndScan
 from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
 from .engine.progress import STAGE_NAMES, Control, describe_rate
-from .engine.scanning.settings import (DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED,
-                                       METHODS, ScanSettings)
+from .engine.scanning.settings import (
+    DEFAULT_FLOOR,
+    DEFAULT_K,
+    DEFAULT_MAX_BUCKET,
+    DEFAULT_NUM_PERM,
+    DEFAULT_SEED,
+    METHODS,
+    ScanSettings,
+)
 from .engine.store import Project, check_snapshots
 from .engine.store.scans import load_graph
 
@@ -57,9 +64,14 @@ class _TerminalProgress:
         if not self.enabled:
             return
         if self.progress is None:
-            self.progress = Progress(TextColumn("{task.description:<14}"), BarColumn(bar_width=30),
-                                     TextColumn("{task.fields[counts]}"), TextColumn("{task.fields[rate]}", style="dim"),
-                                     console=Console(stderr=True), refresh_per_second=8)
+            self.progress = Progress(
+                TextColumn("{task.description:<14}"),
+                BarColumn(bar_width=30),
+                TextColumn("{task.fields[counts]}"),
+                TextColumn("{task.fields[rate]}", style="dim"),
+                console=Console(stderr=True),
+                refresh_per_second=8,
+            )
             self.progress.start()
         now = time.perf_counter()
         if stage != self.stage:
@@ -71,8 +83,13 @@ class _TerminalProgress:
     def _show(self, done: int, total: int, now: float) -> None:
         self.last = (done, total)
         counts = f"{done:,}/{total:,}" if total else f"{done:,}"
-        self.progress.update(self.task, completed=done, total=total or None, counts=counts,
-                             rate=describe_rate(done, total, now - self.started))
+        self.progress.update(
+            self.task,
+            completed=done,
+            total=total or None,
+            counts=counts,
+            rate=describe_rate(done, total, now - self.started),
+        )
 
     def _finish(self, complete: bool = True) -> None:
         """Freeze the stage's row: complete when the next stage began, as it was otherwise."""
@@ -123,8 +140,10 @@ class _Main(click.Group):
         if args and args[0] not in self.commands and not args[0].startswith("-") and not Path(args[0]).exists():
             close = difflib.get_close_matches(args[0], list(self.commands), n=1, cutoff=0.6)
             if close:
-                click.echo(f"error: {_one_line(args[0])}: no such command or file (did you mean `dedup-tui {close[0]}`?)",
-                           err=True)
+                click.echo(
+                    f"error: {_one_line(args[0])}: no such command or file (did you mean `dedup-tui {close[0]}`?)",
+                    err=True,
+                )
                 sys.exit(2)
         if not args or (args[0] not in self.commands and not args[0].startswith("-")):
             args = ["open", *args]
@@ -214,12 +233,17 @@ def _note(message: str) -> None:
 
 
 def _db_option(help_text: str):
-    return click.option("--db", metavar="PROJECT", type=click.Path(dir_okay=False, readable=False),
-                        help=f"{help_text}, if not given as the PROJECT argument.")
+    return click.option(
+        "--db",
+        metavar="PROJECT",
+        type=click.Path(dir_okay=False, readable=False),
+        help=f"{help_text}, if not given as the PROJECT argument.",
+    )
 
 
-_PROJECT_ARGUMENT = click.argument("project_path", required=False, metavar="[PROJECT]",
-                                   type=click.Path(dir_okay=False, readable=False))
+_PROJECT_ARGUMENT = click.argument(
+    "project_path", required=False, metavar="[PROJECT]", type=click.Path(dir_okay=False, readable=False)
+)
 
 
 def _the_project(given: str | None, db: str | None, usage: str, hint: str = "") -> str:
@@ -256,8 +280,11 @@ def _project_and_files(files: tuple[str, ...], db: str | None, usage: str) -> tu
         if is_project_file(name):
             command = click.get_current_context().info_name
             _fail(f"{name}: is a project, not a corpus file; give the project first: dedup-tui {command} {usage}", 2)
-    hint = (f"; {files[0]} was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"
-            if files and given is None and db is None else "")
+    hint = (
+        f"; {files[0]} was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"
+        if files and given is None and db is None
+        else ""
+    )
     return _the_project(given, db, usage, hint), files
 
 
@@ -269,10 +296,16 @@ def _folder_out(out_dir: str) -> None:
 
 
 _LOAD_OPTIONS = [
-    click.option("--id-field", default=None, help="Field holding the document id; it must exist. [default: \"id\" where the records have one, else "
-                                                  "the line number]"),
+    click.option(
+        "--id-field",
+        default=None,
+        help='Field holding the document id; it must exist. [default: "id" where the records have one, else '
+        "the line number]",
+    ),
     click.option("--text-field", default="text", show_default=True, help="Field holding the document text."),
-    click.option("--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping."),
+    click.option(
+        "--skip-bad", is_flag=True, help="Skip bad records (counted, line numbers reported) instead of stopping."
+    ),
 ]
 
 
@@ -304,16 +337,24 @@ class _TakesReferences(click.Command):
                 taking = False
                 out.append(arg)
         if pending:
-            _fail(f"--reference: give the reference files after it: dedup-tui {ctx.info_name} PROJECT [CORPUS]... "
-                  f"--reference FILE...", 2)
+            _fail(
+                f"--reference: give the reference files after it: dedup-tui {ctx.info_name} PROJECT [CORPUS]... "
+                f"--reference FILE...",
+                2,
+            )
         return super().parse_args(ctx, out)
 
 
 _REFERENCE_OPTION = click.option(
-    "--reference", "references", multiple=True, metavar="FILE...", type=click.Path(exists=False, readable=False),
+    "--reference",
+    "references",
+    multiple=True,
+    metavar="FILE...",
+    type=click.Path(exists=False, readable=False),
     help="Load these files as references (every file after the option): their documents are matched but never "
-         "removed and never exported, e.g. evaluation sets, or an already-curated base when only new data is "
-         "exported.")
+    "removed and never exported, e.g. evaluation sets, or an already-curated base when only new data is "
+    "exported.",
+)
 
 
 def _load_into(db: str, job: LoadAndScan) -> Project:
@@ -328,13 +369,16 @@ def _load_into(db: str, job: LoadAndScan) -> Project:
         click.get_current_context().call_on_close(project.close)
         project.on_notice = _note
     as_reference = f" ({len(report.references)} as reference)" if report.references else ""
-    click.echo(f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into "
-               f"{_one_line(db)}")
+    click.echo(
+        f"loaded {report.documents:,} documents from {len(report.sources)} source(s){as_reference} into {_one_line(db)}"
+    )
     for path, lines in report.skipped.items():
         shown = ", ".join(map(str, lines[:20])) + (" ... (all in the sources table)" if len(lines) > 20 else "")
         reason = report.reasons.get(path)
-        click.echo(f"skipped {len(lines):,} bad record(s) in {_one_line(path)}: lines {shown}"
-                   + (f" (first: {_one_line(reason)})" if reason else ""))
+        click.echo(
+            f"skipped {len(lines):,} bad record(s) in {_one_line(path)}: lines {shown}"
+            + (f" (first: {_one_line(reason)})" if reason else "")
+        )
     return project
 
 
@@ -352,8 +396,12 @@ def load(corpus, db, id_field, text_field, skip_bad, references):
     if not corpus and not references:
         _fail("give the CORPUS files to load: dedup-tui load PROJECT CORPUS...", 2)
     # a large corpus is scanned next: its kernels compile meanwhile (no signing ahead: no scan follows here)
-    with LoadAndScan(corpus, references, load_options=dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad),
-                     sign_ahead=False) as job:
+    with LoadAndScan(
+        corpus,
+        references,
+        load_options=dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad),
+        sign_ahead=False,
+    ) as job:
         job.start()
         _load_into(db, job)
     _end_without_teardown()
@@ -370,19 +418,58 @@ def _no_project_among(references, usage: str) -> None:
 
 @main.command(cls=_TakesReferences)
 @_db_option("Project file")
-@click.option("--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
-@click.option("--floor", default=DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored; thresholds below it need a rescan.")
-@click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.")
-@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
-@click.option("--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core).")
-@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).")
-@click.option("--full", is_flag=True, help="Compare every document again, even when only documents loaded since the last scan need it.")
+@click.option(
+    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
+)
+@click.option(
+    "--floor",
+    default=DEFAULT_FLOOR,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Lowest similarity stored; thresholds below it need a rescan.",
+)
+@click.option(
+    "--method",
+    default="auto",
+    show_default=True,
+    type=click.Choice(METHODS),
+    help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.",
+)
+@click.option(
+    "--num-perm",
+    default=DEFAULT_NUM_PERM,
+    show_default=True,
+    type=click.IntRange(1, 1024),
+    help="MinHash permutations.",
+)
+@click.option(
+    "--seed",
+    default=DEFAULT_SEED,
+    show_default=True,
+    type=click.IntRange(0, 2**63 - 1),
+    help="Seed of the MinHash permutations.",
+)
+@click.option(
+    "--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core)."
+)
+@click.option(
+    "--max-bucket",
+    default=DEFAULT_MAX_BUCKET,
+    show_default=True,
+    type=click.IntRange(2),
+    help="LSH buckets larger than this are skipped and reported (guards template-heavy corpora).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Compare every document again, even when only documents loaded since the last scan need it.",
+)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
-def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad,
-         references):
+def scan(
+    db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad, references
+):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
     Given CORPUS files after it, loads them into the project first (created if needed), as
@@ -399,19 +486,25 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
     loading = [*corpus, *references]
     if not loading and (id_field is not None or text_field != "text" or skip_bad):
         _fail("--id-field, --text-field and --skip-bad apply to the CORPUS files given to scan; none given", 2)
-    settings = ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed,
-                            workers=workers, max_bucket=max_bucket)
+    settings = ScanSettings(
+        k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers, max_bucket=max_bucket
+    )
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
     with LoadAndScan(corpus, references, settings, load_options, full) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
         project = _load_into(db, job) if loading else _open_project(db)
         for run in project.interrupted_runs("scan"):
-            click.echo(f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
-                       f"finished; nothing of it was kept, scanning again from the start", err=True)
+            click.echo(
+                f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
+                f"finished; nothing of it was kept, scanning again from the start",
+                err=True,
+            )
         r = _run(job.scan, project)
     if r.incremental:
-        click.echo(f"incremental scan: {r.new_documents:,} new documents compared with one another and with the "
-                   f"{r.documents - r.new_documents:,} scanned before")
+        click.echo(
+            f"incremental scan: {r.new_documents:,} new documents compared with one another and with the "
+            f"{r.documents - r.new_documents:,} scanned before"
+        )
     elif r.full_reason and not full:
         click.echo(f"full scan: {r.full_reason}")
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
@@ -423,7 +516,8 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
         click.echo(
             f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "
             f"(largest {r.largest_bucket:,}; {r.skipped_candidates:,} candidate pairs): pairs that share only "
-            f"those buckets may be missing. Raise --max-bucket or --floor.", err=True
+            f"those buckets may be missing. Raise --max-bucket or --floor.",
+            err=True,
         )
     _end_without_teardown()
 
@@ -431,8 +525,15 @@ def scan(db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file")
-@click.option("--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL: {\"a\", \"b\", \"jaccard\"} a line, jaccard cut to 4 decimals (- for standard output).")
+@click.option(
+    "--min", "minimum", default=None, type=_Fraction(0, 1), help="Lowest Jaccard to write (default: the floor)."
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, readable=False),
+    help='Output JSONL: {"a", "b", "jaccard"} a line, jaccard cut to 4 decimals (- for standard output).',
+)
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def pairs(project_path, db, minimum, out, force):
     """Write PROJECT's verified near-duplicate pairs, a before b in corpus order (--out -:
@@ -445,8 +546,10 @@ def pairs(project_path, db, minimum, out, force):
     except DedupError as exc:
         _fail(str(exc))
     if minimum is not None and minimum < floor:
-        _fail(f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
-              f"(rescan with a lower --floor)")
+        _fail(
+            f"--min {minimum} is below the scan's floor {floor}: pairs under the floor were never stored "
+            f"(rescan with a lower --floor)"
+        )
     from .engine.curate.export import write_pairs
 
     count = _run(write_pairs, project, out, minimum if minimum is not None else 0.0, force=force)
@@ -456,34 +559,101 @@ def pairs(project_path, db, minimum, out, force):
 @main.command(name="export")
 @_PROJECT_ARGUMENT
 @_db_option("Project file")
-@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
-@click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Kept records, in corpus order (- for standard output).")
-@click.option("--removed", type=click.Path(dir_okay=False, readable=False), help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when "
-                                                                                 "linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept "
-                                                                                 "document; similarities: 4 decimals, cut).")
-@click.option("--clusters", type=click.Path(dir_okay=False, readable=False), help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, "
-                                                                                  "source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, "
-                                                                                  "reviewer_decided, reviewer_saw.")
-@click.option("--format", "fmt", default=None, type=click.Choice(FORMATS), help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]")
-@click.option("--decisions-log", type=click.Path(dir_okay=False, readable=False), help="Write every review decision as JSONL: who, what, when, and its status: active (in force), "
-                                                                                       "undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then "
-                                                                                       "replaced by a newer decision) or not applied (in force but unable to apply, with its reason: "
-                                                                                       "the removal of a reference document).")
-@click.option("--manifest", type=click.Path(dir_okay=False, readable=False), help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.")
-@click.option("--keep", "keep", metavar="RULE", help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, "
-                                                     "max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, "
-                                                     "max:score for the best); saved in the project. [default: the project's, else first]")
-@click.option("--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions.")
-@click.option("--only", type=click.Choice(["new"]), help="new: write only the documents loaded since the scan before the last one (after a first scan: "
-                                                         "every source that is not a reference, e.g. new data against a curated base loaded with "
-                                                         "--reference); the removed log lists theirs alone.")
-@click.option("--sources", "chosen_sources", metavar="FILE[,FILE...]", multiple=True, help="Write only the documents of these sources (their path as loaded, their file name, or their "
-                                                                                           "number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still "
-                                                                                           "sees every source.")
+@click.option(
+    "--threshold",
+    type=_Fraction(0, 1),
+    help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    help="How clusters are formed. [default: the one the project was last reviewed with, else components]",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, readable=False),
+    help="Kept records, in corpus order (- for standard output).",
+)
+@click.option(
+    "--removed",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when "
+    "linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept "
+    "document; similarities: 4 decimals, cut).",
+)
+@click.option(
+    "--clusters",
+    type=click.Path(dir_okay=False, readable=False),
+    help="A table of every document for pandas, CSV or Parquet by the suffix (.csv, .parquet): id, "
+    "source, cluster, duplicate_of, similarity, via, via_similarity, status, reason, "
+    "reviewer_decided, reviewer_saw.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    type=click.Choice(FORMATS),
+    help="Format of the kept records. [default: the one --out ends in (.jsonl, .csv, .parquet), else jsonl]",
+)
+@click.option(
+    "--decisions-log",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Write every review decision as JSONL: who, what, when, and its status: active (in force), "
+    "undone (redo brings it back), discarded (out of force for good: withdrawn, or undone and then "
+    "replaced by a newer decision) or not applied (in force but unable to apply, with its reason: "
+    "the removal of a reference document).",
+)
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Write a JSON manifest: input files' SHA-256, scan parameters, threshold, policy, counts, time.",
+)
+@click.option(
+    "--keep",
+    "keep",
+    metavar="RULE",
+    help="Which document a cluster keeps when no reviewer chose: first (in corpus order), longest, "
+    "max:FIELD or min:FIELD (the highest / lowest value of a record field: max:date for the newest, "
+    "max:score for the best); saved in the project. [default: the project's, else first]",
+)
+@click.option(
+    "--ignore-decisions", is_flag=True, help="Export the automatic clustering only, ignoring the reviewer's decisions."
+)
+@click.option(
+    "--only",
+    type=click.Choice(["new"]),
+    help="new: write only the documents loaded since the scan before the last one (after a first scan: "
+    "every source that is not a reference, e.g. new data against a curated base loaded with "
+    "--reference); the removed log lists theirs alone.",
+)
+@click.option(
+    "--sources",
+    "chosen_sources",
+    metavar="FILE[,FILE...]",
+    multiple=True,
+    help="Write only the documents of these sources (their path as loaded, their file name, or their "
+    "number in the manifest's list, from 1); the removed log lists theirs alone. Clustering still "
+    "sees every source.",
+)
 @click.option("--force", is_flag=True, help="Overwrite output files that already exist.")
-def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt, decisions_log, manifest, keep,
-               ignore_decisions, only, chosen_sources, force):
+def export_cmd(
+    project_path,
+    db,
+    threshold,
+    policy,
+    out,
+    removed,
+    clusters,
+    fmt,
+    decisions_log,
+    manifest,
+    keep,
+    ignore_decisions,
+    only,
+    chosen_sources,
+    force,
+):
     """Write PROJECT's curated corpus at a threshold, with the review decisions applied.
 
     Decisions made in the review app (keep, remove, not a duplicate) override the automatic
@@ -521,20 +691,43 @@ def export_cmd(project_path, db, threshold, policy, out, removed, clusters, fmt,
             _fail(f"--keep: {exc}", 2)
         if project.readonly:  # the rule is for this export; the project cannot keep it
             keep = _run(lambda control: check_keep_rule(project, keep))
-            click.echo(f"keeping {describe_keep_rule(keep)} for this export (the project is read-only, so the rule "
-                       f"is not saved in it)", err=True)
+            click.echo(
+                f"keeping {describe_keep_rule(keep)} for this export (the project is read-only, so the rule "
+                f"is not saved in it)",
+                err=True,
+            )
         else:
             # one step of the undo history, as K in the app (an undo there puts back the rule it replaced)
             _run(lambda control: record_keep_rule(project, keep, threshold=threshold, policy=policy))
     _warn_if_audit_stale(project, threshold, policy, keep)
-    r = _run(export_curated, project, threshold, policy, out, fmt=fmt, removed_out=removed,
-             decisions_out=decisions_log, manifest_out=manifest, use_decisions=not ignore_decisions, force=force,
-             keep=keep, sources=sources, clusters_out=clusters)
+    r = _run(
+        export_curated,
+        project,
+        threshold,
+        policy,
+        out,
+        fmt=fmt,
+        removed_out=removed,
+        decisions_out=decisions_log,
+        manifest_out=manifest,
+        use_decisions=not ignore_decisions,
+        force=force,
+        keep=keep,
+        sources=sources,
+        clusters_out=clusters,
+    )
     of = f" of {len(sources)} source{'s' if len(sources) != 1 else ''}" if sources is not None else ""
     refs = f"; {r.references:,} reference documents matched, not written" if r.references else ""
-    _say(f"kept {r.kept:,} documents{of} in {_one_line(out)}; "
-         f"removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer){refs}; "
-         f"{r.decisions_line()}", out, removed, decisions_log, manifest, clusters)
+    _say(
+        f"kept {r.kept:,} documents{of} in {_one_line(out)}; "
+        f"removed {r.removed:,} ({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer){refs}; "
+        f"{r.decisions_line()}",
+        out,
+        removed,
+        decisions_log,
+        manifest,
+        clusters,
+    )
 
 
 def _warn_if_audit_stale(project: Project, threshold: float, policy: str, keep: str | None) -> None:
@@ -598,25 +791,43 @@ def _review_settings(project: Project, db: str, threshold: float | None, policy:
 
 @main.command()
 @click.option("--n-unique", default=50, show_default=True, type=click.IntRange(1), help="Base documents.")
-@click.option("--copies", default=3, show_default=True, type=click.IntRange(1), help="Documents per base (the base and its noisy copies).")
-@click.option("--noise", default=0.15, show_default=True, type=_Fraction(0, 1), help="Fraction of characters replaced in each copy.")
+@click.option(
+    "--copies",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Documents per base (the base and its noisy copies).",
+)
+@click.option(
+    "--noise",
+    default=0.15,
+    show_default=True,
+    type=_Fraction(0, 1),
+    help="Fraction of characters replaced in each copy.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, readable=False), help="Output JSONL with id, text, group (- for standard output).")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, readable=False),
+    help="Output JSONL with id, text, group (- for standard output).",
+)
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def synth(n_unique, copies, noise, seed, out, force):
     """Write a synthetic corpus with planted noisy copies (ground truth in `group`)."""
-    from .engine.text.synth import synthetic_corpus
-
     from .engine.curate.export import AtomicFile
     from .engine.outputs import check_outputs
+    from .engine.text.synth import synthetic_corpus
 
     docs = synthetic_corpus(n_unique, copies, noise, seed)
 
     def write(control) -> None:
         check_outputs({"corpus": out}, force)
         if force and not _synthetic_or_absent(Path(out)):
-            raise DedupError(f"{out}: is not a corpus written by synth (its first line is not an id, text and "
-                             f"group record); synth --force replaces only an earlier synthetic corpus")
+            raise DedupError(
+                f"{out}: is not a corpus written by synth (its first line is not an id, text and "
+                f"group record); synth --force replaces only an earlier synthetic corpus"
+            )
         with AtomicFile(Path(out), "w", overwrite=force) as fh:
             for d in docs:
                 fh.write(json.dumps(d) + "\n")
@@ -643,27 +854,89 @@ def _synthetic_or_absent(path: Path) -> bool:
         return False
 
 
-_ADDRESS = click.option("--address", default=None, metavar="ADDRESS",
-                        help="Ray cluster: ray://host:10001, or 'auto' for the cluster this machine is part of. "
-                             "[default: a Ray started on this machine]")
+_ADDRESS = click.option(
+    "--address",
+    default=None,
+    metavar="ADDRESS",
+    help="Ray cluster: ray://host:10001, or 'auto' for the cluster this machine is part of. "
+    "[default: a Ray started on this machine]",
+)
 
 
 @main.command(name="cluster-scan", cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=False, readable=False))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, readable=False),
+    help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.",
+)
 @_ADDRESS
-@click.option("--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters.")
-@click.option("--floor", default=DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help="Lowest similarity stored.")
-@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024), help="MinHash permutations.")
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1), help="Seed of the MinHash permutations.")
-@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help="LSH buckets larger than this are skipped and reported.")
-@click.option("--piece-mb", default=64, show_default=True, type=click.IntRange(1), help="Size of the pieces each file is read in, one task a piece.")
-@click.option("--partitions", default=0, type=click.IntRange(0), help="Partitions of each shuffle. [default: twice the cluster's CPUs]")
+@click.option(
+    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
+)
+@click.option(
+    "--floor",
+    default=DEFAULT_FLOOR,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Lowest similarity stored.",
+)
+@click.option(
+    "--num-perm",
+    default=DEFAULT_NUM_PERM,
+    show_default=True,
+    type=click.IntRange(1, 1024),
+    help="MinHash permutations.",
+)
+@click.option(
+    "--seed",
+    default=DEFAULT_SEED,
+    show_default=True,
+    type=click.IntRange(0, 2**63 - 1),
+    help="Seed of the MinHash permutations.",
+)
+@click.option(
+    "--max-bucket",
+    default=DEFAULT_MAX_BUCKET,
+    show_default=True,
+    type=click.IntRange(2),
+    help="LSH buckets larger than this are skipped and reported.",
+)
+@click.option(
+    "--piece-mb",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Size of the pieces each file is read in, one task a piece.",
+)
+@click.option(
+    "--partitions",
+    default=0,
+    type=click.IntRange(0),
+    help="Partitions of each shuffle. [default: twice the cluster's CPUs]",
+)
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
 @_REFERENCE_OPTION
-def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_bucket, piece_mb, partitions, force,
-                     id_field, text_field, skip_bad, references):
+def cluster_scan_cmd(
+    corpus,
+    out_dir,
+    address,
+    k,
+    floor,
+    num_perm,
+    seed,
+    max_bucket,
+    piece_mb,
+    partitions,
+    force,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
+):
     """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
@@ -672,42 +945,72 @@ def cluster_scan_cmd(corpus, out_dir, address, k, floor, num_perm, seed, max_buc
     job's tasks on the cluster.
     """
     _folder_out(out_dir)
-    from .engine.ray import settings as ray_settings, job
+    from .engine.ray import job
+    from .engine.ray import settings as ray_settings
 
-    settings = ray_settings.ClusterScanSettings(k=k, floor=floor, num_perm=num_perm, seed=seed, max_bucket=max_bucket,
-                                            id_field=id_field, text_field=text_field, skip_bad=skip_bad,
-                                            piece_bytes=piece_mb << 20, partitions=partitions)
-    r = _run(job.cluster_scan, list(corpus), out_dir, settings, address=address, force=force,
-             references=list(references), unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled")
-    click.echo(f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: "
-               f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
-               f"{r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, {r.candidates:,} candidates); "
-               f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
-               f"({r.timings.get('total', 0):.1f}s)")
+    settings = ray_settings.ClusterScanSettings(
+        k=k,
+        floor=floor,
+        num_perm=num_perm,
+        seed=seed,
+        max_bucket=max_bucket,
+        id_field=id_field,
+        text_field=text_field,
+        skip_bad=skip_bad,
+        piece_bytes=piece_mb << 20,
+        partitions=partitions,
+    )
+    r = _run(
+        job.cluster_scan,
+        list(corpus),
+        out_dir,
+        settings,
+        address=address,
+        force=force,
+        references=list(references),
+        unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled",
+    )
+    click.echo(
+        f"{r.documents:,} documents in {r.pieces:,} piece{'s' if r.pieces != 1 else ''}: "
+        f"{r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
+        f"{r.pairs:,} near pairs >= {floor} (LSH {r.bands}x{r.rows}, {r.candidates:,} candidates); "
+        f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
+        f"({r.timings.get('total', 0):.1f}s)"
+    )
     if r.skipped_records:
         click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
     if r.oversized_buckets:
-        click.echo(f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "
-                   f"(largest {r.largest_bucket:,}): pairs that share only those buckets may be missing. Raise "
-                   f"--max-bucket or --floor.", err=True)
+        click.echo(
+            f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "
+            f"(largest {r.largest_bucket:,}): pairs that share only those buckets may be missing. Raise "
+            f"--max-bucket or --floor.",
+            err=True,
+        )
 
 
 @main.command(name="import")
 @click.argument("scan_dir", type=click.Path(exists=False, readable=False))
 @_PROJECT_ARGUMENT
 @_db_option("Project file to create")
-@click.option("--review-from", type=click.Path(dir_okay=False, readable=False), help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over "
-                                                                                     "(after a new cluster-scan).")
+@click.option(
+    "--review-from",
+    type=click.Path(dir_okay=False, readable=False),
+    help="An earlier project of the same corpus whose decisions, labels and keep rule to carry over "
+    "(after a new cluster-scan).",
+)
 def import_cmd(scan_dir, project_path, db, review_from):
     """Make PROJECT, a review project of a cluster scan's SCAN_DIR: the documents in some pair
     or exact group, with their records, pairs and groups. Open it with `dedup-tui PROJECT`."""
+    from .engine.opening import is_project_file
     from .engine.ray.partial import partial_view
     from .engine.ray.scandir import import_scan
-    from .engine.opening import is_project_file
 
     if project_path is not None and is_project_file(scan_dir) and not is_project_file(project_path):
-        _fail(f"{scan_dir}: is a project, not a scan folder; give the scan folder first: "
-              f"dedup-tui import SCAN_DIR PROJECT", 2)
+        _fail(
+            f"{scan_dir}: is a project, not a scan folder; give the scan folder first: "
+            f"dedup-tui import SCAN_DIR PROJECT",
+            2,
+        )
     db = _the_project(project_path, db, "SCAN_DIR PROJECT")
 
     if review_from and not Path(review_from).is_file():
@@ -716,24 +1019,45 @@ def import_cmd(scan_dir, project_path, db, review_from):
     click.echo(f"imported into {_one_line(db)}: {partial_view(project).describe()}")
     if review_from:
         carried = json.loads(project.get_meta("carried_review") or "{}")
-        click.echo(f"carried over {carried.get('decisions', 0):,} decisions from {_one_line(review_from)}: "
-                   f"{carried.get('matched', 0):,} name documents of this scan"
-                   + (f", {carried['unmatched']:,} name documents without a duplicate in this scan (kept as they are)"
-                      if carried.get("unmatched") else ""))
+        click.echo(
+            f"carried over {carried.get('decisions', 0):,} decisions from {_one_line(review_from)}: "
+            f"{carried.get('matched', 0):,} name documents of this scan"
+            + (
+                f", {carried['unmatched']:,} name documents without a duplicate in this scan (kept as they are)"
+                if carried.get("unmatched")
+                else ""
+            )
+        )
         if carried.get("other_files"):
             names = ", ".join(_one_line(n) for n in carried["other_files"][:3])
-            click.echo(f"warning: {_one_line(review_from)} was loaded from files this scan did not read ({names}"
-                       f"{' and more' if len(carried['other_files']) > 3 else ''}): check that it reviewed this corpus",
-                       err=True)
+            click.echo(
+                f"warning: {_one_line(review_from)} was loaded from files this scan did not read ({names}"
+                f"{' and more' if len(carried['other_files']) > 3 else ''}): check that it reviewed this corpus",
+                err=True,
+            )
     project.close()
 
 
 @main.command(name="cluster-export")
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
 @_db_option("The reviewed project (imported, or local)")
-@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]")
-@click.option("--policy", type=click.Choice(POLICIES), help="How clusters are formed. [default: the one the project was last reviewed with, else components]")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, readable=False), help="Folder for the curated shards (named as the input's), removed.jsonl, decisions.jsonl and manifest.json.")
+@click.option(
+    "--threshold",
+    type=_Fraction(0, 1),
+    help="Similarity at or above which documents are duplicates. [default: the one the project was last reviewed with]",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    help="How clusters are formed. [default: the one the project was last reviewed with, else components]",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, readable=False),
+    help="Folder for the curated shards (named as the input's), removed.jsonl, decisions.jsonl and manifest.json.",
+)
 @_ADDRESS
 @click.option("--ignore-decisions", is_flag=True, help="Apply the automatic clustering only.")
 @click.option("--force", is_flag=True, help="Replace outputs that exist.")
@@ -751,22 +1075,46 @@ def cluster_export_cmd(corpus, db, threshold, policy, out_dir, address, ignore_d
     project = _open_project(db)
     threshold, policy = _review_settings(project, db, threshold, policy)
     project.close()
-    r = _run(cluster_export, db, threshold, policy, list(corpus), out_dir, address=address, force=force,
-             use_decisions=not ignore_decisions, unchanged="no shard was written")
-    click.echo(f"kept {r.kept:,} documents in {len(r.shards)} shard(s) in {_one_line(out_dir)}; removed {r.removed:,} "
-               f"(listed in {_one_line(r.removed_out)})")
+    r = _run(
+        cluster_export,
+        db,
+        threshold,
+        policy,
+        list(corpus),
+        out_dir,
+        address=address,
+        force=force,
+        use_decisions=not ignore_decisions,
+        unchanged="no shard was written",
+    )
+    click.echo(
+        f"kept {r.kept:,} documents in {len(r.shards)} shard(s) in {_one_line(out_dir)}; removed {r.removed:,} "
+        f"(listed in {_one_line(r.removed_out)})"
+    )
 
 
 @main.command(name="open", cls=_TakesReferences)
 @click.argument("path", required=False, type=click.Path(readable=False))
-@click.option("--db", type=click.Path(dir_okay=False, readable=False), help="Project file to create for a corpus (default: beside it).")
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Project file to create for a corpus (default: beside it).",
+)
 @click.option("--id-field", default=None, help="Corpus: field holding the document id (as for load).")
 @click.option("--text-field", default="text", show_default=True, help="Corpus: field holding the document text.")
 @click.option("--skip-bad", is_flag=True, help="Corpus: skip bad records instead of stopping.")
-@click.option("--read-only", is_flag=True, help="Project: look without changing anything (no decisions, notes, "
-              "labels or exports; another window may have the project open meanwhile).")
-@click.option("--read-only-if-open", is_flag=True, hidden=True,
-              help="Project: read-only when another window has it open (each browser of `serve`).")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Project: look without changing anything (no decisions, notes, "
+    "labels or exports; another window may have the project open meanwhile).",
+)
+@click.option(
+    "--read-only-if-open",
+    is_flag=True,
+    hidden=True,
+    help="Project: read-only when another window has it open (each browser of `serve`).",
+)
 @_REFERENCE_OPTION
 def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_open, references):
     """Open the review app on PATH (a project .db or a corpus), or on the bundled sample.
@@ -781,8 +1129,12 @@ def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_o
         _fail(f"the review app is unavailable ({exc})")
     try:
         options = {"id_field": id_field, "text_field": text_field, "skip_bad": skip_bad, "references": list(references)}
-        launch(path, db, read_only=True if read_only else "if-open" if read_only_if_open else False,
-               **{k: v for k, v in options.items() if v not in (None, False, "text", [])})
+        launch(
+            path,
+            db,
+            read_only=True if read_only else "if-open" if read_only_if_open else False,
+            **{k: v for k, v in options.items() if v not in (None, False, "text", [])},
+        )
     except DedupError as exc:
         _fail(str(exc))
 
@@ -790,22 +1142,51 @@ def open_cmd(path, db, id_field, text_field, skip_bad, read_only, read_only_if_o
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file to review")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; 0.0.0.0 serves every network of this machine (then the token is the "
-                   "only protection, and the traffic is not encrypted: put a TLS proxy in front).")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on (0: a free one, printed).")
-@click.option("--public-url", default=None, metavar="URL",
-              help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel); its host "
-                   "and origin are allowed.")
-@click.option("--token", default=None, envvar="DEDUP_TUI_TOKEN", show_envvar=True, metavar="TOKEN",
-              help="The secret every browser needs (16+ letters, digits, . _ ~ -) [default: a new random one, "
-                   "printed in the URL]. Prefer the environment variable: other users can see a command line.")
-@click.option("--allow-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="Another name browsers may use for this server (besides loopback names, the address "
-                   "listened on and --public-url's host); repeatable.")
-@click.option("--max-sessions", default=4, show_default=True, type=click.IntRange(1, 64),
-              help="Browser sessions (app processes) at once; more get a page that says why.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; 0.0.0.0 serves every network of this machine (then the token is the "
+    "only protection, and the traffic is not encrypted: put a TLS proxy in front).",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: a free one, printed).",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The address browsers use, when it is not http://HOST:PORT (a proxy or a tunnel); its host "
+    "and origin are allowed.",
+)
+@click.option(
+    "--token",
+    default=None,
+    envvar="DEDUP_TUI_TOKEN",
+    show_envvar=True,
+    metavar="TOKEN",
+    help="The secret every browser needs (16+ letters, digits, . _ ~ -) [default: a new random one, "
+    "printed in the URL]. Prefer the environment variable: other users can see a command line.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another name browsers may use for this server (besides loopback names, the address "
+    "listened on and --public-url's host); repeatable.",
+)
+@click.option(
+    "--max-sessions",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Browser sessions (app processes) at once; more get a page that says why.",
+)
 @click.option("--read-only", is_flag=True, help="Every browser gets a read-only view.")
 def serve(project_path, db, host, port, public_url, token, allowed_hosts, max_sessions, read_only):
     """Review PROJECT in a web browser: the same app, one per browser tab, served with
@@ -824,8 +1205,16 @@ def serve(project_path, db, host, port, public_url, token, allowed_hosts, max_se
     from .ui.serve import ServeError, serve_project
 
     try:
-        serve_project(Path(db), host, port, public_url=public_url, read_only=read_only, token=token,
-                      allowed_hosts=allowed_hosts, max_sessions=max_sessions)
+        serve_project(
+            Path(db),
+            host,
+            port,
+            public_url=public_url,
+            read_only=read_only,
+            token=token,
+            allowed_hosts=allowed_hosts,
+            max_sessions=max_sessions,
+        )
     except ServeError as exc:
         _fail(str(exc), 2)
     except OSError as exc:
@@ -835,20 +1224,38 @@ def serve(project_path, db, host, port, public_url, token, allowed_hosts, max_se
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file (scanned)")
-@click.option("--threshold", type=_Fraction(0, 1), help="Threshold to report at (default: the app's current one, else 0.8).")
-@click.option("--target-precision", default=0.95, show_default=True, type=_Fraction(0, 1, min_open=True),
-              help="Precision the recommended threshold must reach (estimated from your labels).")
-@click.option("--labels-out", type=click.Path(dir_okay=False, readable=False), help="Write the labels as JSONL: {a, b, label, similarity, time, author} (- for standard output).")
-@click.option("--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0.")
-@click.option("--chain-margin", default=0.2, show_default=True, type=_Fraction(0, 1),
-              help="Flag clusters whose most distant members are this far below the threshold.")
+@click.option(
+    "--threshold", type=_Fraction(0, 1), help="Threshold to report at (default: the app's current one, else 0.8)."
+)
+@click.option(
+    "--target-precision",
+    default=0.95,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Precision the recommended threshold must reach (estimated from your labels).",
+)
+@click.option(
+    "--labels-out",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Write the labels as JSONL: {a, b, label, similarity, time, author} (- for standard output).",
+)
+@click.option(
+    "--bins", default=20, show_default=True, type=click.IntRange(2, 200), help="Histogram bins from the floor to 1.0."
+)
+@click.option(
+    "--chain-margin",
+    default=0.2,
+    show_default=True,
+    type=_Fraction(0, 1),
+    help="Flag clusters whose most distant members are this far below the threshold.",
+)
 @click.option("--force", is_flag=True, help="Overwrite the labels file if it exists.")
 def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_margin, force):
     """Evidence for choosing PROJECT's threshold: similarity histogram, kept documents per threshold for
     both policies, the scan's LSH S-curve, label statistics with a recommended threshold, the
     shingle-size experiment and chained clusters. Label pairs in the app's tuning screen (T)."""
-    from .engine.curate import tune as tuning
     from . import cli_reports
+    from .engine.curate import tune as tuning
 
     db = _the_project(project_path, db, "PROJECT")
     project = _open_project(db)
@@ -875,11 +1282,25 @@ def tune(project_path, db, threshold, target_precision, labels_out, bins, chain_
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file (scanned, with a reference source)")
-@click.option("--threshold", type=_Fraction(0, 1), help="Similarity at or above which a document matches a reference document. [default: the app's "
-                                                        "current one, else 0.8]")
-@click.option("--out", type=click.Path(dir_okay=False, readable=False), help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for "
-                                                                             "standard output).")
-@click.option("--shown", default=10, show_default=True, type=click.IntRange(0), help="Matches listed per reference source in the text report.")
+@click.option(
+    "--threshold",
+    type=_Fraction(0, 1),
+    help="Similarity at or above which a document matches a reference document. [default: the app's "
+    "current one, else 0.8]",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, readable=False),
+    help="Write every match as JSONL: {reference_source, reference_id, source, id, similarity} (- for "
+    "standard output).",
+)
+@click.option(
+    "--shown",
+    default=10,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Matches listed per reference source in the text report.",
+)
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def contamination(project_path, db, threshold, out, shown, force):
     """Which documents of PROJECT's data match its reference sources (evaluation sets loaded
@@ -909,17 +1330,63 @@ def contamination(project_path, db, threshold, out, shown, force):
 @main.command()
 @_PROJECT_ARGUMENT
 @_db_option("Project file (scanned)")
-@click.option("--threshold", type=_Fraction(0, 1), help="Threshold of the export to audit. [default: the one the project was last reviewed with]")
-@click.option("--policy", type=click.Choice(POLICIES), help="Policy of the export to audit. [default: the one the project was last reviewed with, else components]")
-@click.option("--size", default=300, show_default=True, type=click.IntRange(0), help="Removals to sample (spread over the similarity bands in proportion, at least 5 per band).")
-@click.option("--kept-size", default=100, show_default=True, type=click.IntRange(0), help="Pairs of kept documents to sample just below the threshold (duplicates left in).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Random seed: the same seed on the same project draws the same sample.")
-@click.option("--target-width", default=0.02, show_default=True, type=_Fraction(0, 1, min_open=True), help="Width of the 95% interval of wrong removals to plan labels for (0.02: 2 percentage points).")
-@click.option("--labels", "labels_file", type=click.Path(dir_okay=False), help='Save labels from a JSONL file: {"id": "R3", "label": "duplicate" | '
-                                                                               '"not" | "skip"} a line (ids '
-                                                                               'as --list prints them).')
-@click.option("--prompt/--no-prompt", default=None, help="Ask for a label of each unlabelled sampled pair. [default: when standard input is a terminal]")
-@click.option("--list", "list_sample", is_flag=True, help="Print the sample as JSONL ({id, side, a, b, similarity, band, label}) instead of the report.")
+@click.option(
+    "--threshold",
+    type=_Fraction(0, 1),
+    help="Threshold of the export to audit. [default: the one the project was last reviewed with]",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(POLICIES),
+    help="Policy of the export to audit. [default: the one the project was last reviewed with, else components]",
+)
+@click.option(
+    "--size",
+    default=300,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Removals to sample (spread over the similarity bands in proportion, at least 5 per band).",
+)
+@click.option(
+    "--kept-size",
+    default=100,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Pairs of kept documents to sample just below the threshold (duplicates left in).",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Random seed: the same seed on the same project draws the same sample.",
+)
+@click.option(
+    "--target-width",
+    default=0.02,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Width of the 95% interval of wrong removals to plan labels for (0.02: 2 percentage points).",
+)
+@click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(dir_okay=False),
+    help='Save labels from a JSONL file: {"id": "R3", "label": "duplicate" | '
+    '"not" | "skip"} a line (ids '
+    "as --list prints them).",
+)
+@click.option(
+    "--prompt/--no-prompt",
+    default=None,
+    help="Ask for a label of each unlabelled sampled pair. [default: when standard input is a terminal]",
+)
+@click.option(
+    "--list",
+    "list_sample",
+    is_flag=True,
+    help="Print the sample as JSONL ({id, side, a, b, similarity, band, label}) instead of the report.",
+)
 def audit(project_path, db, threshold, policy, size, kept_size, seed, target_width, labels_file, prompt, list_sample):
     """Estimate how many of the export's removals that no reviewer decided are wrong.
 
@@ -938,8 +1405,9 @@ def audit(project_path, db, threshold, policy, size, kept_size, seed, target_wid
     threshold, policy = _review_settings(project, db, threshold, policy)
 
     def draw(control):
-        return auditing.run_audit(project, threshold, policy, size=size, kept_size=kept_size, seed=seed,
-                                  target_width=target_width)
+        return auditing.run_audit(
+            project, threshold, policy, size=size, kept_size=kept_size, seed=seed, target_width=target_width
+        )
 
     result = _run(draw)
     if labels_file is not None:
@@ -955,9 +1423,20 @@ def audit(project_path, db, threshold, policy, size, kept_size, seed, target_wid
         _run(lambda control: auditing.save(project, result))
     if list_sample:
         for pair in result.sample:
-            click.echo(json.dumps({"id": pair.key, "side": pair.side, "a": pair.a_id, "b": pair.b_id,
-                                   "similarity": pair.similarity, "band": pair.stratum, "label": pair.label},
-                                  ensure_ascii=False))
+            click.echo(
+                json.dumps(
+                    {
+                        "id": pair.key,
+                        "side": pair.side,
+                        "a": pair.a_id,
+                        "b": pair.b_id,
+                        "similarity": pair.similarity,
+                        "band": pair.stratum,
+                        "label": pair.label,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return
     click.echo(_audit_report(result, db))
 
@@ -972,17 +1451,23 @@ def _label_interactively(project: Project, auditing, result) -> None:
     for i, pair in enumerate(todo, 1):
         first, second = project.texts_for([pair.a, pair.b])
         role = ("removed", "kept") if pair.side == "removed" else ("kept", "kept")
-        click.echo(f"\n— {pair.key} ({i} of {len(todo)} to label) · similarity {pair.similarity:.3f} · band "
-                   f"{pair.stratum} —")
+        click.echo(
+            f"\n— {pair.key} ({i} of {len(todo)} to label) · similarity {pair.similarity:.3f} · band {pair.stratum} —"
+        )
         for name, doc_id, text in ((role[0], pair.a_id, first), (role[1], pair.b_id, second)):
             cut = text if len(text) <= shown else text[:shown] + f"… ({len(text):,} characters)"
             click.echo(f"{name}: {_one_line(doc_id)}\n{literal(cut)}")
-        click.echo(f"differences ([-{role[0]} only-] {{+{role[1]} only+}}):\n"
-                   f"{literal(auditing.marked_words(first[:20000], second[:20000]))}")
+        click.echo(
+            f"differences ([-{role[0]} only-] {{+{role[1]} only+}}):\n"
+            f"{literal(auditing.marked_words(first[:20000], second[:20000]))}"
+        )
         while True:
             try:
-                answer = click.prompt("duplicate? d(uplicate) / n(ot) / s(kip) / q(uit)", default="",
-                                      show_default=False).strip().lower()
+                answer = (
+                    click.prompt("duplicate? d(uplicate) / n(ot) / s(kip) / q(uit)", default="", show_default=False)
+                    .strip()
+                    .lower()
+                )
             except click.Abort:
                 answer = "q"
             if answer in ("q", "quit"):
@@ -1000,47 +1485,64 @@ def _audit_report(result, db: str) -> str:
         return "—" if x is None else f"{100 * x:.1f}%"
 
     def table(strata, wrong_name):
-        rows = [f"  {'band':<34}{'pairs':>9}{'known':>7}{'sampled':>9}{'labelled':>10}{wrong_name:>10}"
-                f"{'share':>8}  95% CI"]
+        rows = [
+            f"  {'band':<34}{'pairs':>9}{'known':>7}{'sampled':>9}{'labelled':>10}{wrong_name:>10}{'share':>8}  95% CI"
+        ]
         for s in strata:
             if not s.units:
                 continue
             ci = f"{pct(s.low_ci)}–{pct(s.high_ci)}" if s.low_ci is not None else ""
-            rows.append(f"  {s.name:<34}{s.units:>9,}{s.known:>7,}{s.sampled:>9,}{s.labelled:>10,}{s.wrong:>10,}"
-                        f"{pct(s.share):>8}  {ci}")
+            rows.append(
+                f"  {s.name:<34}{s.units:>9,}{s.known:>7,}{s.sampled:>9,}{s.labelled:>10,}{s.wrong:>10,}"
+                f"{pct(s.share):>8}  {ci}"
+            )
         return rows
 
     t = result.totals
     e = result.removed.estimate
-    lines = [f"audit of the export at threshold {result.threshold:.2f}, policy {result.policy}, keep rule "
-             f"{result.keep_rule}, seed {result.seed}",
-             f"removals: {t.removed:,}; {t.exact:,} exact copies and {t.decided:,} decided by the reviewer are "
-             f"counted as right; {t.frame:,} near duplicates nobody decided are sampled",
-             result.headline()]
+    lines = [
+        f"audit of the export at threshold {result.threshold:.2f}, policy {result.policy}, keep rule "
+        f"{result.keep_rule}, seed {result.seed}",
+        f"removals: {t.removed:,}; {t.exact:,} exact copies and {t.decided:,} decided by the reviewer are "
+        f"counted as right; {t.frame:,} near duplicates nobody decided are sampled",
+        result.headline(),
+    ]
     if t.frame:
         lines += table(result.removed.strata, "not dup.")
         if e.share is not None:
-            lines.append(f"  wrong removals among the {t.frame:,} nobody decided: {pct(e.share)} "
-                         f"(95% CI {pct(e.low)}–{pct(e.high)}), about {e.wrong:,.0f} "
-                         f"({e.low * e.units:,.0f}–{e.high * e.units:,.0f})")
+            lines.append(
+                f"  wrong removals among the {t.frame:,} nobody decided: {pct(e.share)} "
+                f"(95% CI {pct(e.low)}–{pct(e.high)}), about {e.wrong:,.0f} "
+                f"({e.low * e.units:,.0f}–{e.high * e.units:,.0f})"
+            )
         if e.more_labels:
-            lines.append(f"  about {e.more_labels:,} more labels would narrow the interval to "
-                         f"{100 * result.target_width:.1f} points (raise --size)")
+            lines.append(
+                f"  about {e.more_labels:,} more labels would narrow the interval to "
+                f"{100 * result.target_width:.1f} points (raise --size)"
+            )
         elif e.more_labels is None:
-            lines.append(f"  even labelling every removal would not narrow it to {100 * result.target_width:.1f} points")
+            lines.append(
+                f"  even labelling every removal would not narrow it to {100 * result.target_width:.1f} points"
+            )
     k = result.kept.estimate
     if result.kept_band:
         lo, hi = result.kept_band
-        lines.append(f"duplicates left among kept documents: {k.units:,} pairs of kept documents with similarity "
-                     f"in [{lo:.2f}, {hi:.2f})")
+        lines.append(
+            f"duplicates left among kept documents: {k.units:,} pairs of kept documents with similarity "
+            f"in [{lo:.2f}, {hi:.2f})"
+        )
         if k.units:
             lines += table(result.kept.strata, "dup.")
             if k.share is not None:
-                lines.append(f"  estimated {k.wrong:,.0f} duplicate pairs left ({pct(k.share)}, 95% CI "
-                             f"{pct(k.low)}–{pct(k.high)}: {k.low * k.units:,.0f}–{k.high * k.units:,.0f})")
+                lines.append(
+                    f"  estimated {k.wrong:,.0f} duplicate pairs left ({pct(k.share)}, 95% CI "
+                    f"{pct(k.low)}–{pct(k.high)}: {k.low * k.units:,.0f}–{k.high * k.units:,.0f})"
+                )
     todo = len(result.unlabelled())
     if todo:
-        lines.append(f"{todo:,} sampled pairs to label: run dedup-tui audit {_one_line(db)} in a terminal, or give "
-                     f"--labels FILE (pair ids: --list)")
+        lines.append(
+            f"{todo:,} sampled pairs to label: run dedup-tui audit {_one_line(db)} in a terminal, or give "
+            f"--labels FILE (pair ids: --list)"
+        )
     lines.append("the audit records no decision; export --manifest carries this estimate")
     return "\n".join(lines)

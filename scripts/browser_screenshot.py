@@ -39,8 +39,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "notes.db"
         env = {**os.environ, "DEDUP_TUI_APP_WARMUP": "0", "PYTHONPATH": str(ROOT)}
-        subprocess.run([sys.executable, "-P", "-m", "dedup_tui", "scan", str(db), str(SAMPLE)], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-P", "-m", "dedup_tui", "scan", str(db), str(SAMPLE)],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
         served = Served(db, env=env)
         browsers: list[Browser] = []
         try:

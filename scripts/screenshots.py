@@ -170,12 +170,18 @@ async def lines_screen(out: Path, size: tuple[int, int], work: Path) -> None:
     from dedup_tui.ui.app import create_app
 
     first = MANUAL.format(cmd="synccopy", what="copy trees with a journal", see="synclog")
-    second = (MANUAL.format(cmd="synccopy", what="copy trees with a journal", see="syncstat")
-              .replace("(default: one per core)", "(default: 4)")
-              .replace("  --dry-run\n", "  --verify\n      Read every copied file back and compare.\n  --dry-run\n"))
+    second = (
+        MANUAL.format(cmd="synccopy", what="copy trees with a journal", see="syncstat")
+        .replace("(default: one per core)", "(default: 4)")
+        .replace("  --dry-run\n", "  --verify\n      Read every copied file back and compare.\n  --dry-run\n")
+    )
     corpus = work / "manpages.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in
-                              (("synccopy-1.0", first), ("synccopy-1.1", second))), encoding="utf-8")
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": i, "text": t}) + "\n" for i, t in (("synccopy-1.0", first), ("synccopy-1.1", second))
+        ),
+        encoding="utf-8",
+    )
     app = create_app(corpus, author="screenshots")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -199,7 +205,7 @@ async def partial_screen(out: Path, size: tuple[int, int], work: Path) -> None:
     lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
     shards = [work / "notes-part-0.jsonl", work / "notes-part-1.jsonl"]
     shards[0].write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
-    shards[1].write_text("".join(lines[len(lines) // 2:]), encoding="utf-8")
+    shards[1].write_text("".join(lines[len(lines) // 2 :]), encoding="utf-8")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         cluster_scan(shards, work / "scan")

@@ -29,8 +29,10 @@ def missing() -> str | None:
     """Why the browser tests cannot run here (None: they can)."""
     absent = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if absent:
-        return (f"no {' or '.join(absent)}: install Debian's chromium and chromium-driver "
-                f"(apt-get install chromium chromium-driver; .ci/run does)")
+        return (
+            f"no {' or '.join(absent)}: install Debian's chromium and chromium-driver "
+            f"(apt-get install chromium chromium-driver; .ci/run does)"
+        )
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -55,8 +57,12 @@ class Served:
     def __init__(self, db: Path, *args: str, timeout: float = 60.0, env: dict | None = None):
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", "dedup_tui", "serve", str(db), "--port", "0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env=env)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            env=env,
+        )
         self.output: list[str] = []
         self.url = self._read_url(timeout)
 
@@ -144,8 +150,15 @@ class Browser:
         self.profile = profile
         options = webdriver.ChromeOptions()
         options.binary_location = str(CHROMIUM)
-        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                    f"--window-size={width},{height}", f"--user-data-dir={profile}", "--no-first-run"):
+        for arg in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--disable-gpu",
+            f"--window-size={width},{height}",
+            f"--user-data-dir={profile}",
+            "--no-first-run",
+        ):
             options.add_argument(arg)
         self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
         self.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CATCH_TERMINAL})
@@ -182,7 +195,8 @@ class Browser:
 
         try:
             WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(
-                lambda d: d.execute_script("return document.body.classList.contains('-closed')"))
+                lambda d: d.execute_script("return document.body.classList.contains('-closed')")
+            )
         except TimeoutException:
             return False
         return True

@@ -101,8 +101,10 @@ def _test_closes_its_projects(_module_closes_its_projects, request):
 
 
 def pytest_terminal_summary(terminalreporter):
-    for title, projects in (("connections left open by a Project(...) that raised", OPEN_PROJECTS.engine_leaks),
-                            ("projects the app still held when its test ended", OPEN_PROJECTS.kept_by_app)):
+    for title, projects in (
+        ("connections left open by a Project(...) that raised", OPEN_PROJECTS.engine_leaks),
+        ("projects the app still held when its test ended", OPEN_PROJECTS.kept_by_app),
+    ):
         if projects:
             terminalreporter.write_sep("-", f"{title} (closed by tests/conftest.py)")
             for project in projects:

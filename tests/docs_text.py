@@ -37,7 +37,7 @@ def section(title: str, page: Path | None = None) -> str:
         headings = _headings(lines)
         for n, (start, level, heading) in enumerate(headings):
             if heading == title:
-                end = next((i for i, lv, _ in headings[n + 1:] if lv <= level), len(lines))
+                end = next((i for i, lv, _ in headings[n + 1 :] if lv <= level), len(lines))
                 hits.append((path, "\n".join(lines[start:end]) + "\n"))
     where = [str(path.relative_to(ROOT)) for path, _ in hits]
     assert len(hits) == 1, f"the heading {title!r} is in {where or 'no page'}; the test needs it in exactly one"

@@ -9,12 +9,14 @@ import shutil
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import ahead as ahead_module
 from dedup_tui.engine import ingest
-from dedup_tui.engine.scanning import candidates, local as local  # noqa: F401  (kernels: loaded, so signing ahead is on)
-from dedup_tui.engine.scanning.ahead import SignedAhead
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.progress import Control
+from dedup_tui.engine.scanning import ahead as ahead_module
+from dedup_tui.engine.scanning import candidates
+from dedup_tui.engine.scanning import local as local
+from dedup_tui.engine.scanning.ahead import SignedAhead
+from dedup_tui.engine.scanning.settings import ScanSettings, Threads
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import exact_groups_with_hashes, read_scan_key_chunks
 from dedup_tui.engine.text.synth import noisy_copy
@@ -22,7 +24,6 @@ from dedup_tui.engine.text.synth import noisy_copy
 from .conftest import write_jsonl
 from .test_cli import ok
 from .test_incremental import LSH, families, stored, with_copies
-from dedup_tui.engine.scanning.settings import ScanSettings, Threads
 
 
 def corpus(seed: int) -> list[dict]:
@@ -30,8 +31,10 @@ def corpus(seed: int) -> list[dict]:
     rng = np.random.RandomState(seed)
     docs = families(12, (2, 6), 40, seed, big=30)
     long_base = " ".join(f"lang{rng.randint(0, 5000)}" for _ in range(160))
-    docs += [{"id": f"{seed}-long-{i}", "text": noisy_copy(rng, long_base, int(len(long_base) * rng.uniform(0, 0.1)))}
-             for i in range(25)]
+    docs += [
+        {"id": f"{seed}-long-{i}", "text": noisy_copy(rng, long_base, int(len(long_base) * rng.uniform(0, 0.1)))}
+        for i in range(25)
+    ]
     docs += [{"id": f"{seed}-uni-{i}", "text": f"ΟΔΥΣΣΕΥΣ Ünïcödé  naïve café {i % 3} " * 20} for i in range(6)]
     return with_copies(docs, docs[:40], seed + 1)
 

@@ -113,8 +113,9 @@ def test_the_engine_imports_no_ui():
     for module in MODULES:
         if module.startswith("dedup_tui.engine"):
             for target, _, line in _imports(module):
-                assert not target.startswith(("dedup_tui.ui", "dedup_tui.review", "textual", "rich")), \
+                assert not target.startswith(("dedup_tui.ui", "dedup_tui.review", "textual", "rich")), (
                     f"{module}:{line} imports {target}"
+                )
 
 
 def test_no_module_uses_another_modules_private_names():
@@ -122,8 +123,13 @@ def test_no_module_uses_another_modules_private_names():
     for module, path in MODULES.items():
         imported_as: dict[str, str] = {}  # local name -> our module it names
         for target, name, line in _imports(module):
-            if name is not None and name.startswith("_") and not name.startswith("__") and target in MODULES \
-                    and target != module:
+            if (
+                name is not None
+                and name.startswith("_")
+                and not name.startswith("__")
+                and target in MODULES
+                and target != module
+            ):
                 offences.append(f"{module}:{line} imports {target}.{name}")
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -137,9 +143,14 @@ def test_no_module_uses_another_modules_private_names():
                     if alias.name in MODULES and alias.asname:
                         imported_as[alias.asname] = alias.name
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id in imported_as and node.attr.startswith("_") and not node.attr.startswith("__") \
-                    and imported_as[node.value.id] != module:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in imported_as
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and imported_as[node.value.id] != module
+            ):
                 offences.append(f"{module}:{node.lineno} reads {imported_as[node.value.id]}.{node.attr}")
     assert offences == []
 
@@ -151,10 +162,15 @@ APP_ENTRIES = ("dedup_tui.ui.run", "dedup_tui.ui.serve")
 def test_the_cli_reaches_the_ui_only_through_the_apps_entry_points():
     """The CLI runs the engine itself (one load-and-scan orchestration, the project opening in
     engine.opening); from the UI it only launches the app."""
-    offences = [f"dedup_tui.cli:{line} imports {target}" for target, _, line in _imports("dedup_tui.cli")
-                if target.startswith(("dedup_tui.ui", "textual")) and target not in APP_ENTRIES]
+    offences = [
+        f"dedup_tui.cli:{line} imports {target}"
+        for target, _, line in _imports("dedup_tui.cli")
+        if target.startswith(("dedup_tui.ui", "textual")) and target not in APP_ENTRIES
+    ]
     assert offences == []
-    assert {target for target, _, _ in _imports("dedup_tui.cli") if target.startswith("dedup_tui.ui")} <= set(APP_ENTRIES)
+    assert {target for target, _, _ in _imports("dedup_tui.cli") if target.startswith("dedup_tui.ui")} <= set(
+        APP_ENTRIES
+    )
 
 
 def test_the_review_model_imports_no_ui():

@@ -46,8 +46,9 @@ KILLER = textwrap.dedent("""
 
 
 def _killed_at(stage: str, at: int, *args) -> None:
-    r = subprocess.run([sys.executable, "-c", KILLER, stage, str(at), *map(str, args)], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", KILLER, stage, str(at), *map(str, args)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
 
 
@@ -152,15 +153,21 @@ ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install
 
 @pytest.fixture(scope="module")
 def scan_dir(tmp_path_factory) -> tuple[Path, Path, int]:
-    from dedup_tui.engine.ray.settings import ClusterScanSettings
     from dedup_tui.engine.ray.job import cluster_scan
+    from dedup_tui.engine.ray.settings import ClusterScanSettings
 
     folder = tmp_path_factory.mktemp("cluster")
     corpus = write_jsonl(folder / "c.jsonl", small_corpus(40))
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             object_store_memory=100 << 20, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    ray.init(
+        num_cpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        object_store_memory=100 << 20,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
     try:
         cluster_scan([corpus], folder / "scan", ClusterScanSettings(piece_bytes=20_000, partitions=2))
     finally:
@@ -190,13 +197,16 @@ def test_a_killed_import_leaves_no_project(tmp_path, scan_dir, stage, at):
 
 def test_a_refused_review_from_leaves_no_project_and_says_why(tmp_path, scan_dir):
     scan, _corpus, _pairs = scan_dir
-    other = write_jsonl(tmp_path / "other.jsonl", [{"id": f"x{i}", "text": f"another corpus entirely {i}"}
-                                                   for i in range(5)])
+    other = write_jsonl(
+        tmp_path / "other.jsonl", [{"id": f"x{i}", "text": f"another corpus entirely {i}"} for i in range(5)]
+    )
     earlier = tmp_path / "earlier.db"
     cli("load", other, "--db", earlier)
     with Project(earlier) as project:
-        project.conn.execute("INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
-                             "VALUES ('keep', 'x1', 'tester', '2026-01-01', 0)")
+        project.conn.execute(
+            "INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
+            "VALUES ('keep', 'x1', 'tester', '2026-01-01', 0)"
+        )
     db = tmp_path / "review.db"
     r = cli("import", scan, "--db", db, "--review-from", earlier, check=False)
     line = one_line_error(r)
@@ -212,8 +222,11 @@ def test_review_from_says_how_many_decisions_matched(tmp_path, scan_dir):
     cli("import", scan, "--db", first)
     with Project(first) as project:
         some_id = project.conn.execute("SELECT doc_id FROM documents LIMIT 1").fetchone()[0]
-        project.conn.executemany("INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
-                                 "VALUES ('keep', ?, 'tester', '2026-01-01', 0)", [(some_id,), ("not-here",)])
+        project.conn.executemany(
+            "INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
+            "VALUES ('keep', ?, 'tester', '2026-01-01', 0)",
+            [(some_id,), ("not-here",)],
+        )
     r = cli("import", scan, "--db", tmp_path / "second.db", "--review-from", first)
     assert "carried over 2 decisions" in r.stdout and "1 name documents of this scan" in r.stdout
     with Project(tmp_path / "second.db") as project:

@@ -10,13 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main as cli_main
-from dedup_tui.engine.curate import audit
-from dedup_tui.engine.curate import keep_rules, decisions
+from dedup_tui.engine.curate import audit, decisions, keep_rules
 from dedup_tui.engine.graph.clustering import EXACT
 from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project, review
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.text.synth import synthetic_corpus
 
 from .conftest import ok, write_jsonl
@@ -139,12 +138,27 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
 
     before = audit.run_audit(project, T, "components", size=20, kept_size=10, seed=3)
     inside = before.removed.sample[0]
-    tune.set_label(project, inside.b_id if inside.b < inside.a else inside.a_id,
-                   inside.a_id if inside.b < inside.a else inside.b_id, "duplicate", author="t")
+    tune.set_label(
+        project,
+        inside.b_id if inside.b < inside.a else inside.a_id,
+        inside.a_id if inside.b < inside.a else inside.b_id,
+        "duplicate",
+        author="t",
+    )
     outside = project.ids_for([0, 1])  # not a removal of the frame (both kept or unrelated)
-    review.save_label(project.db, {"a_id": outside[0], "b_id": outside[1], "label": "not_duplicate",
-                                   "similarity": None, "threshold": T, "author": "t", "created_at": "now",
-                                   "decision_id": None})
+    review.save_label(
+        project.db,
+        {
+            "a_id": outside[0],
+            "b_id": outside[1],
+            "label": "not_duplicate",
+            "similarity": None,
+            "threshold": T,
+            "author": "t",
+            "created_at": "now",
+            "decision_id": None,
+        },
+    )
     after = audit.run_audit(project, T, "components", size=20, kept_size=10, seed=3)
     band = next(s for s in after.removed.strata if s.name == inside.stratum)
     assert band.known == 1 and band.known_wrong == 0
@@ -154,8 +168,19 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
     # the app's label screen would also record a split, which takes the pair out of the frame)
     other = after.removed.sample[0]
     a_id, b_id = (other.a_id, other.b_id) if other.a < other.b else (other.b_id, other.a_id)
-    review.save_label(project.db, {"a_id": a_id, "b_id": b_id, "label": "not_duplicate", "similarity": None,
-                                   "threshold": T, "author": "t", "created_at": "now", "decision_id": None})
+    review.save_label(
+        project.db,
+        {
+            "a_id": a_id,
+            "b_id": b_id,
+            "label": "not_duplicate",
+            "similarity": None,
+            "threshold": T,
+            "author": "t",
+            "created_at": "now",
+            "decision_id": None,
+        },
+    )
     last = audit.run_audit(project, T, "components", size=20, kept_size=10, seed=3)
     assert sum(s.known_wrong for s in last.removed.strata) == 1
     assert last.removed.estimate.low >= 1 / last.totals.frame  # a known wrong removal is never estimated away
@@ -169,8 +194,12 @@ def test_the_audit_never_records_a_decision(project_file, tmp_path):
         decisions_before = review.decision_rows(p.db)
         labels_before = review.label_rows(p.db)
     labels = tmp_path / "labels.jsonl"
-    labels.write_text("".join(json.dumps({"id": q.key, "label": "not" if i % 2 else "duplicate"}) + "\n"
-                              for i, q in enumerate(result.sample)))
+    labels.write_text(
+        "".join(
+            json.dumps({"id": q.key, "label": "not" if i % 2 else "duplicate"}) + "\n"
+            for i, q in enumerate(result.sample)
+        )
+    )
     ok("audit", path, "--threshold", T, "--size", 30, "--kept-size", 10, "--labels", labels)
     with Project(path) as p:
         assert review.decision_rows(p.db) == decisions_before
@@ -206,8 +235,9 @@ def test_export_warns_when_the_last_audit_is_stale(project_file, tmp_path):
     runner = CliRunner()
 
     def export_warnings(threshold=T):
-        result = runner.invoke(cli_main, ["export", str(path), "--threshold", str(threshold), "--out", str(out),
-                                          "--force"])
+        result = runner.invoke(
+            cli_main, ["export", str(path), "--threshold", str(threshold), "--out", str(out), "--force"]
+        )
         assert result.exit_code == 0, result.output
         return [line for line in result.stderr.splitlines() if line.startswith("warning:")]
 
@@ -226,14 +256,21 @@ def test_export_warns_when_the_last_audit_is_stale(project_file, tmp_path):
     assert "older than the last scan" in warning
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('{"id": "R1", "label": "duplicate"}\n{"id": "R2", "label": \n', r"labels\.jsonl, line 2: not JSON"),
-    ('{"id": "R1", "label": "maybe"}\n', r"labels\.jsonl, line 1: label 'maybe' is not duplicate, not or skip"),
-    ('{"id": "R1", "label": "not"}\n\n{"id": "R9999", "label": "not"}\n', r"labels\.jsonl, line 3: 'R9999' is not a pair"),
-    ('["R1", "not"]\n', r"labels\.jsonl, line 1: expected"),
-])
-def test_a_bad_labels_file_is_one_line_naming_file_and_line_and_saves_nothing(project_file, tmp_path, content,
-                                                                             expected):
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('{"id": "R1", "label": "duplicate"}\n{"id": "R2", "label": \n', r"labels\.jsonl, line 2: not JSON"),
+        ('{"id": "R1", "label": "maybe"}\n', r"labels\.jsonl, line 1: label 'maybe' is not duplicate, not or skip"),
+        (
+            '{"id": "R1", "label": "not"}\n\n{"id": "R9999", "label": "not"}\n',
+            r"labels\.jsonl, line 3: 'R9999' is not a pair",
+        ),
+        ('["R1", "not"]\n', r"labels\.jsonl, line 1: expected"),
+    ],
+)
+def test_a_bad_labels_file_is_one_line_naming_file_and_line_and_saves_nothing(
+    project_file, tmp_path, content, expected
+):
     path, _group = project_file
     labels = tmp_path / "labels.jsonl"
     labels.write_text(content)
@@ -257,6 +294,7 @@ def test_a_missing_labels_file_and_a_bad_threshold_are_one_line_errors(project_f
 
 # -- the estimate -------------------------------------------------------------------------------
 
+
 def simulated_audits(sizes, rates, n, audits, seed):
     """How many of `audits` simulated audits of one finite frame (strata of `sizes` units, each
     wrong with probability `rates`) have a 95% interval holding the frame's true share."""
@@ -269,8 +307,18 @@ def simulated_audits(sizes, rates, n, audits, seed):
         strata = []
         for units, n_h in zip(population, alloc):
             picked = rng.choice(len(units), n_h, replace=False)
-            strata.append(audit.Stratum("band", 0, 1, units=len(units), open_units=len(units), sampled=n_h,
-                                        labelled=n_h, wrong=int(units[picked].sum())))
+            strata.append(
+                audit.Stratum(
+                    "band",
+                    0,
+                    1,
+                    units=len(units),
+                    open_units=len(units),
+                    sampled=n_h,
+                    labelled=n_h,
+                    wrong=int(units[picked].sum()),
+                )
+            )
         _share, low, high, _n_eff = audit.combine(strata)
         covered += low <= truth <= high
     return covered, truth
@@ -326,8 +374,12 @@ def test_a_copy_of_a_near_removal_is_in_the_frame_not_certain(tmp_path):
 
     words = [f"word{i}" for i in range(60)]
     kept, near = " ".join(words), " ".join(words[:-3] + ["x", "y", "z"])
-    docs = [{"id": "kept", "text": kept}, {"id": "near", "text": near}, {"id": "copy-of-near", "text": near},
-            {"id": "copy-of-kept", "text": kept}]
+    docs = [
+        {"id": "kept", "text": kept},
+        {"id": "near", "text": near},
+        {"id": "copy-of-near", "text": near},
+        {"id": "copy-of-kept", "text": kept},
+    ]
     with Project(tmp_path / "p.db", create=True) as project:
         load_corpus(project, [write_jsonl(tmp_path / "p.jsonl", docs)])
         scan(project, ScanSettings(method="exhaustive", floor=0.3))

@@ -43,11 +43,24 @@ def loaded(tmp_path):
 
 def export_fails_naming(tmp_path: Path, db: Path, doc_id: str, fmt: str = "jsonl") -> None:
     out = tmp_path / f"out.{fmt}"
-    r = run("export", "--db", db, "--threshold", "0.9", "--format", fmt, "--out", out,
-            "--removed", tmp_path / "removed.jsonl")
+    r = run(
+        "export",
+        "--db",
+        db,
+        "--threshold",
+        "0.9",
+        "--format",
+        fmt,
+        "--out",
+        out,
+        "--removed",
+        tmp_path / "removed.jsonl",
+    )
     assert r.exit_code == 1, r.output
     assert r.output.count("\n") == 1 and r.output.startswith("error: ")
-    assert f"the stored record of document '{doc_id}' does not match its checksum: the project file is damaged" in r.output
+    assert (
+        f"the stored record of document '{doc_id}' does not match its checksum: the project file is damaged" in r.output
+    )
     assert str(db) in r.output
     assert not out.exists() and not (tmp_path / "removed.jsonl").exists()
     assert not list(tmp_path.glob(".out.*")) and not list(tmp_path.glob(".removed.*"))
@@ -63,20 +76,23 @@ def test_load_writes_a_checksum_per_document_and_exports_pass(loaded):
 
 
 def _flip_byte(value: bytes, at: int) -> bytes:
-    return value[:at] + bytes([value[at] ^ 0x01]) + value[at + 1:]
+    return value[:at] + bytes([value[at] ^ 0x01]) + value[at + 1 :]
 
 
 # Each change is what one flipped bit does to one column of doc_C's row.
 CHANGES = {
-    "record": ("UPDATE documents SET record = ? WHERE doc_id = 'doc_C'",
-               lambda row: (_flip_byte(row["record"], 20),)),
-    "text": ("UPDATE documents SET text = ? WHERE doc_id = 'doc_C'",
-             lambda row: (row["text"].replace("Machine", "Machind", 1),)),
+    "record": ("UPDATE documents SET record = ? WHERE doc_id = 'doc_C'", lambda row: (_flip_byte(row["record"], 20),)),
+    "text": (
+        "UPDATE documents SET text = ? WHERE doc_id = 'doc_C'",
+        lambda row: (row["text"].replace("Machine", "Machind", 1),),
+    ),
     "line": ("UPDATE documents SET line = ? WHERE doc_id = 'doc_C'", lambda row: (row["line"] ^ 4,)),
     "source": ("UPDATE documents SET source_id = ? WHERE doc_id = 'doc_C'", lambda row: (row["source_id"] ^ 2,)),
     "record type": ("UPDATE documents SET record = CAST(record AS TEXT) WHERE doc_id = 'doc_C'", lambda row: ()),
-    "checksum": ("UPDATE documents SET checksum = ? WHERE doc_id = 'doc_C'",
-                 lambda row: (row["checksum"][:-1] + ("0" if row["checksum"][-1] != "0" else "1"),)),
+    "checksum": (
+        "UPDATE documents SET checksum = ? WHERE doc_id = 'doc_C'",
+        lambda row: (row["checksum"][:-1] + ("0" if row["checksum"][-1] != "0" else "1"),),
+    ),
 }
 
 
@@ -142,6 +158,7 @@ def test_a_text_folder_changed_text_fails(tmp_path):
 def test_parquet_and_csv_corpora_get_checksums(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     ids, texts = zip(*NEAR_CORPUS)
     pq.write_table(pa.table({"id": list(ids), "text": list(texts), "n": list(range(len(ids)))}), tmp_path / "c.parquet")
     (tmp_path / "c.csv").write_text("id,text\n" + "".join(f"{i},{t}\n" for i, t in NEAR_CORPUS))
@@ -158,34 +175,70 @@ def test_an_imported_cluster_scan_gets_checksums(tmp_path):
     """import (of a cluster-scan folder, built here by hand) writes the same checksums as load."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from dedup_tui.engine.ray.scandir import SCAN_FORMAT, SCAN_VERSION, import_scan
     from dedup_tui.engine.text.exact import exact_keys
-    from dedup_tui.engine.ray.scandir import SCAN_FORMAT, SCAN_VERSION
-    from dedup_tui.engine.ray.scandir import import_scan
 
     scan = tmp_path / "scan"
     (scan / "documents").mkdir(parents=True)
     docs = [(0, "doc_A", NEAR_CORPUS[0][1]), (1, "doc_B", NEAR_CORPUS[1][1]), (4, "doc_E", NEAR_CORPUS[0][1])]
     records = [json.dumps({"id": i, "text": t}).encode() for _o, i, t in docs]
-    pq.write_table(pa.table({
-        "ord": pa.array([d[0] for d in docs], pa.int64()), "source": pa.array([0, 0, 0], pa.int64()),
-        "doc_id": [d[1] for d in docs], "int_id": [False] * 3, "line": pa.array([d[0] + 1 for d in docs], pa.int64()),
-        "length": pa.array([len(d[2]) for d in docs], pa.int64()), "exact_hash": exact_keys([d[2] for d in docs]),
-        "text": pa.array([d[2] for d in docs], pa.large_string()), "record": pa.array(records, pa.large_binary()),
-    }), scan / "documents" / "part-00000.parquet")
-    pq.write_table(pa.table({"a_ord": pa.array([0], pa.int64()), "b_ord": pa.array([1], pa.int64()),
-                             "jaccard": pa.array([0.6], pa.float64())}), scan / "pairs.parquet")
-    pq.write_table(pa.table({"ord": pa.array([4], pa.int64()), "first_ord": pa.array([0], pa.int64())}),
-                   scan / "exact_groups.parquet")
-    (scan / "manifest.json").write_text(json.dumps({
-        "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": "2026-01-01T00:00:00+0000",
-        "inputs": [{"path": str(tmp_path / "c.jsonl"), "format": "jsonl", "sha256": "0" * 64, "size_bytes": 1,
-                    "documents": 5, "skipped_lines": []}],
-        "params": {"k": 5, "floor": 0.5, "id_field": "id", "text_field": "text"}}))
+    pq.write_table(
+        pa.table(
+            {
+                "ord": pa.array([d[0] for d in docs], pa.int64()),
+                "source": pa.array([0, 0, 0], pa.int64()),
+                "doc_id": [d[1] for d in docs],
+                "int_id": [False] * 3,
+                "line": pa.array([d[0] + 1 for d in docs], pa.int64()),
+                "length": pa.array([len(d[2]) for d in docs], pa.int64()),
+                "exact_hash": exact_keys([d[2] for d in docs]),
+                "text": pa.array([d[2] for d in docs], pa.large_string()),
+                "record": pa.array(records, pa.large_binary()),
+            }
+        ),
+        scan / "documents" / "part-00000.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "a_ord": pa.array([0], pa.int64()),
+                "b_ord": pa.array([1], pa.int64()),
+                "jaccard": pa.array([0.6], pa.float64()),
+            }
+        ),
+        scan / "pairs.parquet",
+    )
+    pq.write_table(
+        pa.table({"ord": pa.array([4], pa.int64()), "first_ord": pa.array([0], pa.int64())}),
+        scan / "exact_groups.parquet",
+    )
+    (scan / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": SCAN_FORMAT,
+                "version": SCAN_VERSION,
+                "created_at": "2026-01-01T00:00:00+0000",
+                "inputs": [
+                    {
+                        "path": str(tmp_path / "c.jsonl"),
+                        "format": "jsonl",
+                        "sha256": "0" * 64,
+                        "size_bytes": 1,
+                        "documents": 5,
+                        "skipped_lines": [],
+                    }
+                ],
+                "params": {"k": 5, "floor": 0.5, "id_field": "id", "text_field": "text"},
+            }
+        )
+    )
     import_scan(scan, tmp_path / "review.db").close()
     assert stored_checksums_match(tmp_path / "review.db") == 3
     with sqlite3.connect(tmp_path / "review.db") as conn:
-        assert conn.execute("SELECT checksum FROM documents WHERE doc_id = 'doc_B'").fetchone()[0] == \
-            document_checksum(1, "doc_B", 1, 2, NEAR_CORPUS[1][1], records[1])
+        assert conn.execute("SELECT checksum FROM documents WHERE doc_id = 'doc_B'").fetchone()[0] == document_checksum(
+            1, "doc_B", 1, 2, NEAR_CORPUS[1][1], records[1]
+        )
 
 
 def test_the_checksum_covers_every_field_and_its_type():
@@ -195,9 +248,15 @@ def test_the_checksum_covers_every_field_and_its_type():
     value = document_checksum(*base)
     assert len(value) == 32 and int(value, 16) >= 0
     assert document_checksum(*base[:5], bytearray(base[5])) == value  # the general path
-    changes = {0: [4, None, "3"], 1: ["doc_2", b"doc_1"], 2: [2], 3: [8, None, 7.0], 4: ["some text e"],
-               5: [base[5][:-1] + b"!", base[5].decode(), None]}
-    changed = [base[:i] + (v,) + base[i + 1:] for i, values in changes.items() for v in values]
+    changes = {
+        0: [4, None, "3"],
+        1: ["doc_2", b"doc_1"],
+        2: [2],
+        3: [8, None, 7.0],
+        4: ["some text e"],
+        5: [base[5][:-1] + b"!", base[5].decode(), None],
+    }
+    changed = [base[:i] + (v,) + base[i + 1 :] for i, values in changes.items() for v in values]
     changed.append((3, "doc_", 1, 7, "1some text é", base[5]))  # the same bytes, split elsewhere
     values = {document_checksum(*c) for c in changed}
     assert len(values) == len(changed) and value not in values
@@ -216,8 +275,10 @@ def test_a_changed_position_or_a_row_the_table_no_longer_finds_fails(loaded):
         conn.execute("DELETE FROM documents WHERE doc_id = 'doc_C'")  # what a search past a damaged row id sees
     r = run("export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "out.jsonl")
     assert r.exit_code == 1 and r.output.count("\n") == 1
-    assert "the documents table gives 4 of the 5 kept documents between positions 0 and 4: the project file is damaged" \
+    assert (
+        "the documents table gives 4 of the 5 kept documents between positions 0 and 4: the project file is damaged"
         in r.output
+    )
     assert not (tmp_path / "out.jsonl").exists()
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE documents SET ord = 2 WHERE doc_id = 'doc_E'")  # in doc_C's place

@@ -22,7 +22,10 @@ from .conftest import NEAR_CORPUS, cli, ok, write_jsonl
 
 @pytest.fixture
 def scanned(tmp_path):
-    docs = NEAR_CORPUS + [("dup_A", "The quick brown fox jumps over the lazy dog"), ("late_B", "A quick brown fox leaped over the sleeping dog!")]
+    docs = NEAR_CORPUS + [
+        ("dup_A", "The quick brown fox jumps over the lazy dog"),
+        ("late_B", "A quick brown fox leaped over the sleeping dog!"),
+    ]
     corpus = write_jsonl(tmp_path / "c.jsonl", docs)
     db = tmp_path / "p.db"
     ok("load", corpus, "--db", db)
@@ -43,20 +46,23 @@ def test_every_command_has_help():
     assert cli("--help").exit_code == 0
 
 
-@pytest.mark.parametrize("args", [
-    ["load", "c.jsonl", "--db", "x.db", "--bogus"],             # unknown option
-    ["scan", "--db", "x.db", "--floor", "2"],
-    ["scan", "--db", "x.db", "--floor", "0"],
-    ["scan", "--db", "x.db", "--k", "0"],
-    ["scan", "--db", "x.db", "--method", "magic"],
-    ["scan", "--db", "x.db", "--num-perm", "abc"],
-    ["pairs", "--db", "x.db", "--out", "p.jsonl", "--min", "1.5"],
-    ["export", "--db", "x.db", "--threshold", "0.5", "--out", "k.jsonl", "--policy", "random"],
-    ["synth", "--out", "s.jsonl", "--noise", "2"],
-    ["synth", "--out", "s.jsonl", "--n-unique", "0"],
-    ["synth"],
-    ["scan", "--db", "x.db", "--unknown-option"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["load", "c.jsonl", "--db", "x.db", "--bogus"],  # unknown option
+        ["scan", "--db", "x.db", "--floor", "2"],
+        ["scan", "--db", "x.db", "--floor", "0"],
+        ["scan", "--db", "x.db", "--k", "0"],
+        ["scan", "--db", "x.db", "--method", "magic"],
+        ["scan", "--db", "x.db", "--num-perm", "abc"],
+        ["pairs", "--db", "x.db", "--out", "p.jsonl", "--min", "1.5"],
+        ["export", "--db", "x.db", "--threshold", "0.5", "--out", "k.jsonl", "--policy", "random"],
+        ["synth", "--out", "s.jsonl", "--noise", "2"],
+        ["synth", "--out", "s.jsonl", "--n-unique", "0"],
+        ["synth"],
+        ["scan", "--db", "x.db", "--unknown-option"],
+    ],
+)
 def test_bad_arguments_exit_2(tmp_path, monkeypatch, args):
     monkeypatch.chdir(tmp_path)
     result = cli(*args)
@@ -65,41 +71,70 @@ def test_bad_arguments_exit_2(tmp_path, monkeypatch, args):
     assert not (tmp_path / "x.db").exists()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["tune"], "give the project: dedup-tui tune PROJECT (or --db PROJECT)"),
-    (["pairs", "--out", "p.jsonl"], "give the project: dedup-tui pairs PROJECT --out FILE (or --db PROJECT)"),
-    (["export", "--threshold", "0.5", "--out", "k.jsonl"],
-     "give the project: dedup-tui export PROJECT --out FILE (or --db PROJECT)"),
-    (["scan"], "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT)"),
-    (["scan", "c.jsonl"], "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT); c.jsonl was "
-                          "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
-    (["load", "c.jsonl"], "give the project: dedup-tui load PROJECT CORPUS... (or --db PROJECT); c.jsonl was "
-                          "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
-    (["load", "--db", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
-    (["load", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
-    (["load", "c.jsonl", "x.db"], "x.db: is a project, not a corpus file; give the project first: "
-                                  "dedup-tui load PROJECT CORPUS..."),
-    (["import", "scan"], "give the project: dedup-tui import SCAN_DIR PROJECT (or --db PROJECT)"),
-    (["import", "x.db", "scan"], "x.db: is a project, not a scan folder; give the scan folder first: "
-                                 "dedup-tui import SCAN_DIR PROJECT"),
-    (["cluster-export", "shards", "--out", "curated"],
-     "give the project: dedup-tui cluster-export PROJECT CORPUS... --out DIR (or --db PROJECT); "
-     "shards was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3"),
-    (["cluster-export", "x.db", "--out", "curated"],
-     "give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR"),
-    (["tune", "x.db", "--db", "y.db"], "the project is given twice (x.db and --db y.db): give it once, as PROJECT "
-                                       "or with --db"),
-    (["scan", "x.db", "--db", "x.db"], "the project is given twice (x.db and --db x.db): give it once, as PROJECT "
-                                       "or with --db"),
-    (["export", "x.db", "--db", "y.db", "--out", "k.jsonl"], "the project is given twice (x.db and --db y.db): "
-                                                              "give it once, as PROJECT or with --db"),
-    (["load", "c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
-    (["c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
-    (["cluster-scan", "c.jsonl", "--out", "-"],
-     "--out -: cluster-scan writes a folder (several files), not a stream; give the folder's path"),
-    (["cluster-export", "x.db", "c.jsonl", "--out", "-"],
-     "--out -: cluster-export writes a folder (several files), not a stream; give the folder's path"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tune"], "give the project: dedup-tui tune PROJECT (or --db PROJECT)"),
+        (["pairs", "--out", "p.jsonl"], "give the project: dedup-tui pairs PROJECT --out FILE (or --db PROJECT)"),
+        (
+            ["export", "--threshold", "0.5", "--out", "k.jsonl"],
+            "give the project: dedup-tui export PROJECT --out FILE (or --db PROJECT)",
+        ),
+        (["scan"], "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT)"),
+        (
+            ["scan", "c.jsonl"],
+            "give the project: dedup-tui scan PROJECT [CORPUS]... (or --db PROJECT); c.jsonl was "
+            "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3",
+        ),
+        (
+            ["load", "c.jsonl"],
+            "give the project: dedup-tui load PROJECT CORPUS... (or --db PROJECT); c.jsonl was "
+            "read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3",
+        ),
+        (["load", "--db", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
+        (["load", "x.db"], "give the CORPUS files to load: dedup-tui load PROJECT CORPUS..."),
+        (
+            ["load", "c.jsonl", "x.db"],
+            "x.db: is a project, not a corpus file; give the project first: dedup-tui load PROJECT CORPUS...",
+        ),
+        (["import", "scan"], "give the project: dedup-tui import SCAN_DIR PROJECT (or --db PROJECT)"),
+        (
+            ["import", "x.db", "scan"],
+            "x.db: is a project, not a scan folder; give the scan folder first: dedup-tui import SCAN_DIR PROJECT",
+        ),
+        (
+            ["cluster-export", "shards", "--out", "curated"],
+            "give the project: dedup-tui cluster-export PROJECT CORPUS... --out DIR (or --db PROJECT); "
+            "shards was read as a corpus file: a project's name ends in .db, .sqlite or .sqlite3",
+        ),
+        (
+            ["cluster-export", "x.db", "--out", "curated"],
+            "give the CORPUS the project was scanned from: dedup-tui cluster-export PROJECT CORPUS... --out DIR",
+        ),
+        (
+            ["tune", "x.db", "--db", "y.db"],
+            "the project is given twice (x.db and --db y.db): give it once, as PROJECT or with --db",
+        ),
+        (
+            ["scan", "x.db", "--db", "x.db"],
+            "the project is given twice (x.db and --db x.db): give it once, as PROJECT or with --db",
+        ),
+        (
+            ["export", "x.db", "--db", "y.db", "--out", "k.jsonl"],
+            "the project is given twice (x.db and --db y.db): give it once, as PROJECT or with --db",
+        ),
+        (["load", "c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
+        (["c.jsonl", "--db", "-"], "-: a project is a file (.db), not standard input or output"),
+        (
+            ["cluster-scan", "c.jsonl", "--out", "-"],
+            "--out -: cluster-scan writes a folder (several files), not a stream; give the folder's path",
+        ),
+        (
+            ["cluster-export", "x.db", "c.jsonl", "--out", "-"],
+            "--out -: cluster-export writes a folder (several files), not a stream; give the folder's path",
+        ),
+    ],
+)
 def test_the_project_is_given_once_as_argument_or_db(tmp_path, monkeypatch, args, message):
     """No project, two, or a project where a corpus file goes: a one-line usage error that shows
     the command's form; nothing is created."""
@@ -135,7 +170,9 @@ def test_every_command_that_reads_a_project_takes_it_as_an_argument(scanned, tmp
     assert ok("tune", renamed).output == ok("tune", db).output
 
 
-@pytest.mark.parametrize("command", [["scan"], ["pairs", "--out", "p.jsonl"], ["export", "--threshold", "0.5", "--out", "k.jsonl"]])
+@pytest.mark.parametrize(
+    "command", [["scan"], ["pairs", "--out", "p.jsonl"], ["export", "--threshold", "0.5", "--out", "k.jsonl"]]
+)
 def test_missing_project_is_one_line_error(tmp_path, monkeypatch, command):
     monkeypatch.chdir(tmp_path)
     result = cli(command[0], "--db", "nope.db", *command[1:])
@@ -159,7 +196,10 @@ def test_export_below_floor_fails_and_says_so(scanned, tmp_path):
 def test_unscanned_project(tmp_path):
     db = tmp_path / "p.db"
     ok("load", write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS), "--db", db)
-    for args in (["pairs", "--out", tmp_path / "p.jsonl"], ["export", "--threshold", "0.5", "--out", tmp_path / "k.jsonl"]):
+    for args in (
+        ["pairs", "--out", tmp_path / "p.jsonl"],
+        ["export", "--threshold", "0.5", "--out", tmp_path / "k.jsonl"],
+    ):
         result = cli(args[0], "--db", db, *args[1:])
         assert result.exit_code == 1
         (line,) = result.output.splitlines()
@@ -228,8 +268,14 @@ def test_scan_on_a_file_that_is_not_a_project(tmp_path):
 MARK = "\u00a7"  # a unique per-document marker keeps every pair of texts apart (Jaccard < 1)
 texts = st.text(alphabet=st.characters(exclude_characters=MARK, exclude_categories=("Cs",)), max_size=60)
 extra_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in ("id", "text"))
-extra_values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10),
-                         st.lists(st.integers(), max_size=3), st.floats(allow_nan=False, allow_infinity=False))
+extra_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=10),
+    st.lists(st.integers(), max_size=3),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 
 
 @st.composite
@@ -242,7 +288,7 @@ def corpora(draw):
         with_id = draw(st.booleans())
         items = [("text", f"{MARK}{i}{MARK}{draw(texts)}")] + list(fields.items())
         if with_id:
-            items.append(("id", draw(st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6)))))
+            items.append(("id", draw(st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6)))))
         order = draw(st.permutations(items))
         for k, v in order:
             record[k] = v
@@ -296,7 +342,10 @@ def test_export_defaults_to_the_last_review(scanned, tmp_path):
 
 def test_scan_given_a_corpus_loads_it_first_in_the_same_run(tmp_path, scanned):
     db_two_steps, ids = scanned
-    docs = NEAR_CORPUS + [("dup_A", "The quick brown fox jumps over the lazy dog"), ("late_B", "A quick brown fox leaped over the sleeping dog!")]
+    docs = NEAR_CORPUS + [
+        ("dup_A", "The quick brown fox jumps over the lazy dog"),
+        ("late_B", "A quick brown fox leaped over the sleeping dog!"),
+    ]
     corpus = write_jsonl(tmp_path / "c2.jsonl", docs)
     db = tmp_path / "one.db"
     r = ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive", corpus)
@@ -328,6 +377,7 @@ def test_cluster_commands_without_the_ray_extra_say_how_to_install_it(tmp_path, 
 
 # -- `-` is standard output for every output that is a stream ---------------------------
 
+
 def _reviewed(db: Path) -> None:
     """A decision in each status the log writes, and a label."""
     from dedup_tui.engine.curate import decisions, tune
@@ -335,27 +385,43 @@ def _reviewed(db: Path) -> None:
     with Project(db) as project:
         decisions.record(project, "keep", "doc_A")
         decisions.record(project, "remove", "doc_D")
-        decisions.undo(project)                             # doc_D's removal: undone ...
-        decisions.record(project, "remove", "late_B")       # ... and then discarded by a newer decision
+        decisions.undo(project)  # doc_D's removal: undone ...
+        decisions.record(project, "remove", "late_B")  # ... and then discarded by a newer decision
         decisions.record(project, "remove", "doc_C")
-        decisions.undo(project)                             # doc_C's removal: undone (redo brings it back)
+        decisions.undo(project)  # doc_C's removal: undone (redo brings it back)
         tune.set_label(project, "doc_A", "doc_B", "duplicate")
 
 
 STREAMS = {
     "pairs --out": (["pairs", "{db}", "--out", "-"], lambda out: {"a", "b", "jaccard"} <= set(json.loads(out[0]))),
-    "export --out": (["export", "{db}", "--threshold", "0.5", "--out", "-"],
-                     lambda out: json.loads(out[0])["id"] == "doc_A"),
-    "export --out (csv)": (["export", "{db}", "--threshold", "0.5", "--format", "csv", "--out", "-"],
-                           lambda out: out[0] == "id,text"),
-    "export --removed": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--removed", "-"],
-                         lambda out: {"id", "duplicate_of", "reason"} <= set(json.loads(out[0]))),
-    "export --decisions-log": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--decisions-log", "-"],
-                               lambda out: json.loads(out[0])["kind"] == "keep"),
-    "export --manifest": (["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--manifest", "-"],
-                          lambda out: json.loads("\n".join(out))["threshold"] == 0.5),
-    "tune --labels-out": (["tune", "{db}", "--labels-out", "-"], lambda out: json.loads(out[0])["label"] == "duplicate"),
-    "synth --out": (["synth", "--n-unique", "2", "--out", "-"], lambda out: len(out) == 6 and "group" in json.loads(out[0])),
+    "export --out": (
+        ["export", "{db}", "--threshold", "0.5", "--out", "-"],
+        lambda out: json.loads(out[0])["id"] == "doc_A",
+    ),
+    "export --out (csv)": (
+        ["export", "{db}", "--threshold", "0.5", "--format", "csv", "--out", "-"],
+        lambda out: out[0] == "id,text",
+    ),
+    "export --removed": (
+        ["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--removed", "-"],
+        lambda out: {"id", "duplicate_of", "reason"} <= set(json.loads(out[0])),
+    ),
+    "export --decisions-log": (
+        ["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--decisions-log", "-"],
+        lambda out: json.loads(out[0])["kind"] == "keep",
+    ),
+    "export --manifest": (
+        ["export", "{db}", "--threshold", "0.5", "--out", "{tmp}/k.jsonl", "--manifest", "-"],
+        lambda out: json.loads("\n".join(out))["threshold"] == 0.5,
+    ),
+    "tune --labels-out": (
+        ["tune", "{db}", "--labels-out", "-"],
+        lambda out: json.loads(out[0])["label"] == "duplicate",
+    ),
+    "synth --out": (
+        ["synth", "--n-unique", "2", "--out", "-"],
+        lambda out: len(out) == 6 and "group" in json.loads(out[0]),
+    ),
 }
 
 
@@ -390,7 +456,7 @@ def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_p
     written = {json.loads(line)["doc_id"]: json.loads(line)["status"] for line in log.read_text().splitlines()}
     assert written == {"doc_A": "active", "doc_D": "discarded", "late_B": "active", "doc_C": "undone"}
     help_text = " ".join(ok("export", "--help").output.split())
-    option = help_text[help_text.index("--decisions-log FILE"):help_text.index("--manifest FILE")]
+    option = help_text[help_text.index("--decisions-log FILE") : help_text.index("--manifest FILE")]
     for status in STATUS_NAMES.values():
         assert f"{status} (" in option, (status, option)
     from .docs_text import section
@@ -401,11 +467,12 @@ def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_p
 
 # -- the first run ---------------------------------------------------------------------------
 
+
 def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, monkeypatch):
     """Bare `dedup-tui` copies the sample into the user data directory: the first run says where
     (on stderr, before the app opens); later runs, which reopen that project, do not."""
-    from dedup_tui.ui import run
     from dedup_tui.engine.opening import sample_notice
+    from dedup_tui.ui import run
 
     opened = []
 
@@ -422,8 +489,8 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     first = ok()
     assert first.stdout == ""
     assert first.stderr.splitlines() == [
-        f"dedup-tui: first run: copied the sample to {where}/ "
-        "(notes.jsonl; your review goes in notes.db)"]
+        f"dedup-tui: first run: copied the sample to {where}/ (notes.jsonl; your review goes in notes.db)"
+    ]
     assert opened[0].db == where / "notes.db" and opened[0].db.exists()
     # what the app's first opening leaves: the sample loaded into its project
     from dedup_tui.engine.ingest import load_corpus
@@ -436,7 +503,8 @@ def test_the_first_run_says_where_it_wrote_the_sample_and_its_project(tmp_path, 
     monkeypatch.setenv("HOME", str(tmp_path))
     assert sample_notice(where / "notes.jsonl", where / "notes.db") == (
         "dedup-tui: first run: copied the sample to ~/data/dedup-tui/sample/ "
-        "(notes.jsonl; your review goes in notes.db)")
+        "(notes.jsonl; your review goes in notes.db)"
+    )
 
 
 def test_the_readmes_commands_parse_as_written():
@@ -459,7 +527,7 @@ def test_the_readmes_commands_parse_as_written():
                 assert project.endswith(".db"), words
     quick_start = section("Quick start", README).split("```")[1]
     app_line, test_line = [line for line in quick_start.splitlines()[1:] if line.strip()]
-    assert 'pip install -e . && dedup-tui ' in app_line and "[test]" not in app_line
+    assert "pip install -e . && dedup-tui " in app_line and "[test]" not in app_line
     assert 'pip install -e ".[test]" && python -m pytest' in test_line
 
 
@@ -509,8 +577,12 @@ def test_the_console_script_ends_a_load_or_scan_with_its_project_whole(tmp_path,
             assert conn.execute("SELECT count(*) FROM pairs").fetchone()[0] > 0
             assert conn.execute("SELECT status FROM runs WHERE command = 'scan'").fetchall() == [("complete",)]
 
-    failed = subprocess.run([sys.executable, "-c", script, command, str(tmp_path / "q.db"), str(tmp_path / "none.jsonl")],
-                            capture_output=True, text=True, timeout=120)
+    failed = subprocess.run(
+        [sys.executable, "-c", script, command, str(tmp_path / "q.db"), str(tmp_path / "none.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert failed.returncode == 1 and "none.jsonl" in failed.stderr and "Traceback" not in failed.stderr
 
 
@@ -521,11 +593,17 @@ def test_the_command_starts_no_blas_threads_unless_the_user_asks(tmp_path):
     import subprocess
     import sys
 
-    code = ("import os, dedup_tui.cli, numpy; "
-            "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])")
+    code = (
+        "import os, dedup_tui.cli, numpy; print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
     alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert alone.stdout.split() == ["1", "1"]
-    asked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    asked = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**env, "OPENBLAS_NUM_THREADS": "2"},
+    )
     assert asked.stdout.split()[1] == "2"

@@ -31,13 +31,32 @@ def reviewed(tmp_path):
     H alone, and a reference R near H's text. Decisions: keep G, remove D, accept A's cluster.
     Returns (project path, threshold)."""
     other = "completely other words " * 8
-    write_jsonl(tmp_path / "train.jsonl", [("A", _changed()), ("D", _changed(20)), ("B", _changed(20, 40)),
-                                           ("C", _changed(20, 40)), ("E", _changed()), ("F", other), ("G", other + "!"),
-                                           ("H", _changed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))])
+    write_jsonl(
+        tmp_path / "train.jsonl",
+        [
+            ("A", _changed()),
+            ("D", _changed(20)),
+            ("B", _changed(20, 40)),
+            ("C", _changed(20, 40)),
+            ("E", _changed()),
+            ("F", other),
+            ("G", other + "!"),
+            ("H", _changed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)),
+        ],
+    )
     write_jsonl(tmp_path / "evals.jsonl", [("R", _changed(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17))])
     db = tmp_path / "P.db"
-    ok("scan", db, tmp_path / "train.jsonl", "--reference", tmp_path / "evals.jsonl", "--floor", "0.3",
-       "--method", "exhaustive")
+    ok(
+        "scan",
+        db,
+        tmp_path / "train.jsonl",
+        "--reference",
+        tmp_path / "evals.jsonl",
+        "--floor",
+        "0.3",
+        "--method",
+        "exhaustive",
+    )
     project = Project(db)
     try:
         from dedup_tui.engine.store.scans import load_graph
@@ -76,8 +95,20 @@ def _typed(row: dict) -> dict:
 def test_the_cluster_table_agrees_with_the_removed_log_column_by_column(reviewed, tmp_path, suffix):
     db, threshold = reviewed
     table = tmp_path / f"clusters.{suffix}"
-    ok("export", db, "--threshold", str(threshold), "--out", tmp_path / "kept.jsonl", "--removed",
-       tmp_path / "removed.jsonl", "--clusters", table, "--manifest", tmp_path / "m.json")
+    ok(
+        "export",
+        db,
+        "--threshold",
+        str(threshold),
+        "--out",
+        tmp_path / "kept.jsonl",
+        "--removed",
+        tmp_path / "removed.jsonl",
+        "--clusters",
+        table,
+        "--manifest",
+        tmp_path / "m.json",
+    )
     rows = [_typed(r) for r in _read_csv(table)] if suffix == "csv" else pq.read_table(table).to_pylist()
     assert [list(r) for r in rows[:1]] == [list(CLUSTER_COLUMNS)]
     by_id = {r["id"]: r for r in rows}
@@ -85,13 +116,39 @@ def test_the_cluster_table_agrees_with_the_removed_log_column_by_column(reviewed
     train, evals = (str((tmp_path / n).resolve()) for n in ("train.jsonl", "evals.jsonl"))
     assert {r["id"]: r["source"] for r in rows} == {**dict.fromkeys("ADBCEFGH", train), "R": evals}
     # the cluster: its first document's position, whatever the keep rule or decisions kept
-    assert {r["id"]: r["cluster"] for r in rows} == {"A": 0, "D": 0, "B": 0, "C": 0, "E": 0, "F": 5, "G": 5, "H": 7,
-                                                    "R": 7}
+    assert {r["id"]: r["cluster"] for r in rows} == {
+        "A": 0,
+        "D": 0,
+        "B": 0,
+        "C": 0,
+        "E": 0,
+        "F": 5,
+        "G": 5,
+        "H": 7,
+        "R": 7,
+    }
     assert {r["id"]: r["status"] for r in rows} == {
-        "A": "kept", "D": "reviewer_removed", "B": "removed", "C": "removed", "E": "removed",
-        "F": "removed", "G": "reviewer_kept", "H": "removed", "R": "reference"}
+        "A": "kept",
+        "D": "reviewer_removed",
+        "B": "removed",
+        "C": "removed",
+        "E": "removed",
+        "F": "removed",
+        "G": "reviewer_kept",
+        "H": "removed",
+        "R": "reference",
+    }
     assert {r["id"]: r["reviewer_decided"] for r in rows} == {
-        "A": True, "D": True, "B": True, "C": True, "E": True, "F": False, "G": True, "H": False, "R": False}
+        "A": True,
+        "D": True,
+        "B": True,
+        "C": True,
+        "E": True,
+        "F": False,
+        "G": True,
+        "H": False,
+        "R": False,
+    }
     kept = {r["id"] for r in read_jsonl(tmp_path / "kept.jsonl")}
     assert kept == {"A", "G"}
     log = {r["id"]: r for r in read_jsonl(tmp_path / "removed.jsonl")}
@@ -115,8 +172,17 @@ def test_reviewer_saw_is_what_the_app_recorded_as_shown_and_the_exact_copies_of_
     table = tmp_path / f"clusters.{suffix}"
 
     def saw() -> dict:
-        ok("export", db, "--threshold", str(threshold), "--out", tmp_path / "kept.jsonl", "--clusters", table,
-           "--force")
+        ok(
+            "export",
+            db,
+            "--threshold",
+            str(threshold),
+            "--out",
+            tmp_path / "kept.jsonl",
+            "--clusters",
+            table,
+            "--force",
+        )
         rows = [_typed(r) for r in _read_csv(table)] if suffix == "csv" else pq.read_table(table).to_pylist()
         return {r["id"]: r["reviewer_saw"] for r in rows}
 
@@ -126,8 +192,9 @@ def test_reviewer_saw_is_what_the_app_recorded_as_shown_and_the_exact_copies_of_
         ords = dict(zip(project.ids_for(list(range(9))), range(9)))
         record_shown(project.conn, [(ords["B"], "2026-01-01T10:00:00+0000"), (ords["F"], "2026-01-01T10:00:01+0000")])
         record_shown(project.conn, [(ords["B"], "2026-01-02T10:00:00+0000")])  # shown again: the first time stays
-        assert project.conn.execute("SELECT first_shown FROM shown WHERE ord = ?", (ords["B"],)).fetchone() == \
-            ("2026-01-01T10:00:00+0000",)
+        assert project.conn.execute("SELECT first_shown FROM shown WHERE ord = ?", (ords["B"],)).fetchone() == (
+            "2026-01-01T10:00:00+0000",
+        )
     finally:
         project.close()
     assert saw() == {**dict.fromkeys("ADBCEFGHR", False), "B": True, "C": True, "F": True}
@@ -136,11 +203,25 @@ def test_reviewer_saw_is_what_the_app_recorded_as_shown_and_the_exact_copies_of_
 
 
 def test_parquet_ids_keep_their_integer_type(tmp_path):
-    write_jsonl(tmp_path / "c.jsonl", [{"id": 7, "text": _changed()}, {"id": 9, "text": _changed(3)},
-                                      {"id": 11, "text": "nothing alike at all here"}])
+    write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            {"id": 7, "text": _changed()},
+            {"id": 9, "text": _changed(3)},
+            {"id": 11, "text": "nothing alike at all here"},
+        ],
+    )
     ok("scan", tmp_path / "P.db", tmp_path / "c.jsonl", "--floor", "0.5")
-    ok("export", tmp_path / "P.db", "--threshold", "0.8", "--out", tmp_path / "k.jsonl", "--clusters",
-       tmp_path / "c.parquet")
+    ok(
+        "export",
+        tmp_path / "P.db",
+        "--threshold",
+        "0.8",
+        "--out",
+        tmp_path / "k.jsonl",
+        "--clusters",
+        tmp_path / "c.parquet",
+    )
     table = pq.read_table(tmp_path / "c.parquet")
     assert str(table.schema.field("id").type) == str(table.schema.field("duplicate_of").type) == "int64"
     assert table.column("duplicate_of").to_pylist() == [None, 7, None]
@@ -149,8 +230,16 @@ def test_parquet_ids_keep_their_integer_type(tmp_path):
 @pytest.mark.parametrize("name", ["clusters.tsv", "clusters", "-"])
 def test_another_suffix_is_a_one_line_usage_error_before_anything_is_written(reviewed, tmp_path, name):
     db, threshold = reviewed
-    result = cli("export", db, "--threshold", str(threshold), "--out", tmp_path / "kept.jsonl", "--clusters",
-                 tmp_path / name if name != "-" else name)
+    result = cli(
+        "export",
+        db,
+        "--threshold",
+        str(threshold),
+        "--out",
+        tmp_path / "kept.jsonl",
+        "--clusters",
+        tmp_path / name if name != "-" else name,
+    )
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --clusters") and ".csv or .parquet" in lines[0]
@@ -175,10 +264,16 @@ def test_the_parquet_export_works_in_a_fresh_process(tmp_path):
 
     write_jsonl(tmp_path / "c.jsonl", [("a", _changed()), ("b", _changed(5)), ("c", "another text entirely")])
     ok("scan", tmp_path / "P.db", tmp_path / "c.jsonl")
-    code = ("import sys; from dedup_tui.cli import run; sys.argv = ['dedup-tui', 'export', sys.argv[1], '--threshold', "
-            "'0.8', '--out', sys.argv[2], '--clusters', sys.argv[3]]; run()")
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "P.db"), str(tmp_path / "k.parquet"),
-                           str(tmp_path / "t.parquet")], capture_output=True, text=True, cwd=ROOT)
+    code = (
+        "import sys; from dedup_tui.cli import run; sys.argv = ['dedup-tui', 'export', sys.argv[1], '--threshold', "
+        "'0.8', '--out', sys.argv[2], '--clusters', sys.argv[3]]; run()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "P.db"), str(tmp_path / "k.parquet"), str(tmp_path / "t.parquet")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert pq.read_table(tmp_path / "k.parquet").column("id").to_pylist() == ["a", "c"]
     assert pq.read_table(tmp_path / "t.parquet").column("status").to_pylist() == ["kept", "removed", "kept"]

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from dedup_tui.engine import errors
-from dedup_tui.engine.curate import decisions, curated, keep_rules
+from dedup_tui.engine.curate import curated, decisions, keep_rules
 from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.graph.clustering import KEPT, cluster
 from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store.scans import load_graph
 
 DOCS = [
     ("a1", "The quick brown fox jumps over the lazy dog near the river bank today"),
@@ -55,7 +55,11 @@ def test_keep_overrides_and_undo_redo(project):
     # survives a threshold change and the other policy
     assert "a3" not in ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.6, "greedy"))
     assert decisions.undo(project).doc_id == "a3"
-    assert ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.7, "components")) == {"a2", "a3", "b2"}
+    assert ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.7, "components")) == {
+        "a2",
+        "a3",
+        "b2",
+    }
     assert decisions.redo(project).doc_id == "a3"
     assert "a3" not in ids_removed(project, keep_rules.cluster_with_decisions(project, graph, 0.7, "components"))
     assert decisions.redo(project) is None
@@ -99,19 +103,30 @@ def test_export_curated_writes_logs(project, tmp_path):
     decisions.record(project, "note", "b1", value="[bold]not markup[/bold]", author="tester")
     decisions.undo(project)
     out = tmp_path / "out" / "curated.jsonl"
-    r = curated.export_curated(project, 0.7, "components", out,
-                           removed_out=curated.beside(out, "removed.jsonl"),
-                           decisions_out=curated.beside(out, "decisions.jsonl"),
-                           manifest_out=curated.beside(out, "manifest.json"))
+    r = curated.export_curated(
+        project,
+        0.7,
+        "components",
+        out,
+        removed_out=curated.beside(out, "removed.jsonl"),
+        decisions_out=curated.beside(out, "decisions.jsonl"),
+        manifest_out=curated.beside(out, "manifest.json"),
+    )
     kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert kept == ["a3", "b1"]
     assert r.kept == 2 and r.reviewer == 1
-    removed = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "out" / "curated.removed.jsonl").read_text().splitlines()}
+    removed = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (tmp_path / "out" / "curated.removed.jsonl").read_text().splitlines()
+    }
     assert removed["c1"]["reason"] == "reviewer" and removed["c1"]["duplicate_of"] is None
     assert removed["a1"]["duplicate_of"] == "a3" and 0 < removed["a1"]["similarity"] <= 1
     log = [json.loads(line) for line in (tmp_path / "out" / "curated.decisions.jsonl").read_text().splitlines()]
     assert [(d["kind"], d["status"], d["author"]) for d in log] == [
-        ("keep", "active", "tester"), ("remove", "active", "tester"), ("note", "undone", "tester")]
+        ("keep", "active", "tester"),
+        ("remove", "active", "tester"),
+        ("note", "undone", "tester"),
+    ]
     man = json.loads((tmp_path / "out" / "curated.manifest.json").read_text())
     assert man["counts"]["kept"] == 2 and man["threshold"] == 0.7 and len(man["sources"][0]["sha256"]) == 64
 
@@ -120,8 +135,10 @@ def test_engine_stays_ui_free():
     import subprocess
     import sys
 
-    code = ("import sys, dedup_tui.engine.curate.decisions; "
-            "print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))")
+    code = (
+        "import sys, dedup_tui.engine.curate.decisions; "
+        "print(any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules))"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -132,8 +149,19 @@ def test_cli_export_honours_decisions(project, tmp_path):
 
     decisions.record(project, "keep", "a3", author="tester")
     out = tmp_path / "cli.jsonl"
-    args = ["export", "--db", str(project.path), "--threshold", "0.7", "--out", str(out),
-            "--decisions-log", str(tmp_path / "log.jsonl"), "--manifest", str(tmp_path / "m.json")]
+    args = [
+        "export",
+        "--db",
+        str(project.path),
+        "--threshold",
+        "0.7",
+        "--out",
+        str(out),
+        "--decisions-log",
+        str(tmp_path / "log.jsonl"),
+        "--manifest",
+        str(tmp_path / "m.json"),
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "1 decision applied" in result.output
@@ -150,11 +178,11 @@ def test_cli_export_honours_decisions(project, tmp_path):
 def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_linked(make_project, tmp_path):
     """A ~ B ~ C, and A ~ C too. The reviewer says A / C is not a duplicate: C stays in A's
     cluster through B, its row says so (via B at their similarity) and never cites A / C."""
-    from dedup_tui.engine.graph.clustering import strongest_links
     from dedup_tui.engine.curate.export import similarity_values
+    from dedup_tui.engine.graph.clustering import strongest_links
     from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.scanning.settings import ScanSettings
+    from dedup_tui.engine.store.scans import load_graph
 
     words = [f"w{i}" for i in range(60)]
     a = " ".join(words)
@@ -185,12 +213,17 @@ def test_keep_longest_rule_is_honoured_by_both_policies_and_exports(make_project
     instead of the first; the clusters themselves do not change; a reviewer's keep still wins;
     the export and its manifest follow the rule."""
     from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.scanning.settings import ScanSettings
+    from dedup_tui.engine.store.scans import load_graph
 
     base = " ".join(f"w{i}" for i in range(50))
-    docs = [("short", base), ("longer", base + " extra words"), ("longest", base + " extra words and more"),
-            ("tie", base + " extra words and mor!"), ("alone", "something else entirely")]
+    docs = [
+        ("short", base),
+        ("longer", base + " extra words"),
+        ("longest", base + " extra words and more"),
+        ("tie", base + " extra words and mor!"),
+        ("alone", "something else entirely"),
+    ]
     project = make_project(docs)
     scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     graph = load_graph(project)
@@ -223,16 +256,18 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
 
     from dedup_tui.cli import main
     from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.scanning.settings import ScanSettings
+    from dedup_tui.engine.store.scans import load_graph
 
     base = " ".join(f"w{i}" for i in range(50))
-    docs = [{"id": "old", "text": base, "date": "2021-05-01", "score": "10"},
-            {"id": "new", "text": base + " x", "date": "2024-01-09", "score": 9},
-            {"id": "mid", "text": base + " y", "date": "2023-12-31", "score": 9.5},
-            {"id": "none", "text": base + " z"},
-            {"id": "b1", "text": "another family " * 8, "score": 3},
-            {"id": "b2", "text": "another family " * 8 + "!", "score": 3}]  # a tie: the earliest
+    docs = [
+        {"id": "old", "text": base, "date": "2021-05-01", "score": "10"},
+        {"id": "new", "text": base + " x", "date": "2024-01-09", "score": 9},
+        {"id": "mid", "text": base + " y", "date": "2023-12-31", "score": 9.5},
+        {"id": "none", "text": base + " z"},
+        {"id": "b1", "text": "another family " * 8, "score": 3},
+        {"id": "b2", "text": "another family " * 8 + "!", "score": 3},
+    ]  # a tie: the earliest
     project = make_project(docs)
     scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     graph = load_graph(project)
@@ -247,7 +282,9 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     assert kept("min:date") == ["b1", "old"]
     assert kept("max:score") == ["b1", "old"]  # "10" is a number: 10 > 9.5
     assert kept("min:score") == ["b1", "new"]
-    with pytest.raises(errors.DedupError, match="no record has a field 'missing': the records' fields are id, text, date"):
+    with pytest.raises(
+        errors.DedupError, match="no record has a field 'missing': the records' fields are id, text, date"
+    ):
         keep_rules.set_keep_rule(project, "max:missing")
     assert keep_rules.keep_rule(project) == "min:score"  # unchanged
     for bad in ("newest", "max:", "max: "):
@@ -256,13 +293,39 @@ def test_keep_by_a_field_newest_date_or_best_score(make_project, tmp_path):
     project.close()
     out = tmp_path / "k.jsonl"
     runner = CliRunner()
-    r = runner.invoke(main, ["export", "--db", str(tmp_path / "corpus.db"), "--threshold", "0.7", "--keep",
-                             "max:date", "--out", str(out), "--manifest", str(tmp_path / "m.json")])
+    r = runner.invoke(
+        main,
+        [
+            "export",
+            "--db",
+            str(tmp_path / "corpus.db"),
+            "--threshold",
+            "0.7",
+            "--keep",
+            "max:date",
+            "--out",
+            str(out),
+            "--manifest",
+            str(tmp_path / "m.json"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["new", "b1"]
     assert json.loads((tmp_path / "m.json").read_text())["keep_rule"] == "max:date"
-    r = runner.invoke(main, ["export", "--db", str(tmp_path / "corpus.db"), "--threshold", "0.7", "--keep", "best",
-                             "--out", str(tmp_path / "k2.jsonl")])
+    r = runner.invoke(
+        main,
+        [
+            "export",
+            "--db",
+            str(tmp_path / "corpus.db"),
+            "--threshold",
+            "0.7",
+            "--keep",
+            "best",
+            "--out",
+            str(tmp_path / "k2.jsonl"),
+        ],
+    )
     assert r.exit_code == 2 and "unknown keep rule" in r.output
 
 

@@ -25,7 +25,6 @@ from .conftest import write_jsonl
 from .test_cli import cli, ok
 from .test_incremental import families, with_copies
 
-
 THRESHOLD = "0.6"
 
 
@@ -73,8 +72,10 @@ def exported(folder: Path, db: Path, expect_code: int = 0) -> dict:
 
 def stored_scan(db: Path) -> dict:
     with sqlite3.connect(db) as conn:
-        got = {"pairs": conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall(),
-               "exact": conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL").fetchall()}
+        got = {
+            "pairs": conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall(),
+            "exact": conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL").fetchall(),
+        }
     conn.close()
     return got
 
@@ -137,14 +138,23 @@ def flip_in_forest(db: Path) -> None:
 
 
 REBUILT = {
-    "pair_arrays.b": (flip_in_b, "the packed pairs (pair_arrays) do not match their checksum: rebuilt from the "
-                                 "pairs table, which does"),
-    "pair_arrays.jaccard": (flip_in_jaccard, "the packed pairs (pair_arrays) do not match their checksum: rebuilt "
-                                             "from the pairs table, which does"),
-    "exact_array": (flip_in_exact, "the packed exact groups (exact_array) do not match their checksum: rebuilt from "
-                                   "documents.exact_of, which does"),
-    "pair_forest": (flip_in_forest, "the pairs' spanning forest (pair_forest) does not match its checksum: computed "
-                                    "again from the pairs"),
+    "pair_arrays.b": (
+        flip_in_b,
+        "the packed pairs (pair_arrays) do not match their checksum: rebuilt from the pairs table, which does",
+    ),
+    "pair_arrays.jaccard": (
+        flip_in_jaccard,
+        "the packed pairs (pair_arrays) do not match their checksum: rebuilt from the pairs table, which does",
+    ),
+    "exact_array": (
+        flip_in_exact,
+        "the packed exact groups (exact_array) do not match their checksum: rebuilt from "
+        "documents.exact_of, which does",
+    ),
+    "pair_forest": (
+        flip_in_forest,
+        "the pairs' spanning forest (pair_forest) does not match its checksum: computed again from the pairs",
+    ),
 }
 
 
@@ -177,13 +187,17 @@ def test_damaged_pairs_and_their_packed_copy_are_a_damaged_project(pristine, tmp
     db = fresh(pristine, tmp_path)
     flip_in_jaccard(db)
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE pairs SET jaccard = jaccard / 2 WHERE (a, b) = (SELECT a, b FROM pairs "
-                     "ORDER BY jaccard DESC LIMIT 1)")
+        conn.execute(
+            "UPDATE pairs SET jaccard = jaccard / 2 WHERE (a, b) = (SELECT a, b FROM pairs "
+            "ORDER BY jaccard DESC LIMIT 1)"
+        )
     conn.close()
     got = exported(tmp_path, db, expect_code=1)
-    assert got["output"] == (f"error: {db}: the stored pairs (pair_arrays and the pairs table) do not match their "
-                             f"checksum: the project file is damaged (restore it from a backup, or scan again with "
-                             f"--full)\n")
+    assert got["output"] == (
+        f"error: {db}: the stored pairs (pair_arrays and the pairs table) do not match their "
+        f"checksum: the project file is damaged (restore it from a backup, or scan again with "
+        f"--full)\n"
+    )
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "removed.jsonl").exists()
 
 
@@ -191,12 +205,16 @@ def test_damaged_exact_groups_in_both_places_are_a_damaged_project(pristine, tmp
     db = fresh(pristine, tmp_path)
     flip_in_exact(db)
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE documents SET exact_of = NULL WHERE ord = (SELECT max(ord) FROM documents "
-                     "WHERE exact_of IS NOT NULL)")
+        conn.execute(
+            "UPDATE documents SET exact_of = NULL WHERE ord = (SELECT max(ord) FROM documents "
+            "WHERE exact_of IS NOT NULL)"
+        )
     conn.close()
     got = exported(tmp_path, db, expect_code=1)
-    assert got["output"].startswith(f"error: {db}: the stored exact groups (exact_array and documents.exact_of) do "
-                                    f"not match their checksum: the project file is damaged")
+    assert got["output"].startswith(
+        f"error: {db}: the stored exact groups (exact_array and documents.exact_of) do "
+        f"not match their checksum: the project file is damaged"
+    )
     assert got["output"].count("\n") == 1
 
 
@@ -226,8 +244,10 @@ def test_a_flipped_bit_in_the_kept_keys_means_a_full_scan_that_says_so(pristine,
     db = fresh(pristine, tmp_path)
     SCAN_KEYS[what](db)
     out = ok("scan", db, folder / "second.jsonl", "--method", "lsh").output
-    assert ("full scan: the stored band keys (scan_keys, scan_band_keys) do not match their checksum (the project "
-            "file is damaged there)") in out
+    assert (
+        "full scan: the stored band keys (scan_keys, scan_band_keys) do not match their checksum (the project "
+        "file is damaged there)"
+    ) in out
     assert "incremental scan:" not in out
     assert stored_scan(db) == want_added
 
@@ -294,7 +314,6 @@ Project(sys.argv[1])
 """
 
 
-
 def kill_9_at_marker(script: str, db, marker: Path, never: str) -> None:
     """Run `script` on db in a real process and SIGKILL it once it has made `marker` (polling a
     real process's state, with a deadline)."""
@@ -339,19 +358,24 @@ def test_pairs_checks_the_pairs_table_it_writes(pristine, tmp_path):
     assert len(ok("pairs", db, "--out", out, "--min", "0.7").output) and out.exists()
     with sqlite3.connect(db) as conn:
         above = conn.execute("SELECT count(*) FROM pairs WHERE jaccard >= 0.7").fetchone()[0]
-        conn.execute("UPDATE pairs SET jaccard = jaccard - 0.125 WHERE (a, b) = (SELECT a, b FROM pairs "
-                     "ORDER BY jaccard DESC LIMIT 1)")
+        conn.execute(
+            "UPDATE pairs SET jaccard = jaccard - 0.125 WHERE (a, b) = (SELECT a, b FROM pairs "
+            "ORDER BY jaccard DESC LIMIT 1)"
+        )
     conn.close()
     assert len(out.read_text().splitlines()) == above > 0
     out.unlink()
     r = cli("pairs", db, "--out", out, "--min", "0.7")
     assert r.exit_code == 1
-    assert r.output == (f"error: {db}: the stored pairs (the pairs table) do not match their checksum: the project "
-                        f"file is damaged (restore it from a backup, or scan again with --full)\n")
+    assert r.output == (
+        f"error: {db}: the stored pairs (the pairs table) do not match their checksum: the project "
+        f"file is damaged (restore it from a backup, or scan again with --full)\n"
+    )
     assert not out.exists() and not list(tmp_path.glob(".pairs.jsonl.*"))
 
 
 # -- the documents' exact hashes and lengths (what load derives from each text) ----------------
+
 
 def stored_column(db: Path, column: str, ord_: int):
     with sqlite3.connect(db) as conn:
@@ -370,7 +394,7 @@ def set_column(db: Path, column: str, ord_: int, value) -> None:
 def flip_in_hash(db: Path, ord_: int, at: int = 20) -> None:
     """One flipped bit in a document's exact_hash: a hex digit, 0x02 apart ('a' -> 'c', '1' -> '3')."""
     h = stored_column(db, "exact_hash", ord_)
-    set_column(db, "exact_hash", ord_, h[:at] + chr(ord(h[at]) ^ 2) + h[at + 1:])
+    set_column(db, "exact_hash", ord_, h[:at] + chr(ord(h[at]) ^ 2) + h[at + 1 :])
 
 
 def flip_top_bit_in_hash(db: Path, ord_: int, at: int = 20) -> None:
@@ -393,9 +417,11 @@ def recomputed_note(db: Path, ord_: int) -> str:
     with sqlite3.connect(db) as conn:
         n = conn.execute("SELECT max(ord) + 1 FROM documents").fetchone()[0]
     conn.close()
-    return (f"note: {db}: the exact hashes or lengths of the documents at ords {lo}-{min(lo + 256, n) - 1} "
-            f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
-            f"texts, which match theirs and stored again")
+    return (
+        f"note: {db}: the exact hashes or lengths of the documents at ords {lo}-{min(lo + 256, n) - 1} "
+        f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
+        f"texts, which match theirs and stored again"
+    )
 
 
 def a_copy(db: Path) -> tuple[int, int]:
@@ -471,8 +497,10 @@ def test_a_damaged_text_under_a_damaged_hash_is_a_damaged_project(pristine, tmp_
     doc_id = stored_column(db, "doc_id", copy)
     r = cli("scan", db, "--full", "--method", "lsh")
     assert r.exit_code == 1
-    assert r.output == (f"error: {db}: the stored record of document '{doc_id}' does not match its checksum: the "
-                        f"project file is damaged (restore it from a backup, or load the corpus into a new project)\n")
+    assert r.output == (
+        f"error: {db}: the stored record of document '{doc_id}' does not match its checksum: the "
+        f"project file is damaged (restore it from a backup, or load the corpus into a new project)\n"
+    )
 
 
 def expected_sums(db: Path) -> list[tuple]:
@@ -484,7 +512,7 @@ def expected_sums(db: Path) -> list[tuple]:
     conn.close()
     out = []
     for lo in range(0, len(rows), 256):
-        block = rows[lo:lo + 256]
+        block = rows[lo : lo + 256]
         text = "".join(h + "\n" for _, h, _ in block).encode()
         lengths = np.array([ln for *_, ln in block], "<i8").tobytes()
         out.append((lo // 256, len(block), zlib.crc32(text), zlib.crc32(lengths)))

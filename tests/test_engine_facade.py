@@ -61,14 +61,17 @@ def test_an_unknown_name_is_an_attribute_error_and_submodules_still_import():
 def test_importing_the_engine_loads_nothing_heavy():
     """The warm-up is spawned, and small commands run, right after `import dedup_tui.engine`:
     listing the facade, or taking a light name from it, imports neither numpy nor numba."""
-    code = ("import json, sys\n"
-            "import dedup_tui.engine\n"
-            "dir(dedup_tui.engine)\n"
-            "from dedup_tui.engine import Control, DedupError\n"
-            "print(json.dumps(sorted(m for m in ('numpy', 'numba', 'pyarrow', 'sqlite_utils', 'textual')"
-            " if m in sys.modules)))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=ENGINE.parent.parent)
+    code = (
+        "import json, sys\n"
+        "import dedup_tui.engine\n"
+        "dir(dedup_tui.engine)\n"
+        "from dedup_tui.engine import Control, DedupError\n"
+        "print(json.dumps(sorted(m for m in ('numpy', 'numba', 'pyarrow', 'sqlite_utils', 'textual')"
+        " if m in sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ENGINE.parent.parent
+    )
     assert json.loads(done.stdout) == []
 
 

@@ -10,17 +10,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import incremental, lsh, local as local
-from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
 from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning import incremental, lsh
+from dedup_tui.engine.scanning import local as local
+from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays
 from dedup_tui.engine.text.synth import noisy_copy
 
 from .conftest import write_jsonl
 from .test_cli import cli, ok
-from dedup_tui.engine.scanning.settings import ScanSettings
 
 LSH = ScanSettings(floor=0.5, method="lsh")
 
@@ -62,10 +63,13 @@ def with_copies(new: list[dict], old: list[dict], seed: int) -> list[dict]:
 def stored(project: Project):
     a, b, j = read_pair_arrays(project)
     table = {(x, y): s for x, y, s in project.conn.execute("SELECT a, b, jaccard FROM pairs")}
-    return {"pairs": dict(zip(zip(a.tolist(), b.tolist()), j.tolist())), "table": table,
-            "exact": read_exact_array(project, project.next_ord()).tolist(),
-            "exact_column": dict(project.conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL")),
-            "forest": read_forest(project, len(a)).tolist()}
+    return {
+        "pairs": dict(zip(zip(a.tolist(), b.tolist()), j.tolist())),
+        "table": table,
+        "exact": read_exact_array(project, project.next_ord()).tolist(),
+        "exact_column": dict(project.conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL")),
+        "forest": read_forest(project, len(a)).tolist(),
+    }
 
 
 def load(project: Project, tmp_path, name: str, docs: list[dict]) -> None:
@@ -88,7 +92,8 @@ def full_rescan_of(tmp_path, project: Project, settings=LSH) -> dict:
 def assert_same(got: dict, want: dict) -> None:
     assert set(got["pairs"]) == set(want["pairs"]), (
         f"only incremental: {sorted(set(got['pairs']) - set(want['pairs']))[:5]}, "
-        f"only full: {sorted(set(want['pairs']) - set(got['pairs']))[:5]}")
+        f"only full: {sorted(set(want['pairs']) - set(got['pairs']))[:5]}"
+    )
     assert got["pairs"] == want["pairs"], "scores differ"
     assert got["table"] == want["table"] == want["pairs"]
     assert got["exact"] == want["exact"] and got["exact_column"] == want["exact_column"]
@@ -148,12 +153,15 @@ def test_a_bucket_grown_past_max_bucket_means_a_full_scan(tmp_path):
         assert local.scan(project, settings).incremental
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"floor": 0.6}, "--floor 0.6 differs from the last scan's 0.5"),
-    ({"k": 4}, "--k 4 differs from the last scan's 5"),
-    ({"seed": 2}, "--seed 2 differs from the last scan's 1"),
-    ({"method": "exhaustive"}, "--method exhaustive compares every pair"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"floor": 0.6}, "--floor 0.6 differs from the last scan's 0.5"),
+        ({"k": 4}, "--k 4 differs from the last scan's 5"),
+        ({"seed": 2}, "--seed 2 differs from the last scan's 1"),
+        ({"method": "exhaustive"}, "--method exhaustive compares every pair"),
+    ],
+)
 def test_other_settings_mean_a_full_scan(tmp_path, change, reason):
     docs = families(20, (2, 5), 30, seed=3)
     with Project(tmp_path / "p.db", create=True) as project:
@@ -259,8 +267,10 @@ def test_cli_scans_new_documents_incrementally(tmp_path):
     out = ok("scan", db, first, "--method", "lsh").output
     assert "incremental" not in out
     out = ok("scan", db, second, "--method", "lsh").output
-    assert f"incremental scan: {len(docs[60:80])} new documents compared with one another and with the 60 scanned " \
-           f"before" in out
+    assert (
+        f"incremental scan: {len(docs[60:80])} new documents compared with one another and with the 60 scanned "
+        f"before" in out
+    )
     ok("load", db, third)
     out = ok("scan", db, "--method", "lsh", "--floor", "0.6").output
     assert "full scan: --floor 0.6 differs from the last scan's 0.5" in out
@@ -295,14 +305,16 @@ def test_added_band_survivors_matches_its_reference():
         run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
         band = rng.randint(0, bands)
         min_agree = rng.randint(0, perms + 1)
-        want = kernels_incremental.added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms,
-                                                          min_agree, bucket, usable, band, n)
+        want = kernels_incremental.added_band_survivors_reference(
+            members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
+        )
         got = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):  # a small buffer: resumed many times
             out = np.empty(3, np.int64)
-            written = kernels_incremental.added_band_survivors(members, run_start, run_len, run_new, packed, perms,
-                                                       min_agree, bucket, usable, band, n, out, resume)
+            written = kernels_incremental.added_band_survivors(
+                members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n, out, resume
+            )
             got += out[:written].tolist()
         assert got == want, trial
 
@@ -314,8 +326,14 @@ def test_new_exact_copies_prefer_an_old_first_copy():
 
     new_ords = np.array([6, 7, 8, 9], np.int64)
     new_hashes = ["d" * 64, "b" * 64, "d" * 64, "a" * 63 + "f"]  # "a...f": same prefix as ord 0, other text
-    got = incremental.new_exact_of(old_ords, hash_prefixes([hashes[o] for o in old_ords]), new_ords, new_hashes,
-                                   hash_prefixes, lambda ords: {int(o): hashes[int(o)] for o in ords})
+    got = incremental.new_exact_of(
+        old_ords,
+        hash_prefixes([hashes[o] for o in old_ords]),
+        new_ords,
+        new_hashes,
+        hash_prefixes,
+        lambda ords: {int(o): hashes[int(o)] for o in ords},
+    )
     assert got.tolist() == [-1, 2, 6, -1]
 
 
@@ -350,21 +368,22 @@ def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_befo
     """The "new" filter: after more documents were loaded and scanned, the clusters holding one
     of them, and only those; it is offered only once a scan came before the last one."""
     import json
+    import random
 
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.engine.scanning.local import scan
     from dedup_tui.engine.scanning.settings import ScanSettings
     from dedup_tui.review.model import Review
 
-    import random
-
     rng = random.Random(7)
     family = [" ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(30)) for _ in range(6)]
     old = [{"id": f"o{i}", "text": family[i]} for i in range(6)]
     old += [{"id": f"o{i}-copy", "text": family[i] + "!"} for i in range(6)]
     new = [{"id": f"n{i}", "text": family[i] + "?"} for i in (1, 4)]
-    new += [{"id": "n-alone-a", "text": "a completely different text about ships and harbours " * 3},
-            {"id": "n-alone-b", "text": "a completely different text about ships and harbours! " * 3}]
+    new += [
+        {"id": "n-alone-a", "text": "a completely different text about ships and harbours " * 3},
+        {"id": "n-alone-b", "text": "a completely different text about ships and harbours! " * 3},
+    ]
     first, second = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
     first.write_text("".join(json.dumps(r) + "\n" for r in old))
     second.write_text("".join(json.dumps(r) + "\n" for r in new))
@@ -388,8 +407,11 @@ def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_befo
         index = review.index
         listed = {tuple(sorted(index.members(int(label)))) for label in index.labels}
         everything = review.index.with_listing(replace(review.view.listing, filter="all"))
-        expected = {tuple(sorted(everything.members(int(label)))) for label in everything.labels
-                    if max(everything.members(int(label))) >= len(old)}
+        expected = {
+            tuple(sorted(everything.members(int(label))))
+            for label in everything.labels
+            if max(everything.members(int(label))) >= len(old)
+        }
         assert listed == expected and len(expected) == 3  # families 1 and 4, and the two new documents
         assert len(everything.labels) > len(expected)
         assert "new" in [review.cycle_filter() for _ in range(6)]

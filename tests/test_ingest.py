@@ -97,7 +97,9 @@ def test_file_without_documents_is_an_error(tmp_path, name, line, says, skip_bad
     assert not db.exists()
 
 
-@pytest.mark.parametrize("name,line,says,_ids,_skipped", RECORD_ERRORS + [(n, line, s, None, None) for n, line, s in FILE_ERRORS])
+@pytest.mark.parametrize(
+    "name,line,says,_ids,_skipped", RECORD_ERRORS + [(n, line, s, None, None) for n, line, s in FILE_ERRORS]
+)
 def test_failed_load_leaves_existing_project_untouched(tmp_path, name, line, says, _ids, _skipped):
     db = tmp_path / "p.db"
     first = write_jsonl(tmp_path / "first.jsonl", [("p1", "already here"), ("p2", "and this")])
@@ -121,8 +123,10 @@ def test_skip_bad_loads_the_good_records_and_reports_the_bad_lines(tmp_path, nam
     assert f"loaded {len(ids)} documents" in result.output
     shown = ", ".join(map(str, skipped))
     report = [line for line in result.output.splitlines() if line.startswith("skipped")]
-    assert report == [f"skipped {len(skipped)} bad record(s) in {path}: lines {shown} (first: line {line}: {says}"
-                      + report[0].split(says, 1)[-1]]
+    assert report == [
+        f"skipped {len(skipped)} bad record(s) in {path}: lines {shown} (first: line {line}: {says}"
+        + report[0].split(says, 1)[-1]
+    ]
     with sqlite3.connect(db) as conn:
         stored = conn.execute("SELECT documents, skipped_lines FROM sources").fetchall()
     assert stored == [(len(ids), json.dumps(skipped))]
@@ -136,7 +140,10 @@ def test_many_skipped_lines_are_summarised_and_all_stored(tmp_path):
     result = cli("load", path, "--db", db, "--skip-bad")
     assert result.exit_code == 0
     bad = list(range(1, 61, 2))
-    assert f"skipped 30 bad record(s) in {path}: lines {', '.join(map(str, bad[:20]))} ... (all in the sources table)" in result.output
+    assert (
+        f"skipped 30 bad record(s) in {path}: lines {', '.join(map(str, bad[:20]))} ... (all in the sources table)"
+        in result.output
+    )
     with sqlite3.connect(db) as conn:
         assert json.loads(conn.execute("SELECT skipped_lines FROM sources").fetchone()[0]) == bad
     assert len(documents(db)) == 30
@@ -177,7 +184,7 @@ def test_duplicate_id_across_loads(tmp_path):
     assert documents(db) == before
     result = cli("load", b, "--db", db, "--skip-bad")
     assert result.exit_code == 0, result.output
-    assert "lines 2 (first: line 2: duplicate id \"same\" (already in the project))\n" in result.output
+    assert 'lines 2 (first: line 2: duplicate id "same" (already in the project))\n' in result.output
     docs = documents(db)
     assert [d[1] for d in docs] == ["same", "other", "new"]
     assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
@@ -190,8 +197,10 @@ def test_skip_bad_with_every_id_already_in_the_project_is_a_one_line_error(tmp_p
     assert cli("load", a, "--db", db).exit_code == 0
     before = documents(db)
     message = assert_one_error_line(cli("load", b, "--db", db, "--skip-bad"), b, 1)
-    assert message.endswith('no good documents in this file (2 bad record(s) skipped, at lines 1, 2); '
-                            'first: duplicate id "other" (already in the project)')
+    assert message.endswith(
+        "no good documents in this file (2 bad record(s) skipped, at lines 1, 2); "
+        'first: duplicate id "other" (already in the project)'
+    )
     assert documents(db) == before
 
 
@@ -237,7 +246,9 @@ def test_unreadable_corpus_file(tmp_path, monkeypatch):
 
 def test_float_and_object_ids_are_rejected(tmp_path):
     path = tmp_path / "f.jsonl"
-    path.write_text('{"id": 1, "text": "a"}\n{"id": 2.5, "text": "b"}\n{"id": {"x": 1}, "text": "c"}\n', encoding="utf-8")
+    path.write_text(
+        '{"id": 1, "text": "a"}\n{"id": 2.5, "text": "b"}\n{"id": {"x": 1}, "text": "c"}\n', encoding="utf-8"
+    )
     message = assert_one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, 2)
     assert 'id field "id" is a floating-point number, not a string or integer' in message
     result = cli("load", path, "--db", tmp_path / "p.db", "--skip-bad")
@@ -307,6 +318,7 @@ def test_folder_with_invalid_utf8_file(tmp_path):
 
 # -- valid oddities ----------------------------------------------------------------------
 
+
 def _load(tmp_path, *paths, name="p.db", extra=()) -> Path:
     db = tmp_path / name
     result = cli("load", *paths, "--db", db, *extra)
@@ -340,7 +352,12 @@ def test_csv_quoted_newline_is_one_document(tmp_path):
 
 def test_empty_and_whitespace_texts_are_documents(tmp_path):
     db = _load(tmp_path, BAD / "empty_texts.jsonl")
-    assert [(d[1], d[2]) for d in documents(db)] == [("e1", ""), ("e2", "   "), ("e3", "\t\n "), ("e4", "real words here")]
+    assert [(d[1], d[2]) for d in documents(db)] == [
+        ("e1", ""),
+        ("e2", "   "),
+        ("e3", "\t\n "),
+        ("e4", "real words here"),
+    ]
     result = cli("scan", "--db", db)
     assert result.exit_code == 0, result.output
     out = tmp_path / "kept.jsonl"
@@ -422,7 +439,9 @@ def test_hostile_field_names_given_as_options(tmp_path):
     out = tmp_path / "kept.jsonl"
     assert cli("export", "--db", db2, "--threshold", "1.0", "--out", out).exit_code == 0
     assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"i'd\";x": "c1", text_field: "first"}, {"i'd\";x": "c2", text_field: "second"}]
+        {"i'd\";x": "c1", text_field: "first"},
+        {"i'd\";x": "c2", text_field: "second"},
+    ]
 
 
 def test_ten_megabyte_document_loads_and_scans(tmp_path):
@@ -434,7 +453,9 @@ def test_ten_megabyte_document_loads_and_scans(tmp_path):
         parts.append(w)
         size += len(w) + 1
     big = " ".join(parts)
-    src = write_jsonl(tmp_path / "big.jsonl", [("big", big), ("small", "a small document"), ("small2", "a small document!")])
+    src = write_jsonl(
+        tmp_path / "big.jsonl", [("big", big), ("small", "a small document"), ("small2", "a small document!")]
+    )
     db = _load(tmp_path, src)
     result = cli("scan", "--db", db)
     assert result.exit_code == 0, result.output
@@ -462,9 +483,31 @@ def test_project_left_by_failed_load_into_new_db_does_not_exist_but_existing_emp
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_pieces = st.sampled_from([b'{"id":"a","text":"x"}', b'{"text":1}', b'{"id":null,"text":"y"}', b"id,text", b'"q"',
-                           b"a,b", b"\n", b"\r\n", b"\r", b"\xef\xbb\xbf", b"\xff\xfe", b"\x00", b'"', b",", b"\t", b"{", b"}",
-                           b"\xe9", b"\xf0\x9f\x98", b'\\ud800', b"text"])
+_pieces = st.sampled_from(
+    [
+        b'{"id":"a","text":"x"}',
+        b'{"text":1}',
+        b'{"id":null,"text":"y"}',
+        b"id,text",
+        b'"q"',
+        b"a,b",
+        b"\n",
+        b"\r\n",
+        b"\r",
+        b"\xef\xbb\xbf",
+        b"\xff\xfe",
+        b"\x00",
+        b'"',
+        b",",
+        b"\t",
+        b"{",
+        b"}",
+        b"\xe9",
+        b"\xf0\x9f\x98",
+        b"\\ud800",
+        b"text",
+    ]
+)
 _corpus_bytes = st.one_of(st.binary(max_size=200), st.lists(_pieces, max_size=30).map(b"".join))
 
 
@@ -488,6 +531,7 @@ def test_arbitrary_bytes_load_or_fail_on_one_line(tmp_path_factory, data, suffix
 
 # -- interruption during load ------------------------------------------------------------
 
+
 def test_cancelled_load_writes_nothing(tmp_path):
     import threading
 
@@ -507,7 +551,7 @@ def test_cancelled_load_writes_nothing(tmp_path):
     with pytest.raises(Cancelled):
         load_corpus(project, [path], control=Control(progress, cancel))
     assert seen == [5000]
-    assert [d for d, in project.conn.execute("SELECT doc_id FROM documents ORDER BY ord")] == ["a", "b", "c"]
+    assert [d for (d,) in project.conn.execute("SELECT doc_id FROM documents ORDER BY ord")] == ["a", "b", "c"]
     assert project.conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
     project.close()
 
@@ -536,8 +580,11 @@ def test_kill_9_during_load_leaves_previous_documents(tmp_path):
     assert cli("load", BAD / "clean.jsonl", "--db", db).exit_code == 0
     before = documents(db)
     many = write_jsonl(tmp_path / "many.jsonl", [(f"d{i}", f"document number {i}") for i in range(150_000)])
-    proc = subprocess.Popen([sys.executable, "-m", "dedup_tui", "load", str(many), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dedup_tui", "load", str(many), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wal = Path(str(db) + "-wal")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and proc.poll() is None:
@@ -554,10 +601,13 @@ def test_kill_9_during_load_leaves_previous_documents(tmp_path):
     project.close()
 
 
-@pytest.mark.parametrize("record, what", [
-    ('{"id": "a", "text": "bad \\ud800 text"}', "text"),
-    ('{"id": "bad\\udc00id", "text": "fine"}', "id"),
-])
+@pytest.mark.parametrize(
+    "record, what",
+    [
+        ('{"id": "a", "text": "bad \\ud800 text"}', "text"),
+        ('{"id": "bad\\udc00id", "text": "fine"}', "id"),
+    ],
+)
 def test_an_unpaired_surrogate_escape_in_jsonl_is_a_one_line_error(tmp_path, record, what):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "ok", "text": "fine \\u00e9 text"}\n' + record + "\n", encoding="utf-8")
@@ -566,10 +616,24 @@ def test_an_unpaired_surrogate_escape_in_jsonl_is_a_one_line_error(tmp_path, rec
     assert f"{what} contains an unpaired surrogate" in message
 
 
-@pytest.mark.parametrize("line", [
-    '{"a": 1}', ' {"a": 1}', '{"a": 1}  ', '\t{"a": [1, 2.5e3, "x\\u00e9"]}\r ', '{"a": 1} x', '{"a": 1}\u00a0',
-    '{"a": 1}{"b": 2}', '', '  ', '{"a": }', '"s"', 'NaN', '[1, 2]',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a": 1}',
+        ' {"a": 1}',
+        '{"a": 1}  ',
+        '\t{"a": [1, 2.5e3, "x\\u00e9"]}\r ',
+        '{"a": 1} x',
+        '{"a": 1}\u00a0',
+        '{"a": 1}{"b": 2}',
+        "",
+        "  ",
+        '{"a": }',
+        '"s"',
+        "NaN",
+        "[1, 2]",
+    ],
+)
 def test_fast_json_line_parse_equals_json_loads(line):
     from dedup_tui.engine.readers import parse_json_line
 
@@ -596,9 +660,21 @@ def test_jsonl_chunks_read_as_line_by_line(tmp_path, monkeypatch):
         lambda i: json.dumps({"id": f"d{i}", "text": f"\\ud83d\\ude00 {i}"}).replace("\\\\", "\\"),  # a pair
         lambda i: json.dumps({"text": f"t{i}", "id": f"x{i}", "n": [1, {"a": None}]}, ensure_ascii=False) + "\r",
     ]
-    bad = ['{"id": "b1", "text": 5}', '{"id": "b2"}', "[1, 2]", '{"id": null, "text": "x"}', "", "   ",
-           '{"id": "b3", "text": "\\ud800"}', '{"id": "b4", "text": "x", "text": "y"}', '{"id": true, "text": "x"}',
-           '{"id": "", "text": "x"}', '{"id": "b5", "text": "x"}  ', "{", '{"id": 1.5, "text": "x"}']
+    bad = [
+        '{"id": "b1", "text": 5}',
+        '{"id": "b2"}',
+        "[1, 2]",
+        '{"id": null, "text": "x"}',
+        "",
+        "   ",
+        '{"id": "b3", "text": "\\ud800"}',
+        '{"id": "b4", "text": "x", "text": "y"}',
+        '{"id": true, "text": "x"}',
+        '{"id": "", "text": "x"}',
+        '{"id": "b5", "text": "x"}  ',
+        "{",
+        '{"id": 1.5, "text": "x"}',
+    ]
     lines = []
     for i in range(3000):
         lines.append(rng.choice(bad) if rng.random() < 0.01 else rng.choice(good)(i))
@@ -627,8 +703,14 @@ def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatc
 
     monkeypatch.setattr(jsonl, "CHUNKED", chunked)
     base = "the quick brown fox jumps over the lazy dog and runs far away"
-    ints = write_jsonl(tmp_path / "ints.jsonl", [{"id": 7, "text": base}, {"id": 12, "text": base + "!"},
-                                                 {"id": 30, "text": "something else entirely, a different text"}])
+    ints = write_jsonl(
+        tmp_path / "ints.jsonl",
+        [
+            {"id": 7, "text": base},
+            {"id": 12, "text": base + "!"},
+            {"id": 30, "text": "something else entirely, a different text"},
+        ],
+    )
     strs = write_jsonl(tmp_path / "strs.jsonl", [{"id": "7", "text": base}, {"id": "12", "text": base + "!"}])
     mixed = write_jsonl(tmp_path / "mixed.jsonl", [{"id": 7, "text": base}, {"id": "12", "text": base + "!"}])
     for src, want in ((ints, (7, 12)), (strs, ("7", "12")), (mixed, ("7", "12"))):
@@ -643,8 +725,19 @@ def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatc
         pair = json.loads(out.read_text().splitlines()[0])
         assert (pair["a"], pair["b"]) == want
         kept = tmp_path / f"{src.stem}.kept.jsonl"
-        r = cli("export", "--db", db, "--threshold", "0.8", "--out", kept, "--removed", tmp_path / f"{src.stem}.rm.jsonl",
-                "--decisions-log", tmp_path / f"{src.stem}.dec.jsonl")
+        r = cli(
+            "export",
+            "--db",
+            db,
+            "--threshold",
+            "0.8",
+            "--out",
+            kept,
+            "--removed",
+            tmp_path / f"{src.stem}.rm.jsonl",
+            "--decisions-log",
+            tmp_path / f"{src.stem}.dec.jsonl",
+        )
         assert r.exit_code == 0, r.output
         removed = [json.loads(x) for x in (tmp_path / f"{src.stem}.rm.jsonl").read_text().splitlines()]
         assert [row["id"] for row in removed] == [want[1]]
@@ -655,20 +748,23 @@ def test_integer_ids_come_back_as_numbers_in_pairs_and_logs(tmp_path, monkeypatc
 
 # -- the readers' public interface and the loader's writer ---------------------------------
 
+
 def test_every_format_reads_to_the_same_records_through_open_reader(tmp_path):
     """One corpus in each format, read through readers.open_reader: CSV, TSV and Parquet give
     their column names first, then every format the same ids and texts in order; a bad record
     goes into the errors list, not out as an exception, and reading goes on."""
-    import pyarrow.parquet as pq
     import csv
 
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from dedup_tui.engine.readers import FIELD_FORMATS, BadRecord, Record, detect_format, open_reader
 
     rows = [("a.txt", "first text"), ("b.txt", 'a "quoted", text\twith tab'), ("c.txt", "third\nline")]
     lines = [json.dumps({"id": i, "text": t}) for i, t in rows]
-    (tmp_path / "c.jsonl").write_text("\n".join(lines[:1] + ['{"id": "bad", "text": 5}'] + lines[1:]) + "\n", encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text(
+        "\n".join(lines[:1] + ['{"id": "bad", "text": 5}'] + lines[1:]) + "\n", encoding="utf-8"
+    )
     for name, delimiter in (("c.csv", ","), ("c.tsv", "\t")):
         with open(tmp_path / name, "w", encoding="utf-8", newline="") as fh:
             csv.writer(fh, delimiter=delimiter).writerows([("id", "text")] + rows)
@@ -694,8 +790,8 @@ def test_every_format_reads_to_the_same_records_through_open_reader(tmp_path):
 
 
 def test_documents_writer_continues_ords_and_looks_up_ids_only_in_a_project_that_had_documents(tmp_path):
-    from dedup_tui.engine.store.documents import DocumentsWriter
     from dedup_tui.engine.store import transaction
+    from dedup_tui.engine.store.documents import DocumentsWriter
 
     project = Project(tmp_path / "p.db", create=True)
     try:
@@ -713,7 +809,9 @@ def test_documents_writer_continues_ords_and_looks_up_ids_only_in_a_project_that
             assert writer.loaded_at(tmp_path / "new.jsonl", None) is None  # a folder has no sha
             assert writer.ids_in_project(["x", "z", "y"]) == {"x", "y"}
             assert writer.add_documents(source, [("z", "three", 3, b"{}")]) == 1
-        got = project.conn.execute("SELECT ord, doc_id, length, exact_hash IS NOT NULL FROM documents ORDER BY ord").fetchall()
+        got = project.conn.execute(
+            "SELECT ord, doc_id, length, exact_hash IS NOT NULL FROM documents ORDER BY ord"
+        ).fetchall()
         assert got == [(0, "x", 3, 1), (1, "y", 3, 1), (2, "z", 5, 1)]
     finally:
         project.close()

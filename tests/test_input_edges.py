@@ -24,11 +24,11 @@ def _one_error_line(result, path: Path, line: int | None) -> str:
 
 # --- CSV with many columns -------------------------------------------------------------------
 
+
 def test_csv_of_100000_columns_loads(tmp_path):
     columns = 100_000
     header = ["id", "text"] + [f"c{i}" for i in range(columns - 2)]
-    rows = [["a", "first text"] + [str(i % 7) for i in range(columns - 2)],
-            ["b", "second text"] + [""] * (columns - 2)]
+    rows = [["a", "first text"] + [str(i % 7) for i in range(columns - 2)], ["b", "second text"] + [""] * (columns - 2)]
     path = tmp_path / "wide.csv"
     path.write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
     db = tmp_path / "p.db"
@@ -51,14 +51,16 @@ def test_parquet_column_names_used_twice(tmp_path):
     import pyarrow.parquet as pq
 
     path = tmp_path / "twice.parquet"
-    table = pa.Table.from_arrays([pa.array(["t"]), pa.array(["u"]), pa.array([1]), pa.array([2])],
-                                 names=["text", "b", "b", "id"])
+    table = pa.Table.from_arrays(
+        [pa.array(["t"]), pa.array(["u"]), pa.array([1]), pa.array([2])], names=["text", "b", "b", "id"]
+    )
     pq.write_table(table, path)
     message = _one_error_line(cli("load", path, "--db", tmp_path / "p.db"), path, None)
     assert message.endswith('column names used twice: "b"'), message
 
 
 # --- line ends --------------------------------------------------------------------------------
+
 
 def _export_jsonl(tmp_path: Path, corpus: Path, *extra) -> bytes:
     db, out = tmp_path / "p.db", tmp_path / "kept.jsonl"
@@ -130,8 +132,7 @@ def test_csv_export_is_rfc4180_whatever_the_input_line_ends(tmp_path):
     ok("load", corpus, "--db", db)
     ok("scan", db)
     ok("export", db, "--threshold", "0.9", "--format", "csv", "--out", out)
-    assert out.read_bytes() == (b'id,text\r\na,"alpha bravo charlie\nover two lines"\r\n'
-                                b"b,delta echo foxtrot golf\r\n")
+    assert out.read_bytes() == (b'id,text\r\na,"alpha bravo charlie\nover two lines"\r\nb,delta echo foxtrot golf\r\n')
 
 
 # --- what a number is for max:FIELD / min:FIELD ------------------------------------------------
@@ -165,8 +166,10 @@ def _number_corpus(tmp_path: Path) -> Path:
     lines = []
     for k, (first, second, _max, _min) in enumerate(NUMBER_CASES):
         text = " ".join(f"c{k}w{i}" for i in range(30))
-        lines += [f'{{"id": "c{k}-0", "text": "{text}", "v": {first}}}',
-                  f'{{"id": "c{k}-1", "text": "{text}", "v": {second}}}']
+        lines += [
+            f'{{"id": "c{k}-0", "text": "{text}", "v": {first}}}',
+            f'{{"id": "c{k}-1", "text": "{text}", "v": {second}}}',
+        ]
     corpus = tmp_path / "numbers.jsonl"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return corpus
@@ -175,8 +178,8 @@ def _number_corpus(tmp_path: Path) -> Path:
 def test_what_a_number_is_the_same_for_the_engine_the_review_and_the_export(tmp_path):
     from dedup_tui.engine.curate import keep_rules
     from dedup_tui.engine.graph.clustering import KEPT
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
+    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.review.model import Review
 
     corpus, db = _number_corpus(tmp_path), tmp_path / "p.db"
@@ -223,13 +226,22 @@ def test_number_text_is_strict_ascii_decimal():
 
 # --- Parquet values Python's datetime cannot hold ------------------------------------------------
 
+
 def _parquet(path: Path, values, kind) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     n = len(values)
-    pq.write_table(pa.table({"id": [f"r{i}" for i in range(n)], "text": [f"row {i} of the table" for i in range(n)],
-                             "v": pa.array(values, kind)}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"r{i}" for i in range(n)],
+                "text": [f"row {i} of the table" for i in range(n)],
+                "v": pa.array(values, kind),
+            }
+        ),
+        path,
+    )
     return path
 
 
@@ -246,13 +258,22 @@ def test_parquet_nanoseconds_load_as_iso_text_and_durations_as_integers(tmp_path
     import pyarrow as pa
 
     cases = [
-        (pa.timestamp("ns"), [NS, NS - 789, NS - NS % 10**9, None],
-         ["2024-01-02T03:04:05.123456789", "2024-01-02T03:04:05.123456", "2024-01-02T03:04:05", None]),
-        (pa.timestamp("ns", tz="Europe/Paris"), [NS, NS - 789],
-         ["2024-01-02T04:04:05.123456789+01:00", "2024-01-02T04:04:05.123456+01:00"]),
+        (
+            pa.timestamp("ns"),
+            [NS, NS - 789, NS - NS % 10**9, None],
+            ["2024-01-02T03:04:05.123456789", "2024-01-02T03:04:05.123456", "2024-01-02T03:04:05", None],
+        ),
+        (
+            pa.timestamp("ns", tz="Europe/Paris"),
+            [NS, NS - 789],
+            ["2024-01-02T04:04:05.123456789+01:00", "2024-01-02T04:04:05.123456+01:00"],
+        ),
         (pa.timestamp("ns", tz="-05:30"), [NS], ["2024-01-01T21:34:05.123456789-05:30"]),
-        (pa.time64("ns"), [3723123456789, 3723123456000, 3723000000000],
-         ["01:02:03.123456789", "01:02:03.123456", "01:02:03"]),
+        (
+            pa.time64("ns"),
+            [3723123456789, 3723123456000, 3723000000000],
+            ["01:02:03.123456789", "01:02:03.123456", "01:02:03"],
+        ),
         (pa.duration("ns"), [1500, 2000, None], [1500, 2000, None]),
         (pa.duration("s"), [10**15, -3], [10**15, -3]),  # a timedelta holds at most 999,999,999 days
         (pa.list_(pa.duration("ms")), [[1, 2], []], [[1, 2], []]),
@@ -291,7 +312,11 @@ def test_parquet_dates_beyond_the_years_1_to_9999_load_with_expanded_years(tmp_p
 
     year_10000, year_0 = 253_402_300_800, -62_135_596_801
     cases = [
-        (pa.timestamp("s"), [year_10000, year_0, 0], ["+10000-01-01T00:00:00", "0000-12-31T23:59:59", "1970-01-01T00:00:00"]),
+        (
+            pa.timestamp("s"),
+            [year_10000, year_0, 0],
+            ["+10000-01-01T00:00:00", "0000-12-31T23:59:59", "1970-01-01T00:00:00"],
+        ),
         (pa.timestamp("ms"), [-62_198_755_200_000 - 1], ["-0002-12-31T23:59:59.999000"]),
         (pa.date32(), [2_932_897, 0], ["+10000-01-01", "1970-01-01"]),
         (pa.date64(), [year_10000 * 1000], ["+10000-01-01"]),
@@ -327,8 +352,10 @@ def test_parquet_nanoseconds_export_as_loaded_and_unchanged_as_parquet(tmp_path)
     ok("load", corpus, "--db", db)
     ok("scan", db)
     ok("export", db, "--threshold", "0.9", "--out", tmp_path / "k.jsonl")
-    assert [json.loads(line)["v"] for line in (tmp_path / "k.jsonl").read_text().splitlines()] == \
-        ["2024-01-02T03:04:05.123456789", "2024-01-02T03:04:05.123456790"]
+    assert [json.loads(line)["v"] for line in (tmp_path / "k.jsonl").read_text().splitlines()] == [
+        "2024-01-02T03:04:05.123456789",
+        "2024-01-02T03:04:05.123456790",
+    ]
     ok("export", db, "--threshold", "0.9", "--format", "parquet", "--out", tmp_path / "k.parquet")
     assert pq.read_table(tmp_path / "k.parquet").equals(pq.read_table(corpus))
 
@@ -339,4 +366,8 @@ def test_the_field_chooser_reads_a_nanosecond_parquet_file_as_the_loader_does(tm
     from dedup_tui.engine.ingest import sample_fields
 
     corpus = _parquet(tmp_path / "ns.parquet", [NS], pa.timestamp("ns"))
-    assert sample_fields(corpus) == [("id", "r0"), ("text", "row 0 of the table"), ("v", "2024-01-02T03:04:05.123456789")]
+    assert sample_fields(corpus) == [
+        ("id", "r0"),
+        ("text", "row 0 of the table"),
+        ("v", "2024-01-02T03:04:05.123456789"),
+    ]

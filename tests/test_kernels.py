@@ -9,14 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import lsh, sketch
-from dedup_tui.engine.text import shingle
-from dedup_tui.engine.scanning.kernels import bands as kernels_bands, components, intersections, shingles, signatures, text
 from dedup_tui.engine.graph.pairs import connected_min_labels
+from dedup_tui.engine.scanning import lsh, sketch
+from dedup_tui.engine.scanning.kernels import bands as kernels_bands
+from dedup_tui.engine.scanning.kernels import components, intersections, shingles, signatures, text
 from dedup_tui.engine.scanning.minhash import MinHasher
+from dedup_tui.engine.scanning.similarity import intersection_sizes
+from dedup_tui.engine.text import shingle
 from dedup_tui.engine.text.normalize import normalize
 from dedup_tui.engine.text.sets import jaccard, shingle_set
-from dedup_tui.engine.scanning.similarity import intersection_sizes
 
 ALPHABET = "ab cd\u00e9\u00df\u4e2d\U0001f600\ud800\x00\n"
 
@@ -124,7 +125,9 @@ def test_a_sample_of_rows_rules_bitsets_out_as_all_rows_would(pool, method, monk
     monkeypatch.setattr(intersections, "_VOCABULARY_SAMPLE_ROWS", 50)
     counted = []
     count_shared = intersections._shared_vocabulary
-    monkeypatch.setattr(intersections, "_shared_vocabulary", lambda v, o, rows: counted.append(len(rows)) or count_shared(v, o, rows))
+    monkeypatch.setattr(
+        intersections, "_shared_vocabulary", lambda v, o, rows: counted.append(len(rows)) or count_shared(v, o, rows)
+    )
     sampled = intersections.Intersector(values, offsets, a, b)
     assert np.array_equal(intersections.intersections(values, offsets, a, b), intersection_sizes(values, offsets, a, b))
     monkeypatch.setattr(intersections, "_VOCABULARY_SAMPLE_ROWS", 10**9)
@@ -174,8 +177,9 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(starts):
             out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
-            written = kernels_bands.band_survivors(order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows,
-                                             band_state, n, out, resume)
+            written = kernels_bands.band_survivors(
+                order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows, band_state, n, out, resume
+            )
             got.extend(out[:written].tolist())
     if not max_bucket:
         assert len(got) == len(set(got))  # first reporting band only
@@ -269,15 +273,26 @@ def test_normalized_buffer_equals_normalize():
     astral cased letters, surrogates, a sample of every code point, and a 10 MB text."""
     rng = random.Random(11)
     ascii_all = [chr(c) for c in range(128)]
-    texts = ["", " ", "\x1c\x1d\x1e\x1f", "\t A\x0bB\x0c\rC \n", "\x00", "ABC", "  lead", "trail  ",
-             "İstanbul \u00a0 X", "\u2028Y\u0085Z", "\ud800 Q"]
+    texts = [
+        "",
+        " ",
+        "\x1c\x1d\x1e\x1f",
+        "\t A\x0bB\x0c\rC \n",
+        "\x00",
+        "ABC",
+        "  lead",
+        "trail  ",
+        "İstanbul \u00a0 X",
+        "\u2028Y\u0085Z",
+        "\ud800 Q",
+    ]
     texts += ["".join(rng.choice(ascii_all) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
     spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
     tricky = spaces + list("aBΣσİıK\u212aȺⱥẞß\U00010400\U0001e900Ǆǅ\ud800\udfff\x00é") + ["\U0001f600"]
     texts += ["".join(rng.choice(tricky) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
     every = [chr(c) for c in range(0x110000)]
     rng.shuffle(every)
-    texts += ["".join(every[i:i + 500]) for i in range(0, len(every), 500)]
+    texts += ["".join(every[i : i + 500]) for i in range(0, len(every), 500)]
     texts.append(("Word\x1f " * 2_000_000)[:10_000_000])
     rng.shuffle(texts)
     buf = text.normalized_buffer(texts)
@@ -322,6 +337,7 @@ def test_normalized_buffer_of_an_ascii_only_batch():
 
 # -- sketches ----------------------------------------------------------------------------------
 
+
 def _sketch_texts(seed: int) -> list[str]:
     return _texts(seed, count=150, longest=1500) + _family(seed, members=40)
 
@@ -336,14 +352,15 @@ def test_signatures_with_sketches_equal_sketch_of_each_shingle_set(k):
     sketch_of[sketch_of >= 0] = np.arange((sketch_of >= 0).sum())
     sketches = np.full(((sketch_of >= 0).sum(), sketch.SKETCH_BINS), 77, np.uint8)
     sig = np.empty((len(texts), 32), np.uint32)
-    signatures.signatures(buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, sig,
-                       sketch_of, sketches)
+    signatures.signatures(
+        buf.data, buf.offsets, np.arange(len(texts)), k, hasher.multipliers, hasher.increments, sig, sketch_of, sketches
+    )
     assert np.array_equal(sig, hasher.signatures(*shingle.shingle_hashes(texts, k)))
     values, offsets = shingle.shingle_sets(texts, k)
     assert len(sketches) > 20
     for row, target in enumerate(sketch_of.tolist()):
         if target >= 0:
-            assert np.array_equal(sketches[target], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))
+            assert np.array_equal(sketches[target], sketch.sketch_of_set(values[offsets[row] : offsets[row + 1]]))
     # from the sorted rows (the cluster scan's verification) the same sketches
     again = np.full_like(sketches, 9)
     signatures.sketch_rows(values, offsets, sketch_of, again)
@@ -438,4 +455,4 @@ def test_text_sketches_equal_signature_pass_sketches():
     signatures.text_sketches(buf, docs, 5, sketch_of, got)
     values, offsets = shingle.shingle_sets([texts[d] for d in docs], 5)
     for row in np.flatnonzero(sketch_of >= 0):
-        assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row]:offsets[row + 1]]))
+        assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row] : offsets[row + 1]]))

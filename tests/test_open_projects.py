@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 
 from .conftest import OPEN_PROJECTS
 from .open_projects import is_open
-from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def test_a_project_left_open_is_named_and_closed(tmp_path):
@@ -28,7 +28,6 @@ def test_a_dropped_project_is_caught_too(tmp_path):
     scope = OPEN_PROJECTS.begin()
     Project(tmp_path / "dropped.db", create=True).document_count()  # never closed, never kept
     assert [entry.split(" (")[0] for entry in OPEN_PROJECTS.end(scope)] == [str(tmp_path / "dropped.db")]
-
 
 
 def test_a_project_the_app_holds_is_closed_without_blame(make_project):

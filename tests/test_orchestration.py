@@ -33,8 +33,9 @@ def test_load_and_scan_makes_the_project_loading_and_scanning_by_hand_makes(tmp_
     corpus = write_jsonl(tmp_path / "c.jsonl", _docs())
     settings = ScanSettings(floor=0.5, method="lsh")
     stages = []
-    outcome = load_and_scan(tmp_path / "a.db", [corpus], settings=settings,
-                            control=Control(lambda s, d, t: stages.append(s)))
+    outcome = load_and_scan(
+        tmp_path / "a.db", [corpus], settings=settings, control=Control(lambda s, d, t: stages.append(s))
+    )
     with Project(tmp_path / "b.db", create=True) as by_hand:
         load_corpus(by_hand, [corpus])
         by_hand_result = scan(by_hand, settings)

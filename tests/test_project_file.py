@@ -6,9 +6,9 @@ import pytest
 import sqlite_utils
 
 from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning.settings import ScanSettings
 
 from .conftest import NEAR_CORPUS
-from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def test_project_tables_columns_views_and_indexes_are_readable(make_project):
@@ -18,12 +18,15 @@ def test_project_tables_columns_views_and_indexes_are_readable(make_project):
     assert {"documents", "pairs", "decisions", "runs", "sources", "meta"} <= set(db.table_names())
     assert project.db.table_names() == db.table_names()  # the engine's own sqlite-utils view
     assert {"near_pairs", "exact_duplicates"} <= set(db.view_names())
-    assert {"ord", "doc_id", "text", "record", "exact_hash", "exact_of", "checksum"} <= set(db["documents"].columns_dict)
+    assert {"ord", "doc_id", "text", "record", "exact_hash", "exact_of", "checksum"} <= set(
+        db["documents"].columns_dict
+    )
     # pairs are keyed by (a, b); there is no second index by b: at millions of pairs it cost
     # seconds of every scan and nothing reads by b
     assert db["pairs"].pks == ["a", "b"]
-    assert [tuple(r.values()) for r in db.query("SELECT a_id, b_id, round(jaccard, 4) FROM near_pairs ORDER BY a, b")] == [
-        ("doc_A", "doc_B", 0.3065), ("doc_C", "doc_D", 0.6452)]
+    assert [
+        tuple(r.values()) for r in db.query("SELECT a_id, b_id, round(jaccard, 4) FROM near_pairs ORDER BY a, b")
+    ] == [("doc_A", "doc_B", 0.3065), ("doc_C", "doc_D", 0.6452)]
     assert list(db.query("SELECT id, duplicate_of FROM exact_duplicates")) == [{"id": "doc_F", "duplicate_of": "doc_A"}]
     run = next(db.query("SELECT status, params, timings FROM runs WHERE command = 'scan'"))
     assert run["status"] == "complete" and '"floor": 0.3' in run["params"] and '"compare"' in run["timings"]
@@ -68,7 +71,9 @@ def test_new_projects_use_the_large_page_size_and_older_ones_keep_theirs(tmp_pat
     load_corpus(older, [corpus])
     local.scan(older, ScanSettings(floor=0.3, method="exhaustive"))
     older.close()
-    sizes = {name: sqlite3.connect(tmp_path / name).execute("PRAGMA page_size").fetchone()[0]
-             for name in ("built.db", "created.db", "old.db")}
+    sizes = {
+        name: sqlite3.connect(tmp_path / name).execute("PRAGMA page_size").fetchone()[0]
+        for name in ("built.db", "created.db", "old.db")
+    }
     assert PAGE_SIZE != 4096 and sizes == {"built.db": PAGE_SIZE, "created.db": PAGE_SIZE, "old.db": 4096}
     assert sqlite3.connect(old).execute("SELECT count(*) FROM pairs").fetchone()[0] == 2

@@ -13,26 +13,26 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason='the cluster tests need Ray: pip install -e ".[test,ray]"')
-import pyarrow.parquet as pq  # noqa: E402 - after the skip: without Ray, nothing else loads
+import pyarrow.parquet as pq
+from click.testing import CliRunner
 
-from click.testing import CliRunner  # noqa: E402
-
-from dedup_tui.cli import main  # noqa: E402
-from dedup_tui.engine.curate import decisions, curated as curate_curated, keep_rules  # noqa: E402
-from dedup_tui.engine.graph.clustering import cluster  # noqa: E402
-from dedup_tui.engine.errors import Cancelled, CorpusError, DedupError, ProjectError  # noqa: E402
-from dedup_tui.engine.ingest import load_corpus  # noqa: E402
-from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
-from dedup_tui.engine.scanning.settings import ScanSettings  # noqa: E402
-from dedup_tui.engine.progress import Control  # noqa: E402
-from dedup_tui.engine.ray.export import cluster_export  # noqa: E402
-from dedup_tui.engine.ray.settings import ClusterScanSettings
+from dedup_tui.cli import main
+from dedup_tui.engine.curate import curated as curate_curated
+from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.errors import Cancelled, CorpusError, DedupError, ProjectError
+from dedup_tui.engine.graph.clustering import cluster
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.progress import Control
+from dedup_tui.engine.ray.export import cluster_export
 from dedup_tui.engine.ray.job import cluster_scan
-from dedup_tui.engine.ray.pieces import index_file  # noqa: E402
-from dedup_tui.engine.ray.partial import partial_view  # noqa: E402
-from dedup_tui.engine.ray.scandir import import_scan  # noqa: E402
-from dedup_tui.engine.store import Project  # noqa: E402
+from dedup_tui.engine.ray.partial import partial_view
+from dedup_tui.engine.ray.pieces import index_file
+from dedup_tui.engine.ray.scandir import import_scan
+from dedup_tui.engine.ray.settings import ClusterScanSettings
+from dedup_tui.engine.scanning.local import scan
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import load_graph
 
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
 FORCED = {"piece_bytes": 40_000, "partitions": 3}
@@ -42,8 +42,14 @@ FORCED = {"piece_bytes": 40_000, "partitions": 3}
 def local_ray(tmp_path_factory):
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             object_store_memory=200 << 20, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        object_store_memory=200 << 20,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
     yield
     ray.shutdown()
 
@@ -86,10 +92,10 @@ def corpus(tmp_path_factory) -> list[Path]:
         for i, t in enumerate(texts[:third]):
             fh.write(json.dumps({"id": f"s{i}", "text": t, "score": i % 5}) + "\n")
     with open(files[1], "w") as fh:
-        for i, t in enumerate(texts[third:2 * third]):
+        for i, t in enumerate(texts[third : 2 * third]):
             fh.write(json.dumps({"id": 100000 + i, "text": t, "score": i % 5}) + "\n")
     with open(files[2], "w") as fh:
-        for t in texts[2 * third:]:
+        for t in texts[2 * third :]:
             fh.write(json.dumps({"text": t, "score": 3}) + "\n")
     return files
 
@@ -136,11 +142,15 @@ def test_cluster_scan_finds_the_local_scans_pairs_and_groups(scanned):
     local_run = local.conn.execute("SELECT counts FROM runs WHERE command = 'scan'").fetchone()[0]
     counts = json.loads(local_run)
     assert (result.candidates, result.prefiltered, result.verified) == (
-        counts["candidates"], counts["prefiltered"], counts["verified"])
+        counts["candidates"],
+        counts["prefiltered"],
+        counts["verified"],
+    )
     manifest = json.loads((out / "manifest.json").read_text())
-    assert [i["documents"] for i in manifest["inputs"]] == [s["documents"] for s in
-                                                            [dict(zip(("documents",), r)) for r in
-                                                             local.conn.execute("SELECT documents FROM sources ORDER BY id")]]
+    assert [i["documents"] for i in manifest["inputs"]] == [
+        s["documents"]
+        for s in [dict(zip(("documents",), r)) for r in local.conn.execute("SELECT documents FROM sources ORDER BY id")]
+    ]
     assert manifest["inputs"][1]["integer_ids"] and not manifest["inputs"][0]["integer_ids"]
 
 
@@ -158,8 +168,9 @@ def test_imported_project_clusters_as_the_local_one(scanned, tmp_path):
             b = cluster(theirs, threshold, policy)
             # the same keeper for every imported document, by id; every other local document kept
             keeper_ids = [None if k < 0 else ids[k] for k in a.keeper.tolist()]
-            expected = [None if b.keeper[local_ord[i]] < 0 else local.ids_for([int(b.keeper[local_ord[i]])])[0]
-                        for i in ids]
+            expected = [
+                None if b.keeper[local_ord[i]] < 0 else local.ids_for([int(b.keeper[local_ord[i]])])[0] for i in ids
+            ]
             assert keeper_ids == expected, (threshold, policy)
             assert a.removed_count == b.removed_count
             assert np.array_equal(a.reason, b.reason[[local_ord[i] for i in ids]])
@@ -230,12 +241,18 @@ def test_cluster_export_refuses_a_changed_shard_and_writes_nothing(scanned, corp
 
 def test_parquet_shards_scan_and_export_as_locally(tmp_path):
     import pyarrow as pa
+
     texts = _texts(random.Random(11), n_families=60, n_unique=300)
     files = []
     for s in range(2):
         part = texts[s::2]
-        table = pa.table({"doc": [f"d{s}-{i}" for i in range(len(part))], "body": part,
-                          "year": [2000 + i % 20 for i in range(len(part))]})
+        table = pa.table(
+            {
+                "doc": [f"d{s}-{i}" for i in range(len(part))],
+                "body": part,
+                "year": [2000 + i % 20 for i in range(len(part))],
+            }
+        )
         files.append(tmp_path / f"shard-{s}.parquet")
         pq.write_table(table, files[-1], row_group_size=100)
     out = tmp_path / "scan"
@@ -266,7 +283,9 @@ def test_bad_records_stop_the_scan_at_their_file_and_line(tmp_path):
     assert (err.value.path, err.value.line) == (str(bad), 212) and "malformed JSON" in err.value.message
     assert not (tmp_path / "out").exists()
     # with skip-bad: the same documents and skipped lines as a local load with skip-bad
-    result = cluster_scan([good, bad], tmp_path / "out", ClusterScanSettings(piece_bytes=2000, partitions=2, skip_bad=True))
+    result = cluster_scan(
+        [good, bad], tmp_path / "out", ClusterScanSettings(piece_bytes=2000, partitions=2, skip_bad=True)
+    )
     local = Project(tmp_path / "l.db", create=True)
     load_corpus(local, [good, bad], skip_bad=True)
     assert result.documents == local.document_count() == 598
@@ -294,18 +313,34 @@ def test_a_cancel_stops_the_job_and_writes_nothing(corpus, tmp_path):
 def test_cli_scan_import_export(corpus, tmp_path):
     runner = CliRunner()
     out = tmp_path / "scan"
-    r = runner.invoke(main, ["cluster-scan", *map(str, corpus), "--out", str(out), "--piece-mb", "1", "--partitions", "2"])
+    r = runner.invoke(
+        main, ["cluster-scan", *map(str, corpus), "--out", str(out), "--piece-mb", "1", "--partitions", "2"]
+    )
     assert r.exit_code == 0, r.output
     assert "near pairs >= 0.5" in r.output
     r = runner.invoke(main, ["import", str(out), "--db", str(tmp_path / "p.db")])
     assert r.exit_code == 0 and "partial view" in r.output, r.output
-    r = runner.invoke(main, ["export", "--db", str(tmp_path / "p.db"), "--threshold", "0.8", "--out", str(tmp_path / "x.jsonl")])
+    r = runner.invoke(
+        main, ["export", "--db", str(tmp_path / "p.db"), "--threshold", "0.8", "--out", str(tmp_path / "x.jsonl")]
+    )
     assert r.exit_code == 1 and "cluster-export" in r.output
-    r = runner.invoke(main, ["cluster-export", *map(str, corpus), "--db", str(tmp_path / "p.db"), "--threshold", "0.8",
-                             "--out", str(tmp_path / "curated")])
+    r = runner.invoke(
+        main,
+        [
+            "cluster-export",
+            *map(str, corpus),
+            "--db",
+            str(tmp_path / "p.db"),
+            "--threshold",
+            "0.8",
+            "--out",
+            str(tmp_path / "curated"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (tmp_path / "curated").iterdir()) == sorted(
-        [f.name for f in corpus] + ["removed.jsonl", "decisions.jsonl", "manifest.json"])
+        [f.name for f in corpus] + ["removed.jsonl", "decisions.jsonl", "manifest.json"]
+    )
     r = runner.invoke(main, ["import", str(out), "--db", str(tmp_path / "p.db")])
     assert r.exit_code == 1 and "already exists" in r.output
 
@@ -325,7 +360,7 @@ def test_pieces_cover_the_file_and_know_their_line_numbers(tmp_path, piece_bytes
     assert starts[0] == 0 and ends[-1] == len(raw) and starts[1:] == ends[:-1]
     for start, _end, first_line in info["pieces"]:
         assert first_line == raw[:start].count(b"\n") + 1
-        assert start == 0 or raw[start - 1:start] == b"\n"
+        assert start == 0 or raw[start - 1 : start] == b"\n"
 
 
 async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
@@ -378,8 +413,9 @@ def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
 
 def test_files_given_relative_are_named_as_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("shard.jsonl").write_text("".join(json.dumps({"id": i, "text": f"note {i}"}) + "\n" for i in range(50))
-                                   + '{"id": 50, "text": 7}\n')
+    Path("shard.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": f"note {i}"}) + "\n" for i in range(50)) + '{"id": 50, "text": 7}\n'
+    )
     with pytest.raises(CorpusError) as err:
         cluster_scan(["shard.jsonl"], "out", ClusterScanSettings(piece_bytes=500, partitions=2))
     assert (err.value.path, err.value.line) == ("shard.jsonl", 51)
@@ -398,8 +434,9 @@ def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
     # a rescan at a higher floor: fewer documents, the same ids
     out2 = tmp_path / "scan2"
     cluster_scan(corpus, out2, ClusterScanSettings(floor=0.7, **FORCED))
-    r = CliRunner().invoke(main, ["import", str(out2), "--db", str(tmp_path / "second.db"),
-                                  "--review-from", str(tmp_path / "first.db")])
+    r = CliRunner().invoke(
+        main, ["import", str(out2), "--db", str(tmp_path / "second.db"), "--review-from", str(tmp_path / "first.db")]
+    )
     assert r.exit_code == 0 and "carried over 3 decisions" in r.output, r.output
     with Project(tmp_path / "second.db") as second:
         assert [(d.kind, d.doc_id, d.other_id, d.undone) for d in decisions.all_decisions(second)] == before
@@ -417,7 +454,10 @@ def test_oversized_buckets_are_skipped_as_locally(corpus, tmp_path):
     expected = scan(local, ScanSettings(method="lsh", max_bucket=6))
     assert result.oversized_buckets == expected.oversized_buckets > 0
     assert (result.largest_bucket, result.skipped_candidates, result.candidates) == (
-        expected.largest_bucket, expected.skipped_candidates, expected.candidates)
+        expected.largest_bucket,
+        expected.skipped_candidates,
+        expected.candidates,
+    )
     assert _scan_pairs(out) == _local_pairs(local)
     local.close()
 
@@ -467,6 +507,7 @@ def test_a_damaged_scan_folder_is_a_one_line_error(scanned, tmp_path):
 
 
 # -- issue 25: scan folders, leftovers, errors and addresses -----------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> list[Path]:
@@ -577,9 +618,11 @@ def test_leftovers_of_killed_runs_are_removed(tiny, tmp_path):
     folder(f".scan.{host}.{dead}.part", "documents/part-00000.parquet", "manifest.json")
     folder(f".scan.{dead}.part", "pairs.parquet")  # named as before this fix
     folder(f".scan.{host}.{dead}.old", "pairs.parquet", "exact_groups.parquet")
-    kept = [folder(f".scan.{host}.{live}.part", "pairs.parquet"),  # a run still going
-            folder(f".scan.elsewhere.{dead}.part", "pairs.parquet"),  # another machine's
-            folder(f".scan.{host}.{_dead_pid()}.old", "notes.txt")]  # not only a scan's files
+    kept = [
+        folder(f".scan.{host}.{live}.part", "pairs.parquet"),  # a run still going
+        folder(f".scan.elsewhere.{dead}.part", "pairs.parquet"),  # another machine's
+        folder(f".scan.{host}.{_dead_pid()}.old", "notes.txt"),
+    ]  # not only a scan's files
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept + ["scan"])
     # cluster-export's parts, in its OUT_DIR
@@ -591,7 +634,8 @@ def test_leftovers_of_killed_runs_are_removed(tiny, tmp_path):
         (curated / stale).write_text("half a shard")
     cluster_export(tmp_path / "review.db", 0.8, "components", tiny, curated)
     assert sorted(p.name for p in curated.iterdir()) == sorted(
-        [f".{name}.{host}.{live}.part", name, "removed.jsonl", "decisions.jsonl", "manifest.json"])
+        [f".{name}.{host}.{live}.part", name, "removed.jsonl", "decisions.jsonl", "manifest.json"]
+    )
 
 
 def test_a_shard_task_stops_when_its_driver_is_gone(tiny, tmp_path):
@@ -660,8 +704,16 @@ def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
     blocker.write_text("a file, not a folder")
     piece = PieceSpec(0, str(tiny[0]), "jsonl", 0, -1, 1, "")
     with pytest.raises(DedupError, match=r"blocker/part-00000.parquet: cannot be written \(.*Not a directory"):
-        collect_documents(piece, ClusterScanSettings(), 0, np.empty(0, np.int64), 0, np.array([0, 1]), 0,
-                          str(blocker / "part-00000.parquet"))
+        collect_documents(
+            piece,
+            ClusterScanSettings(),
+            0,
+            np.empty(0, np.int64),
+            0,
+            np.array([0, 1]),
+            0,
+            str(blocker / "part-00000.parquet"),
+        )
 
 
 def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
@@ -679,8 +731,19 @@ def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
     curated.mkdir()
     part = curated / f".{corpus[1].name}.{socket.gethostname()}.{os.getpid()}.part"
     part.symlink_to("/dev/full")  # the part this run's task writes (a symbolic link: only the link is removed)
-    r = CliRunner().invoke(main, ["cluster-export", *map(str, corpus), "--db", str(tmp_path / "review.db"),
-                                  "--threshold", "0.8", "--out", str(curated)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "cluster-export",
+            *map(str, corpus),
+            "--db",
+            str(tmp_path / "review.db"),
+            "--threshold",
+            "0.8",
+            "--out",
+            str(curated),
+        ],
+    )
     line = _one_line_error(r)
     assert f"{part}: cannot be written (No space left on device)" in line, line
     assert list(curated.iterdir()) == [] and stat.S_ISCHR(os.stat("/dev/full").st_mode)
@@ -723,8 +786,14 @@ def _cli_process(*args, timeout=20, env=None):
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "dedup_tui", *map(str, args)], capture_output=True, text=True,
-                       env=env, timeout=timeout, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "dedup_tui", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
     return r.returncode, r.stderr, time.monotonic() - t0
 
 
@@ -737,9 +806,12 @@ def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_pat
     port = _closed_port()
     for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
         code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", address)
-        assert code == 1 and err.strip().splitlines() == [(
-            f"error: cannot reach a Ray cluster at {address}: connection refused "
-            f"(nothing listens on port {port} of 127.0.0.1: is the cluster started, and is this its address?)")], err
+        assert code == 1 and err.strip().splitlines() == [
+            (
+                f"error: cannot reach a Ray cluster at {address}: connection refused "
+                f"(nothing listens on port {port} of 127.0.0.1: is the cluster started, and is this its address?)"
+            )
+        ], err
     assert not (tmp_path / "scan").exists() and not list(tmp_path.iterdir())
     cluster_scan(tiny, tmp_path / "scan", ClusterScanSettings(partitions=2))
     import_scan(tmp_path / "scan", tmp_path / "review.db").close()
@@ -747,10 +819,25 @@ def test_an_unreachable_address_is_a_one_line_error_within_seconds(tiny, tmp_pat
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         address = f"127.0.0.1:{listener.getsockname()[1]}"
-        code, err, _ = _cli_process("cluster-export", tiny[0], "--db", tmp_path / "review.db", "--threshold", "0.8",
-                                    "--out", tmp_path / "curated", "--address", address)
-    assert code == 1 and len(err.strip().splitlines()) == 1 and err.startswith(
-        f"error: cannot reach a Ray cluster at {address}: something listens there but it is not a Ray cluster"), err
+        code, err, _ = _cli_process(
+            "cluster-export",
+            tiny[0],
+            "--db",
+            tmp_path / "review.db",
+            "--threshold",
+            "0.8",
+            "--out",
+            tmp_path / "curated",
+            "--address",
+            address,
+        )
+    assert (
+        code == 1
+        and len(err.strip().splitlines()) == 1
+        and err.startswith(
+            f"error: cannot reach a Ray cluster at {address}: something listens there but it is not a Ray cluster"
+        )
+    ), err
     assert not (tmp_path / "curated").exists()
 
 
@@ -778,8 +865,10 @@ def test_a_reachable_cluster_that_starts_no_session_names_authentication(monkeyp
     monkeypatch.setattr(ray, "init", timeout)
     with pytest.raises(DedupError) as err:
         connect(address)
-    assert str(err.value).startswith(f"cannot reach a Ray cluster at {address}: ray client connection timeout; "
-                                     f"authentication may be the cause: RAY_AUTH_MODE=token is set here")
+    assert str(err.value).startswith(
+        f"cannot reach a Ray cluster at {address}: ray client connection timeout; "
+        f"authentication may be the cause: RAY_AUTH_MODE=token is set here"
+    )
 
 
 def test_a_connection_that_hangs_is_given_up():
@@ -840,9 +929,14 @@ def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path)
 
     ray_dir = tempfile.mkdtemp(prefix="rk")  # short: Ray's socket paths have a length limit
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    proc = subprocess.Popen([sys.executable, "-c", _SCAN_CHILD, str(tiny[0]), str(tmp_path / "scan"), ray_dir],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCAN_CHILD, str(tiny[0]), str(tmp_path / "scan"), ray_dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout.readline().startswith("READING")
         left = [p.name for p in tmp_path.iterdir()]
@@ -865,8 +959,15 @@ def test_addresses_without_a_port_or_through_auto_are_probed_too(tiny, tmp_path,
     with pytest.raises(DedupError, match="names no host"):
         host_port("ray://")
     port = _closed_port()
-    code, err, _ = _cli_process("cluster-scan", tiny[0], "--out", tmp_path / "scan", "--address", "auto",
-                                env={"RAY_ADDRESS": f"127.0.0.1:{port}"})
+    code, err, _ = _cli_process(
+        "cluster-scan",
+        tiny[0],
+        "--out",
+        tmp_path / "scan",
+        "--address",
+        "auto",
+        env={"RAY_ADDRESS": f"127.0.0.1:{port}"},
+    )
     assert code == 1 and f"cannot reach a Ray cluster at 127.0.0.1:{port}: connection refused" in err, err
 
 
@@ -887,8 +988,21 @@ def test_a_reference_in_a_cluster_scan_is_kept_and_exported_as_locally(corpus, t
     data, refs = corpus[:2], corpus[2:]
     out = tmp_path / "scan"
     runner = CliRunner()
-    r = runner.invoke(main, ["cluster-scan", *map(str, data), "--reference", *map(str, refs), "--out", str(out),
-                             "--piece-mb", "1", "--partitions", "2"])
+    r = runner.invoke(
+        main,
+        [
+            "cluster-scan",
+            *map(str, data),
+            "--reference",
+            *map(str, refs),
+            "--out",
+            str(out),
+            "--piece-mb",
+            "1",
+            "--partitions",
+            "2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     local = _local(tmp_path, data, references=refs)
     assert _scan_pairs(out) == _local_pairs(local) and _scan_groups(out)

@@ -50,16 +50,21 @@ def test_the_library_example_loads_scans_clusters_and_exports(tmp_path, monkeypa
 def test_every_name_in_the_engine_table_exists():
     import importlib
 
-    rows = [line for line in section("The engine as a library").split("```")[0].splitlines()
-            if line.startswith("| `engine.")]
+    rows = [
+        line
+        for line in section("The engine as a library").split("```")[0].splitlines()
+        if line.startswith("| `engine.")
+    ]
     assert len(rows) >= 8
     for row in rows:
         modules_cell, names_cell = row.strip("|").split("|")[:2]
         modules = [importlib.import_module(f"dedup_tui.{m}") for m in re.findall(r"`(engine\.[\w.]+)`", modules_cell)]
         for name in re.findall(r"`(?:[\w.]+\.)?(\w+)[(`]", names_cell):
             if name[0].isupper() or name.islower():
-                owners = modules + [importlib.import_module(f"dedup_tui.{m}") for m in
-                                    re.findall(r"`(engine\.[\w.]+)\.\w+\(", names_cell)]
+                owners = modules + [
+                    importlib.import_module(f"dedup_tui.{m}")
+                    for m in re.findall(r"`(engine\.[\w.]+)\.\w+\(", names_cell)
+                ]
                 assert any(hasattr(m, name) for m in owners), f"{name} is in no module of: {row}"
 
 
@@ -84,18 +89,26 @@ def test_the_evaluation_set_commands_run_and_never_write_a_reference(tmp_path, m
 
     monkeypatch.chdir(tmp_path)
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
-    files = {"train/a.jsonl": [(f"ta{i}", t) for i, t in enumerate(texts[:40])],
-             "train/b.jsonl": [(f"tb{i}", t) for i, t in enumerate(texts[40:])],
-             "evals/a.jsonl": [(f"ea{i}", t) for i, t in enumerate(texts[5:50:9])],
-             "evals/b.jsonl": [("eb0", texts[60] + " and one more sentence at its end.")],
-             "curated/base.jsonl": [(f"base{i}", t) for i, t in enumerate(texts[:30])],
-             "new/batch.jsonl": [(f"new{i}", t) for i, t in enumerate(texts[20:45])]}
+    files = {
+        "train/a.jsonl": [(f"ta{i}", t) for i, t in enumerate(texts[:40])],
+        "train/b.jsonl": [(f"tb{i}", t) for i, t in enumerate(texts[40:])],
+        "evals/a.jsonl": [(f"ea{i}", t) for i, t in enumerate(texts[5:50:9])],
+        "evals/b.jsonl": [("eb0", texts[60] + " and one more sentence at its end.")],
+        "curated/base.jsonl": [(f"base{i}", t) for i, t in enumerate(texts[:30])],
+        "new/batch.jsonl": [(f"new{i}", t) for i, t in enumerate(texts[20:45])],
+    }
     for name, docs in files.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))
     commands = _commands("Checking against evaluation sets")
-    assert [c[:2] for c in commands] == [["dedup-tui", "scan"], ["dedup-tui", "contamination"], ["dedup-tui", "export"],
-                                         ["dedup-tui", "load"], ["dedup-tui", "scan"], ["dedup-tui", "export"]]
+    assert [c[:2] for c in commands] == [
+        ["dedup-tui", "scan"],
+        ["dedup-tui", "contamination"],
+        ["dedup-tui", "export"],
+        ["dedup-tui", "load"],
+        ["dedup-tui", "scan"],
+        ["dedup-tui", "export"],
+    ]
     for args in commands:
         result = CliRunner().invoke(main, args[1:])
         assert result.exit_code == 0, (args, result.output)
@@ -110,7 +123,9 @@ def test_the_evaluation_set_commands_run_and_never_write_a_reference(tmp_path, m
     batch = set(ids("batch.curated.jsonl"))
     assert batch and all(i.startswith("new") for i in batch)
     removed = [json.loads(line) for line in (tmp_path / "batch.removed.jsonl").read_text().splitlines()]
-    against_base = [r for r in removed if r.get("duplicate_of_source") == str((tmp_path / "curated/base.jsonl").resolve())]
+    against_base = [
+        r for r in removed if r.get("duplicate_of_source") == str((tmp_path / "curated/base.jsonl").resolve())
+    ]
     assert len(against_base) >= 10 and all(r["id"].startswith("new") for r in removed)
 
 
@@ -158,8 +173,8 @@ def _command_lines():
                 line = re.sub(r"\$\([^)]*\)", "VALUE", line)
                 words = shlex.split(line, comments=True)
                 while words:
-                    command = words[:words.index("&&")] if "&&" in words else words
-                    words = words[len(command) + 1:]
+                    command = words[: words.index("&&")] if "&&" in words else words
+                    words = words[len(command) + 1 :]
                     while command and re.match(r"\w+=", command[0]):
                         command = command[1:]
                     if command and command[0] == "dedup-tui":

@@ -7,17 +7,17 @@ import itertools
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import local
 from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
+from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.scanning.similarity import verify_pairs
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.text.normalize import exact_key, normalize
 from dedup_tui.engine.text.sets import greedy_keep_first, jaccard, shingle_set
 from dedup_tui.engine.text.shingle import shingle_sets
-from dedup_tui.engine.scanning.similarity import verify_pairs
 from dedup_tui.engine.text.synth import shingle_size_sweep
 
 from .conftest import EXACT_CORPUS, NEAR_CORPUS
-from dedup_tui.engine.scanning.settings import ScanSettings
-from dedup_tui.engine.store.scans import load_graph
 
 
 def test_normalize_lowercases_strips_and_collapses_whitespace():
@@ -34,7 +34,10 @@ def test_exact_dedup_keeps_first_copy(make_project):
     c = cluster(load_graph(project), 1.0)
     ids = [d for d, _ in EXACT_CORPUS]
     assert [ids[i] for i in np.flatnonzero(c.reason == KEPT)] == ["doc_001", "doc_004", "doc_005"]
-    assert {ids[i]: ids[c.keeper[i]] for i in np.flatnonzero(c.reason == EXACT)} == {"doc_002": "doc_001", "doc_003": "doc_001"}
+    assert {ids[i]: ids[c.keeper[i]] for i in np.flatnonzero(c.reason == EXACT)} == {
+        "doc_002": "doc_001",
+        "doc_003": "doc_001",
+    }
 
 
 def test_shingles_follow_the_reference_definition():

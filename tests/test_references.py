@@ -15,23 +15,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedup_tui.engine.curate import decisions, keep_rules, curated
+from dedup_tui.engine.curate import curated, decisions, keep_rules
+from dedup_tui.engine.curate.contamination import contamination, format_report, write_matches
+from dedup_tui.engine.curate.curated import export_curated
+from dedup_tui.engine.curate.decisions import Overrides, ReferenceRemoval, apply_overrides
+from dedup_tui.engine.curate.export import similarity_values
+from dedup_tui.engine.curate.keep_rules import cluster_with_decisions, keep_best
 from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
 from dedup_tui.engine.graph.pairs import PairGraph
-from dedup_tui.engine.curate.contamination import contamination, format_report, write_matches
-from dedup_tui.engine.curate.decisions import Overrides, ReferenceRemoval, apply_overrides
-from dedup_tui.engine.curate.keep_rules import cluster_with_decisions, keep_best
-from dedup_tui.engine.curate.curated import export_curated
-from dedup_tui.engine.curate.export import similarity_values
 from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 
 from .conftest import cli, ok, read_jsonl, write_jsonl
-from dedup_tui.engine.scanning.settings import ScanSettings
 
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
-         "upsilon phi chi psi omega").split()
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
+    "upsilon phi chi psi omega"
+).split()
 
 
 def _text(rng: random.Random, words: int = 40) -> str:
@@ -64,8 +66,14 @@ def corpora(tmp_path):
 
 def _scan(tmp_path):
     db = tmp_path / "P.db"
-    ok("scan", db, tmp_path / "train.jsonl", "--reference", tmp_path / "evals" / "a.jsonl",
-       tmp_path / "evals" / "b.jsonl")
+    ok(
+        "scan",
+        db,
+        tmp_path / "train.jsonl",
+        "--reference",
+        tmp_path / "evals" / "a.jsonl",
+        tmp_path / "evals" / "b.jsonl",
+    )
     return db
 
 
@@ -73,8 +81,11 @@ def test_scan_loads_every_file_after_reference_as_a_reference_stored_with_its_so
     db = _scan(corpora)
     with sqlite3.connect(db) as conn:
         roles = dict(conn.execute("SELECT path, role FROM sources"))
-        per_source = dict(conn.execute("SELECT s.path, count(*) FROM documents d JOIN sources s ON s.id = d.source_id "
-                                       "GROUP BY s.path"))
+        per_source = dict(
+            conn.execute(
+                "SELECT s.path, count(*) FROM documents d JOIN sources s ON s.id = d.source_id GROUP BY s.path"
+            )
+        )
     train, a, b = (str((corpora / n).resolve()) for n in ("train.jsonl", "evals/a.jsonl", "evals/b.jsonl"))
     assert roles == {train: None, a: "reference", b: "reference"}
     assert per_source == {train: 14, a: 3, b: 1}
@@ -84,8 +95,20 @@ def test_scan_loads_every_file_after_reference_as_a_reference_stored_with_its_so
 def test_a_document_similar_to_a_reference_is_removed_against_it_and_the_reference_is_never_written(corpora, policy):
     db = _scan(corpora)
     out, removed, log = corpora / "curated.jsonl", corpora / "removed.jsonl", corpora / "decisions.jsonl"
-    r = ok("export", db, "--threshold", "0.8", "--policy", policy, "--out", out, "--removed", removed,
-           "--decisions-log", log)
+    r = ok(
+        "export",
+        db,
+        "--threshold",
+        "0.8",
+        "--policy",
+        policy,
+        "--out",
+        out,
+        "--removed",
+        removed,
+        "--decisions-log",
+        log,
+    )
     assert "4 reference documents matched, not written" in r.output
     written = [row["id"] for row in read_jsonl(out)]
     assert not {"a0", "a1", "a2", "b0"} & set(written)
@@ -172,13 +195,32 @@ def test_export_only_new_and_sources_write_the_chosen_sources_records_unchanged(
     ok("scan", db, corpora / "more.jsonl")
     # --sources: the new batch alone; its m0 is a duplicate of t1, in another (normal) source
     out, removed, manifest = corpora / "new.jsonl", corpora / "new.removed.jsonl", corpora / "m.json"
-    r = ok("export", db, "--threshold", "0.8", "--out", out, "--removed", removed, "--manifest", manifest,
-           "--sources", "more.jsonl")
+    r = ok(
+        "export",
+        db,
+        "--threshold",
+        "0.8",
+        "--out",
+        out,
+        "--removed",
+        removed,
+        "--manifest",
+        manifest,
+        "--sources",
+        "more.jsonl",
+    )
     assert "of 1 source" in r.output
     assert out.read_bytes().splitlines() == [(corpora / "more.jsonl").read_bytes().splitlines()[1]]
-    assert read_jsonl(removed) == [{"id": "m0", "duplicate_of": "t1", "similarity": read_jsonl(removed)[0]["similarity"],
-                                    "reason": "near", "source": str((corpora / "more.jsonl").resolve()),
-                                    "duplicate_of_source": str((corpora / "train.jsonl").resolve())}]
+    assert read_jsonl(removed) == [
+        {
+            "id": "m0",
+            "duplicate_of": "t1",
+            "similarity": read_jsonl(removed)[0]["similarity"],
+            "reason": "near",
+            "source": str((corpora / "more.jsonl").resolve()),
+            "duplicate_of_source": str((corpora / "train.jsonl").resolve()),
+        }
+    ]
     assert json.loads(manifest.read_text())["outputs"]["sources"] == [str((corpora / "more.jsonl").resolve())]
     # --only new after the second scan: what was loaded since the first one (more.jsonl)
     ok("export", db, "--threshold", "0.8", "--out", corpora / "only_new.jsonl", "--only", "new")
@@ -188,11 +230,17 @@ def test_export_only_new_and_sources_write_the_chosen_sources_records_unchanged(
     assert (corpora / "by_number.jsonl").read_bytes() == out.read_bytes()
 
 
-@pytest.mark.parametrize("given, message", [
-    (["--sources", "nope.jsonl"], "--sources nope.jsonl: no source of the project is named so; its sources: "
-                                  "1 train.jsonl, 2 a.jsonl, 3 b.jsonl"),
-    (["--sources", "a.jsonl"], "--sources a.jsonl: is a reference source"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (
+            ["--sources", "nope.jsonl"],
+            "--sources nope.jsonl: no source of the project is named so; its sources: "
+            "1 train.jsonl, 2 a.jsonl, 3 b.jsonl",
+        ),
+        (["--sources", "a.jsonl"], "--sources a.jsonl: is a reference source"),
+    ],
+)
 def test_export_sources_refuses_an_unknown_or_a_reference_source(corpora, given, message):
     db = _scan(corpora)
     r = cli("export", db, "--threshold", "0.8", "--out", corpora / "x.jsonl", *given)
@@ -230,6 +278,7 @@ def test_the_decisions_log_names_both_files_of_a_decision_across_sources(corpora
 
 
 # -- the contamination report -----------------------------------------------------------------
+
 
 def test_the_contamination_report_counts_per_reference_source(corpora):
     db = _scan(corpora)
@@ -277,6 +326,7 @@ def test_the_contamination_report_says_when_there_is_no_reference(tmp_path):
 
 # -- an older project -------------------------------------------------------------------------
 
+
 def test_a_schema_4_project_opens_with_every_source_normal(corpora):
     db = corpora / "plain.db"
     ok("scan", db, corpora / "train.jsonl")
@@ -299,6 +349,7 @@ def test_a_schema_4_project_opens_with_every_source_normal(corpora):
 
 # -- the property: a reference never loses a document -------------------------------------------
 
+
 @st.composite
 def graphs(draw):
     n = draw(st.integers(2, 14))
@@ -315,8 +366,13 @@ def graphs(draw):
         x, y = sorted(draw(st.lists(st.sampled_from(reps), min_size=2, max_size=2, unique=True)))
         pairs[(x, y)] = draw(st.sampled_from([0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0]))
     keys = sorted(pairs)
-    graph = PairGraph(n, exact_of, np.array([k[0] for k in keys], np.int64), np.array([k[1] for k in keys], np.int64),
-                      np.array([pairs[k] for k in keys], np.float64))
+    graph = PairGraph(
+        n,
+        exact_of,
+        np.array([k[0] for k in keys], np.int64),
+        np.array([k[1] for k in keys], np.int64),
+        np.array([pairs[k] for k in keys], np.float64),
+    )
     graph.reference = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
     return graph
 
@@ -331,8 +387,9 @@ def test_a_reference_is_never_removed_under_any_policy_rule_or_decisions(graph, 
     keep = set(data.draw(st.lists(ords, max_size=4)))
     remove = set(data.draw(st.lists(ords, max_size=6))) - keep  # a remove on a reference too: ignored
     pinned = set(data.draw(st.lists(ords, max_size=3))) - remove
-    splits = {tuple(sorted(p)) for p in data.draw(st.lists(st.lists(ords, min_size=2, max_size=2, unique=True),
-                                                            max_size=3))}
+    splits = {
+        tuple(sorted(p)) for p in data.draw(st.lists(st.lists(ords, min_size=2, max_size=2, unique=True), max_size=3))
+    }
     c = cluster(graph, threshold, policy, split_pairs=splits or None)
     if data.draw(st.booleans()):  # a keep rule: any scores (longest, a field)
         c = keep_best(graph, c, np.array(data.draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n))), "max:x")
@@ -347,8 +404,11 @@ def test_a_reference_is_never_removed_under_any_policy_rule_or_decisions(graph, 
         assert ref[label]
         members = np.flatnonzero(c.cluster == label)
         for m in members[~ref[members]]:
-            assert (c.reason[m] == KEPT and m in keep) or c.keeper[m] == label or \
-                (c.reason[m] == EXACT and c.keeper[m] == graph.exact_of[m])
+            assert (
+                (c.reason[m] == KEPT and m in keep)
+                or c.keeper[m] == label
+                or (c.reason[m] == EXACT and c.keeper[m] == graph.exact_of[m])
+            )
     # a document similar to a reference at the threshold (by a pair no reviewer split, or the
     # same text) is removed, unless a reviewer kept it
     roots = np.where(graph.exact_of >= 0, graph.exact_of, np.arange(n))
@@ -362,7 +422,8 @@ def test_a_reference_is_never_removed_under_any_policy_rule_or_decisions(graph, 
     for d in near_a_reference - keep:
         assert c.reason[d] != KEPT, (d, c.reason.tolist(), c.keeper.tolist())
     assert set(np.flatnonzero(c.reason == EXACT)) <= set(np.flatnonzero(graph.exact_of >= 0)) | set(
-        np.flatnonzero(np.isin(np.arange(n), graph.exact_of[graph.exact_of >= 0])))
+        np.flatnonzero(np.isin(np.arange(n), graph.exact_of[graph.exact_of >= 0]))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -389,15 +450,26 @@ REFERENCE_IDS = {"r0", "r1", "r2", "s0", "s1"}
 DATA_IDS = [f"d{i}" for i in range(14)] + ["d_exact"]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
-@given(steps=st.lists(st.tuples(st.sampled_from(["keep", "remove", "not_duplicate", "undo", "redo"]),
-                                st.sampled_from(DATA_IDS + sorted(REFERENCE_IDS)),
-                                st.sampled_from(DATA_IDS + sorted(REFERENCE_IDS))), max_size=8),
-       policy=st.sampled_from(["components", "greedy"]), rule=st.sampled_from(["first", "longest"]),
-       threshold=st.sampled_from([0.5, 0.8, 0.9]), only_new=st.booleans())
-def test_no_export_ever_writes_or_removes_a_reference(scanned_with_references, tmp_path, steps, policy, rule,
-                                                      threshold, only_new):
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["keep", "remove", "not_duplicate", "undo", "redo"]),
+            st.sampled_from(DATA_IDS + sorted(REFERENCE_IDS)),
+            st.sampled_from(DATA_IDS + sorted(REFERENCE_IDS)),
+        ),
+        max_size=8,
+    ),
+    policy=st.sampled_from(["components", "greedy"]),
+    rule=st.sampled_from(["first", "longest"]),
+    threshold=st.sampled_from([0.5, 0.8, 0.9]),
+    only_new=st.booleans(),
+)
+def test_no_export_ever_writes_or_removes_a_reference(
+    scanned_with_references, tmp_path, steps, policy, rule, threshold, only_new
+):
     db = tmp_path / "p.db"
     shutil.copyfile(scanned_with_references, db)
     with Project(db) as project:
@@ -417,8 +489,9 @@ def test_no_export_ever_writes_or_removes_a_reference(scanned_with_references, t
         sources = [s for s in project.source_paths() if s not in project.reference_sources()] if only_new else None
         for use in (True, False):
             out, removed = tmp_path / f"out{use}.jsonl", tmp_path / f"rm{use}.jsonl"
-            r = export_curated(project, threshold, policy, out, removed_out=removed, use_decisions=use, keep=rule,
-                               sources=sources)
+            r = export_curated(
+                project, threshold, policy, out, removed_out=removed, use_decisions=use, keep=rule, sources=sources
+            )
             written = [row["id"] for row in read_jsonl(out)]
             gone = [row["id"] for row in read_jsonl(removed)]
             assert not REFERENCE_IDS & set(written) and not REFERENCE_IDS & set(gone)
@@ -429,6 +502,7 @@ def test_no_export_ever_writes_or_removes_a_reference(scanned_with_references, t
 
 
 # -- the review: references shown as such, a filter for the clusters that match one -------------
+
 
 def test_the_review_lists_the_clusters_matching_a_reference_and_marks_their_members(corpora):
     from dedup_tui.review.index import index_from_snapshot, snapshot_bytes
@@ -448,7 +522,9 @@ def test_the_review_lists_the_clusters_matching_a_reference_and_marks_their_memb
         a0 = ids and next(o for o, i in ids.items() if i == "a0")
         members = review.members(a0)
         assert review.project.ids_for(members)[0] == "a0" and len(members) == 3
-        assert why(review.index, a0, a0) == "reference (never removed)" and short_why(review.index, a0, a0) == "reference"
+        assert (
+            why(review.index, a0, a0) == "reference (never removed)" and short_why(review.index, a0, a0) == "reference"
+        )
         again = index_from_snapshot(snapshot_bytes(review.index), review.index.overrides)
         assert np.array_equal(again.clustering.reference, review.index.clustering.reference)
         assert review.cycle_filter() == "all"  # the cycle: ..., exact, reference, all
@@ -465,7 +541,9 @@ def test_no_format_writes_a_reference(tmp_path, fmt):
     rng = random.Random(4)
     texts = [_text(rng) for _ in range(6)]
     pq.write_table(pa.table({"id": [f"d{i}" for i in range(6)], "text": texts}), tmp_path / "data.parquet")
-    pq.write_table(pa.table({"id": ["r0", "r1"], "text": [_variant(rng, texts[2]), _text(rng)]}), tmp_path / "ref.parquet")
+    pq.write_table(
+        pa.table({"id": ["r0", "r1"], "text": [_variant(rng, texts[2]), _text(rng)]}), tmp_path / "ref.parquet"
+    )
     db = tmp_path / "p.db"
     ok("scan", db, tmp_path / "data.parquet", "--reference", tmp_path / "ref.parquet")
     out = tmp_path / f"out.{fmt}"

@@ -9,12 +9,12 @@ import random
 import numpy as np
 import pytest
 
-from dedup_tui.engine.curate import decisions, keep_rules, curated
-from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, links_to_kept
+from dedup_tui.engine.curate import curated, decisions, keep_rules
 from dedup_tui.engine.curate.export import SIMILARITY_DECIMALS, write_pairs
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, links_to_kept
 from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store.scans import load_graph
 
 from .conftest import read_jsonl
 
@@ -41,7 +41,8 @@ def _pair_similarities(project):
 
 @pytest.mark.parametrize("policy", ["components", "greedy"])
 def test_an_exact_copy_of_a_first_copy_removed_as_a_near_duplicate_names_the_kept_document_via_it(
-        make_project, tmp_path, policy):
+    make_project, tmp_path, policy
+):
     """A ~ B near, C an exact copy of B: B is removed as a near duplicate of A, so C names A,
     via B (beast2-mcmc-examples -> beast-mcmc-examples -> beast-mcmc), at B's similarity to A."""
     project = make_project([("A", _changed()), ("B", _changed(20)), ("C", _changed(20))])
@@ -50,8 +51,14 @@ def test_an_exact_copy_of_a_first_copy_removed_as_a_near_duplicate_names_the_kep
     kept, rows = _export(project, 0.8, policy, tmp_path)
     assert kept == ["A"]
     assert rows["B"] == {"id": "B", "duplicate_of": "A", "similarity": rows["B"]["similarity"], "reason": "near"}
-    assert rows["C"] == {"id": "C", "duplicate_of": "A", "similarity": rows["B"]["similarity"], "reason": "exact",
-                         "via": "B", "via_similarity": 1.0}
+    assert rows["C"] == {
+        "id": "C",
+        "duplicate_of": "A",
+        "similarity": rows["B"]["similarity"],
+        "reason": "exact",
+        "via": "B",
+        "via_similarity": 1.0,
+    }
     assert j_ab - 10**-SIMILARITY_DECIMALS < rows["C"]["similarity"] <= j_ab
     assert all(row["duplicate_of"] in kept for row in rows.values())
 
@@ -59,8 +66,9 @@ def test_an_exact_copy_of_a_first_copy_removed_as_a_near_duplicate_names_the_kep
 def _chain_project(make_project):
     """A ~ D ~ B, B's own pair with A below the threshold; C an exact copy of B; E an exact copy
     of A. Returns the project and a threshold between J(A, B) and the chain's links."""
-    project = make_project([("A", _changed()), ("D", _changed(20)), ("B", _changed(20, 40)), ("C", _changed(20, 40)),
-                            ("E", _changed())])
+    project = make_project(
+        [("A", _changed()), ("D", _changed(20)), ("B", _changed(20, 40)), ("C", _changed(20, 40)), ("E", _changed())]
+    )
     scan(project, ScanSettings(floor=0.3, method="exhaustive"))
     sim = _pair_similarities(project)
     low, high = sim[frozenset("AB")], min(sim[frozenset("AD")], sim[frozenset("BD")])
@@ -92,16 +100,25 @@ def test_exact_copies_read_the_same_whether_or_not_their_cluster_was_accepted(ma
 
 def test_a_keep_rule_that_keeps_another_text_gives_the_copies_of_the_first_via_their_first_copy(make_project, tmp_path):
     """keep max:score keeps B: A and E (A's copy) are removed against B; E says via A."""
-    docs = [{"id": "A", "text": _changed(), "score": 1}, {"id": "B", "text": _changed(20), "score": 9},
-            {"id": "E", "text": _changed(), "score": 1}]
+    docs = [
+        {"id": "A", "text": _changed(), "score": 1},
+        {"id": "B", "text": _changed(20), "score": 9},
+        {"id": "E", "text": _changed(), "score": 1},
+    ]
     project = make_project(docs)
     scan(project, ScanSettings(floor=0.3, method="exhaustive"))
     keep_rules.set_keep_rule(project, "max:score")
     kept, rows = _export(project, 0.8, "components", tmp_path)
     assert kept == ["B"]
     assert rows["A"]["reason"] == "near" and "via" not in rows["A"]
-    assert rows["E"] == {"id": "E", "duplicate_of": "B", "similarity": rows["A"]["similarity"], "reason": "exact",
-                         "via": "A", "via_similarity": 1.0}
+    assert rows["E"] == {
+        "id": "E",
+        "duplicate_of": "B",
+        "similarity": rows["A"]["similarity"],
+        "reason": "exact",
+        "via": "A",
+        "via_similarity": 1.0,
+    }
 
 
 def _random_corpus(rng: random.Random, n_texts: int = 14) -> list[tuple[str, str]]:

@@ -37,8 +37,15 @@ def projects(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("after_decisions")
     built = {}
     for name, references in (("plain", False), ("references", True)):
-        records = make_corpus(seed=23, families=(6, 5, 4, 3), chains=(4, 3), exact_groups=(3, 2), singletons=4,
-                              variant_copies=(0, 1), shuffle=True)
+        records = make_corpus(
+            seed=23,
+            families=(6, 5, 4, 3),
+            chains=(4, 3),
+            exact_groups=(3, 2),
+            singletons=4,
+            variant_copies=(0, 1),
+            shuffle=True,
+        )
         corpus = _write(base / f"{name}.jsonl", records)
         refs = []
         if references:  # a reference source holding some members of each family
@@ -59,7 +66,9 @@ def full(review: Review, previous):
     """The list a whole re-clustering gives, in the order of `previous`."""
     v = review.view
     overrides = decisions.Overrides.load(review.project)
-    clustering = keep_rules.cluster_with_decisions(review.project, review.graph, v.threshold, v.policy, overrides=overrides)
+    clustering = keep_rules.cluster_with_decisions(
+        review.project, review.graph, v.threshold, v.policy, overrides=overrides
+    )
     return build_index(review.graph, clustering, overrides, v.listing).keeping_order_of(previous)
 
 
@@ -70,8 +79,9 @@ def assert_same(a, b) -> None:
     np.testing.assert_array_equal(ca.similarity, cb.similarity, err_msg="similarity")  # (nan == nan here)
     assert ca.overridden == cb.overridden
     assert asdict(a.counts) == asdict(b.counts)
-    for name, x, y in zip(("labels", "sizes", "max_sim", "min_sim", "decided", "reviewed", "to_review"),
-                          a.columns(), b.columns()):
+    for name, x, y in zip(
+        ("labels", "sizes", "max_sim", "min_sim", "decided", "reviewed", "to_review"), a.columns(), b.columns()
+    ):
         np.testing.assert_array_equal(x, y, err_msg=name)
     for x, y in zip(a.every, b.every):
         np.testing.assert_array_equal(x, y)
@@ -130,7 +140,9 @@ def test_a_decision_redoes_its_cluster_as_a_whole_reclustering_would(projects, t
                 continue
             request = review.request()  # (the list before the decision, whose order is kept)
             result = plan.write(review.project)
-            quick = Review.after_decisions(review.project, request, review.graph, decisions.Overrides.load(review.project))
+            quick = Review.after_decisions(
+                review.project, request, review.graph, decisions.Overrides.load(review.project)
+            )
             expected = full(review, request.previous)
             if quick is not None:
                 incremental += 1

@@ -28,15 +28,15 @@ from hypothesis.stateful import (
 )
 
 from dedup_tui.engine.curate import decisions, keep_rules
-from dedup_tui.engine.graph import clustering
-from dedup_tui.engine.store import review as store_review
-from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR
 from dedup_tui.engine.errors import DedupError
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
-from dedup_tui.engine.text.sets import jaccard, shingle_set
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.store import review as store_review
+from dedup_tui.engine.text.sets import jaccard, shingle_set
 from dedup_tui.review.index import SORTS, Listing
 from dedup_tui.review.model import NeedsConfirmation, Review, ReviewError, View
 
@@ -45,6 +45,7 @@ THRESHOLD = 0.8  # the review's default threshold: the corpora are built around 
 
 
 # -- corpora ------------------------------------------------------------------------------------
+
 
 def similarity(a: str, b: str) -> float:
     return jaccard(shingle_set(a), shingle_set(b))
@@ -84,12 +85,13 @@ def family_texts(rng: random.Random, size: int, n: int = 30) -> list[str]:
     while True:
         base = _words(rng, n)
         texts = [" ".join(base)] + [" ".join(_changed(base, rng, [p])) for p in rng.sample(range(n), size - 1)]
-        if all(similarity(a, b) >= 0.82 for i, a in enumerate(texts) for b in texts[i + 1:]):
+        if all(similarity(a, b) >= 0.82 for i, a in enumerate(texts) for b in texts[i + 1 :]):
             return texts
 
 
-def make_corpus(seed: int, families=(6, 4, 3), chains=(3, 4), exact_groups=(3,), singletons=3,
-                variant_copies=(2,), shuffle=False) -> list[dict]:
+def make_corpus(
+    seed: int, families=(6, 4, 3), chains=(3, 4), exact_groups=(3,), singletons=3, variant_copies=(2,), shuffle=False
+) -> list[dict]:
     """Records {id, text, date, score}. Families famF_0 (the base), famF_1.. (variants) and
     famF_copy (the base again, other case and spaces); famF_vcopy copies famF_1 for the families
     in `variant_copies`. Chains chainC_a ~ chainC_b ~ ... Exact groups exactE_0.. (one text).
@@ -119,8 +121,10 @@ def make_corpus(seed: int, families=(6, 4, 3), chains=(3, 4), exact_groups=(3,),
             for g in groups:
                 if g:
                     docs.append(g.pop(0))
-    return [{"id": doc_id, "text": text, "date": f"2024-01-{i % 28 + 1:02d}", "score": rng.randint(0, 99)}
-            for i, (doc_id, text) in enumerate(docs)]
+    return [
+        {"id": doc_id, "text": text, "date": f"2024-01-{i % 28 + 1:02d}", "score": rng.randint(0, 99)}
+        for i, (doc_id, text) in enumerate(docs)
+    ]
 
 
 def build_project(directory: Path, records: list[dict], name: str = "corpus") -> Path:
@@ -142,8 +146,9 @@ def build_project(directory: Path, records: list[dict], name: str = "corpus") ->
 
 
 FOCUSED = make_corpus(seed=11)
-MACHINE = make_corpus(seed=5, families=(5, 4, 3, 2), chains=(3, 4), exact_groups=(3, 2), singletons=3,
-                      variant_copies=(0, 2), shuffle=True)
+MACHINE = make_corpus(
+    seed=5, families=(5, 4, 3, 2), chains=(3, 4), exact_groups=(3, 2), singletons=3, variant_copies=(0, 2), shuffle=True
+)
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +172,7 @@ def review(built, tmp_path):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
 
 def ords(r: Review) -> dict[str, int]:
     n = r.project.next_ord()
@@ -212,6 +218,7 @@ def test_corpus_has_chains_copies_and_families(review):
 
 
 # -- the queue ----------------------------------------------------------------------------------
+
 
 def test_remove_advances_through_every_member_in_order_then_to_the_next_cluster(review):
     r = review
@@ -343,7 +350,7 @@ def test_none_duplicates_leaves_only_exact_copies_together(review):
         r.none_duplicates(label)
         c = r.index.clustering
         for i, x in enumerate(members):
-            for y in members[i + 1:]:
+            for y in members[i + 1 :]:
                 if c.cluster[x] == c.cluster[y]:
                     assert r.root(x) == r.root(y), r.project.ids_for([x, y])
         # the copies stay with their first copy
@@ -367,7 +374,7 @@ def test_a_decision_never_reorders_the_list(review):
         decide()
         after = r.index.labels.tolist()
         kept_order = cluster_order(r, listed)
-        assert kept_order == after[:len(kept_order)]
+        assert kept_order == after[: len(kept_order)]
         assert r.index.position(label_of(r, doc)) == pos  # the cluster reviewed stays where it was
         resorted |= r.index.with_listing(Listing("borderline")).labels.tolist() != after
     assert resorted  # (a fresh borderline sort would have moved it: the test means something)
@@ -415,8 +422,9 @@ def test_undo_puts_the_cursor_back_where_the_decision_was_made(review):
     assert r.cursor.doc == first
     assert active(r) == []
     r.redo()  # on from the document it names, as after the decision: the next member to review
-    assert r.cursor.doc == second and active(r) == [("remove", r.project.ids_for([first])[0],
-                                                      r.project.ids_for([label])[0])]
+    assert r.cursor.doc == second and active(r) == [
+        ("remove", r.project.ids_for([first])[0], r.project.ids_for([label])[0])
+    ]
 
 
 def test_undo_of_a_bulk_accept_puts_the_cursor_back(review):
@@ -436,6 +444,7 @@ def test_undo_of_a_bulk_accept_puts_the_cursor_back(review):
 
 
 # -- keep rules ---------------------------------------------------------------------------------
+
 
 def _lengths(r: Review) -> dict[int, int]:
     return dict(r.project.conn.execute("SELECT ord, length FROM documents").fetchall())
@@ -505,6 +514,7 @@ def test_a_keep_rule_on_a_field_no_record_has_is_refused_with_the_fields(review)
 
 # -- the stored view ------------------------------------------------------------------------------
 
+
 def test_the_view_and_the_cursor_are_restored_when_the_project_is_opened_again(review):
     r = review
     r.change_view(threshold=0.7, policy="greedy")
@@ -528,6 +538,7 @@ def test_the_view_and_the_cursor_are_restored_when_the_project_is_opened_again(r
 
 
 # -- search ---------------------------------------------------------------------------------------
+
 
 def test_search_returns_every_match(review):
     r, o = review, ords(review)
@@ -568,6 +579,7 @@ def test_search_says_a_document_of_a_decided_cluster_is_hidden_by_the_filter(rev
 
 
 # -- an exact copy of a member the cluster does not keep (its keeper is that member, its first copy) --
+
 
 def test_removing_an_exact_copy_of_a_member_keeps_the_kept_document(review):
     r, o = review, ords(review)
@@ -616,7 +628,7 @@ def test_separate_that_dissolves_the_cluster_goes_on_to_the_next_cluster(review)
     r.select(b)  # the link of the chain a ~ b ~ c: the plan moves the cursor on to c
     r.separate()
     assert all(r.index.position(label_of(r, x)) is None for x in (a, b, c))  # no cluster left
-    assert r.index.labels.tolist() == labels[:pos] + labels[pos + 1:]
+    assert r.index.labels.tolist() == labels[:pos] + labels[pos + 1 :]
     following = labels[pos + 1]
     assert r.cursor.doc == next(m for m in r.members(following) if r.to_review(m)) and r.cursor.auto
 
@@ -670,9 +682,15 @@ def test_a_listing_round_trips_through_its_stored_string(sort, flt):
     assert Listing.parse(text) == listing
 
 
-@pytest.mark.parametrize("text, error", [("bogus", "unknown sort 'bogus'"), ("bogus:undecided", "unknown sort 'bogus'"),
-                                         ("size:decided", "unknown filter 'decided'"),
-                                         ("high:undecided,size>>2", "unknown filter 'size>>2'")])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("bogus", "unknown sort 'bogus'"),
+        ("bogus:undecided", "unknown sort 'bogus'"),
+        ("size:decided", "unknown filter 'decided'"),
+        ("high:undecided,size>>2", "unknown filter 'size>>2'"),
+    ],
+)
 def test_a_listing_that_names_an_unknown_sort_or_filter_is_refused(text, error):
     with pytest.raises(ValueError) as raised:
         Listing.parse(text)
@@ -694,8 +712,9 @@ def test_the_review_lists_its_view_and_stores_it_as_strings(review):
 # The machine tolerated bugs the tests above found, now fixed.
 KNOWN_BUGS = False
 
-THRESHOLDS = st.one_of(st.sampled_from([FLOOR, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]),
-                       st.floats(FLOOR, 1.0, allow_nan=False))
+THRESHOLDS = st.one_of(
+    st.sampled_from([FLOOR, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0]), st.floats(FLOOR, 1.0, allow_nan=False)
+)
 
 
 @dataclass
@@ -739,8 +758,15 @@ class ReviewMachine(RuleBasedStateMachine):
         doc = r.cursor.doc
         label = label_of(r, doc)
         members = r.members(label)
-        step = Step(doc, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
-                    r.index.position(label), removed_member, kind=kind)
+        step = Step(
+            doc,
+            members,
+            [m for m in members if r.is_kept(m)],
+            r.index.labels.tolist(),
+            r.index.position(label),
+            removed_member,
+            kind=kind,
+        )
         try:
             made = plan()
         except ReviewError:
@@ -827,16 +853,18 @@ class ReviewMachine(RuleBasedStateMachine):
     @rule()
     def redo(self) -> None:
         r = self.review
-        row = r.project.conn.execute("SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1",
-                                     (store_review.UNDONE,)).fetchone()
+        row = r.project.conn.execute(
+            "SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1", (store_review.UNDONE,)
+        ).fetchone()
         at = r.cursor.doc
         named = ords(r).get(row[0]) if row is not None else None
         step = None
         if named is not None and self._listed(named):  # the queue's rules, as after the decision itself
             label = label_of(r, named)
             members = r.members(label)
-            step = Step(named, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(),
-                        r.index.position(label))
+            step = Step(
+                named, members, [m for m in members if r.is_kept(m)], r.index.labels.tolist(), r.index.position(label)
+            )
         r.redo()
         if self.undone:
             self.made.append(self.undone.pop())
@@ -847,8 +875,12 @@ class ReviewMachine(RuleBasedStateMachine):
                 pass  # a label's split again
             else:
                 self.step = step
-                assert r.cursor.doc is None or not r.cursor.auto or not r.is_kept(r.cursor.doc) or \
-                    not any(r.to_review(m) for m in listed_members(r)), r.cursor
+                assert (
+                    r.cursor.doc is None
+                    or not r.cursor.auto
+                    or not r.is_kept(r.cursor.doc)
+                    or not any(r.to_review(m) for m in listed_members(r))
+                ), r.cursor
 
     @precondition(lambda self: len(self.review.index.labels) > 0)
     @rule(i=st.integers(0, 1000))
@@ -937,14 +969,21 @@ class ReviewMachine(RuleBasedStateMachine):
         if left:  # still in the cluster the decision was made in
             if KNOWN_BUGS and step.kind == "separate" and all(r.root(m) == r.root(step.doc) for m in left):
                 return  # test_separate_goes_on_to_the_exact_copies_split_off_with_it
-            if KNOWN_BUGS and step.planned is not None and r.is_kept(step.planned) and \
-                    label_of(r, step.planned) not in {label_of(r, m) for m in left}:
+            if (
+                KNOWN_BUGS
+                and step.planned is not None
+                and r.is_kept(step.planned)
+                and label_of(r, step.planned) not in {label_of(r, m) for m in left}
+            ):
                 return  # test_none_duplicates_goes_on_to_the_copies_still_to_review
-            assert cur is not None and (cur in step.members or label_of(r, cur) in {label_of(r, m) for m in left}), \
-                (step, left, r.cursor)
+            assert cur is not None and (cur in step.members or label_of(r, cur) in {label_of(r, m) for m in left}), (
+                step,
+                left,
+                r.cursor,
+            )
             return
         # else: the first member to review of the next cluster in list order (wrapping round)
-        following = step.labels[step.pos + 1:] + step.labels[:step.pos]
+        following = step.labels[step.pos + 1 :] + step.labels[: step.pos]
         expected = next((m for label in following for m in r.members(label_of(r, label)) if r.to_review(m)), None)
         if expected is not None:
             assert cur == expected and r.cursor.auto, (step, expected, r.cursor)
@@ -953,10 +992,16 @@ class ReviewMachine(RuleBasedStateMachine):
 def test_the_queue_rules_hold_after_every_step(built):
     # (REVIEW_MODEL_EXAMPLES / REVIEW_MODEL_STEPS: more, to hunt for bugs)
     machine = type("Machine", (ReviewMachine,), {"source": built["machine"]})
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=int(os.environ.get("REVIEW_MODEL_EXAMPLES", "25")),
-        stateful_step_count=int(os.environ.get("REVIEW_MODEL_STEPS", "20")),
-        deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("REVIEW_MODEL_EXAMPLES", "25")),
+            stateful_step_count=int(os.environ.get("REVIEW_MODEL_STEPS", "20")),
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 def test_the_review_s_literal_kinds_are_the_engine_s():

@@ -71,7 +71,7 @@ def test_keys_pressed_before_the_next_document_was_drawn_are_dropped_with_one_gr
 
 
 def test_a_key_is_refused_for_a_document_its_place_does_not_show():
-    keys, clock, _told = intake()
+    keys, _clock, _told = intake()
     keys.showing("main", 3)
     keys.drawn("main", 3)
     with keys.key(101.0):
@@ -81,7 +81,7 @@ def test_a_key_is_refused_for_a_document_its_place_does_not_show():
 
 
 def test_showing_the_same_document_again_keeps_it_drawn():
-    keys, clock, _told = intake()
+    keys, _clock, _told = intake()
     keys.showing("main", 3)
     keys.drawn("main", 3)
     keys.showing("main", 3)  # the list rebuilt after a decision, the cursor on the same document
@@ -90,7 +90,7 @@ def test_showing_the_same_document_again_keeps_it_drawn():
 
 
 def test_a_drawn_report_for_a_document_no_longer_shown_counts_for_nothing():
-    keys, clock, _told = intake()
+    keys, _clock, _told = intake()
     keys.showing("pair", 1)
     keys.showing("pair", 2)
     keys.drawn("pair", 1)  # (a redraw queued for the document before)
@@ -100,7 +100,7 @@ def test_a_drawn_report_for_a_document_no_longer_shown_counts_for_nothing():
 
 
 def test_an_action_without_a_key_needs_the_document_drawn_by_now():
-    keys, clock, _told = intake()
+    keys, _clock, _told = intake()
     keys.showing("main", 5)
     assert not keys.admit("main", 5)
     keys.drawn("main", 5)
@@ -299,6 +299,7 @@ def test_a_keep_is_shown_from_the_list_worked_out_while_it_is_written(session):
 # -- a stateful property test: keys at random times against redraws, with keep-rule changes, undo,
 #    redo, writes and list rebuilds interleaved; no key decides a document that was not drawn before it
 
+
 class SessionMachine(RuleBasedStateMachine):
     source: Path  # the scanned project, set by the test
 
@@ -391,14 +392,21 @@ class SessionMachine(RuleBasedStateMachine):
     @invariant()
     def the_project_holds_decisions_only_on_documents_drawn(self) -> None:
         drawn = set(self.session.model.project.ids_for(sorted(self.draws))) if self.draws else set()
-        decided = {d.doc_id for d in dec.active(self.session.model.project)
-                   if d.kind in ("remove", "keep", "not_duplicate")}
+        decided = {
+            d.doc_id for d in dec.active(self.session.model.project) if d.kind in ("remove", "keep", "not_duplicate")
+        }
         assert decided <= drawn, decided - drawn
 
 
 def test_keys_never_decide_what_was_not_drawn_before_them(scanned):
     machine = type("Machine", (SessionMachine,), {"source": scanned})
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=int(os.environ.get("REVIEW_SESSION_EXAMPLES", "15")),
-        stateful_step_count=int(os.environ.get("REVIEW_SESSION_STEPS", "25")),
-        deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("REVIEW_SESSION_EXAMPLES", "15")),
+            stateful_step_count=int(os.environ.get("REVIEW_SESSION_STEPS", "25")),
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )

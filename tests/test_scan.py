@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import local
 from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
 from dedup_tui.engine.graph.pairs import PairGraph, connected_min_labels
+from dedup_tui.engine.scanning import local
 from dedup_tui.engine.scanning.lsh import candidate_probability, choose_banding
-from dedup_tui.engine.text.sets import greedy_keep_first
-from dedup_tui.engine.text.synth import noisy_copy
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.text.sets import greedy_keep_first
+from dedup_tui.engine.text.synth import noisy_copy
 
 
 def planted_corpus(n_bases: int = 220, seed: int = 11) -> list[tuple[str, str]]:
@@ -91,8 +90,9 @@ def test_greedy_from_stored_pairs_equals_the_plain_greedy_pass(make_project):
 
 def test_components_chain_and_keep_the_first():
     # 0-1 and 1-2 above the threshold put 0 and 2 together; 3-4 below it stay apart.
-    graph = PairGraph(6, np.array([-1, -1, -1, -1, -1, 0]), np.array([0, 1, 3]), np.array([1, 2, 4]),
-                      np.array([0.9, 0.8, 0.6]))
+    graph = PairGraph(
+        6, np.array([-1, -1, -1, -1, -1, 0]), np.array([0, 1, 3]), np.array([1, 2, 4]), np.array([0.9, 0.8, 0.6])
+    )
     c = cluster(graph, 0.7, "components")
     assert c.keeper.tolist() == [-1, 0, 0, -1, -1, 0]
     assert c.similarity[1] == 0.9 and np.isnan(c.similarity[2]) and c.similarity[5] == 1.0
@@ -169,8 +169,10 @@ def test_oversized_buckets_are_skipped_and_reported(make_project):
     # one bucket per band. With a tiny cap the buckets are skipped and counted, and
     # whatever is stored is still exact.
     rng = np.random.RandomState(4)
-    docs = [(f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))
-            for i in range(60)]
+    docs = [
+        (f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))
+        for i in range(60)
+    ]
     project = make_project(docs)
     local.scan(project, ScanSettings(floor=0.5, method="exhaustive"))
     truth = pair_set(project)
@@ -219,7 +221,10 @@ def test_components_from_the_spanning_forest_equal_components_of_all_pairs(seed)
     split = {pairs[i] for i in rng.choice(len(pairs), 40, replace=False)}
     for t in (0.3, 0.5, 0.75, 0.9, 1.0):
         above = j >= t
-        assert np.array_equal(connected_min_labels(n, a[above], b[above]), connected_min_labels(n, a[keep][j[keep] >= t], b[keep][j[keep] >= t]))
+        assert np.array_equal(
+            connected_min_labels(n, a[above], b[above]),
+            connected_min_labels(n, a[keep][j[keep] >= t], b[keep][j[keep] >= t]),
+        )
         c = cluster(graph, t, "components", split_pairs=split)
         ok = above & np.array([p not in split for p in pairs])
         assert np.array_equal(c.cluster, connected_min_labels(n, a[ok], b[ok]))
@@ -249,7 +254,7 @@ def test_components_keepers_similarities_and_exact_copies_equal_a_plain_computat
             else:
                 assert c.keeper[d] == comp[d] and c.reason[d] == 2
                 want = stored.get((int(comp[d]), d))
-                assert (np.isnan(c.similarity[d]) if want is None else c.similarity[d] == want), (t, d)
+                assert np.isnan(c.similarity[d]) if want is None else c.similarity[d] == want, (t, d)
             assert c.cluster[d] == comp[d]
         for d in range(reps, n):
             first = exact_of[d]
@@ -273,7 +278,9 @@ def test_forest_without_split_pairs_equals_a_forest_rebuilt_without_them(seed):
     in_forest = [p for i, p in enumerate(pairs) if i in base]
     others = [p for i, p in enumerate(pairs) if i not in base]
     for k in (1, 3, 12, 40):
-        split = set(map(tuple, rng.permutation(in_forest)[:k].tolist())) | set(map(tuple, rng.permutation(others)[:k].tolist()))
+        split = set(map(tuple, rng.permutation(in_forest)[:k].tolist())) | set(
+            map(tuple, rng.permutation(others)[:k].tolist())
+        )
         split.add((0, n - 1) if (0, n - 1) not in pairs else (1, n - 1))  # maybe not a stored pair at all
         ok = np.flatnonzero([p not in split for p in pairs])
         rebuilt = ok[maximum_spanning_forest(n, a[ok], b[ok], j[ok])]
@@ -304,8 +311,13 @@ def test_a_pair_exactly_at_the_floor_survives_the_size_filter(make_project):
 
 
 def test_stored_exact_array_equals_the_documents_column(make_project):
-    docs = [("a", "Same text."), ("b", "other words here"), ("c", "same   TEXT."), ("d", "same text."),
-            ("e", "other words here!")]
+    docs = [
+        ("a", "Same text."),
+        ("b", "other words here"),
+        ("c", "same   TEXT."),
+        ("d", "same text."),
+        ("e", "other words here!"),
+    ]
     project = make_project(docs)
     local.scan(project, ScanSettings(floor=0.5))
     from_blob = load_graph(project).exact_of
@@ -405,8 +417,9 @@ def template_family_corpus(seed: int = 7) -> list[tuple[str, str]]:
     docs = [(f"t{i}", noisy_copy(rng, template, int(len(template) * rng.uniform(0.0, 0.12)))) for i in range(230)]
     for i in range(40):
         base = page()
-        docs += [(f"u{i}", base)] + [(f"u{i}c{c}", noisy_copy(rng, base, int(len(base) * rng.uniform(0.0, 0.1))))
-                                     for c in range(2)]
+        docs += [(f"u{i}", base)] + [
+            (f"u{i}c{c}", noisy_copy(rng, base, int(len(base) * rng.uniform(0.0, 0.1)))) for c in range(2)
+        ]
     return [docs[i] for i in rng.permutation(len(docs))]
 
 

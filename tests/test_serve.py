@@ -36,7 +36,8 @@ def test_serve_refuses_what_is_not_a_project(tmp_path):
     result = cli("serve", corpus)
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        f"error: {corpus}: serve opens a project file (.db); make one with dedup-tui scan PROJECT CORPUS"]
+        f"error: {corpus}: serve opens a project file (.db); make one with dedup-tui scan PROJECT CORPUS"
+    ]
     result = cli("serve", tmp_path / "missing.db")
     assert result.exit_code == 1 and "no such project file" in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -78,7 +79,14 @@ def test_listening_address_and_each_browsers_command(tmp_path):
     assert page_url("0.0.0.0", 8000) == f"http://{socket.getfqdn()}:8000"  # a name other machines can use
     db = tmp_path / "a project with spaces.db"
     assert shlex.split(app_command(db, read_only=False)) == [
-        sys.executable, "-P", "-m", "dedup_tui", "open", str(db.resolve()), "--read-only-if-open"]
+        sys.executable,
+        "-P",
+        "-m",
+        "dedup_tui",
+        "open",
+        str(db.resolve()),
+        "--read-only-if-open",
+    ]
     assert shlex.split(app_command(db, read_only=True))[-1] == "--read-only"
 
 
@@ -188,8 +196,12 @@ async def app_output(url: str, origin: str, until, timeout: float = 60.0, send=(
 
 def get(url: str, headers: dict | None = None, cookies: dict | None = None) -> tuple[int, str, dict]:
     async def fetch():
-        async with aiohttp.ClientSession(cookies=cookies) as session, session.get(url, headers=headers or {}, allow_redirects=False) as response:
+        async with (
+            aiohttp.ClientSession(cookies=cookies) as session,
+            session.get(url, headers=headers or {}, allow_redirects=False) as response,
+        ):
             return response.status, await response.text(), dict(response.headers)
+
     return asyncio.run(fetch())
 
 
@@ -214,8 +226,12 @@ def test_the_printed_url_gets_the_page_a_cookie_and_the_app(served):
 
 
 def test_a_page_without_the_token_gets_nothing(served):
-    for url in (base(served) + "/", base(served) + "/?token=" + TOKEN[:-1] + "x",
-                base(served) + "/static/js/textual.js", base(served) + "/download/anything"):
+    for url in (
+        base(served) + "/",
+        base(served) + "/?token=" + TOKEN[:-1] + "x",
+        base(served) + "/static/js/textual.js",
+        base(served) + "/download/anything",
+    ):
         status, page, headers = get(url)
         assert status == 401, url
         assert "data-session-websocket-url" not in page and "Set-Cookie" not in headers
@@ -236,8 +252,14 @@ def test_a_websocket_without_the_token_is_refused(served):
 def test_a_websocket_from_a_foreign_origin_is_refused(served):
     name = f"dedup-tui-token-{urlsplit(served.url).port}"
     port = urlsplit(served.url).port
-    for origin in (EVIL, f"http://evil.example:{port}", "null", f"https://127.0.0.1:{port}",
-                   f"http://127.0.0.1:{port + 1}", f"http://localhost:{port}"):
+    for origin in (
+        EVIL,
+        f"http://evil.example:{port}",
+        "null",
+        f"https://127.0.0.1:{port}",
+        f"http://127.0.0.1:{port + 1}",
+        f"http://localhost:{port}",
+    ):
         assert asyncio.run(handshake(ws_url(served), {"Origin": origin})) == 403, origin
         assert asyncio.run(handshake(ws_url(served, "/ws"), {"Origin": origin, "Cookie": f"{name}={TOKEN}"})) == 403
     assert apps(served) == []
@@ -267,8 +289,9 @@ def test_behind_a_tls_proxy_the_public_urls_host_and_origin_are_allowed(project)
     free = listen("127.0.0.1", 0)
     port = free.getsockname()[1]
     free.close()
-    with Served(project, "--token", TOKEN, "--port", str(port),
-                "--public-url", "https://review.example.org/") as proxied:
+    with Served(
+        project, "--token", TOKEN, "--port", str(port), "--public-url", "https://review.example.org/"
+    ) as proxied:
         assert proxied.url == f"https://review.example.org/?token={TOKEN}"
         # as the proxy forwards it: Host review.example.org, to the port listened on
         status, page, headers = get(f"http://127.0.0.1:{port}/?token={TOKEN}", headers={"Host": "review.example.org"})
@@ -282,12 +305,15 @@ def test_behind_a_tls_proxy_the_public_urls_host_and_origin_are_allowed(project)
 
 def app_environ(served: Served, url: str, origin: str) -> dict[str, str]:
     """The environment of the app a websocket to `url` gets (read while it runs)."""
+
     async def probe() -> dict[str, str]:
         async with aiohttp.ClientSession() as session, session.ws_connect(url, headers={"Origin": origin}) as ws:
             await ws.receive(timeout=60)  # the first screen: the app runs
             (pid,) = apps(served)
-            return dict(item.split("=", 1) for item in
-                        Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+            return dict(
+                item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item
+            )
+
     return asyncio.run(probe())
 
 
@@ -297,10 +323,15 @@ def test_an_oversize_terminal_is_clamped(served):
     wait_until(lambda: apps(served) == [], 30, "the app ended with its session")
     # a resize message, once the app runs at 80x24: the app draws at most 500x200
     moves = re.compile(rb"\x1b\[(\d+);(\d+)H")
-    got = asyncio.run(app_output(ws_url(served, width=80, height=24), base(served),
-                                 lambda b: any(int(row) == MAX_HEIGHT for row, _ in moves.findall(b)),
-                                 send=[["resize", {"width": 10000, "height": 10000}]],
-                                 sent_when=lambda b: b"THRESHOLD" in b and b"clusters:" in b))
+    got = asyncio.run(
+        app_output(
+            ws_url(served, width=80, height=24),
+            base(served),
+            lambda b: any(int(row) == MAX_HEIGHT for row, _ in moves.findall(b)),
+            send=[["resize", {"width": 10000, "height": 10000}]],
+            sent_when=lambda b: b"THRESHOLD" in b and b"clusters:" in b,
+        )
+    )
     rows = [int(row) for row, _ in moves.findall(got)]
     assert max(rows) == MAX_HEIGHT
     text = got.decode("utf-8", "replace")
@@ -310,7 +341,7 @@ def test_an_oversize_terminal_is_clamped(served):
 
 def test_sizes_that_are_not_numbers_or_too_big():
     assert clamp_size("10000", "10000") == (MAX_WIDTH, MAX_HEIGHT)
-    assert clamp_size(10 ** 30, -5) == (80, 1)
+    assert clamp_size(10**30, -5) == (80, 1)
     assert clamp_size(float("nan"), "x") == (80, 24)
     assert clamp_size(None, True) == (80, 24)
     assert clamp_size(120.7, "50") == (120, 50)
@@ -326,9 +357,13 @@ def raw_websocket(url: str, origin: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect((parts.hostname, parts.port))
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                  f"Origin: {origin}\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: {origin}\r\n\r\n"
+        ).encode()
+    )
     reply = b""
     while b"\r\n\r\n" not in reply:
         reply += sock.recv(1)
@@ -360,7 +395,7 @@ def stop_reading(served: Served, project: Path, seconds: float) -> tuple[socket.
     wait_until(lambda: lock_holder(project) == pid, 60, "the browser's app holds the lock")
     deadline = time.monotonic() + seconds
     try:
-        for n in range(10 ** 6):
+        for n in range(10**6):
             if time.monotonic() > deadline or pid not in apps(served):
                 break
             send_text(silent, json.dumps(["resize", {"width": MAX_WIDTH - n % 2, "height": MAX_HEIGHT - n % 2}]))
@@ -372,8 +407,12 @@ def stop_reading(served: Served, project: Path, seconds: float) -> tuple[socket.
 
 def the_next_browser_reviews(served: Served, project: Path) -> None:
     """A new browser's app, not a read-only one, holds the project's lock."""
+
     async def session() -> tuple[bytes, list[int], int | None]:
-        async with aiohttp.ClientSession() as client, client.ws_connect(ws_url(served), headers={"Origin": base(served)}) as ws:
+        async with (
+            aiohttp.ClientSession() as client,
+            client.ws_connect(ws_url(served), headers={"Origin": base(served)}) as ws,
+        ):
             got = b""
             while b"THRESHOLD" not in got:
                 got += (await ws.receive(timeout=60)).data
@@ -445,8 +484,13 @@ def test_an_app_is_ended_even_when_textual_serves_stop_fails(monkeypatch):
         raise ConnectionError("Connection lost")
 
     async def run() -> int | None:
-        app = BrowserApp(f"{sys.executable} -c 'import time; time.sleep(60)'", write_bytes=None, write_str=None,
-                         close=None, download_manager=DownloadManager())
+        app = BrowserApp(
+            f"{sys.executable} -c 'import time; time.sleep(60)'",
+            write_bytes=None,
+            write_str=None,
+            close=None,
+            download_manager=DownloadManager(),
+        )
         app.quit_timeout = 0.5
         await app.start(80, 24)
         monkeypatch.setattr(AppService, "stop", lost)

@@ -26,18 +26,36 @@ def project(make_project):
 
 def test_the_project_file_reads_as_a_sqlite_utils_database(project):
     decisions.record(project, "keep", "doc_A", author="ana")
-    decisions.record_many(project, [("remove", "doc_B", "doc_A", None), ("note", "doc_C", None, "check the source")],
-                          author="ben")
+    decisions.record_many(
+        project, [("remove", "doc_B", "doc_A", None), ("note", "doc_C", None, "check the source")], author="ben"
+    )
     with sqlite_utils.Database(project.path) as db:
-        assert {"meta", "sources", "documents", "pairs", "runs", "decisions", "labels", "pair_arrays", "pair_forest",
-                "exact_array", "view_snapshot"} <= set(db.table_names())
+        assert {
+            "meta",
+            "sources",
+            "documents",
+            "pairs",
+            "runs",
+            "decisions",
+            "labels",
+            "pair_arrays",
+            "pair_forest",
+            "exact_array",
+            "view_snapshot",
+        } <= set(db.table_names())
         assert set(db.view_names()) == {"near_pairs", "exact_duplicates"}
         rows = list(db["decisions"].rows_where(order_by="id", select="kind, doc_id, other_id, value, author, batch"))
         assert rows == [
             {"kind": "keep", "doc_id": "doc_A", "other_id": None, "value": None, "author": "ana", "batch": None},
             {"kind": "remove", "doc_id": "doc_B", "other_id": "doc_A", "value": None, "author": "ben", "batch": 1},
-            {"kind": "note", "doc_id": "doc_C", "other_id": None, "value": "check the source", "author": "ben",
-             "batch": 1},
+            {
+                "kind": "note",
+                "doc_id": "doc_C",
+                "other_id": None,
+                "value": "check the source",
+                "author": "ben",
+                "batch": 1,
+            },
         ]
         assert db["meta"].get("schema_version")["value"] == str(SCHEMA_VERSION)
         assert db["documents"].count == len(NEAR_CORPUS)
@@ -67,8 +85,12 @@ def test_undo_and_redo_move_a_whole_bulk_action(project):
     decisions.undo(project)
     decisions.record(project, "note", "doc_D", value="new")  # discards what could be redone
     states = {r["doc_id"]: r["undone"] for r in review.decision_rows(project.db)}
-    assert states == {"doc_A": review.ACTIVE, "doc_B": review.DISCARDED, "doc_C": review.DISCARDED,
-                      "doc_D": review.ACTIVE}
+    assert states == {
+        "doc_A": review.ACTIVE,
+        "doc_B": review.DISCARDED,
+        "doc_C": review.DISCARDED,
+        "doc_D": review.ACTIVE,
+    }
     assert not decisions.can_redo(project)
 
 
@@ -97,9 +119,9 @@ def test_a_migration_adds_columns_through_sqlite_utils_and_keeps_the_rows(projec
     with Project(old) as migrated:
         columns = migrated.db["decisions"].columns_dict
         assert columns["batch"] is int and migrated.db["documents"].columns_dict["checksum"] is str
-        assert [(r["kind"], r["doc_id"], r["value"], r["author"], r["batch"])
-                for r in review.decision_rows(migrated.db)] == [("note", "doc_C", "kept through the upgrade", "ana",
-                                                                 None)]
+        assert [
+            (r["kind"], r["doc_id"], r["value"], r["author"], r["batch"]) for r in review.decision_rows(migrated.db)
+        ] == [("note", "doc_C", "kept through the upgrade", "ana", None)]
         assert migrated.db["documents"].count_where("checksum IS NOT NULL") == len(NEAR_CORPUS)
         assert migrated.get_meta("migrated_from") == "3" and migrated.get_meta("schema_version") == str(SCHEMA_VERSION)
 

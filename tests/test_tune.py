@@ -10,13 +10,12 @@ from click.testing import CliRunner
 
 from dedup_tui.cli import main as cli_main
 from dedup_tui.engine import errors
-from dedup_tui.engine.curate import decisions, keep_rules
-from dedup_tui.engine.curate import tune
-from dedup_tui.engine.graph.pairs import PairGraph
+from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.graph.clustering import cluster
+from dedup_tui.engine.graph.pairs import PairGraph
 from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.text.sets import greedy_keep_first
 from dedup_tui.engine.text.synth import synthetic_corpus
 
@@ -72,14 +71,19 @@ def test_components_sweep_equals_cluster(synth_project):
 
 
 def test_sweeps_with_exact_copies_and_splits(make_project):
-    docs = [(f"d{i}", t) for i, t in enumerate([
-        "alpha beta gamma delta epsilon zeta eta theta",
-        "alpha beta gamma delta epsilon zeta eta theta",  # exact copy
-        "alpha beta gamma delta epsilon zeta eta theta iota",
-        "alpha beta gamma delta epsilon zeta eta iota kappa",
-        "completely unrelated words about the weather today",
-        "alpha beta gamma delta epsilon zeta eta theta iota",  # exact copy of d2
-    ])]
+    docs = [
+        (f"d{i}", t)
+        for i, t in enumerate(
+            [
+                "alpha beta gamma delta epsilon zeta eta theta",
+                "alpha beta gamma delta epsilon zeta eta theta",  # exact copy
+                "alpha beta gamma delta epsilon zeta eta theta iota",
+                "alpha beta gamma delta epsilon zeta eta iota kappa",
+                "completely unrelated words about the weather today",
+                "alpha beta gamma delta epsilon zeta eta theta iota",  # exact copy of d2
+            ]
+        )
+    ]
     project = make_project(docs)
     scan(project, ScanSettings(method="exhaustive", floor=0.3))
     graph = load_graph(project)
@@ -270,8 +274,20 @@ def test_tune_command(synth_project, tmp_path):
             assert needle in r.output
         label_by_truth(project, graph, group, 0.3, per_bin=8)
         out = tmp_path / "labels.jsonl"
-        r = runner.invoke(cli_main, ["tune", "--db", str(project.path), "--threshold", "0.3",
-                                     "--target-precision", "0.9", "--labels-out", str(out)])
+        r = runner.invoke(
+            cli_main,
+            [
+                "tune",
+                "--db",
+                str(project.path),
+                "--threshold",
+                "0.3",
+                "--target-precision",
+                "0.9",
+                "--labels-out",
+                str(out),
+            ],
+        )
         assert r.exit_code == 0, r.output
         assert "Recommended threshold" in r.output and "Wilson" in r.output and "k=12" in r.output
         assert out.exists() and len(out.read_text().splitlines()) == len(tune.labels(project))
@@ -295,7 +311,9 @@ def test_too_few_labels_to_recommend():
     few = [(int(x), int(x) + 1, float(j), "duplicate") for x, j in zip(a[-19:], graph.jaccard[-19:])]
     est = tune.estimate(graph, 0.5, few, target=0.95)
     assert est.labelled == 19 and est.too_few_labels
-    enough = [(int(x), int(x) + 1, float(j), "duplicate" if j > 0.7 else "not_duplicate")
-              for x, j in zip(a[::8], graph.jaccard[::8])]
+    enough = [
+        (int(x), int(x) + 1, float(j), "duplicate" if j > 0.7 else "not_duplicate")
+        for x, j in zip(a[::8], graph.jaccard[::8])
+    ]
     est = tune.estimate(graph, 0.5, enough, target=0.95)
     assert est.labelled >= m and not est.too_few_labels

@@ -31,8 +31,15 @@ def _env(cache: Path) -> dict:
 
 def _python(code: str, cache: Path, timeout: float = 240) -> dict:
     """Run `code` in a fresh interpreter; it prints one JSON line last, returned."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, env=_env(cache), capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        check=False,
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -82,7 +89,10 @@ def corpus(tmp_path):
 
 def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_path, corpus):
     cache = tmp_path / "cache"
-    out = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
+    out = _python(
+        _COUNT_COMPILES
+        + _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus))
+        + """
     assert not warmup.is_warm()
     at_load = len(compiled)  # a load on an empty cache normalises in Python: it leaves compiling to the warm-up
     gated = warmup.prepare(project, settings, control)
@@ -93,7 +103,9 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     pairs = project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
     print(json.dumps({"stages": stages, "warm": warm, "code": code, "top": top, "at_load": at_load,
                       "before_scan": before_scan, "pairs": pairs}))
-    """, cache)
+    """,
+        cache,
+    )
     assert out["warm"] and out["code"] == 0
     # The exact copies need no kernels: found at once; the signatures wait for the warm-up's.
     assert out["stages"][:3] == ["exact", "signatures", warmup.STAGE]
@@ -106,12 +118,21 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     assert out["pairs"] >= 50_000  # (the spanning forest's compiled path was taken)
     assert kernel_cache.stamp_path(str(cache)).exists()
     # A second warm-up finds the cache warm and does nothing.
-    again = subprocess.run([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], check=False, env=_env(cache), capture_output=True,
-                           timeout=60, cwd=ROOT)
+    again = subprocess.run(
+        [sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"],
+        check=False,
+        env=_env(cache),
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert again.returncode == 0 and again.stdout == b"" and again.stderr == b""
     # A later scan (the warm-up's compiled normalisation, not the Python one the first scan used)
     # compiles nothing either.
-    later = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
+    later = _python(
+        _COUNT_COMPILES
+        + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus))
+        + """
     local.scan(project, settings, warmup.prepare(project, settings, control))
     # nor does a big template family's counting of rare fingerprints (this corpus's is small:
     # forced, as a family of manual pages takes it)
@@ -123,30 +144,46 @@ def test_a_scan_that_needs_kernels_follows_the_warmup_and_compiles_nothing(tmp_p
     ra, rb = np.triu_indices(40, 1)
     family.intersections(ra.astype(np.int64), rb.astype(np.int64), below=8)
     print(json.dumps({"compiled": compiled}))
-    """, cache)
+    """,
+        cache,
+    )
     assert later["compiled"] == [], "the warm-up compiled all a scan uses"
 
 
 def test_a_scan_while_the_warmup_compiles_gives_the_same_pairs(tmp_path, corpus):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    helper = subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=_env(cache), cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    helper = subprocess.Popen(
+        [sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"],
+        env=_env(cache),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
-        during = _python(_SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus)) + """
+        during = _python(
+            _SCAN.format(db=str(tmp_path / "a.db"), corpus=str(corpus))
+            + """
     local.scan(project, settings, control)  # compiles too, into the same cache, at the same time
     print(json.dumps(project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()))
-        """, cache)
+        """,
+            cache,
+        )
     finally:
         out, err = helper.communicate(timeout=240)
     assert helper.returncode == 0 and out == b"" and err == b""
-    after = _python(_COUNT_COMPILES + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus)) + """
+    after = _python(
+        _COUNT_COMPILES
+        + _SCAN.format(db=str(tmp_path / "b.db"), corpus=str(corpus))
+        + """
     local.scan(project, settings, control)
     pairs = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     local.scan(project, ScanSettings(method="exhaustive"), control)
     truth = project.conn.execute("SELECT a, b, jaccard FROM pairs ORDER BY a, b").fetchall()
     print(json.dumps({"pairs": pairs, "truth": truth, "compiled": compiled}))
-    """, cache)
+    """,
+        cache,
+    )
     assert after["compiled"] == [], "the cache both processes wrote is whole"
     assert during == after["pairs"]
     assert set(map(tuple, during)) <= set(map(tuple, after["truth"]))
@@ -157,7 +194,8 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     sample = ROOT / "sample_corpora" / "notes.jsonl"
-    out = _python(f"""
+    out = _python(
+        f"""
     import json, sys
     from dedup_tui.cli import main
     from dedup_tui.engine.compile import kernel_cache, kernel_list, warmup, warmup_job
@@ -165,12 +203,14 @@ def test_the_sample_scan_imports_no_kernels_and_starts_no_warmup(tmp_path):
         main(["scan", "--db", {str(tmp_path / "s.db")!r}, {str(sample)!r}])
     except SystemExit as exc:
         assert not exc.code, exc.code
-    print(json.dumps({{"numba": "numba" in sys.modules, "kernels": any(m.startswith("dedup_tui.engine.scanning.kernels.") for m in sys.modules),
+    kernels = any(m.startswith("dedup_tui.engine.scanning.kernels.") for m in sys.modules)
+    print(json.dumps({{"numba": "numba" in sys.modules, "kernels": kernels,
                       "started": warmup._started is not None}}))
-    """, cache)
+    """,
+        cache,
+    )
     assert out == {"numba": False, "kernels": False, "started": False}
     assert list(cache.iterdir()) == []
-
 
 
 def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
@@ -178,7 +218,8 @@ def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
     the pipeline): handing it its sources key must not import them either."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    out = _python(f"""
+    out = _python(
+        f"""
     import json, subprocess, sys
     from dedup_tui.engine.compile import warmup
     handed = {{}}
@@ -192,8 +233,11 @@ def test_spawning_the_warmup_imports_no_engine_first(tmp_path):
     print(json.dumps({{"key": handed.get("DEDUP_TUI_WARMUP_KEY"),
                       "imported": sorted(m for m in ("numpy", "dedup_tui.engine.scanning.local",
                                                      "dedup_tui.engine.compile.warmup_job") if m in sys.modules)}}))
-    """, cache)
+    """,
+        cache,
+    )
     assert out == {"key": "0123456789abcdef", "imported": []}
+
 
 def test_start_for_corpus_only_for_a_large_corpus_or_lsh(tmp_path, monkeypatch):
     started = []
@@ -293,7 +337,9 @@ def gated_scan(tmp_path, monkeypatch, ready: list[int], later: list[int]):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     kernel_cache.ready_path(str(tmp_path)).write_text("".join(f"{index}\n" for index in ready))
     seen = []
-    gated = warmup._Gated(Control(lambda s, d, t: seen.append((s, d, t))), CompilingWarmup(str(tmp_path), later), tick=0)
+    gated = warmup._Gated(
+        Control(lambda s, d, t: seen.append((s, d, t))), CompilingWarmup(str(tmp_path), later), tick=0
+    )
     return gated, seen
 
 
@@ -332,9 +378,19 @@ def test_a_report_no_kernel_follows_never_waits(tmp_path, monkeypatch):
 
 def test_report_events_are_the_first_start_and_end_of_each_stage():
     events = kernel_cache.ReportEvents()
-    seen = [events.see(*report) for report in [("exact", 0, 0), ("signatures", 0, 9), ("signatures", 0, 9),
-                                               ("signatures", 3, 9), ("signatures", 9, 9), ("candidates", 2, 4),
-                                               ("candidates", 4, 4), ("signatures", 9, 9)]]
+    seen = [
+        events.see(*report)
+        for report in [
+            ("exact", 0, 0),
+            ("signatures", 0, 9),
+            ("signatures", 0, 9),
+            ("signatures", 3, 9),
+            ("signatures", 9, 9),
+            ("candidates", 2, 4),
+            ("candidates", 4, 4),
+            ("signatures", 9, 9),
+        ]
+    ]
     assert seen == [None, "signatures:start", None, None, "signatures:end", None, "candidates:end", None]
 
 

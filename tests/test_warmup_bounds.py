@@ -50,8 +50,14 @@ def _installed_copy(tmp_path: Path) -> Path:
 def _start_warmup(install: Path, cache: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != warmup_job.KEY_VARIABLE}
     env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(install))
-    return subprocess.Popen([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=env, cwd=install,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"],
+        env=env,
+        cwd=install,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _ready_lines(cache: Path) -> int:
@@ -106,22 +112,39 @@ def test_a_scan_killed_and_its_install_removed_holds_up_no_other_install(tmp_pat
     corpus = write_jsonl(tmp_path / "c.jsonl", planted_corpus(n_bases=60))
     env = {k: v for k, v in os.environ.items() if k != warmup_job.KEY_VARIABLE}
     env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(install))
-    scan = subprocess.Popen([sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "a.db"),
-                             str(corpus)], env=env, cwd=install, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scan = subprocess.Popen(
+        [sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "a.db"), str(corpus)],
+        env=env,
+        cwd=install,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        ready = _wait_for(lambda: [p for p in cache.glob("dedup-tui-warm-*.ready") if len(p.read_text().split()) >= 2],
-                          120, "the warm-up's ready file has two lines")[0]
+        ready = _wait_for(
+            lambda: [p for p in cache.glob("dedup-tui-warm-*.ready") if len(p.read_text().split()) >= 2],
+            120,
+            "the warm-up's ready file has two lines",
+        )[0]
     finally:
         scan.send_signal(signal.SIGKILL)
         scan.wait()
     shutil.rmtree(install)
     removed = time.monotonic()
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "b.db"),
-                           str(corpus)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "b.db"), str(corpus)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "near pairs" in done.stdout, done.stderr[-2000:]
-    _wait_for(lambda: not ready.exists() and _lock_free(ready.with_suffix(".lock")),
-              warmup_job.WATCH_EVERY + warmup_job.GRACE + 10, "A's warm-up ended")
+    _wait_for(
+        lambda: not ready.exists() and _lock_free(ready.with_suffix(".lock")),
+        warmup_job.WATCH_EVERY + warmup_job.GRACE + 10,
+        "A's warm-up ended",
+    )
     assert time.monotonic() - removed < 120
 
 
@@ -130,8 +153,13 @@ def test_a_warmup_started_for_other_sources_ends_at_once(tmp_path):
     cache.mkdir(mode=0o700)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     env[warmup_job.KEY_VARIABLE] = "0123456789abcdef"  # what the command that started it read
-    done = subprocess.run([sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"], env=env, cwd=ROOT,
-                          capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "dedup_tui.engine.compile.warmup_job"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert done.returncode == warmup_job.EXIT_STALE and done.stderr == b""
     assert not list(cache.glob("dedup-tui-warm-*"))
 
@@ -149,8 +177,13 @@ def test_a_warmup_stuck_past_its_deadline_is_ended(tmp_path):
         threading.Event().wait()  # stuck
     """
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                          cwd=ROOT, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
     assert done.returncode == warmup_job.EXIT_STALE, done.stderr
     assert time.monotonic() - started < 20
     assert failed.exists()  # marked failed: no warm-up of this code is started again
@@ -265,8 +298,10 @@ def test_a_scan_leaves_a_stalled_warmup_and_says_so_once(tmp_path, monkeypatch, 
     gated.report("candidates", 3, 3)
     assert handle.waited == waited  # never again
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"warning: the compile warm-up made no progress for {warmup.STALL_SECONDS:.0f} s: "
-                     "compiling the kernels in this process instead"]
+    assert lines == [
+        f"warning: the compile warm-up made no progress for {warmup.STALL_SECONDS:.0f} s: "
+        "compiling the kernels in this process instead"
+    ]
 
 
 def test_a_scan_waits_for_a_slow_warmup_that_progresses(tmp_path, monkeypatch):
@@ -305,22 +340,48 @@ def test_a_full_disk_under_the_cache_means_compiling_in_the_scan(tmp_path):
     corpus = write_jsonl(tmp_path / "c.jsonl", planted_corpus(n_bases=40))
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT)]))
     env.pop(warmup_job.KEY_VARIABLE, None)
-    done = subprocess.run([sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "p.db"),
-                           str(corpus)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(
+        [sys.executable, "-m", "dedup_tui", "scan", "--method", "lsh", "--db", str(tmp_path / "p.db"), str(corpus)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
-    assert warnings == [f"warning: cannot write compiled kernels to the cache {cache}: No space left on device; "
-                        "compiling them in this process without caching them"], done.stderr
+    assert warnings == [
+        f"warning: cannot write compiled kernels to the cache {cache}: No space left on device; "
+        "compiling them in this process without caching them"
+    ], done.stderr
     assert "near pairs" in done.stdout
-    truth = subprocess.run([sys.executable, "-m", "dedup_tui", "scan", "--method", "exhaustive", "--db",
-                            str(tmp_path / "q.db"), str(corpus)], env=env, cwd=ROOT, capture_output=True, text=True,
-                           timeout=200)
+    truth = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dedup_tui",
+            "scan",
+            "--method",
+            "exhaustive",
+            "--db",
+            str(tmp_path / "q.db"),
+            str(corpus),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
     count = done.stdout.split(" near pairs")[0].rsplit(" ", 1)[-1]
     assert count == truth.stdout.split(" near pairs")[0].rsplit(" ", 1)[-1] and int(count.replace(",", "")) > 0
     # The warm-up it started ended at its first kernel, its bookkeeping removed, not marked
     # failed (the next command tries again: a full disk empties again).
-    _wait_for(lambda: not kernel_cache.warmup_running(str(cache)) and not list(cache.glob("dedup-tui-warm-*.ready")),
-              60, "the warm-up ended")
+    _wait_for(
+        lambda: not kernel_cache.warmup_running(str(cache)) and not list(cache.glob("dedup-tui-warm-*.ready")),
+        60,
+        "the warm-up ended",
+    )
     assert not list(cache.glob("dedup-tui-warm-*.failed")) and not kernel_cache.is_warm(str(cache))
 
 
@@ -337,8 +398,15 @@ def _index_files(cache: Path) -> list[str]:
                         if getattr(d, "_cache", None) is not None and hasattr(d._cache, "_cache_file")})
         print(json.dumps(paths))
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=dict(os.environ, NUMBA_CACHE_DIR=str(cache),
-                          PYTHONPATH=str(ROOT)), cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return [str(Path(p).relative_to(cache)) for p in json.loads(done.stdout)]
 
 
@@ -383,16 +451,23 @@ def test_a_planted_fallback_cache_folder_is_never_loaded(tmp_path, attack):
         text.normalized_buffer(["Some TEXT to normalise", "and more"])  # a compiled kernel, called
         print(json.dumps({"cache": jit.CACHE_DIR}))
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert not marker.exists(), "a planted pickle was loaded"
     assert json.loads(done.stdout.splitlines()[-1]) == {"cache": None}
     assert sorted(str(p) for p in planted.rglob("*")) == before  # nothing written there either
-    reason = "other users can write into it (mode 777)" if attack == "world-writable" else "it belongs to another user (uid 65534)"
-    assert done.stderr.splitlines() == [f"warning: not caching compiled kernels in {planted}: {reason}; compiling them "
-                                        "without that folder (a folder must belong to this user and be writable by "
-                                        "nobody else)"]
+    reason = (
+        "other users can write into it (mode 777)"
+        if attack == "world-writable"
+        else "it belongs to another user (uid 65534)"
+    )
+    assert done.stderr.splitlines() == [
+        f"warning: not caching compiled kernels in {planted}: {reason}; compiling them "
+        "without that folder (a folder must belong to this user and be writable by "
+        "nobody else)"
+    ]
 
 
 def test_cache_folders_are_made_private_and_checked(tmp_path, monkeypatch, capsys):

@@ -18,14 +18,25 @@ from pathlib import Path
 from .errors import CorpusError, DedupError
 from .progress import Control
 from .ray.partial import refuse_local_rescan
-from .readers import (FIELD_FORMATS, BadRecord, Record, detect_format, file_sha256, guarded, open_binary, open_reader,
-                      show)
+from .readers import (
+    FIELD_FORMATS,
+    BadRecord,
+    Record,
+    detect_format,
+    file_sha256,
+    guarded,
+    open_binary,
+    open_reader,
+    show,
+)
 from .store import Project, transaction
 from .store.documents import DocumentsWriter
 
 REFERENCE = "reference"  # the role of a source whose documents are matched, never removed nor exported
 BATCH = 5000  # documents written at a time; progress is reported and cancelling checked after each batch
-BATCH_CHARS = 4_000_000  # ... or fewer, when they hold this much text (a SignedAhead signs a batch as the next one is read)
+BATCH_CHARS = (
+    4_000_000  # ... or fewer, when they hold this much text (a SignedAhead signs a batch as the next one is read)
+)
 
 _NOT_JSON = ("malformed JSON", "expected a JSON object")
 _TEXT_FILE_HINT = " (a single .txt file is read as JSON Lines; for plain text give a folder of .txt files)"
@@ -100,8 +111,9 @@ def load_corpus(
             writer = DocumentsWriter(project, ahead)
             seen_ids: set[str] = set()
             for path, fmt, role in zip(files, formats, roles):
-                count, skipped = _load_file(writer, path, fmt, settings, _id_prefix(path, files, multi), seen_ids,
-                                            control, role)
+                count, skipped = _load_file(
+                    writer, path, fmt, settings, _id_prefix(path, files, multi), seen_ids, control, role
+                )
                 report.add_file(path, count, skipped)
                 if role == REFERENCE:
                     report.references.append(str(path))
@@ -140,7 +152,9 @@ class _BadRecords:
 
     def error(self, bad: BadRecord) -> CorpusError:
         """The load's error for a bad record (a .txt file that is not JSON Lines gets a hint)."""
-        return CorpusError(str(self.path), bad.line, bad.message + (self.hint if bad.message.startswith(_NOT_JSON) else ""))
+        return CorpusError(
+            str(self.path), bad.line, bad.message + (self.hint if bad.message.startswith(_NOT_JSON) else "")
+        )
 
     def fail_or_skip(self, bad: BadRecord) -> None:
         if not self.skip_bad:
@@ -158,26 +172,47 @@ class _BadRecords:
     def no_documents(self, fmt: str) -> CorpusError:
         """The error for a file that gave no documents (an error even with skip_bad)."""
         if not self.errors:
-            return CorpusError(str(self.path), 1 if fmt == "jsonl" else None,
-                               "empty file: no records" if fmt == "jsonl" else "no documents in this file")
+            return CorpusError(
+                str(self.path),
+                1 if fmt == "jsonl" else None,
+                "empty file: no records" if fmt == "jsonl" else "no documents in this file",
+            )
         lines = self.lines()
-        return CorpusError(str(self.path), lines[0], f"no good documents in this file ({len(lines)} bad record(s) "
-                           f"skipped, at lines {_lines(lines)}); first: {self.errors[0].message}")
+        return CorpusError(
+            str(self.path),
+            lines[0],
+            f"no good documents in this file ({len(lines)} bad record(s) "
+            f"skipped, at lines {_lines(lines)}); first: {self.errors[0].message}",
+        )
 
 
-def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSettings, prefix: str,
-               seen_ids: set[str], control: Control, role: str | None = None) -> tuple[int, list[BadRecord]]:
+def _load_file(
+    writer: DocumentsWriter,
+    path: Path,
+    fmt: str,
+    settings: _LoadSettings,
+    prefix: str,
+    seen_ids: set[str],
+    control: Control,
+    role: str | None = None,
+) -> tuple[int, list[BadRecord]]:
     """One file into the project: its sources row, then its documents; how many, and the bad records skipped."""
     sha, size = file_sha256(path)
     loaded_at = writer.loaded_at(path, sha)
     if loaded_at is not None:
-        raise CorpusError(str(path), None, f"already loaded into this project ({loaded_at}); loading it again would "
-                          f"add every document twice")
+        raise CorpusError(
+            str(path),
+            None,
+            f"already loaded into this project ({loaded_at}); loading it again would add every document twice",
+        )
     bad = _BadRecords(path, settings.skip_bad, _TEXT_FILE_HINT if fmt == "jsonl-or-text" else "")
     if fmt == "jsonl-or-text":
         fmt = "jsonl"
-    records = guarded(path, open_reader(path, fmt, settings.id_field, settings.text_field, bad.errors,
-                                        settings.id_required), bad.errors)
+    records = guarded(
+        path,
+        open_reader(path, fmt, settings.id_field, settings.text_field, bad.errors, settings.id_required),
+        bad.errors,
+    )
     fields = None
     if fmt in FIELD_FORMATS:
         fields = next(records, None)
@@ -193,8 +228,15 @@ def _load_file(writer: DocumentsWriter, path: Path, fmt: str, settings: _LoadSet
     return count, bad.errors
 
 
-def _write_records(records: Iterator[Record], writer: DocumentsWriter, source_id: int, prefix: str,
-                   seen_ids: set[str], bad: _BadRecords, control: Control) -> tuple[int, bool]:
+def _write_records(
+    records: Iterator[Record],
+    writer: DocumentsWriter,
+    source_id: int,
+    prefix: str,
+    seen_ids: set[str],
+    bad: _BadRecords,
+    control: Control,
+) -> tuple[int, bool]:
     """The file's good records into the project, BATCH at a time; how many, and whether every
     record's own id was an integer (logs then give them back as numbers)."""
     errors, skip_bad = bad.errors, bad.skip_bad
@@ -248,8 +290,9 @@ def _lines(lines: list[int], limit: int = 20) -> str:
     return ", ".join(map(str, lines[:limit])) + (" ..." if len(lines) > limit else "")
 
 
-def check_corpus(path: str | Path, id_field: str | None = None, text_field: str = "text",
-                 skip_bad: bool = False) -> None:
+def check_corpus(
+    path: str | Path, id_field: str | None = None, text_field: str = "text", skip_bad: bool = False
+) -> None:
     """Raise CorpusError when the corpus cannot load at all: a missing text or id field or
     column, an unreadable file, or (without skip_bad) a bad first record. Reads only the start,
     so a caller (the app) can refuse at once instead of after creating a project."""
@@ -291,7 +334,9 @@ def sample_fields(path: str | Path, records: int = 50) -> list[tuple[str, str]] 
     for row in rows:
         for key, value in row.items():
             if key not in examples or (not examples[key] and isinstance(value, str) and value):
-                examples[key] = " ".join(value.split())[:80] if isinstance(value, str) else json.dumps(value, default=str)[:80]
+                examples[key] = (
+                    " ".join(value.split())[:80] if isinstance(value, str) else json.dumps(value, default=str)[:80]
+                )
     return list(examples.items()) or None
 
 
@@ -333,8 +378,13 @@ def _sample_parquet(path: Path, fmt: str, records: int) -> list[dict]:
     return rows or [dict.fromkeys(pf.schema_arrow.names)]  # (every sampled row bad: its fields all the same)
 
 
-_SAMPLERS = {"jsonl": _sample_jsonl, "jsonl-or-text": _sample_jsonl, "csv": _sample_delimited, "tsv": _sample_delimited,
-             "parquet": _sample_parquet}
+_SAMPLERS = {
+    "jsonl": _sample_jsonl,
+    "jsonl-or-text": _sample_jsonl,
+    "csv": _sample_delimited,
+    "tsv": _sample_delimited,
+    "parquet": _sample_parquet,
+}
 
 
-__all__ = ["load_corpus", "check_corpus", "sample_fields", "LoadReport", "detect_format", "DedupError"]
+__all__ = ["DedupError", "LoadReport", "check_corpus", "detect_format", "load_corpus", "sample_fields"]

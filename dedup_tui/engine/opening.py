@@ -103,8 +103,10 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     field_options = {k: v for k, v in load_options.items() if k != "references"}
     if is_project_file(path) and db is None:
         if references:
-            raise ProjectError(f"{path}: references are loaded with a corpus; into this project: "
-                               f"dedup-tui load {path} --reference FILE...")
+            raise ProjectError(
+                f"{path}: references are loaded with a corpus; into this project: "
+                f"dedup-tui load {path} --reference FILE..."
+            )
         Project(path).close()  # checks that it is a project
         return OpenSpec(path.resolve())
     target = Path(db).expanduser().resolve() if db else project_beside(path)
@@ -118,8 +120,10 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
     try:
         loaded = project.document_count() > 0
         if loaded and references:
-            raise ProjectError(f"{target}: already holds {path.name}; load references into it with "
-                               f"dedup-tui load {target} --reference FILE...")
+            raise ProjectError(
+                f"{target}: already holds {path.name}; load references into it with "
+                f"dedup-tui load {target} --reference FILE..."
+            )
         warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()
@@ -148,13 +152,17 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
     mine = [s for s in sources if s["path"] == resolved]
     if not mine:
         shown = ", ".join(Path(s["path"]).name for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
-        raise ProjectError(f"{project.path}: holds documents loaded from {shown}, not from {corpus}; open that "
-                           f"project as it is (dedup-tui {project.path}) or choose another with --db")
+        raise ProjectError(
+            f"{project.path}: holds documents loaded from {shown}, not from {corpus}; open that "
+            f"project as it is (dedup-tui {project.path}) or choose another with --db"
+        )
     sha = mine[-1]["sha256"]
     if sha and file_sha256(corpus)[0] != sha:
-        return (f"{corpus.name} changed since it was loaded ({mine[-1]['loaded_at']}): this project shows the "
-                f"documents as they were then. To review the new version, load it into a new project "
-                f"(dedup-tui {corpus} --db NEW.db).")
+        return (
+            f"{corpus.name} changed since it was loaded ({mine[-1]['loaded_at']}): this project shows the "
+            f"documents as they were then. To review the new version, load it into a new project "
+            f"(dedup-tui {corpus} --db NEW.db)."
+        )
     return None
 
 

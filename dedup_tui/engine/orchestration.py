@@ -50,8 +50,15 @@ class LoadAndScan:
     readers' (id_field, text_field, skip_bad). `sign_ahead`: False when no scan follows the
     load (`dedup-tui load`: the warm-up still starts, for the scan that will)."""
 
-    def __init__(self, corpus=(), references=(), settings: ScanSettings | None = None,
-                 load_options: dict | None = None, full: bool = False, sign_ahead: bool = True):
+    def __init__(
+        self,
+        corpus=(),
+        references=(),
+        settings: ScanSettings | None = None,
+        load_options: dict | None = None,
+        full: bool = False,
+        sign_ahead: bool = True,
+    ):
         self.load_options = dict(load_options or {})
         self.corpus = [Path(p) for p in corpus]
         # (the app's opening keeps the references with the readers' options)
@@ -108,8 +115,9 @@ class LoadAndScan:
         self.start(project)
 
         def load_into(into: Project):
-            return load_corpus(into, self.corpus, control=control, references=self.references, ahead=self.ahead,
-                               **self.load_options)
+            return load_corpus(
+                into, self.corpus, control=control, references=self.references, ahead=self.ahead, **self.load_options
+            )
 
         if not isinstance(target, Project):
             return build_project(target, load_into)
@@ -126,15 +134,25 @@ class LoadAndScan:
         return scan(project, settings, warmup.prepare(project, settings, control), full=self.full, ahead=self.ahead)
 
 
-def load_and_scan(target: Project | str | Path, corpus=(), references=(), settings: ScanSettings | None = None,
-                  control: Control | None = None, load_options: dict | None = None, full: bool = False,
-                  scan: bool = True) -> Outcome:
+def load_and_scan(
+    target: Project | str | Path,
+    corpus=(),
+    references=(),
+    settings: ScanSettings | None = None,
+    control: Control | None = None,
+    load_options: dict | None = None,
+    full: bool = False,
+    scan: bool = True,
+) -> Outcome:
     """Load `corpus` (and `references`) into `target` (an open project, or the path of a new
     one) and scan it, as `dedup-tui scan PROJECT CORPUS` does; with no corpus, only the scan.
     The project is returned open (one opened here is closed again when a step fails)."""
     with LoadAndScan(corpus, references, settings, load_options, full) as job:
-        project, loaded = (job.load(target, control) if job.loading
-                           else (target if isinstance(target, Project) else Project(target), None))
+        project, loaded = (
+            job.load(target, control)
+            if job.loading
+            else (target if isinstance(target, Project) else Project(target), None)
+        )
         try:
             return Outcome(project, loaded, job.scan(project, control) if scan else None)
         except BaseException:

@@ -93,10 +93,15 @@ def protected_files(project_path: str | Path | None, sources: Iterable[str] = ()
     out: dict[Path, str] = {}
     if project_path is not None:
         for suffix in PROJECT_COMPANIONS:
-            out[Path(str(project_path) + suffix)] = f"the project's {suffix.lstrip('-.')} file" if suffix else "the project"
+            out[Path(str(project_path) + suffix)] = (
+                f"the project's {suffix.lstrip('-.')} file" if suffix else "the project"
+            )
     for s in sources:
-        out[Path(s)] = ("the corpus folder the project was loaded from" if Path(s).is_dir()
-                        else "a corpus file the project was loaded from")
+        out[Path(s)] = (
+            "the corpus folder the project was loaded from"
+            if Path(s).is_dir()
+            else "a corpus file the project was loaded from"
+        )
     return out
 
 
@@ -112,8 +117,12 @@ def _inside_folder(path: Path, folders: dict[Path, str]) -> tuple[Path, str] | N
     return None
 
 
-def check_outputs(outputs: Mapping[str, str | Path | None], force: bool,
-                  protected: dict[Path, str] | None = None, streams: bool = True) -> None:
+def check_outputs(
+    outputs: Mapping[str, str | Path | None],
+    force: bool,
+    protected: dict[Path, str] | None = None,
+    streams: bool = True,
+) -> None:
     """Raise OutputError unless every named output may be written.
 
     `outputs` maps what a file is ("kept records", "removed log") to its path (None: not asked
@@ -144,29 +153,42 @@ def check_outputs(outputs: Mapping[str, str | Path | None], force: bool,
         seen[ident] = what
         if is_stream(path):
             if not streams:
-                raise OutputError(f"{path}: is a stream (standard output, a pipe or a device), not a file; "
-                                  f"the app writes the {what} to a file")
+                raise OutputError(
+                    f"{path}: is a stream (standard output, a pipe or a device), not a file; "
+                    f"the app writes the {what} to a file"
+                )
             continue
         kind = _not_a_file(path)
         if kind:
-            raise OutputError(f"{path}: is {kind}; write the {what} to a regular file, a new path, "
-                              f"a named pipe or - (standard output)")
+            raise OutputError(
+                f"{path}: is {kind}; write the {what} to a regular file, a new path, "
+                f"a named pipe or - (standard output)"
+            )
         inside = _inside_folder(path, folders)
         if inside:
-            raise OutputError(f"{path}: is inside {inside[1]} ({inside[0]}); writing there would change "
-                              f"the corpus: choose a file outside it for the {what}")
+            raise OutputError(
+                f"{path}: is inside {inside[1]} ({inside[0]}); writing there would change "
+                f"the corpus: choose a file outside it for the {what}"
+            )
         moved = _corpus_folder_by_name(path, protected)
         if moved:
-            raise OutputError(f"{path}: is inside {moved}, a folder of .txt files named as the corpus folder the "
-                              f"project was loaded from (moved or copied?); choose a file outside it for the {what}")
+            raise OutputError(
+                f"{path}: is inside {moved}, a folder of .txt files named as the corpus folder the "
+                f"project was loaded from (moved or copied?); choose a file outside it for the {what}"
+            )
         copy = _copy_of_corpus(path, protected)
         if copy:
-            raise OutputError(f"{path}: holds the same bytes as the corpus file {copy} the project was loaded from "
-                              f"(moved or copied?); choose another file for the {what}")
+            raise OutputError(
+                f"{path}: holds the same bytes as the corpus file {copy} the project was loaded from "
+                f"(moved or copied?); choose another file for the {what}"
+            )
         database = _database_of(path)
         if database is not None:
-            what_it_is = ("a SQLite database (a dedup-tui project?)" if database == path
-                          else f"a companion file of the SQLite database {database}")
+            what_it_is = (
+                "a SQLite database (a dedup-tui project?)"
+                if database == path
+                else f"a companion file of the SQLite database {database}"
+            )
             raise OutputError(f"{path}: is {what_it_is}; choose another file for the {what}")
         if path.is_dir():
             raise OutputError(f"{path}: is a folder; the {what} needs a file name")
@@ -210,13 +232,19 @@ def project_protected(project) -> Protected:
     """protected_files of an open Project (its path and its sources' paths), recognising the
     corpus files by content and its folders by name too: a project folder moved or copied with
     its corpus keeps the stored paths of the old place."""
-    rows = [r for r in (tuple(row.values()) for row in project.source_rows("path, sha256, size_bytes"))
-            if isinstance(r[0], str) and r[0]]  # (a damaged row's path may be anything)
+    rows = [
+        r
+        for r in (tuple(row.values()) for row in project.source_rows("path, sha256, size_bytes"))
+        if isinstance(r[0], str) and r[0]
+    ]  # (a damaged row's path may be anything)
     # Only a corpus no longer at its stored path is looked for elsewhere (a copy of a corpus that
     # is still in place, such as an export that removed nothing, may be replaced).
     gone = [r for r in rows if not os.path.exists(r[0])]
-    digests = {(size, sha): os.path.basename(path) for path, sha, size in gone
-               if isinstance(sha, str) and isinstance(size, int)}
+    digests = {
+        (size, sha): os.path.basename(path)
+        for path, sha, size in gone
+        if isinstance(sha, str) and isinstance(size, int)
+    }
     folders = {os.path.basename(path.rstrip("/")) for path, sha, _size in gone if sha is None}
     return Protected(protected_files(project.path, [r[0] for r in rows]), digests, folders)
 

@@ -21,11 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from ..engine.graph.clustering import KEPT, Clustering
-from ..engine.graph.pairs import Policy
-from ..engine.graph.pairs import PairGraph
-from ..engine.curate.keep_rules import keep_rule
 from ..engine.curate.decisions import Overrides
+from ..engine.curate.keep_rules import keep_rule
+from ..engine.graph.clustering import KEPT, Clustering
+from ..engine.graph.pairs import PairGraph, Policy
 from ..engine.progress import Control
 from ..engine.store import Project
 
@@ -202,16 +201,40 @@ class ClusterIndex:
         """The same clustering listed otherwise: another order, or another filter (see can_show)."""
         every = self.every if self.every is not None else self.columns()
         labels, sizes, max_sim, min_sim, decided = every[:5]
-        order = sort_order(listing, labels, sizes, max_sim, min_sim, self.threshold, decided,
-                           self.clustering.reference, self.clustering.with_new_documents())
+        order = sort_order(
+            listing,
+            labels,
+            sizes,
+            max_sim,
+            min_sim,
+            self.threshold,
+            decided,
+            self.clustering.reference,
+            self.clustering.with_new_documents(),
+        )
         return self._listed(listing, every, order)
 
     def _listed(self, listing: Listing, every: tuple, order: np.ndarray) -> ClusterIndex:
         labels, sizes, max_sim, min_sim, decided, reviewed, to_review = every
-        return ClusterIndex(self.threshold, self.policy, listing, self.clustering, self.overrides, self.counts,
-                            labels[order], sizes[order], max_sim[order], min_sim[order], decided[order],
-                            self._by_cluster, self._sorted_labels, self.every, reviewed[order], to_review[order],
-                            self.graph)
+        return ClusterIndex(
+            self.threshold,
+            self.policy,
+            listing,
+            self.clustering,
+            self.overrides,
+            self.counts,
+            labels[order],
+            sizes[order],
+            max_sim[order],
+            min_sim[order],
+            decided[order],
+            self._by_cluster,
+            self._sorted_labels,
+            self.every,
+            reviewed[order],
+            to_review[order],
+            self.graph,
+        )
 
     def with_decisions(self, clustering: Clustering, overrides: Overrides, docs) -> ClusterIndex | None:
         """This list, in its order, for `clustering`: this one's clustering under other
@@ -240,14 +263,26 @@ class ClusterIndex:
             members = self._by_cluster[start:stop]
             new_label = int(clustering.cluster[members[0]])
             place = int(places[label])
-            if place < 0 or e >= len(every[0]) or every[0][e] != label or (clustering.cluster[members] != new_label).any():
+            if (
+                place < 0
+                or e >= len(every[0])
+                or every[0][e] != label
+                or (clustering.cluster[members] != new_label).any()
+            ):
                 return None
             removed = clustering.reason[members] != KEPT
             sims = np.where(removed, clustering.similarity[members], np.nan)
             to_review = int(removed.sum())
             reviewed = sum(1 for m, r in zip(members.tolist(), removed.tolist()) if r and m in decided)
-            row = (new_label, stop - start, np.fmax.reduce(sims), np.fmin.reduce(sims), reviewed >= to_review,
-                   reviewed, to_review)
+            row = (
+                new_label,
+                stop - start,
+                np.fmax.reduce(sims),
+                np.fmin.reduce(sims),
+                reviewed >= to_review,
+                reviewed,
+                to_review,
+            )
             for column, value in zip(listed, row):
                 column[place] = value
             new_rows.append(row)
@@ -260,8 +295,10 @@ class ClusterIndex:
         if new_rows:
             rows = sorted(new_rows, key=lambda r: r[0])
             where = np.searchsorted(every[0], [r[0] for r in rows])
-            every = [np.insert(column, where, np.array([r[i] for r in rows], dtype=column.dtype))
-                     for i, column in enumerate(every)]
+            every = [
+                np.insert(column, where, np.array([r[i] for r in rows], dtype=column.dtype))
+                for i, column in enumerate(every)
+            ]
         by_cluster, sorted_labels = self._by_cluster, self._sorted_labels
         if relabelled:
             moved = np.ones(len(by_cluster), dtype=bool)
@@ -272,14 +309,35 @@ class ClusterIndex:
             blocks = [self._by_cluster[start:stop] for _old, _new, start, stop in relabelled]
             where = np.repeat(np.searchsorted(sorted_labels, [r[1] for r in relabelled]), [len(b) for b in blocks])
             by_cluster = np.insert(by_cluster, where, np.concatenate(blocks))
-            sorted_labels = np.insert(sorted_labels, where,
-                                      np.repeat([r[1] for r in relabelled], [len(b) for b in blocks]))
-        counts = replace(self.counts, kept=clustering.kept_count, removed=clustering.removed_count,
-                         decided_clusters=int(every[4].sum()))
+            sorted_labels = np.insert(
+                sorted_labels, where, np.repeat([r[1] for r in relabelled], [len(b) for b in blocks])
+            )
+        counts = replace(
+            self.counts,
+            kept=clustering.kept_count,
+            removed=clustering.removed_count,
+            decided_clusters=int(every[4].sum()),
+        )
         labels, sizes, max_sim, min_sim, decided_col, reviewed_col, to_review_col = listed
-        index = ClusterIndex(self.threshold, self.policy, self.listing, clustering, overrides, counts, labels, sizes,
-                             max_sim, min_sim, decided_col, by_cluster, sorted_labels, tuple(every), reviewed_col,
-                             to_review_col, self.graph)
+        index = ClusterIndex(
+            self.threshold,
+            self.policy,
+            self.listing,
+            clustering,
+            overrides,
+            counts,
+            labels,
+            sizes,
+            max_sim,
+            min_sim,
+            decided_col,
+            by_cluster,
+            sorted_labels,
+            tuple(every),
+            reviewed_col,
+            to_review_col,
+            self.graph,
+        )
         before = self.__dict__.get("_places")
         if before is not None:  # (the same places, but for the clusters re-filed)
             places = before.copy()
@@ -307,8 +365,17 @@ class ClusterIndex:
         starts = np.searchsorted(self._sorted_labels, labels)
         was_at = np.minimum.reduceat(rank_of_doc[self._by_cluster], starts)
         sizes, max_sim, min_sim, decided = self.every[1:5]
-        fresh = sort_order(self.listing, labels, sizes, max_sim, min_sim, self.threshold, decided,  # the view's own list
-                           self.clustering.reference, self.clustering.with_new_documents())
+        fresh = sort_order(
+            self.listing,
+            labels,
+            sizes,
+            max_sim,
+            min_sim,
+            self.threshold,
+            decided,  # the view's own list
+            self.clustering.reference,
+            self.clustering.with_new_documents(),
+        )
         fresh_rank = np.full(len(labels), len(labels), dtype=np.int64)
         fresh_rank[fresh] = np.arange(len(fresh))
         listed = np.flatnonzero(was_at < never)
@@ -317,8 +384,9 @@ class ClusterIndex:
         return self._listed(self.listing, self.every, np.concatenate([kept_in_place, new]))
 
 
-def sort_order(listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None,
-               reference=None, new=None) -> np.ndarray:
+def sort_order(
+    listing: Listing, labels, sizes, max_sim, min_sim, threshold, decided=None, reference=None, new=None
+) -> np.ndarray:
     """Positions of the clusters to list, in the listing's order (its filter drops some).
     `reference`: per document, whether it is a reference (a cluster holding one is kept on it);
     `new`: per cluster label, whether the cluster holds a document loaded since the scan before."""
@@ -389,8 +457,13 @@ def _stable_argsort(keys: np.ndarray, bound: int) -> np.ndarray:
     return low[np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")]
 
 
-def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
-                listing: Listing = Listing(), control: Control | None = None) -> ClusterIndex:
+def build_index(
+    graph: PairGraph,
+    clustering: Clustering,
+    overrides: Overrides,
+    listing: Listing = Listing(),
+    control: Control | None = None,
+) -> ClusterIndex:
     """Only the documents in clusters of >= 2 are sorted and reduced (the rest are singletons).
     control: checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
     c = clustering
@@ -418,8 +491,11 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
     if overrides.decided:
         settled[np.fromiter(overrides.decided, np.int64, len(overrides.decided))] = True
     to_review = np.add.reduceat(removed.astype(np.int64), starts) if len(labels) else np.empty(0, np.int64)
-    reviewed = np.add.reduceat((removed & settled[by_cluster]).astype(np.int64), starts) if len(labels) \
+    reviewed = (
+        np.add.reduceat((removed & settled[by_cluster]).astype(np.int64), starts)
+        if len(labels)
         else np.empty(0, np.int64)
+    )
     decided = reviewed >= to_review
     exact_groups, exact_duplicates, stored_pairs = _graph_counts(graph)
     counts = Counts(
@@ -435,12 +511,29 @@ def build_index(graph: PairGraph, clustering: Clustering, overrides: Overrides,
     )
     sizes = sizes_all[labels]
     c.new_from = graph.new_from
-    order = sort_order(listing, labels, sizes, max_sim, min_sim, c.threshold, decided, c.reference,
-                       c.with_new_documents())
+    order = sort_order(
+        listing, labels, sizes, max_sim, min_sim, c.threshold, decided, c.reference, c.with_new_documents()
+    )
     every = (labels, sizes, max_sim, min_sim, decided, reviewed, to_review)
-    return ClusterIndex(c.threshold, c.policy, listing, c, overrides, counts, labels[order], sizes[order],
-                        max_sim[order], min_sim[order], decided[order], by_cluster, sorted_labels,
-                        every, reviewed[order], to_review[order], graph)
+    return ClusterIndex(
+        c.threshold,
+        c.policy,
+        listing,
+        c,
+        overrides,
+        counts,
+        labels[order],
+        sizes[order],
+        max_sim[order],
+        min_sim[order],
+        decided[order],
+        by_cluster,
+        sorted_labels,
+        every,
+        reviewed[order],
+        to_review[order],
+        graph,
+    )
 
 
 # -- snapshots: the last view, stored in the project so that reopening it shows the list at once --
@@ -451,15 +544,30 @@ def view_keys(project: Project, overrides: Overrides) -> Callable[[float, Policy
     """Keys of the views of this project's scan and these decisions: key(threshold, policy,
     listing) names everything a ClusterIndex depends on. (The project is read and the decisions
     digested once, for all the views a worker prepares.)"""
-    decided = json.dumps([sorted(overrides.keep), sorted(overrides.remove), sorted(overrides.split_pairs),
-                          sorted(overrides.accepted), sorted(overrides.decided), sorted(overrides.pinned)])
-    base = {"format": _SNAPSHOT_FORMAT, "scan": project.last_complete_scan(), "documents": project.next_ord(),
-            "pairs": project.get_meta("pair_arrays_count"), "decisions": hashlib.sha256(decided.encode()).hexdigest(),
-            "keep_rule": keep_rule(project)}
+    decided = json.dumps(
+        [
+            sorted(overrides.keep),
+            sorted(overrides.remove),
+            sorted(overrides.split_pairs),
+            sorted(overrides.accepted),
+            sorted(overrides.decided),
+            sorted(overrides.pinned),
+        ]
+    )
+    base = {
+        "format": _SNAPSHOT_FORMAT,
+        "scan": project.last_complete_scan(),
+        "documents": project.next_ord(),
+        "pairs": project.get_meta("pair_arrays_count"),
+        "decisions": hashlib.sha256(decided.encode()).hexdigest(),
+        "keep_rule": keep_rule(project),
+    }
 
     def key(threshold: float, policy: Policy, listing: Listing) -> str:
-        return json.dumps(base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": str(listing)},
-                          sort_keys=True)
+        return json.dumps(
+            base | {"threshold": round(float(threshold), 4), "policy": policy, "sort": str(listing)}, sort_keys=True
+        )
+
     return key
 
 
@@ -475,7 +583,9 @@ def _pack_arrays(arrays: dict[str, np.ndarray], meta: dict) -> bytes:
         layout[name] = (arr.dtype.str, len(arr), offset)
         offset += arr.nbytes
     header = json.dumps({"meta": meta, "arrays": layout}).encode()
-    return b"".join([len(header).to_bytes(8, "little"), header, *(np.ascontiguousarray(a).tobytes() for a in arrays.values())])
+    return b"".join(
+        [len(header).to_bytes(8, "little"), header, *(np.ascontiguousarray(a).tobytes() for a in arrays.values())]
+    )
 
 
 def _unpack_arrays(data: bytes) -> tuple[dict[str, np.ndarray], dict]:
@@ -495,18 +605,38 @@ def snapshot_bytes(index: ClusterIndex) -> bytes:
     assert index.reviewed is not None and index.to_review is not None  # (a built list's)
     n = len(c.cluster)
     ord_type = np.int32 if n < 2**31 else np.int64
-    touched = np.flatnonzero((c.keeper >= 0) | (c.reason != KEPT) | (c.cluster != np.arange(n))
-                             | ~np.isnan(c.similarity))
-    ords = {"touched": touched, "keeper": c.keeper[touched], "cluster": c.cluster[touched], "labels": index.labels,
-            "sizes": index.sizes, "by_cluster": index._by_cluster, "sorted_labels": index._sorted_labels}
+    touched = np.flatnonzero(
+        (c.keeper >= 0) | (c.reason != KEPT) | (c.cluster != np.arange(n)) | ~np.isnan(c.similarity)
+    )
+    ords = {
+        "touched": touched,
+        "keeper": c.keeper[touched],
+        "cluster": c.cluster[touched],
+        "labels": index.labels,
+        "sizes": index.sizes,
+        "by_cluster": index._by_cluster,
+        "sorted_labels": index._sorted_labels,
+    }
     arrays = {name: a.astype(ord_type) for name, a in ords.items()}
-    arrays |= {"similarity": c.similarity[touched], "reason": c.reason[touched], "max_sim": index.max_sim,
-               "min_sim": index.min_sim, "decided": index.decided, "reviewed": index.reviewed.astype(ord_type),
-               "to_review": index.to_review.astype(ord_type)}
+    arrays |= {
+        "similarity": c.similarity[touched],
+        "reason": c.reason[touched],
+        "max_sim": index.max_sim,
+        "min_sim": index.min_sim,
+        "decided": index.decided,
+        "reviewed": index.reviewed.astype(ord_type),
+        "to_review": index.to_review.astype(ord_type),
+    }
     if c.reference is not None:
         arrays["references"] = np.flatnonzero(c.reference).astype(ord_type)
-    meta = {"documents": n, "threshold": index.threshold, "policy": index.policy, "sort": index.sort,
-            "counts": asdict(index.counts), "new_from": c.new_from}
+    meta = {
+        "documents": n,
+        "threshold": index.threshold,
+        "policy": index.policy,
+        "sort": index.sort,
+        "counts": asdict(index.counts),
+        "new_from": c.new_from,
+    }
     return _pack_arrays(arrays, meta)
 
 
@@ -527,12 +657,28 @@ def index_from_snapshot(data: bytes, overrides: Overrides) -> ClusterIndex | Non
             clustering.reference = np.zeros(n, dtype=bool)
             clustering.reference[z["references"].astype(np.int64)] = True
         clustering.new_from = meta.get("new_from")
-        as_ords = {name: z[name].astype(np.int64)
-                   for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")}
-        return ClusterIndex(meta["threshold"], meta["policy"], Listing.parse(meta["sort"]), clustering, overrides,
-                            Counts(**meta["counts"]), as_ords["labels"], as_ords["sizes"], z["max_sim"],
-                            z["min_sim"], z["decided"], as_ords["by_cluster"], as_ords["sorted_labels"], None,
-                            as_ords["reviewed"], as_ords["to_review"])
+        as_ords = {
+            name: z[name].astype(np.int64)
+            for name in ("labels", "sizes", "by_cluster", "sorted_labels", "reviewed", "to_review")
+        }
+        return ClusterIndex(
+            meta["threshold"],
+            meta["policy"],
+            Listing.parse(meta["sort"]),
+            clustering,
+            overrides,
+            Counts(**meta["counts"]),
+            as_ords["labels"],
+            as_ords["sizes"],
+            z["max_sim"],
+            z["min_sim"],
+            z["decided"],
+            as_ords["by_cluster"],
+            as_ords["sorted_labels"],
+            None,
+            as_ords["reviewed"],
+            as_ords["to_review"],
+        )
     except (ValueError, KeyError, TypeError, IndexError):
         return None
 
@@ -544,8 +690,9 @@ def save_snapshot(project: Project, index: ClusterIndex) -> str:
     return key
 
 
-def load_snapshot(project: Project, overrides: Overrides, threshold: float, policy: Policy,
-                  listing: Listing) -> tuple[ClusterIndex | None, str]:
+def load_snapshot(
+    project: Project, overrides: Overrides, threshold: float, policy: Policy, listing: Listing
+) -> tuple[ClusterIndex | None, str]:
     """The stored index for exactly this view (else None), and the view's key."""
     key = view_key(project, overrides, threshold, policy, listing)
     data = project.view_snapshot(key)

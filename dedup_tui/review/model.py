@@ -34,14 +34,13 @@ from typing import Any, Literal
 import numpy as np
 
 from ..engine.curate import decisions, keep_rules
-from ..engine.graph import clustering as graph_clustering
-from ..engine.graph.clustering import EXACT, KEPT
-from ..engine.graph.pairs import POLICIES, Policy
-from ..engine.graph.pairs import PairGraph
 from ..engine.curate.decisions import Decision, Overrides, default_author
 from ..engine.curate.keep_rules import cluster_with_decisions
 from ..engine.display import literal_line
 from ..engine.errors import DedupError
+from ..engine.graph import clustering as graph_clustering
+from ..engine.graph.clustering import EXACT, KEPT
+from ..engine.graph.pairs import POLICIES, PairGraph, Policy
 from ..engine.progress import Control
 from ..engine.store import Project
 from ..engine.store import review as review_store
@@ -130,8 +129,9 @@ class Match:
 
 
 class Review:
-    def __init__(self, project: Project, graph: PairGraph | None = None, *, author: str | None = None,
-                 floor: float | None = None) -> None:
+    def __init__(
+        self, project: Project, graph: PairGraph | None = None, *, author: str | None = None, floor: float | None = None
+    ) -> None:
         self.project = project  # the owner thread's connection: reads only
         self.graph = graph
         self.author = author or default_author()
@@ -224,8 +224,14 @@ class Review:
         v = self.view
         return (index.threshold, index.policy, index.listing) == (v.threshold, v.policy, v.listing)
 
-    def compute(self, project: Project, request: Request, graph: PairGraph | None = None,
-                overrides: Overrides | None = None, control: Control | None = None) -> ClusterIndex:
+    def compute(
+        self,
+        project: Project,
+        request: Request,
+        graph: PairGraph | None = None,
+        overrides: Overrides | None = None,
+        control: Control | None = None,
+    ) -> ClusterIndex:
         """The cluster list for `request` (any thread, with that thread's connection). control:
         checked between the steps (Cancelled: work ahead of the reviewer gives way)."""
         graph = graph if graph is not None else self.graph
@@ -240,21 +246,27 @@ class Review:
         return index.keeping_order_of(request.previous)
 
     @staticmethod
-    def after_decisions(project: Project, request: Request, graph: PairGraph,
-                        overrides: Overrides) -> ClusterIndex | None:
+    def after_decisions(
+        project: Project, request: Request, graph: PairGraph, overrides: Overrides
+    ) -> ClusterIndex | None:
         """The list `request` keeps the order of, with only the clusters that decisions made
         since it was built changed (keep and remove decisions move no document to another
         cluster: at a million documents this is a few ms instead of a re-clustering of ~60).
         None when only a re-clustering gives it: another view, scan, keep rule or split."""
         previous, v = request.previous, request.view
-        if previous is None or previous.graph is not graph or \
-                (previous.threshold, previous.policy, previous.listing) != (v.threshold, v.policy, v.listing) or \
-                previous.clustering.kept_by != keep_rules.keep_rule(project):
+        if (
+            previous is None
+            or previous.graph is not graph
+            or (previous.threshold, previous.policy, previous.listing) != (v.threshold, v.policy, v.listing)
+            or previous.clustering.kept_by != keep_rules.keep_rule(project)
+        ):
             return None
         clustering = decisions.reapply_overrides(graph, previous.clustering, previous.overrides, overrides)
         if clustering is None:
             return None
-        return previous.with_decisions(clustering, overrides, decisions.changed_documents(previous.overrides, overrides))
+        return previous.with_decisions(
+            clustering, overrides, decisions.changed_documents(previous.overrides, overrides)
+        )
 
     def show(self, index: ClusterIndex, request: Request | None = None) -> None:
         """Put a newly built list on screen and the cursor where it belongs in it."""
@@ -334,8 +346,11 @@ class Review:
         done, total = int(reviewed[pos]), int(to_review[pos])
         if self._pending:  # (the few decisions being saved, not the cluster's members: a page asks for 100 clusters)
             cluster = self.built.clustering.cluster
-            done += sum(1 for m in self._pending if int(cluster[m]) == cluster_id and not self.is_kept(m)
-                        and m not in self.built.overrides.decided)
+            done += sum(
+                1
+                for m in self._pending
+                if int(cluster[m]) == cluster_id and not self.is_kept(m) and m not in self.built.overrides.decided
+            )
         return min(done, total), total
 
     def newly_decided_clusters(self) -> int:
@@ -393,9 +408,14 @@ class Review:
         if self.index is not None and len(self.index.labels):
             self.select_cluster(int(self.index.labels[min(max(pos, 0), len(self.index.labels) - 1)]))
 
-    def next_to_review(self, after: int | None = None, members: list[int] | None = None,
-                       pos: int | None = None, also: frozenset = frozenset(),
-                       leaving: frozenset = frozenset()) -> int | None:
+    def next_to_review(
+        self,
+        after: int | None = None,
+        members: list[int] | None = None,
+        pos: int | None = None,
+        also: frozenset = frozenset(),
+        leaving: frozenset = frozenset(),
+    ) -> int | None:
         """The next member to review: after `after` in `members` (the cluster as it was listed;
         wrapping round to its first), else the first of the next cluster with one, in list order
         from `pos`, wrapping round. None when every listed member is decided."""
@@ -446,16 +466,24 @@ class Review:
                 if cur.auto and not self.to_review(cur.doc):
                     # on among the members of the cluster the decision was made in, then from its place
                     origin = list(cur.origin) or self.members(cluster_id)
-                    start = self._where_it_was(old, int(old.clustering.cluster[origin[0]])) \
-                        if old is not None and cur.origin else None
-                    nxt = self.next_to_review(cur.doc, origin, index.position(cluster_id) if start is None else start - 1)
+                    start = (
+                        self._where_it_was(old, int(old.clustering.cluster[origin[0]]))
+                        if old is not None and cur.origin
+                        else None
+                    )
+                    nxt = self.next_to_review(
+                        cur.doc, origin, index.position(cluster_id) if start is None else start - 1
+                    )
                     if nxt is not None:
                         self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True, origin=cur.origin)
                 return
             start = self._where_it_was(old, cur.cluster_id)
             if start is not None:
-                members = list(cur.origin) or ([int(m) for m in old.members(cur.cluster_id)]
-                                               if old is not None and cur.cluster_id is not None else None)
+                members = list(cur.origin) or (
+                    [int(m) for m in old.members(cur.cluster_id)]
+                    if old is not None and cur.cluster_id is not None
+                    else None
+                )
                 nxt = self.next_to_review(None, members, start - 1)
                 if nxt is not None:
                     self.cursor = Cursor(nxt, self._listed_cluster(nxt), auto=True)
@@ -472,7 +500,7 @@ class Review:
         at = old.position(cluster_id)
         if at is None:
             return self.built.position(cluster_id)
-        following = np.concatenate([old.members(cluster_id), old.labels[at + 1:], old.labels[:at]])
+        following = np.concatenate([old.members(cluster_id), old.labels[at + 1 :], old.labels[:at]])
         places = self.built.places()[self.built.clustering.cluster[following]]
         places = places[places >= 0]
         return int(places[0]) if len(places) else None
@@ -519,8 +547,11 @@ class Review:
         self._relist()
 
     def cycle_filter(self) -> str:
-        has_references = self.index is not None and self.index.clustering.reference is not None \
+        has_references = (
+            self.index is not None
+            and self.index.clustering.reference is not None
             and bool(self.index.clustering.reference.any())
+        )
         has_new = self.index is not None and self.index.clustering.new_from is not None
         keys = [k for k in FILTERS if (k != "reference" or has_references) and (k != "new" or has_new)]
         flt = self.view.filter
@@ -528,8 +559,11 @@ class Review:
         return self.view.filter
 
     def _relist(self) -> None:
-        if self.index is not None and self.index.can_show(self.view.listing) and \
-                (self.index.threshold, self.index.policy) == (self.view.threshold, self.view.policy):
+        if (
+            self.index is not None
+            and self.index.can_show(self.view.listing)
+            and (self.index.threshold, self.index.policy) == (self.view.threshold, self.view.policy)
+        ):
             self.index = self.index.with_listing(self.view.listing)
             if len(self.index.labels):
                 self.select_position(0)
@@ -541,8 +575,9 @@ class Review:
         return self.index is None or not self.shows_view(self.index)
 
     # -- decisions --------------------------------------------------------------------------------
-    def _plan(self, what: str, write: Callable[[Project], Any], kind: PlanKind = "decision",
-              decided: Sequence[int] = ()) -> Plan:
+    def _plan(
+        self, what: str, write: Callable[[Project], Any], kind: PlanKind = "decision", decided: Sequence[int] = ()
+    ) -> Plan:
         self._seq += 1
         plan = Plan(what, write, kind, self.cursor, self._seq)
         for d in decided:
@@ -558,8 +593,15 @@ class Review:
     def _ids(self, ords) -> list[str]:
         return self.project.ids_for([int(o) for o in ords])
 
-    def _decision(self, what: str, rows: Sequence[DecisionRow], decided: Sequence[int],
-                  advance: bool = True, also: frozenset = frozenset(), leaving: frozenset = frozenset()) -> Plan:
+    def _decision(
+        self,
+        what: str,
+        rows: Sequence[DecisionRow],
+        decided: Sequence[int],
+        advance: bool = True,
+        also: frozenset = frozenset(),
+        leaving: frozenset = frozenset(),
+    ) -> Plan:
         v, author = self.view, self.author
         state = self.view_state()
 
@@ -582,8 +624,14 @@ class Review:
         # keeping a member makes the cluster's kept document one of its members to review
         # (unless a reviewer chose to keep it, or decided it)
         kept = self.kept_of(o)
-        also = frozenset({kept}) if kept != o and kept not in self.built.overrides.keep and \
-            kept not in self._pending_keep and not self.is_decided(kept) else frozenset()
+        also = (
+            frozenset({kept})
+            if kept != o
+            and kept not in self.built.overrides.keep
+            and kept not in self._pending_keep
+            and not self.is_decided(kept)
+            else frozenset()
+        )
         after = self._overrides_after_keep(o)
         plan = self._decision(f"keep {literal_line(doc_id, 60)}", [("keep", doc_id, None, None)], [o], also=also)
         plan.overrides_after = after
@@ -612,14 +660,18 @@ class Review:
         o = self._target(o)
         doc_id = self._ids([o])[0]
         if self.is_reference(o):
-            raise ReviewError(f"{literal_line(doc_id, 60)} is a reference document: reference documents are matched "
-                              f"but never removed")
+            raise ReviewError(
+                f"{literal_line(doc_id, 60)} is a reference document: reference documents are matched but never removed"
+            )
         if self.is_kept(o):
             if not confirmed:
-                raise NeedsConfirmation(f"{literal_line(doc_id, 60)} is the document its cluster keeps: remove it "
-                                        f"anyway (its duplicates then keep another)?")
-            return self._decision(f"remove {literal_line(doc_id, 60)} (a kept document)",
-                                  [("remove", doc_id, None, None)], [o])
+                raise NeedsConfirmation(
+                    f"{literal_line(doc_id, 60)} is the document its cluster keeps: remove it "
+                    f"anyway (its duplicates then keep another)?"
+                )
+            return self._decision(
+                f"remove {literal_line(doc_id, 60)} (a kept document)", [("remove", doc_id, None, None)], [o]
+            )
         judged_against = self._ids([self.kept_of(o)])[0]  # pins the kept one: no keep rule moves it
         plan = self._decision(f"remove {literal_line(doc_id, 60)}", [("remove", doc_id, judged_against, None)], [o])
         self._pending_remove[o] = plan.seq  # (a member: removing it changes no other row)
@@ -639,16 +691,21 @@ class Review:
         at, found = self.graph.pair_index(x, y)
         sims = np.where(found, self.graph.jaccard[np.where(found, at, 0)], np.nan)
         split = self.built.overrides.split_pairs
-        return [(mine, int(b), float(s)) for b, s, xx, yy in zip(other_roots.tolist(), sims.tolist(), x.tolist(), y.tolist())
-                if s >= self.view.threshold and (xx, yy) not in split]
+        return [
+            (mine, int(b), float(s))
+            for b, s, xx, yy in zip(other_roots.tolist(), sims.tolist(), x.tolist(), y.tolist())
+            if s >= self.view.threshold and (xx, yy) not in split
+        ]
 
     def plan_separate(self, o: int | None = None) -> Plan:
         """Not a duplicate: split `o` (with its exact copies) off its cluster at this threshold,
         cutting every link that holds it there."""
         o = self._target(o)
         if self.is_kept(o):
-            raise ReviewError("This is the kept document: select a member to split it off "
-                              "(N says none of the cluster's documents are duplicates)")
+            raise ReviewError(
+                "This is the kept document: select a member to split it off "
+                "(N says none of the cluster's documents are duplicates)"
+            )
         if self.root(o) == self.root(self.kept_of(o)):
             raise ReviewError("These have the same text: exact copies cannot be split (use k or x)")
         links = self.links_to_cut(o)
@@ -661,8 +718,13 @@ class Review:
         more = f" and {len(links) - 3} more" if len(links) > 3 else ""
         # its exact copies leave the cluster with it, their first copy kept there: not one to go to
         leaving = frozenset({self.root(o)})
-        return self._decision(f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
-                              f"{'s' if len(links) != 1 else ''} ({named}{more})", rows, [o], leaving=leaving)
+        return self._decision(
+            f"split off {literal_line(doc_id, 40)}: cut {len(links)} link"
+            f"{'s' if len(links) != 1 else ''} ({named}{more})",
+            rows,
+            [o],
+            leaving=leaving,
+        )
 
     def plan_none_duplicates(self, cluster_id: int | None = None) -> Plan:
         """None of the cluster's documents are duplicates of each other: every link between
@@ -699,9 +761,12 @@ class Review:
         ids = dict(zip(roots, self._ids(roots)))
         rows = [("not_duplicate", ids[a], ids[b], None) for a, b in rows_by_doc]
         decided = [m for m in members if self.root(m) == m]
-        return self._decision(f"none of these are duplicates: cut {len(pairs)} links in the cluster of "
-                              f"{literal_line(ids[cluster_id] if cluster_id in ids else self._ids([cluster_id])[0], 40)}",
-                              rows, decided)
+        return self._decision(
+            f"none of these are duplicates: cut {len(pairs)} links in the cluster of "
+            f"{literal_line(ids[cluster_id] if cluster_id in ids else self._ids([cluster_id])[0], 40)}",
+            rows,
+            decided,
+        )
 
     def plan_accept(self, cluster_id: int | None = None) -> Plan:
         cluster_id = self.cursor.cluster_id if cluster_id is None else int(cluster_id)
@@ -710,8 +775,11 @@ class Review:
         members = self.members(cluster_id)
         ids = self._ids(members)
         kept = self._ids([cluster_id])[0]
-        return self._decision(f"accept the cluster of {literal_line(kept, 40)}",
-                              [("accept", kept, None, json.dumps(ids, ensure_ascii=False))], members)
+        return self._decision(
+            f"accept the cluster of {literal_line(kept, 40)}",
+            [("accept", kept, None, json.dumps(ids, ensure_ascii=False))],
+            members,
+        )
 
     def bulk_candidates(self, at_least: float) -> tuple[list[int], int]:
         """Listed clusters with a member to review whose lowest similarity is at least `at_least`:
@@ -724,10 +792,16 @@ class Review:
     def plan_bulk_accept(self, cluster_ids: list[int]) -> Plan:
         members = [self.members(cluster_id) for cluster_id in cluster_ids]
         ids = dict(zip(cluster_ids, self._ids(cluster_ids)))
-        rows = [("accept", ids[cluster_id], None, json.dumps(self._ids(ms), ensure_ascii=False))
-                for cluster_id, ms in zip(cluster_ids, members)]
-        return self._decision(f"accept {len(cluster_ids):,} clusters", rows, [m for ms in members for m in ms],
-                              advance=self.cursor.cluster_id in set(cluster_ids))
+        rows = [
+            ("accept", ids[cluster_id], None, json.dumps(self._ids(ms), ensure_ascii=False))
+            for cluster_id, ms in zip(cluster_ids, members)
+        ]
+        return self._decision(
+            f"accept {len(cluster_ids):,} clusters",
+            rows,
+            [m for ms in members for m in ms],
+            advance=self.cursor.cluster_id in set(cluster_ids),
+        )
 
     def plan_split_chain(self, chain) -> Plan:
         """The tuning screen's split of a chained cluster (engine.curate.tune.Chain): its weakest links
@@ -735,15 +809,22 @@ class Review:
         from ..engine.curate import tune
 
         v, author = self.view, self.author
-        return self._plan(f"split the chained cluster of {literal_line(chain.label_id, 40)}",
-                          lambda project: tune.split_chain(project, chain, v.threshold, v.policy, author=author),
-                          kind="split")
+        return self._plan(
+            f"split the chained cluster of {literal_line(chain.label_id, 40)}",
+            lambda project: tune.split_chain(project, chain, v.threshold, v.policy, author=author),
+            kind="split",
+        )
 
     def plan_note(self, value: str, o: int | None = None) -> Plan:
         o = self._target(o)
         v, author, doc_id = self.view, self.author, self._ids([o])[0]
-        return self._plan(f"note on {literal_line(doc_id, 40)}", lambda project: [decisions.record(
-            project, "note", doc_id, None, value, v.threshold, v.policy, author=author)], kind="note")
+        return self._plan(
+            f"note on {literal_line(doc_id, 40)}",
+            lambda project: [
+                decisions.record(project, "note", doc_id, None, value, v.threshold, v.policy, author=author)
+            ],
+            kind="note",
+        )
 
     LISTS_BEFORE_KEPT = 3  # lists kept for undo (each holds the clustering: ~30 MB at 1M documents)
 
@@ -777,8 +858,16 @@ class Review:
         """A redo moves the cursor as its decision did: the documents it decides count as
         decided at once, and the cursor goes on from the one it names to the next member to
         review (never stays on the kept document of an accepted cluster)."""
-        rows = [d] if d.batch is None else [decisions.Decision(**r) for r in review_store.decision_rows(
-            self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE])]
+        rows = (
+            [d]
+            if d.batch is None
+            else [
+                decisions.Decision(**r)
+                for r in review_store.decision_rows(
+                    self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE]
+                )
+            ]
+        )
         ids = [x.doc_id for x in rows if decisions.decides_its_document(x)]
         if not ids:  # (a tuning label's split: it decides nothing, the cursor stays on it)
             return
@@ -799,8 +888,11 @@ class Review:
         if entry is None:
             return
         shown, graph = entry
-        if graph is not self.graph or not self.shows_view(shown) or \
-                shown.clustering.kept_by != self.built.clustering.kept_by:
+        if (
+            graph is not self.graph
+            or not self.shows_view(shown)
+            or shown.clustering.kept_by != self.built.clustering.kept_by
+        ):
             return
         cursor = self._cursor_after(d, plan.kind) if not plan.placed else None  # (where finish() puts it)
         plan.list_shown = (self.index, plan.cursor_before if plan.placed else self.cursor, self._shown_written)
@@ -826,6 +918,7 @@ class Review:
 
         def write(project: Project) -> tuple[str, Decision | None]:
             return rule, keep_rules.record_keep_rule(project, rule, v.threshold, v.policy, author=author)
+
         return self._plan("the keep rule", write, kind="keep_rule")
 
     def finish(self, plan: Plan, result: Any) -> str:
@@ -942,8 +1035,9 @@ class Review:
 
     def change_view(self, threshold: float | None = None, policy: Policy | None = None) -> None:
         """Another threshold or policy, the list rebuilt here (scripts, tests)."""
-        changed = (threshold is not None and self.set_threshold(threshold)) | \
-            (policy is not None and self.set_policy(policy))
+        changed = (threshold is not None and self.set_threshold(threshold)) | (
+            policy is not None and self.set_policy(policy)
+        )
         if changed:
             self.refresh(keep_order=False)
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..engine.graph.pairs import POLICIES, PairGraph, Policy
 from ..engine.curate.decisions import Overrides
 from ..engine.errors import Cancelled
+from ..engine.graph.pairs import POLICIES, PairGraph, Policy
 from ..engine.progress import Control
 from ..engine.store import Project
 from .index import ClusterIndex, PreparedViews, view_keys
@@ -49,8 +49,9 @@ class KeyIntake:
 
     IGNORED = "ignored-keys"  # the kind of notice that replaces itself
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 notify: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, notify: Callable[[str], None] | None = None
+    ) -> None:
         self.clock = clock
         self.notify = notify or (lambda message: None)
         self._key_time: float | None = None
@@ -94,8 +95,13 @@ class KeyIntake:
         A key refused is counted in one notice ("3 keys ignored: the next {noun} ...")."""
         at = self._key_time if self._key_time is not None else self.clock()
         shown = self._places.get(place)
-        if doc is not None and shown is not None and shown.doc == doc and shown.drawn_at is not None \
-                and shown.drawn_at <= at:
+        if (
+            doc is not None
+            and shown is not None
+            and shown.doc == doc
+            and shown.drawn_at is not None
+            and shown.drawn_at <= at
+        ):
             self.ignored = 0
             return True
         self.ignored += 1
@@ -105,12 +111,18 @@ class KeyIntake:
 
 # -- the session --------------------------------------------------------------------------------
 
+
 class Writer(Protocol):
     """The app's writer: job(project) on its thread, in order; then on_done(result), or
     on_fail() when it was not saved, on the UI thread."""
 
-    def submit(self, job: Callable[[Project], Any], on_done: Callable[[Any], None] | None = None,
-               what: str = "change", on_fail: Callable[[], None] | None = None) -> None: ...
+    def submit(
+        self,
+        job: Callable[[Project], Any],
+        on_done: Callable[[Any], None] | None = None,
+        what: str = "change",
+        on_fail: Callable[[], None] | None = None,
+    ) -> None: ...
 
 
 class Host(Protocol):
@@ -130,8 +142,9 @@ class Host(Protocol):
     def interrupted_by_keys(self) -> AbstractContextManager[threading.Event]:
         """(Any thread) An Event set at the next key, while the block runs."""
 
-    def notify(self, message: str, *, warning: bool = False, timeout: float = 5,
-               replaces: str | None = None) -> None: ...
+    def notify(
+        self, message: str, *, warning: bool = False, timeout: float = 5, replaces: str | None = None
+    ) -> None: ...
 
     def ask_yes(self, question: str, refusal: str, then: Callable[[], Any]) -> None:
         """Ask the reviewer to type yes (refusal: what an answer other than yes is told); then()
@@ -189,8 +202,7 @@ class ReviewSession:
 
     def attach(self, host: Host, view: ListView) -> None:
         self.host, self.view = host, view
-        self.intake.notify = lambda message: host.notify(message, warning=True, timeout=4,
-                                                         replaces=KeyIntake.IGNORED)
+        self.intake.notify = lambda message: host.notify(message, warning=True, timeout=4, replaces=KeyIntake.IGNORED)
 
     # -- reading (the model's) ----------------------------------------------------------------
     project = property(lambda self: self.model.project if self.model is not None else None)
@@ -240,8 +252,20 @@ class ReviewSession:
         self._stale.set()  # (the list before: nothing more to prepare around it)
         self._stale = stale = threading.Event()
         generation, host = self.generation, self.host
-        job = ListJob(self.spec.db, self.model, self.graph, self.views, request, overrides, self.floor,
-                      self.last_step, stale, host.last_key, host.interrupted_by_keys, self.KEYS_PAUSE)
+        job = ListJob(
+            self.spec.db,
+            self.model,
+            self.graph,
+            self.views,
+            request,
+            overrides,
+            self.floor,
+            self.last_step,
+            stale,
+            host.last_key,
+            host.interrupted_by_keys,
+            self.KEYS_PAUSE,
+        )
 
         delivered: list[bool] = []
 
@@ -262,8 +286,9 @@ class ReviewSession:
             self.clustering_busy = False
         self.host.notify(f"{type(exc).__name__}: {exc}", warning=True, timeout=10)
 
-    def reclustered(self, generation: int, index: ClusterIndex, request: Request,
-                    painted: threading.Event | None = None) -> None:
+    def reclustered(
+        self, generation: int, index: ClusterIndex, request: Request, painted: threading.Event | None = None
+    ) -> None:
         """(UI thread) A list was built: shown if it is the newest asked for, else built again."""
         self.clustering_busy = False
         predicted, self.predicted = self.predicted, None
@@ -308,8 +333,7 @@ class ReviewSession:
             if self.floor and round(min(max(value, self.floor), 1.0), 4) == self.floor:
                 self.host.notify(f"The scan's floor is {self.floor:.2f}: rescan with a lower floor to go below it")
             return
-        self.host.notify(f"threshold {before:.2f} → {self.model.view.threshold:.2f}", timeout=3,
-                         replaces="threshold")
+        self.host.notify(f"threshold {before:.2f} → {self.model.view.threshold:.2f}", timeout=3, replaces="threshold")
         self.last_step = self.model.view.threshold - before
         self.remember_view()
         self.schedule_recluster(keep_order=False)
@@ -348,10 +372,15 @@ class ReviewSession:
             message = model.finish(plan, result)
             # a keep or removal made in the list is in its row already (a toast would only cover the preview)
             if not (plan.shown_in_row and view.shows_rows()):
-                host.notify(message, timeout=3, replaces="decision",  # one at a time
-                            warning=message.startswith("Nothing"))
-            rule_changed = plan.kind == "keep_rule" or \
-                (plan.kind in ("undo", "redo") and getattr(result, "kind", None) == "keep_rule")
+                host.notify(
+                    message,
+                    timeout=3,
+                    replaces="decision",  # one at a time
+                    warning=message.startswith("Nothing"),
+                )
+            rule_changed = plan.kind == "keep_rule" or (
+                plan.kind in ("undo", "redo") and getattr(result, "kind", None) == "keep_rule"
+            )
             if rule_changed:
                 self.views = PreparedViews()
             if self.predicted is plan:
@@ -403,15 +432,20 @@ class ReviewSession:
             self.execute(self.model.plan_remove(o))
         except NeedsConfirmation as question:
             target = self.model.cursor.doc if o is None else o
-            self.host.ask_yes(f"{question} Type yes to remove it", "Type yes to remove it, esc to cancel",
-                              lambda: self.act(lambda: self.model.plan_remove(target, confirmed=True)))
+            self.host.ask_yes(
+                f"{question} Type yes to remove it",
+                "Type yes to remove it, esc to cancel",
+                lambda: self.act(lambda: self.model.plan_remove(target, confirmed=True)),
+            )
         except ReviewError as exc:
             self.host.notify(str(exc), warning=True, timeout=5)
 
-    def decide_cluster(self, what: str, unseen: list[int], make: Callable[[], Plan],
-                       then: Callable[[], object] | None = None) -> None:
+    def decide_cluster(
+        self, what: str, unseen: list[int], make: Callable[[], Plan], then: Callable[[], object] | None = None
+    ) -> None:
         """The one rule of every screen: a decision covering members the reviewer was not shown
         (review.shown) asks first, with their count; then() runs after it is carried out."""
+
         def go() -> None:
             if self.act(make) and then is not None:
                 then()
@@ -435,10 +469,21 @@ class ListJob:
     """(A worker thread) One cluster list, then the views around it prepared ahead. Everything it
     reads is given here, on the UI thread: it reads no screen's or session's field."""
 
-    def __init__(self, db: Path, model: Review, graph: PairGraph, views: PreparedViews, request: Request,
-                 overrides: Overrides | None, floor: float, last_step: float, stale: threading.Event,
-                 last_key: Callable[[], float], interrupted_by_keys: Callable[[], Any],
-                 keys_pause: float) -> None:
+    def __init__(
+        self,
+        db: Path,
+        model: Review,
+        graph: PairGraph,
+        views: PreparedViews,
+        request: Request,
+        overrides: Overrides | None,
+        floor: float,
+        last_step: float,
+        stale: threading.Event,
+        last_key: Callable[[], float],
+        interrupted_by_keys: Callable[[], Any],
+        keys_pause: float,
+    ) -> None:
         self.db, self.model, self.graph, self.views, self.request = db, model, graph, views, request
         self.overrides, self.floor, self.last_step, self.stale = overrides, floor, last_step, stale
         self.last_key, self.interrupted_by_keys, self.keys_pause = last_key, interrupted_by_keys, keys_pause
@@ -452,10 +497,18 @@ class ListJob:
             key_of = view_keys(project, overrides)
             view = request.view
 
-            def prepared(t: float, pol: Policy, control: Control | None = None) -> tuple[str, Callable[[], ClusterIndex]]:
+            def prepared(
+                t: float, pol: Policy, control: Control | None = None
+            ) -> tuple[str, Callable[[], ClusterIndex]]:
                 def compute() -> ClusterIndex:
-                    return model.compute(project, replace(request, view=replace(view, threshold=t, policy=pol),
-                                                          previous=None), graph, overrides, control)
+                    return model.compute(
+                        project,
+                        replace(request, view=replace(view, threshold=t, policy=pol), previous=None),
+                        graph,
+                        overrides,
+                        control,
+                    )
+
                 return key_of(t, pol, view.listing), compute
 
             index = model.after_decisions(project, request, graph, overrides)
@@ -474,10 +527,13 @@ class ListJob:
             painted.wait(timeout=1.0)
             step = 0.01 if self.last_step >= 0 else -0.01
             other = POLICIES[(POLICIES.index(view.policy) + 1) % len(POLICIES)]
-            for t, pol in ((round(view.threshold + step, 4), view.policy),
-                           (round(view.threshold - step, 4), view.policy), (view.threshold, other),
-                           (round(view.threshold + 5 * step, 4), view.policy),  # ±0.05
-                           (round(view.threshold - 5 * step, 4), view.policy)):
+            for t, pol in (
+                (round(view.threshold + step, 4), view.policy),
+                (round(view.threshold - step, 4), view.policy),
+                (view.threshold, other),
+                (round(view.threshold + 5 * step, 4), view.policy),  # ±0.05
+                (round(view.threshold - 5 * step, 4), view.policy),
+            ):
                 if not (self.floor <= t <= 1.0):
                     continue
                 while self._keys_paused():

@@ -21,8 +21,12 @@ class ShownMembers:
     """The texts (first copies) shown in one place; `also` (another ShownMembers) hears of each
     one too: what the pair view shows was on screen for the whole session."""
 
-    def __init__(self, review: Review | None = None, also: ShownMembers | None = None,
-                 record: Callable[[int], object] | None = None) -> None:
+    def __init__(
+        self,
+        review: Review | None = None,
+        also: ShownMembers | None = None,
+        record: Callable[[int], object] | None = None,
+    ) -> None:
         self.review = review
         self.also = also
         self.record = record

@@ -14,18 +14,18 @@ from textual.notifications import Notification, Notify
 
 from ..engine.compile import kernel_cache, warmup
 from ..engine.curate.decisions import default_author
+from ..engine.opening import OpenSpec
 from ..engine.ray.partial import partial_view
 from ..engine.store import AppLock, Project, ProjectLocked, acquire_app_lock
 from . import readonly
 from .commands import ActionCommands
 from .keymap import Keymap, load_keymap
-from ..engine.opening import OpenSpec
-from .text import literal, literal_line
-from .shown_log import ShownLog
-from .state import ReviewSession
-from .writer import ProjectWriter
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
+from .shown_log import ShownLog
+from .state import ReviewSession
+from .text import literal, literal_line
+from .writer import ProjectWriter
 
 
 class DedupApp(App):
@@ -74,8 +74,9 @@ class DedupApp(App):
                 self.partial = partial_view(project)
             self.partial_message = self.partial.describe() if self.partial else None
             if self.partial:
-                self.sub_title = literal_line(f"{spec.db.name} · partial view of "
-                                              f"{self.partial.corpus_documents:,} documents")
+                self.sub_title = literal_line(
+                    f"{spec.db.name} · partial view of {self.partial.corpus_documents:,} documents"
+                )
             if self.read_only is not None:
                 self.title = "dedup-tui (read-only)"
                 self.sub_title = literal_line(f"{spec.db.name} · read-only view")
@@ -137,8 +138,7 @@ class DedupApp(App):
     def _engine_notice(self, message: str) -> None:
         """A fallback the engine said once on stderr (which the app hides), as a warning; from
         any thread (notify posts a message)."""
-        self.notify(message[:1].upper() + message[1:], severity="warning",
-                    timeout=20, markup=False)
+        self.notify(message[:1].upper() + message[1:], severity="warning", timeout=20, markup=False)
 
     def on_unmount(self) -> None:
         kernel_cache.stop_listening(self._engine_notice)
@@ -162,8 +162,16 @@ class DedupApp(App):
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(str(self.spec.db) + suffix).unlink(missing_ok=True)
 
-    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = True, replaces: str | None = None) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity="information",
+        timeout: float | None = None,
+        markup: bool = True,
+        replaces: str | None = None,
+    ) -> None:
         """Every notification (ids, notes and error messages come from the corpus) shown inert.
         What was said stays in `told` (newest last): the tests and a driving script read it.
         `replaces`: a kind of notification shown one at a time, the newest taking the place of the
@@ -172,14 +180,20 @@ class DedupApp(App):
         self.told.append(str(message))
         del self.told[:-200]
         if replaces is None:
-            super().notify(literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout,
-                           markup=markup)
+            super().notify(
+                literal(str(message)), title=literal_line(title), severity=severity, timeout=timeout, markup=markup
+            )
             return
         before = self._replaceable.get(replaces)
         if before is not None:
             before.timeout = 0  # expired: gone from the screen when the new one is added
-        shown = Notification(literal(str(message)), literal_line(title), severity,
-                             self.NOTIFICATION_TIMEOUT if timeout is None else timeout, markup=markup)
+        shown = Notification(
+            literal(str(message)),
+            literal_line(title),
+            severity,
+            self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
+            markup=markup,
+        )
         self._replaceable[replaces] = shown
         self.post_message(Notify(shown))
 
@@ -190,8 +204,12 @@ class DedupApp(App):
             target, name = readonly.target_of(self, action, default_namespace, namespaces)
             change = readonly.refused_change(target, name)
             if change is not None:
-                self.notify(readonly.refusal_message(change, self.spec.db, self.read_only_holder),
-                            severity="warning", timeout=6, markup=False)
+                self.notify(
+                    readonly.refusal_message(change, self.spec.db, self.read_only_holder),
+                    severity="warning",
+                    timeout=6,
+                    markup=False,
+                )
                 return True  # handled: the key goes nowhere else
         return await super().run_action(action, default_namespace, namespaces)
 
@@ -223,5 +241,8 @@ def create_app(path=None, db=None, **options) -> DedupApp:
     from ..engine.opening import prepare
 
     own = ("author", "read_only")
-    return DedupApp(prepare(path, db, **{k: v for k, v in options.items() if k not in own}),
-                    author=options.get("author"), read_only=options.get("read_only", False))
+    return DedupApp(
+        prepare(path, db, **{k: v for k, v in options.items() if k not in own}),
+        author=options.get("author"),
+        read_only=options.get("read_only", False),
+    )

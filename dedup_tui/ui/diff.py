@@ -47,8 +47,9 @@ def _match_keys(tokens: list[str]) -> list[str]:
     return [" " if t.isspace() else t.lower() for t in tokens]
 
 
-def diff(left: str, right: str, char_level: bool | None = None, cancelled=lambda: False,
-         normalized: bool = False) -> DiffResult:
+def diff(
+    left: str, right: str, char_level: bool | None = None, cancelled=lambda: False, normalized: bool = False
+) -> DiffResult:
     """Ranges of `left` deleted/changed and of `right` inserted/changed (whitespace-only ignored).
 
     Long texts are first aligned by units (sentences, lines, and content-defined cuts inside
@@ -112,8 +113,12 @@ def _unit_starts(tokens: list[str]) -> list[int]:
     since = 0
     for i, tok in enumerate(tokens):
         since += 1
-        if ("\n" in tok or tok in ".!?" or (since >= 8 and zlib.crc32(tok.encode("utf-8", "surrogatepass")) % 32 == 0)
-                or since >= 256):
+        if (
+            "\n" in tok
+            or tok in ".!?"
+            or (since >= 8 and zlib.crc32(tok.encode("utf-8", "surrogatepass")) % 32 == 0)
+            or since >= 256
+        ):
             starts.append(i + 1)
             since = 0
     if starts[-1] != len(tokens):
@@ -121,8 +126,18 @@ def _unit_starts(tokens: list[str]) -> list[int]:
     return starts
 
 
-def _add_word_opcodes(out: DiffResult, left: str, right: str, ls: list[int], rs: list[int], opcodes,
-                      i_off: int, j_off: int, char_level: bool, normalized: bool = False) -> None:
+def _add_word_opcodes(
+    out: DiffResult,
+    left: str,
+    right: str,
+    ls: list[int],
+    rs: list[int],
+    opcodes,
+    i_off: int,
+    j_off: int,
+    char_level: bool,
+    normalized: bool = False,
+) -> None:
     for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
             continue
@@ -278,9 +293,9 @@ def fold_rows(rows: list[AlignedRow], context: int = 3) -> list[AlignedRow | int
         head = context if i > 0 else 0  # lines after the change above
         tail = context if j < n else 0  # lines before the change below
         if j - i > head + tail + 1:
-            out.extend(rows[i:i + head])
+            out.extend(rows[i : i + head])
             out.append(j - i - head - tail)
-            out.extend(rows[j - tail:j])
+            out.extend(rows[j - tail : j])
         else:
             out.extend(rows[i:j])
         i = j

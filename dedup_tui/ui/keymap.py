@@ -20,21 +20,47 @@ from textual.keys import _character_to_key, format_key, key_to_character
 from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
 from .text import literal_line
 
-SCREENS = {"main": MAIN_ACTIONS, "pair": PAIR_ACTIONS, "tune": TUNE_ACTIONS, "review": REVIEW_ACTIONS,
-           "audit": AUDIT_ACTIONS}
+SCREENS = {
+    "main": MAIN_ACTIONS,
+    "pair": PAIR_ACTIONS,
+    "tune": TUNE_ACTIONS,
+    "review": REVIEW_ACTIONS,
+    "audit": AUDIT_ACTIONS,
+}
 ACTS = {a.id: a for acts in SCREENS.values() for a in acts}
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
-NAMED_KEYS = {"backspace", "delete", "insert", "enter", "escape", "tab", "space", "up", "down", "left", "right",
-              "home", "end", "pageup", "pagedown", *(f"f{i}" for i in range(1, 25)),
-              # the names Textual gives the ASCII punctuation keys: question_mark, plus, at, slash ...
-              *(_character_to_key(chr(c)) for c in range(0x21, 0x7F) if not chr(c).isalnum())}
+NAMED_KEYS = {
+    "backspace",
+    "delete",
+    "insert",
+    "enter",
+    "escape",
+    "tab",
+    "space",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    *(f"f{i}" for i in range(1, 25)),
+    # the names Textual gives the ASCII punctuation keys: question_mark, plus, at, slash ...
+    *(_character_to_key(chr(c)) for c in range(0x21, 0x7F) if not chr(c).isalnum()),
+}
 # Keys the app or its widgets use whatever the keymap says: a binding given one would never fire
 # (or would take the key from the lists and documents).
 RESERVED = {
-    "ctrl+q": "quits the app", "ctrl+c": "copies or quits",
-    "tab": "moves the focus", "shift+tab": "moves the focus",
-    **dict.fromkeys(("up", "down", "left", "right", "pageup", "pagedown", "home", "end", "ctrl+home", "ctrl+end"), "moves in the lists and documents"),
+    "ctrl+q": "quits the app",
+    "ctrl+c": "copies or quits",
+    "tab": "moves the focus",
+    "shift+tab": "moves the focus",
+    **dict.fromkeys(
+        ("up", "down", "left", "right", "pageup", "pagedown", "home", "end", "ctrl+home", "ctrl+end"),
+        "moves in the lists and documents",
+    ),
 }
 MAX_REPORTED = 8  # lines of a report; the rest are counted
 
@@ -63,8 +89,11 @@ class Keymap:
         more = len(self.ignored) - len(shown)
         where = literal_line(str(self.path), 80) if self.path else "the keymap"
         applied = f"{len(self.keys)} applied, " if self.keys else ""
-        return (f"{where}: {applied}{len(self.ignored)} ignored (those bindings keep their default keys):\n"
-                + "\n".join("• " + line for line in shown) + (f"\n… and {more} more" if more else ""))
+        return (
+            f"{where}: {applied}{len(self.ignored)} ignored (those bindings keep their default keys):\n"
+            + "\n".join("• " + line for line in shown)
+            + (f"\n… and {more} more" if more else "")
+        )
 
     def display(self, act: Act) -> str:
         """How the help screen and the palette show the act's keys (the remapped ones if any)."""
@@ -96,16 +125,23 @@ def key_name(text: str) -> str | None:
 
 
 def _kind(value) -> str:
-    return {bool: "true/false", int: "a number", float: "a number", list: "a list", dict: "an object",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        bool: "true/false",
+        int: "a number",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def check_keymap(data, path: Path | None = None) -> Keymap:
     """The valid entries of a keymap's parsed JSON, and why each other one is ignored."""
     out = Keymap(path)
     if not isinstance(data, dict):
-        out.ignored.append(f"expected a JSON object of binding id -> keys (such as {{\"main.remove\": "
-                           f"\"delete,x\"}}), got {_kind(data)}")
+        out.ignored.append(
+            f'expected a JSON object of binding id -> keys (such as {{"main.remove": "delete,x"}}), got {_kind(data)}'
+        )
         return out
     for binding_id, value in data.items():
         shown_id = literal_line(binding_id, 40)
@@ -114,7 +150,7 @@ def check_keymap(data, path: Path | None = None) -> Keymap:
             out.ignored.append(f"{shown_id}: no such binding id (the help screen's ids: main.remove, pair.keep, ...)")
             continue
         if not isinstance(value, str):
-            out.ignored.append(f"{shown_id}: the keys must be a string such as \"delete,x\", not {_kind(value)}")
+            out.ignored.append(f'{shown_id}: the keys must be a string such as "delete,x", not {_kind(value)}')
             continue
         names, bad = [], []
         for part in value.split(","):
@@ -126,8 +162,9 @@ def check_keymap(data, path: Path | None = None) -> Keymap:
                 names.append(name)
         if bad or not names:
             what = ", ".join(f"'{literal_line(b, 30)}'" for b in bad[:3]) if any(bad) else "an empty key"
-            out.ignored.append(f"{shown_id}: {what} is not a key name (key names: x, K, delete, ctrl+k, f5, "
-                               f"question_mark)")
+            out.ignored.append(
+                f"{shown_id}: {what} is not a key name (key names: x, K, delete, ctrl+k, f5, question_mark)"
+            )
             continue
         reserved = next((n for n in names if n in RESERVED), None)
         if reserved:
@@ -151,8 +188,10 @@ def _refuse_clashes(out: Keymap, order: list[str]) -> None:
         victim = max(remapped, key=order.index)
         other = next(i for i in ids if i != victim)
         whose = " in this keymap" if other in out.keys else ""
-        out.ignored.append(f"{victim}: {literal_line(format_key(key), 20)} is {other}'s key{whose} "
-                           f"({ACTS[other].title}); not taken from it")
+        out.ignored.append(
+            f"{victim}: {literal_line(format_key(key), 20)} is {other}'s key{whose} "
+            f"({ACTS[other].title}); not taken from it"
+        )
         del out.keys[victim]
 
 
@@ -181,4 +220,3 @@ def load_keymap(path: Path | None = None) -> Keymap:
     except (OSError, ValueError) as exc:
         return Keymap(path, ignored=[f"not read ({literal_line(str(exc), 120)}): every binding keeps its default keys"])
     return check_keymap(data, path)
-

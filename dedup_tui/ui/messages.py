@@ -49,8 +49,6 @@ class PipelineStopped(Message):
         self.reason, self.cancelled = reason, cancelled
 
 
-
-
 class ExportFinished(Message):
     def __init__(self, result) -> None:
         super().__init__()

@@ -28,11 +28,42 @@ from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, 
 # The actions a read-only window runs, by screen (Act.screen): moving, reading, comparing, and
 # view settings that stay in this window. Every other action of these screens is refused.
 ALLOWED: dict[str, frozenset[str]] = {
-    "main": frozenset({"help", "command_palette", "quit", "cancel_scan", "search", "next_match", "threshold",
-                       "type_threshold", "toggle_policy", "cycle_sort", "cycle_filter", "type_filter", "page",
-                       "open_pair", "tune", "audit", "cluster", "change", "id_width"}),
-    "pair": frozenset({"close", "step", "cluster", "toggle_layout", "toggle_normalized", "toggle_aligned", "change",
-                       "toggle_fold", "help"}),
+    "main": frozenset(
+        {
+            "help",
+            "command_palette",
+            "quit",
+            "cancel_scan",
+            "search",
+            "next_match",
+            "threshold",
+            "type_threshold",
+            "toggle_policy",
+            "cycle_sort",
+            "cycle_filter",
+            "type_filter",
+            "page",
+            "open_pair",
+            "tune",
+            "audit",
+            "cluster",
+            "change",
+            "id_width",
+        }
+    ),
+    "pair": frozenset(
+        {
+            "close",
+            "step",
+            "cluster",
+            "toggle_layout",
+            "toggle_normalized",
+            "toggle_aligned",
+            "change",
+            "toggle_fold",
+            "help",
+        }
+    ),
     "tune": frozenset({"close", "apply", "toggle_plots", "target", "threshold", "open_chain", "help"}),
     "review": frozenset({"close", "toggle_layout", "help"}),
     "audit": frozenset({"close", "help"}),
@@ -42,21 +73,48 @@ ALLOWED: dict[str, frozenset[str]] = {
 # of the tables is either allowed or named here).
 DECIDE = "decisions cannot be made here"
 REFUSED: dict[str, dict[str, str]] = {
-    "main": {"rescan": "the project cannot be scanned from here", "keep": DECIDE, "remove": DECIDE,
-             "not_duplicate": DECIDE, "none_duplicates": DECIDE, "accept": DECIDE, "bulk_accept": DECIDE,
-             "note": "notes cannot be added here", "undo": DECIDE, "redo": DECIDE,
-             "export": "nothing is exported from here", "cycle_keep_rule": "the keep rule cannot be changed here",
-             "keep_by_field": "the keep rule cannot be changed here"},
-    "pair": {"keep": DECIDE, "remove": DECIDE, "not_duplicate": DECIDE, "none_duplicates": DECIDE, "accept": DECIDE,
-             "note": "notes cannot be added here", "undo": DECIDE, "redo": DECIDE},
-    "tune": {"review": "pairs cannot be labelled here", "split_chain": DECIDE,
-             "save_svg": "no file is saved from here", "export_labels": "nothing is exported from here"},
+    "main": {
+        "rescan": "the project cannot be scanned from here",
+        "keep": DECIDE,
+        "remove": DECIDE,
+        "not_duplicate": DECIDE,
+        "none_duplicates": DECIDE,
+        "accept": DECIDE,
+        "bulk_accept": DECIDE,
+        "note": "notes cannot be added here",
+        "undo": DECIDE,
+        "redo": DECIDE,
+        "export": "nothing is exported from here",
+        "cycle_keep_rule": "the keep rule cannot be changed here",
+        "keep_by_field": "the keep rule cannot be changed here",
+    },
+    "pair": {
+        "keep": DECIDE,
+        "remove": DECIDE,
+        "not_duplicate": DECIDE,
+        "none_duplicates": DECIDE,
+        "accept": DECIDE,
+        "note": "notes cannot be added here",
+        "undo": DECIDE,
+        "redo": DECIDE,
+    },
+    "tune": {
+        "review": "pairs cannot be labelled here",
+        "split_chain": DECIDE,
+        "save_svg": "no file is saved from here",
+        "export_labels": "nothing is exported from here",
+    },
     "review": {"label": "pairs cannot be labelled here", "undo_label": "pairs cannot be labelled here"},
     "audit": {"label": "pairs cannot be labelled here"},
 }
 
-TABLES: dict[str, list[Act]] = {"main": MAIN_ACTIONS, "pair": PAIR_ACTIONS, "tune": TUNE_ACTIONS,
-                                "review": REVIEW_ACTIONS, "audit": AUDIT_ACTIONS}
+TABLES: dict[str, list[Act]] = {
+    "main": MAIN_ACTIONS,
+    "pair": PAIR_ACTIONS,
+    "tune": TUNE_ACTIONS,
+    "review": REVIEW_ACTIONS,
+    "audit": AUDIT_ACTIONS,
+}
 
 
 def action_name(act: Act) -> str:
@@ -111,10 +169,14 @@ def describe(db: Path, holder: str | None) -> str:
     if holder is None:
         return f"{db.name} was opened with --read-only: nothing is saved from this window."
     if holder == COMMAND_HOLDER:
-        return (f"{db.name} is being changed by {holder}, which holds the project until it ends: reopen it then "
-                f"to review. This window shows the project as it was when it opened; nothing is saved from it.")
-    return (f"{db.name} is open in {holder}: decide there. This window shows the project as it was when it "
-            f"opened (reopen it to see newer decisions); nothing is saved from it.")
+        return (
+            f"{db.name} is being changed by {holder}, which holds the project until it ends: reopen it then "
+            f"to review. This window shows the project as it was when it opened; nothing is saved from it."
+        )
+    return (
+        f"{db.name} is open in {holder}: decide there. This window shows the project as it was when it "
+        f"opened (reopen it to see newer decisions); nothing is saved from it."
+    )
 
 
 def open_project(db: Path, read_only: str | None, create: bool = False) -> Project:

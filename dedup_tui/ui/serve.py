@@ -61,8 +61,9 @@ class ServeError(ValueError):
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: a free one)."""
-    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _name, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -95,8 +96,10 @@ def check_token(token: str | None) -> str:
     if token is None:
         return secrets.token_urlsafe(32)
     if not TOKEN_PATTERN.fullmatch(token):
-        raise ServeError(f"the token (--token or {TOKEN_ENV}) must be 16 to 256 letters, digits or . _ ~ - "
-                         f"(a short token is easy to guess)")
+        raise ServeError(
+            f"the token (--token or {TOKEN_ENV}) must be 16 to 256 letters, digits or . _ ~ - "
+            f"(a short token is easy to guess)"
+        )
     return token
 
 
@@ -121,7 +124,7 @@ def split_host(value: str) -> tuple[str, int | None] | None:
         end = value.find("]")
         if end < 0:
             return None
-        name, rest = value[1:end], value[end + 1:]
+        name, rest = value[1:end], value[end + 1 :]
         if rest and not rest.startswith(":"):
             return None
         port_text = rest[1:] if rest else None
@@ -173,9 +176,11 @@ def origin_of(url: str) -> tuple[str, str, int] | None:
 
 def refusal_page(status: int, title: str, text: str) -> web.Response:
     """A short page saying why (the body a refused browser shows)."""
-    body = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>dedup-tui: {html.escape(title)}</title></head>"
-            f"<body style='font-family: sans-serif; margin: 3em'><h1>{html.escape(title)}</h1>"
-            f"<p>{html.escape(text)}</p></body></html>")
+    body = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>dedup-tui: {html.escape(title)}</title></head>"
+        f"<body style='font-family: sans-serif; margin: 3em'><h1>{html.escape(title)}</h1>"
+        f"<p>{html.escape(text)}</p></body></html>"
+    )
     return web.Response(status=status, text=body, content_type="text/html")
 
 
@@ -221,8 +226,12 @@ class BrowserApp(AppService):
     async def _open_app_process(self, width: int = 80, height: int = 24):
         environment = self._build_environment(width=width, height=height)
         self._process = process = await asyncio.create_subprocess_exec(
-            *shlex.split(self.command), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=environment)
+            *shlex.split(self.command),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=environment,
+        )
         assert process.stdin is not None
         self._stdin = process.stdin
         return process
@@ -265,6 +274,7 @@ class BrowserApp(AppService):
             if stream is not None:
                 while await stream.read(1 << 16):
                     pass
+
         await asyncio.gather(discard(process.stdout), discard(process.stderr), process.wait())
 
 
@@ -314,13 +324,22 @@ class ProjectServer(Server):
     checks and the limits (see the module's docstring), announcing itself in one line, and
     closing every browser's session (its app quits) when it stops."""
 
-    def __init__(self, db: Path, sock: socket.socket, public_url: str | None = None, read_only: bool = False,
-                 token: str | None = None, allowed_hosts: Iterable[str] = (), max_sessions: int = 4):
+    def __init__(
+        self,
+        db: Path,
+        sock: socket.socket,
+        public_url: str | None = None,
+        read_only: bool = False,
+        token: str | None = None,
+        allowed_hosts: Iterable[str] = (),
+        max_sessions: int = 4,
+    ):
         host, port = sock.getsockname()[:2]
         self.given_public_url = check_public_url(public_url)
         url = self.given_public_url or page_url(host, port)
-        super().__init__(app_command(db, read_only), host=host, port=port, title=f"dedup-tui · {db.name}",
-                         public_url=url)
+        super().__init__(
+            app_command(db, read_only), host=host, port=port, title=f"dedup-tui · {db.name}", public_url=url
+        )
         self.db = db
         self.sock = sock
         self.read_only = read_only
@@ -366,8 +385,11 @@ class ProjectServer(Server):
 
     def token_given(self, request: web.Request) -> str | None:
         """How the request proves it has the token ("query", "path", "cookie"), None if it does not."""
-        for how, value in (("path", request.match_info.get("token")), ("query", request.query.get("token")),
-                           ("cookie", request.cookies.get(self.cookie_name))):
+        for how, value in (
+            ("path", request.match_info.get("token")),
+            ("query", request.query.get("token")),
+            ("cookie", request.cookies.get(self.cookie_name)),
+        ):
             if value is not None and hmac.compare_digest(value.encode("utf-8", "replace"), self.token.encode()):
                 return how
         return None
@@ -388,13 +410,17 @@ class ProjectServer(Server):
     @web.middleware
     async def guard(self, request: web.Request, handler) -> web.StreamResponse:
         if not self.host_allowed(request):
-            return refusal_page(403, "Host not allowed",
-                                "This server does not answer to that name. Open the address dedup-tui serve printed, "
-                                "or start it with --allow-host NAME.")
+            return refusal_page(
+                403,
+                "Host not allowed",
+                "This server does not answer to that name. Open the address dedup-tui serve printed, "
+                "or start it with --allow-host NAME.",
+            )
         how = self.token_given(request)
         if how is None:
-            return refusal_page(401, "The address needs its token",
-                                "Open the address dedup-tui serve printed: it ends with ?token=.")
+            return refusal_page(
+                401, "The address needs its token", "Open the address dedup-tui serve printed: it ends with ?token=."
+            )
         response = await handler(request)
         if not isinstance(response, web.WebSocketResponse):
             response.headers["Referrer-Policy"] = "no-referrer"
@@ -402,8 +428,14 @@ class ProjectServer(Server):
             response.headers["X-Content-Type-Options"] = "nosniff"
             if how == "query":
                 response.headers["Cache-Control"] = "no-store"
-                response.set_cookie(self.cookie_name, self.token, path="/", httponly=True, samesite="Strict",
-                                    secure=self.public_url.startswith("https:"))
+                response.set_cookie(
+                    self.cookie_name,
+                    self.token,
+                    path="/",
+                    httponly=True,
+                    samesite="Strict",
+                    secure=self.public_url.startswith("https:"),
+                )
         return response
 
     # -- the routes ---------------------------------------------------------------------------
@@ -411,13 +443,15 @@ class ProjectServer(Server):
     async def _make_app(self) -> web.Application:
         app = web.Application(middlewares=[self.guard])
         aiohttp_jinja2.setup(app, loader=jinja2.FunctionLoader(_page_template))
-        app.add_routes([
-            web.get("/", self.handle_index, name="index"),
-            web.get("/ws", self.handle_websocket, name="websocket"),
-            web.get("/ws/{token}", self.handle_websocket, name="websocket-token"),
-            web.get("/download/{key}", self.handle_download, name="download"),
-            web.static("/static", self.statics_path, name="static"),
-        ])
+        app.add_routes(
+            [
+                web.get("/", self.handle_index, name="index"),
+                web.get("/ws", self.handle_websocket, name="websocket"),
+                web.get("/ws/{token}", self.handle_websocket, name="websocket-token"),
+                web.get("/download/{key}", self.handle_download, name="download"),
+                web.static("/static", self.statics_path, name="static"),
+            ]
+        )
         app.on_startup.append(self.on_startup)
         app.on_shutdown.append(self.on_shutdown)
         return app
@@ -426,8 +460,10 @@ class ProjectServer(Server):
         """Why no more sessions start now (None: one may)."""
         if len(self.sessions) < self.max_sessions:
             return None
-        return (f"{len(self.sessions)} browser sessions are open, the most this server runs at once "
-                f"(dedup-tui serve --max-sessions {self.max_sessions}). Close a tab of it and reload this page.")
+        return (
+            f"{len(self.sessions)} browser sessions are open, the most this server runs at once "
+            f"(dedup-tui serve --max-sessions {self.max_sessions}). Close a tab of it and reload this page."
+        )
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         """The page, its links on the address the browser used (or --public-url) and its websocket
@@ -446,21 +482,28 @@ class ProjectServer(Server):
         return aiohttp_jinja2.render_template("app_index.html", request, context)
 
     async def on_startup(self, app: web.Application) -> None:
-        others = "every browser gets a read-only view" if self.read_only else \
-            "the first browser reviews, the next ones get a read-only view"
+        others = (
+            "every browser gets a read-only view"
+            if self.read_only
+            else "the first browser reviews, the next ones get a read-only view"
+        )
         print(f"dedup-tui: serving {self.db.name} at {self.url} ({others}); Ctrl+C stops", flush=True)
         if self.beyond_loopback():
-            print(f"dedup-tui: warning: listening on {self.host}, beyond this machine: the token is the only "
-                  f"protection, and the traffic (token and documents) is not encrypted; put a TLS proxy in front "
-                  f"(docs/browser.md: Review in a browser)", flush=True)
+            print(
+                f"dedup-tui: warning: listening on {self.host}, beyond this machine: the token is the only "
+                f"protection, and the traffic (token and documents) is not encrypted; put a TLS proxy in front "
+                f"(docs/browser.md: Review in a browser)",
+                flush=True,
+            )
 
     async def on_shutdown(self, app: web.Application) -> None:
         """Ctrl+C: close each browser's session; its handler then quits its app and waits for it
         (aiohttp waits for the handlers before the loop ends)."""
         for websocket in list(self.sessions):
             try:
-                await asyncio.wait_for(websocket.close(code=WSCloseCode.GOING_AWAY, message=b"the server stopped"),
-                                       timeout=SEND_TIMEOUT)
+                await asyncio.wait_for(
+                    websocket.close(code=WSCloseCode.GOING_AWAY, message=b"the server stopped"), timeout=SEND_TIMEOUT
+                )
             except (TimeoutError, ConnectionError):
                 pass
 
@@ -469,8 +512,7 @@ class ProjectServer(Server):
         beyond max_sessions; else textual-serve's session, its size clamped, its writes bounded
         (Session) and its app always ended (BrowserApp)."""
         if not self.origin_allowed(request):
-            return refusal_page(403, "Origin not allowed",
-                                "A websocket from a page of another site is refused.")
+            return refusal_page(403, "Origin not allowed", "A websocket from a page of another site is refused.")
         full = self.sessions_full()
         if full:
             websocket = web.WebSocketResponse(timeout=SEND_TIMEOUT)
@@ -485,8 +527,14 @@ class ProjectServer(Server):
         self.sessions.add(websocket)
         try:
             await websocket.prepare(request)
-            service = BrowserApp(self.command, write_bytes=session.send_bytes, write_str=session.send_str,
-                                 close=session.close, download_manager=self.download_manager, debug=self.debug)
+            service = BrowserApp(
+                self.command,
+                write_bytes=session.send_bytes,
+                write_str=session.send_str,
+                close=session.close,
+                download_manager=self.download_manager,
+                debug=self.debug,
+            )
             await service.start(width, height)
             await self.relay(session, service)
         except asyncio.CancelledError:
@@ -545,31 +593,48 @@ class ProjectServer(Server):
                 loop.add_signal_handler(sig, self.request_exit)
             except (NotImplementedError, RuntimeError):  # pragma: no cover - not POSIX
                 pass
-        web.run_app(self._make_app(), sock=self.sock, handle_signals=False, loop=loop, print=lambda *args: None,
-                    access_log=None)  # one line per request is noise here
+        web.run_app(
+            self._make_app(), sock=self.sock, handle_signals=False, loop=loop, print=lambda *args: None, access_log=None
+        )  # one line per request is noise here
 
 
 def clamp_size(width, height) -> tuple[int, int]:
     """A terminal size a screen can hold: 1..MAX_WIDTH x 1..MAX_HEIGHT (80x24 when not a number)."""
+
     def number(value, default: int) -> int:
         if isinstance(value, bool):
             return default
         if isinstance(value, (int, float)):
             return int(value) if value == value and abs(value) < 1e9 else default  # not NaN or huge
         return to_int(value, default) if isinstance(value, str) else default
+
     return min(max(number(width, 80), 1), MAX_WIDTH), min(max(number(height, 24), 1), MAX_HEIGHT)
 
 
-def serve_project(db: Path, host: str = "127.0.0.1", port: int = 8000, public_url: str | None = None,
-                  read_only: bool = False, token: str | None = None, allowed_hosts: Iterable[str] = (),
-                  max_sessions: int = 4) -> None:
+def serve_project(
+    db: Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    public_url: str | None = None,
+    read_only: bool = False,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    max_sessions: int = 4,
+) -> None:
     check_token(token)  # a bad option before the socket is taken
     check_public_url(public_url)
     sock = listen(host, port)
     named = () if host in WILDCARD_HOSTS else (host,)  # `--host box.lan`: browsers may use that name
     try:
-        server = ProjectServer(db, sock, public_url=public_url, read_only=read_only, token=token,
-                               allowed_hosts=(*named, *allowed_hosts), max_sessions=max_sessions)
+        server = ProjectServer(
+            db,
+            sock,
+            public_url=public_url,
+            read_only=read_only,
+            token=token,
+            allowed_hosts=(*named, *allowed_hosts),
+            max_sessions=max_sessions,
+        )
     except BaseException:
         sock.close()
         raise

@@ -46,26 +46,38 @@ class FieldPickerApp(App[dict | None]):
 
     def compose(self) -> ComposeResult:
         names = [name for name, _ in self.fields]
-        text_guess = self.options.get("text_field") if self.options.get("text_field") in names else _guess_text(self.fields)
-        id_guess = self.options.get("id_field") if self.options.get("id_field") in names else \
-            next((n for n in names if n.lower() in ("id", "_id", "doc_id", "key", "uid", "uuid")), LINE_NUMBERS)
+        text_guess = (
+            self.options.get("text_field") if self.options.get("text_field") in names else _guess_text(self.fields)
+        )
+        id_guess = (
+            self.options.get("id_field")
+            if self.options.get("id_field") in names
+            else next((n for n in names if n.lower() in ("id", "_id", "doc_id", "key", "uid", "uuid")), LINE_NUMBERS)
+        )
         with Vertical(id="picker"):
-            yield Label(Text(f"{literal_line(self.corpus.name, 60)} does not open as it is", style="bold"),
-                        id="picker-title")
+            yield Label(
+                Text(f"{literal_line(self.corpus.name, 60)} does not open as it is", style="bold"), id="picker-title"
+            )
             yield Static(Text(literal_line(self.problem, 300), style="italic"))
             yield Label(Text("Fields of its first records:", style="dim"))
             yield DataTable(id="fields", cursor_type="row", zebra_stripes=True)
             with Horizontal(classes="row"):
                 with Vertical():
                     yield Label("Text field")
-                    yield Select([(literal_line(n, 40), n) for n in names], value=text_guess, allow_blank=False,
-                                 id="text-field")
+                    yield Select(
+                        [(literal_line(n, 40), n) for n in names], value=text_guess, allow_blank=False, id="text-field"
+                    )
                 with Vertical():
                     yield Label("Id field")
-                    yield Select([(LINE_NUMBERS, LINE_NUMBERS)] + [(literal_line(n, 40), n) for n in names],
-                                 value=id_guess, allow_blank=False, id="id-field")
-            yield Checkbox("Skip bad records (counted, their line numbers kept)", bool(self.options.get("skip_bad")),
-                           id="skip-bad")
+                    yield Select(
+                        [(LINE_NUMBERS, LINE_NUMBERS)] + [(literal_line(n, 40), n) for n in names],
+                        value=id_guess,
+                        allow_blank=False,
+                        id="id-field",
+                    )
+            yield Checkbox(
+                "Skip bad records (counted, their line numbers kept)", bool(self.options.get("skip_bad")), id="skip-bad"
+            )
             yield Static("", id="picker-error")
             with Horizontal(classes="buttons"):
                 yield Button("Open", variant="primary", id="picker-ok")
@@ -80,9 +92,11 @@ class FieldPickerApp(App[dict | None]):
 
     def chosen(self) -> dict:
         id_field = self.query_one("#id-field", Select).value
-        return {"text_field": self.query_one("#text-field", Select).value,
-                "id_field": None if id_field == LINE_NUMBERS else id_field,
-                "skip_bad": self.query_one("#skip-bad", Checkbox).value}
+        return {
+            "text_field": self.query_one("#text-field", Select).value,
+            "id_field": None if id_field == LINE_NUMBERS else id_field,
+            "skip_bad": self.query_one("#skip-bad", Checkbox).value,
+        }
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "picker-ok":

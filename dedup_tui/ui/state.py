@@ -49,10 +49,10 @@ class AppHost:
     def interrupted_by_keys(self):
         return self.app.interrupted_by_keys()
 
-    def notify(self, message: str, *, warning: bool = False, timeout: float = 5,
-               replaces: str | None = None) -> None:
-        self.app.notify(message, severity="warning" if warning else "information", timeout=timeout,
-                        replaces=replaces, markup=False)
+    def notify(self, message: str, *, warning: bool = False, timeout: float = 5, replaces: str | None = None) -> None:
+        self.app.notify(
+            message, severity="warning" if warning else "information", timeout=timeout, replaces=replaces, markup=False
+        )
 
     def ask_yes(self, question: str, refusal: str, then: Callable[[], Any]) -> None:
         from .screens.dialogs import AskScreen
@@ -61,6 +61,9 @@ class AppHost:
             if answer:
                 then()
 
-        self.app.push_screen(AskScreen(question, placeholder="yes",
-                                       validate=lambda t: None if t.strip().lower() in ("y", "yes") else refusal),
-                             answered)
+        self.app.push_screen(
+            AskScreen(
+                question, placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else refusal
+            ),
+            answered,
+        )

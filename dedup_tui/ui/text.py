@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..engine.display import ESCAPES, escape_char, escape_spans, literal, literal_line, snippet  # noqa: F401
 
+
 def literal_text(text: str, style: str = "", escape_style: str = "reverse") -> Text:
     """A rich Text showing `text` literally, escapes styled so they stand out."""
     shown, spans = escape_spans(text)
@@ -70,9 +71,9 @@ def shorten_apart(doc_id: str, other: str, width: int) -> str:
     room = width - head - 2
     start = max(head, prefix - min(3, room // 6))  # a little of what they share before the difference
     if len(doc_id) - start <= width - head - 1:
-        return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1):]
+        return doc_id[:head] + "…" + doc_id[len(doc_id) - (width - head - 1) :]
     tail = min(room // 2, 12)
-    return doc_id[:head] + "…" + doc_id[start:start + room - tail] + "…" + doc_id[len(doc_id) - tail:]
+    return doc_id[:head] + "…" + doc_id[start : start + room - tail] + "…" + doc_id[len(doc_id) - tail :]
 
 
 def _where_they_differ(doc_id: str, ids: list[str], width: int) -> str | None:
@@ -93,10 +94,10 @@ def _where_they_differ(doc_id: str, ids: list[str], width: int) -> str | None:
     if max(0, head - prefix) + max(0, width - 1 - head - suffix) >= min(3, end - prefix):
         return None  # shorten_middle shows enough of where they differ
     if suffix and end <= width - 1:
-        return doc_id[:width - 1] + "…"
+        return doc_id[: width - 1] + "…"
     if prefix and suffix:
         start = max(1, min(prefix, end - (width - 2)))
-        return "…" + doc_id[start:start + width - 2] + "…"
+        return "…" + doc_id[start : start + width - 2] + "…"
     return None
 
 

@@ -60,10 +60,15 @@ def pair_notice(left: Shown, right: Shown, names: tuple[str, str] = ("left", "ri
     """One line for a view of two documents of which one or both are cut ('' when neither is)."""
     rest = ": the differences are those of the parts shown"
     if left.cut and right.cut and len(left.text) == len(right.text):
-        return (f"showing the first {len(left.text):,} characters of each "
-                f"({left.length:,} and {right.length:,} in all){rest}")
-    parts = [f"the first {len(s.text):,} of {s.length:,} characters of the {name} document"
-             for name, s in zip(names, (left, right)) if s.cut]
+        return (
+            f"showing the first {len(left.text):,} characters of each "
+            f"({left.length:,} and {right.length:,} in all){rest}"
+        )
+    parts = [
+        f"the first {len(s.text):,} of {s.length:,} characters of the {name} document"
+        for name, s in zip(names, (left, right))
+        if s.cut
+    ]
     return "showing " + " and ".join(parts) + rest if parts else ""
 
 

@@ -38,8 +38,13 @@ class ProjectWriter:
         self._project: Project | None = None
         self._closed = False
 
-    def submit(self, job: Callable[[Project], object], on_done: Callable[[object], None] | None = None,
-               what: str = "change", on_fail: Callable[[], None] | None = None) -> None:
+    def submit(
+        self,
+        job: Callable[[Project], object],
+        on_done: Callable[[object], None] | None = None,
+        what: str = "change",
+        on_fail: Callable[[], None] | None = None,
+    ) -> None:
         """Run job(project) on a worker thread after every job submitted before it; then
         on_done(result) on the UI thread (or on_fail(), when it was not saved). `what` names the
         change in a failure message."""
@@ -80,8 +85,12 @@ class ProjectWriter:
             return f"Read-only view, not saved: {what}"
         if isinstance(exc, sqlite3.OperationalError):
             busy = "locked" in str(exc) or "busy" in str(exc)
-            return (f"Not saved: the project is busy (another dedup-tui command is writing it); "
-                    f"{what} not recorded, try again" if busy else f"Not saved ({what}): {exc}")
+            return (
+                f"Not saved: the project is busy (another dedup-tui command is writing it); "
+                f"{what} not recorded, try again"
+                if busy
+                else f"Not saved ({what}): {exc}"
+            )
         return f"Not saved ({what}): {literal_line(str(exc), 200)}"
 
     def _tell(self, message: str | None, deliver: bool) -> None:

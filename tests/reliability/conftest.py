@@ -41,8 +41,10 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 
 def small_corpus(n_groups: int = 12) -> list[dict]:
     """Groups of near-duplicate notes (a base and two edited copies) plus one exact copy."""
-    words = ("river library council garden report schedule volunteer students meeting import path release "
-             "quiet survey winter opening hours notes front desk bread recipe choir water").split()
+    words = (
+        "river library council garden report schedule volunteer students meeting import path release "
+        "quiet survey winter opening hours notes front desk bread recipe choir water"
+    ).split()
     docs = []
     for g in range(n_groups):
         base = [words[(g * 7 + i * 3) % len(words)] + str(g) for i in range(40)]

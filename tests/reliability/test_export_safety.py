@@ -13,24 +13,39 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main
-from dedup_tui.engine.curate import export as export_mod, curated, decisions
-from dedup_tui.engine.errors import DedupError
+from dedup_tui.engine.curate import curated, decisions
+from dedup_tui.engine.curate import export as export_mod
 from dedup_tui.engine.curate.export import AtomicFile
+from dedup_tui.engine.errors import DedupError
 from dedup_tui.engine.store import Project
 
 from .conftest import cli, one_line_error
 
 
 def export_args(db, tmp_path, *extra):
-    return ["export", "--db", db, "--threshold", "0.8", "--out", tmp_path / "kept.jsonl",
-            "--removed", tmp_path / "removed.jsonl", "--decisions-log", tmp_path / "log.jsonl",
-            "--manifest", tmp_path / "manifest.json", *extra]
+    return [
+        "export",
+        "--db",
+        db,
+        "--threshold",
+        "0.8",
+        "--out",
+        tmp_path / "kept.jsonl",
+        "--removed",
+        tmp_path / "removed.jsonl",
+        "--decisions-log",
+        tmp_path / "log.jsonl",
+        "--manifest",
+        tmp_path / "manifest.json",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("threshold", ["1.5", "-0.1", "nan-ish"])
 def test_threshold_outside_0_1_is_a_usage_error(scanned, tmp_path, threshold):
-    r = CliRunner().invoke(main, ["export", "--db", str(scanned), "--threshold", threshold,
-                                  "--out", str(tmp_path / "x.jsonl")])
+    r = CliRunner().invoke(
+        main, ["export", "--db", str(scanned), "--threshold", threshold, "--out", str(tmp_path / "x.jsonl")]
+    )
     assert r.exit_code == 2 and "--threshold" in r.output
     assert not (tmp_path / "x.jsonl").exists()
 
@@ -71,7 +86,10 @@ def test_failure_in_any_output_leaves_no_partial_file(scanned, tmp_path, monkeyp
             monkeypatch.setattr(decisions.json, "dump", lambda *a, **kw: (_ for _ in ()).throw(OSError("disk full")))
         with pytest.raises(OSError):
             curated.export_curated(
-                project, 0.8, "components", tmp_path / "out.jsonl",
+                project,
+                0.8,
+                "components",
+                tmp_path / "out.jsonl",
                 removed_out=tmp_path / "out.removed.jsonl" if target == "removed" else None,
                 decisions_out=tmp_path / "out.decisions.jsonl" if target == "decisions" else None,
                 manifest_out=tmp_path / "out.manifest.json" if target == "manifest" else None,

@@ -20,9 +20,8 @@ import json
 import re
 
 import pytest
-from textual.widgets import Input
 from rich.cells import cell_len
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from dedup_tui.engine.curate import curated, decisions
 from dedup_tui.engine.ingest import load_corpus
@@ -51,7 +50,9 @@ WIDTH, HEIGHT = 100, 32
 
 # Sequences Textual itself writes: CSI with parameters, and nothing else.
 _OWN_CSI = re.compile(r"\x1b\[[0-9;:?<>=]*[ -/]*[@-~]")
-_INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f\ufeff\u2060\u2028\u2029"
+_INVISIBLE = (
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f\ufeff\u2060\u2028\u2029"
+)
 
 
 def terminal_bytes(app) -> str:
@@ -157,9 +158,20 @@ def test_hostile_text_reaches_the_terminal_inert(hostile_corpus):
     assert "[bold]B[/bold]" in pair and "[link=file:///etc/passwd]click[/link]" in pair
     assert "[red" in pair and "blue]x" in pair
     # Escape sequences are shown as visible escapes, never run.
-    for shown in ("\\x1b[31mred\\x1b[0m", "\\x1b[2J\\x1b[H", "\\x1b]0;pwned", "title\\x07", "\\x1b]52;c;cHduZWQ=\\x07",
-                  "\\x1b]8;;http://evil/\\x1b\\link", "\\u202eevil\\u202c", "zw\\u200b\\u200c\\u200d\\ufeff\\u2060",
-                  "nul\\x00", "bel\\x07", "c1\\x9b31m\\x9d0;t\\x9c", "cr\\x0dline\\u2028para\\u2029"):
+    for shown in (
+        "\\x1b[31mred\\x1b[0m",
+        "\\x1b[2J\\x1b[H",
+        "\\x1b]0;pwned",
+        "title\\x07",
+        "\\x1b]52;c;cHduZWQ=\\x07",
+        "\\x1b]8;;http://evil/\\x1b\\link",
+        "\\u202eevil\\u202c",
+        "zw\\u200b\\u200c\\u200d\\ufeff\\u2060",
+        "nul\\x00",
+        "bel\\x07",
+        "c1\\x9b31m\\x9d0;t\\x9c",
+        "cr\\x0dline\\u2028para\\u2029",
+    ):
         assert shown in pair, shown
     # The id is one visible line wherever it is shown (tables, member info, titles).
     assert "id\\x1b]0;t\\x07[bold]\\u202e\"');" in main and "DROP TABLE decisions" in main
@@ -183,8 +195,11 @@ def test_literal_escapes_every_dangerous_character():
 def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     id_field, text_field = "i'd\"; DROP TABLE decisions;--", "te\"xt'); --"
     a, b = "a'); DELETE FROM decisions; --", 'b "quoted" \x1b]52;c;x\x07'
-    records = [{id_field: a, text_field: BASE, "o'k": 1}, {id_field: b, text_field: BASE + " x", "o'k": 2},
-               {id_field: "c", text_field: "unrelated text entirely"}]
+    records = [
+        {id_field: a, text_field: BASE, "o'k": 1},
+        {id_field: b, text_field: BASE + " x", "o'k": 2},
+        {id_field: "c", text_field: "unrelated text entirely"},
+    ]
     src = write_jsonl(tmp_path / "h.jsonl", records)
     project = Project(tmp_path / "h.db", create=True)
     load_corpus(project, [src], id_field=id_field, text_field=text_field)
@@ -192,8 +207,15 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
     decisions.record(project, "keep", b, author="o'brien\"; --")
     decisions.record(project, "note", a, value="'); DROP TABLE documents; --", author="t")
     out = tmp_path / "out.jsonl"
-    r = curated.export_curated(project, 0.8, "components", out, removed_out=tmp_path / "removed.jsonl",
-                                 decisions_out=tmp_path / "log.jsonl", manifest_out=tmp_path / "m.json")
+    r = curated.export_curated(
+        project,
+        0.8,
+        "components",
+        out,
+        removed_out=tmp_path / "removed.jsonl",
+        decisions_out=tmp_path / "log.jsonl",
+        manifest_out=tmp_path / "m.json",
+    )
     assert r.decisions == 2
     kept = [json.loads(x) for x in out.read_text().splitlines()]
     assert kept == [records[1], records[2]]
@@ -238,7 +260,8 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
             review = app.screen
             assert isinstance(review, ReviewScreen)
             while review.current is not None and not any(
-                    "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])):
+                "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])
+            ):
                 await pilot.press("0")  # skip
                 await settle(pilot)
             assert review.current is not None  # a pair with a hostile id is on screen

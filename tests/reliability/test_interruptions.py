@@ -163,8 +163,19 @@ def test_kill_9_during_review_keeps_every_committed_decision(scanned, child):
     import asyncio
 
     asyncio.run(run())
-    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", scanned.with_name("out.jsonl"),
-            "--decisions-log", scanned.with_name("log.jsonl"))
+    r = cli(
+        "export",
+        "--db",
+        scanned,
+        "--threshold",
+        "0.8",
+        "--out",
+        scanned.with_name("out.jsonl"),
+        "--decisions-log",
+        scanned.with_name("log.jsonl"),
+    )
     assert "3 decisions applied" in r.stdout
     log = [json.loads(x) for x in scanned.with_name("log.jsonl").read_text().splitlines()]
-    assert [(d["kind"], d["doc_id"], d["value"]) for d in log if d["status"] == "active"] == [tuple(k) for k in recorded]
+    assert [(d["kind"], d["doc_id"], d["value"]) for d in log if d["status"] == "active"] == [
+        tuple(k) for k in recorded
+    ]

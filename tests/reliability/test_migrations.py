@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from dedup_tui.engine.curate import decisions, curated
+from dedup_tui.engine.curate import curated, decisions
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.store import MIGRATIONS, SCHEMA_VERSION, Project
 
@@ -43,15 +43,21 @@ def make_v1_project(path, scanned: Project) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(V1_SCHEMA)
     src = scanned.conn
-    conn.executemany("INSERT INTO meta VALUES (?, ?)", [r for r in src.execute("SELECT key, value FROM meta")
-                                                        if r[0] != "pair_arrays_count"])
+    conn.executemany(
+        "INSERT INTO meta VALUES (?, ?)",
+        [r for r in src.execute("SELECT key, value FROM meta") if r[0] != "pair_arrays_count"],
+    )
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    for table, cols in (("sources", "id, path, format, sha256, size_bytes, fields, id_field, text_field, documents, "
-                                    "skipped_lines, loaded_at"),
-                        ("documents", "ord, doc_id, source_id, line, length, exact_hash, exact_of, text, record"),
-                        ("pairs", "a, b, jaccard"),
-                        ("runs", "id, command, status, started_at, finished_at, params, timings, counts"),
-                        ("decisions", "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone")):
+    for table, cols in (
+        (
+            "sources",
+            "id, path, format, sha256, size_bytes, fields, id_field, text_field, documents, skipped_lines, loaded_at",
+        ),
+        ("documents", "ord, doc_id, source_id, line, length, exact_hash, exact_of, text, record"),
+        ("pairs", "a, b, jaccard"),
+        ("runs", "id, command, status, started_at, finished_at, params, timings, counts"),
+        ("decisions", "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone"),
+    ):
         rows = src.execute(f"SELECT {cols} FROM {table}").fetchall()
         conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({','.join('?' * len(cols.split(',')))})", rows)
     conn.commit()
@@ -125,16 +131,24 @@ def test_failed_migration_changes_nothing(scanned, tmp_path, monkeypatch):
 def test_newer_project_is_refused_with_a_clear_message(scanned):
     with sqlite3.connect(scanned) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    before = [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))]
-    with pytest.raises(ProjectError, match=f"made by a newer dedup-tui \\(schema 99, this one reads {SCHEMA_VERSION}\\); upgrade"):
+    before = [
+        dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))
+    ]
+    with pytest.raises(
+        ProjectError, match=f"made by a newer dedup-tui \\(schema 99, this one reads {SCHEMA_VERSION}\\); upgrade"
+    ):
         Project(scanned)
-    for args in (["scan", "--db", scanned], ["export", "--db", scanned, "--threshold", "0.9", "--out",
-                                              scanned.with_name("x.jsonl")], ["open", scanned]):
+    for args in (
+        ["scan", "--db", scanned],
+        ["export", "--db", scanned, "--threshold", "0.9", "--out", scanned.with_name("x.jsonl")],
+        ["open", scanned],
+    ):
         r = cli(*args, check=False)
         assert r.returncode == 1 and "made by a newer dedup-tui (schema 99" in one_line_error(r)
     assert not scanned.with_name("x.jsonl").exists()
-    assert [dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))] \
-        == before
+    assert [
+        dump(scanned, t, o) for t, o in (("meta", "key"), ("documents", "ord"), ("pairs", "a, b"), ("runs", "id"))
+    ] == before
 
 
 @pytest.mark.parametrize("value", ["0", "garbage"])
@@ -155,7 +169,9 @@ def test_every_table_is_in_the_schema_after_migration(scanned, tmp_path):
     with Project(scanned) as project:
         make_v1_project(old, project)
     with Project(old) as migrated:
-        assert {r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")} == tables
+        assert {
+            r[0] for r in migrated.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        } == tables
 
 
 def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
@@ -206,7 +222,9 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     migrated = Project(old)
     try:
         assert migrated.get_meta("schema_version") == str(SCHEMA_VERSION) and migrated.get_meta("migrated_from") == "3"
-        rows = migrated.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum FROM documents").fetchall()
+        rows = migrated.conn.execute(
+            "SELECT ord, doc_id, source_id, line, text, record, checksum FROM documents"
+        ).fetchall()
         assert len(rows) == len(docs) and all(row[6] == document_checksum(*row[:6]) for row in rows)
     finally:
         migrated.close()
@@ -218,10 +236,15 @@ def test_a_schema_3_project_gets_checksums_of_its_records_as_they_are(scanned, t
     assert (tmp_path / "after.jsonl").read_bytes() == (tmp_path / "before.jsonl").read_bytes()
 
     with sqlite3.connect(old) as conn:
-        conn.execute("""UPDATE documents SET record = CAST(replace(record, '"id"', '"ic"') AS BLOB) WHERE doc_id = 'g1-a'""")
+        conn.execute(
+            """UPDATE documents SET record = CAST(replace(record, '"id"', '"ic"') AS BLOB) WHERE doc_id = 'g1-a'"""
+        )
     r = cli("export", "--db", old, "--threshold", "0.8", "--out", tmp_path / "damaged.jsonl", check=False)
     assert r.returncode == 1
-    assert "the stored record of document 'g1-a' does not match its checksum: the project file is damaged" in one_line_error(r)
+    assert (
+        "the stored record of document 'g1-a' does not match its checksum: the project file is damaged"
+        in one_line_error(r)
+    )
     assert not (tmp_path / "damaged.jsonl").exists()
 
 

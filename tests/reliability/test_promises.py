@@ -13,13 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from dedup_tui.cli import main
-from dedup_tui.engine.scanning import candidates, local as local
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning import candidates
+from dedup_tui.engine.scanning import local as local
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 
 from ..conftest import NEAR_CORPUS, write_jsonl
-from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def run(*args):
@@ -42,19 +43,22 @@ def _fingerprint(*paths: Path) -> list[bytes | None]:
     return [p.read_bytes() if p.exists() else None for p in paths]
 
 
-@pytest.mark.parametrize("args", [
-    ("pairs", "--db", "{db}", "--out", "{db}"),
-    ("pairs", "--db", "{db}", "--out", "{db}", "--force"),
-    ("pairs", "--db", "{db}", "--out", "{db}-wal", "--force"),
-    ("pairs", "--db", "{db}", "--out", "{db}.lock", "--force"),
-    ("pairs", "--db", "{db}", "--out", "{corpus}", "--force"),
-    ("tune", "--db", "{db}", "--labels-out", "{db}"),
-    ("tune", "--db", "{db}", "--labels-out", "{db}", "--force"),
-    ("synth", "--out", "{db}", "--force"),
-    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{db}", "--force"),
-    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{corpus}", "--force"),
-    ("export", "--db", "{db}", "--threshold", "0.5", "--out", "k.jsonl", "--removed", "{db}", "--force"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pairs", "--db", "{db}", "--out", "{db}"),
+        ("pairs", "--db", "{db}", "--out", "{db}", "--force"),
+        ("pairs", "--db", "{db}", "--out", "{db}-wal", "--force"),
+        ("pairs", "--db", "{db}", "--out", "{db}.lock", "--force"),
+        ("pairs", "--db", "{db}", "--out", "{corpus}", "--force"),
+        ("tune", "--db", "{db}", "--labels-out", "{db}"),
+        ("tune", "--db", "{db}", "--labels-out", "{db}", "--force"),
+        ("synth", "--out", "{db}", "--force"),
+        ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{db}", "--force"),
+        ("export", "--db", "{db}", "--threshold", "0.5", "--out", "{corpus}", "--force"),
+        ("export", "--db", "{db}", "--threshold", "0.5", "--out", "k.jsonl", "--removed", "{db}", "--force"),
+    ],
+)
 def test_no_command_writes_onto_the_project_or_its_corpus(project_files, args, monkeypatch):
     tmp, corpus, db = project_files
     monkeypatch.chdir(tmp)
@@ -172,21 +176,24 @@ def test_scan_settings_out_of_range_are_usage_errors(project_files, args):
 
 
 def test_parquet_export_keeps_every_type(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     import datetime
     import decimal
 
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     texts = [t for _id, t in NEAR_CORPUS] + [NEAR_CORPUS[0][1]]  # the last one an exact copy: removed
     n = len(texts)
-    table = pa.table({
-        "id": [f"d{i}" for i in range(n)],
-        "text": texts,
-        "when": pa.array([datetime.datetime(2020, 1, i + 1, 12, 30) for i in range(n)], pa.timestamp("us")),
-        "price": pa.array([decimal.Decimal(f"{i}.25") for i in range(n)], pa.decimal128(10, 2)),
-        "blob": pa.array([bytes([255, i]) for i in range(n)], pa.binary()),
-        "tags": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int16())),
-    })
+    table = pa.table(
+        {
+            "id": [f"d{i}" for i in range(n)],
+            "text": texts,
+            "when": pa.array([datetime.datetime(2020, 1, i + 1, 12, 30) for i in range(n)], pa.timestamp("us")),
+            "price": pa.array([decimal.Decimal(f"{i}.25") for i in range(n)], pa.decimal128(10, 2)),
+            "blob": pa.array([bytes([255, i]) for i in range(n)], pa.binary()),
+            "tags": pa.array([[i, i + 1] for i in range(n)], pa.list_(pa.int16())),
+        }
+    )
     src = tmp_path / "c.parquet"
     pq.write_table(table, src)
     with Project(tmp_path / "p.db", create=True) as project:
@@ -205,9 +212,13 @@ def test_huge_integers_and_deep_nesting_are_one_line_errors_or_kept(tmp_path):
     big = tmp_path / "big.jsonl"
     big.write_text('{"id": "a", "text": "x", "n": ' + "9" * 5000 + "}\n")
     assert run("load", big, "--db", tmp_path / "big.db").exit_code == 0  # an extra field: the record is kept whole
-    assert run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 1  # not scanned
+    assert (
+        run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 1
+    )  # not scanned
     assert run("scan", "--db", tmp_path / "big.db").exit_code == 0
-    assert run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 0
+    assert (
+        run("export", "--db", tmp_path / "big.db", "--threshold", "0.9", "--out", tmp_path / "o.jsonl").exit_code == 0
+    )
     assert (tmp_path / "o.jsonl").read_bytes() == big.read_bytes()
     for name, line, message in [
         ("id", '{"text": "x", "id": ' + "9" * 5000 + "}", 'id field "id" is a number of 5,000 digits'),
@@ -223,6 +234,7 @@ def test_huge_integers_and_deep_nesting_are_one_line_errors_or_kept(tmp_path):
 def test_parquet_with_invalid_utf8_is_a_one_line_error(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     bad = pa.array([b"fine text", b"bad \xff"], pa.binary()).view(pa.string())
     pq.write_table(pa.table({"id": ["a", "b"], "text": bad}), tmp_path / "c.parquet")
     result = run("load", tmp_path / "c.parquet", "--db", tmp_path / "p.db")
@@ -244,8 +256,15 @@ def test_a_read_only_project_is_read_by_every_command_that_reads(project_files, 
     who can write anything) opens read-only: reading commands work, writing ones say why not."""
     tmp, _corpus, db = project_files
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).resolve() in (
-        db.resolve(), db.resolve().parent) and mode & os.W_OK else real_access(p, mode, **kw))
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: (
+            False
+            if Path(p).resolve() in (db.resolve(), db.resolve().parent) and mode & os.W_OK
+            else real_access(p, mode, **kw)
+        ),
+    )
     assert run("tune", "--db", db, "--labels-out", tmp / "labels.jsonl").exit_code == 0
     assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
     assert run("pairs", "--db", db, "--out", tmp / "p.jsonl").exit_code == 0
@@ -303,23 +322,50 @@ def test_disk_full_during_a_load_says_so(tmp_path):
         assert not project.conn.in_transaction
 
 
-@pytest.mark.parametrize("tamper", [
-    "UPDATE pair_arrays SET a = x'0102'",                     # not a whole number of int64s
-    "UPDATE pair_arrays SET a = zeroblob(length(a))",         # a = 0 everywhere: a >= b for some pairs
-    "UPDATE pair_forest SET edges = x'ffffffffffffff7f'",     # an edge index far out of range
-    "UPDATE exact_array SET exact_of = x'05'",                # wrong size
-])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE pair_arrays SET a = x'0102'",  # not a whole number of int64s
+        "UPDATE pair_arrays SET a = zeroblob(length(a))",  # a = 0 everywhere: a >= b for some pairs
+        "UPDATE pair_forest SET edges = x'ffffffffffffff7f'",  # an edge index far out of range
+        "UPDATE exact_array SET exact_of = x'05'",  # wrong size
+    ],
+)
 def test_tampered_packed_tables_are_ignored_for_the_pairs_table(project_files, tamper):
     import sqlite3
 
     tmp, _corpus, db = project_files
-    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "before.jsonl",
-               "--removed", tmp / "before.removed.jsonl").exit_code == 0
+    assert (
+        run(
+            "export",
+            "--db",
+            db,
+            "--threshold",
+            "0.5",
+            "--out",
+            tmp / "before.jsonl",
+            "--removed",
+            tmp / "before.removed.jsonl",
+        ).exit_code
+        == 0
+    )
     with sqlite3.connect(db) as conn:
         conn.execute(tamper)
-    for cmd in (["tune", "--db", db],
-                ["export", "--db", db, "--threshold", "0.5", "--out", tmp / "after.jsonl", "--removed",
-                 tmp / "after.removed.jsonl", "--force"]):
+    for cmd in (
+        ["tune", "--db", db],
+        [
+            "export",
+            "--db",
+            db,
+            "--threshold",
+            "0.5",
+            "--out",
+            tmp / "after.jsonl",
+            "--removed",
+            tmp / "after.removed.jsonl",
+            "--force",
+        ],
+    ):
         assert run(*cmd).exit_code == 0
     assert (tmp / "after.jsonl").read_bytes() == (tmp / "before.jsonl").read_bytes()
     assert (tmp / "after.removed.jsonl").read_bytes() == (tmp / "before.removed.jsonl").read_bytes()
@@ -366,12 +412,19 @@ def test_an_unreadable_corpus_is_an_error_not_a_usage_error(tmp_path, monkeypatc
     monkeypatch.setattr(os, "access", lambda p, m, **k: False if str(p) == str(corpus) else real_access(p, m, **k))
     monkeypatch.setattr("builtins.open", no_read)
     result = run("load", corpus, "--db", tmp_path / "p.db")
-    assert result.exit_code == 1 and result.output.startswith(f"error: {corpus}") and "Permission denied" in result.output
+    assert (
+        result.exit_code == 1 and result.output.startswith(f"error: {corpus}") and "Permission denied" in result.output
+    )
 
 
-@pytest.mark.parametrize("args", [("pairs", "--db", "P.db", "--min", "nan", "--out", "x.jsonl"),
-                                  ("tune", "--db", "P.db", "--threshold", "1.5"),
-                                  ("export", "--db", "P.db", "--threshold", "nan", "--out", "x.jsonl")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pairs", "--db", "P.db", "--min", "nan", "--out", "x.jsonl"),
+        ("tune", "--db", "P.db", "--threshold", "1.5"),
+        ("export", "--db", "P.db", "--threshold", "nan", "--out", "x.jsonl"),
+    ],
+)
 def test_bad_numbers_are_usage_errors(project_files, args, monkeypatch):
     monkeypatch.chdir(project_files[0])
     result = run(*args)
@@ -425,8 +478,11 @@ def test_results_of_a_scan_that_misses_documents_are_refused(project_files):
     tmp, _corpus, db = project_files
     more = write_jsonl(tmp / "more.jsonl", [("copy", NEAR_CORPUS[0][1])])
     assert run("load", more, "--db", db).exit_code == 0
-    for cmd in (["export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl"],
-                ["pairs", "--db", db, "--out", tmp / "p.jsonl"], ["tune", "--db", db]):
+    for cmd in (
+        ["export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl"],
+        ["pairs", "--db", db, "--out", tmp / "p.jsonl"],
+        ["tune", "--db", db],
+    ):
         result = run(*cmd)
         assert result.exit_code == 1 and "documents were loaded after the last scan" in result.output
     assert run("scan", "--db", db).exit_code == 0
@@ -463,16 +519,25 @@ def test_a_text_folder_has_no_fields(tmp_path):
 def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     big = tmp_path / "big.jsonl"
     big.write_text('{"id": "a", "text": "hello there", "n": ' + "9" * 5000 + "}\n")
     assert run("load", big, "--db", tmp_path / "b.db").exit_code == 0
     assert run("scan", "--db", tmp_path / "b.db").exit_code == 0
     for fmt in ("csv", "parquet"):
         out = tmp_path / f"b.{fmt}"
-        assert run("export", "--db", tmp_path / "b.db", "--threshold", "0.9", "--out", out, "--format", fmt).exit_code == 0
+        assert (
+            run("export", "--db", tmp_path / "b.db", "--threshold", "0.9", "--out", out, "--format", fmt).exit_code == 0
+        )
     assert "9" * 5000 in (tmp_path / "b.csv").read_text()
-    table = pa.table({"id": ["x", "y"], "text": ["one text here", "another text"], "blob": [b"\xff\x00", b"ok"],
-                      "score": [float("nan"), 1.5]})
+    table = pa.table(
+        {
+            "id": ["x", "y"],
+            "text": ["one text here", "another text"],
+            "blob": [b"\xff\x00", b"ok"],
+            "score": [float("nan"), 1.5],
+        }
+    )
     pq.write_table(table, tmp_path / "c.parquet")
     assert run("load", tmp_path / "c.parquet", "--db", tmp_path / "c.db").exit_code == 0
     assert run("scan", "--db", tmp_path / "c.db").exit_code == 0
@@ -485,15 +550,26 @@ def test_long_integers_and_parquet_values_export_to_every_format(tmp_path):
 
 def test_parquet_export_of_numbers_arrow_cannot_type(tmp_path):
     import pyarrow.parquet as pq
+
     corpus = tmp_path / "n.jsonl"
-    corpus.write_text("\n".join([
-        '{"id": "a", "text": "first document text", "n": ' + "9" * 5000 + '}',
-        '{"id": "b", "text": "second document text", "n": 5}',
-        '{"id": "c", "text": "third document text", "n": 18446744073709551615}',
-    ]) + "\n")
+    corpus.write_text(
+        "\n".join(
+            [
+                '{"id": "a", "text": "first document text", "n": ' + "9" * 5000 + "}",
+                '{"id": "b", "text": "second document text", "n": 5}',
+                '{"id": "c", "text": "third document text", "n": 18446744073709551615}',
+            ]
+        )
+        + "\n"
+    )
     db = tmp_path / "n.db"
     assert run("load", corpus, "--db", db).exit_code == 0 and run("scan", "--db", db).exit_code == 0
-    assert run("export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "n.parquet", "--format", "parquet").exit_code == 0
+    assert (
+        run(
+            "export", "--db", db, "--threshold", "0.9", "--out", tmp_path / "n.parquet", "--format", "parquet"
+        ).exit_code
+        == 0
+    )
     assert pq.read_table(tmp_path / "n.parquet").column("n").to_pylist() == ["9" * 5000, "5", "18446744073709551615"]
 
 

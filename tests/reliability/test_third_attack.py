@@ -43,7 +43,17 @@ def test_no_output_lands_in_a_txt_folder_corpus_even_with_force(txt_folder_proje
         ("pairs", "--db", db, "--out", folder / "3.txt", "--force"),
         ("tune", "--db", db, "--labels-out", folder / "2.txt", "--force"),
         ("export", "--db", db, "--threshold", "0.8", "--out", folder / "new.jsonl"),  # a new file changes it too
-        ("export", "--db", db, "--threshold", "0.8", "--out", db.parent / "kept.jsonl", "--removed", folder / "sub" / "r.jsonl"),
+        (
+            "export",
+            "--db",
+            db,
+            "--threshold",
+            "0.8",
+            "--out",
+            db.parent / "kept.jsonl",
+            "--removed",
+            folder / "sub" / "r.jsonl",
+        ),
     ]
     for args in attempts:
         r = cli(*args, check=False)
@@ -101,8 +111,13 @@ def test_stdout_streams_pipe_to_head_ends_quietly(scanned):
     lines = full.stdout.splitlines()
     assert len(lines) > 2 and "wrote" in full.stderr  # the summary goes to stderr, the data to stdout
     assert all(set(json.loads(line)) == {"a", "b", "jaccard"} for line in lines)
-    shell = subprocess.run(f"{' '.join(CLI)} pairs --db '{scanned}' --out /dev/stdout | head -1",
-                           shell=True, capture_output=True, text=True, timeout=120)
+    shell = subprocess.run(
+        f"{' '.join(CLI)} pairs --db '{scanned}' --out /dev/stdout | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shell.stdout.splitlines() == lines[:1]
     assert "Traceback" not in shell.stderr and "Broken pipe" not in shell.stderr
 
@@ -111,8 +126,13 @@ def test_stdout_appends_under_a_double_redirect(scanned, tmp_path):
     log = tmp_path / "kept.jsonl"
     log.write_text("first line\n")
     with open(log, "a") as fh:
-        subprocess.run([*CLI, "export", "--db", str(scanned), "--threshold", "0.8", "--out", "-"], stdout=fh,
-                       stderr=subprocess.PIPE, check=True, timeout=120)
+        subprocess.run(
+            [*CLI, "export", "--db", str(scanned), "--threshold", "0.8", "--out", "-"],
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            check=True,
+            timeout=120,
+        )
     lines = log.read_text().splitlines()
     assert lines[0] == "first line" and len(lines) > 1
 
@@ -144,6 +164,7 @@ if sys.platform != "linux":  # pragma: no cover
 
 
 # -- damaged, read-only, full ------------------------------------------------------------------
+
 
 def _schema_tables() -> list[str]:
     from dedup_tui.engine import store
@@ -236,15 +257,31 @@ def test_export_keep_on_a_read_only_project_uses_the_rule_without_saving_it(tmp_
     from dedup_tui.cli import main
     from dedup_tui.engine import store
 
-    docs = [{"id": "short", "text": "alpha beta gamma delta epsilon zeta eta theta"},
-            {"id": "long", "text": "alpha beta gamma delta epsilon zeta eta theta iota"}]
+    docs = [
+        {"id": "short", "text": "alpha beta gamma delta epsilon zeta eta theta"},
+        {"id": "long", "text": "alpha beta gamma delta epsilon zeta eta theta iota"},
+    ]
     corpus = write_jsonl(tmp_path / "c.jsonl", docs)
     db = tmp_path / "c.db"
     cli("scan", "--db", db, corpus)
     monkeypatch.setattr(store.project, "_writable", lambda path: False)  # as a teammate without write access
     runner = CliRunner()
-    r = runner.invoke(main, ["export", "--db", str(db), "--threshold", "0.5", "--keep", "longest",
-                             "--out", str(tmp_path / "kept.jsonl"), "--manifest", str(tmp_path / "m.json")])
+    r = runner.invoke(
+        main,
+        [
+            "export",
+            "--db",
+            str(db),
+            "--threshold",
+            "0.5",
+            "--keep",
+            "longest",
+            "--out",
+            str(tmp_path / "kept.jsonl"),
+            "--manifest",
+            str(tmp_path / "m.json"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "not saved" in r.output
     assert [json.loads(line)["id"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()] == ["long"]
@@ -291,8 +328,10 @@ def test_a_moved_project_still_protects_its_corpus(tmp_path):
     before = (moved / "k.jsonl").read_bytes(), _snapshot(moved / "txt")
     r = cli("export", "--db", moved / "k.db", "--threshold", "0.9", "--out", moved / "k.jsonl", "--force", check=False)
     assert "holds the same bytes as the corpus file k.jsonl" in one_line_error(r)
-    for args in (("pairs", "--db", moved / "t.db", "--out", moved / "txt" / "1.txt", "--force"),
-                 ("export", "--db", moved / "t.db", "--threshold", "0.9", "--out", moved / "txt" / "x.jsonl")):
+    for args in (
+        ("pairs", "--db", moved / "t.db", "--out", moved / "txt" / "1.txt", "--force"),
+        ("export", "--db", moved / "t.db", "--threshold", "0.9", "--out", moved / "txt" / "x.jsonl"),
+    ):
         assert "named as the corpus folder" in one_line_error(cli(*args, check=False))
     assert ((moved / "k.jsonl").read_bytes(), _snapshot(moved / "txt")) == before
     # An output elsewhere is fine, and so is replacing a copy while the corpus is in place.
@@ -325,7 +364,8 @@ def test_a_keymap_that_is_a_fifo_is_reported_not_waited_on(tmp_path):
 def test_export_format_follows_the_out_suffix_and_a_contradiction_is_refused(scanned, tmp_path):
     cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k.csv")
     assert (tmp_path / "k.csv").read_text().splitlines()[0] == "id,text"
-    r = cli("export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k2.csv", "--format", "jsonl",
-            check=False)
+    r = cli(
+        "export", "--db", scanned, "--threshold", "0.8", "--out", tmp_path / "k2.csv", "--format", "jsonl", check=False
+    )
     assert r.returncode == 2 and "ends in .csv but --format is jsonl" in r.stderr
     assert not (tmp_path / "k2.csv").exists()

@@ -73,9 +73,11 @@ def test_app_refused_while_a_command_writes(scanned):
     lock.release()
     lock_path(scanned).touch()  # as left by a window that was killed
     with WriteGuard(scanned):
-        code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
-                f"try: acquire_app_lock({str(scanned)!r})\n"
-                "except ProjectLocked as e: print(e); sys.exit(3)\n")
+        code = (
+            "import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
+            f"try: acquire_app_lock({str(scanned)!r})\n"
+            "except ProjectLocked as e: print(e); sys.exit(3)\n"
+        )
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert r.returncode == 3 and "being written by another dedup-tui command" in r.stdout
     # A stale lock file from a killed window does not block anything.
@@ -84,9 +86,11 @@ def test_app_refused_while_a_command_writes(scanned):
 
 
 def _app_lock_in_child(path) -> subprocess.CompletedProcess:
-    code = ("import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
-            f"try: acquire_app_lock({str(path)!r})\n"
-            "except ProjectLocked as e: print(e); sys.exit(3)\n")
+    code = (
+        "import sys\nfrom dedup_tui.engine.store import acquire_app_lock, ProjectLocked\n"
+        f"try: acquire_app_lock({str(path)!r})\n"
+        "except ProjectLocked as e: print(e); sys.exit(3)\n"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 

@@ -20,8 +20,11 @@ def no_kernel_warmup_from_the_app(monkeypatch):
     the screens do not (tests/ui/test_app.py checks that it does)."""
     monkeypatch.setenv("DEDUP_TUI_APP_WARMUP", "0")
 
-WORDS = ("river library council garden report schedule volunteer students meeting import path "
-         "release quiet survey winter opening hours notes front desk bread recipe choir water").split()
+
+WORDS = (
+    "river library council garden report schedule volunteer students meeting import path "
+    "release quiet survey winter opening hours notes front desk bread recipe choir water"
+).split()
 
 
 def corpus_docs(seed: int = 7) -> list[dict]:
@@ -45,10 +48,14 @@ def corpus_docs(seed: int = 7) -> list[dict]:
             for j in rng.sample(range(len(words) - 2), 2 + i % 5):
                 words[j] = rng.choice(WORDS)
             add(" ".join(words))
-    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]x[/link] "
-        "\x1b[31mred\x1b[0m end of note.")
-    add("Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]y[/link] "
-        "\x1b[31mred\x1b[0m end of note!")
+    add(
+        "Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]x[/link] "
+        "\x1b[31mred\x1b[0m end of note."
+    )
+    add(
+        "Markup must stay literal: [bold]not bold[/bold] [link=https://example.com]y[/link] "
+        "\x1b[31mred\x1b[0m end of note!"
+    )
     return docs
 
 
@@ -69,8 +76,11 @@ def plain_screen(app) -> str:
     runs of blanks between styled parts may be left out)."""
     svg = app.export_screenshot()
     lines: dict[int, list[tuple[float, str]]] = {}
-    for x, line, text in re.findall(r'<text [^>]*?x="([\d.]+)"[^>]*?clip-path="url\(#terminal-\d+-line-(\d+)\)">'
-                                    r'(.*?)</text>', svg):
+    for x, line, text in re.findall(
+        r'<text [^>]*?x="([\d.]+)"[^>]*?clip-path="url\(#terminal-\d+-line-(\d+)\)">'
+        r"(.*?)</text>",
+        svg,
+    ):
         lines.setdefault(int(line), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
     return "\n".join("".join(t for _x, t in sorted(lines[n])) for n in sorted(lines))
 
@@ -128,8 +138,9 @@ def huge_pair_project(tmp_path) -> Path:
         load_corpus(project, [corpus])
         scan(project)
         for doc_id, text in (("big-a", huge_text(HUGE)), ("big-b", huge_text(HUGE + 7, changed_every=997))):
-            project.conn.execute("UPDATE documents SET text = ?, length = ? WHERE doc_id = ?",
-                                 (text, len(text), doc_id))
+            project.conn.execute(
+                "UPDATE documents SET text = ?, length = ? WHERE doc_id = ?", (text, len(text), doc_id)
+            )
     finally:
         project.close()
     return db

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from textual.widgets import Input, OptionList
 
-from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.curate import decisions, keep_rules
-from dedup_tui.engine.graph.clustering import KEPT, cluster
 from dedup_tui.engine.errors import Cancelled
-from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.graph import clustering
+from dedup_tui.engine.graph.clustering import KEPT, cluster
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import StageProgress
 from dedup_tui.ui.screens.dialogs import AskScreen, ExportScreen, SearchResultsScreen
@@ -23,7 +24,6 @@ from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from .conftest import corpus_docs, settle, write_corpus
-from dedup_tui.engine.scanning.settings import ScanSettings
 
 
 def screen_text(app) -> str:
@@ -58,8 +58,7 @@ async def test_open_scan_threshold_and_policy(corpus):
         assert main.index.counts.documents == len(corpus_docs())
         summary = str(main.query_one("#summary").render())
         assert f"{main.index.counts.clusters} clusters" in summary
-        for keys, expected in ((["plus"], 0.81), (["ctrl+left"], 0.76),
-                               (["minus"] * 3, 0.73)):
+        for keys, expected in ((["plus"], 0.81), (["ctrl+left"], 0.76), (["minus"] * 3, 0.73)):
             await pilot.press(*keys)
             await settle(pilot)
             assert main.threshold == pytest.approx(expected)
@@ -267,8 +266,11 @@ async def test_pair_view_literal_text_and_sync(corpus):
 
 async def test_long_document_scrolls_together(tmp_path):
     big = " ".join(f"word{i % 997} line{i}" for i in range(12000))  # ~150 KB
-    docs = [{"id": "big1", "text": big}, {"id": "big2", "text": big.replace("line5000 ", "changed ")},
-            {"id": "other", "text": "something else entirely, short"}]
+    docs = [
+        {"id": "big1", "text": big},
+        {"id": "big2", "text": big.replace("line5000 ", "changed ")},
+        {"id": "other", "text": "something else entirely, short"},
+    ]
     app = create_app(write_corpus(tmp_path / "big.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
@@ -435,8 +437,11 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
         project = Project(app.spec.db)
         assert decisions.active(project) == []
         main.query_one("#members").focus()
-        main.query_one("#members").move_cursor(row=[int(o) for o in main.index.members(main.model.cursor.cluster_id)].index(target)
-                                               if target in main.index.members(main.model.cursor.cluster_id) else 0)
+        main.query_one("#members").move_cursor(
+            row=[int(o) for o in main.index.members(main.model.cursor.cluster_id)].index(target)
+            if target in main.index.members(main.model.cursor.cluster_id)
+            else 0
+        )
         await pilot.press("x")
         await settle(pilot)
         assert [d.kind for d in decisions.active(project)] == ["remove"]
@@ -448,8 +453,13 @@ def test_binding_ids_are_unique():
 
     ids = [a.id for a in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS]
     assert len(ids) == len(set(ids))
-    assert {"main.remove", "main.threshold-up-0.01", "main.threshold-down-0.01", "pair.keep",
-            "review.label-not-duplicate"} <= set(ids)
+    assert {
+        "main.remove",
+        "main.threshold-up-0.01",
+        "main.threshold-down-0.01",
+        "pair.keep",
+        "review.label-not-duplicate",
+    } <= set(ids)
 
 
 async def test_a_keymap_file_remaps_a_key(corpus, tmp_path, monkeypatch):
@@ -479,12 +489,17 @@ async def test_triage_on_one_screen(corpus):
         main = app.main
         # a cluster with a near (not exact) member
         c = main.index.clustering
-        near = next(int(m) for m in np.flatnonzero(c.keeper >= 0)
-                    if main.model.root(int(m)) != main.model.root(int(c.keeper[m])))
+        near = next(
+            int(m)
+            for m in np.flatnonzero(c.keeper >= 0)
+            if main.model.root(int(m)) != main.model.root(int(c.keeper[m]))
+        )
         main.query_one("#clusters").move_cursor(row=main.index.position(int(c.cluster[near])))
         await pilot.pause()
         await pilot.press("tab")
-        main.query_one("#members").move_cursor(row=[int(m) for m in main.index.members(main.model.cursor.cluster_id)].index(near))
+        main.query_one("#members").move_cursor(
+            row=[int(m) for m in main.index.members(main.model.cursor.cluster_id)].index(near)
+        )
         await pilot.pause()
         member = main.selected_doc()
         assert member == near
@@ -624,7 +639,10 @@ async def test_rescan_with_a_lower_floor_lets_the_threshold_go_lower(corpus):
         await pilot.pause()
         dialog = app.screen
         assert isinstance(dialog, RescanScreen)
-        assert dialog.query_one("#rescan-floor", Input).value == "0.5" and dialog.query_one("#rescan-k", Input).value == "5"
+        assert (
+            dialog.query_one("#rescan-floor", Input).value == "0.5"
+            and dialog.query_one("#rescan-k", Input).value == "5"
+        )
         dialog.query_one("#rescan-floor", Input).value = "1.5"
         await pilot.press("enter")
         await pilot.pause()
@@ -707,8 +725,10 @@ async def test_the_pair_view_moves_on_after_a_decision(corpus):
 
 async def test_pair_view_case_toggle_and_stacked_titles(tmp_path):
     words = " ".join(f"word{i}" for i in range(80))
-    docs = [{"id": "a", "text": "The Library opens at nine on Mondays. " + words + " and closes at five"},
-            {"id": "b", "text": "the library opens at nine on mondays. " + words + " and closes at six"}]
+    docs = [
+        {"id": "a", "text": "The Library opens at nine on Mondays. " + words + " and closes at five"},
+        {"id": "b", "text": "the library opens at nine on mondays. " + words + " and closes at six"},
+    ]
     app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
     async with app.run_test(size=(90, 30)) as pilot:  # narrow: stacked
         await settle(pilot)
@@ -855,8 +875,13 @@ def test_typed_filters_parse_to_a_canonical_view_and_refuse_nonsense():
     assert parse_filter("size >= 5  sim<=0.9 undecided") == "undecided,size>=5,sim<=0.9"
     assert parse_filter("") == parse_filter("all") == "all"
     assert parse_filter("exact, size=2") == "exact,size=2"
-    for bad, says in (("size>=2.5", "whole number"), ("sim<=1.5", "between 0 and 1"), ("big", "unknown filter"),
-                      ("near exact", "exclude each other"), ("size>=x", "needs a number")):
+    for bad, says in (
+        ("size>=2.5", "whole number"),
+        ("sim<=1.5", "between 0 and 1"),
+        ("big", "unknown filter"),
+        ("near exact", "exclude each other"),
+        ("size>=x", "needs a number"),
+    ):
         with pytest.raises(ValueError, match=says):
             parse_filter(bad)
 
@@ -901,17 +926,23 @@ async def test_field_picker_offers_the_fields_and_checks_the_choice(tmp_path):
     from dedup_tui.engine.ingest import check_corpus, sample_fields
     from dedup_tui.ui.setup import FieldPickerApp
 
-    src = write_corpus(tmp_path / "c.jsonl", [{"key": f"k{i}", "n": i, "title": "t", "body": f"text number {i} here"}
-                                              for i in range(5)])
+    src = write_corpus(
+        tmp_path / "c.jsonl",
+        [{"key": f"k{i}", "n": i, "title": "t", "body": f"text number {i} here"} for i in range(5)],
+    )
     with pytest.raises(CorpusError) as problem:
         check_corpus(src)
     fields = sample_fields(src)
-    assert [name for name, _ in fields] == ["key", "n", "title", "body"] and dict(fields)["body"] == "text number 0 here"
+    assert [name for name, _ in fields] == ["key", "n", "title", "body"] and dict(fields)[
+        "body"
+    ] == "text number 0 here"
     app = FieldPickerApp(src, fields, str(problem.value))
     async with app.run_test(size=(110, 36)) as pilot:
         await pilot.pause()
         assert app.query_one("#fields", DataTable).row_count == 4
-        assert app.query_one("#text-field", Select).value == "body" and app.query_one("#id-field", Select).value == "key"
+        assert (
+            app.query_one("#text-field", Select).value == "body" and app.query_one("#id-field", Select).value == "key"
+        )
         app.query_one("#text-field", Select).value = "n"
         app.query_one("#picker-ok", Button).press()
         await pilot.pause()
@@ -919,7 +950,9 @@ async def test_field_picker_offers_the_fields_and_checks_the_choice(tmp_path):
         app.query_one("#text-field", Select).value = "body"
         app.query_one("#picker-ok", Button).press()
         await pilot.pause()
-    assert app.return_value == {"text_field": "body", "id_field": "key", "skip_bad": False}, str(app.query_one("#picker-error").render())
+    assert app.return_value == {"text_field": "body", "id_field": "key", "skip_bad": False}, str(
+        app.query_one("#picker-error").render()
+    )
     check_corpus(src, **app.return_value)  # loads with them
     assert sample_fields(tmp_path) is None  # a folder of .txt files has no fields
 
@@ -978,7 +1011,10 @@ async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):
 
 async def test_keep_by_a_field_from_the_app(tmp_path):
     base = "the quarterly report shows revenue growth across every region we serve this year"
-    docs = [{"id": "old", "text": base, "date": "2020-01-01"}, {"id": "new", "text": base + " too", "date": "2024-06-30"}]
+    docs = [
+        {"id": "old", "text": base, "date": "2020-01-01"},
+        {"id": "new", "text": base + " too", "date": "2024-06-30"},
+    ]
     app = create_app(write_corpus(tmp_path / "dated.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -1050,10 +1086,10 @@ def _record_scans(monkeypatch) -> list:
 async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
     """Opening a scanned project with documents loaded since: the app's scan is the engine's
     incremental one (the same function as the CLI's), and the view shows every document."""
-    from dedup_tui.engine.scanning import local
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.ui.app import DedupApp
     from dedup_tui.engine.opening import OpenSpec
+    from dedup_tui.engine.scanning import local
+    from dedup_tui.ui.app import DedupApp
 
     docs = corpus_docs()
     db = tmp_path / "p.db"
@@ -1061,7 +1097,7 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
     with Project(db, create=True) as project:
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
         local.scan(project, settings)
-        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
+        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2 :])])
     results = _record_scans(monkeypatch)
     app = DedupApp(OpenSpec(db, scan_settings=settings), author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -1075,11 +1111,11 @@ async def test_the_app_scans_new_documents_incrementally(tmp_path, monkeypatch):
 async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
     """Opening a corpus: the app's scan starts from the signatures its load computed (the
     other core signs as the load writes), and finds what a separate load and scan find."""
-    from dedup_tui.engine.scanning import local  # noqa: F401  (kernels loaded: no compiling to wait for)
-    from dedup_tui.engine.scanning.ahead import SignedAhead
     from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.ui.app import DedupApp
     from dedup_tui.engine.opening import OpenSpec
+    from dedup_tui.engine.scanning import local
+    from dedup_tui.engine.scanning.ahead import SignedAhead
+    from dedup_tui.ui.app import DedupApp
 
     corpus = write_corpus(tmp_path / "c.jsonl", corpus_docs())
     settings = ScanSettings(floor=0.5, method="lsh")
@@ -1089,7 +1125,9 @@ async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
         expected = sorted(alone.conn.execute("SELECT a, b, jaccard FROM pairs"))
     handed = []
     real_take = SignedAhead.take
-    monkeypatch.setattr(SignedAhead, "take", lambda self, *a, **k: handed.append(real_take(self, *a, **k)) or handed[-1])
+    monkeypatch.setattr(
+        SignedAhead, "take", lambda self, *a, **k: handed.append(real_take(self, *a, **k)) or handed[-1]
+    )
     db = tmp_path / "p.db"
     Project(db, create=True).close()
     app = DedupApp(OpenSpec(db, corpus=[corpus], scan_settings=settings), author="tester")
@@ -1103,15 +1141,15 @@ async def test_the_app_signs_a_corpus_while_it_loads(tmp_path, monkeypatch):
 async def test_the_app_keeps_the_last_scans_settings_for_new_documents(tmp_path, monkeypatch):
     """Opened without scan settings on a project scanned at floor 0.6 with documents loaded
     since: the app scans with the last scan's settings, incrementally, and its floor stays."""
-    from dedup_tui.engine.scanning import local
     from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.scanning import local
 
     docs = corpus_docs()
     db = tmp_path / "p.db"
     with Project(db, create=True) as project:
         load_corpus(project, [write_corpus(tmp_path / "first.jsonl", docs[: len(docs) // 2])])
         local.scan(project, ScanSettings(floor=0.6, method="lsh", seed=3))
-        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2:])])
+        load_corpus(project, [write_corpus(tmp_path / "second.jsonl", docs[len(docs) // 2 :])])
     results = _record_scans(monkeypatch)
     app = create_app(db, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import textwrap
 
-from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.curate import decisions, keep_rules
+from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
@@ -97,8 +97,7 @@ async def test_a_keep_shows_its_cluster_before_its_write_as_the_saved_list_does(
 
 
 async def test_counts_of_a_large_cluster_are_never_cut(tmp_path):
-    docs = corpus_docs() + [{"id": f"copy{i:04d}", "text": "the same notice, copied many times"}
-                            for i in range(1200)]
+    docs = corpus_docs() + [{"id": f"copy{i:04d}", "text": "the same notice, copied many times"} for i in range(1200)]
     app = create_app(write_corpus(tmp_path / "big.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
@@ -138,8 +137,9 @@ def test_quitting_while_a_decision_is_saved_does_not_hang(tmp_path, corpus):
         print("closed")
     """)
     env = {**__import__("os").environ, "DEDUP_TUI_APP_WARMUP": "0"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
     assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]
 
 
@@ -238,8 +238,7 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
         clusters, members = main.query_one("#clusters"), main.query_one("#members")
         checked = 0
         for _ in range(60):
-            key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "plus",
-                              "minus", "p", "s", "K"])
+            key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "plus", "minus", "p", "s", "K"])
             if key not in ("x", "u", "r"):
                 await pilot.press(key)
                 await settle(pilot)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dedup_tui.ui.app import DedupApp
 from dedup_tui.engine.opening import prepare
+from dedup_tui.ui.app import DedupApp
 
 from .conftest import settle
 
@@ -39,7 +39,8 @@ async def test_a_cache_fallback_said_on_stderr_is_shown_in_the_app_too(tmp_path,
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         said_from_a_thread = threading.Thread(
-            target=kernel_cache.notice, args=("cannot write compiled kernels to the cache /c: No space left on device",))
+            target=kernel_cache.notice, args=("cannot write compiled kernels to the cache /c: No space left on device",)
+        )
         said_from_a_thread.start()
         said_from_a_thread.join()
         await settle(pilot)

@@ -35,7 +35,6 @@ def test_shorten_middle_keeps_start_and_end():
     assert shorten_middle(LONG, 1) == "…" and shorten_middle(LONG, 0) == ""
 
 
-
 def rendered(widget) -> str:
     content = widget.visual if hasattr(widget, "visual") else widget.render()
     return getattr(content, "plain", str(content))
@@ -55,8 +54,12 @@ async def test_status_line_and_titles_whole(tmp_path, size):
         status = main.status_line(size[0] - 2).plain
         # the sort in the list title's words, the policy named as such (at 80 columns it read
         # "sort nearest threshold · … · components" beside "closest to the threshold first")
-        for part in ("closest to the threshold first" if size[0] >= 120 else "sort closest to threshold",
-                     "undecided", "keep", "policy components"):
+        for part in (
+            "closest to the threshold first" if size[0] >= 120 else "sort closest to threshold",
+            "undecided",
+            "keep",
+            "policy components",
+        ):
             assert part in status
         for row in status.split("\n"):
             assert row in screen  # the status line is on screen whole
@@ -104,13 +107,21 @@ async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
         assert LONG_FIELD in plain_screen(app).replace("\n", "")
 
 
-@pytest.mark.parametrize("key, words", [
-    ("A", "Accept every listed cluster to review whose lowest similarity is at least this (1 = exact copies "
-          "only):"),
-    ("F", "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all"),
-    ("ctrl+k", "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes last), first or "
-               "longest. Clusters you decided keep theirs."),
-])
+@pytest.mark.parametrize(
+    "key, words",
+    [
+        (
+            "A",
+            "Accept every listed cluster to review whose lowest similarity is at least this (1 = exact copies only):",
+        ),
+        ("F", "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all"),
+        (
+            "ctrl+k",
+            "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes last), first or "
+            "longest. Clusters you decided keep theirs.",
+        ),
+    ],
+)
 async def test_prompts_are_whole_at_80x24(tmp_path, key, words):
     app = create_app(long_ids_corpus(tmp_path), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -238,14 +249,15 @@ async def test_cycling_the_sort_never_moves_the_screen(size, corpus):
         assert len(sorts) == 4
         assert not any(m.startswith(("Sorted", "Showing")) for m in app.told)  # the status line says it
 
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
     """Manual pages' ids share a start and an end (man1/gcloud_ai_endpoints_list.1,
     man1/gcloud_ai_index-endpoints_list.1): shortened in the middle, a member and the kept one
     read the same (man1/gclou…ndpoints_list.1); each member is shortened where it differs from
     the kept one."""
-    from .test_pair_view import VARIANTS, variant_docs
     from .conftest import write_corpus
+    from .test_pair_view import VARIANTS, variant_docs
 
     app = create_app(write_corpus(tmp_path / "pages.jsonl", variant_docs()), author="tester")
     async with app.run_test(size=size) as pilot:
@@ -259,7 +271,7 @@ async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
         for o, _status, _style, _sim, doc_id, *_ in table._shown_rows:
             if ids[o] != kept:  # it shows the first characters where it differs from the kept id
                 at = len(os.path.commonprefix([ids[o], kept]))
-                assert ids[o][at:at + 2] in doc_id, (ids[o], doc_id)
+                assert ids[o][at : at + 2] in doc_id, (ids[o], doc_id)
         assert table._shown_rows[1][4] in plain_screen(app)
 
 
@@ -268,19 +280,26 @@ def test_ids_of_one_family_are_shortened_to_where_they_differ():
     toolchain packages that share "lib" and "-amd64-cross": shown, they tell nothing apart."""
     from dedup_tui.ui.text import shorten_each
 
-    ids = ["libasan8-amd64-cross", "libgcc-11-dev-amd64-cross", "libstdc++-11-dev-amd64-cross",
-           "libx32stdc++6-amd64-cross", "libstdc++6-amd64-cross", "libgfortran-11-dev-amd64-cross"]
+    ids = [
+        "libasan8-amd64-cross",
+        "libgcc-11-dev-amd64-cross",
+        "libstdc++-11-dev-amd64-cross",
+        "libx32stdc++6-amd64-cross",
+        "libstdc++6-amd64-cross",
+        "libgfortran-11-dev-amd64-cross",
+    ]
     short = shorten_each(ids, 12)
-    assert short == ["libasan8-am…", "…gcc-11-dev…", "…stdc++-11-…", "…x32stdc++6…", "libstdc++6-…",
-                     "…gfortran-1…"]
+    assert short == ["libasan8-am…", "…gcc-11-dev…", "…stdc++-11-…", "…x32stdc++6…", "libstdc++6-…", "…gfortran-1…"]
     assert len(set(short)) == len(ids) and all(len(s) <= 12 for s in short)
 
 
 def test_shorten_each_tells_apart_what_the_middle_cut_makes_alike():
     from dedup_tui.ui.text import shorten_each
 
-    ids = [f"man1/gcloud_ai_{name}_list.1" for name in
-           ("models", "indexes", "index-endpoints", "model-monitoring-jobs", "hp-tuning-jobs", "endpoints")]
+    ids = [
+        f"man1/gcloud_ai_{name}_list.1"
+        for name in ("models", "indexes", "index-endpoints", "model-monitoring-jobs", "hp-tuning-jobs", "endpoints")
+    ]
     ids += ["man1/gcloud_alpha_ai_models_list.1", "man1/gcloud_beta_ai_models_list.1", "short.1", "short.1"]
     for width in (14, 20, 26, 34):
         shown = shorten_each(ids, width)
@@ -290,7 +309,9 @@ def test_shorten_each_tells_apart_what_the_middle_cut_makes_alike():
             assert doc_id.endswith(s.rsplit("…", 1)[-1])  # never cut at the end
     # ids that the middle cut already tells apart are shortened in the middle, as before
     assert shorten_each([LONG, LONG.replace("_list.1", "_describe.1")], 24) == [
-        shorten_middle(LONG, 24), shorten_middle(LONG.replace("_list.1", "_describe.1"), 24)]
+        shorten_middle(LONG, 24),
+        shorten_middle(LONG.replace("_list.1", "_describe.1"), 24),
+    ]
 
 
 async def test_cluster_list_ids_that_differ_in_the_middle_stay_apart(tmp_path):
@@ -343,8 +364,11 @@ async def test_summary_counts_one_in_the_singular(tmp_path, size):
     from .conftest import write_corpus
 
     words = [f"word{i}" for i in range(80)]
-    docs = [{"id": "a", "text": " ".join(words)}, {"id": "b", "text": " ".join(words)},
-            {"id": "c", "text": " ".join(reversed(words)) + " other"}]
+    docs = [
+        {"id": "a", "text": " ".join(words)},
+        {"id": "b", "text": " ".join(words)},
+        {"id": "c", "text": " ".join(reversed(words)) + " other"},
+    ]
     app = create_app(write_corpus(tmp_path / "one.jsonl", docs), author="tester")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -404,12 +428,14 @@ async def test_preview_title_never_wraps_its_similarity_away_at_120x40(tmp_path)
 
 
 async def test_preview_title_tells_the_two_ids_apart_at_120x40(tmp_path):
-    """"kept man1…ancel.1  ·  keys act on ▸  man1…ancel.1": the preview's two ids read the same."""
+    """ "kept man1…ancel.1  ·  keys act on ▸  man1…ancel.1": the preview's two ids read the same."""
     from .conftest import write_corpus
 
     words = [f"word{i}" for i in range(60)]
-    docs = [{"id": "man1/gcloud_ai_custom-jobs_cancel.1", "text": " ".join(words)},
-            {"id": "man1/gcloud_alpha_ai_custom-jobs_cancel.1", "text": " ".join(words[:-1] + ["x"])}]
+    docs = [
+        {"id": "man1/gcloud_ai_custom-jobs_cancel.1", "text": " ".join(words)},
+        {"id": "man1/gcloud_alpha_ai_custom-jobs_cancel.1", "text": " ".join(words[:-1] + ["x"])},
+    ]
     app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -470,13 +496,16 @@ async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
         # with the overwrite question (three lines at 80 columns) the dialog still fits
         path = app.screen.query_one("#export-path").value
         from pathlib import Path
+
         Path(path).write_text("")
         for name in ("removed.jsonl", "decisions.jsonl", "manifest.json"):
             Path(path).with_name(Path(path).stem + "." + name).write_text("")
         await pilot.click("#export-ok")
         await pilot.pause()
         assert str(app.screen.query_one("#export-ok", Button).label) == "Overwrite"
-        assert app.screen.query_one("#export-dialog").region.bottom <= size[1], app.screen.query_one("#export-dialog").region
+        assert app.screen.query_one("#export-dialog").region.bottom <= size[1], app.screen.query_one(
+            "#export-dialog"
+        ).region
 
 
 async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
@@ -498,14 +527,18 @@ async def test_help_says_how_to_close_it_on_its_first_screen(corpus):
 
 
 async def test_member_line_tells_its_ids_apart_at_120x40(tmp_path):
-    """"man1/g…_describe.1 1,788 chars · near duplicate (≥ 0.80) · duplicate of man1/g…_describe.1":
+    """ "man1/g…_describe.1 1,788 chars · near duplicate (≥ 0.80) · duplicate of man1/g…_describe.1":
     the selected page and the one it duplicates read the same in the line under the members."""
     from .conftest import write_corpus
 
     words = [f"word{i}" for i in range(60)]
-    docs = [{"id": "man1/gcloud_alpha_compute_commitments_describe.1", "text": " ".join(words)},
-            {"id": "man1/gcloud_alpha_compute_sole-tenancy_node-templates_describe.1",
-             "text": " ".join(words[:-1] + ["x"])}]
+    docs = [
+        {"id": "man1/gcloud_alpha_compute_commitments_describe.1", "text": " ".join(words)},
+        {
+            "id": "man1/gcloud_alpha_compute_sole-tenancy_node-templates_describe.1",
+            "text": " ".join(words[:-1] + ["x"]),
+        },
+    ]
     app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -527,9 +560,11 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
     from .conftest import write_corpus
 
     words = [f"word{i}" for i in range(60)]
-    docs = [{"id": "kept", "text": " ".join(words)},
-            {"id": "near", "text": " ".join(words[:-1] + ["x"])},
-            {"id": "copy-of-near", "text": " ".join(words[:-1] + ["x"])}]
+    docs = [
+        {"id": "kept", "text": " ".join(words)},
+        {"id": "near", "text": " ".join(words[:-1] + ["x"])},
+        {"id": "copy-of-near", "text": " ".join(words[:-1] + ["x"])},
+    ]
     app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -556,7 +591,9 @@ async def test_an_exact_copy_of_a_removed_member_does_not_claim_the_kept_text(tm
         assert why(index, 1, int(index.clustering.cluster[1])) == "same text as the kept one"
 
 
-@pytest.mark.parametrize("screen_keys, words", [(("T",), (") Target ↑", "( Target ↓")), (("tab", "d"), ("} Next cluster",))])
+@pytest.mark.parametrize(
+    "screen_keys, words", [(("T",), (") Target ↑", "( Target ↓")), (("tab", "d"), ("} Next cluster",))]
+)
 async def test_footer_words_read_whole_at_80x24(corpus, screen_keys, words):
     """The tuning footer read "+ Target + - Target -", the pair view's "} Next cl."."""
     app = create_app(corpus, author="tester")
@@ -594,8 +631,10 @@ async def test_a_family_of_ids_reads_apart_in_the_members_column(tmp_path, size)
 
     names = ["asan8", "gcc-11-dev", "stdc++-11-dev", "x32stdc++6", "stdc++6", "gfortran-11-dev"]
     words = [f"word{i}" for i in range(40)]
-    docs = [{"id": f"lib{name}-amd64-cross-toolchain-package", "text": " ".join(words + [f"tail{i}"])}
-            for i, name in enumerate(names)]
+    docs = [
+        {"id": f"lib{name}-amd64-cross-toolchain-package", "text": " ".join(words + [f"tail{i}"])}
+        for i, name in enumerate(names)
+    ]
     app = create_app(write_corpus(tmp_path / "cross.jsonl", docs), author="tester")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)

@@ -13,7 +13,8 @@ from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
 from dedup_tui.ui.window import PAIR_LINES, PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
 
-from .conftest import HUGE, huge_text, plain_screen as screen_text, settle
+from .conftest import HUGE, huge_text, settle
+from .conftest import plain_screen as screen_text
 
 
 def read_texts(monkeypatch) -> list:
@@ -76,7 +77,10 @@ async def test_a_huge_pair_is_shown_through_a_window(huge_pair_project, monkeypa
         # The text flowing (l): each side's window, bounded, ending with the notice.
         await pilot.press("l")
         await settle(pilot)
-        for view, length in ((pair.query_one("#left-doc", DocView), HUGE), (pair.query_one("#right-doc", DocView), HUGE + 7)):
+        for view, length in (
+            (pair.query_one("#left-doc", DocView), HUGE),
+            (pair.query_one("#right-doc", DocView), HUGE + 7),
+        ):
             assert len(view._raw) == PAIR_WINDOW and view.line_count < PAIR_WINDOW // 20
             assert view.notice == f"showing the first {PAIR_WINDOW:,} of {length:,} characters"
         assert notice in screen_text(app)
@@ -110,13 +114,23 @@ def test_a_window_of_short_lines_ends_after_its_last_whole_line(make_project):
         project.close()
 
 
-@pytest.mark.parametrize("left, right, expected", [
-    (Shown("ab", 2), Shown("cd", 2), ""),
-    (Shown("ab", 9), Shown("cd", 2), "showing the first 2 of 9 characters of the left document: the differences are "
-                                     "those of the parts shown"),
-    (Shown("ab", 9), Shown("cd", 1_000_000), "showing the first 2 characters of each (9 and 1,000,000 in all): the "
-                                             "differences are those of the parts shown"),
-])
+@pytest.mark.parametrize(
+    "left, right, expected",
+    [
+        (Shown("ab", 2), Shown("cd", 2), ""),
+        (
+            Shown("ab", 9),
+            Shown("cd", 2),
+            "showing the first 2 of 9 characters of the left document: the differences are those of the parts shown",
+        ),
+        (
+            Shown("ab", 9),
+            Shown("cd", 1_000_000),
+            "showing the first 2 characters of each (9 and 1,000,000 in all): the "
+            "differences are those of the parts shown",
+        ),
+    ],
+)
 def test_pair_notice_names_what_is_cut(left, right, expected):
     assert pair_notice(left, right) == expected
     assert cut_notice(Shown("ab", 2)) == "" and cut_notice(Shown("ab", 3)) == "showing the first 2 of 3 characters"

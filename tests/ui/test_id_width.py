@@ -19,8 +19,9 @@ def corpus(tmp_path):
     base = [WORDS[(i * 5) % len(WORDS)] + str(i) for i in range(120)]
     near = list(base)
     near[60] = "changed"
-    return write_corpus(tmp_path / "ids.jsonl", [{"id": IDS[0], "text": " ".join(base)},
-                                                 {"id": IDS[1], "text": " ".join(near)}])
+    return write_corpus(
+        tmp_path / "ids.jsonl", [{"id": IDS[0], "text": " ".join(base)}, {"id": IDS[1], "text": " ".join(near)}]
+    )
 
 
 def members_rows(app) -> str:

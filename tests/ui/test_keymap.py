@@ -25,41 +25,65 @@ from .conftest import plain_screen, settle
 TITLE_SEQUENCE = "\u001b]2;KM\u0007"  # sets the terminal's title if it ever reaches it raw
 
 
-@pytest.mark.parametrize("text, name", [
-    ("x", "x"), ("K", "K"), ("?", "question_mark"), ("question_mark", "question_mark"), ("+", "plus"),
-    ("delete", "delete"), ("f12", "f12"), ("ctrl+k", "ctrl+k"), ("alt+shift+x", "alt+shift+x"),
-    ("ctrl+plus", "ctrl+plus"), ("ctrl+@", "ctrl+at"), ("é", "é"), ("section_sign", "section_sign"),
-    (TITLE_SEQUENCE, None), ("\x1b", None), ("\u202e", None), ("Ctrl+k", None), ("ctrl+ctrl+k", None),
-    ("ctrl+", None), ("", None), (" ", None), ("foo", None), ("f25", None), ("latin_small_letter_e_with_acute", None),
-    ("x\x07", None),
-])
+@pytest.mark.parametrize(
+    "text, name",
+    [
+        ("x", "x"),
+        ("K", "K"),
+        ("?", "question_mark"),
+        ("question_mark", "question_mark"),
+        ("+", "plus"),
+        ("delete", "delete"),
+        ("f12", "f12"),
+        ("ctrl+k", "ctrl+k"),
+        ("alt+shift+x", "alt+shift+x"),
+        ("ctrl+plus", "ctrl+plus"),
+        ("ctrl+@", "ctrl+at"),
+        ("é", "é"),
+        ("section_sign", "section_sign"),
+        (TITLE_SEQUENCE, None),
+        ("\x1b", None),
+        ("\u202e", None),
+        ("Ctrl+k", None),
+        ("ctrl+ctrl+k", None),
+        ("ctrl+", None),
+        ("", None),
+        (" ", None),
+        ("foo", None),
+        ("f25", None),
+        ("latin_small_letter_e_with_acute", None),
+        ("x\x07", None),
+    ],
+)
 def test_key_names_are_the_ones_textual_reports(text, name):
     assert key_name(text) == name
 
 
 def test_a_valid_keymap_is_applied_whole_and_normalised():
     keymap = check_keymap({"main.remove": "delete, x", "main.note": "M", "pair.keep": "+,K", "review.label-skip": "S"})
-    assert keymap.keys == {"main.remove": "delete,x", "main.note": "M", "pair.keep": "plus,K",
-                           "review.label-skip": "S"}
+    assert keymap.keys == {"main.remove": "delete,x", "main.note": "M", "pair.keep": "plus,K", "review.label-skip": "S"}
     assert keymap.ignored == [] and keymap.report() is None
 
 
-@pytest.mark.parametrize("entry, said", [
-    ({"main.no-such-action": "z"}, "main.no-such-action: no such binding id"),
-    ({"main.remove": 7}, "main.remove: the keys must be a string such as \"delete,x\", not a number"),
-    ({"main.remove": ["x"]}, "not a list"),
-    ({"main.remove": None}, "not null"),
-    ({"main.remove": ""}, "main.remove: an empty key is not a key name"),
-    ({"main.remove": "delete,,x"}, "an empty key is not a key name"),
-    ({"main.remove": "Delete"}, "main.remove: 'Delete' is not a key name"),
-    ({"main.remove": TITLE_SEQUENCE}, "main.remove: '\\x1b]2;KM\\x07' is not a key name"),
-    ({"main.remove": "down"}, "main.remove: down moves in the lists and documents and cannot be remapped"),
-    ({"main.remove": "ctrl+q"}, "main.remove: ctrl+q quits the app"),
-    ({"main.remove": "tab"}, "main.remove: tab moves the focus"),
-    ({"main.remove": "q"}, "main.remove: q is main.quit's key (app: quit); not taken from it"),
-    ({"main.remove": "delete,k"}, "main.remove: k is main.keep's key (decide: keep this document"),
-    ({"pair.keep": "escape"}, "pair.keep: esc is pair.close's key (pair: back to the clusters)"),
-])
+@pytest.mark.parametrize(
+    "entry, said",
+    [
+        ({"main.no-such-action": "z"}, "main.no-such-action: no such binding id"),
+        ({"main.remove": 7}, 'main.remove: the keys must be a string such as "delete,x", not a number'),
+        ({"main.remove": ["x"]}, "not a list"),
+        ({"main.remove": None}, "not null"),
+        ({"main.remove": ""}, "main.remove: an empty key is not a key name"),
+        ({"main.remove": "delete,,x"}, "an empty key is not a key name"),
+        ({"main.remove": "Delete"}, "main.remove: 'Delete' is not a key name"),
+        ({"main.remove": TITLE_SEQUENCE}, "main.remove: '\\x1b]2;KM\\x07' is not a key name"),
+        ({"main.remove": "down"}, "main.remove: down moves in the lists and documents and cannot be remapped"),
+        ({"main.remove": "ctrl+q"}, "main.remove: ctrl+q quits the app"),
+        ({"main.remove": "tab"}, "main.remove: tab moves the focus"),
+        ({"main.remove": "q"}, "main.remove: q is main.quit's key (app: quit); not taken from it"),
+        ({"main.remove": "delete,k"}, "main.remove: k is main.keep's key (decide: keep this document"),
+        ({"pair.keep": "escape"}, "pair.keep: esc is pair.close's key (pair: back to the clusters)"),
+    ],
+)
 def test_each_bad_entry_is_ignored_and_said_why(entry, said):
     keymap = check_keymap({**entry, "main.note": "M"})
     assert keymap.keys == {"main.note": "M"}  # the valid entry beside it is applied
@@ -71,8 +95,9 @@ def test_a_key_taken_twice_goes_to_the_first_entry_and_defaults_come_back_in_tur
     # two entries give E: the later one is refused, naming the first
     keymap = check_keymap({"main.export": "E", "main.tune": "E"})
     assert keymap.keys == {"main.export": "E"}
-    assert keymap.ignored == ["main.tune: E is main.export's key in this keymap (export: write the curated corpus); "
-                              "not taken from it"]
+    assert keymap.ignored == [
+        "main.tune: E is main.export's key in this keymap (export: write the curated corpus); not taken from it"
+    ]
     # keep and remove swapped: both applied
     assert check_keymap({"main.keep": "x", "main.remove": "k"}).keys == {"main.keep": "x", "main.remove": "k"}
     # remove's entry refused (q is quit's): remove keeps x, so keep -> x is refused, so keep keeps k, so
@@ -81,8 +106,10 @@ def test_a_key_taken_twice_goes_to_the_first_entry_and_defaults_come_back_in_tur
     assert keymap.keys == {}
     assert [line.split(":")[0] for line in keymap.ignored] == ["main.remove", "main.keep", "main.not-duplicate"]
     # the same key on two screens is no clash; the same action's two bindings neither
-    assert check_keymap({"pair.keep": "K", "main.open-pair": "enter"}).keys == {"pair.keep": "K",
-                                                                                "main.open-pair": "enter"}
+    assert check_keymap({"pair.keep": "K", "main.open-pair": "enter"}).keys == {
+        "pair.keep": "K",
+        "main.open-pair": "enter",
+    }
 
 
 def test_unreadable_files_and_other_json_are_reported(tmp_path, monkeypatch):
@@ -94,8 +121,11 @@ def test_unreadable_files_and_other_json_are_reported(tmp_path, monkeypatch):
     assert "not read" in load_keymap(path).report()
     path.write_text('["main.remove", "delete"]')
     keymap = load_keymap(path)
-    assert keymap.keys == {} and "expected a JSON object of binding id -> keys" in keymap.report() and \
-        "got a list" in keymap.report()
+    assert (
+        keymap.keys == {}
+        and "expected a JSON object of binding id -> keys" in keymap.report()
+        and "got a list" in keymap.report()
+    )
     # the report names the file, escaped like everything shown
     odd = tmp_path / "key\x1bmap.json"
     odd.write_text(json.dumps({"main.nope": "z"}))
@@ -112,8 +142,7 @@ def test_every_binding_id_can_be_checked():
 
 async def test_the_app_applies_the_valid_entries_and_reports_the_rest(corpus, tmp_path, monkeypatch):
     path = tmp_path / "keymap.json"
-    path.write_text(json.dumps({"main.remove": "q", "main.keep": TITLE_SEQUENCE, "main.note": "M",
-                                "main.accept": 7}))
+    path.write_text(json.dumps({"main.remove": "q", "main.keep": TITLE_SEQUENCE, "main.note": "M", "main.accept": 7}))
     monkeypatch.setenv("DEDUP_TUI_KEYMAP", str(path))
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 40), notifications=True) as pilot:  # toasts shown, as in a terminal

@@ -15,8 +15,22 @@ from dedup_tui.ui.screens.help import keys_table
 from .conftest import settle
 
 # Keys whose meaning must be the same wherever they are bound: the threshold and the moves.
-ONE_MEANING = ("plus", "minus", "ctrl+right", "ctrl+left", "right_square_bracket", "left_square_bracket",
-               "right_curly_bracket", "left_curly_bracket", "t", "u", "r", "k", "x", "N")
+ONE_MEANING = (
+    "plus",
+    "minus",
+    "ctrl+right",
+    "ctrl+left",
+    "right_square_bracket",
+    "left_square_bracket",
+    "right_curly_bracket",
+    "left_curly_bracket",
+    "t",
+    "u",
+    "r",
+    "k",
+    "x",
+    "N",
+)
 
 
 def meanings() -> dict[str, set[tuple[str, str]]]:
@@ -44,8 +58,11 @@ def actions_by_key() -> dict[str, dict[str, set[str]]]:
 def test_every_key_runs_one_action_on_every_screen_but_the_few_documented_equivalents():
     """(On the tuning screen a applied the recommended threshold and x split a chain, s saved an
     SVG and enter opened a chain; in the labelling queues d labelled a duplicate and s skipped.)"""
-    two = {key: {a: sorted(s) for a, s in actions.items()} for key, actions in actions_by_key().items()
-           if len(actions) > 1 and set(actions) - SAME_MEANING.get(key, (set(), ""))[0]}
+    two = {
+        key: {a: sorted(s) for a, s in actions.items()}
+        for key, actions in actions_by_key().items()
+        if len(actions) > 1 and set(actions) - SAME_MEANING.get(key, (set(), ""))[0]
+    }
     assert two == {}
 
 
@@ -74,8 +91,9 @@ def test_the_help_lists_every_screen_s_keys():
 @pytest.mark.parametrize("key", ONE_MEANING)
 def test_a_threshold_or_move_key_means_one_thing_on_every_screen(key):
     bound = meanings()[key]
-    actions = {action for screen, action in bound if screen in ("main", "pair")} | \
-        {action for screen, action in bound if action.startswith("threshold")}
+    actions = {action for screen, action in bound if screen in ("main", "pair")} | {
+        action for screen, action in bound if action.startswith("threshold")
+    }
     assert len(actions) <= 1, (key, sorted(bound))
     if key in ("plus", "minus", "ctrl+right", "ctrl+left"):
         assert {screen for screen, _ in bound} == {"main", "tune"}

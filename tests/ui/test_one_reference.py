@@ -15,15 +15,20 @@ from .conftest import settle, write_corpus
 async def test_an_exact_copy_of_a_member_is_shown_against_the_kept_document_everywhere(tmp_path):
     words = [f"word{i}" for i in range(60)]
     near_text = " ".join(words[:-4] + ["x", "y", "z", "w"])
-    docs = [{"id": "kept", "text": " ".join(words)}, {"id": "near", "text": near_text},
-            {"id": "copy-of-near", "text": near_text}]
+    docs = [
+        {"id": "kept", "text": " ".join(words)},
+        {"id": "near", "text": near_text},
+        {"id": "copy-of-near", "text": near_text},
+    ]
     app = create_app(write_corpus(tmp_path / "c.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         main = app.main
         c = main.index.clustering
         kept, near, copy = range(3)
-        assert int(c.keeper[copy]) == kept and int(c.cluster[copy]) == kept  # (removed against the kept one, via its first copy)
+        assert (
+            int(c.keeper[copy]) == kept and int(c.cluster[copy]) == kept
+        )  # (removed against the kept one, via its first copy)
         near_sim = float(c.similarity[near])
         assert near_sim < 1.0
         members = main.query_one("#members")

@@ -73,8 +73,11 @@ def marked(frames: list[str], word: str, plain_word: str = "survey", within: str
     one is lighter in true colour)."""
     if within is not None:
         frames = [f for f in frames if within in SGR.sub("", f)]
-    return any(None not in (style_before(f, word), style_before(f, plain_word, last=True))
-               and style_before(f, word) != style_before(f, plain_word, last=True) for f in frames)
+    return any(
+        None not in (style_before(f, word), style_before(f, plain_word, last=True))
+        and style_before(f, word) != style_before(f, plain_word, last=True)
+        for f in frames
+    )
 
 
 async def until(pilot, condition, rounds: int = 400) -> None:
@@ -150,7 +153,7 @@ async def test_a_long_pair_is_announced_drawn_then_diffed(monkeypatch):
         await until(pilot, lambda: app.shown)
         assert widget.drawn  # (its documents)
         assert app.shown[0][:2] == ("long", False)
-        assert drawn(app.frames[:app.shown[0][2]], "LONG", "CHANGED")
+        assert drawn(app.frames[: app.shown[0][2]], "LONG", "CHANGED")
         assert not marked(app.frames, "CHANGED")  # its diff is not there yet
         held.let_go("LONG")
         await until(pilot, lambda: len(app.shown) == 2)
@@ -208,8 +211,14 @@ async def test_aligned_pairs_go_to_the_aligned_view_and_then_sees_the_same_resul
         changed = list(lines)
         changed[2] = "line 2 of the plugin description"
         left, right = "\n".join(lines), "\n".join(changed)
-        widget.show("aligned", Shown(left, len(left)), Shown(right, len(right)), aligned=True,
-                    sync_chars=10_000, then=seen.append)
+        widget.show(
+            "aligned",
+            Shown(left, len(left)),
+            Shown(right, len(right)),
+            aligned=True,
+            sync_chars=10_000,
+            then=seen.append,
+        )
         view = app.query_one(AlignedDiffView)
         assert seen == [view.result] and view.change_count == 1  # counted before any layout
         await until(pilot, lambda: app.shown)
@@ -281,7 +290,7 @@ async def test_the_screens_announce_the_pair_they_show_once_it_is_drawn(tmp_path
         return post(self, message)
 
     def frames_before(screen: str, key) -> list[str]:
-        return frames[:next(n for name, k, diffed, n in shown if (name, k, diffed) == (screen, key, True))]
+        return frames[: next(n for name, k, diffed, n in shown if (name, k, diffed) == (screen, key, True))]
 
     monkeypatch.setattr(type(app), "_display", record_frame)
     monkeypatch.setattr(PairDiff, "post_message", record_shown)

@@ -29,7 +29,7 @@ def variant_docs() -> list[dict]:
     """One cluster: a 400-word page and variants each with two of its words changed (ids that
     share their start and their end, as manual pages' do), then a second cluster of two."""
     base = [WORDS[(i * 7) % len(WORDS)] + str(i) for i in range(400)]
-    page = lambda words: "\n".join(" ".join(words[i:i + 10]) for i in range(0, len(words), 10))  # noqa: E731
+    page = lambda words: "\n".join(" ".join(words[i : i + 10]) for i in range(0, len(words), 10))  # noqa: E731
     docs = [{"id": page_id("base"), "text": page(base)}]
     for k, variant in enumerate(VARIANTS):
         words = list(base)
@@ -79,8 +79,7 @@ async def test_changes_are_visited_in_order_both_ways_and_the_current_one_is_mar
         def marked() -> list[int]:
             """The visual lines drawn with the ▶ mark (the screen's own render)."""
             top = int(view.scroll_y)
-            return [top + y for y in range(view.scrollable_content_region.height)
-                    if "▶" in view.render_line(y).text]
+            return [top + y for y in range(view.scrollable_content_region.height) if "▶" in view.render_line(y).text]
 
         visited = []
         for _ in range(12):
@@ -178,7 +177,7 @@ async def test_n_on_an_exact_copy_stays_in_the_cluster(tmp_path):
         label = screen.cluster_id
         copies = set(main.project.find_documents("alpha-copy-2") + main.project.find_documents(page_id("alpha")))
         members = [int(m) for m in screen.members()]
-        expected = next(m for m in members[members.index(screen.right) + 1:] if m not in copies)
+        expected = next(m for m in members[members.index(screen.right) + 1 :] if m not in copies)
         await pilot.press("n")
         await settle(pilot)
         assert screen.cluster_id == label and screen.right == expected
@@ -195,7 +194,9 @@ async def test_decisions_from_the_pair_view_are_in_the_project_and_undo_works(tm
         await settle(pilot)
         assert screen.right != removed and "member 2/5" in header(screen)  # moved on, as the main screen does
         with Project(app.spec.db) as project:
-            assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [("remove", project.ids_for([removed])[0])]
+            assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [
+                ("remove", project.ids_for([removed])[0])
+            ]
         await pilot.press("u")
         await settle(pilot)
         with Project(app.spec.db) as project:
@@ -279,8 +280,10 @@ async def test_titles_show_whole_ids_before_the_reason_at_120x40(tmp_path):
     """At 120x40 "right: man1…_alpha_…ncel.1  near · near duplicate (≥ 0.80)": the id, which
     fits whole in the title, was cut to make room for a reason the header already gives."""
     words = [WORDS[(i * 7) % len(WORDS)] + str(i) for i in range(300)]
-    docs = [{"id": "man1/gcloud_ai_endpoints_list.1", "text": " ".join(words)},
-            {"id": "man1/gcloud_ai_index-endpoints_list.1", "text": " ".join(words[:-2] + ["INDEX", "ENDPOINTS"])}]
+    docs = [
+        {"id": "man1/gcloud_ai_endpoints_list.1", "text": " ".join(words)},
+        {"id": "man1/gcloud_ai_index-endpoints_list.1", "text": " ".join(words[:-2] + ["INDEX", "ENDPOINTS"])},
+    ]
     app = create_app(write_corpus(tmp_path / "pages.jsonl", docs), author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)

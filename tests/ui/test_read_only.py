@@ -46,8 +46,10 @@ def contents(db) -> dict[str, str]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: hashlib.sha256(repr(conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall()).encode()).hexdigest()
-                for t in tables}
+        return {
+            t: hashlib.sha256(repr(conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall()).encode()).hexdigest()
+            for t in tables
+        }
     finally:
         conn.close()
 
@@ -56,9 +58,17 @@ def contents(db) -> dict[str, str]:
 def held_elsewhere(reviewed):
     """The project open in another process's dedup-tui window (its app lock held there)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from dedup_tui.engine.store import acquire_app_lock; "
-                               "lock = acquire_app_lock(sys.argv[1]); print('held', flush=True); sys.stdin.read()",
-         str(reviewed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dedup_tui.engine.store import acquire_app_lock; "
+            "lock = acquire_app_lock(sys.argv[1]); print('held', flush=True); sys.stdin.read()",
+            str(reviewed),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder
@@ -93,8 +103,9 @@ async def _refuses_every_writing_key(app, pilot, screen_name: str) -> int:
             await pilot.press(key)
             await pilot.pause()
             assert app.screen is screen, f"{screen_name}: {key} ({act.action}) opened {app.screen}"
-            assert len(app.told) == told + 1 and app.told[-1].startswith("Read-only view: "), \
+            assert len(app.told) == told + 1 and app.told[-1].startswith("Read-only view: "), (
                 f"{screen_name}: {key} ({act.action}) was not refused: {app.told[told:]}"
+            )
             pressed += 1
     return pressed
 
@@ -115,8 +126,9 @@ async def test_a_second_window_is_read_only_and_refuses_every_change(reviewed, h
         assert "Keep" not in footer and "Export" not in footer and "Help" in footer
 
         pressed = await _refuses_every_writing_key(app, pilot, "main")
-        assert app.told[-1] == ("Read-only view: nothing is exported from here (decide in the window that has "
-                                "reviewed.db open)")  # e, the last refused key of the main screen's table
+        assert app.told[-1] == (
+            "Read-only view: nothing is exported from here (decide in the window that has reviewed.db open)"
+        )  # e, the last refused key of the main screen's table
         # looking around still works: the threshold moves (in this window only)
         await pilot.press("plus")
         await settle(pilot)
@@ -154,8 +166,11 @@ async def test_a_write_that_slips_past_the_keys_is_not_saved(reviewed, held_else
         doc = app.main.project.ids_for([2])[0]
         failed = []
         for _ in range(2):
-            app.writer.submit(lambda project: decisions.record(project, "remove", doc), what="the decision",
-                              on_fail=lambda: failed.append(1))
+            app.writer.submit(
+                lambda project: decisions.record(project, "remove", doc),
+                what="the decision",
+                on_fail=lambda: failed.append(1),
+            )
         await settle(pilot)
         assert failed == [1, 1]
         assert app.told.count("Read-only view, not saved: the decision") == 1
@@ -212,17 +227,27 @@ async def test_a_window_opened_while_a_scan_runs_says_the_scan_holds_the_project
     """A browser of `serve` opened while a CLI scan writes: read-only, and told that the scan
     holds the project until it ends (not to "decide there": a scan has no window)."""
     scanning = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from dedup_tui.engine.store import WriteGuard; "
-                               "guard = WriteGuard(sys.argv[1]).acquire(); print('writing', flush=True); "
-                               "sys.stdin.read()",
-         str(reviewed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dedup_tui.engine.store import WriteGuard; "
+            "guard = WriteGuard(sys.argv[1]).acquire(); print('writing', flush=True); "
+            "sys.stdin.read()",
+            str(reviewed),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert scanning.stdout.readline().strip() == "writing"
         app = create_app(reviewed, author="second", read_only="if-open")
         async with app.run_test(size=(120, 36)) as pilot:
             await settle(pilot)
-            assert app.read_only.startswith("reviewed.db is being changed by another dedup-tui command (load or "
-                                            "scan), which holds the project until it ends: reopen it then")
+            assert app.read_only.startswith(
+                "reviewed.db is being changed by another dedup-tui command (load or "
+                "scan), which holds the project until it ends: reopen it then"
+            )
             assert "decide there" not in app.read_only
             await pilot.press("k")
             await pilot.pause()

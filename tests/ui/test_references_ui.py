@@ -20,8 +20,9 @@ def screen_text(app) -> str:
 async def test_references_are_marked_filtered_and_never_removed(tmp_path):
     docs = corpus_docs()
     data = write_corpus(tmp_path / "data.jsonl", docs[:60])
-    evals = write_corpus(tmp_path / "evals.jsonl", [{"id": f"eval{i}", "text": d["text"]}
-                                                    for i, d in enumerate(docs[:60:6])])
+    evals = write_corpus(
+        tmp_path / "evals.jsonl", [{"id": f"eval{i}", "text": d["text"]} for i, d in enumerate(docs[:60:6])]
+    )
     db = tmp_path / "p.db"
     r = CliRunner().invoke(cli_main, ["scan", str(db), str(data), "--reference", str(evals)])
     assert r.exit_code == 0, r.output
@@ -53,8 +54,9 @@ async def test_references_are_marked_filtered_and_never_removed(tmp_path):
 async def test_the_app_loads_a_corpus_with_its_references(tmp_path):
     docs = corpus_docs()
     data = write_corpus(tmp_path / "data.jsonl", docs[:40])
-    evals = write_corpus(tmp_path / "evals.jsonl", [{"id": f"eval{i}", "text": d["text"]}
-                                                    for i, d in enumerate(docs[:40:8])])
+    evals = write_corpus(
+        tmp_path / "evals.jsonl", [{"id": f"eval{i}", "text": d["text"]} for i, d in enumerate(docs[:40:8])]
+    )
     db = tmp_path / "p.db"
     app = create_app(str(data), db=str(db), author="tester", references=[str(evals)])
     async with app.run_test(size=(140, 40)) as pilot:

@@ -52,7 +52,7 @@ async def test_fast_x_never_skips_a_member_nor_removes_a_kept_document(sample, s
             await pilot.press("x")
         await settle(pilot)
         order = [int(m) for m in first_cluster]
-        expected = order[order.index(start):] + order[:order.index(start)]
+        expected = order[order.index(start) :] + order[: order.index(start)]
         assert acted_on[:3] == [m for m in expected if m in to_review]  # in member order, none skipped
         with Project(app.spec.db) as project:
             made = decisions.active(project)
@@ -87,9 +87,13 @@ async def test_not_duplicate_on_a_chained_member_splits_it_off(sample):
         await settle(pilot)
         main, model = app.main, app.main.model
         c = main.index.clustering
-        chained = next(int(o) for o in range(len(c.cluster))
-                       if c.keeper[o] >= 0 and not c.similarity[o] >= main.threshold and
-                       model.root(o) != model.root(int(c.keeper[o])))
+        chained = next(
+            int(o)
+            for o in range(len(c.cluster))
+            if c.keeper[o] >= 0
+            and not c.similarity[o] >= main.threshold
+            and model.root(o) != model.root(int(c.keeper[o]))
+        )
         label = int(c.cluster[chained])
         model.select(chained)
         main.render_list()
@@ -182,7 +186,9 @@ async def test_search_under_a_filter_tells_the_truth(sample):
         await settle(pilot)
         await pilot.press("f", "f", "f", "f", "f")  # every cluster, then undecided: it is hidden now
         await settle(pilot)
-        assert model.view.filter == "undecided" and main.index.position(int(main.index.clustering.cluster[target])) is None
+        assert (
+            model.view.filter == "undecided" and main.index.position(int(main.index.clustering.cluster[target])) is None
+        )
         await pilot.press("slash")
         await pilot.pause()
         app.screen.query_one(Input).value = doc_id

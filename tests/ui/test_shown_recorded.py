@@ -37,8 +37,9 @@ def visible_members(table: MemberTable) -> set[int]:
     """The members whose rows are in the visible part of the pane now (from its geometry)."""
     top = int(table.scroll_offset.y)
     rows = table.scrollable_content_region.height - (table.header_height if table.show_header else 0)
-    return {int(table.coordinate_to_cell_key((r, 0)).row_key.value)
-            for r in range(top, min(top + rows, table.row_count))}
+    return {
+        int(table.coordinate_to_cell_key((r, 0)).row_key.value) for r in range(top, min(top + rows, table.row_count))
+    }
 
 
 def reviewer_saw(path) -> dict[str, bool]:
@@ -55,7 +56,8 @@ def stored(db) -> set[int]:
 
 
 async def test_the_documents_shown_are_stored_and_export_says_reviewer_saw_for_them_and_their_copies(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(shown_log, "FLUSH_AFTER", 0.05)
     app = create_app(family_corpus(tmp_path), author="tester")
     submitted: list[str] = []

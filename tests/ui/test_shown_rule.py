@@ -51,7 +51,7 @@ async def test_accept_on_the_main_screen_asks_for_the_members_not_shown(tmp_path
         table = main.query_one("#members")
         visible = table.scrollable_content_region.height - 1  # rows under the header, the kept one first
         assert 0 < visible < 10
-        unseen = to_review[visible - 1:]
+        unseen = to_review[visible - 1 :]
         await pilot.press("a")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen)

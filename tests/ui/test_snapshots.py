@@ -58,6 +58,7 @@ def test_export_dialog(snap_compare, corpus):
 
 def test_triage_screen_120x40(snap_compare, corpus):
     """The main screen as a reviewer works in it: a cluster, its members, the preview diff."""
+
     async def before(pilot):
         await settle(pilot)
         await pilot.press("tab", "down")
@@ -73,8 +74,10 @@ def _pages(tmp_path):
     changed = list(page)
     changed[5] = changed[5].replace("value number 5", "value NUMBER five")
     changed[25] = changed[25] + "\nAn extra line only the second page has."
-    return write_corpus(tmp_path / "pages.jsonl", [{"id": "page-a", "text": "\n".join(page)},
-                                                   {"id": "page-b", "text": "\n".join(changed)}])
+    return write_corpus(
+        tmp_path / "pages.jsonl",
+        [{"id": "page-a", "text": "\n".join(page)}, {"id": "page-b", "text": "\n".join(changed)}],
+    )
 
 
 def _aligned_pair(keys=()):
@@ -90,13 +93,17 @@ def _aligned_pair(keys=()):
 
 
 def test_pair_view_lines_aligned_80x24(snap_compare, tmp_path):
-    assert snap_compare(create_app(_pages(tmp_path), author="tester"), terminal_size=(80, 24),
-                        run_before=_aligned_pair(["right_square_bracket", "right_square_bracket"]))
+    assert snap_compare(
+        create_app(_pages(tmp_path), author="tester"),
+        terminal_size=(80, 24),
+        run_before=_aligned_pair(["right_square_bracket", "right_square_bracket"]),
+    )
 
 
 def test_pair_view_lines_aligned_120x40(snap_compare, tmp_path):
-    assert snap_compare(create_app(_pages(tmp_path), author="tester"), terminal_size=(120, 40),
-                        run_before=_aligned_pair())
+    assert snap_compare(
+        create_app(_pages(tmp_path), author="tester"), terminal_size=(120, 40), run_before=_aligned_pair()
+    )
 
 
 def test_pair_view_80x24(snap_compare, corpus):
@@ -114,9 +121,13 @@ def _picker(tmp_path):
 
     from .conftest import write_corpus
 
-    src = write_corpus(tmp_path / "content.jsonl", [{"key": f"k{i}", "title": f"Title {i}",
-                                                     "body": f"The body of document {i}, its text.", "score": i}
-                                                    for i in range(5)])
+    src = write_corpus(
+        tmp_path / "content.jsonl",
+        [
+            {"key": f"k{i}", "title": f"Title {i}", "body": f"The body of document {i}, its text.", "score": i}
+            for i in range(5)
+        ],
+    )
     return FieldPickerApp(src, sample_fields(src), f'{src.name}:1: text field "text" is missing')
 
 
@@ -161,17 +172,20 @@ def _members_focused(keys=()):
 
 
 def test_main_screen_long_ids_80x24(snap_compare, tmp_path):
-    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
-                        run_before=_members_focused())
+    assert snap_compare(
+        create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24), run_before=_members_focused()
+    )
 
 
 def test_main_screen_long_ids_120x40(snap_compare, tmp_path):
-    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40),
-                        run_before=_members_focused())
+    assert snap_compare(
+        create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40), run_before=_members_focused()
+    )
 
 
 def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
     """The keep rule on a long field name: the status line holds it whole (wrapped, never cut)."""
+
     async def before(pilot):
         await settle(pilot)
         pilot.app.review.set_keep_rule(f"max:{LONG_FIELD}")
@@ -181,8 +195,9 @@ def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
         pilot.app.clear_notifications()
         await pilot.pause()
 
-    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40),
-                        run_before=before)
+    assert snap_compare(
+        create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(120, 40), run_before=before
+    )
 
 
 def labelled_long_ids_project(tmp_path) -> Path:
@@ -190,8 +205,8 @@ def labelled_long_ids_project(tmp_path) -> Path:
     from dedup_tui.engine.curate import tune
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store.scans import load_graph
     from dedup_tui.engine.store import Project
+    from dedup_tui.engine.store.scans import load_graph
 
     db = tmp_path / "long_ids.db"
     project = Project(db, create=True)
@@ -217,31 +232,36 @@ async def _tuning(pilot, keys=()):
 
 
 def test_tuning_screen_80x24(snap_compare, tmp_path):
-    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24),
-                        run_before=_tuning)
+    assert snap_compare(
+        create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24), run_before=_tuning
+    )
 
 
 def test_tuning_screen_plots_80x24(snap_compare, tmp_path):
     async def before(pilot):
         await _tuning(pilot, ["v"])
 
-    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24),
-                        run_before=before)
+    assert snap_compare(
+        create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(80, 24), run_before=before
+    )
 
 
 def test_tuning_screen_120x40(snap_compare, tmp_path):
-    assert snap_compare(create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(120, 40),
-                        run_before=_tuning)
+    assert snap_compare(
+        create_app(labelled_long_ids_project(tmp_path), author="tester"), terminal_size=(120, 40), run_before=_tuning
+    )
 
 
 def test_label_queue_80x24(snap_compare, tmp_path):
     """The borderline labelling queue on long ids: its header's two lines whole."""
+
     async def before(pilot):
         await _tuning(pilot, ["L"])
         await settle(pilot)
 
-    assert snap_compare(create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24),
-                        run_before=before)
+    assert snap_compare(
+        create_app(long_ids_corpus(tmp_path), author="tester"), terminal_size=(80, 24), run_before=before
+    )
 
 
 def _with_references(tmp_path) -> Path:
@@ -255,8 +275,9 @@ def _with_references(tmp_path) -> Path:
     corpus = long_ids_corpus(tmp_path)
     rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
     evals = tmp_path / "evals.jsonl"
-    evals.write_text("".join(json.dumps({"id": f"eval/{r['id']}", "text": r["text"]}) + "\n" for r in rows[::5]),
-                     encoding="utf-8")
+    evals.write_text(
+        "".join(json.dumps({"id": f"eval/{r['id']}", "text": r["text"]}) + "\n" for r in rows[::5]), encoding="utf-8"
+    )
     db = tmp_path / "refs.db"
     result = CliRunner().invoke(cli_main, ["scan", str(db), str(corpus), "--reference", str(evals)])
     assert result.exit_code == 0, result.output
@@ -264,10 +285,14 @@ def _with_references(tmp_path) -> Path:
 
 
 def test_main_screen_with_references_120x40(snap_compare, tmp_path):
-    assert snap_compare(create_app(_with_references(tmp_path), author="tester"), terminal_size=(120, 40),
-                        run_before=_members_focused())
+    assert snap_compare(
+        create_app(_with_references(tmp_path), author="tester"), terminal_size=(120, 40), run_before=_members_focused()
+    )
 
 
 def test_read_only_view_80x24(snap_compare, tmp_path):
-    assert snap_compare(create_app(_with_references(tmp_path), author="tester", read_only=True),
-                        terminal_size=(80, 24), run_before=_members_focused())
+    assert snap_compare(
+        create_app(_with_references(tmp_path), author="tester", read_only=True),
+        terminal_size=(80, 24),
+        run_before=_members_focused(),
+    )

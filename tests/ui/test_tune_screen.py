@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dedup_tui.engine.curate import decisions, keep_rules
-from dedup_tui.engine.curate import tune
-from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.main import MainScreen
 from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
@@ -167,8 +166,7 @@ async def test_tuning_numbers_at_80x24_and_too_few_labels(tmp_path):
         shown = " ".join(plain_screen(app).split())
         assert "95% Wilson" in shown and "0.85–0.90" in shown  # the per-bin table
         assert f"At {screen.report.threshold:.2f}: precision ≈" in shown
-        assert (f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; L labels more)"
-                in shown)
+        assert f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; L labels more)" in shown
         # what the labels say at the threshold comes before the bins it is made of, each on one
         # line (at 80x24 the bins of a real project pushed the recommendation below the fold, cut
         # at "needed: l")

@@ -23,7 +23,7 @@ def two_clusters(lines: bool = False) -> list[dict]:
     base = [WORDS[(i * 7) % len(WORDS)] + str(i) for i in range(300)]
 
     def page(words: list[str]) -> str:
-        return "\n".join(" ".join(words[i:i + 10]) for i in range(0, len(words), 10)) if lines else " ".join(words)
+        return "\n".join(" ".join(words[i : i + 10]) for i in range(0, len(words), 10)) if lines else " ".join(words)
 
     docs = [{"id": "page", "text": page(base)}]
     for k in range(2):

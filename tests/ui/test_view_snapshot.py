@@ -5,18 +5,24 @@ from __future__ import annotations
 import numpy as np
 
 from dedup_tui.engine.curate import decisions
-from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.curate.decisions import Overrides
 from dedup_tui.engine.curate.keep_rules import cluster_with_decisions
+from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.scanning.local import scan
-from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import load_graph
+from dedup_tui.review.index import (
+    Listing,
+    build_index,
+    index_from_snapshot,
+    load_snapshot,
+    save_snapshot,
+    snapshot_bytes,
+)
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
-from dedup_tui.review.index import (Listing, build_index, index_from_snapshot, load_snapshot, save_snapshot,
-                                    snapshot_bytes)
 
 from .conftest import settle
 
@@ -155,8 +161,10 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
         table.extend({o: (f"a-much-longer-id-{o}", 10, "text") for o in table.pending()})
         rows = [table.get_row_at(r)[0].plain for r in range(table.row_count)]
         assert table.row_count == 2 * MemberTable.CHUNK
-        why_at = {next(row.index(w) for w in ("first in corpus", "same text", "≥ 0.", "via a member") if w in row)
-                  for row in rows}
+        why_at = {
+            next(row.index(w) for w in ("first in corpus", "same text", "≥ 0.", "via a member") if w in row)
+            for row in rows
+        }
         assert len(why_at) == 1
         main.show_members()  # back to the first chunk, with the real ids
         await pilot.pause()
@@ -197,7 +205,9 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
             return view_key(project, decisions.Overrides.load(project), t, main.policy, main.model.view.listing)
 
         assert app.review.views.has(key(0.82)) and app.review.views.has(key(0.8))
-        assert app.review.views.has(view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing))
+        assert app.review.views.has(
+            view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing)
+        )
         assert app.review.views.has(key(0.86)) and app.review.views.has(key(0.76))  # } and {
         big_step = app.review.views.get(key(0.86), lambda: None)
         await pilot.press("ctrl+right")

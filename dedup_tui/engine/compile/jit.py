@@ -53,8 +53,10 @@ class _KernelCache(FunctionCache):
             super().save_overload(sig, data)
         except OSError as exc:
             _write_error.append(exc)
-            notice(f"cannot write compiled kernels to the cache {CACHE_DIR}: {exc.strerror or exc}; "
-                   f"compiling them in this process without caching them")
+            notice(
+                f"cannot write compiled kernels to the cache {CACHE_DIR}: {exc.strerror or exc}; "
+                f"compiling them in this process without caching them"
+            )
 
 
 def _njit(fn, **options):

@@ -87,8 +87,10 @@ def private_dir(path: Path) -> tuple[bool, str | None]:
 
 
 def _refused(path: Path, reason: str) -> None:
-    notice(f"not caching compiled kernels in {path}: {reason}; compiling them without that folder "
-           f"(a folder must belong to this user and be writable by nobody else)")
+    notice(
+        f"not caching compiled kernels in {path}: {reason}; compiling them without that folder "
+        f"(a folder must belong to this user and be writable by nobody else)"
+    )
 
 
 def cache_dir() -> str | None:

@@ -32,8 +32,18 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel_cache import (ENGINE, KEY_VARIABLE, ReportEvents, cache_dir, has_failed, is_warm, notice, ready_kernels,
-                           sources_key, warmup_running)
+from .kernel_cache import (
+    ENGINE,
+    KEY_VARIABLE,
+    ReportEvents,
+    cache_dir,
+    has_failed,
+    is_warm,
+    notice,
+    ready_kernels,
+    sources_key,
+    warmup_running,
+)
 
 STAGE = "kernels"
 # A corpus at least this large (bytes of its files) is likely to need the kernels (the
@@ -120,8 +130,11 @@ def _spawn(cache: str, key: str) -> subprocess.Popen | None:
     env[KEY_VARIABLE] = key
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))], env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-c", _CHILD.format(package=str(ENGINE.parent))],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C of the command leaves it to finish quietly
             close_fds=True,
         )
@@ -158,8 +171,18 @@ def start_for_corpus(paths, method: str = "auto") -> Warmup | None:
     return None
 
 
-_VALUE_OPTIONS = ("--db", "--id-field", "--text-field", "--k", "--floor", "--method", "--num-perm", "--seed",
-                  "--workers", "--max-bucket")
+_VALUE_OPTIONS = (
+    "--db",
+    "--id-field",
+    "--text-field",
+    "--k",
+    "--floor",
+    "--method",
+    "--num-perm",
+    "--seed",
+    "--workers",
+    "--max-bucket",
+)
 
 
 def start_early(argv: list[str]) -> Warmup | None:
@@ -209,8 +232,9 @@ def kernels_needed_at(event: str) -> set[int]:
     return {i for i, (listed, *_) in enumerate(KERNELS) if EVENTS.index(listed) <= upto}
 
 
-def _wait(handle: Warmup, control, needed: set[int], tick: float, clock=time.monotonic,
-          stall: float = STALL_SECONDS) -> bool:
+def _wait(
+    handle: Warmup, control, needed: set[int], tick: float, clock=time.monotonic, stall: float = STALL_SECONDS
+) -> bool:
     """Wait, reporting STAGE (its timer ticking) and honouring cancel, until the warm-up ended
     or has compiled the kernels `needed`; meanwhile compile, here, those of them nobody has
     taken yet, then the kernels a scan needs last (the warm-up works from the first). False
@@ -268,8 +292,10 @@ class _Gated:
         if needed and not needed <= self._handle.ready():
             if not _wait(self._handle, self._control, needed, self._tick, self._clock, self._stall):
                 self.gave_up = True
-                notice(f"the compile warm-up made no progress for {self._stall:.0f} s: "
-                       f"compiling the kernels in this process instead")
+                notice(
+                    f"the compile warm-up made no progress for {self._stall:.0f} s: "
+                    f"compiling the kernels in this process instead"
+                )
             self._control.report(stage, done, total)  # (the stage shown again after STAGE)
 
     def check(self) -> None:
@@ -295,5 +321,3 @@ def prepare(project, settings, control, tick: float = 0.25):
         if handle is None:
             return control
     return _Gated(control, handle, tick)
-
-

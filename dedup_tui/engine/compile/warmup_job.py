@@ -22,8 +22,20 @@ from ..progress import Control
 from ..scanning import local
 from ..scanning.settings import DEFAULT_K, ScanSettings
 from ..store import Project, pid_alive
-from .kernel_cache import (KEY_VARIABLE, WARM_PREFIX, ReportEvents, cache_dir, claims_dir, is_warm, lock_file,
-                           mark_ready, ready_kernels, ready_path, sources_key, stamp_path)
+from .kernel_cache import (
+    KEY_VARIABLE,
+    WARM_PREFIX,
+    ReportEvents,
+    cache_dir,
+    claims_dir,
+    is_warm,
+    lock_file,
+    mark_ready,
+    ready_kernels,
+    ready_path,
+    sources_key,
+    stamp_path,
+)
 
 # The package kernel_list's module names are relative to (scanning.kernels.text, ...).
 ENGINE_PACKAGE = __package__.rsplit(".", 1)[0]
@@ -82,8 +94,11 @@ def run(on_report=None, cancel=None) -> None:
             # More documents, scanned again: the incremental scan's own kernel.
             more = Path(tmp) / "more.jsonl"
             with open(more, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps({"id": f"more-{record['id']}", "text": record["text"] + " more"},
-                                         ensure_ascii=False) + "\n" for record in _corpus()[:200])
+                fh.writelines(
+                    json.dumps({"id": f"more-{record['id']}", "text": record["text"] + " more"}, ensure_ascii=False)
+                    + "\n"
+                    for record in _corpus()[:200]
+                )
             load_corpus(project, [more])
             local.scan(project, settings, Control(None, cancel))
         finally:
@@ -196,8 +211,14 @@ class Watchdog:
     and by the made-up scan's Control), and ends the process at once if it is still running
     GRACE seconds later (a compile that never returns)."""
 
-    def __init__(self, key: str, deadline: float | None = None, every: float | None = None,
-                 grace: float | None = None, failed: Path | None = None):
+    def __init__(
+        self,
+        key: str,
+        deadline: float | None = None,
+        every: float | None = None,
+        grace: float | None = None,
+        failed: Path | None = None,
+    ):
         import threading
 
         self.key, self._failed = key, failed
@@ -350,8 +371,13 @@ def record() -> str:
 
     with tempfile.TemporaryDirectory(prefix="dedup-tui-record-") as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        done = subprocess.run([sys.executable, "-m", f"{__package__}.warmup_job", "--record-here"], env=env,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-m", f"{__package__}.warmup_job", "--record-here"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return done.stdout
 
 
@@ -374,8 +400,14 @@ def _record_here() -> str:
                 fn = ev.data["dispatcher"].py_func
                 if state["event"] not in order:
                     order.append(state["event"])
-                kernels.append((state["event"], fn.__module__.removeprefix(ENGINE_PACKAGE + "."), fn.__qualname__,
-                                " ".join(_spelling(t) for t in ev.data["args"])))
+                kernels.append(
+                    (
+                        state["event"],
+                        fn.__module__.removeprefix(ENGINE_PACKAGE + "."),
+                        fn.__qualname__,
+                        " ".join(_spelling(t) for t in ev.data["args"]),
+                    )
+                )
 
         def on_end(self, ev):
             state["depth"] -= 1
@@ -456,7 +488,7 @@ def _remove_other_keys(cache: str, key: str) -> None:
         fcntl = None  # type: ignore[assignment]
     others: dict[str, list[Path]] = {}
     for path in Path(cache).glob(f"{WARM_PREFIX}*"):
-        other = path.name[len(WARM_PREFIX):].split(".")[0]
+        other = path.name[len(WARM_PREFIX) :].split(".")[0]
         if other != key:
             others.setdefault(other, []).append(path)
     for other, paths in others.items():
@@ -475,6 +507,7 @@ def _remove_other_keys(cache: str, key: str) -> None:
                 lock_path.unlink(missing_ok=True)
         except OSError:
             continue  # (its warm-up runs)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -59,6 +59,7 @@ LABELS = ("duplicate", "not_duplicate", "skip")
 
 # -- intervals --------------------------------------------------------------------------------
 
+
 def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a proportion; (0, 1) when n is 0. n may be an effective size."""
     if n <= 0:
@@ -200,6 +201,7 @@ def labels_for_width(strata: list[Stratum], target: float, scale: float = 1.0, z
 
 # -- the frame and the sample -----------------------------------------------------------------
 
+
 @dataclass
 class Frame:
     """A side's frame as arrays, one entry per pair: `a` removed for `b` (removed side) or two
@@ -254,8 +256,9 @@ def strata_of(strata: list[Stratum], sims: np.ndarray) -> np.ndarray:
     return out
 
 
-def clustering_for_export(project: Project, graph: PairGraph, threshold: float, policy: Policy,
-                          overrides: decisions.Overrides) -> Clustering:
+def clustering_for_export(
+    project: Project, graph: PairGraph, threshold: float, policy: Policy, overrides: decisions.Overrides
+) -> Clustering:
     """The clustering `export` writes (decisions applied, similarities filled in as it does)."""
     c = keep_rules.cluster_with_decisions(project, graph, threshold, policy, overrides=overrides)
     params = project.scan_params() or {}
@@ -275,8 +278,12 @@ def removal_frame(graph: PairGraph, c: Clustering, ov: decisions.Overrides) -> t
     same_text = (c.reason == EXACT) & (root == root[np.maximum(c.keeper, 0)])
     docs = np.flatnonzero(((c.reason == NEAR) | ((c.reason == EXACT) & ~same_text)) & ~decided)
     sims = np.nan_to_num(c.similarity[docs], nan=0.0)
-    totals = Totals(removed=int(removed.sum()), exact=int(same_text.sum()),
-                    decided=int((removed & decided & ~same_text).sum()), frame=len(docs))
+    totals = Totals(
+        removed=int(removed.sum()),
+        exact=int(same_text.sum()),
+        decided=int((removed & decided & ~same_text).sum()),
+        frame=len(docs),
+    )
     return Frame("removed", strata, docs, c.keeper[docs].astype(np.int64), sims, strata_of(strata, sims)), totals
 
 
@@ -334,8 +341,15 @@ def _pair_ids(a_id: str, b_id: str, a: int, b: int) -> tuple[str, str]:
     return (a_id, b_id) if a < b else (b_id, a_id)
 
 
-def draw(project: Project, frame: Frame, size: int, seed: int, n: int, tuning: dict[tuple[int, int], str],
-         stored: dict[tuple[str, str], str]) -> list[SampledPair]:
+def draw(
+    project: Project,
+    frame: Frame,
+    size: int,
+    seed: int,
+    n: int,
+    tuning: dict[tuple[int, int], str],
+    stored: dict[tuple[str, str], str],
+) -> list[SampledPair]:
     """The seeded sample of a frame: per stratum, a permutation of its pairs (in corpus order
     of the pair) from np.random.default_rng((seed, side, stratum)); the pairs labelled in the
     tuning screen (`tuning`, by (earlier ord, later ord)) are counted as known and not drawn.
@@ -375,8 +389,9 @@ def draw(project: Project, frame: Frame, size: int, seed: int, n: int, tuning: d
         a, b = int(frame.a[u]), int(frame.b[u])
         s = frame.strata[int(frame.stratum[u])]
         label = stored.get(_pair_ids(ids[a], ids[b], a, b))
-        sample.append(SampledPair(f"{prefix}{i}", frame.side, a, b, ids[a], ids[b], float(frame.similarity[u]),
-                                  s.name, label))
+        sample.append(
+            SampledPair(f"{prefix}{i}", frame.side, a, b, ids[a], ids[b], float(frame.similarity[u]), s.name, label)
+        )
         if label in ("duplicate", "not_duplicate"):
             s.labelled += 1
             s.wrong += label == wrong_label
@@ -384,6 +399,7 @@ def draw(project: Project, frame: Frame, size: int, seed: int, n: int, tuning: d
 
 
 # -- the audit --------------------------------------------------------------------------------
+
 
 @dataclass
 class Side:
@@ -429,10 +445,14 @@ class Audit:
         share, low, high = self.export_share()
         labelled = self.removed.estimate.labelled
         if share is None:
-            return (f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} "
-                    "sampled pairs labelled)")
-        return (f"estimated {_pct(share)} wrong removals, 95% CI {_pct(low, False)}–{_pct(high)}, "
-                f"{labelled + sum(s.known for s in self.removed.strata):,} pairs audited")
+            return (
+                f"no estimate of wrong removals yet ({labelled:,} of {len(self.removed.sample):,} "
+                "sampled pairs labelled)"
+            )
+        return (
+            f"estimated {_pct(share)} wrong removals, 95% CI {_pct(low, False)}–{_pct(high)}, "
+            f"{labelled + sum(s.known for s in self.removed.strata):,} pairs audited"
+        )
 
     def summary(self) -> dict:
         """What the manifest carries: the headline, the numbers and the sample."""
@@ -448,14 +468,27 @@ class Audit:
             "kept_size": self.kept_size,
             "target_width": self.target_width,
             "removals": asdict(self.totals),
-            "wrong_removals": {"share_of_export": share, "low": low, "high": high,
-                               **{f"frame_{k}": v for k, v in asdict(self.removed.estimate).items()}},
+            "wrong_removals": {
+                "share_of_export": share,
+                "low": low,
+                "high": high,
+                **{f"frame_{k}": v for k, v in asdict(self.removed.estimate).items()},
+            },
             "removed_strata": [asdict(s) for s in self.removed.strata],
-            "duplicates_left": {"band": list(self.kept_band) if self.kept_band else None,
-                                **asdict(self.kept.estimate)},
+            "duplicates_left": {"band": list(self.kept_band) if self.kept_band else None, **asdict(self.kept.estimate)},
             "kept_strata": [asdict(s) for s in self.kept.strata],
-            "sample": [{"key": p.key, "side": p.side, "a": p.a_id, "b": p.b_id, "similarity": p.similarity,
-                        "stratum": p.stratum, "label": p.label} for p in self.sample],
+            "sample": [
+                {
+                    "key": p.key,
+                    "side": p.side,
+                    "a": p.a_id,
+                    "b": p.b_id,
+                    "similarity": p.similarity,
+                    "stratum": p.stratum,
+                    "label": p.label,
+                }
+                for p in self.sample
+            ],
         }
 
 
@@ -470,14 +503,27 @@ def _estimate(strata: list[Stratum], target: float, scale: float) -> Estimate:
         s.estimate()
     share, low, high, _ = combine(strata)
     units = sum(s.units for s in strata)
-    return Estimate(units=units, labelled=sum(s.labelled for s in strata), share=share, low=low, high=high,
-                    wrong=None if share is None else share * units,
-                    more_labels=labels_for_width(strata, target, scale))
+    return Estimate(
+        units=units,
+        labelled=sum(s.labelled for s in strata),
+        share=share,
+        low=low,
+        high=high,
+        wrong=None if share is None else share * units,
+        more_labels=labels_for_width(strata, target, scale),
+    )
 
 
-def run_audit(project: Project, threshold: float, policy: Policy, size: int = DEFAULT_SIZE,
-              kept_size: int = DEFAULT_KEPT_SIZE, seed: int = 0, target_width: float = DEFAULT_TARGET_WIDTH,
-              graph: PairGraph | None = None) -> Audit:
+def run_audit(
+    project: Project,
+    threshold: float,
+    policy: Policy,
+    size: int = DEFAULT_SIZE,
+    kept_size: int = DEFAULT_KEPT_SIZE,
+    seed: int = 0,
+    target_width: float = DEFAULT_TARGET_WIDTH,
+    graph: PairGraph | None = None,
+) -> Audit:
     """Draw (or draw again: the same seed on the same project draws the same pairs) the audit's
     samples, read the labels given so far and estimate. Records nothing (see save())."""
     from ..store.scans import load_graph
@@ -493,25 +539,47 @@ def run_audit(project: Project, threshold: float, policy: Policy, size: int = DE
     kept = kept_frame(graph, c, ov, floor)
     rows = review.label_rows(project.db, in_order=False)
     ords = decisions.ords_for_ids(project, [r["a_id"] for r in rows] + [r["b_id"] for r in rows])
-    tuning = {(min(ords[r["a_id"]], ords[r["b_id"]]), max(ords[r["a_id"]], ords[r["b_id"]])): r["label"]
-              for r in rows if r["a_id"] in ords and r["b_id"] in ords}
+    tuning = {
+        (min(ords[r["a_id"]], ords[r["b_id"]]), max(ords[r["a_id"]], ords[r["b_id"]])): r["label"]
+        for r in rows
+        if r["a_id"] in ords and r["b_id"] in ords
+    }
     stored = table.audit_labels(project.conn)
     removed_sample = draw(project, removal, size, seed, graph.n, tuning, stored)
     kept_sample = draw(project, kept, kept_size, seed, graph.n, tuning, stored)
     scale = totals.frame / totals.removed if totals.removed else 0.0
     band = (kept.strata[0].low, threshold) if kept.strata else None
-    return Audit(threshold, policy, keep_rules.keep_rule(project), seed, size, kept_size, target_width, totals,
-                 Side("removed", removal.strata, removed_sample, _estimate(removal.strata, target_width, scale)),
-                 Side("kept", kept.strata, kept_sample, _estimate(kept.strata, target_width, 1.0)), band)
+    return Audit(
+        threshold,
+        policy,
+        keep_rules.keep_rule(project),
+        seed,
+        size,
+        kept_size,
+        target_width,
+        totals,
+        Side("removed", removal.strata, removed_sample, _estimate(removal.strata, target_width, scale)),
+        Side("kept", kept.strata, kept_sample, _estimate(kept.strata, target_width, 1.0)),
+        band,
+    )
 
 
 def save(project: Project, audit: Audit) -> int:
     """Record the audit as the project's last one (what export's manifest carries)."""
     project.check_writable("audited")
-    audit.saved_id = table.save_audit(project.conn, {
-        "created_at": audit.created_at, "threshold": audit.threshold, "policy": audit.policy,
-        "keep_rule": audit.keep_rule, "seed": audit.seed, "scan_marker": table.scan_marker(project),
-        "decisions_marker": table.decisions_marker(project.conn), "result": audit.summary()})
+    audit.saved_id = table.save_audit(
+        project.conn,
+        {
+            "created_at": audit.created_at,
+            "threshold": audit.threshold,
+            "policy": audit.policy,
+            "keep_rule": audit.keep_rule,
+            "seed": audit.seed,
+            "scan_marker": table.scan_marker(project),
+            "decisions_marker": table.decisions_marker(project.conn),
+            "result": audit.summary(),
+        },
+    )
     return audit.saved_id
 
 
@@ -525,8 +593,16 @@ def label(project: Project, pair: SampledPair, value: str, author: str | None = 
     pair.label = value
 
 
-LABEL_WORDS = {"duplicate": "duplicate", "dup": "duplicate", "d": "duplicate", "not": "not_duplicate",
-               "not_duplicate": "not_duplicate", "n": "not_duplicate", "skip": "skip", "s": "skip"}
+LABEL_WORDS = {
+    "duplicate": "duplicate",
+    "dup": "duplicate",
+    "d": "duplicate",
+    "not": "not_duplicate",
+    "not_duplicate": "not_duplicate",
+    "n": "not_duplicate",
+    "skip": "skip",
+    "s": "skip",
+}
 
 
 def read_labels_file(path: str) -> list[tuple[int, str, str]]:
@@ -563,8 +639,10 @@ def apply_labels_file(project: Project, audit: Audit, path: str) -> int:
     by_key = {p.key: p for p in audit.sample}
     for n, key, _value in rows:
         if key not in by_key:
-            raise DedupError(f"{path}, line {n}: {key!r} is not a pair of this audit's sample "
-                             f"(R1–R{len(audit.removed.sample)}, K1–K{len(audit.kept.sample)})")
+            raise DedupError(
+                f"{path}, line {n}: {key!r} is not a pair of this audit's sample "
+                f"(R1–R{len(audit.removed.sample)}, K1–K{len(audit.kept.sample)})"
+            )
     for _n, key, value in rows:
         label(project, by_key[key], value)
     return len(rows)
@@ -572,7 +650,6 @@ def apply_labels_file(project: Project, audit: Audit, path: str) -> int:
 
 def last_audit(project: Project) -> dict | None:
     return table.last_audit(project.conn)
-
 
 
 # -- showing a pair as plain text ---------------------------------------------------------------

@@ -35,11 +35,22 @@ from ..errors import DedupError
 from ..graph.clustering import KEPT, REASON_NAMES, REVIEWER, Clustering
 from ..graph.pairs import PairGraph
 from ..store import Project
-from .export import AtomicFile, removal_links, similarity_values
 from ..store.shown import shown_ords
+from .export import AtomicFile, removal_links, similarity_values
 
-CLUSTER_COLUMNS = ("id", "source", "cluster", "duplicate_of", "similarity", "via", "via_similarity", "status",
-                   "reason", "reviewer_decided", "reviewer_saw")
+CLUSTER_COLUMNS = (
+    "id",
+    "source",
+    "cluster",
+    "duplicate_of",
+    "similarity",
+    "via",
+    "via_similarity",
+    "status",
+    "reason",
+    "reviewer_decided",
+    "reviewer_saw",
+)
 CLUSTER_TABLE_FORMATS = {".csv": "csv", ".parquet": "parquet"}
 STATUSES = ("kept", "removed", "reviewer_kept", "reviewer_removed", "reference")
 
@@ -52,8 +63,13 @@ def cluster_table_format(path: str | Path) -> str:
     return fmt
 
 
-def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, kept_by_reviewer: set[int] | frozenset[int],
-                    decided: set[int] | frozenset[int]) -> dict[str, list]:
+def cluster_columns(
+    project: Project,
+    graph: PairGraph,
+    clustering: Clustering,
+    kept_by_reviewer: set[int] | frozenset[int],
+    decided: set[int] | frozenset[int],
+) -> dict[str, list]:
     """The table's columns (CLUSTER_COLUMNS), one value per document in corpus order."""
     c = clustering
     n = len(c.reason)
@@ -97,9 +113,14 @@ def cluster_columns(project: Project, graph: PairGraph, clustering: Clustering, 
     }
 
 
-def write_cluster_table(project: Project, graph: PairGraph, clustering: Clustering, path: str | Path,
-                        kept_by_reviewer: set[int] | frozenset[int] = frozenset(),
-                        decided: set[int] | frozenset[int] = frozenset()) -> int:
+def write_cluster_table(
+    project: Project,
+    graph: PairGraph,
+    clustering: Clustering,
+    path: str | Path,
+    kept_by_reviewer: set[int] | frozenset[int] = frozenset(),
+    decided: set[int] | frozenset[int] = frozenset(),
+) -> int:
     """Write the cluster table (CSV or Parquet by the suffix); returns its rows."""
     fmt = cluster_table_format(path)
     columns = cluster_columns(project, graph, clustering, set(kept_by_reviewer), set(decided))
@@ -114,12 +135,29 @@ def write_cluster_table(project: Project, graph: PairGraph, clustering: Clusteri
     import pyarrow.parquet as pq
 
     id_type = _id_type(pa, columns["id"])
-    types = {"id": id_type, "source": pa.string(), "cluster": pa.int64(), "duplicate_of": id_type,
-             "similarity": pa.float64(), "via": id_type, "via_similarity": pa.float64(), "status": pa.string(),
-             "reason": pa.string(), "reviewer_decided": pa.bool_(), "reviewer_saw": pa.bool_()}
+    types = {
+        "id": id_type,
+        "source": pa.string(),
+        "cluster": pa.int64(),
+        "duplicate_of": id_type,
+        "similarity": pa.float64(),
+        "via": id_type,
+        "via_similarity": pa.float64(),
+        "status": pa.string(),
+        "reason": pa.string(),
+        "reviewer_decided": pa.bool_(),
+        "reviewer_saw": pa.bool_(),
+    }
     as_text = id_type == pa.string()
-    table = pa.table({name: pa.array(_ids_as_text(columns[name]) if as_text and name in ("id", "duplicate_of", "via")
-                                     else columns[name], types[name]) for name in CLUSTER_COLUMNS})
+    table = pa.table(
+        {
+            name: pa.array(
+                _ids_as_text(columns[name]) if as_text and name in ("id", "duplicate_of", "via") else columns[name],
+                types[name],
+            )
+            for name in CLUSTER_COLUMNS
+        }
+    )
     with AtomicFile(Path(path), "wb") as fh:
         pq.write_table(table, fh)
     return rows

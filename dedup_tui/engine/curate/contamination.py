@@ -58,8 +58,9 @@ def _roots(graph: PairGraph) -> np.ndarray:
     return np.where(graph.exact_of >= 0, graph.exact_of, np.arange(graph.n))
 
 
-def contamination(project: Project, threshold: float, graph: PairGraph | None = None,
-                  control: Control | None = None) -> ContaminationReport:
+def contamination(
+    project: Project, threshold: float, graph: PairGraph | None = None, control: Control | None = None
+) -> ContaminationReport:
     """Per reference source: the documents of the normal sources that match one of its
     documents at `threshold`, each with its most similar reference document (the earliest on
     ties). DedupError when the project has no reference source or no current scan."""
@@ -70,8 +71,9 @@ def contamination(project: Project, threshold: float, graph: PairGraph | None = 
     check_threshold(project, threshold)
     refs = project.reference_sources()
     if not refs:
-        raise DedupError(f"{project.path}: no reference source (load one with dedup-tui load PROJECT --reference "
-                         f"FILE..., then scan)")
+        raise DedupError(
+            f"{project.path}: no reference source (load one with dedup-tui load PROJECT --reference FILE..., then scan)"
+        )
     graph = graph if graph is not None else load_graph(project)
     n = graph.n
     reference = project.reference_mask(n)
@@ -101,10 +103,17 @@ def contamination(project: Project, threshold: float, graph: PairGraph | None = 
         matches = _best_per_document(roots, mine, data, r_root, d_root, sims)
         contaminated[[m.doc for m in matches]] = True
         _name(project, paths, matches)
-        reports.append(ReferenceSourceReport(
-            source_id, paths.get(source_id, "?"), int(sizes.get(source_id) or mine.sum()), len(matches),
-            len(_matched_references(roots, mine, data, r_root, d_root)),
-            max((m.similarity for m in matches), default=None), matches))
+        reports.append(
+            ReferenceSourceReport(
+                source_id,
+                paths.get(source_id, "?"),
+                int(sizes.get(source_id) or mine.sum()),
+                len(matches),
+                len(_matched_references(roots, mine, data, r_root, d_root)),
+                max((m.similarity for m in matches), default=None),
+                matches,
+            )
+        )
     return ContaminationReport(threshold, int(data.sum()), int(contaminated.sum()), reports)
 
 
@@ -160,21 +169,27 @@ def format_report(r: ContaminationReport, shown: int = 10) -> str:
     out: list[str] = []
     add = out.append
     share = r.contaminated / r.documents if r.documents else 0.0
-    add(f"Contamination at threshold {r.threshold:.2f}: {r.contaminated:,} of {r.documents:,} documents of the "
-        f"data ({share:.2%}) match a reference document")
+    add(
+        f"Contamination at threshold {r.threshold:.2f}: {r.contaminated:,} of {r.documents:,} documents of the "
+        f"data ({share:.2%}) match a reference document"
+    )
     for s in r.sources:
         add("")
         add(f"Reference {literal_line(s.path)}: {s.documents:,} documents")
         if not s.matches:
             add("  no document of the data matches it")
             continue
-        add(f"  {s.matched_documents:,} documents of the data match it; {s.matched_references:,} of its documents "
-            f"are matched; highest similarity {s.highest:.3f}")
+        add(
+            f"  {s.matched_documents:,} documents of the data match it; {s.matched_references:,} of its documents "
+            f"are matched; highest similarity {s.highest:.3f}"
+        )
         add(f"  {'similarity':>10}  document (source)  ->  reference document")
         for m in s.matches[:shown]:
             # ids whole (of one corpus they often differ only in the middle or at the end)
-            add(f"  {m.similarity:>10.3f}  {literal_line(str(m.doc_id))} ({literal_line(Path(m.doc_source).name)})"
-                f"  ->  {literal_line(str(m.reference_id))}")
+            add(
+                f"  {m.similarity:>10.3f}  {literal_line(str(m.doc_id))} ({literal_line(Path(m.doc_source).name)})"
+                f"  ->  {literal_line(str(m.reference_id))}"
+            )
         if len(s.matches) > shown:
             add(f"  ... and {len(s.matches) - shown:,} more (all of them with --out FILE.jsonl)")
     return "\n".join(out)
@@ -189,8 +204,13 @@ def write_matches(project: Project, r: ContaminationReport, path: str | Path, fo
     with AtomicFile(Path(path), "wb", overwrite=force) as fh:
         for s in r.sources:
             for m in s.matches:
-                row = {"reference_source": s.path, "reference_id": m.reference_id, "source": m.doc_source,
-                       "id": m.doc_id, "similarity": similarity_values([m.similarity])[0]}
+                row = {
+                    "reference_source": s.path,
+                    "reference_id": m.reference_id,
+                    "source": m.doc_source,
+                    "id": m.doc_id,
+                    "similarity": similarity_values([m.similarity])[0],
+                }
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
                 count += 1
     return count

@@ -30,6 +30,7 @@ STATUS_NAMES: dict[int, DecisionStatus] = {ACTIVE: "active", UNDONE: "undone", D
 
 # -- export ---------------------------------------------------------------------------------
 
+
 @dataclass
 class CuratedExport:
     kept: int
@@ -104,13 +105,13 @@ def write_removed(project: Project, clustering: Clustering, path: str | Path, gr
                 if d in links:
                     row["via"], row["via_similarity"] = links[d]
                 if source_of:
-                    _name_sources(row, paths, source_of, d, int(clustering.keeper[d]),
-                                  link_of[d][0] if d in links else -1)
+                    _name_sources(
+                        row, paths, source_of, d, int(clustering.keeper[d]), link_of[d][0] if d in links else -1
+                    )
                 fh.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
-def _name_sources(row: dict, paths: dict[int, str], source_of: dict[int, int], doc: int, keeper: int,
-                  via: int) -> None:
+def _name_sources(row: dict, paths: dict[int, str], source_of: dict[int, int], doc: int, keeper: int, via: int) -> None:
     """A removed log row whose document matched one of another source: both sides' files
     (`source`, `duplicate_of_source`, `via_source`)."""
     mine = source_of.get(doc)
@@ -129,8 +130,13 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     inapplicable = not_applied(project, decisions)
     as_given = project.json_id_map([d.doc_id for d in decisions] + [d.other_id for d in decisions])
     paths = project.source_paths()
-    source_of = project.sources_of_ids([d.doc_id for d in decisions if d.other_id is not None]
-                                       + [d.other_id for d in decisions]) if len(paths) > 1 else {}
+    source_of = (
+        project.sources_of_ids(
+            [d.doc_id for d in decisions if d.other_id is not None] + [d.other_id for d in decisions]
+        )
+        if len(paths) > 1
+        else {}
+    )
     with AtomicFile(Path(path), "wb") as fh:
         for d in decisions:
             row = asdict(d)
@@ -147,8 +153,9 @@ def write_decisions_log(project: Project, path: str | Path, include_undone: bool
     return len(decisions)
 
 
-def manifest(project: Project, clustering: Clustering, threshold: float, policy: Policy, outputs: dict,
-             rule: str | None = None) -> dict:
+def manifest(
+    project: Project, clustering: Clustering, threshold: float, policy: Policy, outputs: dict, rule: str | None = None
+) -> dict:
     try:
         from importlib.metadata import version
 
@@ -172,7 +179,7 @@ def manifest(project: Project, clustering: Clustering, threshold: float, policy:
         "policy": policy,
         "keep_rule": rule or keep_rule(project),
         "counts": {
-            "documents": int(len(reason)),
+            "documents": len(reason),
             "kept": int((reason == KEPT).sum()),
             "exported": int(clustering.exported().sum()),
             "references": int(clustering.reference.sum()) if clustering.reference is not None else 0,
@@ -219,8 +226,17 @@ def export_curated(
     if clusters_out:
         cluster_table_format(clusters_out)
     check_threshold(project, threshold)
-    check_outputs({"kept records": out, "removed log": removed_out, "decisions log": decisions_out,
-                   "manifest": manifest_out, "cluster table": clusters_out}, force, project_protected(project))
+    check_outputs(
+        {
+            "kept records": out,
+            "removed log": removed_out,
+            "decisions log": decisions_out,
+            "manifest": manifest_out,
+            "cluster table": clusters_out,
+        },
+        force,
+        project_protected(project),
+    )
     graph = with_references(project, graph if graph is not None else load_graph(project))
     overrides = Overrides.load(project) if use_decisions else None
     if use_decisions:
@@ -235,9 +251,14 @@ def export_curated(
     if removed_out:
         write_removed(project, clustering, removed_out, graph)
     if clusters_out:
-        write_cluster_table(project, graph, clustering, clusters_out,
-                            kept_by_reviewer=overrides.keep if overrides else set(),
-                            decided=overrides.decided if overrides else set())
+        write_cluster_table(
+            project,
+            graph,
+            clustering,
+            clusters_out,
+            kept_by_reviewer=overrides.keep if overrides else set(),
+            decided=overrides.decided if overrides else set(),
+        )
     in_force = on_documents(project)
     inapplicable = not_applied(project, in_force) if use_decisions else {}
     n_decisions = len(in_force) - len(inapplicable)
@@ -262,8 +283,13 @@ def export_curated(
         not_applied=len(inapplicable),
     )
     if manifest_out:
-        outputs: dict[str, object] = {"kept": str(out), "format": fmt, "removed": result.removed_out, "decisions": result.decisions_out,
-                   "decisions_applied": use_decisions}
+        outputs: dict[str, object] = {
+            "kept": str(out),
+            "format": fmt,
+            "removed": result.removed_out,
+            "decisions": result.decisions_out,
+            "decisions_applied": use_decisions,
+        }
         if clusters_out:
             outputs["clusters"] = result.clusters_out
         if sources is not None:

@@ -64,10 +64,11 @@ class Decision:
             return f"accept {self.batch_size:,} clusters" if self.batch_size > 1 else f"accept cluster of {doc}"
         if self.kind == "keep_rule":
             change = json.loads(self.value or "{}")
-            return (f"the keep rule {literal_line(str(change.get('to')), 40)} "
-                    f"(was {literal_line(str(change.get('from')), 40)})")
+            return (
+                f"the keep rule {literal_line(str(change.get('to')), 40)} "
+                f"(was {literal_line(str(change.get('from')), 40)})"
+            )
         return f"{self.kind} {doc}"
-
 
 
 # The `value` of the not_duplicate decision a "not a duplicate" tuning label records: the pair is
@@ -75,12 +76,12 @@ class Decision:
 LABEL_VALUE = "label"
 
 
-def is_label_split(d: "Decision") -> bool:
+def is_label_split(d: Decision) -> bool:
     """The not_duplicate decision a tuning label recorded (engine.curate.tune.set_label)."""
     return d.kind == "not_duplicate" and d.value == LABEL_VALUE
 
 
-def decides_its_document(d: "Decision") -> bool:
+def decides_its_document(d: Decision) -> bool:
     """Whether `d` makes the document it names decided (reviewed): not a note, and not a tuning
     label (evidence, never a review of its documents)."""
     return d.doc_id is not None and d.kind != "note" and not is_label_split(d)
@@ -151,8 +152,13 @@ def _switch(project: Project, find, old_state: int, new_state: int) -> Decision 
     return d
 
 
-def record_many(project: Project, rows: Sequence[tuple[str, str, str | None, str | None]], threshold: float | None = None,
-                policy: Policy | None = None, author: str | None = None) -> list[Decision]:
+def record_many(
+    project: Project,
+    rows: Sequence[tuple[str, str, str | None, str | None]],
+    threshold: float | None = None,
+    policy: Policy | None = None,
+    author: str | None = None,
+) -> list[Decision]:
     """Record several decisions (kind, doc_id, other_id, value) as one step: one transaction,
     one undo. Discards anything that could be redone. Returns them, oldest first."""
     if not rows:
@@ -167,10 +173,23 @@ def record_many(project: Project, rows: Sequence[tuple[str, str, str | None, str
     created = now_iso()
     with transaction(project.conn):
         review.discard_redoable(project.db)
-        got = review.insert_decisions(project.db, [
-            {"kind": kind, "doc_id": doc_id, "other_id": other_id, "value": value, "threshold": threshold,
-             "policy": policy, "author": author, "created_at": created} for kind, doc_id, other_id, value in rows],
-            batch=len(rows) > 1)
+        got = review.insert_decisions(
+            project.db,
+            [
+                {
+                    "kind": kind,
+                    "doc_id": doc_id,
+                    "other_id": other_id,
+                    "value": value,
+                    "threshold": threshold,
+                    "policy": policy,
+                    "author": author,
+                    "created_at": created,
+                }
+                for kind, doc_id, other_id, value in rows
+            ],
+            batch=len(rows) > 1,
+        )
     return [decision_from_row(r) for r in got]
 
 
@@ -187,8 +206,10 @@ def refuse_removing_references(project: Project, doc_ids: list[str]) -> None:
     for doc_id in doc_ids:
         if source_of.get(doc_id) in refs:
             path = project.source_paths().get(source_of[doc_id], "?")
-            raise ReferenceRemoval(f"{literal_line(doc_id, 60)} is a reference document (from {literal_line(path)}): "
-                                   f"reference documents are matched but never removed")
+            raise ReferenceRemoval(
+                f"{literal_line(doc_id, 60)} is a reference document (from {literal_line(path)}): "
+                f"reference documents are matched but never removed"
+            )
 
 
 REFERENCE_REMOVAL = "it removes a reference document, and reference documents are matched but never removed"
@@ -206,8 +227,13 @@ def not_applied(project: Project, decisions: list[Decision]) -> dict[int, str]:
     return {d.id: REFERENCE_REMOVAL for d in removals if source_of.get(d.doc_id) in refs}
 
 
-def accept_clusters(project: Project, clusters: list[tuple[str, list[str]]], threshold: float | None = None,
-                    policy: Policy | None = None, author: str | None = None) -> int:
+def accept_clusters(
+    project: Project,
+    clusters: list[tuple[str, list[str]]],
+    threshold: float | None = None,
+    policy: Policy | None = None,
+    author: str | None = None,
+) -> int:
     """Accept many clusters (kept id, member ids) as one bulk action: one transaction, one undo
     step. Returns how many were accepted."""
     rows = [("accept", kept, None, json.dumps(ids, ensure_ascii=False)) for kept, ids in clusters]
@@ -270,7 +296,7 @@ class Overrides:
     pinned: set[int] = field(default_factory=set)
 
     @classmethod
-    def load(cls, project: Project) -> "Overrides":
+    def load(cls, project: Project) -> Overrides:
         decisions = active(project)
         listed = [m for d in decisions if d.kind == "accept" for m in json.loads(d.value or "[]")]
         ords = ords_for_ids(project, [d.doc_id for d in decisions] + [d.other_id for d in decisions] + listed)
@@ -304,13 +330,16 @@ class Overrides:
                     if m is not None:
                         decided.add(m)
         root = roots_of(project, [x for pair in split_docs for x in pair]) if split_docs else {}
-        split = {(min(ra, rb), max(ra, rb)) for ra, rb in ((root.get(a, a), root.get(b, b)) for a, b in split_docs)
-                 if ra != rb}
+        split = {
+            (min(ra, rb), max(ra, rb))
+            for ra, rb in ((root.get(a, a), root.get(b, b)) for a, b in split_docs)
+            if ra != rb
+        }
         keep = {o for o, k in state.items() if k == "keep"}
         remove = {o for o, k in state.items() if k == "remove"}
         return cls(keep, remove, split, accepted, decided, pinned - remove)
 
-    def after_keep(self, o: int) -> "Overrides | None":
+    def after_keep(self, o: int) -> Overrides | None:
         """What load() reads back once a keep of `o` is recorded after these decisions (the
         newest keep or remove decision on a document wins), or None when that is not known from
         these alone: `o` removed (its removal taken over may make a judged-against pin of it
@@ -367,8 +396,9 @@ def _clusters_holding(cluster: np.ndarray, docs: set[int]) -> dict[int, list[int
     return groups
 
 
-def _override_cluster(graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides,
-                      index: "PairIndex") -> int:
+def _override_cluster(
+    graph: PairGraph, c: Clustering, members: list[int], label: int, ov: Overrides, index: PairIndex
+) -> int:
     """Settle one cluster (its members in ord order, `label` its label before any decision) by
     the decisions in `ov`, in place; returns its label after them. Every member's keeper,
     similarity and reason is set here, whatever it was."""
@@ -427,8 +457,14 @@ def reapply_overrides(graph: PairGraph, previous: Clustering, old: Overrides, ne
     if previous.overridden is None or old.split_pairs != new.split_pairs:
         return None
     overridden = dict(previous.overridden)
-    c = replace(previous, keeper=previous.keeper.copy(), similarity=previous.similarity.copy(),
-                reason=previous.reason.copy(), cluster=previous.cluster.copy(), overridden=overridden)
+    c = replace(
+        previous,
+        keeper=previous.keeper.copy(),
+        similarity=previous.similarity.copy(),
+        reason=previous.reason.copy(),
+        cluster=previous.cluster.copy(),
+        overridden=overridden,
+    )
     changed = (old.keep ^ new.keep) | (old.remove ^ new.remove) | (old.pinned ^ new.pinned)
     if not changed:
         return c

@@ -93,8 +93,9 @@ class AtomicFile:
         if not self.overwrite and self.path.exists():
             raise OutputError(f"{self.path}: already exists", exists=True)
         remove_orphan_parts(self.path)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.{os.getpid()}.", suffix=".part",
-                                        dir=self.path.parent)
+        fd, self.tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.{os.getpid()}.", suffix=".part", dir=self.path.parent
+        )
         if "b" in self.mode:
             self.fh = os.fdopen(fd, self.mode)
         else:
@@ -182,8 +183,13 @@ def _table_from_rows(rows: list[dict]):
         try:
             columns[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            columns[name] = pa.array([v if v is None or isinstance(v, str) else json.dumps(_json_safe(v), ensure_ascii=False)
-                                      for v in values], pa.string())
+            columns[name] = pa.array(
+                [
+                    v if v is None or isinstance(v, str) else json.dumps(_json_safe(v), ensure_ascii=False)
+                    for v in values
+                ],
+                pa.string(),
+            )
     return pa.table(columns) if names else pa.table({})
 
 
@@ -222,15 +228,19 @@ def iter_kept(project: Project, clustering: Clustering, batch: int = 2000) -> It
                 raise
             raise ProjectError(_undecodable(project, lo, hi, checked)) from None
         if found != len(wanted):  # a damaged row id: SQLite's search of the table passes rows by
-            raise ProjectError(f"{project.path}: the documents table gives {found:,} of the {len(wanted):,} kept "
-                               f"documents between positions {lo} and {hi}: the project file is damaged (restore it "
-                               f"from a backup, or load the corpus into a new project)")
+            raise ProjectError(
+                f"{project.path}: the documents table gives {found:,} of the {len(wanted):,} kept "
+                f"documents between positions {lo} and {hi}: the project file is damaged (restore it "
+                f"from a backup, or load the corpus into a new project)"
+            )
 
 
 def _damaged(project: Project, doc_id) -> str:
     shown = str(doc_id) if len(str(doc_id)) <= 80 else str(doc_id)[:79] + "…"
-    return (f"{project.path}: the stored record of document '{shown}' does not match its checksum: the project "
-            f"file is damaged (restore it from a backup, or load the corpus into a new project)")
+    return (
+        f"{project.path}: the stored record of document '{shown}' does not match its checksum: the project "
+        f"file is damaged (restore it from a backup, or load the corpus into a new project)"
+    )
 
 
 def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
@@ -241,8 +251,10 @@ def _undecodable(project: Project, lo: int, hi: int, checked: bool) -> str:
                 (value or b"").decode("utf-8")
             except UnicodeDecodeError:
                 return _damaged(project, (doc_id or b"").decode("utf-8", "replace"))
-    return (f"{project.path}: a stored document (between ords {lo} and {hi}) cannot be read: the project file is "
-            f"damaged (restore it from a backup, or load the corpus into a new project)")
+    return (
+        f"{project.path}: a stored document (between ords {lo} and {hi}) cannot be read: the project file is "
+        f"damaged (restore it from a backup, or load the corpus into a new project)"
+    )
 
 
 def fill_missing_similarities(project: Project, clustering: Clustering, k: int) -> None:
@@ -305,6 +317,7 @@ def export(
                 kept_count += 1
     else:
         import pyarrow.parquet as pq
+
         for _row in iter_kept(project, clustering):  # checked first: rows are taken by their stored line
             pass
         table = _parquet_rows_unchanged(project, clustering)
@@ -334,8 +347,10 @@ def _parquet_rows_unchanged(project: Project, clustering: Clustering):
     tables = []
     for source_id, _fmt, path, sha in rows:
         if file_sha256(Path(path))[0] != sha:
-            raise DedupError(f"{path}: changed since it was loaded (its SHA-256 differs), so its rows cannot be "
-                             f"exported unchanged as Parquet; restore it, or export as JSONL or CSV")
+            raise DedupError(
+                f"{path}: changed since it was loaded (its SHA-256 differs), so its rows cannot be "
+                f"exported unchanged as Parquet; restore it, or export as JSONL or CSV"
+            )
         lines = [line for o, line in project.source_lines(source_id) if o in kept]
         tables.append(pq.read_table(path).take(pa.array([line - 1 for line in lines], pa.int64())))
     if any(t.schema != tables[0].schema for t in tables[1:]):
@@ -379,10 +394,9 @@ def check_threshold(project: Project, threshold: float) -> None:
         )
 
 
-
-
-def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: bool = False,
-                control: Control | None = None) -> int:
+def write_pairs(
+    project: Project, out: str | Path, minimum: float = 0.0, force: bool = False, control: Control | None = None
+) -> int:
     """The verified pairs with Jaccard >= minimum as JSONL {"a", "b", "jaccard"} (cut to
     SIMILARITY_DECIMALS), a before b in corpus order; returns how many. Every stored pair is
     checked against the scan's checksum
@@ -413,12 +427,18 @@ def write_pairs(project: Project, out: str | Path, minimum: float = 0.0, force: 
                     continue
             if ints:  # the ids as the corpus gave them: numbers where its ids were
                 a_id, b_id = int(a_id) if a_src in ints else a_id, int(b_id) if b_src in ints else b_id
-            fh.write(json.dumps({"a": a_id, "b": b_id, "jaccard": similarity_value(j)},
-                                ensure_ascii=False).encode() + b"\n")
+            fh.write(
+                json.dumps({"a": a_id, "b": b_id, "jaccard": similarity_value(j)}, ensure_ascii=False).encode() + b"\n"
+            )
             count += 1
             if count % 100_000 == 0:
                 control.check()
-        if checked and pairs_checksum(np.frombuffer(seen_a, np.int64), np.frombuffer(seen_b, np.int64),
-                                                   np.frombuffer(seen_j, np.float64)) != expected:
+        if (
+            checked
+            and pairs_checksum(
+                np.frombuffer(seen_a, np.int64), np.frombuffer(seen_b, np.int64), np.frombuffer(seen_j, np.float64)
+            )
+            != expected
+        ):
             raise DerivedDamaged(project, "the stored pairs (the pairs table)")
     return count

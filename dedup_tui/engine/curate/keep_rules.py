@@ -36,8 +36,10 @@ def parse_keep_rule(rule: str) -> str:
     m = _FIELD_RULE.fullmatch(rule)
     if m and m.group(2).strip():
         return f"{m.group(1)}:{m.group(2).strip()}"
-    raise DedupError(f"unknown keep rule {rule!r} (choose from {', '.join(KEEP_RULES)}, max:FIELD or min:FIELD, "
-                     f"e.g. max:date for the newest, max:score for the best)")
+    raise DedupError(
+        f"unknown keep rule {rule!r} (choose from {', '.join(KEEP_RULES)}, max:FIELD or min:FIELD, "
+        f"e.g. max:date for the newest, max:score for the best)"
+    )
 
 
 def describe_keep_rule(rule: str) -> str:
@@ -90,8 +92,9 @@ def check_keep_rule(project: Project, rule: str) -> str:
     return rule
 
 
-def record_keep_rule(project: Project, rule: str, threshold: float | None = None, policy: Policy | None = None,
-                     author: str | None = None) -> Decision | None:
+def record_keep_rule(
+    project: Project, rule: str, threshold: float | None = None, policy: Policy | None = None, author: str | None = None
+) -> Decision | None:
     """Set the project's keep rule as one step of the undo history (a `keep_rule` decision: undo
     puts the rule it replaced back, redo sets it again); None when `rule` is the one in force."""
     rule = check_keep_rule(project, rule)
@@ -100,10 +103,22 @@ def record_keep_rule(project: Project, rule: str, threshold: float | None = None
         return None
     with transaction(project.conn):
         review.discard_redoable(project.db)
-        got = review.insert_decisions(project.db, [
-            {"kind": "keep_rule", "doc_id": None, "other_id": None,
-             "value": json.dumps({"from": before, "to": rule}, ensure_ascii=False), "threshold": threshold,
-             "policy": policy, "author": author or default_author(), "created_at": now_iso()}], batch=False)
+        got = review.insert_decisions(
+            project.db,
+            [
+                {
+                    "kind": "keep_rule",
+                    "doc_id": None,
+                    "other_id": None,
+                    "value": json.dumps({"from": before, "to": rule}, ensure_ascii=False),
+                    "threshold": threshold,
+                    "policy": policy,
+                    "author": author or default_author(),
+                    "created_at": now_iso(),
+                }
+            ],
+            batch=False,
+        )
         project.set_meta(keep_rule=rule)
     return decision_from_row(got[0])
 
@@ -283,9 +298,15 @@ def with_references(project: Project, graph: PairGraph) -> PairGraph:
     return graph
 
 
-def cluster_with_decisions(project: Project, graph: PairGraph, threshold: float, policy: Policy = "components",
-                           overrides: Overrides | None = None, rule: str | None = None,
-                           control: Control | None = None) -> Clustering:
+def cluster_with_decisions(
+    project: Project,
+    graph: PairGraph,
+    threshold: float,
+    policy: Policy = "components",
+    overrides: Overrides | None = None,
+    rule: str | None = None,
+    control: Control | None = None,
+) -> Clustering:
     """cluster() with the project's not-duplicate splits, then its keep rule (which document a
     cluster keeps; `rule` instead when given), then the reviewer's keep/remove overrides.
     control: checked between the steps (Cancelled: work ahead of the reviewer gives way)."""

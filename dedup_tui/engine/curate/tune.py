@@ -46,8 +46,8 @@ BIN_WIDTH = 0.05
 SHINGLE_KS = (3, 5, 7, 9, 12)
 
 
-
 # -- grids --------------------------------------------------------------------------------
+
 
 def threshold_grid(floor: float, step: float = 0.01) -> np.ndarray:
     """The floor, then every multiple of `step` above it up to 1.0 (rounded to 4 places)."""
@@ -69,6 +69,7 @@ def bin_of(similarity, edges: np.ndarray) -> np.ndarray:
 
 
 # -- distribution and sweeps --------------------------------------------------------------
+
 
 @dataclass
 class Histogram:
@@ -126,8 +127,10 @@ def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
                 blocked[y] = blocked.get(y, 0) | (bits & ((1 << r) - 1))
     reps = np.flatnonzero(graph.exact_of < 0)
     # a document is removed at t when something kept at t blocked it; only blocked ones count
-    gone = [blocked.get(doc, 0) if doc not in kept_bits else all_bits & ~kept_bits[doc]
-            for doc in (blocked.keys() | kept_bits.keys())]
+    gone = [
+        blocked.get(doc, 0) if doc not in kept_bits else all_bits & ~kept_bits[doc]
+        for doc in (blocked.keys() | kept_bits.keys())
+    ]
     gone = [g for g in gone if g]
     removed_at = np.zeros(len(ts), dtype=np.int64)
     for start in range(0, len(ts), 62):
@@ -187,6 +190,7 @@ def s_curve(scan_params: dict | None, points: int = 21) -> tuple[np.ndarray, np.
 
 # -- labels ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Label:
     a_id: str
@@ -211,8 +215,16 @@ def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
     return (a_id, b_id) if ords[a_id] <= ords[b_id] else (b_id, a_id)
 
 
-def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similarity: float | None = None,
-              threshold: float | None = None, policy: Policy | None = None, author: str | None = None) -> Label:
+def set_label(
+    project: Project,
+    a_id: str,
+    b_id: str,
+    label: PairLabel,
+    similarity: float | None = None,
+    threshold: float | None = None,
+    policy: Policy | None = None,
+    author: str | None = None,
+) -> Label:
     """Label a pair (the newest label of a pair wins) and commit.
 
     "not_duplicate" also records a not_duplicate decision (unless one is in force), so the
@@ -232,8 +244,16 @@ def set_label(project: Project, a_id: str, b_id: str, label: PairLabel, similari
             review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
         if label == "not_duplicate" and not review.split_in_force(project.db, a_id, b_id):
-            d = decisions.record(project, "not_duplicate", a_id, b_id, value=decisions.LABEL_VALUE, threshold=threshold,
-                                 policy=policy, author=author)
+            d = decisions.record(
+                project,
+                "not_duplicate",
+                a_id,
+                b_id,
+                value=decisions.LABEL_VALUE,
+                threshold=threshold,
+                policy=policy,
+                author=author,
+            )
             decision_id = d.id
         result = Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)
         review.save_label(project.db, asdict(result))
@@ -261,13 +281,25 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     with AtomicFile(Path(path), "w") as fh:
         for lab in rows:
             similarity = similarity_values([lab.similarity])[0] if lab.similarity is not None else None
-            fh.write(json.dumps({"a": as_given.get(lab.a_id, lab.a_id), "b": as_given.get(lab.b_id, lab.b_id),
-                                 "label": lab.label, "similarity": similarity,
-                                 "time": lab.created_at, "author": lab.author}, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "a": as_given.get(lab.a_id, lab.a_id),
+                        "b": as_given.get(lab.b_id, lab.b_id),
+                        "label": lab.label,
+                        "similarity": similarity,
+                        "time": lab.created_at,
+                        "author": lab.author,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return len(rows)
 
 
 # -- the review queue -----------------------------------------------------------------------
+
 
 @dataclass
 class QueuePair:
@@ -277,8 +309,16 @@ class QueuePair:
     bin: int
 
 
-def review_queue(graph: PairGraph, threshold: float, floor: float, per_bin: int = 10, span: float = 0.2,
-                 width: float = BIN_WIDTH, exclude: set[tuple[int, int]] | None = None, seed: int = 0) -> list[QueuePair]:
+def review_queue(
+    graph: PairGraph,
+    threshold: float,
+    floor: float,
+    per_bin: int = 10,
+    span: float = 0.2,
+    width: float = BIN_WIDTH,
+    exclude: set[tuple[int, int]] | None = None,
+    seed: int = 0,
+) -> list[QueuePair]:
     """Pairs sampled uniformly within each similarity bin of [threshold - span, threshold + span]
     (clipped to [floor, 1]), at most per_bin from each, interleaved so that the bins closest to
     the threshold come first and every bin is covered early. `exclude`: ord pairs already labelled."""
@@ -286,8 +326,11 @@ def review_queue(graph: PairGraph, threshold: float, floor: float, per_bin: int 
     lo, hi = max(floor, threshold - span), min(1.0, threshold + span)
     bins = bin_of(graph.jaccard, edges)
     centres = (edges[:-1] + edges[1:]) / 2
-    wanted = [i for i in range(len(centres)) if (edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9) or
-              (hi >= 1.0 and i == len(centres) - 1)]
+    wanted = [
+        i
+        for i in range(len(centres))
+        if (edges[i + 1] > lo + 1e-9 and edges[i] < hi - 1e-9) or (hi >= 1.0 and i == len(centres) - 1)
+    ]
     home = int(bin_of([threshold], edges)[0])
     wanted.sort(key=lambda i: (i != home, abs(centres[i] - threshold), i))
     rng = np.random.default_rng(seed)
@@ -309,6 +352,7 @@ def review_queue(graph: PairGraph, threshold: float, floor: float, per_bin: int 
 
 
 # -- statistics -----------------------------------------------------------------------------
+
 
 def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval for a proportion (95% by default); (0, 1) when n == 0."""
@@ -397,9 +441,14 @@ def label_pairs(project: Project, graph: PairGraph) -> list[tuple[int, int, floa
     return out
 
 
-def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, float, str]],
-             target: float = DEFAULT_TARGET_PRECISION, width: float = BIN_WIDTH,
-             thresholds: np.ndarray | None = None) -> Estimates | None:
+def estimate(
+    graph: PairGraph,
+    floor: float,
+    labelled: list[tuple[int, int, float, str]],
+    target: float = DEFAULT_TARGET_PRECISION,
+    width: float = BIN_WIDTH,
+    thresholds: np.ndarray | None = None,
+) -> Estimates | None:
     """Precision per bin and precision / recall of "duplicate" at every threshold.
 
     Within a bin, the labelled pairs are a uniform sample of its stored pairs, so the bin's
@@ -423,8 +472,18 @@ def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, floa
     stats = []
     for i in range(nb):
         n = int(dup[i] + nod[i])
-        stats.append(BinStat(float(edges[i]), float(edges[i + 1]), int(pop[i]), int(dup[i]), int(nod[i]), int(skp[i]),
-                             float(dup[i] / n) if n else None, wilson(int(dup[i]), n) if n else None))
+        stats.append(
+            BinStat(
+                float(edges[i]),
+                float(edges[i + 1]),
+                int(pop[i]),
+                int(dup[i]),
+                int(nod[i]),
+                int(skp[i]),
+                float(dup[i] / n) if n else None,
+                wilson(int(dup[i]), n) if n else None,
+            )
+        )
     if n_used == 0:
         return None
     have = [i for i in range(nb) if stats[i].precision is not None]
@@ -461,6 +520,7 @@ def estimate(graph: PairGraph, floor: float, labelled: list[tuple[int, int, floa
 
 
 # -- shingle size ---------------------------------------------------------------------------
+
 
 def reference_shingle_table() -> dict[int, list[float]]:
     """The reference's experiment: Jaccard of a document and its noisy copy, per k and noise."""
@@ -505,8 +565,9 @@ class ShingleScore:
     not_duplicates: int
 
 
-def shingle_scores(project: Project, labelled: list[tuple[int, int, float, str]], ks=SHINGLE_KS,
-                   limit: int = 2000) -> list[ShingleScore]:
+def shingle_scores(
+    project: Project, labelled: list[tuple[int, int, float, str]], ks=SHINGLE_KS, limit: int = 2000
+) -> list[ShingleScore]:
     """For each k, how well the Jaccard of the labelled pairs' texts (recomputed with k-shingles)
     separates "duplicate" from "not a duplicate" labels: ROC AUC and the best F1."""
     used = [x for x in labelled if x[3] in ("duplicate", "not_duplicate")][:limit]
@@ -525,6 +586,7 @@ def shingle_scores(project: Project, labelled: list[tuple[int, int, float, str]]
 
 
 # -- chaining -------------------------------------------------------------------------------
+
 
 @dataclass
 class Chain:
@@ -588,9 +650,17 @@ def _max_spanning_cut(members: list[int], edges: list[tuple[int, int, float]], s
     return sorted((min(x, y), max(x, y)) for x, y, _j in edges if (x in side) != (y in side))
 
 
-def chaining(project: Project, graph: PairGraph, threshold: float, floor: float, margin: float = 0.2,
-             k: int | None = None, exact_limit: int = 40, max_exact_clusters: int = 300,
-             split_pairs=None) -> list[Chain]:
+def chaining(
+    project: Project,
+    graph: PairGraph,
+    threshold: float,
+    floor: float,
+    margin: float = 0.2,
+    k: int | None = None,
+    exact_limit: int = 40,
+    max_exact_clusters: int = 300,
+    split_pairs=None,
+) -> list[Chain]:
     """Connected-components clusters at `threshold` whose two most distant members are far
     apart: lowest member-to-member similarity < threshold - margin. Largest first.
 
@@ -636,7 +706,7 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
             sets = dict(zip(members, (shingle_set(t, k) for t in project.texts_for(members))))
             best = None
             for i, x in enumerate(members):
-                for y in members[i + 1:]:
+                for y in members[i + 1 :]:
                     key = (min(x, y), max(x, y))
                     s = stored.get(key)
                     if s is None:
@@ -651,25 +721,35 @@ def chaining(project: Project, graph: PairGraph, threshold: float, floor: float,
             far_member = next((y for y in members[1:] if y not in linked), members[-1])
             chain = Chain(label, int(sizes[label]), floor, (members[0], far_member), False, True)
         if chain.weakest < limit_sim - 1e-12:
-            chain.cut = _max_spanning_cut(members, [(x, y, s) for x, y, s in zip(ea, eb, ej) if s >= threshold],
-                                          *chain.far)
+            chain.cut = _max_spanning_cut(
+                members, [(x, y, s) for x, y, s in zip(ea, eb, ej) if s >= threshold], *chain.far
+            )
             chain.label_id, far_a, far_b = project.ids_for([chain.label, *chain.far])
             chain.far_ids = (far_a, far_b)
             out.append(chain)
     return out
 
 
-def split_chain(project: Project, chain: Chain, threshold: float | None = None, policy: Policy | None = None,
-                author: str | None = None) -> int:
+def split_chain(
+    project: Project,
+    chain: Chain,
+    threshold: float | None = None,
+    policy: Policy | None = None,
+    author: str | None = None,
+) -> int:
     """Mark the chain's cut links not-duplicate (decisions, one undo step); returns how many were
     recorded."""
     ids = project.ids_for([o for pair in chain.cut for o in pair])
-    rows = [("not_duplicate", ids[i], ids[i + 1], "chain split") for i in range(0, len(ids), 2)
-            if not review.split_in_force(project.db, ids[i], ids[i + 1])]
+    rows = [
+        ("not_duplicate", ids[i], ids[i + 1], "chain split")
+        for i in range(0, len(ids), 2)
+        if not review.split_in_force(project.db, ids[i], ids[i + 1])
+    ]
     return len(decisions.record_many(project, rows, threshold, policy, author=author))
 
 
 # -- everything at once ---------------------------------------------------------------------
+
 
 @dataclass
 class TuneReport:
@@ -687,8 +767,15 @@ class TuneReport:
     k: int
 
 
-def report(project: Project, graph: PairGraph, threshold: float, target: float = DEFAULT_TARGET_PRECISION,
-           bins: int = 20, margin: float = 0.2, with_shingles: bool = True) -> TuneReport:
+def report(
+    project: Project,
+    graph: PairGraph,
+    threshold: float,
+    target: float = DEFAULT_TARGET_PRECISION,
+    bins: int = 20,
+    margin: float = 0.2,
+    with_shingles: bool = True,
+) -> TuneReport:
     params = project.scan_params() or {}
     floor = float(params.get("floor", float(graph.jaccard.min()) if len(graph.jaccard) else 0.0))
     split = decisions.Overrides.load(project).split_pairs

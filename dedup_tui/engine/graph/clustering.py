@@ -61,7 +61,7 @@ class Clustering:
         cached = getattr(self, "_with_new", None)  # (each sort and filter key asks again)
         if cached is None or cached[0] != self.new_from:
             mask = np.zeros(len(self.cluster), dtype=bool)
-            mask[self.cluster[self.new_from:]] = True
+            mask[self.cluster[self.new_from :]] = True
             cached = self._with_new = (self.new_from, mask)
         return cached[1]
 
@@ -86,8 +86,10 @@ class Clustering:
     def rejected_members(self) -> np.ndarray:
         """Documents whose keeper is one a reviewer declared them (their text) not a duplicate
         of: the first copies the split pairs name, and the later copies of their texts."""
-        rejected = np.array([doc for x, y in self.split_pairs for doc, other in ((y, x), (x, y))
-                             if self.keeper[doc] == other], dtype=np.int64)
+        rejected = np.array(
+            [doc for x, y in self.split_pairs for doc, other in ((y, x), (x, y)) if self.keeper[doc] == other],
+            dtype=np.int64,
+        )
         if not len(rejected) or self.exact_of is None:
             return rejected
         copies = np.flatnonzero(np.isin(self.exact_of, rejected))
@@ -111,8 +113,9 @@ class Clustering:
         return int((self.cluster_sizes() >= 2).sum())
 
 
-def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
-            split_pairs: set[tuple[int, int]] | None = None) -> Clustering:
+def cluster(
+    graph: PairGraph, threshold: float, policy: Policy = "components", split_pairs: set[tuple[int, int]] | None = None
+) -> Clustering:
     """Cluster every document at `threshold`; split_pairs (ord pairs, a < b) are never joined."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
@@ -153,8 +156,9 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
         a, b, j = graph.without(split_pairs)
         at_threshold = j >= threshold
         a, b, j = a[at_threshold], b[at_threshold], j[at_threshold]
-        keeper_of, best = greedy_references_first(graph, a, b, j) if graph.has_references() \
-            else greedy_keepers(n, a, b, j)
+        keeper_of, best = (
+            greedy_references_first(graph, a, b, j) if graph.has_references() else greedy_keepers(n, a, b, j)
+        )
         removed = np.flatnonzero(keeper_of >= 0)
         keeper[removed] = keeper_of[removed]
         similarity[removed] = best[removed]
@@ -171,8 +175,9 @@ def cluster(graph: PairGraph, threshold: float, policy: Policy = "components",
     cluster_of = np.arange(n, dtype=np.int64)
     cluster_of[removed] = keeper[removed]
     cluster_of[dup] = cluster_of[first]
-    c = Clustering(threshold, policy, keeper, similarity, reason, cluster_of, frozenset(split_pairs or ()),
-                   exact_of=graph.exact_of)
+    c = Clustering(
+        threshold, policy, keeper, similarity, reason, cluster_of, frozenset(split_pairs or ()), exact_of=graph.exact_of
+    )
     return forget_rejected(protect_references(graph, c))
 
 

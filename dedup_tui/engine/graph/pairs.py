@@ -162,7 +162,10 @@ class PairGraph:
         if self.a is not pairs:
             return  # the pairs were not in (a, b) order, as stored forests assume
         self._base_edges = np.sort(edges)
-        self._forest = (frozenset(), (self.a[self._base_edges], self.b[self._base_edges], self.jaccard[self._base_edges]))
+        self._forest = (
+            frozenset(),
+            (self.a[self._base_edges], self.b[self._base_edges], self.jaccard[self._base_edges]),
+        )
 
     def without(self, split_pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pairs (a, b, jaccard) less the `split_pairs` ones (ord pairs a < b)."""

@@ -25,10 +25,14 @@ def auth_hint() -> str:
     """What to check when a cluster answers but no session starts: Ray's token authentication
     fails as a plain connection timeout."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        return (f"authentication may be the cause: RAY_AUTH_MODE=token is set here; "
-                f"check that the token ({_TOKEN}) is the cluster's")
-    return (f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
-            f"and its token ({_TOKEN}) where you run this command")
+        return (
+            f"authentication may be the cause: RAY_AUTH_MODE=token is set here; "
+            f"check that the token ({_TOKEN}) is the cluster's"
+        )
+    return (
+        f"authentication may be the cause: if the cluster uses Ray's token authentication, set RAY_AUTH_MODE=token "
+        f"and its token ({_TOKEN}) where you run this command"
+    )
 
 
 def connect(address: str | None = None, num_cpus: int | None = None):
@@ -139,20 +143,26 @@ def probe_address(address: str, seconds: float = PROBE_SECONDS) -> bool:
         with socket.create_connection(where, timeout=seconds) as conn:
             speaks = _speaks_grpc(conn)
     except socket.gaierror as exc:
-        raise DedupError(f"cannot reach a Ray cluster at {address}: unknown host {where[0]} "
-                         f"({exc.strerror or exc})") from None
+        raise DedupError(
+            f"cannot reach a Ray cluster at {address}: unknown host {where[0]} ({exc.strerror or exc})"
+        ) from None
     except ConnectionRefusedError:
-        raise DedupError(f"cannot reach a Ray cluster at {address}: connection refused (nothing listens on port "
-                         f"{where[1]} of {where[0]}: is the cluster started, and is this its address?)") from None
+        raise DedupError(
+            f"cannot reach a Ray cluster at {address}: connection refused (nothing listens on port "
+            f"{where[1]} of {where[0]}: is the cluster started, and is this its address?)"
+        ) from None
     except TimeoutError:
-        raise DedupError(f"cannot reach a Ray cluster at {address}: no answer within {seconds:g} s (a firewall, "
-                         f"or the wrong host?)") from None
+        raise DedupError(
+            f"cannot reach a Ray cluster at {address}: no answer within {seconds:g} s (a firewall, or the wrong host?)"
+        ) from None
     except OSError as exc:
         raise DedupError(f"cannot reach a Ray cluster at {address}: {os_reason(exc)}") from None
     if not speaks:
-        raise DedupError(f"cannot reach a Ray cluster at {address}: something listens there but it is not a Ray "
-                         f"cluster (no gRPC answer within {seconds:g} s); give ray://HEAD:10001 (the Ray client) or "
-                         f"HEAD:6379 (the head's GCS)")
+        raise DedupError(
+            f"cannot reach a Ray cluster at {address}: something listens there but it is not a Ray "
+            f"cluster (no gRPC answer within {seconds:g} s); give ray://HEAD:10001 (the Ray client) or "
+            f"HEAD:6379 (the head's GCS)"
+        )
     return True
 
 

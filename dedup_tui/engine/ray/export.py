@@ -70,8 +70,17 @@ class _Watch:
             raise DedupError(f"{self.part}: stopped writing, {why}")
 
 
-def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_field: str, skipped_lines: list[int],
-                 removed: frozenset, part: str, driver: tuple | None = None) -> dict:
+def export_shard(
+    path: str,
+    fmt: str,
+    prefix: str,
+    id_field: str | None,
+    text_field: str,
+    skipped_lines: list[int],
+    removed: frozenset,
+    part: str,
+    driver: tuple | None = None,
+) -> dict:
     """Write the shard's kept records to `part`; (kept, removed, sha256 of the input). It
     stops (removing the part) when the job's driver (this_process() of it) is gone."""
     watch = _Watch(driver or this_process(), part)
@@ -125,8 +134,17 @@ def export_shard(path: str, fmt: str, prefix: str, id_field: str | None, text_fi
     return {"kept": kept, "removed": dropped, "sha256": h.hexdigest()}
 
 
-def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_dir: str | Path, control: Control | None = None,
-                   address: str | None = None, force: bool = False, use_decisions: bool = True) -> ClusterExportResult:
+def cluster_export(
+    db: str | Path,
+    threshold: float,
+    policy: Policy,
+    paths,
+    out_dir: str | Path,
+    control: Control | None = None,
+    address: str | None = None,
+    force: bool = False,
+    use_decisions: bool = True,
+) -> ClusterExportResult:
     from ..curate.curated import write_decisions_log, write_removed
     from ..curate.export import check_threshold
     from ..curate.keep_rules import cluster_with_decisions, with_references
@@ -138,13 +156,20 @@ def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_
     try:
         check_threshold(project, threshold)
         plan = _ExportPlan(project, paths, Path(out_dir))
-        check_outputs({f"curated shard {n}": plan.out_dir / n for n in plan.written_names()}
-                      | {f"{k} log": p for k, p in plan.logs.items()}, force, plan.protected)
+        check_outputs(
+            {f"curated shard {n}": plan.out_dir / n for n in plan.written_names()}
+            | {f"{k} log": p for k, p in plan.logs.items()},
+            force,
+            plan.protected,
+        )
         ray = connect(address)  # an unreachable cluster is said before the work
         control.report("graph", 0, 0)
         graph = with_references(project, load_graph(project))
-        clustering = (cluster_with_decisions(project, graph, threshold, policy) if use_decisions
-                      else cluster(graph, threshold, policy))
+        clustering = (
+            cluster_with_decisions(project, graph, threshold, policy)
+            if use_decisions
+            else cluster(graph, threshold, policy)
+        )
         removed_ids = frozenset(project.ids_for(np.flatnonzero(clustering.reason != KEPT).tolist()))
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         parts = [plan.out_dir.resolve() / work_name(n, "part") for n in plan.written_names()]
@@ -157,10 +182,14 @@ def cluster_export(db: str | Path, threshold: float, policy: Policy, paths, out_
         finally:
             for part in parts:
                 part.unlink(missing_ok=True)
-        result = ClusterExportResult(kept=sum(r["kept"] for r in results), removed=sum(r["removed"] for r in results),
-                                     shards=[str(plan.out_dir / n) for n in plan.written_names()],
-                                     removed_out=str(plan.logs["removed"]), decisions_out=str(plan.logs["decisions"]),
-                                     manifest_out=str(plan.logs["manifest"]))
+        result = ClusterExportResult(
+            kept=sum(r["kept"] for r in results),
+            removed=sum(r["removed"] for r in results),
+            shards=[str(plan.out_dir / n) for n in plan.written_names()],
+            removed_out=str(plan.logs["removed"]),
+            decisions_out=str(plan.logs["decisions"]),
+            manifest_out=str(plan.logs["manifest"]),
+        )
         _write_manifest(project, clustering, threshold, policy, result, use_decisions)
         return result
     finally:
@@ -174,12 +203,16 @@ class _ExportPlan:
 
     def __init__(self, project: Project, paths, out_dir: Path):
         self.out_dir, self.project_path = out_dir, project.path
-        self.sources = [tuple(r.values())
-                        for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")]
+        self.sources = [
+            tuple(r.values())
+            for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")
+        ]
         self.files = expand_inputs(paths)
         if len(self.files) != len(self.sources):
-            raise DedupError(f"{len(self.files)} corpus file(s) given, but {project.path} was scanned from "
-                             f"{len(self.sources)}: give the same files, in the same order")
+            raise DedupError(
+                f"{len(self.files)} corpus file(s) given, but {project.path} was scanned from "
+                f"{len(self.sources)}: give the same files, in the same order"
+            )
         for f, src in zip(self.files, self.sources):
             if src[2] not in ("jsonl", "parquet") or cluster_format(f) != src[2]:
                 raise CorpusError(str(f), None, f"is not the {src[2]} file scanned as {src[1]}")
@@ -189,12 +222,18 @@ class _ExportPlan:
         self.written = [i for i, src in enumerate(self.sources) if roles.get(src[0]) != "reference"]
         if len(set(self.names)) != len(self.names):
             raise DedupError("two corpus files share a name; cluster-export writes each shard under its own name")
-        if (out_dir / "manifest.json").is_file() and ((out_dir / "pairs.parquet").exists()
-                                                      or (out_dir / "documents").is_dir()):
-            raise DedupError(f"{out_dir}: is a cluster scan folder, which holds only what a scan wrote; write the "
-                             f"curated corpus to another folder")
-        self.logs = {"removed": out_dir / "removed.jsonl", "decisions": out_dir / "decisions.jsonl",
-                     "manifest": out_dir / "manifest.json"}
+        if (out_dir / "manifest.json").is_file() and (
+            (out_dir / "pairs.parquet").exists() or (out_dir / "documents").is_dir()
+        ):
+            raise DedupError(
+                f"{out_dir}: is a cluster scan folder, which holds only what a scan wrote; write the "
+                f"curated corpus to another folder"
+            )
+        self.logs = {
+            "removed": out_dir / "removed.jsonl",
+            "decisions": out_dir / "decisions.jsonl",
+            "manifest": out_dir / "manifest.json",
+        }
         clash = {p.name for p in self.logs.values()} & set(self.names)
         if clash:
             raise DedupError(f"a corpus shard is named {sorted(clash)[0]}, as one of the logs cluster-export writes")
@@ -221,10 +260,20 @@ def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: froze
     driver = this_process()
     prefixes = id_prefixes(plan.files)
     chosen = [(plan.files[i], plan.sources[i], prefixes[i]) for i in plan.written]
-    refs = [ray.remote(export_shard).remote(
-        str(f.resolve()), src[2], prefix, None if src[4] == "id" else src[4], src[5], json.loads(src[6] or "[]"),
-        removed_ref, str(part), driver)
-        for (f, src, prefix), part in zip(chosen, parts)]
+    refs = [
+        ray.remote(export_shard).remote(
+            str(f.resolve()),
+            src[2],
+            prefix,
+            None if src[4] == "id" else src[4],
+            src[5],
+            json.loads(src[6] or "[]"),
+            removed_ref,
+            str(part),
+            driver,
+        )
+        for (f, src, prefix), part in zip(chosen, parts)
+    ]
     try:
         results = stage.run("export", refs)
     except (Cancelled, KeyboardInterrupt):
@@ -232,23 +281,40 @@ def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: froze
         raise
     for (f, src, _prefix), r in zip(chosen, results):
         if src[3] and r["sha256"] != src[3]:
-            raise CorpusError(str(f), None, f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
-                                            f"scanned {src[3][:12]}...); nothing was written")
+            raise CorpusError(
+                str(f),
+                None,
+                f"changed since it was scanned (SHA-256 {r['sha256'][:12]}..., "
+                f"scanned {src[3][:12]}...); nothing was written",
+            )
     if sum(r["removed"] for r in results) != len(removed_ids):
-        raise ProjectError(f"{len(removed_ids):,} documents to remove, but "
-                           f"{sum(r['removed'] for r in results):,} found in the corpus: these are not the "
-                           f"files {plan.project_path} was scanned from; nothing was written")
+        raise ProjectError(
+            f"{len(removed_ids):,} documents to remove, but "
+            f"{sum(r['removed'] for r in results):,} found in the corpus: these are not the "
+            f"files {plan.project_path} was scanned from; nothing was written"
+        )
     return results
 
 
-def _write_manifest(project: Project, clustering, threshold: float, policy: Policy, result: ClusterExportResult,
-                    use_decisions: bool) -> None:
+def _write_manifest(
+    project: Project, clustering, threshold: float, policy: Policy, result: ClusterExportResult, use_decisions: bool
+) -> None:
     from ..curate.curated import manifest
     from ..curate.export import AtomicFile
 
-    data = manifest(project, clustering, threshold, policy,
-                    {"shards": result.shards, "format": "as the input", "removed": result.removed_out,
-                     "decisions": result.decisions_out, "decisions_applied": use_decisions})
+    data = manifest(
+        project,
+        clustering,
+        threshold,
+        policy,
+        {
+            "shards": result.shards,
+            "format": "as the input",
+            "removed": result.removed_out,
+            "decisions": result.decisions_out,
+            "decisions_applied": use_decisions,
+        },
+    )
     data["counts"]["kept"] = result.kept
     data["counts"]["documents"] = result.kept + result.removed
     with AtomicFile(result.manifest_out, "w") as fh:

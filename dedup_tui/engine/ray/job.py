@@ -46,17 +46,40 @@ from ..scanning import lsh
 from ..scanning.settings import PREFILTER_TAIL, ScanSettings
 from ..store import now_iso, pid_alive
 from .address import connect
-from .pieces import (PieceSpec, cluster_format, collect_documents, expand_inputs, id_prefixes, index_file, read_piece,
-                     writing)
+from .pieces import (
+    PieceSpec,
+    cluster_format,
+    collect_documents,
+    expand_inputs,
+    id_prefixes,
+    index_file,
+    read_piece,
+    writing,
+)
 from .scandir import DOCUMENTS as DOCUMENTS_DIR
 from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
 from .settings import VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
-from .stages import (Stage, band_entries, band_pairs, digests_by_partition, exact_copies, ids_by_partition,
-                     repeated_ids, verify_group)
+from .stages import (
+    Stage,
+    band_entries,
+    band_pairs,
+    digests_by_partition,
+    exact_copies,
+    ids_by_partition,
+    repeated_ids,
+    verify_group,
+)
 
 
-def cluster_scan(paths, out_dir: str | Path, settings: ClusterScanSettings | None = None, control: Control | None = None,
-                 address: str | None = None, force: bool = False, references=()) -> ClusterScanResult:
+def cluster_scan(
+    paths,
+    out_dir: str | Path,
+    settings: ClusterScanSettings | None = None,
+    control: Control | None = None,
+    address: str | None = None,
+    force: bool = False,
+    references=(),
+) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
     documents/ (Parquet parts: the records of every document in a pair or group) and
     manifest.json. The folder appears only when complete. `references`: files scanned after
@@ -99,8 +122,10 @@ def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
     scan writes: never a symbolic link, a file, a folder holding the corpus, or any other
     folder. Checked before any work."""
     if out_dir.is_symlink():
-        raise DedupError(f"{out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the scan folder itself, "
-                         f"the scan never writes through a link")
+        raise DedupError(
+            f"{out_dir}: is a symbolic link (to {os.readlink(out_dir)}); give the scan folder itself, "
+            f"the scan never writes through a link"
+        )
     where = out_dir.resolve()
     for f in files:
         if where == f.resolve() or where in f.resolve().parents:
@@ -114,7 +139,9 @@ def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
         try:
             read_manifest(out_dir)
         except DedupError:
-            raise DedupError(f"{out_dir}: is not a cluster scan folder; --force replaces only an earlier scan") from None
+            raise DedupError(
+                f"{out_dir}: is not a cluster scan folder; --force replaces only an earlier scan"
+            ) from None
         scan_files(out_dir)
 
 
@@ -145,8 +172,10 @@ def scan_files(folder: Path) -> list[Path]:
 
 
 def _foreign(folder: Path, entry: Path):
-    raise DedupError(f"{entry}: not written by a cluster scan; --force replaces only an earlier scan's files and "
-                     f"leaves {folder} as it is while it holds anything else (move it out, or choose another folder)")
+    raise DedupError(
+        f"{entry}: not written by a cluster scan; --force replaces only an earlier scan's files and "
+        f"leaves {folder} as it is while it holds anything else (move it out, or choose another folder)"
+    )
 
 
 def _remove_scan(folder: Path) -> bool:
@@ -207,7 +236,7 @@ def stale_work(folder: Path, name: str, suffix: str) -> list[Path]:
         n = entry.name
         if not (n.startswith(head) and n.endswith(tail)) or len(n) <= len(head) + len(tail):
             continue
-        who, _, pid = n[len(head):-len(tail)].rpartition(".")
+        who, _, pid = n[len(head) : -len(tail)].rpartition(".")
         if pid.isdigit() and who in ("", host) and not pid_alive(int(pid)):
             stale.append(entry)
     return stale
@@ -260,12 +289,19 @@ class _ScanJob:
     def index(self) -> None:
         t0 = time.perf_counter()
         remote = self.ray.remote(index_file)
-        self.index_info = self.stage.run("index", [remote.remote(str(f.resolve()), fmt, self.settings.piece_bytes)
-                                                   for f, fmt in zip(self.files, self.formats)])
+        self.index_info = self.stage.run(
+            "index",
+            [
+                remote.remote(str(f.resolve()), fmt, self.settings.piece_bytes)
+                for f, fmt in zip(self.files, self.formats)
+            ],
+        )
         self.prefixes = id_prefixes(self.files)
-        self.pieces = [PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])
-                       for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info))
-                       for s, e, first in info["pieces"]]
+        self.pieces = [
+            PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])
+            for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info))
+            for s, e, first in info["pieces"]
+        ]
         self.result.pieces = len(self.pieces)
         self._timed("index", t0)
 
@@ -295,26 +331,35 @@ class _ScanJob:
         if len({h for _, h in decided}) > 1:
             with_id = next(line for line, h in decided if h)
             without = next(line for line, h in decided if not h)
-            raise CorpusError(str(f), max(with_id, without),
-                              f"id field {show(self.settings.id_field or 'id')} is present at line {with_id} but not "
-                              f"at line {without} (give every record an id, or none)")
+            raise CorpusError(
+                str(f),
+                max(with_id, without),
+                f"id field {show(self.settings.id_field or 'id')} is present at line {with_id} but not "
+                f"at line {without} (give every record an id, or none)",
+            )
         if not sum(s["n"] for s in summaries):
             bad = self.skipped[i]
             if not bad:
                 jsonl = self.formats[i] == "jsonl"
-                raise CorpusError(str(f), 1 if jsonl else None,
-                                  "empty file: no records" if jsonl else "no documents in this file")
-            raise CorpusError(str(f), bad[0][0], f"no good documents in this file ({len(bad)} bad record(s) skipped); "
-                                                 f"first: {bad[0][1]}")
+                raise CorpusError(
+                    str(f), 1 if jsonl else None, "empty file: no records" if jsonl else "no documents in this file"
+                )
+            raise CorpusError(
+                str(f),
+                bad[0][0],
+                f"no good documents in this file ({len(bad)} bad record(s) skipped); first: {bad[0][1]}",
+            )
 
     def repeated_ids(self) -> None:
         t0 = time.perf_counter()
-        refs = self._shuffle(ids_by_partition, [(self.keys_refs[p], int(self.base[p]))
-                                                       for p in range(len(self.pieces))], repeated_ids)
+        refs = self._shuffle(
+            ids_by_partition, [(self.keys_refs[p], int(self.base[p])) for p in range(len(self.pieces))], repeated_ids
+        )
         parts = self.stage.run("ids", refs)
         self.result.shuffle_bytes["ids"] = sum(b for _, b in parts)
         later = sorted((pos, doc_id) for part, _ in parts for doc_id, positions in part for pos in positions[1:])
         if later:
+
             def where(pos: int) -> tuple[int, int]:
                 p = int(np.searchsorted(self.base, pos, side="right") - 1)
                 return self.pieces[p].file, int(self.ray.get(self.keys_refs[p])["lines"][pos - self.base[p]])
@@ -334,8 +379,11 @@ class _ScanJob:
         t0 = time.perf_counter()
         r = self.result
         r.documents = int(self.base[-1]) - len(self.dropped)
-        refs = self._shuffle(digests_by_partition, [(self.keys_refs[p], int(self.base[p]), self.dropped_ref)
-                                                             for p in range(len(self.pieces))], exact_copies)
+        refs = self._shuffle(
+            digests_by_partition,
+            [(self.keys_refs[p], int(self.base[p]), self.dropped_ref) for p in range(len(self.pieces))],
+            exact_copies,
+        )
         groups = self.stage.run("exact", refs)
         dup_ords = np.concatenate([g[0] for g in groups])
         first_ords = np.concatenate([g[1] for g in groups])
@@ -366,9 +414,22 @@ class _ScanJob:
         group_bounds = np.array([self.rep_bounds[g[0]] for g in self.groups] + [self.rep_bounds[-1]], np.int64)
         self.reduced = self._shuffle(
             band_entries,
-            [(self.sig_refs[p], int(self.base[p]), self.dropped_ref, self.dup_ref, index_bits, self.banding.bands,
-              self.banding.rows) for p in range(len(self.pieces))],
-            band_pairs, (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds), reduce_returns=n_groups + 1)
+            [
+                (
+                    self.sig_refs[p],
+                    int(self.base[p]),
+                    self.dropped_ref,
+                    self.dup_ref,
+                    index_bits,
+                    self.banding.bands,
+                    self.banding.rows,
+                )
+                for p in range(len(self.pieces))
+            ],
+            band_pairs,
+            (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds),
+            reduce_returns=n_groups + 1,
+        )
         stats = self.stage.run("candidates", [red[n_groups] for red in self.reduced])
         r.shuffle_bytes["bands"] = sum(x[2] for x in stats)
         r.band_reports = sum(x[3] for x in stats)
@@ -386,19 +447,40 @@ class _ScanJob:
             return
         t0 = time.perf_counter()
         s, r = self.settings, self.result
-        info_ref = self.ray.put({"rep_bounds": self.rep_bounds, "base": self.base, "count": self.counts,
-                                 "dropped": self.dropped, "dup_ords": self.dup_ords})
+        info_ref = self.ray.put(
+            {
+                "rep_bounds": self.rep_bounds,
+                "base": self.base,
+                "count": self.counts,
+                "dropped": self.dropped,
+                "dup_ords": self.dup_ords,
+            }
+        )
         # A group holding more than a CPU's share of the pairs (a template family spread over
         # the corpus lands on the group of its first page) gets more CPUs, up to a machine's.
         node_cpus = max(int(n.get("Resources", {}).get("CPU", 1)) for n in self.ray.nodes() if n.get("Alive"))
         share = max(1, sum(self.per_group)) / max(1, self.cpus)
-        threads = [1 if c < VERIFY_TASK_PAIRS else int(min(node_cpus, max(1, round(c / share))))
-                   for c in self.per_group]
+        threads = [
+            1 if c < VERIFY_TASK_PAIRS else int(min(node_cpus, max(1, round(c / share)))) for c in self.per_group
+        ]
         remote = self.ray.remote(verify_group)
-        verified = self.stage.run("verify", [remote.options(num_cpus=threads[g]).remote(
-            self.n_reps, s.k, s.floor, info_ref, pieces.tolist(), threads[g], self.text_refs,
-            *[self.text_refs[p] for p in pieces], *[red[g] for red in self.reduced])
-            for g, pieces in enumerate(self.groups)])
+        verified = self.stage.run(
+            "verify",
+            [
+                remote.options(num_cpus=threads[g]).remote(
+                    self.n_reps,
+                    s.k,
+                    s.floor,
+                    info_ref,
+                    pieces.tolist(),
+                    threads[g],
+                    self.text_refs,
+                    *[self.text_refs[p] for p in pieces],
+                    *[red[g] for red in self.reduced],
+                )
+                for g, pieces in enumerate(self.groups)
+            ],
+        )
         r.shuffle_bytes["verify"] = sum(v[5] for v in verified)
         a, b, j = (np.concatenate([v[i] for v in verified]) for i in (0, 1, 2))
         order = np.lexsort((b, a))
@@ -416,10 +498,22 @@ class _ScanJob:
         cuts = np.searchsorted(self.participants, self.ord_base)
         (self.tmp / DOCUMENTS_DIR).mkdir()
         remote = self.ray.remote(collect_documents)
-        docs = self.stage.run("documents", [remote.remote(
-            piece, self.settings, int(self.base[p]), self.dropped_ref, int(self.ord_base[p]),
-            self.participants[cuts[p]:cuts[p + 1]], piece.file, str(self.tmp / DOCUMENTS_DIR / f"part-{p:05d}.parquet"))
-            for p, piece in enumerate(self.pieces)])
+        docs = self.stage.run(
+            "documents",
+            [
+                remote.remote(
+                    piece,
+                    self.settings,
+                    int(self.base[p]),
+                    self.dropped_ref,
+                    int(self.ord_base[p]),
+                    self.participants[cuts[p] : cuts[p + 1]],
+                    piece.file,
+                    str(self.tmp / DOCUMENTS_DIR / f"part-{p:05d}.parquet"),
+                )
+                for p, piece in enumerate(self.pieces)
+            ],
+        )
         self.id_of = np.array([i for _, ids in docs for i in ids], dtype=object)
         self._timed("documents", t0)
 
@@ -436,12 +530,30 @@ class _ScanJob:
 
         a, b, j = self.pairs
         with writing(self.tmp / "pairs.parquet") as path:
-            pq.write_table(pa.table({"a": ids(a), "b": ids(b), "jaccard": pa.array(j, pa.float64()),
-                                     "a_ord": pa.array(a, pa.int64()), "b_ord": pa.array(b, pa.int64())}), path)
+            pq.write_table(
+                pa.table(
+                    {
+                        "a": ids(a),
+                        "b": ids(b),
+                        "jaccard": pa.array(j, pa.float64()),
+                        "a_ord": pa.array(a, pa.int64()),
+                        "b_ord": pa.array(b, pa.int64()),
+                    }
+                ),
+                path,
+            )
         with writing(self.tmp / "exact_groups.parquet") as path:
-            pq.write_table(pa.table({"id": ids(self.dup_ords), "duplicate_of": ids(self.first_ords),
-                                     "ord": pa.array(self.dup_ords, pa.int64()),
-                                     "first_ord": pa.array(self.first_ords, pa.int64())}), path)
+            pq.write_table(
+                pa.table(
+                    {
+                        "id": ids(self.dup_ords),
+                        "duplicate_of": ids(self.first_ords),
+                        "ord": pa.array(self.dup_ords, pa.int64()),
+                        "first_ord": pa.array(self.first_ords, pa.int64()),
+                    }
+                ),
+                path,
+            )
         r.skipped_records = sum(len(v) for v in self.skipped.values())
         self._timed("write", t0)
         r.timings["total"] = time.perf_counter() - self.started
@@ -474,27 +586,44 @@ class _ScanJob:
         for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info)):
             mine = piece_files == i
             repeated = sum(1 for _, msg in self.skipped[i] if msg.startswith("duplicate id"))
-            inputs.append({
-                "path": str(f.resolve()), "format": fmt, "sha256": info["sha256"], "size_bytes": info["size_bytes"],
-                "fields": info["fields"], "documents": int(self.counts[mine].sum()) - repeated,
-                "skipped_lines": sorted(line for line, _ in self.skipped[i]),
-                "integer_ids": all(x["all_int"] for x, m in zip(self.summaries, mine) if m),
-                "id_prefix": self.prefixes[i],
-            })
+            inputs.append(
+                {
+                    "path": str(f.resolve()),
+                    "format": fmt,
+                    "sha256": info["sha256"],
+                    "size_bytes": info["size_bytes"],
+                    "fields": info["fields"],
+                    "documents": int(self.counts[mine].sum()) - repeated,
+                    "skipped_lines": sorted(line for line, _ in self.skipped[i]),
+                    "integer_ids": all(x["all_int"] for x, m in zip(self.summaries, mine) if m),
+                    "id_prefix": self.prefixes[i],
+                }
+            )
             if self.roles[i] is not None:
                 inputs[-1]["role"] = self.roles[i]
         return {
-            "format": SCAN_FORMAT, "version": SCAN_VERSION, "created_at": now_iso(),
+            "format": SCAN_FORMAT,
+            "version": SCAN_VERSION,
+            "created_at": now_iso(),
             "dedup_tui_version": _version(),
             "inputs": inputs,
-            "params": {"k": s.k, "floor": s.floor, "num_perm": s.num_perm, "seed": s.seed,
-                       "max_bucket": s.max_bucket, "method": "lsh", "bands": self.banding.bands,
-                       "rows": self.banding.rows, "id_field": s.id_field or "id", "text_field": s.text_field,
-                       "skip_bad": s.skip_bad},
+            "params": {
+                "k": s.k,
+                "floor": s.floor,
+                "num_perm": s.num_perm,
+                "seed": s.seed,
+                "max_bucket": s.max_bucket,
+                "method": "lsh",
+                "bands": self.banding.bands,
+                "rows": self.banding.rows,
+                "id_field": s.id_field or "id",
+                "text_field": s.text_field,
+                "skip_bad": s.skip_bad,
+            },
             "counts": r.counts(),
             "shuffle_bytes": r.shuffle_bytes,
-            "cluster": cluster_change(self.at_start, cluster_state(self.ray)) | {
-                "pieces": len(self.pieces), "partitions": self.partitions},
+            "cluster": cluster_change(self.at_start, cluster_state(self.ray))
+            | {"pieces": len(self.pieces), "partitions": self.partitions},
             "timings": r.timings,
         }
 
@@ -502,18 +631,23 @@ class _ScanJob:
 def cluster_state(ray) -> dict:
     """The cluster's live nodes now: {nodes, cpus, ids}."""
     alive = [n for n in ray.nodes() if n.get("Alive")]
-    return {"nodes": len(alive), "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)),
-            "ids": sorted(str(n.get("NodeID")) for n in alive)}
+    return {
+        "nodes": len(alive),
+        "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)),
+        "ids": sorted(str(n.get("NodeID")) for n in alive),
+    }
 
 
 def cluster_change(start: dict, end: dict) -> dict:
     """The manifest's account of the cluster: live nodes and their CPUs when the scan started
     and when it ended, and how many nodes died or joined in between (Ray re-runs the tasks of a
     node that died, so the result is complete either way)."""
-    return {"at_start": {"nodes": start["nodes"], "cpus": start["cpus"]},
-            "at_end": {"nodes": end["nodes"], "cpus": end["cpus"]},
-            "nodes_lost": len(set(start["ids"]) - set(end["ids"])),
-            "nodes_joined": len(set(end["ids"]) - set(start["ids"]))}
+    return {
+        "at_start": {"nodes": start["nodes"], "cpus": start["cpus"]},
+        "at_end": {"nodes": end["nodes"], "cpus": end["cpus"]},
+        "nodes_lost": len(set(start["ids"]) - set(end["ids"])),
+        "nodes_joined": len(set(end["ids"]) - set(start["ids"])),
+    }
 
 
 def _version() -> str:

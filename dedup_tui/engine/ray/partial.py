@@ -37,16 +37,21 @@ class PartialView:
         if not isinstance(view, dict):
             return None
         inputs = view.get("inputs", [])
-        return cls(scan_dir=str(view.get("scan_dir", "")), corpus_documents=int(view.get("corpus_documents", 0)),
-                   documents=int(view.get("documents", 0)),
-                   inputs=[str(p) for p in inputs] if isinstance(inputs, list) else [],
-                   imported_at=str(view.get("imported_at", "")))
+        return cls(
+            scan_dir=str(view.get("scan_dir", "")),
+            corpus_documents=int(view.get("corpus_documents", 0)),
+            documents=int(view.get("documents", 0)),
+            inputs=[str(p) for p in inputs] if isinstance(inputs, list) else [],
+            imported_at=str(view.get("imported_at", "")),
+        )
 
     def describe(self) -> str:
         names = [os.path.basename(p) for p in self.inputs]
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return (f"partial view: {self.documents:,} of {self.corpus_documents:,} documents "
-                f"(those in a pair or exact group) of {shown}; write the curated corpus with cluster-export")
+        return (
+            f"partial view: {self.documents:,} of {self.corpus_documents:,} documents "
+            f"(those in a pair or exact group) of {shown}; write the curated corpus with cluster-export"
+        )
 
 
 def partial_view(project: Project) -> PartialView | None:
@@ -56,13 +61,17 @@ def partial_view(project: Project) -> PartialView | None:
 
 def refuse_local_rescan(project: Project, doing: str) -> None:
     if partial_view(project) is not None:
-        raise ProjectError(f"{project.path}: imported from a cluster scan, so it cannot be {doing} here: scan the "
-                           f"corpus again with dedup-tui cluster-scan and import that")
+        raise ProjectError(
+            f"{project.path}: imported from a cluster scan, so it cannot be {doing} here: scan the "
+            f"corpus again with dedup-tui cluster-scan and import that"
+        )
 
 
 def refuse_local_export(project: Project) -> None:
     view = partial_view(project)
     if view is not None:
-        raise ProjectError(f"{project.path}: holds {view.documents:,} of the corpus's "
-                           f"{view.corpus_documents:,} documents (imported from a cluster scan); write the "
-                           f"curated corpus with dedup-tui cluster-export")
+        raise ProjectError(
+            f"{project.path}: holds {view.documents:,} of the corpus's "
+            f"{view.corpus_documents:,} documents (imported from a cluster scan); write the "
+            f"curated corpus with dedup-tui cluster-export"
+        )

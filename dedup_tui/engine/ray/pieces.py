@@ -23,6 +23,7 @@ _BLOCK = 1 << 20
 
 # -- inputs --------------------------------------------------------------------------------------
 
+
 def cluster_format(path: Path) -> str:
     """The load's format of a shard (readers.detect_format), when it is one the cluster reads."""
     try:
@@ -30,7 +31,9 @@ def cluster_format(path: Path) -> str:
     except CorpusError:
         fmt = None
     if fmt not in ("jsonl", "parquet"):
-        raise CorpusError(str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards")
+        raise CorpusError(
+            str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards"
+        )
     return fmt
 
 
@@ -80,6 +83,7 @@ def id_prefixes(files: list[Path]) -> list[str]:
 
 
 # -- stage 1: index (one task a file) --------------------------------------------------------------
+
 
 def index_file(path: str, fmt: str, piece_bytes: int) -> dict:
     """SHA-256 and size of the file, and its pieces: (start, end, first line) in bytes for
@@ -164,6 +168,7 @@ def _parquet_pieces(path: str, piece_bytes: int) -> tuple[list[tuple[int, int, i
 
 # -- stage 2: read and sign (one task a piece) ------------------------------------------------------
 
+
 @dataclass
 class PieceSpec:
     file: int
@@ -186,12 +191,23 @@ def piece_records(piece: PieceSpec, id_field: str | None, text_field: str, error
             with open(path, "rb") as fh:
                 fh.seek(piece.start)
                 stream = io.BytesIO(fh.read(piece.end - piece.start))
-        it = read_jsonl(path, field_name, text_field, errors, id_required, stream=stream,
-                        first_line=piece.first_line, info=info)
+        it = read_jsonl(
+            path, field_name, text_field, errors, id_required, stream=stream, first_line=piece.first_line, info=info
+        )
         return guarded(path, it, errors)
-    it = guarded(path, read_parquet(path, field_name, text_field, errors, id_required,
-                                     row_groups=None if piece.end < 0 else list(range(piece.start, piece.end)),
-                                     first_row=piece.first_line), errors)
+    it = guarded(
+        path,
+        read_parquet(
+            path,
+            field_name,
+            text_field,
+            errors,
+            id_required,
+            row_groups=None if piece.end < 0 else list(range(piece.start, piece.end)),
+            first_row=piece.first_line,
+        ),
+        errors,
+    )
     names = next(it)
     info["has_id_field"] = field_name in names  # type: ignore[operator]  # (the readers yield the names first)
     info["decided_at"] = piece.first_line + 1
@@ -216,22 +232,41 @@ def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
     digests = np.empty((n, 32), np.uint8)
     data, bounds = memoryview(buf.data), buf.offsets.tolist()  # type: ignore[arg-type]  # (typed from 3.12)
     for i in range(n):
-        digests[i] = np.frombuffer(hashlib.sha256(data[bounds[i]:bounds[i + 1]]).digest(), np.uint8)
+        digests[i] = np.frombuffer(hashlib.sha256(data[bounds[i] : bounds[i + 1]]).digest(), np.uint8)
     hasher = MinHasher(settings.num_perm, settings.seed)
     sig = np.empty((n, settings.num_perm), np.uint32)
     if n:
-        signatures.signatures(buf.data, buf.offsets, np.arange(n), settings.k, hasher.multipliers,
-                           hasher.increments, sig)
-    summary = {"n": n, "bad": sorted((b.line, b.message) for b in errors), "all_int": all(ints),
-               "has_id_field": info.get("has_id_field"), "decided_at": info.get("decided_at"),
-               "first_record_line": lines[0] if lines else None}
-    keys = {"ids": ids, "lines": np.array(lines, np.int64), "int": np.array(ints, bool), "digest": digests,
-            "length": np.fromiter(map(len, texts), np.int64, n)}
+        signatures.signatures(
+            buf.data, buf.offsets, np.arange(n), settings.k, hasher.multipliers, hasher.increments, sig
+        )
+    summary = {
+        "n": n,
+        "bad": sorted((b.line, b.message) for b in errors),
+        "all_int": all(ints),
+        "has_id_field": info.get("has_id_field"),
+        "decided_at": info.get("decided_at"),
+        "first_record_line": lines[0] if lines else None,
+    }
+    keys = {
+        "ids": ids,
+        "lines": np.array(lines, np.int64),
+        "int": np.array(ints, bool),
+        "digest": digests,
+        "length": np.fromiter(map(len, texts), np.int64, n),
+    }
     return summary, keys, sig, (buf.data, buf.offsets)
 
 
-def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int, dropped: np.ndarray,
-                      ord_start: int, wanted: np.ndarray, source: int, part: str) -> tuple[np.ndarray, list[str]]:
+def collect_documents(
+    piece: PieceSpec,
+    settings: ClusterScanSettings,
+    base: int,
+    dropped: np.ndarray,
+    ord_start: int,
+    wanted: np.ndarray,
+    source: int,
+    part: str,
+) -> tuple[np.ndarray, list[str]]:
     """Write the records of the wanted ords in this piece (read again) to the Parquet file
     `part` (on the shared file system: the driver never holds the texts); return their ords
     and ids."""
@@ -263,17 +298,19 @@ def collect_documents(piece: PieceSpec, settings: ClusterScanSettings, base: int
         ord_ += 1
     if out["ord"] != wanted.tolist():
         raise CorpusError(piece.path, piece.first_line, "changed while it was scanned (read again, its records differ)")
-    table = pa.table({
-        "ord": pa.array(out["ord"], pa.int64()),
-        "source": pa.array([source] * len(out["ord"]), pa.int64()),
-        "doc_id": pa.array(out["doc_id"], pa.string()),
-        "int_id": pa.array(out["int_id"], pa.bool_()),
-        "line": pa.array(out["line"], pa.int64()),
-        "length": pa.array([len(t) for t in out["text"]], pa.int64()),
-        "exact_hash": pa.array(exact_keys(out["text"]), pa.string()),
-        "text": pa.array(out["text"], pa.large_string()),
-        "record": pa.array(out["record"], pa.large_binary()),
-    })
+    table = pa.table(
+        {
+            "ord": pa.array(out["ord"], pa.int64()),
+            "source": pa.array([source] * len(out["ord"]), pa.int64()),
+            "doc_id": pa.array(out["doc_id"], pa.string()),
+            "int_id": pa.array(out["int_id"], pa.bool_()),
+            "line": pa.array(out["line"], pa.int64()),
+            "length": pa.array([len(t) for t in out["text"]], pa.int64()),
+            "exact_hash": pa.array(exact_keys(out["text"]), pa.string()),
+            "text": pa.array(out["text"], pa.large_string()),
+            "record": pa.array(out["record"], pa.large_binary()),
+        }
+    )
     with writing(part):
         pq.write_table(table, part)
     return np.array(out["ord"], np.int64), out["doc_id"]

@@ -32,7 +32,9 @@ def read_manifest(scan_dir: str | Path) -> dict:
     scan_dir = Path(scan_dir)
     if not scan_dir.is_dir():
         raise DedupError(f"{scan_dir}: no such folder (the output of dedup-tui cluster-scan)")
-    missing = [f for f in FILES if not (scan_dir / f).is_file()] + ([] if (scan_dir / DOCUMENTS).is_dir() else [DOCUMENTS])
+    missing = [f for f in FILES if not (scan_dir / f).is_file()] + (
+        [] if (scan_dir / DOCUMENTS).is_dir() else [DOCUMENTS]
+    )
     if missing:
         raise DedupError(f"{scan_dir}: not a complete cluster scan (missing {', '.join(missing)})")
     try:
@@ -42,14 +44,20 @@ def read_manifest(scan_dir: str | Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != SCAN_FORMAT:
         raise DedupError(f"{scan_dir / MANIFEST}: not a dedup-tui cluster scan manifest")
     if manifest.get("version") != SCAN_VERSION:
-        raise DedupError(f"{scan_dir / MANIFEST}: written by another version of dedup-tui (format "
-                         f"{manifest.get('version')}, this one reads {SCAN_VERSION})")
+        raise DedupError(
+            f"{scan_dir / MANIFEST}: written by another version of dedup-tui (format "
+            f"{manifest.get('version')}, this one reads {SCAN_VERSION})"
+        )
     inputs, params = manifest.get("inputs"), manifest.get("params")
     input_keys = ("path", "format", "sha256", "size_bytes", "documents", "skipped_lines")
-    if (not isinstance(inputs, list) or not inputs or not isinstance(params, dict)
-            or not isinstance(manifest.get("created_at"), str)
-            or any(not isinstance(i, dict) or any(k not in i for k in input_keys) for i in inputs)
-            or any(k not in params for k in ("k", "floor", "id_field", "text_field"))):
+    if (
+        not isinstance(inputs, list)
+        or not inputs
+        or not isinstance(params, dict)
+        or not isinstance(manifest.get("created_at"), str)
+        or any(not isinstance(i, dict) or any(k not in i for k in input_keys) for i in inputs)
+        or any(k not in params for k in ("k", "floor", "id_field", "text_field"))
+    ):
         raise DedupError(f"{scan_dir / MANIFEST}: damaged (its inputs or parameters are incomplete)")
     return manifest
 
@@ -78,8 +86,9 @@ def _table(path: Path, columns: list[str] | None = None):
         raise DedupError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
 
 
-def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = None,
-                review_from: str | Path | None = None) -> Project:
+def import_scan(
+    scan_dir: str | Path, db: str | Path, control: Control | None = None, review_from: str | Path | None = None
+) -> Project:
     """Create the review project `db` from SCAN_DIR (refused if `db` exists), with the review of
     the earlier project `review_from` carried over (see carry_review; what it carried is in the
     project's `carried_review` meta). The project appears whole or not at all."""
@@ -87,8 +96,10 @@ def import_scan(scan_dir: str | Path, db: str | Path, control: Control | None = 
     scan_dir, db = Path(scan_dir), Path(db)
     manifest = read_manifest(scan_dir)
     if scan_dir.resolve() in db.resolve().parents:
-        raise DedupError(f"{db}: inside the scan folder {scan_dir}, which holds only what a scan wrote "
-                         f"(cluster-scan --force replaces it); keep the project elsewhere")
+        raise DedupError(
+            f"{db}: inside the scan folder {scan_dir}, which holds only what a scan wrote "
+            f"(cluster-scan --force replaces it); keep the project elsewhere"
+        )
     if db.exists():
         raise DedupError(f"{db}: already exists; import makes a new project (give another name)")
     control.report("load", 0, 0)
@@ -115,8 +126,11 @@ class _ScanFiles:
         self.parts = [_parquet_file(p) for p in sorted((scan_dir / DOCUMENTS).glob("part-*.parquet"))]
         pairs = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "pairs.parquet", ["a_ord", "b_ord", "jaccard"]))}
         groups = {c: v.to_numpy() for c, v in zip(*_columns(scan_dir / "exact_groups.parquet", ["ord", "first_ord"]))}
-        self.ords = np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64)
-                                    for p in self.parts]) if self.parts else np.empty(0, np.int64)
+        self.ords = (
+            np.concatenate([np.asarray(p.read(columns=["ord"]).column("ord").to_numpy(), np.int64) for p in self.parts])
+            if self.parts
+            else np.empty(0, np.int64)
+        )
         if len(self.ords) > 1 and not (self.ords[1:] > self.ords[:-1]).all():
             raise DedupError(f"{scan_dir / DOCUMENTS}: documents out of corpus order")
         self.a, self.b = self.local(pairs["a_ord"], "pairs"), self.local(pairs["b_ord"], "pairs")
@@ -139,12 +153,22 @@ def _write_sources_and_documents(project: Project, manifest: dict, scan: _ScanFi
     with transaction(project.conn):
         integer_sources = []
         for i, inp in enumerate(manifest["inputs"]):
-            project.add_source({
-                "id": i + 1, "path": inp["path"], "format": inp["format"], "sha256": inp["sha256"],
-                "size_bytes": inp["size_bytes"], "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
-                "id_field": params["id_field"], "text_field": params["text_field"], "documents": inp["documents"],
-                "skipped_lines": json.dumps(inp["skipped_lines"]), "loaded_at": manifest["created_at"]}
-                | ({"role": inp["role"]} if inp.get("role") == "reference" else {}))
+            project.add_source(
+                {
+                    "id": i + 1,
+                    "path": inp["path"],
+                    "format": inp["format"],
+                    "sha256": inp["sha256"],
+                    "size_bytes": inp["size_bytes"],
+                    "fields": json.dumps(inp["fields"]) if inp.get("fields") else None,
+                    "id_field": params["id_field"],
+                    "text_field": params["text_field"],
+                    "documents": inp["documents"],
+                    "skipped_lines": json.dumps(inp["skipped_lines"]),
+                    "loaded_at": manifest["created_at"],
+                }
+                | ({"role": inp["role"]} if inp.get("role") == "reference" else {})
+            )
             if inp.get("integer_ids"):
                 integer_sources.append(i + 1)
         # A batch of records at a time: a laptop imports millions of them.
@@ -152,9 +176,20 @@ def _write_sources_and_documents(project: Project, manifest: dict, scan: _ScanFi
         columns = ["doc_id", "source", "line", "length", "exact_hash", "text", "record"]
         for batch in (b for part in scan.parts for b in part.iter_batches(batch_size=5000, columns=columns)):
             d = batch.to_pydict()
-            rows = [(done + i, doc_id, src + 1, line, length, h, text, record,
-                     document_checksum(done + i, doc_id, src + 1, line, text, record))
-                    for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))]
+            rows = [
+                (
+                    done + i,
+                    doc_id,
+                    src + 1,
+                    line,
+                    length,
+                    h,
+                    text,
+                    record,
+                    document_checksum(done + i, doc_id, src + 1, line, text, record),
+                )
+                for i, (doc_id, src, line, length, h, text, record) in enumerate(zip(*(d[c] for c in columns)))
+            ]
             project.insert_documents(rows)
             done += len(rows)
             control.check()
@@ -173,12 +208,19 @@ def _write_scan(project: Project, manifest: dict, scan: _ScanFiles, control: Con
     control.report("write", 0, len(scan.a))
     with transaction(project.conn):
         write_scan_result(project.conn, scan.exact_of, scan.a, scan.b, scan.j)
-        view = PartialView(scan_dir=str(scan.scan_dir.resolve()),
-                           corpus_documents=sum(inp["documents"] for inp in manifest["inputs"]),
-                           documents=len(scan.ords), inputs=[inp["path"] for inp in manifest["inputs"]],
-                           imported_at=now_iso())
-        project.set_meta(scan_state="complete", scan_params=json.dumps(params), **{META_KEY: view.to_json()},
-                         cluster_manifest=json.dumps(manifest))
+        view = PartialView(
+            scan_dir=str(scan.scan_dir.resolve()),
+            corpus_documents=sum(inp["documents"] for inp in manifest["inputs"]),
+            documents=len(scan.ords),
+            inputs=[inp["path"] for inp in manifest["inputs"]],
+            imported_at=now_iso(),
+        )
+        project.set_meta(
+            scan_state="complete",
+            scan_params=json.dumps(params),
+            **{META_KEY: view.to_json()},
+            cluster_manifest=json.dumps(manifest),
+        )
         project.finish_run(run_id, "complete", manifest.get("timings", {}), dict(manifest.get("counts", {})))
     control.report("write", len(scan.a), len(scan.a))
 
@@ -209,11 +251,18 @@ def carry_review(project: Project, old: str | Path) -> dict:
     unmatched = sum(1 for d in decisions if (d[2] and d[2] not in held) or (d[3] and d[3] not in held))
     other_files = sorted(os.path.basename(p) for sha, p in earlier_files.items() if sha not in files_here)
     if decisions and unmatched == len(decisions):
-        raise ProjectError(f"{old}: none of its {len(decisions):,} decisions names a document of this scan "
-                           f"(it reviewed another corpus: {', '.join(other_files[:3]) or 'other files'}); "
-                           f"nothing carried over")
-    carried = {"from": str(old.resolve()), "decisions": len(decisions), "matched": len(decisions) - unmatched,
-               "unmatched": unmatched, "other_files": other_files}
+        raise ProjectError(
+            f"{old}: none of its {len(decisions):,} decisions names a document of this scan "
+            f"(it reviewed another corpus: {', '.join(other_files[:3]) or 'other files'}); "
+            f"nothing carried over"
+        )
+    carried = {
+        "from": str(old.resolve()),
+        "decisions": len(decisions),
+        "matched": len(decisions) - unmatched,
+        "unmatched": unmatched,
+        "other_files": other_files,
+    }
     with transaction(conn):
         if review.decision_count(project.db):
             raise ProjectError(f"{project.path}: already has decisions of its own")

@@ -19,6 +19,7 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 # -- shuffles --------------------------------------------------------------------------------------
 
+
 def _split(part: np.ndarray, partitions: int, *columns):
     """Rows of each column per partition (0..partitions-1), in their order. (A stable sort of
     int16 part numbers is numpy's radix sort.)"""
@@ -26,7 +27,7 @@ def _split(part: np.ndarray, partitions: int, *columns):
         part = part.astype(np.int16, copy=False)
     order = np.argsort(part, kind="stable")
     cuts = np.searchsorted(part[order], np.arange(partitions + 1))
-    return [tuple(c[order[cuts[p]:cuts[p + 1]]] for c in columns) for p in range(partitions)]
+    return [tuple(c[order[cuts[p] : cuts[p + 1]]] for c in columns) for p in range(partitions)]
 
 
 def ids_by_partition(keys: dict, base: int, partitions: int):
@@ -101,8 +102,16 @@ def piece_reps(base: int, n: int, dropped: np.ndarray, dup_ords: np.ndarray):
     return local, ords, ords.copy()
 
 
-def band_entries(sig: np.ndarray, base: int, dropped: np.ndarray, dup_ords: np.ndarray, index_bits: int,
-                 bands: int, rows: int, partitions: int):
+def band_entries(
+    sig: np.ndarray,
+    base: int,
+    dropped: np.ndarray,
+    dup_ords: np.ndarray,
+    index_bits: int,
+    bands: int,
+    rows: int,
+    partitions: int,
+):
     """Per partition: (band, key) of this piece's first copies, the key being the local
     scan's (the band key with the rep index in its low index_bits bits, so the bucket is the
     high bits), and the reps it names with their packed nibbles (once each)."""
@@ -140,8 +149,11 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     table = np.concatenate([p[2] for p in parts])
     order = np.argsort(table)
     table = table[order]
-    packed = np.ascontiguousarray(np.concatenate([p[3] for p in parts])[order]) if len(order) else \
-        np.empty((0, -(-num_perm // 16)), np.uint64)
+    packed = (
+        np.ascontiguousarray(np.concatenate([p[3] for p in parts])[order])
+        if len(order)
+        else np.empty((0, -(-num_perm // 16)), np.uint64)
+    )
     received = sum(x.nbytes for p in parts for x in p)
     local, run_start, run_len, oversized = _partition_buckets(parts, n_reps, max_bucket, _index_of(table))
     generated = int((run_len * (run_len - 1) // 2).sum())
@@ -155,8 +167,10 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         g = g[np.r_[True, g[1:] != g[:-1]]]
     group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
     cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
-    return (*[g[cuts[p]:cuts[p + 1]] for p in range(n_groups)], (generated, oversized, received, reports,
-                                                                  np.diff(cuts)))
+    return (
+        *[g[cuts[p] : cuts[p + 1]] for p in range(n_groups)],
+        (generated, oversized, received, reports, np.diff(cuts)),
+    )
 
 
 def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
@@ -209,8 +223,22 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
     dummy_state = np.zeros(1, np.int8)
     while resume[0] < len(run_start):
         out = np.empty(1 << 21, np.int64)
-        written = kernels_bands.band_survivors(local, run_start, run_len, packed, num_perm, min_agree, dummy_sig, dummy_tags, 0, 1,
-                                         dummy_state, n_t, out, resume)
+        written = kernels_bands.band_survivors(
+            local,
+            run_start,
+            run_len,
+            packed,
+            num_perm,
+            min_agree,
+            dummy_sig,
+            dummy_tags,
+            0,
+            1,
+            dummy_state,
+            n_t,
+            out,
+            resume,
+        )
         found.append(out[:written].copy())
     return np.concatenate(found) if found else np.empty(0, np.int64)
 
@@ -242,8 +270,9 @@ def _index_of(table: np.ndarray):
     return lambda x: dense[x - first]
 
 
-def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list[int], threads: int,
-                 text_refs: list, *args):
+def verify_group(
+    n_reps: int, k: int, floor: float, pieces_info: dict, own: list[int], threads: int, text_refs: list, *args
+):
     """Exact Jaccard of the candidate pairs whose earlier document is in this group of pieces
     (args: the texts of the `own` pieces, then the candidate arrays), by the
     local scan's own verification (component by component: a template family's pairs are
@@ -254,7 +283,7 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
 
     from ..scanning.kernels import text as kernels_text
 
-    own_texts, candidates = args[:len(own)], args[len(own):]
+    own_texts, candidates = args[: len(own)], args[len(own) :]
     keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
     e = np.empty(0, np.int64)
     if not len(keys):
@@ -281,8 +310,9 @@ def verify_group(n_reps: int, k: int, floor: float, pieces_info: dict, own: list
         data, offsets = fetched[p]
         received += (data.nbytes + offsets.nbytes) if p not in own else 0
         mine = docs[piece_of == p] - bounds[p]
-        local, ords, _ = piece_reps(pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"],
-                                    pieces_info["dup_ords"])
+        local, ords, _ = piece_reps(
+            pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"], pieces_info["dup_ords"]
+        )
         buffers.append(select(data, offsets, local[mine]))
         ords_parts.append(ords[mine])
     del fetched

@@ -32,15 +32,25 @@ def detect_format(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
-    for suffix, fmt in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".csv", "csv"),
-                        (".tsv", "tsv"), (".parquet", "parquet"), (".txt", "jsonl-or-text")):
+    for suffix, fmt in (
+        (".jsonl", "jsonl"),
+        (".ndjson", "jsonl"),
+        (".json", "jsonl"),
+        (".csv", "csv"),
+        (".tsv", "tsv"),
+        (".parquet", "parquet"),
+        (".txt", "jsonl-or-text"),
+    ):
         if name.endswith(suffix):
             return fmt
-    raise CorpusError(str(path), None, "unknown corpus format (expected .jsonl, .csv, .tsv, .parquet or a folder of .txt files)")
+    raise CorpusError(
+        str(path), None, "unknown corpus format (expected .jsonl, .csv, .tsv, .parquet or a folder of .txt files)"
+    )
 
 
-def open_reader(path: Path, fmt: str, id_field: str, text_field: str, errors: list[BadRecord],
-                id_required: bool) -> Iterator:
+def open_reader(
+    path: Path, fmt: str, id_field: str, text_field: str, errors: list[BadRecord], id_required: bool
+) -> Iterator:
     """The records of one file in format `fmt` (for CSV/TSV/Parquet, its column names first);
     bad records go into `errors`."""
     if fmt in ("jsonl", "jsonl-or-text"):
@@ -50,13 +60,34 @@ def open_reader(path: Path, fmt: str, id_field: str, text_field: str, errors: li
     if fmt == "parquet":
         return read_parquet(path, id_field, text_field, errors, id_required)
     if id_required or text_field != "text":
-        raise CorpusError(str(path), None, "a folder of .txt files has no fields: each file is one "
-                          "document, its id the file's path; the id and text fields do not apply")
+        raise CorpusError(
+            str(path),
+            None,
+            "a folder of .txt files has no fields: each file is one "
+            "document, its id the file's path; the id and text fields do not apply",
+        )
     return read_text_folder(path, errors)
 
 
 __all__ = [
-    "BadRecord", "FIELD_FORMATS", "LongNumber", "Record", "TEXT_SUFFIXES", "detect_format", "file_sha256", "guarded",
-    "one_line", "open_binary", "open_reader", "parse_json_int", "parse_json_line", "parse_record", "read_csv",
-    "read_jsonl", "read_parquet", "read_text_folder", "show", "show_names",
+    "FIELD_FORMATS",
+    "TEXT_SUFFIXES",
+    "BadRecord",
+    "LongNumber",
+    "Record",
+    "detect_format",
+    "file_sha256",
+    "guarded",
+    "one_line",
+    "open_binary",
+    "open_reader",
+    "parse_json_int",
+    "parse_json_line",
+    "parse_record",
+    "read_csv",
+    "read_jsonl",
+    "read_parquet",
+    "read_text_folder",
+    "show",
+    "show_names",
 ]

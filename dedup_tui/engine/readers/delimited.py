@@ -16,8 +16,9 @@ from .record import BadRecord, Record, repeated_names, show, show_names
 _CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
 
 
-def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter: str,
-             id_required: bool = False) -> Iterator[Record]:
+def read_csv(
+    path: Path, id_field: str, text_field: str, errors: list, delimiter: str, id_required: bool = False
+) -> Iterator[Record]:
     """Header row, then one record a row (quoted newlines allowed); streams the file. The first
     item is the header (for the source row)."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
@@ -42,8 +43,11 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
             except StopIteration:
                 return
             except csv.Error as exc:
-                errors.append(BadRecord(invalid[0] if invalid else start_line,
-                                        "invalid UTF-8" if invalid else f"malformed CSV ({exc})"))
+                errors.append(
+                    BadRecord(
+                        invalid[0] if invalid else start_line, "invalid UTF-8" if invalid else f"malformed CSV ({exc})"
+                    )
+                )
                 invalid.clear()
                 start_line = reader.line_num + 1
                 continue
@@ -65,7 +69,9 @@ def read_csv(path: Path, id_field: str, text_field: str, errors: list, delimiter
             yield Record(line, doc_id, row[text_col], json.dumps(row, ensure_ascii=False).encode("utf-8"))
 
 
-def _columns(path: Path, header: list[str], id_field: str, text_field: str, id_required: bool) -> tuple[int, int | None]:
+def _columns(
+    path: Path, header: list[str], id_field: str, text_field: str, id_required: bool
+) -> tuple[int, int | None]:
     """The text and id columns' indexes (None: no id column), or CorpusError for a header that cannot load."""
     if text_field not in header:
         raise CorpusError(str(path), 1, f"no {show(text_field)} column (columns: {show_names(header)})")

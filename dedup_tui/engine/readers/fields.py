@@ -49,8 +49,15 @@ def parse_record(raw: bytes | str):
 
 
 def json_type(value) -> str:
-    names = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a floating-point number",
-             str: "a string", type(None): "null"}
+    names = {
+        dict: "an object",
+        list: "an array",
+        bool: "a boolean",
+        int: "a number",
+        float: "a floating-point number",
+        str: "a string",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 

@@ -7,8 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CorpusError
-from .fields import (MISSING, RAW_DECODE, check_encodable_text, check_repeated_fields, field_id, field_text,
-                     json_type, parse_json_line)
+from .fields import (
+    MISSING,
+    RAW_DECODE,
+    check_encodable_text,
+    check_repeated_fields,
+    field_id,
+    field_text,
+    json_type,
+    parse_json_line,
+)
 from .files import open_binary
 from .record import BadRecord, Record, show, show_names
 
@@ -18,8 +26,17 @@ CHUNK_BYTES = 1 << 14
 CHUNKED = True  # tests turn it off to compare with the line-by-line path
 
 
-def read_jsonl(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False, *,
-               stream=None, first_line: int = 1, info: dict | None = None) -> Iterator[Record]:
+def read_jsonl(
+    path: Path,
+    id_field: str,
+    text_field: str,
+    errors: list,
+    id_required: bool = False,
+    *,
+    stream=None,
+    first_line: int = 1,
+    info: dict | None = None,
+) -> Iterator[Record]:
     """One JSON object a line. Blank lines are skipped; the record kept is the line's bytes.
 
     Lines are read a few KB at a time. A chunk of ordinary records (no blank line, valid
@@ -64,8 +81,11 @@ class _JsonlReader:
         """Whether the records carry the id field, as the first one does; a named one must be there."""
         self.has_id_field, self.decided_at = self.id_field in obj, lineno
         if self.id_required and not self.has_id_field:
-            raise CorpusError(str(self.path), lineno, f"no id field {show(self.id_field)} (the record's fields: "
-                              f"{show_names(list(obj)[:20])})")
+            raise CorpusError(
+                str(self.path),
+                lineno,
+                f"no id field {show(self.id_field)} (the record's fields: {show_names(list(obj)[:20])})",
+            )
         return self.has_id_field
 
     def line_by_line(self, first: int, chunk: list[bytes]) -> Iterator[Record]:
@@ -102,13 +122,18 @@ class _JsonlReader:
                     has_id_field = self.decide_id_field(obj, lineno)
                 if has_id_field:
                     if id_field not in obj:
-                        raise BadRecord(lineno, f"id field {show(id_field)} is missing (line {self.decided_at} has one)")
+                        raise BadRecord(
+                            lineno, f"id field {show(id_field)} is missing (line {self.decided_at} has one)"
+                        )
                     doc_id = field_id(obj[id_field], lineno, id_field, escaped)
                     int_id = type(obj[id_field]) is int
                 elif id_field in obj:
                     # ids come from line numbers only when no record has one: never drop a user's id
-                    raise BadRecord(lineno, f"id field {show(id_field)} is present, but line {self.decided_at} has "
-                                            "none (give every record an id, or none)")
+                    raise BadRecord(
+                        lineno,
+                        f"id field {show(id_field)} is present, but line {self.decided_at} has "
+                        "none (give every record an id, or none)",
+                    )
                 else:
                     doc_id, int_id = None, False
                 if escaped:
@@ -143,8 +168,10 @@ class _JsonlReader:
         ids, ints = ids_and_ints
         if _unpaired_surrogate(raws, texts, ids):
             return None
-        return [Record(line, doc_id, text, raw, is_int)
-                for line, (raw, text, doc_id, is_int) in enumerate(zip(raws, texts, ids, ints), start=first)]
+        return [
+            Record(line, doc_id, text, raw, is_int)
+            for line, (raw, text, doc_id, is_int) in enumerate(zip(raws, texts, ids, ints), start=first)
+        ]
 
     def names_a_field_twice(self, first: int, lines: list[str]) -> bool:
         quoted_text, quoted_id, fields = self.quoted_text, self.quoted_id, (self.text_field, self.id_field)

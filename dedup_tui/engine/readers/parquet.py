@@ -15,8 +15,16 @@ from .record import BadRecord, Record, one_line, repeated_names, show, show_name
 BATCH_ROWS = 5000  # rows read at a time
 
 
-def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_required: bool = False, *,
-                 row_groups: list[int] | None = None, first_row: int = 0) -> Iterator[Record]:
+def read_parquet(
+    path: Path,
+    id_field: str,
+    text_field: str,
+    errors: list,
+    id_required: bool = False,
+    *,
+    row_groups: list[int] | None = None,
+    first_row: int = 0,
+) -> Iterator[Record]:
     """Rows as records (a row's JSON as its record), after the column names; `row_groups`
     reads only those (their first row being row `first_row` + 1 of the file)."""
     import pyarrow.parquet as pq
@@ -37,8 +45,13 @@ def read_parquet(path: Path, id_field: str, text_field: str, errors: list, id_re
                     raise BadRecord(row_number, obj)
                 text = field_text(obj.get(text_field, MISSING), row_number, text_field)
                 doc_id = field_id(obj[id_field], row_number, id_field) if id_field in names else None
-                yield Record(row_number, doc_id, text, json.dumps(obj, ensure_ascii=False, default=_json_default).encode("utf-8"),
-                             doc_id is not None and type(obj[id_field]) is int)
+                yield Record(
+                    row_number,
+                    doc_id,
+                    text,
+                    json.dumps(obj, ensure_ascii=False, default=_json_default).encode("utf-8"),
+                    doc_id is not None and type(obj[id_field]) is int,
+                )
             except BadRecord as bad:
                 errors.append(bad)
 
@@ -124,6 +137,7 @@ def _temporal_values(name: str, column) -> list:
         elif pa.types.is_date32(kind):
             write = temporal.civil_date
         elif pa.types.is_date64(kind):
+
             def write(v):
                 return temporal.civil_date(v // 86_400_000)
         else:
@@ -165,7 +179,9 @@ def _without_durations(kind):
     if pa.types.is_duration(kind):
         return pa.int64()
     if pa.types.is_struct(kind):
-        return pa.struct([kind.field(i).with_type(_without_durations(kind.field(i).type)) for i in range(kind.num_fields)])
+        return pa.struct(
+            [kind.field(i).with_type(_without_durations(kind.field(i).type)) for i in range(kind.num_fields)]
+        )
     if pa.types.is_fixed_size_list(kind):
         return pa.list_(kind.value_field.with_type(_without_durations(kind.value_type)), kind.list_size)
     if pa.types.is_large_list(kind):

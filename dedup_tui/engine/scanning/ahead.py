@@ -109,15 +109,23 @@ class SignedAhead:
         from .settings import sketch_rows_of
 
         rows = np.arange(start, stop, dtype=np.int64)
-        sketch_of = sketch_rows_of(np.diff(text.offsets[start:stop + 1]))
+        sketch_of = sketch_rows_of(np.diff(text.offsets[start : stop + 1]))
         sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
         signatures = np.empty((stop - start, self.num_perm), np.uint32)
-        kernels_signatures.signatures(text.data, text.offsets, rows, self.k, self._a, self._b, signatures, sketch_of, sketches)
+        kernels_signatures.signatures(
+            text.data, text.offsets, rows, self.k, self._a, self._b, signatures, sketch_of, sketches
+        )
         return text, start, signatures, sketch_of, sketches
 
     def covers(self, ords: np.ndarray) -> bool:
-        return (self.usable and self.first_ord is not None and self.next_ord is not None and len(ords) > 0
-                and int(ords[0]) >= self.first_ord and int(ords[-1]) < self.next_ord)
+        return (
+            self.usable
+            and self.first_ord is not None
+            and self.next_ord is not None
+            and len(ords) > 0
+            and int(ords[0]) >= self.first_ord
+            and int(ords[-1]) < self.next_ord
+        )
 
     def take(self, ords: np.ndarray, exact_prefixes: np.ndarray, control: Control) -> Signed | None:
         """The signatures, normalised texts and sketches of the documents `ords` (increasing),
@@ -148,7 +156,7 @@ class SignedAhead:
                 try:
                     text, start, job_signatures, job_sketch_of, job_sketches = future.result()
                 except Exception:  # noqa: BLE001 - a signing job failed, e.g. out of memory: the scan signs them itself
-                    for _, _, rest in jobs[i + 1:]:
+                    for _, _, rest in jobs[i + 1 :]:
                         if rest is not None:
                             rest.cancel()
                     self.discard()
@@ -157,7 +165,7 @@ class SignedAhead:
                 lo, hi = np.searchsorted(ords, [first, first + count])
                 if hi > lo:
                     wanted = ords[lo:hi] - first  # rows of this job (all of them unless it has exact copies)
-                    signatures[row:row + hi - lo] = job_signatures if hi - lo == count else job_signatures[wanted]
+                    signatures[row : row + hi - lo] = job_signatures if hi - lo == count else job_signatures[wanted]
                     texts.append(text.take(start + wanted))
                     sketch_rows = job_sketch_of[wanted]
                     sketches.append(job_sketches[sketch_rows[sketch_rows >= 0]])
@@ -171,8 +179,11 @@ class SignedAhead:
             self.discard()
             raise
         self.discard()  # (handed over)
-        return Signed(signatures, kernels_text.TextBuffer.concat(texts),
-                      np.concatenate(sketches) if sketches else np.empty((0, SKETCH_BINS), np.uint8))
+        return Signed(
+            signatures,
+            kernels_text.TextBuffer.concat(texts),
+            np.concatenate(sketches) if sketches else np.empty((0, SKETCH_BINS), np.uint8),
+        )
 
     def discard(self) -> None:
         """Nothing will be handed over: stop signing."""
@@ -184,4 +195,3 @@ class SignedAhead:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-

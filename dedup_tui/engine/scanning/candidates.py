@@ -80,14 +80,21 @@ class KeptKeys:
 
 # -- reading texts ---------------------------------------------------------------------------
 
+
 def _shingle_set_job(project: Project, ords: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     texts = [normalize(t) for t in read_texts(project, ords)]
     return concat_csr([shingle_sets(texts[b], k) for b in batches_by_length(texts)])
 
 
 def find_pairs(
-    project: Project, reps: np.ndarray, lengths: np.ndarray, settings: ScanSettings, control: Control,
-    result: ScanResult, kept: KeptKeys | None = None, ahead=None,
+    project: Project,
+    reps: np.ndarray,
+    lengths: np.ndarray,
+    settings: ScanSettings,
+    control: Control,
+    result: ScanResult,
+    kept: KeptKeys | None = None,
+    ahead=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
     (by LSH: its band keys and nibbles into `kept`, when given; starting from the signatures
@@ -131,7 +138,9 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
     timings["shingles"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ia, ib, j = all_pairs_at_least(
-        values, offsets, settings.floor,
+        values,
+        offsets,
+        settings.floor,
         progress=lambda d, t: control.report("compare", d, t),
         should_stop=control.cancel.is_set,
     )
@@ -209,8 +218,17 @@ class Signed:
                 row += len(chunk)
 
         def sign(buf, row, sketch_of, sketches):
-            signatures.signatures(buf.data, buf.offsets, np.arange(len(buf)), settings.k, perm_a, perm_b,
-                               self.signatures[row:row + len(buf)], sketch_of, sketches)
+            signatures.signatures(
+                buf.data,
+                buf.offsets,
+                np.arange(len(buf)),
+                settings.k,
+                perm_a,
+                perm_b,
+                self.signatures[row : row + len(buf)],
+                sketch_of,
+                sketches,
+            )
 
         for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
             pass
@@ -298,9 +316,22 @@ class _BandCandidates:
             if self.control.cancel.is_set():
                 break
             out = np.empty(BAND_BUFFER, np.int64)
-            written = kernels_bands.band_survivors(order, run_start, run_len, self.packed, settings.num_perm, self.min_agree,
-                                             signed.signatures, self.tags, band, self.banding.rows, self.band_state,
-                                             n, out, resume)
+            written = kernels_bands.band_survivors(
+                order,
+                run_start,
+                run_len,
+                self.packed,
+                settings.num_perm,
+                self.min_agree,
+                signed.signatures,
+                self.tags,
+                band,
+                self.banding.rows,
+                self.band_state,
+                n,
+                out,
+                resume,
+            )
             found = out[:written]
             keep = np.empty(written, np.bool_)
             signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)

@@ -43,10 +43,24 @@ import numpy as np
 from ..errors import ProjectError
 from ..progress import Control
 from ..store import Project, transaction
-from ..store.scans import (documents_from, documents_version, exact_hashes_of, hash_prefixes, merge_pairs,
-                           read_band_keys, read_scan_key_chunks, read_texts, scan_keys_meta, set_scan_keys_meta,
-                           verified_exact_of, verified_forest, verified_pairs, verified_scan_key_sums,
-                           write_added_scan_result, write_scan_keys)
+from ..store.scans import (
+    documents_from,
+    documents_version,
+    exact_hashes_of,
+    hash_prefixes,
+    merge_pairs,
+    read_band_keys,
+    read_scan_key_chunks,
+    read_texts,
+    scan_keys_meta,
+    set_scan_keys_meta,
+    verified_exact_of,
+    verified_forest,
+    verified_pairs,
+    verified_scan_key_sums,
+    write_added_scan_result,
+    write_scan_keys,
+)
 from . import lsh
 from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work
 from .settings import CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
@@ -65,8 +79,9 @@ def index_bits(n_rows: int) -> int:
     return max(1, (n_rows - 1).bit_length())
 
 
-def reuse_problem(state: str, params: dict | None, keys_meta: dict | None, settings, banding,
-                  documents_now: int) -> str | None:
+def reuse_problem(
+    state: str, params: dict | None, keys_meta: dict | None, settings, banding, documents_now: int
+) -> str | None:
     """Why the stored scan cannot be extended by an incremental one (None: it can)."""
     if state != "stale":
         return "no documents were loaded since the last scan" if state == "complete" else "not scanned yet"
@@ -76,8 +91,13 @@ def reuse_problem(state: str, params: dict | None, keys_meta: dict | None, setti
         return "the last scan compared every pair (a small corpus)"
     if settings.method == "exhaustive":
         return "--method exhaustive compares every pair"
-    for name, flag in (("k", "--k"), ("floor", "--floor"), ("num_perm", "--num-perm"), ("seed", "--seed"),
-                       ("max_bucket", "--max-bucket")):
+    for name, flag in (
+        ("k", "--k"),
+        ("floor", "--floor"),
+        ("num_perm", "--num-perm"),
+        ("seed", "--seed"),
+        ("max_bucket", "--max-bucket"),
+    ):
         old, new = params.get(name), getattr(settings, name)
         if old is None or (float(old) != float(new)):
             return f"{flag} {new} differs from the last scan's {old}"
@@ -97,8 +117,10 @@ def reuse_problem(state: str, params: dict | None, keys_meta: dict | None, setti
 
 # -- exact copies ---------------------------------------------------------------------------
 
-def new_exact_of(old_ords: np.ndarray, old_prefixes: np.ndarray, new_ords: np.ndarray, new_hashes: list[str],
-                 prefix_of, full_hash_of) -> np.ndarray:
+
+def new_exact_of(
+    old_ords: np.ndarray, old_prefixes: np.ndarray, new_ords: np.ndarray, new_hashes: list[str], prefix_of, full_hash_of
+) -> np.ndarray:
     """exact_of of the new documents (the first ord with the same normalised text, -1 when the
     document is itself a first copy): an old representative (same hash prefix, then the same
     full hash, looked up by full_hash_of(ords) -> {ord: hash}) wins over an earlier new copy."""
@@ -112,7 +134,7 @@ def new_exact_of(old_ords: np.ndarray, old_prefixes: np.ndarray, new_ords: np.nd
     hi = np.searchsorted(sorted_prefixes, prefixes, "right")
     hit = np.flatnonzero(hi > lo)
     if len(hit):
-        cands = {i: old_ords[order[lo[i]:hi[i]]] for i in hit.tolist()}
+        cands = {i: old_ords[order[lo[i] : hi[i]]] for i in hit.tolist()}
         full = full_hash_of(np.unique(np.concatenate(list(cands.values()))))
         for i, ords in cands.items():
             for o in sorted(ords.tolist()):
@@ -128,6 +150,7 @@ def new_exact_of(old_ords: np.ndarray, old_prefixes: np.ndarray, new_ords: np.nd
 
 
 # -- candidates -------------------------------------------------------------------------------
+
 
 class BandMatch:
     """One band: the new representatives' buckets (runs of `order` with equal high key bits)
@@ -165,8 +188,10 @@ class BandMatch:
             self.oversized = total[total > max_bucket]
             grown = (total > max_bucket) & (old_count <= max_bucket) & (old_count >= 2)
             if grown.any():
-                raise FullScanNeeded(f"an LSH bucket of {int(old_count[grown].max()):,} scanned documents grew past "
-                                     f"--max-bucket {max_bucket:,} with the new ones (a full rescan skips it)")
+                raise FullScanNeeded(
+                    f"an LSH bucket of {int(old_count[grown].max()):,} scanned documents grew past "
+                    f"--max-bucket {max_bucket:,} with the new ones (a full rescan skips it)"
+                )
         else:
             self.oversized = total[:0]
         if row_parts:
@@ -222,13 +247,28 @@ def coverage(project: Project) -> dict:
 
 
 def keys_meta_for(settings: ScanSettings, result: ScanResult, documents: int, length_sum: int) -> dict:
-    return {"version": KEYS_VERSION, "documents": documents, "representatives": result.representatives,
-            "k": settings.k, "num_perm": settings.num_perm, "seed": settings.seed, "bands": result.bands,
-            "rows": result.rows, "length_sum": length_sum}
+    return {
+        "version": KEYS_VERSION,
+        "documents": documents,
+        "representatives": result.representatives,
+        "k": settings.k,
+        "num_perm": settings.num_perm,
+        "seed": settings.seed,
+        "bands": result.bands,
+        "rows": result.rows,
+        "length_sum": length_sum,
+    }
 
 
-def scan_added(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
-                run_id: int, ahead=None) -> None:
+def scan_added(
+    project: Project,
+    settings: ScanSettings,
+    control: Control,
+    result: ScanResult,
+    t_start: float,
+    run_id: int,
+    ahead=None,
+) -> None:
     """The incremental scan (py): the documents from the stored keys' `documents`
     on, against one another and the scanned ones. Raises FullScanNeeded when the stored scan
     cannot be extended to a full rescan's result."""
@@ -254,8 +294,14 @@ def scan_added(project: Project, settings: ScanSettings, control: Control, resul
     if len(new_ords) == 0 or new_ords[0] != first_new or new_ords[-1] != n - 1:
         raise FullScanNeeded("the documents are not the scanned ones followed by new ones")
     result.new_documents = len(new_ords)
-    exact_new = new_exact_of(old_rows, np.concatenate([c[3] for c in chunks_stored]), new_ords,
-                                         new_hashes, hash_prefixes, lambda o: exact_hashes_of(project, o))
+    exact_new = new_exact_of(
+        old_rows,
+        np.concatenate([c[3] for c in chunks_stored]),
+        new_ords,
+        new_hashes,
+        hash_prefixes,
+        lambda o: exact_hashes_of(project, o),
+    )
     exact_of = np.concatenate([old_exact, exact_new])
     result.documents = n
     result.exact_duplicates = int((exact_of >= 0).sum())
@@ -282,9 +328,20 @@ def scan_added(project: Project, settings: ScanSettings, control: Control, resul
     if len(new_reps):
         threads = Threads(settings.workers or os.cpu_count() or 1)
         try:
-            a, b, j, new_chunk = _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings,
-                                              banding, control, result, threads,
-                                              None if ahead is None else (ahead, new_rep_hashes))
+            a, b, j, new_chunk = _added_pairs(
+                project,
+                chunks_stored,
+                key_sums,
+                old_rows,
+                new_reps,
+                lengths,
+                settings,
+                banding,
+                control,
+                result,
+                threads,
+                None if ahead is None else (ahead, new_rep_hashes),
+            )
         finally:
             threads.close()
     control.check()
@@ -296,14 +353,24 @@ def scan_added(project: Project, settings: ScanSettings, control: Control, resul
     with transaction(project.conn):
         conn = project.conn
         if documents_version(project) != documents_before:
-            raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
-                               f"would leave them unscanned, so it was not kept. Scan again.")
+            raise ProjectError(
+                f"{project.path}: documents were loaded while this scan ran; its result "
+                f"would leave them unscanned, so it was not kept. Scan again."
+            )
         write_added_scan_result(conn, exact_of, first_new, a, b, j, all_a, all_b, all_j, forest)
         keys_meta = keys_meta_for(settings, result, n, length_sum)
         if new_chunk is not None:
             bits, band_keys, nibbles = new_chunk
-            write_scan_keys(conn, max(c[0] for c in chunks_stored) + 1, bits, new_reps, new_rep_hashes, nibbles,
-                            band_keys, keys_meta)
+            write_scan_keys(
+                conn,
+                max(c[0] for c in chunks_stored) + 1,
+                bits,
+                new_reps,
+                new_rep_hashes,
+                nibbles,
+                band_keys,
+                keys_meta,
+            )
         else:  # every new document is an exact copy: no keys to add
             set_scan_keys_meta(conn, keys_meta)
         result.pairs = len(all_a)
@@ -314,8 +381,20 @@ def scan_added(project: Project, settings: ScanSettings, control: Control, resul
         project.finish_run(run_id, "complete", timings, result.counts() | {"new_pairs": len(a)})
 
 
-def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, settings, banding, control, result, threads,
-                 ahead=None):
+def _added_pairs(
+    project,
+    chunks_stored,
+    key_sums,
+    old_rows,
+    new_reps,
+    lengths,
+    settings,
+    banding,
+    control,
+    result,
+    threads,
+    ahead=None,
+):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
     the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
     # compiled kernels: loaded only when a scan needs them
@@ -344,8 +423,7 @@ def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, 
         timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
         if sorted(stored) != sorted(chunk_of):
             raise FullScanNeeded("the stored band keys are incomplete")
-        match = BandMatch(high, [(k, *chunk_of[c]) for c, k in sorted(stored.items())], bits,
-                                      settings.max_bucket)
+        match = BandMatch(high, [(k, *chunk_of[c]) for c, k in sorted(stored.items())], bits, settings.max_bucket)
         del stored
         matches.append(match)
         mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
@@ -400,9 +478,21 @@ def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, 
             if control.cancel.is_set():
                 break
             out = np.empty(BAND_BUFFER, np.int64)
-            written = kernels_incremental.added_band_survivors(members, run_start, run_len, run_new, packed,
-                                                       settings.num_perm, min_agree, bucket, usable, band,
-                                                       n_rows, out, resume)
+            written = kernels_incremental.added_band_survivors(
+                members,
+                run_start,
+                run_len,
+                run_new,
+                packed,
+                settings.num_perm,
+                min_agree,
+                bucket,
+                usable,
+                band,
+                n_rows,
+                out,
+                resume,
+            )
             parts.append(out[:written].copy())
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
 
@@ -424,8 +514,12 @@ def _added_pairs(project, chunks_stored, key_sums, old_rows, new_reps, lengths, 
     t0 = time.perf_counter()
     old_in_pairs = np.unique(pa[pa < new_reps[0]])
     text = kernels_text.TextBuffer.concat(
-        [kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s:s + CHUNK_DOCS // 4]))
-         for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)] + [signed.text])
+        [
+            kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+            for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
+        ]
+        + [signed.text]
+    )
     timings["old_texts"] = time.perf_counter() - t0
     rows = np.concatenate([old_in_pairs, new_reps])
     n_verify = len(rows)

@@ -15,16 +15,27 @@ from ..progress import Control
 from ..ray.partial import refuse_local_rescan
 from ..store import Project, transaction
 from ..store.derived import forget_scan_keys
-from ..store.scans import (DerivedDamaged, documents_version, exact_groups_with_hashes, scan_keys_meta,
-                           write_scan_keys, write_scan_result)
+from ..store.scans import (
+    DerivedDamaged,
+    documents_version,
+    exact_groups_with_hashes,
+    scan_keys_meta,
+    write_scan_keys,
+    write_scan_result,
+)
 from . import incremental, lsh
 from .candidates import KeptKeys, find_pairs
 from .incremental import coverage, first_copies, keys_meta_for, scan_added
 from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
 
 
-def scan(project: Project, settings: ScanSettings | None = None, control: Control | None = None,
-         full: bool = False, ahead=None) -> ScanResult:
+def scan(
+    project: Project,
+    settings: ScanSettings | None = None,
+    control: Control | None = None,
+    full: bool = False,
+    ahead=None,
+) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
 
     When documents were loaded since a scan by LSH with the same settings, only they are
@@ -90,11 +101,14 @@ def last_scan_settings(project: Project) -> ScanSettings | None:
     if not params:
         return None
     try:
-        settings = ScanSettings(k=int(params["k"]), floor=float(params["floor"]),
-                                method="lsh" if params.get("method") == "lsh" else "auto",
-                                num_perm=int(params.get("num_perm", DEFAULT_NUM_PERM)),
-                                seed=int(params.get("seed", DEFAULT_SEED)),
-                                max_bucket=int(params.get("max_bucket", DEFAULT_MAX_BUCKET)))
+        settings = ScanSettings(
+            k=int(params["k"]),
+            floor=float(params["floor"]),
+            method="lsh" if params.get("method") == "lsh" else "auto",
+            num_perm=int(params.get("num_perm", DEFAULT_NUM_PERM)),
+            seed=int(params.get("seed", DEFAULT_SEED)),
+            max_bucket=int(params.get("max_bucket", DEFAULT_MAX_BUCKET)),
+        )
         settings.validate()
     except (KeyError, TypeError, ValueError, SettingsError):
         return None
@@ -103,12 +117,20 @@ def last_scan_settings(project: Project) -> ScanSettings | None:
 
 def _reuse_problem(project: Project, settings: ScanSettings) -> str | None:
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
-    return incremental.reuse_problem(project.scan_state, project.scan_params(), scan_keys_meta(project), settings,
-                                     banding, project.next_ord())
+    return incremental.reuse_problem(
+        project.scan_state, project.scan_params(), scan_keys_meta(project), settings, banding, project.next_ord()
+    )
 
 
-def _scan_all(project: Project, settings: ScanSettings, control: Control, result: ScanResult, t_start: float,
-              run_id: int, ahead=None) -> None:
+def _scan_all(
+    project: Project,
+    settings: ScanSettings,
+    control: Control,
+    result: ScanResult,
+    t_start: float,
+    run_id: int,
+    ahead=None,
+) -> None:
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
     documents_before = documents_version(project)
@@ -121,22 +143,32 @@ def _scan_all(project: Project, settings: ScanSettings, control: Control, result
     result.timings["exact"] = time.perf_counter() - t0
     kept = KeptKeys()
     try:
-        a, b, j = find_pairs(project, reps, lengths, settings, control, result, kept,
-                             None if ahead is None else (ahead, rep_hashes))
+        a, b, j = find_pairs(
+            project, reps, lengths, settings, control, result, kept, None if ahead is None else (ahead, rep_hashes)
+        )
         control.check()
         t0 = time.perf_counter()
         control.report("write", 0, len(a))
         with transaction(project.conn):
             conn = project.conn
             if documents_version(project) != documents_before:
-                raise ProjectError(f"{project.path}: documents were loaded while this scan ran; its result "
-                                   f"would leave them unscanned, so it was not kept. Scan again.")
+                raise ProjectError(
+                    f"{project.path}: documents were loaded while this scan ran; its result "
+                    f"would leave them unscanned, so it was not kept. Scan again."
+                )
             write_scan_result(conn, exact_of, a, b, j)
             if result.method == "lsh" and kept.nibbles is not None:
                 t_keys = time.perf_counter()
-                write_scan_keys(conn, 0, kept.index_bits, reps, rep_hashes, kept.nibbles,
-                                (kept.band_keys(band) for band in range(result.bands)),
-                                keys_meta_for(settings, result, len(exact_of), int(lengths[reps].sum())))
+                write_scan_keys(
+                    conn,
+                    0,
+                    kept.index_bits,
+                    reps,
+                    rep_hashes,
+                    kept.nibbles,
+                    (kept.band_keys(band) for band in range(result.bands)),
+                    keys_meta_for(settings, result, len(exact_of), int(lengths[reps].sum())),
+                )
                 result.timings["keep_keys"] = time.perf_counter() - t_keys
             else:
                 forget_scan_keys(conn)

@@ -52,7 +52,9 @@ def choose_banding(
     for bands in range(1, num_perm + 1):
         for rows in range(1, num_perm // bands + 1):
             fp = _integral(lambda s, bands=bands, rows=rows: candidate_probability(s, bands, rows), 0.0, threshold)
-            fn = _integral(lambda s, bands=bands, rows=rows: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0)
+            fn = _integral(
+                lambda s, bands=bands, rows=rows: 1.0 - candidate_probability(s, bands, rows), threshold, 1.0
+            )
             err = fp_weight * fp + fn_weight * fn
             if best is None or err < best[0] - 1e-15:
                 best = (err, bands, rows)

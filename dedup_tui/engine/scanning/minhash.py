@@ -22,9 +22,7 @@ class MinHasher:
         self.num_perm = num_perm
         self.seed = seed
         rng = np.random.Generator(np.random.PCG64(seed))
-        self._a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64) | np.uint64(1)).astype(
-            np.uint32
-        )[:, None]
+        self._a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64) | np.uint64(1)).astype(np.uint32)[:, None]
         self._b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)[:, None]
 
     @property

@@ -159,5 +159,3 @@ def sketch_rows_of(byte_lengths: np.ndarray) -> np.ndarray:
     """Per text: its row among the sketches (texts of at least SKETCH_MIN_BYTES), or -1."""
     long_text = byte_lengths >= SKETCH_MIN_BYTES
     return np.where(long_text, np.cumsum(long_text) - 1, -1)
-
-

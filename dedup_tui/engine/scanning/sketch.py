@@ -73,8 +73,9 @@ def matches_needed(floor: float, tail: float, bins: int = SKETCH_BINS) -> np.nda
     return needed
 
 
-def keep_pairs(sketch_of: np.ndarray, sketches: np.ndarray, a: np.ndarray, b: np.ndarray,
-               needed: np.ndarray) -> np.ndarray:
+def keep_pairs(
+    sketch_of: np.ndarray, sketches: np.ndarray, a: np.ndarray, b: np.ndarray, needed: np.ndarray
+) -> np.ndarray:
     """Which pairs (a[p], b[p]) to compare exactly: every pair where either side has no sketch
     (sketch_of -1), and pairs whose sketches agree in at least needed[usable bins]."""
     keep = np.ones(len(a), bool)

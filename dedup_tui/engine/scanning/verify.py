@@ -144,8 +144,15 @@ class _Verification:
     def possible_pairs(self, values, offsets, row_bytes, ra, rb):
         from .kernels import signatures
 
-        return possible_pairs(np.diff(offsets), row_bytes, ra, rb, self.plan.floor, self.needed,
-                              lambda sketch_of, sketches: signatures.sketch_rows(values, offsets, sketch_of, sketches))
+        return possible_pairs(
+            np.diff(offsets),
+            row_bytes,
+            ra,
+            rb,
+            self.plan.floor,
+            self.needed,
+            lambda sketch_of, sketches: signatures.sketch_rows(values, offsets, sketch_of, sketches),
+        )
 
     def verify_small_components(self, big_comp, bounds) -> None:
         """The pairs of the components below BIG_COMPONENT_PAIRS, packed in order into jobs
@@ -158,7 +165,7 @@ class _Verification:
         small = np.flatnonzero(~big_comp)
         for run in np.split(small, np.flatnonzero(np.diff(small) != 1) + 1) if len(small) else ():
             lo, hi = int(bounds[run[0]]), int(bounds[run[-1] + 1])
-            starts = bounds[run[0]:run[-1] + 1] - lo  # of its components, in the slice
+            starts = bounds[run[0] : run[-1] + 1] - lo  # of its components, in the slice
             work = byte_len[ca[lo:hi]]
             work += byte_len[cb[lo:hi]]
             work += 1
@@ -210,8 +217,15 @@ class _Verification:
         ra, rb = local[ca[lo:hi]], local[cb[lo:hi]]
         del local
         done = self.done
-        family = compare_family(self.text, docs, ra, rb, self.plan, self.needed,
-                                lambda d: self.plan.control.report("verify", done + int(d), self.total))
+        family = compare_family(
+            self.text,
+            docs,
+            ra,
+            rb,
+            self.plan,
+            self.needed,
+            lambda d: self.plan.control.report("verify", done + int(d), self.total),
+        )
         if family is not None:
             self.results[lo:hi], n_compared = family
             self.compared += n_compared
@@ -233,8 +247,9 @@ class _Verification:
         values = pa = pb = None  # (the intersector keeps what it needs)
         work = inter.pair_cost()
         np.cumsum(work, out=work)
-        cuts = np.searchsorted(work, np.arange(VERIFY_JOB_WORK, int(work[-1]) if len(work) else 0, VERIFY_JOB_WORK),
-                               side="right")
+        cuts = np.searchsorted(
+            work, np.arange(VERIFY_JOB_WORK, int(work[-1]) if len(work) else 0, VERIFY_JOB_WORK), side="right"
+        )
         piece = np.unique(np.r_[0, cuts, len(work)])
         del work
         ranges = list(zip(piece[:-1].tolist(), piece[1:].tolist()))
@@ -294,11 +309,18 @@ def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, progress):
 
     if len(docs) > intersections.FAMILY_MAX_ROWS:
         return None
-    family = intersections.Family(text, docs, plan.k,
-                            parallel_map=lambda fn, jobs: list(plan.threads.map(fn, jobs, plan.control)))
+    family = intersections.Family(
+        text, docs, plan.k, parallel_map=lambda fn, jobs: list(plan.threads.map(fn, jobs, plan.control))
+    )
     possible, sa, sb = possible_pairs(
-        family.sizes, np.diff(text.offsets)[docs], ra, rb, plan.floor, needed,
-        lambda sketch_of, sketches: signatures.text_sketches(text, docs, plan.k, sketch_of, sketches))
+        family.sizes,
+        np.diff(text.offsets)[docs],
+        ra,
+        rb,
+        plan.floor,
+        needed,
+        lambda sketch_of, sketches: signatures.text_sketches(text, docs, plan.k, sketch_of, sketches),
+    )
     idx, pa, pb = _passing_pairs(possible, ra, rb)
     if idx is not None:
         sa, sb = sa[idx], sb[idx]

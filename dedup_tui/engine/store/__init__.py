@@ -17,15 +17,44 @@ The engine's SQL lives in this package:
 """
 
 from .checksums import document_checksum, document_checksums, has_checksums
-from .connection import (DiskFull, ReadSnapshot, check_snapshots, connect, forget_snapshot, insert_rows, now_iso,
-                         pid_alive)
+from .connection import (
+    DiskFull,
+    ReadSnapshot,
+    check_snapshots,
+    connect,
+    forget_snapshot,
+    insert_rows,
+    now_iso,
+    pid_alive,
+)
 from .locks import AppLock, ProjectLocked, WriteGuard, acquire_app_lock, app_lock_held, lock_path, transaction
 from .project import Project, build_project, remove_orphan_parts
 from .schema import MIGRATIONS, SCHEMA, SCHEMA_TABLES, SCHEMA_VERSION
 
 __all__ = [
-    "AppLock", "DiskFull", "MIGRATIONS", "Project", "ProjectLocked", "ReadSnapshot", "SCHEMA_VERSION", "WriteGuard",
-    "acquire_app_lock", "app_lock_held", "build_project", "check_snapshots", "connect", "document_checksum",
-    "document_checksums", "forget_snapshot", "has_checksums", "insert_rows", "lock_path", "now_iso", "pid_alive",
-    "remove_orphan_parts", "transaction", "SCHEMA", "SCHEMA_TABLES",
+    "MIGRATIONS",
+    "SCHEMA",
+    "SCHEMA_TABLES",
+    "SCHEMA_VERSION",
+    "AppLock",
+    "DiskFull",
+    "Project",
+    "ProjectLocked",
+    "ReadSnapshot",
+    "WriteGuard",
+    "acquire_app_lock",
+    "app_lock_held",
+    "build_project",
+    "check_snapshots",
+    "connect",
+    "document_checksum",
+    "document_checksums",
+    "forget_snapshot",
+    "has_checksums",
+    "insert_rows",
+    "lock_path",
+    "now_iso",
+    "pid_alive",
+    "remove_orphan_parts",
+    "transaction",
 ]

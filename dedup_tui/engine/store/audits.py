@@ -40,8 +40,12 @@ CREATE TABLE IF NOT EXISTS audits (
 
 
 def _has_tables(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                        "('audit_labels', 'audits')").fetchone()[0] == 2
+    return (
+        conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('audit_labels', 'audits')"
+        ).fetchone()[0]
+        == 2
+    )
 
 
 def ensure_tables(conn: sqlite3.Connection) -> None:
@@ -59,13 +63,15 @@ def audit_labels(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
     return {(a, b): label for a, b, label in conn.execute("SELECT a_id, b_id, label FROM audit_labels")}
 
 
-def save_audit_label(conn: sqlite3.Connection, a_id: str, b_id: str, label: str, side: str,
-                     author: str | None) -> None:
+def save_audit_label(conn: sqlite3.Connection, a_id: str, b_id: str, label: str, side: str, author: str | None) -> None:
     """One label, committed at once (a labelling session cut off keeps every label it saved)."""
     ensure_tables(conn)
     with transaction(conn):
-        conn.execute("INSERT OR REPLACE INTO audit_labels(a_id, b_id, label, side, author, created_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", (a_id, b_id, label, side, author, now_iso()))
+        conn.execute(
+            "INSERT OR REPLACE INTO audit_labels(a_id, b_id, label, side, author, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (a_id, b_id, label, side, author, now_iso()),
+        )
 
 
 def save_audit(conn: sqlite3.Connection, row: dict) -> int:
@@ -74,8 +80,17 @@ def save_audit(conn: sqlite3.Connection, row: dict) -> int:
         cur = conn.execute(
             "INSERT INTO audits(created_at, threshold, policy, keep_rule, seed, scan_marker, decisions_marker, result) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (row["created_at"], row["threshold"], row["policy"], row["keep_rule"], row["seed"], row["scan_marker"],
-             row["decisions_marker"], json.dumps(row["result"], ensure_ascii=False)))
+            (
+                row["created_at"],
+                row["threshold"],
+                row["policy"],
+                row["keep_rule"],
+                row["seed"],
+                row["scan_marker"],
+                row["decisions_marker"],
+                json.dumps(row["result"], ensure_ascii=False),
+            ),
+        )
         assert cur.lastrowid is not None  # (set by every INSERT)
         return cur.lastrowid
 
@@ -83,8 +98,10 @@ def save_audit(conn: sqlite3.Connection, row: dict) -> int:
 def last_audit(conn: sqlite3.Connection) -> dict | None:
     if not _has_tables(conn):
         return None
-    cur = conn.execute("SELECT id, created_at, threshold, policy, keep_rule, seed, scan_marker, decisions_marker, "
-                       "result FROM audits ORDER BY id DESC LIMIT 1")
+    cur = conn.execute(
+        "SELECT id, created_at, threshold, policy, keep_rule, seed, scan_marker, decisions_marker, "
+        "result FROM audits ORDER BY id DESC LIMIT 1"
+    )
     row = cur.fetchone()
     if row is None:
         return None
@@ -105,8 +122,7 @@ def decisions_marker(conn: sqlite3.Connection) -> str:
 
 def scan_marker(project) -> str:
     """Changes with every scan (and with every load, which makes the scan stale)."""
-    return json.dumps([project.last_complete_scan(), project.document_count(), project.scan_params()],
-                      sort_keys=True)
+    return json.dumps([project.last_complete_scan(), project.document_count(), project.scan_params()], sort_keys=True)
 
 
 def staleness(project, threshold: float, policy: str, rule: str) -> str | None:
@@ -117,11 +133,15 @@ def staleness(project, threshold: float, policy: str, rule: str) -> str | None:
         return None
     when = last["created_at"]
     if abs(float(last["threshold"]) - threshold) > 1e-9 or last["policy"] != policy:
-        return (f"the last audit ({when}) was made at threshold {last['threshold']:.2f}, policy {last['policy']}, "
-                f"not {threshold:.2f}, {policy}; run dedup-tui audit again")
+        return (
+            f"the last audit ({when}) was made at threshold {last['threshold']:.2f}, policy {last['policy']}, "
+            f"not {threshold:.2f}, {policy}; run dedup-tui audit again"
+        )
     if last["keep_rule"] != rule:
-        return (f"the last audit ({when}) was made with keep rule {last['keep_rule']}, not {rule}; "
-                f"run dedup-tui audit again")
+        return (
+            f"the last audit ({when}) was made with keep rule {last['keep_rule']}, not {rule}; "
+            f"run dedup-tui audit again"
+        )
     if last["scan_marker"] != scan_marker(project):
         return f"the last audit ({when}) is older than the last scan; run dedup-tui audit again"
     if last["decisions_marker"] != decisions_marker(project.conn):

@@ -39,9 +39,17 @@ def _typed(value) -> tuple[int, int, bytes]:
 def document_checksum(ord_, doc_id, source_id, line, text, record) -> str:
     """BLAKE2b-128 (hex) of a stored document's fields with their types (a TEXT column read
     back as a BLOB is a change too)."""
-    if (type(doc_id) is str and type(text) is str and type(record) is bytes and type(source_id) is int
-            and type(line) is int and type(ord_) is int and -_INT64 <= line < _INT64 and -_INT64 <= source_id < _INT64
-            and -_INT64 <= ord_ < _INT64):
+    if (
+        type(doc_id) is str
+        and type(text) is str
+        and type(record) is bytes
+        and type(source_id) is int
+        and type(line) is int
+        and type(ord_) is int
+        and -_INT64 <= line < _INT64
+        and -_INT64 <= source_id < _INT64
+        and -_INT64 <= ord_ < _INT64
+    ):
         # What load and import store, without the generic path's calls (a load of 100k documents hashes each).
         d, t = doc_id.encode("utf-8", "surrogatepass"), text.encode("utf-8", "surrogatepass")
         head = _CHECKSUM_HEAD.pack(1, ord_, 2, len(d), 1, source_id, 1, line, 2, len(t), 3, len(record))
@@ -59,11 +67,23 @@ def document_checksums(ords, doc_ids, source_ids, lines, texts, records) -> list
     low, high = -_INT64, _INT64
     out = []
     for o, d, s, ln, t, r in zip(ords, doc_ids, source_ids, lines, texts, records):
-        if (type(d) is str and type(t) is str and type(r) is bytes and type(s) is int and type(ln) is int
-                and type(o) is int and low <= ln < high and low <= s < high and low <= o < high):
+        if (
+            type(d) is str
+            and type(t) is str
+            and type(r) is bytes
+            and type(s) is int
+            and type(ln) is int
+            and type(o) is int
+            and low <= ln < high
+            and low <= s < high
+            and low <= o < high
+        ):
             db, tb = d.encode("utf-8", "surrogatepass"), t.encode("utf-8", "surrogatepass")
-            out.append(blake2b(pack(1, o, 2, len(db), 1, s, 1, ln, 2, len(tb), 3, len(r)) + db + tb + r,
-                               digest_size=16).hexdigest())
+            out.append(
+                blake2b(
+                    pack(1, o, 2, len(db), 1, s, 1, ln, 2, len(tb), 3, len(r)) + db + tb + r, digest_size=16
+                ).hexdigest()
+            )
         else:
             out.append(document_checksum(o, d, s, ln, t, r))
     return out
@@ -83,6 +103,7 @@ def has_checksums(conn: sqlite3.Connection) -> bool:
 # (the arrays' little-endian bytes, in order), not of how they are split into rows, so the
 # same values rebuilt from their readable source (`pairs`, documents.exact_of) can be checked
 # against it too.
+
 
 def arrays_checksum(*arrays) -> str:
     """CRC-32 (8 hex digits) of arrays (or bytes): each one's type, length and raw bytes
@@ -126,8 +147,10 @@ def derived_crcs(hashes, lengths, previous: tuple[int, int] = (0, 0)) -> tuple[i
     lengths = np.asarray(lengths)
     if lengths.dtype.kind not in "iu":
         raise TypeError("a length that is not an integer")
-    return (zlib.crc32(text.encode("utf-8", "surrogatepass"), previous[0]),
-            zlib.crc32(lengths.astype("<i8", copy=False).tobytes(), previous[1]))
+    return (
+        zlib.crc32(text.encode("utf-8", "surrogatepass"), previous[0]),
+        zlib.crc32(lengths.astype("<i8", copy=False).tobytes(), previous[1]),
+    )
 
 
 def has_derived_sums(conn: sqlite3.Connection) -> bool:
@@ -138,9 +161,13 @@ def has_derived_sums(conn: sqlite3.Connection) -> bool:
 
 def stored_derived_sums(conn: sqlite3.Connection, first_block: int, last_block: int) -> dict[int, tuple[int, int, int]]:
     """{block: (documents, exact-hash CRC, length CRC)} of the blocks first_block..last_block."""
-    return {b: (d, h, ln) for b, d, h, ln in conn.execute(
-        "SELECT block, documents, exact_hash, length FROM document_sums WHERE block BETWEEN ? AND ?",
-        (first_block, last_block))}
+    return {
+        b: (d, h, ln)
+        for b, d, h, ln in conn.execute(
+            "SELECT block, documents, exact_hash, length FROM document_sums WHERE block BETWEEN ? AND ?",
+            (first_block, last_block),
+        )
+    }
 
 
 def extend_derived_sums(conn: sqlite3.Connection, ords, hashes, lengths) -> None:
@@ -158,8 +185,9 @@ def extend_derived_sums(conn: sqlite3.Connection, ords, hashes, lengths) -> None
         if e > s:
             count, hash_crc, length_crc = stored.get(block, (0, 0, 0))
             rows.append((block, count + e - s, *derived_crcs(hashes[s:e], lengths[s:e], (hash_crc, length_crc))))
-    conn.executemany("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)",
-                     rows)
+    conn.executemany(
+        "INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)", rows
+    )
 
 
 def write_derived_sums(conn: sqlite3.Connection) -> None:
@@ -169,16 +197,19 @@ def write_derived_sums(conn: sqlite3.Connection) -> None:
     last = conn.execute("SELECT max(ord) FROM documents").fetchone()[0]
     step = 64 * DERIVED_BLOCK
     for lo in range(0, -1 if last is None else last + 1, step):
-        rows = conn.execute("SELECT ord, CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
-                            "ORDER BY ord", (lo, lo + step)).fetchall()
+        rows = conn.execute(
+            "SELECT ord, CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? ORDER BY ord",
+            (lo, lo + step),
+        ).fetchall()
         blocks = np.fromiter((r[0] // DERIVED_BLOCK for r in rows), np.int64, len(rows))
         first = lo // DERIVED_BLOCK
         bounds = np.searchsorted(blocks, np.arange(first, first + 65)).tolist()
         sums = []
         for block, s, e in zip(range(first, first + 64), bounds, bounds[1:]):
             if e > s:
-                hashes = [r[1].decode("utf-8", "surrogateescape") if isinstance(r[1], bytes) else str(r[1])
-                          for r in rows[s:e]]
+                hashes = [
+                    r[1].decode("utf-8", "surrogateescape") if isinstance(r[1], bytes) else str(r[1]) for r in rows[s:e]
+                ]
                 lengths = [r[2] if type(r[2]) is int and -_INT64 <= r[2] < _INT64 else -1 for r in rows[s:e]]
                 sums.append((block, e - s, *derived_crcs(hashes, lengths)))
         conn.executemany("INSERT INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)", sums)

@@ -29,8 +29,10 @@ def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_st
     if full:
         flat = list(itertools.chain.from_iterable(rows[:full]))
         step = width * per_statement
-        conn.executemany(f"{insert} VALUES " + ",".join([one] * per_statement),
-                         (flat[i:i + step] for i in range(0, len(flat), step)))
+        conn.executemany(
+            f"{insert} VALUES " + ",".join([one] * per_statement),
+            (flat[i : i + step] for i in range(0, len(flat), step)),
+        )
     conn.executemany(f"{insert} VALUES {one}", rows[full:])
 
 
@@ -45,7 +47,9 @@ def now_iso() -> str:
 PAGE_SIZE = 32768
 
 
-def connect(path: str | Path, create: bool = False, readonly: bool = False, building: bool = False) -> sqlite3.Connection:
+def connect(
+    path: str | Path, create: bool = False, readonly: bool = False, building: bool = False
+) -> sqlite3.Connection:
     """One connection per thread; autocommit mode, explicit transactions via `transaction`.
 
     `building`: a new project's temporary file, which no other process opens and which is
@@ -83,8 +87,10 @@ def connect(path: str | Path, create: bool = False, readonly: bool = False, buil
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and _disk_full(path):
                 _remove_stubs(companions, existed)
-                raise DiskFull(f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
-                               f"for its -wal and -shm files beside the project); free some space") from None
+                raise DiskFull(
+                    f"{path}: cannot be opened for writing: the disk holding it is full (SQLite needs room "
+                    f"for its -wal and -shm files beside the project); free some space"
+                ) from None
             hint = ""
             if Path(path).suffix.lower() in CORPUS_SUFFIXES:  # a corpus given where the project goes
                 hint = ": it looks like a corpus; give the project file (.db) that load or scan made from it"
@@ -135,8 +141,9 @@ def _connect_readonly(path: Path, companions: list[Path], existed: list[bool]) -
 
 def _snapshot(path: Path, uri: str) -> ReadSnapshot:
     stamp = _stamp(path)
-    conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False,
-                           factory=ReadSnapshot)
+    conn = sqlite3.connect(
+        f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False, factory=ReadSnapshot
+    )
     conn.path, conn.stamp = path, stamp
     _SNAPSHOTS.add(conn)
     return conn
@@ -151,8 +158,10 @@ def check_snapshots(consequence: str = "nothing was written") -> None:
         except OSError:
             changed = True
         if changed:
-            raise ProjectError(f"{conn.path}: was changed by another process while this command read it "
-                               f"(read-only, without SQLite's shared files); {consequence}: run it again")
+            raise ProjectError(
+                f"{conn.path}: was changed by another process while this command read it "
+                f"(read-only, without SQLite's shared files); {consequence}: run it again"
+            )
 
 
 def forget_snapshot(conn: sqlite3.Connection) -> None:

@@ -30,16 +30,23 @@ def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest:
     for chunk, s in enumerate(range(0, len(a), PAIR_ARRAY_CHUNK)):
         conn.execute(
             "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
-            (chunk, a[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             b[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-             j[s : s + PAIR_ARRAY_CHUNK].astype("<f8").tobytes()),
+            (
+                chunk,
+                a[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
+                b[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
+                j[s : s + PAIR_ARRAY_CHUNK].astype("<f8").tobytes(),
+            ),
         )
     conn.execute("DELETE FROM pair_forest")
     conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
-    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
-        ("pair_arrays_count", str(len(a))),
-        (PAIRS_CHECKSUM, pairs_checksum(a, b, j)),
-        (FOREST_CHECKSUM, arrays_checksum(forest.astype("<i8", copy=False)))])
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        [
+            ("pair_arrays_count", str(len(a))),
+            (PAIRS_CHECKSUM, pairs_checksum(a, b, j)),
+            (FOREST_CHECKSUM, arrays_checksum(forest.astype("<i8", copy=False))),
+        ],
+    )
 
 
 def pairs_checksum(a: np.ndarray, b: np.ndarray, j: np.ndarray) -> str:
@@ -66,8 +73,9 @@ def pairs_table(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def exact_of_column(conn, n: int) -> np.ndarray:
     """documents.exact_of of ords 0..n-1 as an array (-1 for a first copy)."""
     exact_of = np.full(n, -1, dtype=np.int64)
-    rows = conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL AND ord >= 0 AND ord < ?",
-                        (n,)).fetchall()
+    rows = conn.execute(
+        "SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL AND ord >= 0 AND ord < ?", (n,)
+    ).fetchall()
     if rows:
         arr = np.array(rows, dtype=np.int64)
         exact_of[arr[:, 0]] = arr[:, 1]

@@ -31,13 +31,29 @@ class DocumentsWriter:
             return None
         return self.loaded.get((str(path.resolve()), sha))
 
-    def add_source(self, path: Path, fmt: str, sha: str | None, size: int | None, fields: list[str] | None,
-                   id_field: str, text_field: str, role: str | None = None) -> int:
+    def add_source(
+        self,
+        path: Path,
+        fmt: str,
+        sha: str | None,
+        size: int | None,
+        fields: list[str] | None,
+        id_field: str,
+        text_field: str,
+        role: str | None = None,
+    ) -> int:
         """A sources row for the file (its counts are written by finish_source); its id. `role`:
         'reference' for a source whose documents are matched but never removed nor exported."""
-        row = {"path": str(path.resolve()), "format": fmt, "sha256": sha, "size_bytes": size,
-               "fields": json.dumps(fields) if fields else None, "id_field": id_field, "text_field": text_field,
-               "loaded_at": now_iso()}
+        row = {
+            "path": str(path.resolve()),
+            "format": fmt,
+            "sha256": sha,
+            "size_bytes": size,
+            "fields": json.dumps(fields) if fields else None,
+            "id_field": id_field,
+            "text_field": text_field,
+            "loaded_at": now_iso(),
+        }
         if role is not None:
             row["role"] = role
         return self.project.add_source(row)
@@ -64,8 +80,13 @@ class DocumentsWriter:
                 self.ahead.add(self.next_ord, hash_prefixes(keys), normalised)
         sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
         self.project.insert_documents(
-            [(o, doc_id, source_id, line, len(text), key, text, record, checksum)
-             for o, doc_id, text, line, record, key, checksum in zip(ords, doc_ids, texts, lines, records, keys, sums)])
+            [
+                (o, doc_id, source_id, line, len(text), key, text, record, checksum)
+                for o, doc_id, text, line, record, key, checksum in zip(
+                    ords, doc_ids, texts, lines, records, keys, sums
+                )
+            ]
+        )
         self.next_ord += len(rows)
         return len(rows)
 

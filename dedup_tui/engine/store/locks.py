@@ -34,8 +34,10 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc) or "read-only" in str(exc):
-                raise ProjectError(f"{_db_file(conn) or 'the project'}: read-only (the file or its folder cannot "
-                                   f"be written), so it cannot be changed") from None
+                raise ProjectError(
+                    f"{_db_file(conn) or 'the project'}: read-only (the file or its folder cannot "
+                    f"be written), so it cannot be changed"
+                ) from None
             raise
         try:
             yield conn
@@ -66,6 +68,7 @@ def _db_file(conn: sqlite3.Connection) -> str | None:
 # commands that write (load, scan) take a shared lock on the same file while they write, so
 # they refuse while an app has the project open, and an app refuses while they write.
 # Commands that only read (export, pairs, tune) never look at it.
+
 
 class ProjectLocked(ProjectError):
     """Another process has the project open for writing; `holder` says which (a read-only view
@@ -142,8 +145,10 @@ def acquire_app_lock(path: str | Path) -> AppLock:
     path = Path(path).resolve()
     key = _key(path)
     if key in _HELD:
-        raise ProjectLocked(f"{path.name} is already open in this dedup-tui window; one window per project",
-                            holder="this dedup-tui window")
+        raise ProjectLocked(
+            f"{path.name} is already open in this dedup-tui window; one window per project",
+            holder="this dedup-tui window",
+        )
     if fcntl is None:  # pragma: no cover
         lock = AppLock(path, None)
         _HELD[key] = lock
@@ -168,16 +173,21 @@ def acquire_app_lock(path: str | Path) -> AppLock:
             if owner:
                 raise ProjectLocked(
                     f"{path.name} is open in another dedup-tui window{owner}: close that window first, "
-                    f"or review a copy of the file", holder=f"another dedup-tui window{owner}") from None
+                    f"or review a copy of the file",
+                    holder=f"another dedup-tui window{owner}",
+                ) from None
             raise ProjectLocked(
-                f"{path.name} is being written by another dedup-tui command (load or scan): "
-                f"wait for it to finish", holder=COMMAND_HOLDER) from None
+                f"{path.name} is being written by another dedup-tui command (load or scan): wait for it to finish",
+                holder=COMMAND_HOLDER,
+            ) from None
         if not _same_file(fd, lp):  # a releasing app unlinked it between our open and flock
             os.close(fd)
             continue
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode(), 0)
+            os.pwrite(
+                fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso()}).encode(), 0
+            )
         except OSError:
             pass  # read-only lock file: locked all the same, without the owner's name
         lock = AppLock(path, fd)
@@ -222,7 +232,8 @@ class WriteGuard:
                 os.close(fd)
                 raise ProjectLocked(
                     f"{self.path.name} is open in the review app{owner}: close it before changing the project "
-                    f"from the command line") from None
+                    f"from the command line"
+                ) from None
             if _same_file(fd, lp):
                 self.fd = fd
                 return self

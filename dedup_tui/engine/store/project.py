@@ -100,7 +100,8 @@ class Project:
     def set_meta(self, **values: object) -> None:
         """meta rows (key, value), replaced; a value that is not a string is stored as its JSON."""
         self.db.table("meta").insert_all(
-            ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True)
+            ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True
+        )
 
     # -- the last view the review app showed, so reopening shows it without re-clustering --
     def save_view_snapshot(self, key: str, data: bytes) -> None:
@@ -117,8 +118,7 @@ class Project:
 
     def last_complete_scan(self) -> int | None:
         """Id of the run that wrote the current scan."""
-        row = self.conn.execute(
-            "SELECT max(id) FROM runs WHERE command = 'scan' AND status = 'complete'").fetchone()
+        row = self.conn.execute("SELECT max(id) FROM runs WHERE command = 'scan' AND status = 'complete'").fetchone()
         return row[0]
 
     def scan_params(self) -> dict | None:
@@ -131,8 +131,9 @@ class Project:
                 return params
         except (ValueError, TypeError, KeyError):
             pass
-        raise ProjectError(f"{self.path}: damaged dedup-tui project: its scan parameters cannot be read; "
-                           f"scan again (dedup-tui scan)")
+        raise ProjectError(
+            f"{self.path}: damaged dedup-tui project: its scan parameters cannot be read; scan again (dedup-tui scan)"
+        )
 
     def require_current_scan(self) -> None:
         """Raise ProjectError unless the stored scan covers every document now in the project."""
@@ -140,8 +141,10 @@ class Project:
         if state == "none":
             raise ProjectError(f"{self.path}: not scanned yet (run dedup-tui scan)")
         if state == "stale":
-            raise ProjectError(f"{self.path}: documents were loaded after the last scan, so its results leave "
-                               f"them out; scan again (dedup-tui scan)")
+            raise ProjectError(
+                f"{self.path}: documents were loaded after the last scan, so its results leave "
+                f"them out; scan again (dedup-tui scan)"
+            )
 
     @property
     def scan_state(self) -> str:
@@ -156,7 +159,9 @@ class Project:
 
     def sources(self) -> list[dict]:
         """The loaded files, oldest first: path (resolved), format, sha256, size, loaded_at."""
-        rows = self.conn.execute("SELECT path, format, sha256, size_bytes, loaded_at FROM sources ORDER BY id").fetchall()
+        rows = self.conn.execute(
+            "SELECT path, format, sha256, size_bytes, loaded_at FROM sources ORDER BY id"
+        ).fetchall()
         return [dict(zip(("path", "format", "sha256", "size_bytes", "loaded_at"), r)) for r in rows]
 
     def source_rows(self, columns: str = "path, format, sha256, size_bytes, documents, loaded_at") -> list[dict]:
@@ -165,9 +170,15 @@ class Project:
 
     def record_sources(self) -> dict[int, dict]:
         """source id -> how its records are read: format, fields (CSV/TSV/Parquet columns), id_field, text_field."""
-        return {r["id"]: {"format": r["format"], "fields": json.loads(r["fields"]) if r["fields"] else None,
-                          "id_field": r["id_field"], "text_field": r["text_field"]}
-                for r in self.db["sources"].rows_where(select="id, format, fields, id_field, text_field")}
+        return {
+            r["id"]: {
+                "format": r["format"],
+                "fields": json.loads(r["fields"]) if r["fields"] else None,
+                "id_field": r["id_field"],
+                "text_field": r["text_field"],
+            }
+            for r in self.db["sources"].rows_where(select="id, format, fields, id_field, text_field")
+        }
 
     def source_roles(self) -> dict[int, str | None]:
         """source id -> its role: 'reference' (matched, never removed, never exported) or None
@@ -233,7 +244,9 @@ class Project:
         lo <= ord <= hi, in corpus order. Hand-written: export reads every document through it."""
         return self.conn.execute(
             f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checksum else 'NULL'} FROM documents "
-            f"WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+            f"WHERE ord BETWEEN ? AND ? ORDER BY ord",
+            (lo, hi),
+        )
 
     def document_bytes_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
         """(ord, doc_id, text, record when stored as text, checksum) as bytes, for lo <= ord <= hi:
@@ -242,7 +255,8 @@ class Project:
             "SELECT ord, CAST(doc_id AS BLOB), CAST(text AS BLOB), CASE typeof(record) WHEN 'text' THEN "
             f"CAST(record AS BLOB) END, {'CAST(checksum AS BLOB)' if checksum else 'NULL'} FROM documents "
             "WHERE ord BETWEEN ? AND ? ORDER BY ord",
-            (lo, hi))
+            (lo, hi),
+        )
 
     def source_lines(self, source_id: int) -> sqlite3.Cursor:
         """(ord, line in the source) of one source's documents, in corpus order."""
@@ -255,7 +269,9 @@ class Project:
         return self.conn.execute(
             "SELECT p.a, p.b, da.doc_id, da.source_id, db.doc_id, db.source_id, p.jaccard FROM pairs p "
             "JOIN documents da ON da.ord = p.a JOIN documents db ON db.ord = p.b "
-            "WHERE p.jaccard >= ? ORDER BY p.a, p.b", (-1.0 if minimum is None else minimum,))
+            "WHERE p.jaccard >= ? ORDER BY p.a, p.b",
+            (-1.0 if minimum is None else minimum,),
+        )
 
     def distinct_texts_and_average_length(self) -> tuple[int, float | None]:
         """(how many distinct normalised texts, the texts' average length in characters)."""
@@ -276,8 +292,11 @@ class Project:
         after every stored document, with the checksums of their exact hashes and lengths
         (document_sums). Hand-written, many rows per statement: a load or an import inserts
         millions of them."""
-        insert_rows(self.conn, "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, "
-                    "checksum)", rows)
+        insert_rows(
+            self.conn,
+            "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, checksum)",
+            rows,
+        )
         extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 
     def lengths(self):
@@ -318,11 +337,14 @@ class Project:
         if row:
             return [row[0]]
         escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self.conn.execute("SELECT ord FROM documents WHERE doc_id LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?",
-                                 (escaped + "%", limit)).fetchall()
+        rows = self.conn.execute(
+            "SELECT ord FROM documents WHERE doc_id LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?", (escaped + "%", limit)
+        ).fetchall()
         if not rows:
-            rows = self.conn.execute("SELECT ord FROM documents WHERE text LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?",
-                                     ("%" + escaped + "%", limit)).fetchall()
+            rows = self.conn.execute(
+                "SELECT ord FROM documents WHERE text LIKE ? ESCAPE '\\' ORDER BY ord LIMIT ?",
+                ("%" + escaped + "%", limit),
+            ).fetchall()
         return [r[0] for r in rows]
 
     def has_documents(self) -> bool:
@@ -344,8 +366,10 @@ class Project:
         ords = [int(o) for o in ords]
         for s in range(0, len(ords), 500):
             chunk = ords[s : s + 500]
-            q = (f"SELECT ord, doc_id, length, substr(text, 1, ?) FROM documents "
-                 f"WHERE ord IN ({','.join('?' * len(chunk))})")
+            q = (
+                f"SELECT ord, doc_id, length, substr(text, 1, ?) FROM documents "
+                f"WHERE ord IN ({','.join('?' * len(chunk))})"
+            )
             for o, doc_id, length, text in self.conn.execute(q, [int(chars), *chunk]):
                 out[o] = (doc_id, length, text)
         return out
@@ -423,8 +447,9 @@ class Project:
                 continue  # still running (here or in another process)
             if pid is not None and run_host not in (None, host):
                 continue  # running on another machine, as far as we can tell
-            out.append({"id": run_id, "command": cmd, "started_at": started,
-                        "params": json.loads(params) if params else None})
+            out.append(
+                {"id": run_id, "command": cmd, "started_at": started, "params": json.loads(params) if params else None}
+            )
         return out
 
     def mark_interrupted(self, runs: list[dict]) -> None:
@@ -441,10 +466,14 @@ class Project:
             return None
         last = runs[-1]
         if self.scan_state == "complete":
-            return (f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished. "
-                    f"The results shown are the previous complete scan's; run dedup-tui scan to restart it.")
-        return (f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished; "
-                f"nothing of it was kept and it restarts from the beginning.")
+            return (
+                f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished. "
+                f"The results shown are the previous complete scan's; run dedup-tui scan to restart it."
+            )
+        return (
+            f"Scan incomplete: the scan started {last['started_at']} was interrupted before it finished; "
+            f"nothing of it was kept and it restarts from the beginning."
+        )
 
     def finish_run(self, run_id: int, status: str, timings: dict | None = None, counts: dict | None = None) -> None:
         self.conn.execute(
@@ -466,8 +495,10 @@ class Project:
         ords = [int(o) for o in ords]
         for s in range(0, len(ords), 500):
             chunk = ords[s : s + 500]
-            q = (f"SELECT ord, doc_id, length, CASE WHEN length <= ? THEN text END FROM documents "
-                 f"WHERE ord IN ({','.join('?' * len(chunk))})")
+            q = (
+                f"SELECT ord, doc_id, length, CASE WHEN length <= ? THEN text END FROM documents "
+                f"WHERE ord IN ({','.join('?' * len(chunk))})"
+            )
             for o, doc_id, length, text in self.conn.execute(q, [chars, *chunk]).fetchall():
                 if text is None and utf8:
                     with self.conn.blobopen("documents", "text", o, readonly=True) as blob:
@@ -475,12 +506,15 @@ class Project:
                     # a character cut at the end of the bytes read is left out, not replaced
                     text = codecs.getincrementaldecoder("utf-8")("surrogateescape").decode(head, final=False)[:chars]
                 elif text is None:
-                    text = self.conn.execute("SELECT substr(text, 1, ?) FROM documents WHERE ord = ?",
-                                             (chars, o)).fetchone()[0]
+                    text = self.conn.execute(
+                        "SELECT substr(text, 1, ?) FROM documents WHERE ord = ?", (chars, o)
+                    ).fetchone()[0]
                 out[o] = (doc_id, length, text)
         return out
 
+
 # -- a new project appears whole or not at all ---------------------------------------------------
+
 
 def remove_orphan_parts(path: str | Path) -> None:
     """Temporary files a killed writer of `path` left beside it (`.NAME.PID.*part*`, with their
@@ -489,7 +523,7 @@ def remove_orphan_parts(path: str | Path) -> None:
 
     path = Path(path)
     for part in path.parent.glob(f".{escape(path.name)}.*.part*"):
-        pid = part.name[len(path.name) + 2:].split(".", 1)[0]
+        pid = part.name[len(path.name) + 2 :].split(".", 1)[0]
         if pid.isdigit() and not pid_alive(int(pid)):
             try:
                 part.unlink()

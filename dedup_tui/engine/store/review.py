@@ -12,8 +12,19 @@ from collections.abc import Iterable
 
 import sqlite_utils
 
-DECISION_COLUMNS = ("id", "kind", "doc_id", "other_id", "value", "threshold", "policy", "author", "created_at",
-                    "undone", "batch")
+DECISION_COLUMNS = (
+    "id",
+    "kind",
+    "doc_id",
+    "other_id",
+    "value",
+    "threshold",
+    "policy",
+    "author",
+    "created_at",
+    "undone",
+    "batch",
+)
 LABEL_COLUMNS = ("a_id", "b_id", "label", "similarity", "threshold", "author", "created_at", "decision_id")
 
 # decisions.undone: in force, undone (redo brings it back), discarded (a newer decision replaced the redo)
@@ -22,11 +33,20 @@ ACTIVE, UNDONE, DISCARDED = 0, 1, 2
 
 # -- decisions ------------------------------------------------------------------------------
 
-def decision_rows(db: sqlite_utils.Database, where: str | None = None, where_args: Iterable = (),
-                  order_by: str = "id", limit: int | None = None) -> list[dict]:
+
+def decision_rows(
+    db: sqlite_utils.Database,
+    where: str | None = None,
+    where_args: Iterable = (),
+    order_by: str = "id",
+    limit: int | None = None,
+) -> list[dict]:
     """Decisions as {column: value} (DECISION_COLUMNS), oldest first unless `order_by` says."""
-    return list(db["decisions"].rows_where(where, list(where_args), order_by=order_by,
-                                           select=", ".join(DECISION_COLUMNS), limit=limit))
+    return list(
+        db["decisions"].rows_where(
+            where, list(where_args), order_by=order_by, select=", ".join(DECISION_COLUMNS), limit=limit
+        )
+    )
 
 
 def newest_active_decision(db: sqlite_utils.Database) -> dict | None:
@@ -71,8 +91,9 @@ def insert_decisions(db: sqlite_utils.Database, rows: list[dict], batch: bool) -
     if batch:
         batch_no = db.execute("SELECT coalesce(max(batch), 0) + 1 FROM decisions").fetchone()[0]
     first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM decisions").fetchone()[0]
-    db.table("decisions").insert_all(({**row, "undone": ACTIVE, "batch": batch_no} for row in rows),
-                               column_order=list(DECISION_COLUMNS[1:]))
+    db.table("decisions").insert_all(
+        ({**row, "undone": ACTIVE, "batch": batch_no} for row in rows), column_order=list(DECISION_COLUMNS[1:])
+    )
     return decision_rows(db, "id >= ?", [first])
 
 
@@ -89,25 +110,35 @@ def insert_carried(db: sqlite_utils.Database, decisions: list[dict], labels: lis
 
 def active_notes(db: sqlite_utils.Database, doc_id: str) -> list[str]:
     """The active notes on a document, oldest first."""
-    return [r["value"] for r in db["decisions"].rows_where("kind = 'note' AND undone = ? AND doc_id = ?",
-                                                           [ACTIVE, doc_id], order_by="id", select="value")]
+    return [
+        r["value"]
+        for r in db["decisions"].rows_where(
+            "kind = 'note' AND undone = ? AND doc_id = ?", [ACTIVE, doc_id], order_by="id", select="value"
+        )
+    ]
 
 
 def split_in_force(db: sqlite_utils.Database, a_id: str, b_id: str) -> bool:
     """Whether an active not_duplicate decision splits these two documents (either way round)."""
-    return db["decisions"].count_where(
-        "kind = 'not_duplicate' AND undone = ? "
-        "AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
-        [ACTIVE, a_id, b_id, b_id, a_id]) > 0
+    return (
+        db["decisions"].count_where(
+            "kind = 'not_duplicate' AND undone = ? "
+            "AND ((doc_id = ? AND other_id = ?) OR (doc_id = ? AND other_id = ?))",
+            [ACTIVE, a_id, b_id, b_id, a_id],
+        )
+        > 0
+    )
 
 
 # -- labels ---------------------------------------------------------------------------------
 
+
 def label_rows(db: sqlite_utils.Database, in_order: bool = True) -> list[dict]:
     """Every label, oldest first unless not `in_order` (then as stored); none in a schema-2
     project opened read-only (no labels table)."""
-    return list(db["labels"].rows_where(order_by="created_at, rowid" if in_order else None,
-                                        select=", ".join(LABEL_COLUMNS)))
+    return list(
+        db["labels"].rows_where(order_by="created_at, rowid" if in_order else None, select=", ".join(LABEL_COLUMNS))
+    )
 
 
 def label_of(db: sqlite_utils.Database, a_id: str, b_id: str) -> dict | None:

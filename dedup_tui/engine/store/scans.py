@@ -15,10 +15,27 @@ import numpy as np
 
 from ..errors import ProjectError
 from ..graph.pairs import PairGraph, maximum_spanning_forest
-from .checksums import (DERIVED_BLOCK, arrays_checksum, derived_crcs, document_checksum, has_derived_sums,
-                        stored_derived_sums)
-from .derived import (EXACT_CHECKSUM, FOREST_CHECKSUM, PAIRS_CHECKSUM, SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META,
-                      exact_of_column, pairs_checksum, pairs_table, valid_pairs, write_exact_array, write_pair_arrays)
+from .checksums import (
+    DERIVED_BLOCK,
+    arrays_checksum,
+    derived_crcs,
+    document_checksum,
+    has_derived_sums,
+    stored_derived_sums,
+)
+from .derived import (
+    EXACT_CHECKSUM,
+    FOREST_CHECKSUM,
+    PAIRS_CHECKSUM,
+    SCAN_KEYS_CHECKSUMS,
+    SCAN_KEYS_META,
+    exact_of_column,
+    pairs_checksum,
+    pairs_table,
+    valid_pairs,
+    write_exact_array,
+    write_pair_arrays,
+)
 from .locks import transaction
 from .project import Project
 
@@ -28,8 +45,10 @@ class DerivedDamaged(ProjectError):
     `what` names it for a scan, which then compares everything again instead."""
 
     def __init__(self, project: Project, what: str):
-        super().__init__(f"{project.path}: {what} do not match their checksum: the project file is damaged (restore "
-                         f"it from a backup, or scan again with --full)")
+        super().__init__(
+            f"{project.path}: {what} do not match their checksum: the project file is damaged (restore "
+            f"it from a backup, or scan again with --full)"
+        )
         self.what = what
 
 
@@ -39,8 +58,10 @@ def read_texts(project: Project, ords: np.ndarray) -> list[str]:
     if len(ords) * 4 >= hi - lo + 1:
         wanted = set(ords.tolist()) if hi - lo + 1 != len(ords) else None
         texts = [
-            t for o, t in project.conn.execute(
-                "SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi))
+            t
+            for o, t in project.conn.execute(
+                "SELECT ord, text FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)
+            )
             if wanted is None or o in wanted
         ]
     else:
@@ -138,10 +159,12 @@ def insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
                 flat = ahead.result()
                 if i + 1 < len(bounds):
                     ahead = side.submit(values, *bounds[i + 1])
-                conn.executemany(many, (flat[k:k + step] for k in range(0, len(flat), step)))
+                conn.executemany(many, (flat[k : k + step] for k in range(0, len(flat), step)))
                 del flat
-    conn.executemany("INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
-                     zip(a[full:].tolist(), b[full:].tolist(), j[full:].tolist()))
+    conn.executemany(
+        "INSERT INTO pairs(a, b, jaccard) VALUES (?, ?, ?)",
+        zip(a[full:].tolist(), b[full:].tolist(), j[full:].tolist()),
+    )
 
 
 def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -218,6 +241,7 @@ def _stored_graph(project: Project) -> PairGraph:
 # Without a checksum (a project of schema 6 or older opened read-only) the packed copies are
 # not trusted: the readable sources are read instead.
 
+
 def verified_pairs(project: Project, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The stored pairs (a, b, jaccard sorted by a, b) of a scan of n documents, checked."""
     expected = project.get_meta(PAIRS_CHECKSUM)
@@ -228,13 +252,17 @@ def verified_pairs(project: Project, n: int) -> tuple[np.ndarray, np.ndarray, np
     table = pairs_table(project.conn)
     if expected is None:
         if not valid_pairs(n, *table):
-            raise ProjectError(f"{project.path}: damaged: the pairs table refers to documents that do not exist or "
-                               f"holds similarities outside [0, 1]; scan again")
+            raise ProjectError(
+                f"{project.path}: damaged: the pairs table refers to documents that do not exist or "
+                f"holds similarities outside [0, 1]; scan again"
+            )
         return table
     if pairs_checksum(*table) != expected:
         raise DerivedDamaged(project, "the stored pairs (pair_arrays and the pairs table)")
-    project.notice(f"{project.path}: the packed pairs (pair_arrays) do not match their checksum: rebuilt from the "
-                   f"pairs table, which does (scan again to store them anew)")
+    project.notice(
+        f"{project.path}: the packed pairs (pair_arrays) do not match their checksum: rebuilt from the "
+        f"pairs table, which does (scan again to store them anew)"
+    )
     return table
 
 
@@ -249,15 +277,17 @@ def verified_exact_of(project: Project, n: int) -> np.ndarray:
             # Documents appeared or vanished under the scan (a damaged documents table): the
             # export's check of each document it writes names them.
             exact_of = np.full(n, -1, np.int64)
-            exact_of[:min(n, len(stored))] = stored[:n]
+            exact_of[: min(n, len(stored))] = stored[:n]
             return exact_of
     column = exact_of_column(project.conn, n)
     if expected is None:
         return column
     if arrays_checksum(column) != expected:
         raise DerivedDamaged(project, "the stored exact groups (exact_array and documents.exact_of)")
-    project.notice(f"{project.path}: the packed exact groups (exact_array) do not match their checksum: rebuilt "
-                   f"from documents.exact_of, which does (scan again to store them anew)")
+    project.notice(
+        f"{project.path}: the packed exact groups (exact_array) do not match their checksum: rebuilt "
+        f"from documents.exact_of, which does (scan again to store them anew)"
+    )
     return column
 
 
@@ -270,8 +300,10 @@ def verified_forest(project: Project, n_pairs: int) -> np.ndarray | None:
     forest = read_forest(project, n_pairs)
     if forest is not None and arrays_checksum(forest) == expected:
         return forest
-    project.notice(f"{project.path}: the pairs' spanning forest (pair_forest) does not match its checksum: computed "
-                   f"again from the pairs (scan again to store it anew)")
+    project.notice(
+        f"{project.path}: the pairs' spanning forest (pair_forest) does not match its checksum: computed "
+        f"again from the pairs (scan again to store it anew)"
+    )
     return None
 
 
@@ -378,10 +410,14 @@ def _stored_hashes_and_lengths(conn, lo: int, hi: int):
         if "decode" not in str(exc):
             raise
         if hi - lo > DERIVED_BLOCK:  # the blocks one by one: only the one holding it does not match
-            parts = [_stored_hashes_and_lengths(conn, b, min(b + DERIVED_BLOCK, hi))
-                     for b in range(lo, hi, DERIVED_BLOCK)]
-            return (np.concatenate([p[0] for p in parts]), [h for p in parts for h in p[1]],
-                    [ln for p in parts for ln in list(p[2])])
+            parts = [
+                _stored_hashes_and_lengths(conn, b, min(b + DERIVED_BLOCK, hi)) for b in range(lo, hi, DERIVED_BLOCK)
+            ]
+            return (
+                np.concatenate([p[0] for p in parts]),
+                [h for p in parts for h in p[1]],
+                [ln for p in parts for ln in list(p[2])],
+            )
         return np.arange(lo, hi, dtype=np.int64), [None] * (hi - lo), [None] * (hi - lo)
     hashes, lengths = [r[0] for r in rows], [r[1] for r in rows]
     packed = np.array(lengths)
@@ -419,9 +455,12 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     lo, hi = block * DERIVED_BLOCK, min((block + 1) * DERIVED_BLOCK, n)
     damaged = "the project file is damaged (restore it from a backup, or load the corpus into a new project)"
     try:
-        rows = project.conn.execute("SELECT ord, doc_id, source_id, line, text, record, checksum, "
-                                    "CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
-                                    "ORDER BY ord", (lo, hi)).fetchall()
+        rows = project.conn.execute(
+            "SELECT ord, doc_id, source_id, line, text, record, checksum, "
+            "CAST(exact_hash AS BLOB), length FROM documents WHERE ord >= ? AND ord < ? "
+            "ORDER BY ord",
+            (lo, hi),
+        ).fetchall()
     except sqlite3.OperationalError as exc:
         if "decode" not in str(exc):
             raise
@@ -431,8 +470,9 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     for row in rows:
         if document_checksum(*row[:6]) != row[6]:
             shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
-            raise ProjectError(f"{project.path}: the stored record of document '{shown}' does not match its "
-                               f"checksum: {damaged}")
+            raise ProjectError(
+                f"{project.path}: the stored record of document '{shown}' does not match its checksum: {damaged}"
+            )
     texts = [r[4] for r in rows]
     hashes, lengths = exact_keys(texts), [len(t) for t in texts]
     stored = ""
@@ -440,17 +480,22 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
         with transaction(project.conn):
             changed = [(h, ln, r[0]) for r, h, ln in zip(rows, hashes, lengths) if (r[7], r[8]) != (h.encode(), ln)]
             project.conn.executemany("UPDATE documents SET exact_hash = ?, length = ? WHERE ord = ?", changed)
-            project.conn.execute("INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) "
-                                 "VALUES (?, ?, ?, ?)", (block, len(rows), *derived_crcs(hashes, lengths)))
+            project.conn.execute(
+                "INSERT OR REPLACE INTO document_sums(block, documents, exact_hash, length) VALUES (?, ?, ?, ?)",
+                (block, len(rows), *derived_crcs(hashes, lengths)),
+            )
         stored = " and stored again"
-    project.notice(f"{project.path}: the exact hashes or lengths of the documents at ords {lo}-{hi - 1} "
-                   f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
-                   f"texts, which match theirs{stored}")
+    project.notice(
+        f"{project.path}: the exact hashes or lengths of the documents at ords {lo}-{hi - 1} "
+        f"(documents.exact_hash, documents.length) do not match their checksum: computed again from their "
+        f"texts, which match theirs{stored}"
+    )
     return [r[0] for r in rows], hashes, lengths
 
 
-def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray,
-                    band_keys, meta: dict) -> None:
+def write_scan_keys(
+    conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray, band_keys, meta: dict
+) -> None:
     """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
     stored chunk (a full scan). band_keys: per band, its sorted keys (an iterable, taken one
     band at a time). `meta` (JSON) says which scan and documents they are of. Their checksums
@@ -461,8 +506,10 @@ def write_scan_keys(conn, chunk: int, index_bits: int, ords: np.ndarray, hashes:
         conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,))
     ords, hashes = ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False)
     nibbles = np.ascontiguousarray(nibbles).astype("<u8", copy=False)
-    conn.execute("INSERT INTO scan_keys(chunk, index_bits, ords, hashes, nibbles) VALUES (?, ?, ?, ?, ?)",
-                 (chunk, index_bits, ords.tobytes(), hashes.tobytes(), nibbles.tobytes()))
+    conn.execute(
+        "INSERT INTO scan_keys(chunk, index_bits, ords, hashes, nibbles) VALUES (?, ?, ?, ?, ?)",
+        (chunk, index_bits, ords.tobytes(), hashes.tobytes(), nibbles.tobytes()),
+    )
     band_sums: list[str] = []
 
     def rows():
@@ -500,8 +547,10 @@ def set_scan_keys_meta(conn, meta: dict) -> None:
     raw = json.dumps(meta)
     sums = _scan_key_sums(conn)
     sums["meta"] = arrays_checksum(raw.encode())
-    conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                     [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))])
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))],
+    )
 
 
 def scan_keys_meta(project: Project) -> dict | None:
@@ -528,15 +577,17 @@ def verified_scan_key_sums(project: Project) -> dict:
     return sums
 
 
-def read_scan_key_chunks(project: Project, words: int,
-                         sums: dict | None = None) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+def read_scan_key_chunks(
+    project: Project, words: int, sums: dict | None = None
+) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """[(chunk, index_bits, ords, hash prefixes, nibbles (rows, words))] in chunk order; empty
     when none is stored or they are not what a scan wrote; DerivedDamaged when a chunk does not
     match its checksum in `sums` (verified_scan_key_sums, read here when not given)."""
     sums = sums if sums is not None else verified_scan_key_sums(project)
     try:
         rows = project.conn.execute(
-            "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk").fetchall()
+            "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk"
+        ).fetchall()
     except sqlite3.OperationalError:
         return []
     out = []
@@ -551,8 +602,15 @@ def read_scan_key_chunks(project: Project, words: int,
         expected = sums["chunks"].get(str(chunk), {})
         if not isinstance(expected, dict) or expected.get("keys") != _chunk_checksum(bits, ords, hashes, nibbles):
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        out.append((int(chunk), int(bits), ords.astype(np.int64, copy=False), hashes.astype(np.uint64, copy=False),
-                    nibbles.astype(np.uint64, copy=False).reshape(n, words)))
+        out.append(
+            (
+                int(chunk),
+                int(bits),
+                ords.astype(np.int64, copy=False),
+                hashes.astype(np.uint64, copy=False),
+                nibbles.astype(np.uint64, copy=False).reshape(n, words),
+            )
+        )
     if len(out) != len(sums["chunks"]):
         raise DerivedDamaged(project, SCAN_KEYS_WHAT)
     return out
@@ -579,8 +637,9 @@ def read_band_keys(project: Project, band: int, sums: dict | None = None) -> dic
 def stored_scan_key_bytes(project: Project) -> int:
     """Bytes of the stored scan keys (their blobs)."""
     try:
-        a = project.conn.execute("SELECT coalesce(sum(length(ords) + length(hashes) + length(nibbles)), 0) "
-                                 "FROM scan_keys").fetchone()[0]
+        a = project.conn.execute(
+            "SELECT coalesce(sum(length(ords) + length(hashes) + length(nibbles)), 0) FROM scan_keys"
+        ).fetchone()[0]
         b = project.conn.execute("SELECT coalesce(sum(length(keys)), 0) FROM scan_band_keys").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
@@ -601,8 +660,12 @@ def read_forest(project: Project, n_pairs: int) -> np.ndarray | None:
     return forest
 
 
-def merge_pairs(old: tuple[np.ndarray, np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray, np.ndarray],
-                n_docs: int, old_forest: np.ndarray | None):
+def merge_pairs(
+    old: tuple[np.ndarray, np.ndarray, np.ndarray],
+    new: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_docs: int,
+    old_forest: np.ndarray | None,
+):
     """(a, b, j, forest): the stored pairs (sorted by a, b) with new ones (none of them stored)
     in their places, and the maximum spanning forest of all of them. The forest is that of the
     old forest's edges and the new pairs: edges are strictly ordered (weight, then position,
@@ -621,9 +684,18 @@ def merge_pairs(old: tuple[np.ndarray, np.ndarray, np.ndarray], new: tuple[np.nd
     return a, b, j, forest
 
 
-def write_added_scan_result(conn, exact_of: np.ndarray, first_new: int, new_a: np.ndarray, new_b: np.ndarray,
-                            new_j: np.ndarray, a: np.ndarray, b: np.ndarray, j: np.ndarray,
-                            forest: np.ndarray) -> None:
+def write_added_scan_result(
+    conn,
+    exact_of: np.ndarray,
+    first_new: int,
+    new_a: np.ndarray,
+    new_b: np.ndarray,
+    new_j: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    j: np.ndarray,
+    forest: np.ndarray,
+) -> None:
     """An incremental scan's result (inside the caller's transaction): exact_of of the documents
     from `first_new` on, their verified pairs (new_a, new_b, new_j) added to `pairs`, and the
     packed copies rewritten from every pair (a, b, j sorted by a, b; merge_pairs) and exact_of."""

@@ -141,6 +141,7 @@ CORE_TABLES = ["meta", "sources", "documents", "pairs", "runs", "decisions", "ne
 # MIGRATIONS[n] turns a schema-n project into a schema n+1 one. Opening an older project
 # copies it to PROJECT.db.schema-N.bak first, then applies every step in one transaction.
 
+
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Runs record the process running them, so a scan killed mid-way is recognised."""
     runs = sqlite_utils_db(conn).table("runs")
@@ -184,12 +185,16 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     conn.text_factory = _text_or_bytes  # a text already damaged is hashed as it is: export reports it
     try:
         while True:
-            rows = conn.execute("SELECT ord, doc_id, source_id, line, text, record FROM documents WHERE ord > ? "
-                                "AND checksum IS NULL ORDER BY ord LIMIT 2000", (last,)).fetchall()
+            rows = conn.execute(
+                "SELECT ord, doc_id, source_id, line, text, record FROM documents WHERE ord > ? "
+                "AND checksum IS NULL ORDER BY ord LIMIT 2000",
+                (last,),
+            ).fetchall()
             if not rows:
                 return
-            conn.executemany("UPDATE documents SET checksum = ? WHERE ord = ?",
-                             [(document_checksum(*row), row[0]) for row in rows])
+            conn.executemany(
+                "UPDATE documents SET checksum = ? WHERE ord = ?", [(document_checksum(*row), row[0]) for row in rows]
+            )
             last = rows[-1][0]
     finally:
         conn.text_factory = factory
@@ -208,8 +213,14 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     with them, so a packed copy damaged before the upgrade is not carried over. The scan keys,
     which have no readable source, are dropped: the next scan is a full one, and says why."""
     from ..graph.pairs import maximum_spanning_forest
-    from .derived import (exact_of_column, forget_scan_keys, pairs_table, valid_pairs, write_exact_array,
-                          write_pair_arrays)
+    from .derived import (
+        exact_of_column,
+        forget_scan_keys,
+        pairs_table,
+        valid_pairs,
+        write_exact_array,
+        write_pair_arrays,
+    )
 
     forget_scan_keys(conn)
     if conn.execute("SELECT 1 FROM meta WHERE key = 'pair_arrays_count'").fetchone() is not None:
@@ -269,6 +280,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 
 # -- opening: create, check, migrate ----------------------------------------------------------
 
+
 def create_schema(conn: sqlite3.Connection) -> None:
     """A new project's tables, views and first meta rows."""
     with transaction(conn):
@@ -308,11 +320,15 @@ def check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     needed = CORE_TABLES if version < SCHEMA_VERSION else SCHEMA_TABLES  # (a read-only older project)
     missing = [t for t in needed if t not in present]
     if missing:
-        raise ProjectError(f"{path}: damaged dedup-tui project: no {', '.join(missing)} "
-                           f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project")
+        raise ProjectError(
+            f"{path}: damaged dedup-tui project: no {', '.join(missing)} "
+            f"table{'s' if len(missing) > 1 else ''}; load the corpus into a new project"
+        )
     if version >= 4 and not has_checksums(conn):  # export would check nothing, silently
-        raise ProjectError(f"{path}: damaged dedup-tui project: its documents have no checksum column; "
-                           f"load the corpus into a new project")
+        raise ProjectError(
+            f"{path}: damaged dedup-tui project: its documents have no checksum column; "
+            f"load the corpus into a new project"
+        )
 
 
 def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) -> None:
@@ -320,12 +336,14 @@ def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) 
     if version not in MIGRATIONS:
         raise ProjectError(
             f"{path}: made by an old dedup-tui (schema {version}) that this one cannot upgrade; "
-            f"load the corpus into a new project")
+            f"load the corpus into a new project"
+        )
     if readonly:
         if version >= 2:
             return  # schema 2 lacks only tables its readers treat as empty: readable as it is
         raise ProjectError(
-            f"{path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it")
+            f"{path}: made by an older dedup-tui (schema {version}); open it once for writing to upgrade it"
+        )
     backup = path.with_name(f"{path.name}.schema-{version}.bak")
     if not backup.exists():
         tmp = backup.with_name(backup.name + ".part")
@@ -338,8 +356,10 @@ def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) 
             os.replace(tmp, backup)
         except (OSError, sqlite3.Error) as exc:
             tmp.unlink(missing_ok=True)
-            raise ProjectError(f"{path}: could not write the backup copy {backup.name} before upgrading the "
-                               f"project ({exc}); the project is unchanged") from None
+            raise ProjectError(
+                f"{path}: could not write the backup copy {backup.name} before upgrading the "
+                f"project ({exc}); the project is unchanged"
+            ) from None
     with transaction(conn):
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         current = int(row[0])  # re-read: another process may have migrated it meanwhile
@@ -348,4 +368,5 @@ def migrate(conn: sqlite3.Connection, path: Path, version: int, readonly: bool) 
             current += 1
         sqlite_utils_db(conn).table("meta").insert_all(
             [{"key": "schema_version", "value": str(SCHEMA_VERSION)}, {"key": "migrated_from", "value": str(version)}],
-            replace=True)
+            replace=True,
+        )

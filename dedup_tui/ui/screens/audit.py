@@ -130,15 +130,28 @@ class AuditScreen(Screen):
         elif pair is None:
             t.append(f"Every sampled pair is labelled ({self.labelled} this time). esc: back", style="dim")
         else:
-            where = first_fitting([
-                Text(f"{pair.key} · {'a removal' if pair.side == 'removed' else 'two kept documents'} · similarity "
-                     f"{pair.similarity:.3f} · band {pair.stratum} · {len(self.todo) + 1} to label"),
-                Text(f"{pair.key} · {pair.similarity:.3f} · {len(self.todo) + 1} to label")], width)
+            where = first_fitting(
+                [
+                    Text(
+                        f"{pair.key} · {'a removal' if pair.side == 'removed' else 'two kept documents'} · similarity "
+                        f"{pair.similarity:.3f} · band {pair.stratum} · {len(self.todo) + 1} to label"
+                    ),
+                    Text(f"{pair.key} · {pair.similarity:.3f} · {len(self.todo) + 1} to label"),
+                ],
+                width,
+            )
             t.append(where.plain, style="dim")
         t.append("\n")
-        t.append(first_fitting([Text("1 duplicate · 2 not a duplicate · 0 skip · esc back (labels are never "
-                                     "decisions)"), Text("1 dup · 2 not · 0 skip · esc back")], width).plain,
-                 style="dim")
+        t.append(
+            first_fitting(
+                [
+                    Text("1 duplicate · 2 not a duplicate · 0 skip · esc back (labels are never decisions)"),
+                    Text("1 dup · 2 not · 0 skip · esc back"),
+                ],
+                width,
+            ).plain,
+            style="dim",
+        )
         self.query_one("#audit-header", Static).update(t)
 
     # -- actions ---------------------------------------------------------------------------
@@ -148,14 +161,19 @@ class AuditScreen(Screen):
             return
         if not self.review.intake.admit("audit", pair.key, "pair"):  # pressed before this pair was on screen
             return
-        self.app.writer.submit(lambda project: auditing.label(project, pair, value, author=self.app.author),
-                               lambda _r: self.recompute(), what="the audit label")
+        self.app.writer.submit(
+            lambda project: auditing.label(project, pair, value, author=self.app.author),
+            lambda _r: self.recompute(),
+            what="the audit label",
+        )
         self.labelled += 1
         self.show_next()
 
     def action_close(self) -> None:
         if self.result is not None and self.labelled:  # the last audit, for export's manifest
             threshold, policy, graph = self.threshold, self.policy, self.review.graph
-            self.app.writer.submit(lambda project: auditing.save(project, auditing.run_audit(
-                project, threshold, policy, graph=graph)), what="the audit")
+            self.app.writer.submit(
+                lambda project: auditing.save(project, auditing.run_audit(project, threshold, policy, graph=graph)),
+                what="the audit",
+            )
         self.dismiss()

@@ -13,10 +13,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from ...engine.graph.pairs import POLICIES, Policy
 from ...engine.curate.curated import beside
-from ...engine.errors import DedupError
 from ...engine.curate.export import FORMATS
+from ...engine.errors import DedupError
+from ...engine.graph.pairs import POLICIES, Policy
 from ...engine.outputs import OutputError, check_outputs
 from ..text import literal_line, shorten_middle
 
@@ -100,10 +100,17 @@ class SearchResultsScreen(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="search-results"):
             more = " (the first 1,000)" if len(self.matches) >= 1000 else ""
-            yield Label(Text(f"{len(self.matches):,} documents match {literal_line(self.query_text, 50)!r}{more}"),
-                        classes="dialog-title")
-            yield OptionList(*[Option(Text.assemble((shorten_middle(m.doc_id, 48), "bold"), "  ", (m.status, "dim")),
-                                      id=str(i)) for i, m in enumerate(self.matches)], id="matches")
+            yield Label(
+                Text(f"{len(self.matches):,} documents match {literal_line(self.query_text, 50)!r}{more}"),
+                classes="dialog-title",
+            )
+            yield OptionList(
+                *[
+                    Option(Text.assemble((shorten_middle(m.doc_id, 48), "bold"), "  ", (m.status, "dim")), id=str(i))
+                    for i, m in enumerate(self.matches)
+                ],
+                id="matches",
+            )
             yield Label(Text("enter: go to it (then . next, , previous)   esc: close", style="dim"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -117,8 +124,15 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     OK = "export-ok"
 
-    def __init__(self, out: Path, threshold: float, policy: Policy, floor: float,
-                 protected: dict[Path, str] | None = None, keep: str = "") -> None:
+    def __init__(
+        self,
+        out: Path,
+        threshold: float,
+        policy: Policy,
+        floor: float,
+        protected: dict[Path, str] | None = None,
+        keep: str = "",
+    ) -> None:
         super().__init__(classes="dialog-screen")
         self.out, self.threshold, self.policy, self.floor = out, threshold, policy, floor
         self.keep = keep  # the project's keep rule (first, longest, max:FIELD, ...): the export follows it
@@ -130,8 +144,12 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
             yield Label("Export the curated corpus", classes="dialog-title" + (" -above-keep" if self.keep else ""))
             if self.keep:  # the export follows it: say so where the reviewer decides to write
                 rule = {"first": "first in corpus order", "longest": "longest text"}.get(self.keep, self.keep)
-                yield Label(Text.assemble(("Keep rule: ", "dim"), literal_line(rule),
-                                          (" (K, ^k change it; your decisions win)", "dim")), id="export-keep")
+                yield Label(
+                    Text.assemble(
+                        ("Keep rule: ", "dim"), literal_line(rule), (" (K, ^k change it; your decisions win)", "dim")
+                    ),
+                    id="export-keep",
+                )
             yield Label("Path")
             yield Input(str(self.out), id="export-path")
             with Horizontal(classes="row"):
@@ -151,8 +169,11 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
                 yield Button("Cancel", id="export-cancel")
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if (self._confirmed is not None and event.input.id == "export-path"
-                and str(Path(event.value.strip()).expanduser()) != self._confirmed[0]):
+        if (
+            self._confirmed is not None
+            and event.input.id == "export-path"
+            and str(Path(event.value.strip()).expanduser()) != self._confirmed[0]
+        ):
             self._confirmed = None
             self.query_one("#export-ok", Button).label = "Export"
             self.query_one("#export-error", Static).update("")
@@ -180,8 +201,11 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
             return
         outputs = {"kept records": out}
         if logs:
-            outputs |= {"removed log": beside(out, "removed.jsonl"), "decisions log": beside(out, "decisions.jsonl"),
-                        "manifest": beside(out, "manifest.json")}
+            outputs |= {
+                "removed log": beside(out, "removed.jsonl"),
+                "decisions log": beside(out, "decisions.jsonl"),
+                "manifest": beside(out, "manifest.json"),
+            }
         try:
             check_outputs(outputs, True, self.protected, streams=False)
         except OutputError as exc:
@@ -195,9 +219,15 @@ class ExportScreen(_Form, ModalScreen[ExportRequest | None]):
             error.update(Text(f"Already exists: {names}. Press Overwrite to replace (or change the path)."))
             self.query_one("#export-ok", Button).label = "Overwrite"
             return
-        self.dismiss(ExportRequest(out, fmt,
-                                   threshold, str(self.query_one("#export-policy", Select).value),
-                                   self.query_one("#export-logs", Checkbox).value))
+        self.dismiss(
+            ExportRequest(
+                out,
+                fmt,
+                threshold,
+                str(self.query_one("#export-policy", Select).value),
+                self.query_one("#export-logs", Checkbox).value,
+            )
+        )
 
 
 class RescanScreen(_Form, ModalScreen[tuple[float, int] | None]):
@@ -221,8 +251,12 @@ class RescanScreen(_Form, ModalScreen[tuple[float, int] | None]):
                 with Vertical():
                     yield Label("Shingle size k (characters)")
                     yield Input(str(self.k), id="rescan-k")
-            yield Static(Text("A lower floor lets the threshold go lower and stores more pairs; the decisions "
-                              "you made stay.", style="dim"))
+            yield Static(
+                Text(
+                    "A lower floor lets the threshold go lower and stores more pairs; the decisions you made stay.",
+                    style="dim",
+                )
+            )
             yield Static("", id="rescan-error", classes="error")
             with Horizontal(classes="buttons"):
                 yield Button("Scan", variant="primary", id="rescan-ok")

@@ -38,21 +38,37 @@ def keys_table(keymap: Keymap | None = None) -> Table:
 
 
 GLOSSARY = [
-    ("similarity", "Jaccard of the two texts' sets of 5-character pieces (shingles), after lowercasing "
-                   "and collapsing whitespace: 1.0 is the same text."),
+    (
+        "similarity",
+        "Jaccard of the two texts' sets of 5-character pieces (shingles), after lowercasing "
+        "and collapsing whitespace: 1.0 is the same text.",
+    ),
     ("threshold", "the similarity at or above which two documents count as duplicates (+ - ctrl+→ ctrl+← t)."),
     ("floor", "the lowest similarity the scan stored: the threshold cannot go below it without a rescan."),
     ("cluster", "documents joined by duplicate pairs at the threshold; one of them is kept."),
-    ("kept", "the cluster's document that stays in the export: the first in corpus order, unless you "
-             "keep another (k)."),
-    ("policy", "how clusters form. components: every chain of duplicate pairs joins one cluster. "
-               "greedy: in corpus order, a document is removed if it is a duplicate of one already kept."),
-    ("chained", "a member in its cluster through other members, not by its own pair with the kept one "
-                "(\"linked via ...\"): worth a look when the ends of the chain differ a lot."),
-    ("exact", "the same text as another member after normalisation: removed against the kept one, "
-              "linked via its first copy when the kept text is another."),
-    ("decided", "a cluster or document with a decision of yours (k, x, n, a): it overrides the policy "
-                "in every export."),
+    (
+        "kept",
+        "the cluster's document that stays in the export: the first in corpus order, unless you keep another (k).",
+    ),
+    (
+        "policy",
+        "how clusters form. components: every chain of duplicate pairs joins one cluster. "
+        "greedy: in corpus order, a document is removed if it is a duplicate of one already kept.",
+    ),
+    (
+        "chained",
+        "a member in its cluster through other members, not by its own pair with the kept one "
+        '("linked via ..."): worth a look when the ends of the chain differ a lot.',
+    ),
+    (
+        "exact",
+        "the same text as another member after normalisation: removed against the kept one, "
+        "linked via its first copy when the kept text is another.",
+    ),
+    (
+        "decided",
+        "a cluster or document with a decision of yours (k, x, n, a): it overrides the policy in every export.",
+    ),
 ]
 
 
@@ -72,14 +88,20 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help"):
             # how to leave it on its first line: the end of a long list said so, and the footer
             # under it shows the keys of the screen beneath
-            yield Static(Text.assemble(("dedup-tui keys", "bold"), ("   esc, q or ? closes this help; ↓ pgdn scroll",
-                                                                       "dim")), id="help-title")
+            yield Static(
+                Text.assemble(("dedup-tui keys", "bold"), ("   esc, q or ? closes this help; ↓ pgdn scroll", "dim")),
+                id="help-title",
+            )
             yield Static(keys_table(getattr(self.app, "keymap", None)))
             yield Static(Text("Words", style="bold"), id="glossary-title")
             yield Static(glossary_table())
-            yield Static(Text(
-                "Decisions are saved in the project at once and follow document ids, so they survive "
-                "threshold changes and restarts. esc closes this help.", style="dim"))
+            yield Static(
+                Text(
+                    "Decisions are saved in the project at once and follow document ids, so they survive "
+                    "threshold changes and restarts. esc closes this help.",
+                    style="dim",
+                )
+            )
         yield AppFooter()  # its own keys: the main screen's footer under it offered k, x, ... that do nothing here
 
     def action_close(self) -> None:

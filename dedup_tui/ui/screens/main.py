@@ -20,8 +20,8 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.coordinate import Coordinate
 from textual.containers import Container, Vertical
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Static
@@ -32,22 +32,21 @@ from ...engine.curate import curated, decisions, keep_rules
 from ...engine.curate.decisions import Overrides
 from ...engine.errors import Cancelled, DedupError
 from ...engine.graph.clustering import links_to_kept
-from ...engine.orchestration import LoadAndScan
 from ...engine.opening import default_export_path
+from ...engine.orchestration import LoadAndScan
+from ...engine.outputs import project_protected
+from ...engine.progress import Control
 from ...engine.ray.partial import PartialView
 from ...engine.scanning.settings import ScanSettings
-from ...engine.store.scans import load_graph
-from ...engine.progress import Control
-from ...engine.outputs import project_protected
 from ...engine.store import Project
+from ...engine.store.scans import load_graph
 from ...review import Request, Review
 from ...review.index import FILTERS, SORTS, load_snapshot, save_snapshot, view_key
 from ..actions import MAIN_ACTIONS
-from ..messages import ExportFinished, GraphReady, PipelineStopped, StageProgress, ViewReady
+from ..messages import ExportFinished, GraphReady, PipelineStopped, SearchDone, StageProgress, ViewReady
 from ..readonly import open_project
 from ..state import AppHost, ReviewChanged, ReviewSession
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
-from ..messages import SearchDone
 from ..widgets.docview import DocView
 from ..widgets.footer import AppFooter
 from ..widgets.pair_diff import PairDiff
@@ -57,11 +56,14 @@ from ..widgets.tables import ClusterTable, MemberTable, reference, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
-
 # the sorts in fewer words, the same words as the list's title (SORTS): "most similar" there read
 # "highest similarity first" here
-SHORT_SORTS = {"size": "largest", "high": "highest similarity", "low": "lowest similarity",
-               "borderline": "closest to threshold"}
+SHORT_SORTS = {
+    "size": "largest",
+    "high": "highest similarity",
+    "low": "lowest similarity",
+    "borderline": "closest to threshold",
+}
 
 
 class MainScreen(Screen):
@@ -183,8 +185,11 @@ class MainScreen(Screen):
         project.on_notice = lambda note: self.notify(note, severity="warning", markup=False, timeout=15)
         control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
         # (settings none chosen: the last scan's, so new documents are scanned incrementally)
-        job = LoadAndScan(self.spec.corpus if load and project.document_count() == 0 else (),
-                          settings=self.spec.scan_settings, load_options=self.spec.load_options)
+        job = LoadAndScan(
+            self.spec.corpus if load and project.document_count() == 0 else (),
+            settings=self.spec.scan_settings,
+            load_options=self.spec.load_options,
+        )
         try:
             if job.loading:
                 job.load(project, control)
@@ -216,9 +221,17 @@ class MainScreen(Screen):
                 self._snapshot_key = save_snapshot(project, index)
         except Cancelled:
             loaded = project.has_documents()
-            self.post_message(PipelineStopped(
-                ("Cancelled: the documents are loaded, the scan did not finish. " if load and loaded else
-                 "Cancelled: the project is unchanged. ") + "Press R to scan again.", True))
+            self.post_message(
+                PipelineStopped(
+                    (
+                        "Cancelled: the documents are loaded, the scan did not finish. "
+                        if load and loaded
+                        else "Cancelled: the project is unchanged. "
+                    )
+                    + "Press R to scan again.",
+                    True,
+                )
+            )
         except DedupError as exc:
             self.post_message(PipelineStopped(str(exc) + " (R scans again)", False))
         finally:
@@ -266,7 +279,10 @@ class MainScreen(Screen):
         if index is None or self.project is None or self.review.busy or self.model.needs_rebuild():
             return
         try:
-            stale = view_key(self.project, index.overrides, index.threshold, index.policy, index.listing) != self._snapshot_key
+            stale = (
+                view_key(self.project, index.overrides, index.threshold, index.policy, index.listing)
+                != self._snapshot_key
+            )
         except sqlite3.Error:
             return
         if stale:  # only a shortcut for the next opening: a failure leaves the project unaffected
@@ -288,9 +304,14 @@ class MainScreen(Screen):
         if self.scanning:
             return
         if self.partial:
-            self.notify("This project was imported from a cluster scan: scan again with dedup-tui cluster-scan "
-                        "(--floor, --k) and import that.", title="Partial view", severity="warning", timeout=12,
-                        markup=False)
+            self.notify(
+                "This project was imported from a cluster scan: scan again with dedup-tui cluster-scan "
+                "(--floor, --k) and import that.",
+                title="Partial view",
+                severity="warning",
+                timeout=12,
+                markup=False,
+            )
             return
         load = bool(self.spec.corpus) and not self.project.has_documents()
         params = self.project.scan_params() or {}
@@ -311,8 +332,10 @@ class MainScreen(Screen):
             if query:
                 self.run_search(query, self.model)
 
-        self.app.push_screen(AskScreen("Find documents (an id, the start of ids, or words from the text)",
-                                       placeholder="id or text"), done)
+        self.app.push_screen(
+            AskScreen("Find documents (an id, the start of ids, or words from the text)", placeholder="id or text"),
+            done,
+        )
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, query: str, model: Review) -> None:
@@ -346,7 +369,9 @@ class MainScreen(Screen):
         self._match_at = (self._match_at + delta) % len(self._matches)
         m = self._matches[self._match_at]
         cluster_id, status = self.model.whereabouts(m.doc) if self.index is not None else (None, m.status)
-        where = f"match {self._match_at + 1}/{len(self._matches)}" + (" (. next, , previous)" if len(self._matches) > 1 else "")
+        where = f"match {self._match_at + 1}/{len(self._matches)}" + (
+            " (. next, , previous)" if len(self._matches) > 1 else ""
+        )
         self.notify(f"{shorten_middle(m.doc_id, 60)}: {status} · {where}", markup=False, timeout=5)
         if cluster_id is not None:
             self.model.select(m.doc)
@@ -358,8 +383,9 @@ class MainScreen(Screen):
             if event.worker.group == "pipeline":
                 self.scanning = False
                 self.query_one("#progress", ScanProgress).stop(f"Failed: {event.worker.error}")
-            self.notify(f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error",
-                        markup=False, timeout=10)
+            self.notify(
+                f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error", markup=False, timeout=10
+            )
 
     # -- showing --------------------------------------------------------------------------
     def show_index(self, index, request: Request | None) -> None:
@@ -378,6 +404,7 @@ class MainScreen(Screen):
 
     def shows_rows(self) -> bool:
         return self.app.screen is self
+
     def update_top(self) -> None:
         view = self.model.view if self.model is not None else None
         width = max(20, self.app.size.width - 2)  # #top's padding
@@ -412,8 +439,10 @@ class MainScreen(Screen):
         if view is None:
             return Text("")
         if widest:
-            return max((first_fitting(self._status_variants(view, sort), width) for sort in SORTS),
-                       key=lambda text: text.cell_len)
+            return max(
+                (first_fitting(self._status_variants(view, sort), width) for sort in SORTS),
+                key=lambda text: text.cell_len,
+            )
         return first_fitting(self._status_variants(view, view.sort), width)
 
     def _status_variants(self, view, sort: str) -> list[Text]:
@@ -437,25 +466,53 @@ class MainScreen(Screen):
             return out
 
         return [
-            line([("sort ", SORTS[sort], "s"), ("filter ", named, "f F"), ("keep ", keep_long, "K ^k"),
-                  ("policy ", view.policy, "p")]),
-            line([("sort ", SORTS[sort], ""), ("filter ", flt.replace(",", " "), ""), ("keep ", keep_long, ""),
-                  ("policy ", view.policy, "")]),
-            line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
-                  ("policy ", view.policy, "")]),
-            line([("sort ", short_sort, ""), ("filter ", flt.replace(",", " "), ""), ("keep ", kept_by or "…", ""),
-                  ("", view.policy, "")]),
+            line(
+                [
+                    ("sort ", SORTS[sort], "s"),
+                    ("filter ", named, "f F"),
+                    ("keep ", keep_long, "K ^k"),
+                    ("policy ", view.policy, "p"),
+                ]
+            ),
+            line(
+                [
+                    ("sort ", SORTS[sort], ""),
+                    ("filter ", flt.replace(",", " "), ""),
+                    ("keep ", keep_long, ""),
+                    ("policy ", view.policy, ""),
+                ]
+            ),
+            line(
+                [
+                    ("sort ", short_sort, ""),
+                    ("filter ", flt.replace(",", " "), ""),
+                    ("keep ", kept_by or "…", ""),
+                    ("policy ", view.policy, ""),
+                ]
+            ),
+            line(
+                [
+                    ("sort ", short_sort, ""),
+                    ("filter ", flt.replace(",", " "), ""),
+                    ("keep ", kept_by or "…", ""),
+                    ("", view.policy, ""),
+                ]
+            ),
         ]
 
     def summary_text(self, width: int) -> Text:
         """The counts on one line, in fewer words when narrow; on two lines (broken between two
         counts) only when even those do not fit."""
         if self.index is None:
-            return Text(("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet",
-                        style="dim")
+            return Text(
+                ("Opening…" if self._opening else "Scanning…") if self.scanning else "No clusters yet", style="dim"
+            )
         view = self.model.view
         c = self.index.counts
-        stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != (view.threshold, view.policy)
+        stale = self.model.needs_rebuild() and (self.index.threshold, self.index.policy) != (
+            view.threshold,
+            view.policy,
+        )
         partial = self.partial
         corpus_docs = partial.corpus_documents if partial else c.documents
         kept = f"{corpus_docs - c.removed:,}" if partial else f"{c.kept:,}"
@@ -465,24 +522,38 @@ class MainScreen(Screen):
         sources, references = self._source_counts(c.documents)
         roles = ""
         if sources > 1 or references:
-            roles = f" ({sources:,} sources" + (f", {references:,} reference{'s' if references > 1 else ''})"
-                                                 if references else ")")
-        short_roles = f" ({sources:,} src, {references:,} ref)" if references else (f" ({sources:,} src)" if roles else "")
+            roles = f" ({sources:,} sources" + (
+                f", {references:,} reference{'s' if references > 1 else ''})" if references else ")"
+            )
+        short_roles = (
+            f" ({sources:,} src, {references:,} ref)" if references else (f" ({sources:,} src)" if roles else "")
+        )
         full = [
-            (f"{c.documents:,}", f" of {corpus_docs:,} documents (those with a duplicate)" if partial
-             else " documents" + roles),
-            (f"{c.exact_groups:,}", f" exact group{'s' * (c.exact_groups != 1)} ({c.exact_duplicates:,} "
-                                    f"cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
+            (
+                f"{c.documents:,}",
+                f" of {corpus_docs:,} documents (those with a duplicate)" if partial else " documents" + roles,
+            ),
+            (
+                f"{c.exact_groups:,}",
+                f" exact group{'s' * (c.exact_groups != 1)} ({c.exact_duplicates:,} "
+                f"cop{'y' if c.exact_duplicates == 1 else 'ies'})",
+            ),
             (f"{c.pairs_at_threshold:,}", f" near pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
-            (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)}: {decided_clusters:,} decided, "
-                                f"{to_review:,} to review"),
-            (kept, " kept"), (f"{c.removed:,}", " removed")]
+            (
+                f"{c.clusters:,}",
+                f" cluster{'s' * (c.clusters != 1)}: {decided_clusters:,} decided, {to_review:,} to review",
+            ),
+            (kept, " kept"),
+            (f"{c.removed:,}", " removed"),
+        ]
         short = [
             (f"{c.documents:,}", f" of {corpus_docs:,} documents" if partial else " docs" + short_roles),
             (f"{c.exact_groups:,}", f" exact ({c.exact_duplicates:,} cop{'y' if c.exact_duplicates == 1 else 'ies'})"),
             (f"{c.pairs_at_threshold:,}", f" pair{'s' * (c.pairs_at_threshold != 1)} ≥ {t}"),
             (f"{c.clusters:,}", f" cluster{'s' * (c.clusters != 1)} ({to_review:,} to review)"),
-            (kept, " kept"), (f"{c.removed:,}", " removed")]
+            (kept, " kept"),
+            (f"{c.removed:,}", " removed"),
+        ]
 
         def line(parts, breaks_at: int | None = None) -> Text:
             out = Text()
@@ -544,7 +615,6 @@ class MainScreen(Screen):
             self._rows.clear()
         self._rows.update(rows)
 
-
     @property
     def pages(self) -> int:
         return max(1, -(-len(self.index.labels) // self.PAGE)) if self.index is not None else 1
@@ -587,8 +657,9 @@ class MainScreen(Screen):
         width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
 
         view = self.model.view
-        short_listing = SHORT_SORTS.get(view.sort, view.sort) + ("" if view.filter == "all" else
-                                                                  " · " + view.filter.replace(",", " "))
+        short_listing = SHORT_SORTS.get(view.sort, view.sort) + (
+            "" if view.filter == "all" else " · " + view.filter.replace(",", " ")
+        )
 
         def title(head: str, page: str, keys: str, listing: str = listing) -> Text:
             out = Text(head, style="bold")
@@ -600,12 +671,15 @@ class MainScreen(Screen):
             return out
 
         # the last one wraps (the title grows to two rows) rather than lose its filter
-        return first_fitting([
-            title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages} (< >)", " (s, f)"),
-            title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages}", ""),
-            title(shown, f" · p{self.page + 1}/{self.pages}", ""),
-            title(shown, f" · p{self.page + 1}/{self.pages}", "", short_listing),
-        ], width)
+        return first_fitting(
+            [
+                title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages} (< >)", " (s, f)"),
+                title(f"Clusters {shown}", f" · page {self.page + 1}/{self.pages}", ""),
+                title(shown, f" · p{self.page + 1}/{self.pages}", ""),
+                title(shown, f" · p{self.page + 1}/{self.pages}", "", short_listing),
+            ],
+            width,
+        )
 
     def show_members(self) -> None:
         """The cursor's cluster's members, the cursor's document selected."""
@@ -621,8 +695,15 @@ class MainScreen(Screen):
         # enough chunks to show the document to focus
         count = (int(hit[0]) // table.CHUNK + 1) * table.CHUNK if len(hit) else table.CHUNK
         rows = self._previews(members[:count].tolist(), 240)
-        table.fill(index, cluster_id, members, rows, count, decided=self.model.is_decided,
-                   being_removed=self.model.is_being_removed)
+        table.fill(
+            index,
+            cluster_id,
+            members,
+            rows,
+            count,
+            decided=self.model.is_decided,
+            being_removed=self.model.is_being_removed,
+        )
         self.update_members_title()
         table.move_cursor(row=int(hit[0]) if len(hit) else 0, animate=False)
         self.show_member_info()
@@ -637,9 +718,17 @@ class MainScreen(Screen):
         if table.loaded < table.total:
             title.append(f" ({table.loaded:,} shown, more as you scroll)", style="dim")
         width = (self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2) - 2
-        update_static(self.query_one("#members-title", Static), first_fitting([
-            Text.assemble(title, ("  enter: diff · k keep · x remove · n not dup · N none · a accept", "dim")),
-            Text.assemble(title, ("  enter diff · k x n N a", "dim")), title], width))
+        update_static(
+            self.query_one("#members-title", Static),
+            first_fitting(
+                [
+                    Text.assemble(title, ("  enter: diff · k keep · x remove · n not dup · N none · a accept", "dim")),
+                    Text.assemble(title, ("  enter diff · k x n N a", "dim")),
+                    title,
+                ],
+                width,
+            ),
+        )
 
     def show_member_info(self) -> None:
         o = self.model.cursor.doc if self.index is not None else None
@@ -669,8 +758,9 @@ class MainScreen(Screen):
         update_static(info, t)
         self.show_preview(o)
 
-    def _member_line(self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int,
-                     sim: float = float("nan")) -> Text:
+    def _member_line(
+        self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int, sim: float = float("nan")
+    ) -> Text:
         """The selected document: its id, length, why; what it duplicates (the kept document, its
         reference everywhere), and through whom (the member it copies or that links it)."""
         ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
@@ -734,11 +824,14 @@ class MainScreen(Screen):
         self.query_one("#preview-title", Static).set_class(cut, "-cut")
         if cut:
             title.append("\n")
-            title.append(short_notice(left_shown, right_shown if o != kept else Shown("", 0), ("kept", "other")),
-                         style="italic bold")
+            title.append(
+                short_notice(left_shown, right_shown if o != kept else Shown("", 0), ("kept", "other")),
+                style="italic bold",
+            )
         update_static(self.query_one("#preview-title", Static), title)
-        self.query_one("#preview", PairDiff).show((kept, o), left_shown, right_shown if o != kept else None,
-                                                  sync_chars=self.PREVIEW_SYNC_CHARS)
+        self.query_one("#preview", PairDiff).show(
+            (kept, o), left_shown, right_shown if o != kept else None, sync_chars=self.PREVIEW_SYNC_CHARS
+        )
         self._drawn_after_refresh()
 
     def _drawn_after_refresh(self) -> None:
@@ -833,9 +926,28 @@ class MainScreen(Screen):
             return None if self.index is None else True
         if action in ("tune", "audit"):  # works on the stored pairs themselves
             return None if self.graph is None else True
-        if action in ("keep", "remove", "not_duplicate", "none_duplicates", "accept", "bulk_accept", "note",
-                      "open_pair", "export", "page", "cycle_sort", "cycle_filter", "type_filter", "cycle_keep_rule",
-                      "keep_by_field", "undo", "redo", "next_match", "cluster", "change"):
+        if action in (
+            "keep",
+            "remove",
+            "not_duplicate",
+            "none_duplicates",
+            "accept",
+            "bulk_accept",
+            "note",
+            "open_pair",
+            "export",
+            "page",
+            "cycle_sort",
+            "cycle_filter",
+            "type_filter",
+            "cycle_keep_rule",
+            "keep_by_field",
+            "undo",
+            "redo",
+            "next_match",
+            "cluster",
+            "change",
+        ):
             return None if self.index is None else True
         return True
 
@@ -855,8 +967,7 @@ class MainScreen(Screen):
         self.render_list()
 
     def action_change(self, _delta: int) -> None:
-        self.notify("] [ go through the changes in the pair view (enter opens it); + - move the threshold",
-                    timeout=4)
+        self.notify("] [ go through the changes in the pair view (enter opens it); + - move the threshold", timeout=4)
 
     def action_type_threshold(self) -> None:
         def validate(text: str) -> str | None:
@@ -883,8 +994,9 @@ class MainScreen(Screen):
         extra = self.model.view.id_widening
         now, then = members.id_room(extra), members.id_room(extra + cells)
         if then == now:
-            self.notify(f"The id column is {now} cells, as {'wide' if cells > 0 else 'narrow'} as it goes here",
-                        timeout=2)
+            self.notify(
+                f"The id column is {now} cells, as {'wide' if cells > 0 else 'narrow'} as it goes here", timeout=2
+            )
             return
         self.model.set_id_widening(members.widening_for(then))
         self.review.remember_view()
@@ -914,6 +1026,7 @@ class MainScreen(Screen):
 
     def action_keep_by_field(self) -> None:
         """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
+
         def done(rule: str | None) -> None:
             if rule:
                 self.review.set_keep_rule(rule)
@@ -925,10 +1038,16 @@ class MainScreen(Screen):
             with Project(db) as project:
                 return keep_rules.check_keep_rule(project, text)
 
-        self.app.push_screen(AskScreen("Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes "
-                                       "last), first or longest. Clusters you decided keep theirs.",
-                                       current if ":" in current else "",
-                                       placeholder="e.g. max:date, max:score", parse=parse), done)
+        self.app.push_screen(
+            AskScreen(
+                "Keep rule: max:FIELD or min:FIELD (highest / lowest value; no value comes "
+                "last), first or longest. Clusters you decided keep theirs.",
+                current if ":" in current else "",
+                placeholder="e.g. max:date, max:score",
+                parse=parse,
+            ),
+            done,
+        )
 
     def action_cycle_filter(self) -> None:
         """Which clusters the list shows: all, undecided, with a near duplicate, exact copies only
@@ -938,20 +1057,28 @@ class MainScreen(Screen):
 
     def action_type_filter(self) -> None:
         """Filter by size and lowest similarity, with or without the named filters."""
+
         def done(flt: str | None) -> None:
             if flt is not None:
                 self.model.set_filter(flt)
                 self._after_relist()
-                self.notify("Showing every cluster" if flt == "all" else f"Showing clusters: {flt.replace(',', ', ')}",
-                            timeout=3)
+                self.notify(
+                    "Showing every cluster" if flt == "all" else f"Showing clusters: {flt.replace(',', ', ')}",
+                    timeout=3,
+                )
 
         current = self.model.view.filter
         from ...review.index import parse_filter
 
-        self.app.push_screen(AskScreen("Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, "
-                                       "near, exact; empty for all", "" if current == "all" else
-                                       current.replace(",", " "), placeholder="e.g. size>=5 sim<=0.9 undecided",
-                                       parse=parse_filter), done)
+        self.app.push_screen(
+            AskScreen(
+                "Filter: size>=N size<=N sim>=X sim<=X (lowest similarity), undecided, near, exact; empty for all",
+                "" if current == "all" else current.replace(",", " "),
+                placeholder="e.g. size>=5 sim<=0.9 undecided",
+                parse=parse_filter,
+            ),
+            done,
+        )
 
     def action_page(self, delta: int) -> None:
         new = min(max(self.page + delta, 0), self.pages - 1)
@@ -977,18 +1104,23 @@ class MainScreen(Screen):
         if not self._admitted():
             return
         cluster_id = self._cluster_id
-        self.review.decide_cluster("Say none are duplicates", self.review.shown.unseen(cluster_id),
-                                   lambda: self.model.plan_none_duplicates(cluster_id))
+        self.review.decide_cluster(
+            "Say none are duplicates",
+            self.review.shown.unseen(cluster_id),
+            lambda: self.model.plan_none_duplicates(cluster_id),
+        )
 
     def action_accept(self) -> None:
         if not self._admitted():
             return
         cluster_id = self._cluster_id
-        self.review.decide_cluster("Accept the cluster", self.review.shown.unseen(cluster_id),
-                                   lambda: self.model.plan_accept(cluster_id))
+        self.review.decide_cluster(
+            "Accept the cluster", self.review.shown.unseen(cluster_id), lambda: self.model.plan_accept(cluster_id)
+        )
 
     def action_bulk_accept(self) -> None:
         """Accept many clusters at once, with their count shown first; one undo step takes it back."""
+
         def valid(text: str) -> str | None:
             try:
                 v = float(text)
@@ -1002,21 +1134,36 @@ class MainScreen(Screen):
             at_least = float(text)
             cluster_ids, removed = self.model.bulk_candidates(at_least)
             if not cluster_ids:
-                self.notify(f"No listed cluster to review has all its similarities ≥ {at_least:.2f}", severity="warning")
+                self.notify(
+                    f"No listed cluster to review has all its similarities ≥ {at_least:.2f}", severity="warning"
+                )
                 return
 
             def confirmed(answer: str | None) -> None:
                 if answer:
                     self.review.act(lambda: self.model.plan_bulk_accept(cluster_ids))
 
-            self.app.push_screen(AskScreen(
-                f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? "
-                "Type yes (u undoes it in one step)",
-                placeholder="yes", validate=lambda t: None if t.strip().lower() in ("y", "yes") else
-                "Type yes to accept them, esc to cancel"), confirmed)
+            self.app.push_screen(
+                AskScreen(
+                    f"Accept {len(cluster_ids):,} clusters ({removed:,} documents removed)? "
+                    "Type yes (u undoes it in one step)",
+                    placeholder="yes",
+                    validate=lambda t: (
+                        None if t.strip().lower() in ("y", "yes") else "Type yes to accept them, esc to cancel"
+                    ),
+                ),
+                confirmed,
+            )
 
-        self.app.push_screen(AskScreen("Accept every listed cluster to review whose lowest similarity is at "
-                                       "least this (1 = exact copies only):", "1.00", validate=valid), chosen)
+        self.app.push_screen(
+            AskScreen(
+                "Accept every listed cluster to review whose lowest similarity is at "
+                "least this (1 = exact copies only):",
+                "1.00",
+                validate=valid,
+            ),
+            chosen,
+        )
 
     def action_note(self) -> None:
         o = self.selected_doc()
@@ -1069,19 +1216,26 @@ class MainScreen(Screen):
     def action_export(self) -> None:
         if self.partial:
             inputs = " ".join(shlex.quote(p) for p in self.partial.inputs)
-            self.notify(f"This project holds only the documents with a duplicate; write the curated corpus on the "
-                        f"cluster:\ndedup-tui cluster-export {shlex.quote(str(self.spec.db))} {inputs} "
-                        f"--threshold {self.threshold:.2f} --policy {self.policy} --out CURATED_DIR",
-                        title="Partial view", severity="warning", timeout=20, markup=False)
+            self.notify(
+                f"This project holds only the documents with a duplicate; write the curated corpus on the "
+                f"cluster:\ndedup-tui cluster-export {shlex.quote(str(self.spec.db))} {inputs} "
+                f"--threshold {self.threshold:.2f} --policy {self.policy} --out CURATED_DIR",
+                title="Partial view",
+                severity="warning",
+                timeout=20,
+                markup=False,
+            )
             return
         default = default_export_path(self.spec.db)
         if self.last_export is not None:
             default = self.last_export
         kept_by = self.index.clustering.kept_by if self.index is not None else None
-        self.app.push_screen(ExportScreen(default, self.threshold, self.policy, self.floor,
-                                          project_protected(self.project),
-                                          keep=kept_by or ""),
-                             self._export_chosen)
+        self.app.push_screen(
+            ExportScreen(
+                default, self.threshold, self.policy, self.floor, project_protected(self.project), keep=kept_by or ""
+            ),
+            self._export_chosen,
+        )
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
         if request is None:
@@ -1097,7 +1251,11 @@ class MainScreen(Screen):
         try:
             logs = request.logs
             result = curated.export_curated(
-                project, request.threshold, request.policy, request.out, fmt=request.fmt,
+                project,
+                request.threshold,
+                request.policy,
+                request.out,
+                fmt=request.fmt,
                 removed_out=curated.beside(request.out, "removed.jsonl") if logs else None,
                 decisions_out=curated.beside(request.out, "decisions.jsonl") if logs else None,
                 manifest_out=curated.beside(request.out, "manifest.json") if logs else None,
@@ -1112,5 +1270,6 @@ class MainScreen(Screen):
         self.notify(
             f"Exported {r.kept:,} kept documents to {r.out}; {r.removed:,} removed "
             f"({r.exact:,} exact, {r.near:,} near, {r.reviewer:,} by reviewer), {r.decisions_line()}",
-            markup=False, timeout=8,
+            markup=False,
+            timeout=8,
         )

@@ -138,8 +138,16 @@ class PairScreen(Screen):
         k = int((project.scan_params() or {}).get("k", 5))
         k = k if self.jaccard is None and not self.jaccard_unknown else 0
         # short texts: the diff now (a few ms), shown with the documents in one repaint
-        if not self.query_one(PairDiff).show(self._key, left, right, aligned=self.aligned, normalized=self.normalized,
-                                             jaccard_k=k, sync_chars=self.SYNC_CHARS, then=self._diffed):
+        if not self.query_one(PairDiff).show(
+            self._key,
+            left,
+            right,
+            aligned=self.aligned,
+            normalized=self.normalized,
+            jaccard_k=k,
+            sync_chars=self.SYNC_CHARS,
+            then=self._diffed,
+        ):
             self.refresh_view()
 
     def _stored_jaccard(self) -> float | None:
@@ -179,8 +187,10 @@ class PairScreen(Screen):
         pos = index.position(self.cluster_id)
         if pos is not None:
             header.append(f"  · cluster {pos + 1:,}/{len(index.labels):,} ({{ }})", style="dim")
-        notice = pair_notice(*self.shown, names=("top", "bottom") if self.has_class("-stacked") and not self.aligned
-                             else ("left", "right"))
+        notice = pair_notice(
+            *self.shown,
+            names=("top", "bottom") if self.has_class("-stacked") and not self.aligned else ("left", "right"),
+        )
         if notice:
             header.append("\n")
             header.append(" LONG ", style="reverse bold")
@@ -200,14 +210,22 @@ class PairScreen(Screen):
         header = Text()
         header.append(" JACCARD ", style="reverse bold")
         if self.jaccard is None and self.jaccard_unknown:
-            header.append(" — (not computed: too long) " if short else
-                          " — (no stored pair; not computed for documents this long) ", style="dim")
+            header.append(
+                " — (not computed: too long) "
+                if short
+                else " — (no stored pair; not computed for documents this long) ",
+                style="dim",
+            )
         else:
             header.append(f" {self.jaccard:.3f} " if self.jaccard is not None else " …  ", style="bold")
         if self.jaccard_computed:
             header.append("(computed) " if short else "(below the scan's floor, computed now) ", style="dim")
-        header.append(f" ≥{index.threshold:.2f} {index.policy}" if level else
-                      f" threshold {index.threshold:.2f} · {index.policy}", style="dim")
+        header.append(
+            f" ≥{index.threshold:.2f} {index.policy}"
+            if level
+            else f" threshold {index.threshold:.2f} · {index.policy}",
+            style="dim",
+        )
         if self.normalized:
             header.append(" · case ignored (c)" if short else " · case and spacing ignored (c)", style="dim")
         if self.aligned:
@@ -219,8 +237,11 @@ class PairScreen(Screen):
                 elif at:
                     header.append(f" · change {at}/{changes}" + ("" if short else " ([ ])"), style="dim")
                 else:
-                    header.append(f" · {changes} change{'s' if changes != 1 else ''}" +
-                                  (" ([ ])" if level else " ([ ] go through them)"), style="dim")
+                    header.append(
+                        f" · {changes} change{'s' if changes != 1 else ''}"
+                        + (" ([ ])" if level else " ([ ] go through them)"),
+                        style="dim",
+                    )
         members = self.members()
         pos = np.flatnonzero(members == self.right)
         if len(pos):
@@ -229,7 +250,7 @@ class PairScreen(Screen):
 
     @staticmethod
     def _title(index, o: int, name: str, doc_id: str, other: str, width: int) -> Text:
-        """"left: ID  STATUS · why" in `width` cells: the id whole when it fits, the reason
+        """ "left: ID  STATUS · why" in `width` cells: the id whole when it fits, the reason
         dropped first (at 120x40 "right: man1…_alpha_…ncel.1  near · near duplicate (≥ 0.80)" cut
         the one thing that tells the pages apart to repeat the header), shortened where it differs
         from `other` when even that is too long."""
@@ -258,8 +279,7 @@ class PairScreen(Screen):
 
     def action_toggle_layout(self) -> None:
         if self.aligned:
-            self.notify("Aligned lines are always side by side: l shows the text flowing, then w stacks it",
-                        timeout=4)
+            self.notify("Aligned lines are always side by side: l shows the text flowing, then w stacks it", timeout=4)
             return
         stacked = self.has_class("-stacked")
         self.layout_choice = "side" if stacked else "stacked"
@@ -370,8 +390,7 @@ class PairScreen(Screen):
 
     def action_none_duplicates(self) -> None:
         cluster_id = self.cluster_id
-        self._decide_cluster("Say none are duplicates",
-                             lambda: self.review.model.plan_none_duplicates(cluster_id))
+        self._decide_cluster("Say none are duplicates", lambda: self.review.model.plan_none_duplicates(cluster_id))
 
     def action_note(self) -> None:
         o = self.right

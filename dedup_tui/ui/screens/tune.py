@@ -3,8 +3,8 @@ borderline review queue. Numbers come from engine.curate.tune, computed in worke
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.cells import cell_len
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -58,8 +58,13 @@ def stats_renderable(r: tune.TuneReport) -> Table | Text:
         scan.append(f"LSH {bands}×{rows}: P(found) {p_t:.3f} at {r.threshold:.2f}, {p_f:.3f} at the floor")
     out.add_row(scan)
     if e is None:
-        out.add_row(Text("No labels yet: press L to label pairs sampled around the threshold; "
-                         "precision, recall and a recommended threshold follow from them.", style="dim"))
+        out.add_row(
+            Text(
+                "No labels yet: press L to label pairs sampled around the threshold; "
+                "precision, recall and a recommended threshold follow from them.",
+                style="dim",
+            )
+        )
     else:
         # what the labels say at the threshold and the recommendation first (at 80x24 the bins
         # below them scroll), then the bins they come from
@@ -71,18 +76,27 @@ def stats_renderable(r: tune.TuneReport) -> Table | Text:
         recommend = Text()
         recommend.append(f"Target {e.target:.0%} ( ): ", style="bold")
         if e.too_few_labels:
-            recommend.append(f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; "
-                             "L labels more)", style="italic")
+            recommend.append(
+                f"too few labels to recommend ({e.labelled} of {tune.MIN_LABELS_TO_RECOMMEND}; L labels more)",
+                style="italic",
+            )
         elif e.recommended is None:
             recommend.append("no threshold reaches it yet", style="italic")
         else:
             recommend.append(f"{e.recommended:.2f}", style="bold reverse")
-            recommend.append(f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
-                             f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (= applies)")
+            recommend.append(
+                f"  precision ≈ {_pct(e.recommended_precision)} (worst case "
+                f"{_pct(e.recommended_precision_low)}), recall ≈ {_pct(e.recommended_recall)}  (= applies)"
+            )
         out.add_row(recommend)
         t = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        for name, just in (("bin", "left"), ("pairs", "right"), ("lab.", "right"), ("prec.", "right"),
-                           ("95% Wilson", "left")):
+        for name, just in (
+            ("bin", "left"),
+            ("pairs", "right"),
+            ("lab.", "right"),
+            ("prec.", "right"),
+            ("95% Wilson", "left"),
+        ):
             t.add_column(name, justify=just, no_wrap=True)
         for b in e.bins:
             n = b.duplicate + b.not_duplicate
@@ -90,8 +104,14 @@ def stats_renderable(r: tune.TuneReport) -> Table | Text:
                 continue
             here = b.lo <= r.threshold < b.hi or (b.hi == 1.0 and r.threshold >= b.lo)
             style = "bold" if here else ""
-            t.add_row(f"{b.lo:.2f}–{b.hi:.2f}", f"{b.population:,}", str(n), _pct(b.precision),
-                      f"{b.ci[0]:.2f}–{b.ci[1]:.2f}", style=style)
+            t.add_row(
+                f"{b.lo:.2f}–{b.hi:.2f}",
+                f"{b.population:,}",
+                str(n),
+                _pct(b.precision),
+                f"{b.ci[0]:.2f}–{b.ci[1]:.2f}",
+                style=style,
+            )
         out.add_row(t)
     if r.shingles:
         s = Text()
@@ -211,9 +231,11 @@ class TuneScreen(Screen):
         self.refresh_bindings()
 
     # the chains table's headers, shorter as the pane narrows (a header wider than the pane was cut)
-    CHAIN_HEADERS = [("cluster (kept)", "size", "weakest", "most distant pair", "cut"),
-                     ("kept", "size", "weakest", "farthest pair", "cut"),
-                     ("kept", "size", "min", "far pair", "cut")]
+    CHAIN_HEADERS = [
+        ("cluster (kept)", "size", "weakest", "most distant pair", "cut"),
+        ("kept", "size", "weakest", "farthest pair", "cut"),
+        ("kept", "size", "min", "far pair", "cut"),
+    ]
     FAR_ID_MIN = 20  # cells of each most distant id below which the pair leaves the table for a line under it
 
     def _chains_room(self) -> int:
@@ -238,8 +260,10 @@ class TuneScreen(Screen):
         kept_ids = [literal_line(ch.label_id) for ch in r.chains]
         pad = 2 * len(self.CHAIN_HEADERS[0])  # DataTable's one cell of padding each side of each column
         for headers in self.CHAIN_HEADERS:
-            fixed = pad + sum(max([cell_len(h), *map(cell_len, values)])
-                              for h, values in ((headers[1], sizes), (headers[2], weakest), (headers[4], cuts)))
+            fixed = pad + sum(
+                max([cell_len(h), *map(cell_len, values)])
+                for h, values in ((headers[1], sizes), (headers[2], weakest), (headers[4], cuts))
+            )
             ids = room - fixed
             kept_w = min(40, max(cell_len(headers[0]), ids * 2 // 5))
             far_w = ids - kept_w
@@ -247,13 +271,21 @@ class TuneScreen(Screen):
                 break
         each = max(4, (far_w - 3) // 2)  # the two ids of the most distant pair, " / " between them
         self._far_below = each < self.FAR_ID_MIN and any(
-            cell_len(literal_line(i)) > each for ch in r.chains for i in ch.far_ids)
+            cell_len(literal_line(i)) > each for ch in r.chains for i in ch.far_ids
+        )
         table.clear(columns=True)
         if self._far_below:  # four columns: the kept id gets what the pair had
             for long in self.CHAIN_HEADERS:
                 headers = (long[0], long[1], long[2], long[4])
-                kept_w = min(40, room - 2 * len(headers) - sum(max([cell_len(h), *map(cell_len, values)]) for h, values
-                                                               in zip(headers[1:], (sizes, weakest, cuts))))
+                kept_w = min(
+                    40,
+                    room
+                    - 2 * len(headers)
+                    - sum(
+                        max([cell_len(h), *map(cell_len, values)])
+                        for h, values in zip(headers[1:], (sizes, weakest, cuts))
+                    ),
+                )
                 if kept_w >= cell_len(headers[0]):
                     break
         table.add_columns(*headers)
@@ -268,9 +300,16 @@ class TuneScreen(Screen):
         self.show_far_pair()
         title = Text(f"Chained clusters at {r.threshold:.2f}: {len(r.chains)}", style="bold")
         side = self.query_one("#tune-side").size.width or self.app.size.width
-        self.query_one("#chains-title", Static).update(first_fitting([
-            Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) b break · g open", "dim")),
-            Text.assemble(title, ("  b break · g open", "dim")), title], side - 2))
+        self.query_one("#chains-title", Static).update(
+            first_fitting(
+                [
+                    Text.assemble(title, (f"  (< {r.threshold - 0.2:.2f} inside) b break · g open", "dim")),
+                    Text.assemble(title, ("  b break · g open", "dim")),
+                    title,
+                ],
+                side - 2,
+            )
+        )
 
     def show_far_pair(self) -> None:
         """Under the chains table, when the table has no room for it: the selected chain's two most
@@ -304,8 +343,11 @@ class TuneScreen(Screen):
             tail.append("  recommended ", style="dim")
             tail.append(f"{e.recommended:.2f}", style="bold")
             tail.append(" (=)", style="dim")
-        if self.report is None or self.report.threshold != self.review.threshold or (
-                self.report.estimates is not None and self.report.estimates.target != self.target):
+        if (
+            self.report is None
+            or self.report.threshold != self.review.threshold
+            or (self.report.estimates is not None and self.report.estimates.target != self.target)
+        ):
             tail.append("  computing…", style="dim italic")
 
         def head(threshold: str, target: str) -> Text:
@@ -316,8 +358,14 @@ class TuneScreen(Screen):
             t.append(target.format(target=self.target), style="dim")
             return Text.assemble(t, tail)
 
-        line = first_fitting([head("({policy}; + - moves)", " · target precision {target:.0%} (( ) moves)"),
-                              head("+ -", " · target {target:.0%} ( )"), head("", " · target {target:.0%}")], width)
+        line = first_fitting(
+            [
+                head("({policy}; + - moves)", " · target precision {target:.0%} (( ) moves)"),
+                head("+ -", " · target {target:.0%} ( )"),
+                head("", " · target {target:.0%}"),
+            ],
+            width,
+        )
         keys = "L: label pairs · S: SVG · j: labels JSONL · esc: back"
         if self.has_class("-narrow"):
             keys = ("v: numbers · " if self.has_class("-plots") else "v: plots · ") + keys
@@ -326,8 +374,9 @@ class TuneScreen(Screen):
 
     def on_worker_state_changed(self, event) -> None:
         if event.state == WorkerState.ERROR and event.worker.group == "tune":
-            self.notify(f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error",
-                        markup=False, timeout=10)
+            self.notify(
+                f"{type(event.worker.error).__name__}: {event.worker.error}", severity="error", markup=False, timeout=10
+            )
 
     # -- actions ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -349,13 +398,19 @@ class TuneScreen(Screen):
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
         if e is None or e.recommended is None or e.too_few_labels:
-            self.notify("No recommendation yet: label pairs first (L)" if e is None or not e.too_few_labels else
-                        f"Too few labels to recommend ({e.labelled}; at least {tune.MIN_LABELS_TO_RECOMMEND} "
-                        "needed)", severity="warning")
+            self.notify(
+                "No recommendation yet: label pairs first (L)"
+                if e is None or not e.too_few_labels
+                else f"Too few labels to recommend ({e.labelled}; at least {tune.MIN_LABELS_TO_RECOMMEND} needed)",
+                severity="warning",
+            )
             return
         self.review.set_threshold(e.recommended)
-        self.notify(f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
-                    f"recall {_pct(e.recommended_recall)}", timeout=4)
+        self.notify(
+            f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
+            f"recall {_pct(e.recommended_recall)}",
+            timeout=4,
+        )
         self.refresh_report()
 
     def action_threshold(self, delta: float) -> None:
@@ -449,8 +504,9 @@ class ReviewScreen(Screen):
     def refill(self) -> None:
         floor, exclude = self.review.floor, self._labelled_ords()
         for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
-            self.queue = tune.review_queue(self.review.graph, self.threshold, floor, per_bin=10, span=span,
-                                             exclude=exclude, seed=self._round)
+            self.queue = tune.review_queue(
+                self.review.graph, self.threshold, floor, per_bin=10, span=span, exclude=exclude, seed=self._round
+            )
             if self.queue:
                 break
         self._round += 1
@@ -494,19 +550,32 @@ class ReviewScreen(Screen):
             if q is not None:
                 edges = tune.bin_edges(self.review.floor)
                 t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
-                t.append(where.format(lo=edges[q.bin], hi=edges[q.bin + 1], t=self.threshold, at=self.pos + 1,
-                                      n=len(self.queue)), style="dim")
+                t.append(
+                    where.format(
+                        lo=edges[q.bin], hi=edges[q.bin + 1], t=self.threshold, at=self.pos + 1, n=len(self.queue)
+                    ),
+                    style="dim",
+                )
             t.append(done.format(session=session), style="dim")
             return t
 
         width = max(20, self.app.size.width - 2)
-        t = first_fitting([
-            head(" bin {lo:.2f}–{hi:.2f} · threshold {t:.2f} · pair {at}/{n}", " · this session: {session}"),
-            head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
-            head(" pair {at}/{n}", " · {session}")], width)
+        t = first_fitting(
+            [
+                head(" bin {lo:.2f}–{hi:.2f} · threshold {t:.2f} · pair {at}/{n}", " · this session: {session}"),
+                head(" bin {lo:.2f}–{hi:.2f} · pair {at}/{n}", " · session: {session}"),
+                head(" pair {at}/{n}", " · {session}"),
+            ],
+            width,
+        )
         t.append("\n")
-        keys = first_fitting([Text("1 duplicate · 2 not a duplicate (splits the pair) · 0 skip · u undo · esc back"),
-                              Text("1 duplicate · 2 not (splits the pair) · 0 skip · u undo · esc back")], width)
+        keys = first_fitting(
+            [
+                Text("1 duplicate · 2 not a duplicate (splits the pair) · 0 skip · u undo · esc back"),
+                Text("1 duplicate · 2 not (splits the pair) · 0 skip · u undo · esc back"),
+            ],
+            width,
+        )
         t.append(note or keys.plain, style="italic" if note else "dim")
         cut = pair_notice(*self.shown) if q is not None else ""
         if cut:
@@ -520,9 +589,17 @@ class ReviewScreen(Screen):
         q = self.current
         if q is None or not self.review.intake.admit("label", (q.a, q.b), "pair"):
             return
-        a_id, b_id, threshold, policy, author = self._ids[0], self._ids[1], self.threshold, self.review.policy, self.app.author
-        self.app.writer.submit(lambda project: tune.set_label(project, a_id, b_id, label, q.similarity, threshold,
-                                                                policy, author=author), what="the label")
+        a_id, b_id, threshold, policy, author = (
+            self._ids[0],
+            self._ids[1],
+            self.threshold,
+            self.review.policy,
+            self.app.author,
+        )
+        self.app.writer.submit(
+            lambda project: tune.set_label(project, a_id, b_id, label, q.similarity, threshold, policy, author=author),
+            what="the label",
+        )
         self.done.append((self._ids[0], self._ids[1], label))
         if label == "not_duplicate":
             self.changed_decisions = True
@@ -544,7 +621,9 @@ class ReviewScreen(Screen):
         if back is not None:
             self.pos = back
         self.show_next()
-        self.notify(f"Took back: {label} for {literal_line(a_id, 80)} / {literal_line(b_id, 80)}", markup=False, timeout=2)
+        self.notify(
+            f"Took back: {label} for {literal_line(a_id, 80)} / {literal_line(b_id, 80)}", markup=False, timeout=2
+        )
 
     def action_toggle_layout(self) -> None:
         self.layout_choice = "side" if self.has_class("-stacked") else "stacked"

@@ -169,12 +169,14 @@ class AlignedDiffView(LineCacheView, can_focus=True):
                 right = self._side(r.right_lines, r.right_spans, row.right, col)
                 height = max(len(left or [None]), len(right or [None]))
                 for k in range(height):
-                    self._visual.append((
-                        (left[k] if k < len(left) else Text("")) if left is not None else None,
-                        (right[k] if k < len(right) else Text("")) if right is not None else None,
-                        row.kind,
-                        row_number if k == 0 else None,  # the row's index in r.rows, on its first line
-                    ))
+                    self._visual.append(
+                        (
+                            (left[k] if k < len(left) else Text("")) if left is not None else None,
+                            (right[k] if k < len(right) else Text("")) if right is not None else None,
+                            row.kind,
+                            row_number if k == 0 else None,  # the row's index in r.rows, on its first line
+                        )
+                    )
                 if row.kind != EQUAL:
                     self._changes[-1] = (self._changes[-1][0], len(self._visual))
                 row_number += 1

@@ -33,8 +33,8 @@ def x_axis(lo: float, hi: float, width: int, ticks: int = 5) -> Text:
         label = f"{x:.2f}"
         col = round(i / ticks * (width - 1))
         start = min(max(col - len(label) // 2, 0), width - len(label))
-        if all(c == " " for c in row[max(start - 1, 0): start + len(label) + 1]):
-            row[start: start + len(label)] = list(label)
+        if all(c == " " for c in row[max(start - 1, 0) : start + len(label) + 1]):
+            row[start : start + len(label)] = list(label)
     return Text(" " * Y_LABEL + "".join(row), style="dim")
 
 
@@ -126,8 +126,11 @@ class HistogramChart(Chart):
         key = (width, id(self.values), self.lo, self.hi)
         if self._cache_key != key:  # rendering again (a marker move, a resize of height) reuses the counts
             self._cache_key = key
-            self._counts = (np.histogram(np.clip(self.values, self.lo, self.hi), bins=edges)[0]
-                            if len(self.values) else np.zeros(width, dtype=np.int64))
+            self._counts = (
+                np.histogram(np.clip(self.values, self.lo, self.hi), bins=edges)[0]
+                if len(self.values)
+                else np.zeros(width, dtype=np.int64)
+            )
         counts = self._counts
         top = float(counts.max()) if len(counts) else 0.0
         least = float(counts[counts > 0].min()) if top > 0 else 0.0
@@ -154,7 +157,9 @@ class HistogramChart(Chart):
                 fill = int(min(max(eighths[c] - level, 0), 8))
                 style = marker_style if c == mark else bar
                 if curve_row is not None and curve_row[c] == r:
-                    line.append("•", style=curve_style + (Style(bgcolor=bar.color) if fill == 8 and c != mark else Style()))
+                    line.append(
+                        "•", style=curve_style + (Style(bgcolor=bar.color) if fill == 8 and c != mark else Style())
+                    )
                 elif fill:
                     line.append(BLOCKS[fill], style=style)
                 elif c == mark:
@@ -195,7 +200,9 @@ class LineChart(Chart):
         hi_y = max(float(y.max()) for y in ys)
         span = hi_y - lo_y or 1.0
         rows = [np.round((hi_y - y) / span * (height - 1)).astype(int) for y in ys]
-        mark = column_of(self.marker, lo_x, hi_x if hi_x > lo_x else lo_x + 1, width) if self.marker is not None else None
+        mark = (
+            column_of(self.marker, lo_x, hi_x if hi_x > lo_x else lo_x + 1, width) if self.marker is not None else None
+        )
         styles = [self.style_of("a"), self.style_of("b")]
         marker_style = self.style_of("marker")
         lines = []

@@ -63,8 +63,11 @@ class AppFooter(Footer):
     def palette_fits(self, shown) -> bool:
         """Whether '^p palette', docked at the right, leaves every key beside it whole (it is
         drawn over the last keys otherwise; ctrl+p and the help still name it)."""
-        keys = sum(self.key_width(self.app.get_key_display(b), b.description)
-                   for b in {entry[1].action: entry[1] for entry in shown}.values() if not self._refused(b.action))
+        keys = sum(
+            self.key_width(self.app.get_key_display(b), b.description)
+            for b in {entry[1].action: entry[1] for entry in shown}.values()
+            if not self._refused(b.action)
+        )
         if getattr(self.app, "read_only", None) is not None:
             keys += len(self.READ_ONLY) + 1
         return keys + len("^p palette") + 3 <= self.app.size.width

@@ -58,9 +58,15 @@ class LineCacheView(ScrollView):
         shorter), only the scrollbar's thumb follows."""
         old, visible = self.virtual_size, self.scrollable_content_region.height
         shown = self.show_vertical_scrollbar
-        if old.width == size.width and old.height and visible and \
-                ((shown and min(old.height, size.height) > visible + 1) or
-                 (not shown and max(old.height, size.height) < visible - 1)):
+        if (
+            old.width == size.width
+            and old.height
+            and visible
+            and (
+                (shown and min(old.height, size.height) > visible + 1)
+                or (not shown and max(old.height, size.height) < visible - 1)
+            )
+        ):
             self.set_reactive(LineCacheView.virtual_size, size)
             if shown:
                 self.vertical_scrollbar.window_virtual_size = size.height

@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import get_current_worker
 
+from ...engine.scanning.similarity import verify_pairs
 from ...engine.text.normalize import normalize
 from ...engine.text.shingle import shingle_sets
-from ...engine.scanning.similarity import verify_pairs
 from .. import window
 from ..diff import AlignedDiff, DiffResult, align_lines, aligned_in_worker, diff, diff_in_worker
 from .aligned import AlignedDiffView
@@ -70,8 +70,9 @@ class PairDiff(Widget):
             super().__init__()
             self.generation, self.result = generation, result
 
-    def __init__(self, *children: Widget, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, *children: Widget, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(*children, name=name, id=id, classes=classes)
         self.key: Hashable = None  # the pair asked for last
         self.diffed = False  # whether its differences are in the views
@@ -101,9 +102,18 @@ class PairDiff(Widget):
         """The view of both documents' lines aligned, if the screen has one (the pair view)."""
         return self._found_views()[2]
 
-    def show(self, key: Hashable, left: window.Shown, right: window.Shown | None, *, aligned: bool = False,
-             normalized: bool = False, jaccard_k: int = 0, sync_chars: int = 0,
-             then: Callable[[Result], None] | None = None) -> bool:
+    def show(
+        self,
+        key: Hashable,
+        left: window.Shown,
+        right: window.Shown | None,
+        *,
+        aligned: bool = False,
+        normalized: bool = False,
+        jaccard_k: int = 0,
+        sync_chars: int = 0,
+        then: Callable[[Result], None] | None = None,
+    ) -> bool:
         """Show a pair: `left` and `right` (None: `left` alone, nothing to diff), what is shown of
         each document. With `aligned` the differences go to the aligned view (line by line), else
         to the two documents; `normalized` ignores differences of case and spacing; `jaccard_k`:
@@ -200,7 +210,7 @@ class PairDiff(Widget):
         stack = self.app.screen_stack
         if self.screen not in stack:
             return False
-        return all(above.styles.background.a < 1 for above in stack[stack.index(self.screen) + 1:])
+        return all(above.styles.background.a < 1 for above in stack[stack.index(self.screen) + 1 :])
 
     def on_show(self) -> None:
         self._announce_unannounced()

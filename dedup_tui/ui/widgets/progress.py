@@ -9,10 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, Static
 
-from ...engine.progress import STAGE_NAMES, describe_rate
 from ...engine.compile.warmup import STAGE as KERNELS_STAGE
+from ...engine.progress import STAGE_NAMES, describe_rate
 from ..text import literal_line
-
 
 
 class StageRow(Horizontal):

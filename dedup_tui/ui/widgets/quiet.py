@@ -24,8 +24,12 @@ def update_static(widget: Static, content: Text | str) -> bool:
     The screen is laid out again unless the old and the new content take the same number of rows
     at the widget's width (wrapped lines counted as Textual wraps them)."""
     shown = getattr(widget, "_quiet_shown", None)
-    if shown is not None and type(shown[0]) is type(content) and shown[0] == content and \
-            getattr(shown[0], "style", None) == getattr(content, "style", None):  # (Text's == leaves its style out)
+    if (
+        shown is not None
+        and type(shown[0]) is type(content)
+        and shown[0] == content
+        and getattr(shown[0], "style", None) == getattr(content, "style", None)
+    ):  # (Text's == leaves its style out)
         return False
     width = widget.content_region.width
     rows = _rows(content, width)

@@ -13,8 +13,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import DataTable
 
-from ...engine.graph.clustering import EXACT, KEPT, NEAR, links_to_kept
-from ...engine.graph.clustering import REVIEWER
+from ...engine.graph.clustering import EXACT, KEPT, NEAR, REVIEWER, links_to_kept
 from ...review.index import ClusterIndex
 from ..text import literal_line, shorten_each, snippet
 
@@ -55,8 +54,10 @@ class RowTable(DataTable):
 
     GAP = "  "  # between fields: what DataTable's one cell of padding each side gives
     # In a list, home/end go to the first/last row (DataTable scrolls sideways on them).
-    BINDINGS = [Binding("home", "scroll_top", "First row", show=False),
-                Binding("end", "scroll_bottom", "Last row", show=False)]
+    BINDINGS = [
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
+    ]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -133,7 +134,9 @@ class RowTable(DataTable):
             return
         self.clear()
         column.label = header
-        self._fit_column(width, shrink=True, size=False)  # (the size once the rows are in: a change lays out the screen)
+        self._fit_column(
+            width, shrink=True, size=False
+        )  # (the size once the rows are in: a change lays out the screen)
         self.append_rows(rows)
 
     def append_rows(self, rows: list[tuple[Text, str]]) -> None:
@@ -191,15 +194,22 @@ class ClusterTable(RowTable):
     def on_mount(self) -> None:  # (RowTable's on_mount runs too: Textual calls each class's handler)
         self.zebra_stripes = True
 
-    def fill(self, index: ClusterIndex, start: int, stop: int, previews: dict[int, tuple[str, str]],
-             progress: Callable[[int], tuple[int, int]] | None = None) -> None:
+    def fill(
+        self,
+        index: ClusterIndex,
+        start: int,
+        stop: int,
+        previews: dict[int, tuple[str, str]],
+        progress: Callable[[int], tuple[int, int]] | None = None,
+    ) -> None:
         """progress(cluster id): (members decided, members to review) with the decisions being
         saved (default: the index's), so a decision shows in its cluster's row at once."""
         counts = []
         for i in range(start, stop):
             cluster_id = int(index.labels[i])
-            done, total = progress(cluster_id) if progress is not None else \
-                (int(index.reviewed[i]), int(index.to_review[i]))
+            done, total = (
+                progress(cluster_id) if progress is not None else (int(index.reviewed[i]), int(index.to_review[i]))
+            )
             counts.append((i, cluster_id, done, total))
         # done and size as wide as this page needs, never cut (0/4918 is not 0/491); the done
         # column's width does not change as members are decided (it fits total/total)
@@ -219,22 +229,43 @@ class ClusterTable(RowTable):
             text_room = room - kept.cell_len - 1
             if text_room >= 4:
                 kept.append(Text(" " + snippet(text, text_room), style="dim"))
-            shown = Text("✓", style="green") if done >= total else \
-                Text(f"{done}/{total}", style="yellow" if done else "dim")
-            rows.append((self.layout_row([
-                (shown, done_w, "left"),
-                (Text(str(int(index.sizes[i]))), size_w, "right"),
-                (_sim(float(index.max_sim[i])), 4, "right"),
-                (_sim(float(index.min_sim[i])), 4, "right"),
-                (kept, kept.cell_len, "left"),
-            ]), str(cluster_id)))
-        header = self.layout_row([(Text("done"), done_w, "left"), (Text("size"), size_w, "right"),
-                                  (Text("max"), 4, "left"), (Text("min"), 4, "left"), (Text("kept document"), 13, "left")])
+            shown = (
+                Text("✓", style="green")
+                if done >= total
+                else Text(f"{done}/{total}", style="yellow" if done else "dim")
+            )
+            rows.append(
+                (
+                    self.layout_row(
+                        [
+                            (shown, done_w, "left"),
+                            (Text(str(int(index.sizes[i]))), size_w, "right"),
+                            (_sim(float(index.max_sim[i])), 4, "right"),
+                            (_sim(float(index.min_sim[i])), 4, "right"),
+                            (kept, kept.cell_len, "left"),
+                        ]
+                    ),
+                    str(cluster_id),
+                )
+            )
+        header = self.layout_row(
+            [
+                (Text("done"), done_w, "left"),
+                (Text("size"), size_w, "right"),
+                (Text("max"), 4, "left"),
+                (Text("min"), 4, "left"),
+                (Text("kept document"), 13, "left"),
+            ]
+        )
         self.set_rows(header, rows)
 
 
-STATUS = {KEPT: ("KEPT", "bold green"), EXACT: ("exact", "yellow"), NEAR: ("near", "yellow"),
-          REVIEWER: ("removed", "red")}
+STATUS = {
+    KEPT: ("KEPT", "bold green"),
+    EXACT: ("exact", "yellow"),
+    NEAR: ("near", "yellow"),
+    REVIEWER: ("removed", "red"),
+}
 REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
@@ -279,10 +310,17 @@ def why(index: ClusterIndex, ord_: int, cluster_id: int) -> str:
     return f"near duplicate (≥ {index.threshold:.2f})"
 
 
-SHORT_WHY = {"reviewer's choice": "your choice", "kept (others removed)": "others removed",
-             "first in corpus order": "first in corpus", "removed by reviewer": "by reviewer",
-             "kept": "kept by you", "reference (never removed)": "reference", "same text as the kept one": "same text",
-             "same text as another member": "copy of a member", "linked via another member": "via a member"}
+SHORT_WHY = {
+    "reviewer's choice": "your choice",
+    "kept (others removed)": "others removed",
+    "first in corpus order": "first in corpus",
+    "removed by reviewer": "by reviewer",
+    "kept": "kept by you",
+    "reference (never removed)": "reference",
+    "same text as the kept one": "same text",
+    "same text as another member": "copy of a member",
+    "linked via another member": "via a member",
+}
 WHY_WIDTH = 16  # the members' why column at most (the short phrasings fit in it)
 MIN_WHY_WIDTH = 5  # ... at least, when the reviewer widened the ids into its room
 
@@ -375,7 +413,7 @@ class MemberTable(RowTable):
         if self._kept_id is None:  # the kept document's id: the others are shortened where they differ from it
             kept = next((o for o in ords if int(c.reason[o]) == KEPT), None)
             self._kept_id = literal_line(rows[kept][0]) if kept in rows else ""
-        ids = shorten_each(full + [self._kept_id], id_room)[:len(full)]  # apart from the kept one's too
+        ids = shorten_each(full + [self._kept_id], id_room)[: len(full)]  # apart from the kept one's too
         whys = [short_why(index, o, cluster_id) for o in ords]
         room = self.TEXT_WIDTH + 40  # cut to the column's width when laid out
         plain = []
@@ -388,8 +426,17 @@ class MemberTable(RowTable):
                 status, style = STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
             sim = reference(c, o)[1]
-            plain.append((o, status + decided, style, "—" if np.isnan(sim) else f"{sim:.2f}", doc_id, reason,
-                          snippet(rows.get(o, ("?", 0, ""))[2], room)))
+            plain.append(
+                (
+                    o,
+                    status + decided,
+                    style,
+                    "—" if np.isnan(sim) else f"{sim:.2f}",
+                    doc_id,
+                    reason,
+                    snippet(rows.get(o, ("?", 0, ""))[2], room),
+                )
+            )
         return plain
 
     def id_room(self, extra: int) -> int:
@@ -413,9 +460,15 @@ class MemberTable(RowTable):
         if cell_len(reason) > why_w:  # the ids were widened into the why column's room
             reason = reason[: why_w - 1] + "…"
         text = text if cell_len(text) <= text_w else text[: text_w - 1] + "…"
-        return self.layout_row([(Text(status, style=style), 7, "left"), (Text(sim), 4, "right"),
-                                (Text(doc_id), id_w, "left"), (Text(reason, style="italic"), why_w, "left"),
-                                (Text(text, style="dim"), cell_len(text), "left")]), str(o)
+        return self.layout_row(
+            [
+                (Text(status, style=style), 7, "left"),
+                (Text(sim), 4, "right"),
+                (Text(doc_id), id_w, "left"),
+                (Text(reason, style="italic"), why_w, "left"),
+                (Text(text, style="dim"), cell_len(text), "left"),
+            ]
+        ), str(o)
 
     @staticmethod
     def _field_widths(plain) -> tuple[int, int]:
@@ -429,13 +482,28 @@ class MemberTable(RowTable):
 
     def _lay_out(self, plain) -> None:
         id_w, why_w = self._widths(plain)
-        header = self.layout_row([(Text("status"), 7, "left"), (Text("sim"), 4, "left"), (Text("id"), id_w, "left"),
-                                  (Text("why"), why_w, "left"), (Text("text"), 4, "left")])
+        header = self.layout_row(
+            [
+                (Text("status"), 7, "left"),
+                (Text("sim"), 4, "left"),
+                (Text("id"), id_w, "left"),
+                (Text("why"), why_w, "left"),
+                (Text("text"), 4, "left"),
+            ]
+        )
         self.set_rows(header, [self._laid(p, id_w, why_w) for p in plain])
         self._shown_rows = plain
 
-    def fill(self, index: ClusterIndex, cluster_id: int, members: np.ndarray, rows: dict[int, tuple[str, int, str]],
-             count: int | None = None, decided=None, being_removed=None) -> None:
+    def fill(
+        self,
+        index: ClusterIndex,
+        cluster_id: int,
+        members: np.ndarray,
+        rows: dict[int, tuple[str, int, str]],
+        count: int | None = None,
+        decided=None,
+        being_removed=None,
+    ) -> None:
         """Show the first `count` (default CHUNK) members; when every row would be the same as
         the ones shown, keep them. decided(ord): whether a decision settles it (a * after its
         status); default: the index's decisions. being_removed(ord): a removal being saved,

@@ -12,6 +12,7 @@ _NIBBLE_LOW = np.uint64(0x1111111111111111)
 
 # -- LSH bands ---------------------------------------------------------------------------------
 
+
 @helper
 def nibble_agreement(packed, x, y, perms):
     """In how many of the perms 4-bit signature positions rows x and y of `packed` agree."""
@@ -52,8 +53,9 @@ def _collide_earlier(sig, tags, x, y, band, rows, band_state):
 
 
 @kernel
-def band_survivors(order, run_start, run_len, packed, perms, min_agree, sig, tags, band, rows, band_state,
-                   n, out, resume):
+def band_survivors(
+    order, run_start, run_len, packed, perms, min_agree, sig, tags, band, rows, band_state, n, out, resume
+):
     """Pairs of one band's buckets (runs of `order`, documents sorted by band key) whose 4-bit
     signatures agree in >= min_agree positions and that share no earlier band already
     reporting them, as lo * n + hi, into out. (`tags`: see _collide_earlier.)

@@ -9,6 +9,7 @@ from ...compile.jit import helper, kernel
 
 # -- components --------------------------------------------------------------------------------
 
+
 @helper
 def _union(parent, x, y):
     """Join the sets of x and y under the smaller root (path halving); False if already one."""

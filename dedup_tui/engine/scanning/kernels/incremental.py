@@ -16,8 +16,9 @@ def _reported_earlier(bucket, usable, x, y, band):
 
 
 @kernel
-def added_band_survivors(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band,
-                         n, out, resume):
+def added_band_survivors(
+    members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n, out, resume
+):
     """Pairs of one band's usable buckets with a new member (run_new[r] new rows first in each
     run, x < m), agreeing in >= min_agree nibbles and reported by no earlier band (bucket:
     (bands, rows) each row's bucket, NO_BUCKET where it is in none with a new row; usable:
@@ -46,8 +47,9 @@ def added_band_survivors(members, run_start, run_len, run_new, packed, perms, mi
     return written
 
 
-def added_band_survivors_reference(members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable,
-                                   band, n) -> list[int]:
+def added_band_survivors_reference(
+    members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
+) -> list[int]:
     """Plain Python twin of added_band_survivors (all at once), for the tests."""
     out = []
     for s, m, nn in zip(run_start.tolist(), run_len.tolist(), run_new.tolist()):

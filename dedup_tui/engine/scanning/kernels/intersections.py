@@ -15,6 +15,7 @@ from .text import TextBuffer
 
 # -- exact intersections -----------------------------------------------------------------------
 
+
 @kernel
 def merge_intersections(values, offsets, ra, rb, out):
     """|A ∩ B| of sorted repeat-free rows ra[p], rb[p] by a branch-free merge."""
@@ -212,8 +213,11 @@ class Intersector:
             # without sorting every fingerprint (1 s and ~350 MB for the 266k summaries of
             # one component among 841k package summaries).
             most_words = min(BITSET_MAX_BYTES // (8 * len(used)), -(-4 * self.merge_work // len(self.ra)) - 1)
-            if (method is None and len(used) > _VOCABULARY_SAMPLE_ROWS
-                    and len(_shared_vocabulary(values, offsets, used[:_VOCABULARY_SAMPLE_ROWS])) > 64 * most_words):
+            if (
+                method is None
+                and len(used) > _VOCABULARY_SAMPLE_ROWS
+                and len(_shared_vocabulary(values, offsets, used[:_VOCABULARY_SAMPLE_ROWS])) > 64 * most_words
+            ):
                 return
             vocab = _shared_vocabulary(values, offsets, used)
             vocab_size = len(vocab)
@@ -230,9 +234,10 @@ class Intersector:
             del tagged
         else:
             starts = range(0, len(used), _BITSET_ROWS_PER_JOB)
-            parallel_map(lambda lo: _bitset_rows(values, offsets, used, vocab,
-                                                 self.bits[lo:lo + _BITSET_ROWS_PER_JOB], lo),
-                         [(lo,) for lo in starts])
+            parallel_map(
+                lambda lo: _bitset_rows(values, offsets, used, vocab, self.bits[lo : lo + _BITSET_ROWS_PER_JOB], lo),
+                [(lo,) for lo in starts],
+            )
         self.values = None  # the bitsets replace them
         local = np.cumsum(in_pair) - 1
         la, lb = local[self.ra], local[self.rb]
@@ -262,6 +267,7 @@ class Intersector:
 
 
 # -- template families ----------------------------------------------------------------------
+
 
 @kernel
 def _top_byte_counts(keys):
@@ -379,8 +385,13 @@ class Family:
         self.parallel_map = parallel_map
         docs = np.ascontiguousarray(docs, np.int64)
         cum = np.cumsum(np.diff(text.offsets)[docs])
-        cuts = np.unique(np.r_[0, np.searchsorted(cum, np.arange(_FAMILY_CHUNK_BYTES, cum[-1] if len(cum) else 0,
-                                                                      _FAMILY_CHUNK_BYTES)), len(docs)])
+        cuts = np.unique(
+            np.r_[
+                0,
+                np.searchsorted(cum, np.arange(_FAMILY_CHUNK_BYTES, cum[-1] if len(cum) else 0, _FAMILY_CHUNK_BYTES)),
+                len(docs),
+            ]
+        )
         chunks = list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
 
         def tagged(lo, hi):
@@ -397,8 +408,11 @@ class Family:
         for i in range(len(parts)):
             _scatter_by_top_byte(parts[i][0], self.keys, next_slot)
             parts[i] = None  # free each part once placed
-        groups = [(g, lo, hi) for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
-                  if hi > lo]
+        groups = [
+            (g, lo, hi)
+            for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
+            if hi > lo
+        ]
 
         thresholds = np.array(RARE_BELOW, np.int64)
         # (counting what each threshold would leave costs ~20 ms a family: only a big one can gain)
@@ -465,7 +479,7 @@ class Family:
 
         def bits_of(g0, g1, held):
             bits = np.zeros((self.rows, (held + 63) // 64), np.uint64)
-            _fill_shared_bits(self.keys[self.bounds[g0]:self.bounds[g1]], bits, below)
+            _fill_shared_bits(self.keys[self.bounds[g0] : self.bounds[g1]], bits, below)
             return bits
 
         inter = np.zeros(len(ra), np.int64)
@@ -474,8 +488,10 @@ class Family:
         # The next slice's bitsets are filled (one thread) while the threads compare the pairs
         # over this one's, and the first's while the pairs are put in tile order; the rare
         # fingerprints are counted on a thread of their own meanwhile.
-        with ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side, \
-                ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side,
+            ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side,
+        ):
             counted = rare_side.submit(self._rare_counts, ra, rb, below) if below > 2 else None
             filled = side.submit(bits_of, *slices[0]) if slices else None
             order = _tile_order(ra, rb, self.rows, widest)
@@ -509,8 +525,13 @@ class Family:
         threshold __init__ did not count: forced by tests, or any but 2 in a small family)."""
         if below == 2 or (self.rare_known and below in RARE_BELOW):
             return self.held_by[:, RARE_BELOW.index(below)]
-        return np.array([int((_holders(self.keys[lo:hi]) >= below).sum())
-                         for lo, hi in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist())], np.int64)
+        return np.array(
+            [
+                int((_holders(self.keys[lo:hi]) >= below).sum())
+                for lo, hi in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist())
+            ],
+            np.int64,
+        )
 
     def _rare_counts(self, ra: np.ndarray, rb: np.ndarray, below: int) -> np.ndarray:
         """Per pair, how many fingerprints held by 2..below-1 texts the two rows share (a row
@@ -539,8 +560,9 @@ def choose_method(values, offsets, ra, rb) -> str:
     return Intersector(values, offsets, ra, rb).method
 
 
-def intersections(values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: np.ndarray,
-                  method: str | None = None) -> np.ndarray:
+def intersections(
+    values: np.ndarray, offsets: np.ndarray, ra: np.ndarray, rb: np.ndarray, method: str | None = None
+) -> np.ndarray:
     """|A ∩ B| for each pair of rows (ra[p], rb[p]) of sorted, repeat-free CSR rows (see
     Intersector)."""
     inter = Intersector(values, offsets, ra, rb, method)

@@ -97,7 +97,7 @@ def shingle_rows(text: TextBuffer, docs: np.ndarray, k: int) -> tuple[np.ndarray
     docs = np.ascontiguousarray(docs, dtype=np.int64)
     values_parts, size_parts = [], []
     for lo in range(0, len(docs), _ROWS_PER_SORT):
-        part = docs[lo:lo + _ROWS_PER_SORT]
+        part = docs[lo : lo + _ROWS_PER_SORT]
         row_starts = np.empty(len(part) + 1, np.int64)
         keys = packed_fingerprints(text.data, text.offsets, part, k, FINGERPRINT_BITS, row_starts, -1)
         _sort_in_slices(keys, row_starts)

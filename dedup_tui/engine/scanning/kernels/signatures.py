@@ -26,6 +26,7 @@ _TAG_VALUES = np.uint64(TAG_VALUES)
 
 # -- shingle hashes ----------------------------------------------------------------------------
 
+
 @helper
 def _mix64(h):
     h ^= h >> np.uint64(30)
@@ -166,7 +167,6 @@ def _fill_sketch(smallest, out):
         out[i] = 0 if smallest[i] == _NO_FINGERPRINT else (smallest[i] >> _SKETCH_SHIFT) % _TAG_VALUES + 1
 
 
-
 def signatures(data, offsets, docs, k, a, b, out, sketch_of=None, sketches=None):
     """MinHash signatures of the texts `docs` into out (len(docs), num_perm):
     min over shingle hashes h of (a_j * (h >> 32) + b_j) mod 2^32 (minhash.MinHasher).
@@ -183,8 +183,17 @@ _NO_PERMUTATIONS = np.zeros(0, np.uint32)
 
 def text_sketches(text: TextBuffer, docs: np.ndarray, k: int, sketch_of: np.ndarray, sketches: np.ndarray) -> None:
     """The sketches of the texts `docs` (those with sketch_of[row] >= 0) from their text."""
-    _signatures(text.data, text.offsets, np.ascontiguousarray(docs, np.int64), k, _NO_PERMUTATIONS,
-                _NO_PERMUTATIONS, np.empty((len(docs), 0), np.uint32), sketch_of, sketches)
+    _signatures(
+        text.data,
+        text.offsets,
+        np.ascontiguousarray(docs, np.int64),
+        k,
+        _NO_PERMUTATIONS,
+        _NO_PERMUTATIONS,
+        np.empty((len(docs), 0), np.uint32),
+        sketch_of,
+        sketches,
+    )
 
 
 @kernel

@@ -17,7 +17,7 @@ class TextBuffer:
         self.data, self.offsets = data, offsets
 
     @classmethod
-    def from_texts(cls, texts: list[str]) -> "TextBuffer":
+    def from_texts(cls, texts: list[str]) -> TextBuffer:
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
@@ -25,7 +25,7 @@ class TextBuffer:
         return cls(data, offsets)
 
     @classmethod
-    def concat(cls, parts: list["TextBuffer"]) -> "TextBuffer":
+    def concat(cls, parts: list[TextBuffer]) -> TextBuffer:
         if not parts:
             return cls(np.empty(0, np.uint8), np.zeros(1, np.int64))
         data = np.concatenate([p.data for p in parts])
@@ -34,7 +34,7 @@ class TextBuffer:
         np.cumsum(sizes, out=offsets[1:])
         return cls(data, offsets)
 
-    def take(self, rows: np.ndarray) -> "TextBuffer":
+    def take(self, rows: np.ndarray) -> TextBuffer:
         """The texts `rows` (increasing) as a TextBuffer of their own: each run of consecutive
         rows copied as one slice (a view when there is one run; TextBuffer.concat copies)."""
         if not len(rows):
@@ -42,7 +42,7 @@ class TextBuffer:
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
         firsts = rows[np.r_[0, breaks]].tolist()
         lasts = rows[np.r_[breaks - 1, len(rows) - 1]].tolist()
-        runs = [self.data[self.offsets[a]:self.offsets[b + 1]] for a, b in zip(firsts, lasts)]
+        runs = [self.data[self.offsets[a] : self.offsets[b + 1]] for a, b in zip(firsts, lasts)]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(np.diff(self.offsets)[rows], out=offsets[1:])
         return TextBuffer(runs[0] if len(runs) == 1 else np.concatenate(runs), offsets)
@@ -93,8 +93,10 @@ def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
     return _case_tables
 
 
-_ASCII_TABLES = (np.array([ord(chr(c).lower()) for c in range(128)], np.int32),
-                 np.array([chr(c).isspace() for c in range(128)], np.bool_))
+_ASCII_TABLES = (
+    np.array([ord(chr(c).lower()) for c in range(128)], np.int32),
+    np.array([chr(c).isspace() for c in range(128)], np.bool_),
+)
 
 
 @kernel
@@ -120,8 +122,12 @@ def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
                 cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
                 size = 3
             else:
-                cp = (((b0 & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
-                      | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+                cp = (
+                    ((b0 & 0x07) << 18)
+                    | ((np.int64(data[i + 1]) & 0x3F) << 12)
+                    | ((np.int64(data[i + 2]) & 0x3F) << 6)
+                    | (np.int64(data[i + 3]) & 0x3F)
+                )
                 size = 4
             i += size
             if cp < 0x10000 and space[cp]:
