@@ -75,7 +75,7 @@ async def main_screens(corpus: Path, out: Path, size: tuple[int, int]) -> None:
 
 
 async def tuning_screens(pilot, out: Path) -> None:
-    """The tuning screen after a reviewer labelled 40 borderline pairs, then the review queue.
+    """The tuning screen after a reviewer labelled 40 borderline pairs, then the labelling queue.
 
     The stand-in reviewer calls a pair a duplicate from Jaccard 0.75 up (the sample's edited
     copies), so the screenshot shows label statistics and a recommendation.

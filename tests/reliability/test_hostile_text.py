@@ -239,8 +239,8 @@ def _hostile_chain_corpus(tmp_path):
 
 
 def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
-    """The chain table and the review queue's titles show ids: escaped, never sent raw."""
-    from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+    """The chain table and the labelling queue's titles show ids: escaped, never sent raw."""
+    from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 
     corpus = _hostile_chain_corpus(tmp_path)
 
@@ -258,7 +258,7 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
             await pilot.press("L")
             await settle(pilot)
             review = app.screen
-            assert isinstance(review, ReviewScreen)
+            assert isinstance(review, LabelScreen)
             while review.current is not None and not any(
                 "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])
             ):

@@ -161,7 +161,7 @@ async def test_label_queue_header_whole_at_80x24(tmp_path):
         await settle(pilot)
         await pilot.press("L")
         await settle(pilot)
-        header = rendered(app.screen.query_one("#review-header", Static))
+        header = rendered(app.screen.query_one("#label-header", Static))
         first, keys = header.split("\n")[:2]
         assert cell_len(first) <= 78 and "pair 1/" in first
         assert keys.startswith("1 duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78

@@ -1,4 +1,4 @@
-"""Pilot tests for the tuning screen and the borderline review queue."""
+"""Pilot tests for the tuning screen and the borderline labelling queue."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.main import MainScreen
-from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from ..test_tune import CHAIN
@@ -33,7 +33,7 @@ async def test_label_keys(corpus):
         project = main.project
         await pilot.press("L")
         review = app.screen
-        assert isinstance(review, ReviewScreen) and review.current is not None
+        assert isinstance(review, LabelScreen) and review.current is not None
         seen = []
         for key, label in (("1", "duplicate"), ("2", "not_duplicate"), ("0", "skip")):
             q = review.current

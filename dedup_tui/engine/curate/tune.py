@@ -7,7 +7,7 @@ UI-free statistics over a scanned project:
   a bitset of the thresholds at which each document is kept, equal to running the reference's
   greedy pass at each threshold);
 - the LSH S-curve of the scan's bands x rows (where the scan's own recall falls off);
-- a review queue of pairs sampled around the threshold, stratified over similarity bins;
+- a labelling queue of pairs sampled around the threshold, stratified over similarity bins;
 - labels (duplicate / not_duplicate / skip) stored in the project's `labels` table, exported
   as JSONL; a "not a duplicate" label also records a not_duplicate decision, so the pair is
   split everywhere a decision applies;
@@ -298,7 +298,7 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     return len(rows)
 
 
-# -- the review queue -----------------------------------------------------------------------
+# -- the labelling queue ---------------------------------------------------------------------
 
 
 @dataclass
@@ -309,7 +309,7 @@ class QueuePair:
     bin: int
 
 
-def review_queue(
+def label_queue(
     graph: PairGraph,
     threshold: float,
     floor: float,

@@ -21,7 +21,7 @@ from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..window import PAIR_LINES, windows
 
-DIFF_CHARS = 20_000  # the pair's diff is computed on the UI thread up to this length, as the review queue does
+DIFF_CHARS = 20_000  # the pair's diff is computed on the UI thread up to this length, as the labelling queue does
 
 
 class AuditReady(Message):

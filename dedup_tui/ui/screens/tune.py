@@ -1,5 +1,5 @@
 """The tuning screen (distribution, sweeps, S-curve, label statistics, chaining) and the
-borderline review queue. Numbers come from engine.curate.tune, computed in worker threads."""
+borderline labelling queue. Numbers come from engine.curate.tune, computed in worker threads."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ...engine.curate import tune
 from ...engine.curate.decisions import ords_for_ids
 from ...engine.scanning.lsh import candidate_probability
 from ...engine.store import Project
-from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
+from ..actions import LABEL_ACTIONS, TUNE_ACTIONS
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
@@ -392,8 +392,8 @@ class TuneScreen(Screen):
     def action_close(self) -> None:
         self.dismiss()
 
-    def action_review(self) -> None:
-        self.app.push_screen(ReviewScreen(self.review, self.review.threshold))
+    def action_label_pairs(self) -> None:
+        self.app.push_screen(LabelScreen(self.review, self.review.threshold))
 
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
@@ -456,12 +456,12 @@ class TuneScreen(Screen):
         self.notify(f"Wrote {n:,} labels to {self.labels_path}", markup=False, timeout=4)
 
 
-class ReviewScreen(Screen):
+class LabelScreen(Screen):
     """Pairs sampled around the threshold, one at a time: 1 duplicate, 2 not, 0 skip (labels
     have keys of their own: they are evidence for tuning, never decisions)."""
 
-    BINDINGS = [a.binding() for a in REVIEW_ACTIONS]
-    ACTIONS = REVIEW_ACTIONS
+    BINDINGS = [a.binding() for a in LABEL_ACTIONS]
+    ACTIONS = LABEL_ACTIONS
     NARROW = 100
     SYNC_DIFF_CHARS = 20_000  # shorter pairs are diffed at once, longer ones in a worker
 
@@ -480,7 +480,7 @@ class ReviewScreen(Screen):
         self._round = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="review-header")
+        yield Static("", id="label-header")
         with PairDiff():
             yield from compose_side_by_side()
         yield AppFooter()
@@ -504,7 +504,7 @@ class ReviewScreen(Screen):
     def refill(self) -> None:
         floor, exclude = self.review.floor, self._labelled_ords()
         for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
-            self.queue = tune.review_queue(
+            self.queue = tune.label_queue(
                 self.review.graph, self.threshold, floor, per_bin=10, span=span, exclude=exclude, seed=self._round
             )
             if self.queue:
@@ -525,7 +525,7 @@ class ReviewScreen(Screen):
         self._ids = tuple(project.ids_for([q.a, q.b]))
         # a window of a huge document (reading, wrapping and the diff bounded by it)
         self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
-        self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
+        self.query_one("#label-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
         self.query_one(PairDiff).show((q.a, q.b), *self.shown, sync_chars=self.SYNC_DIFF_CHARS)
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
@@ -582,7 +582,7 @@ class ReviewScreen(Screen):
             t.append("\n")
             t.append(" LONG ", style="reverse bold")
             t.append(" " + cut, style="italic")
-        self.query_one("#review-header", Static).update(t)
+        self.query_one("#label-header", Static).update(t)
 
     # -- actions ---------------------------------------------------------------------------
     def action_label(self, label: str) -> None:
