@@ -223,8 +223,8 @@ def test_roc_auc_and_f1():
     assert t == 0.3 and f1 == pytest.approx(6 / 7)
 
 
-def test_reference_shingle_table():
-    table = tune.reference_shingle_table()
+def test_walkthrough_shingle_table():
+    table = tune.walkthrough_shingle_table()
     assert [round(x, 3) for x in table[5]] == [1.0, 0.612, 0.399, 0.257, 0.138, 0.095]
     assert [round(x, 3) for x in table[12]] == [1.0, 0.415, 0.182, 0.059, 0.012, 0.001]
 

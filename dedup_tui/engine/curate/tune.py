@@ -4,7 +4,7 @@ UI-free statistics over a scanned project:
 - the distribution of verified pair similarities from the floor to 1.0;
 - documents kept at every threshold for both policies, in one pass each (components: one
   union-find pass over pairs by descending similarity; greedy: one corpus-order pass carrying
-  a bitset of the thresholds at which each document is kept, equal to running the reference's
+  a bitset of the thresholds at which each document is kept, equal to running the walkthrough's
   greedy pass at each threshold);
 - the LSH S-curve of the scan's bands x rows (where the scan's own recall falls off);
 - a labelling queue of pairs sampled around the threshold, stratified over similarity bins;
@@ -14,7 +14,7 @@ UI-free statistics over a scanned project:
 - precision per bin with Wilson intervals, estimated precision and recall of "duplicate" at
   every threshold (the labelled sample weighted by each bin's population), a recommended
   threshold for a target precision;
-- the shingle-size experiment, on the reference's pairs and on the user's labelled pairs;
+- the shingle-size experiment, on the walkthrough's pairs and on the user's labelled pairs;
 - chaining: connected-components clusters whose most distant members fall far below the
   threshold.
 """
@@ -105,7 +105,7 @@ def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
     Each document carries a bitset over the thresholds (bit i: kept at thresholds[i]). A
     document is kept at t unless an earlier document kept at t has a pair with it >= t, so
     its bits are ALL & ~OR(kept bits of earlier neighbour & thresholds <= similarity).
-    Exactly the reference's pass at each threshold: removed iff its best similarity to an
+    Exactly the walkthrough's pass at each threshold: removed iff its best similarity to an
     already kept document is >= t.
     """
     t = np.asarray(thresholds, dtype=np.float64)
@@ -522,8 +522,8 @@ def estimate(
 # -- shingle size ---------------------------------------------------------------------------
 
 
-def reference_shingle_table() -> dict[int, list[float]]:
-    """The reference's experiment: Jaccard of a document and its noisy copy, per k and noise."""
+def walkthrough_shingle_table() -> dict[int, list[float]]:
+    """The walkthrough's experiment: Jaccard of a document and its noisy copy, per k and noise."""
     return shingle_size_sweep(SWEEP_K, SWEEP_NOISE, seed=7)
 
 

@@ -52,7 +52,7 @@ from ..widgets.footer import AppFooter
 from ..widgets.pair_diff import PairDiff
 from ..widgets.progress import ScanProgress
 from ..widgets.quiet import update_static
-from ..widgets.tables import ClusterTable, MemberTable, reference, why
+from ..widgets.tables import ClusterTable, MemberTable, compared_with, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
@@ -739,8 +739,8 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        ref, ref_sim = reference(c, o)  # the kept document: one reference, as in the list and the pair view
-        keeper_id = self._ids([ref])[0] if ref is not None else None
+        kept, kept_sim = compared_with(c, o)  # the kept document, as in the list and the pair view
+        keeper_id = self._ids([kept])[0] if kept is not None else None
         via = via_sim = None
         if keeper_id is not None and self.graph is not None:  # (the same link the removed log gives)
             via, via_sim = links_to_kept(self.graph, c, [o])
@@ -749,7 +749,7 @@ class MainScreen(Screen):
         # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
         # chars" for "….1  362 chars") where the line holds them in its rows, else shortened
         for id_width in (min(80, pane - 16), max(16, (pane - 24) // 2), 16):
-            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, ref_sim)
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, kept_sim)
             if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
                 break
         for note in decisions.notes_for(self.project, doc_id):
@@ -761,8 +761,8 @@ class MainScreen(Screen):
     def _member_line(
         self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int, sim: float = float("nan")
     ) -> Text:
-        """The selected document: its id, length, why; what it duplicates (the kept document, its
-        reference everywhere), and through whom (the member it copies or that links it)."""
+        """The selected document: its id, length, why; what it duplicates (the kept document, which
+        it is compared with everywhere), and through whom (the member it copies or that links it)."""
         ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
         short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
@@ -792,7 +792,7 @@ class MainScreen(Screen):
         c = self.index.clustering
         target = self._preview_target = o
         self.review.intake.showing("main", target)
-        kept, sim = reference(c, o)  # the kept document (the pair view's left side too)
+        kept, sim = compared_with(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
