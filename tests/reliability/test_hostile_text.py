@@ -248,7 +248,7 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
         app = create_app(corpus, author="tester")
         async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
             await settle(pilot)
-            app.review.set_threshold(0.7)
+            app.session.set_threshold(0.7)
             await settle(pilot)
             await pilot.press("T")
             await settle(pilot)

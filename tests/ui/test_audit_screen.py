@@ -56,5 +56,5 @@ async def test_a_label_key_before_the_pair_is_drawn_is_ignored(corpus):
         screen.action_label("duplicate")  # first pair: drawn, labelled
         second = screen.current
         screen.action_label("duplicate")  # at once: the second pair was not drawn yet
-        assert screen.current is second and second is not first and app.review.intake.ignored == 1
+        assert screen.current is second and second is not first and app.session.intake.ignored == 1
         assert app.told[-1] == "1 key ignored: the next pair was not on screen yet"

@@ -147,7 +147,7 @@ async def test_a_second_window_is_read_only_and_refuses_every_change(reviewed, h
         pressed += await _refuses_every_writing_key(app, pilot, "tune")
         # the labelling screen cannot be opened with its key (refused above): pushed directly,
         # each of its keys is refused all the same
-        await app.push_screen(LabelScreen(app.review, main.threshold))
+        await app.push_screen(LabelScreen(app.session, main.threshold))
         await pilot.pause()
         pressed += await _refuses_every_writing_key(app, pilot, "label")
         assert pressed >= 25

@@ -132,7 +132,7 @@ async def test_split_and_open_chain(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         main = app.main
-        app.review.set_threshold(0.7)
+        app.session.set_threshold(0.7)
         screen = await open_tuning(pilot)
         chains = screen.report.chains
         assert [ch.label_id for ch in chains] == ["c0"]
