@@ -864,7 +864,7 @@ class Review:
             else [
                 decisions.Decision(**r)
                 for r in review_store.decision_rows(
-                    self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE]
+                    self.project, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE]
                 )
             ]
         )

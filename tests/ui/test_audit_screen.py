@@ -17,7 +17,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
         await settle(pilot)
         main = app.main
         db = main.spec.db
-        decisions_before = review.decision_rows(main.project.db)
+        decisions_before = review.decision_rows(main.project)
         await pilot.press("V")
         await settle(pilot)
         screen = app.screen
@@ -37,7 +37,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
         await settle(pilot)
         app.writer.submit(lambda p: None)  # (after the writes queued before)
         await settle(pilot)
-        assert review.decision_rows(main.project.db) == decisions_before
+        assert review.decision_rows(main.project) == decisions_before
     with Project(db) as p:
         result = auditing.run_audit(p, main.threshold, main.policy)
         assert {q.key: q.label for q in result.sample if q.label} == dict(labelled)

@@ -50,7 +50,7 @@ def reviewer_saw(path) -> dict[str, bool]:
 def stored(db) -> set[int]:
     project = Project(db)
     try:
-        return set(shown_ords(project.conn).tolist())
+        return set(shown_ords(project).tolist())
     finally:
         project.close()
 

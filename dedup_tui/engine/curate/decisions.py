@@ -120,13 +120,13 @@ def undo(project: Project) -> Decision | None:
 
 def next_undo(project: Project) -> Decision | None:
     """The decision undo() would undo now (read only), or None."""
-    r = review.newest_active_decision(project.db)
+    r = review.newest_active_decision(project)
     return decision_from_row(r) if r is not None else None
 
 
 def next_redo(project: Project) -> Decision | None:
     """The decision redo() would bring back now (read only), or None."""
-    r = review.oldest_undone_decision(project.db)
+    r = review.oldest_undone_decision(project)
     return decision_from_row(r) if r is not None else None
 
 
@@ -136,16 +136,16 @@ def redo(project: Project) -> Decision | None:
 
 
 def _switch(project: Project, find, old_state: int, new_state: int) -> Decision | None:
-    """The decision find(db) names, with the rest of its bulk action, from old_state to new_state."""
+    """The decision find(project) names, with the rest of its bulk action, from old_state to new_state."""
     with transaction(project.conn):
-        r = find(project.db)
+        r = find(project)
         if r is None:
             return None
         d = decision_from_row(r)
         if d.batch is None:
-            review.set_decision_state(project.db, d.id, new_state)
+            review.set_decision_state(project, d.id, new_state)
         else:
-            d.batch_size = review.set_batch_state(project.db, d.batch, old_state, new_state)
+            d.batch_size = review.set_batch_state(project, d.batch, old_state, new_state)
         if d.kind == "keep_rule":  # the rule it replaced back (undo), or the one it set (redo)
             change = json.loads(d.value or "{}")
             project.set_meta(keep_rule=change.get("from" if new_state == UNDONE else "to") or "first")
@@ -172,9 +172,9 @@ def record_many(
     author = author or default_author()
     created = now_iso()
     with transaction(project.conn):
-        review.discard_redoable(project.db)
+        review.discard_redoable(project)
         got = review.insert_decisions(
-            project.db,
+            project,
             [
                 {
                     "kind": kind,
@@ -241,7 +241,7 @@ def accept_clusters(
 
 
 def active(project: Project) -> list[Decision]:
-    return [decision_from_row(r) for r in review.decision_rows(project.db, "undone = ?", [ACTIVE])]
+    return [decision_from_row(r) for r in review.decision_rows(project, "undone = ?", [ACTIVE])]
 
 
 def on_documents(project: Project) -> list[Decision]:
@@ -251,20 +251,20 @@ def on_documents(project: Project) -> list[Decision]:
 
 
 def all_decisions(project: Project) -> list[Decision]:
-    return [decision_from_row(r) for r in review.decision_rows(project.db)]
+    return [decision_from_row(r) for r in review.decision_rows(project)]
 
 
 def can_undo(project: Project) -> bool:
-    return review.has_decision(project.db, ACTIVE)
+    return review.has_decision(project, ACTIVE)
 
 
 def can_redo(project: Project) -> bool:
-    return review.has_decision(project.db, UNDONE)
+    return review.has_decision(project, UNDONE)
 
 
 def notes_for(project: Project, doc_id: str) -> list[str]:
     """The active notes on a document, oldest first."""
-    return review.active_notes(project.db, doc_id)
+    return review.active_notes(project, doc_id)
 
 
 def ords_for_ids(project: Project, ids) -> dict[str, int]:

@@ -102,9 +102,9 @@ def record_keep_rule(
     if rule == before:
         return None
     with transaction(project.conn):
-        review.discard_redoable(project.db)
+        review.discard_redoable(project)
         got = review.insert_decisions(
-            project.db,
+            project,
             [
                 {
                     "kind": "keep_rule",

@@ -14,6 +14,11 @@ The engine's SQL lives in this package:
 - scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays, checked
 - derived.py     the packed arrays written with their checksums, and their sources as arrays
 - documents.py   what a load writes: its sources and documents (DocumentsWriter)
+- audits.py      the audit's labels and results; shown.py: what the review app showed
+
+Reading and writing the project's tables takes the `Project` (review.py, audits.py, shown.py,
+scans.py's readers). What runs inside a transaction the caller holds over many writes takes
+that transaction's connection (scans.py's writers, derived.py, checksums.py, schema.py).
 """
 
 from .checksums import document_checksum, document_checksums, has_checksums
