@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import DedupError
 from ..graph.clustering import EXACT, KEPT, NEAR, Clustering
 from ..graph.pairs import PairGraph, Policy
-from ..store import Project, now_iso, review
+from ..store import Project, now_iso, reviewer
 from ..store import audits as table
 from . import decisions, keep_rules
 from .export import check_threshold, fill_missing_similarities
@@ -537,7 +537,7 @@ def run_audit(
     removal, totals = removal_frame(graph, c, ov)
     floor = float((project.scan_params() or {}).get("floor", 0.0))
     kept = kept_frame(graph, c, ov, floor)
-    rows = review.label_rows(project, in_order=False)
+    rows = reviewer.label_rows(project, in_order=False)
     ords = decisions.ords_for_ids(project, [r["a_id"] for r in rows] + [r["b_id"] for r in rows])
     tuning = {
         (min(ords[r["a_id"]], ords[r["b_id"]]), max(ords[r["a_id"]], ords[r["b_id"]])): r["label"]

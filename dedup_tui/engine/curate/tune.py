@@ -33,7 +33,7 @@ from .. import errors
 from ..graph.clustering import cluster
 from ..graph.pairs import PairGraph, Policy
 from ..scanning.lsh import candidate_probability
-from ..store import Project, now_iso, review, transaction
+from ..store import Project, now_iso, reviewer, transaction
 from ..text.sets import jaccard, shingle_set
 from ..text.synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
 from . import decisions
@@ -204,7 +204,7 @@ class Label:
 
 
 def labels(project: Project) -> list[Label]:
-    return [Label(**r) for r in review.label_rows(project)]
+    return [Label(**r) for r in reviewer.label_rows(project)]
 
 
 def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
@@ -237,13 +237,13 @@ def set_label(
     author = author or decisions.default_author()
     created = now_iso()
     with transaction(project.conn):  # the label and the decision it records: one commit
-        old = review.label_of(project, a_id, b_id)
+        old = reviewer.label_of(project, a_id, b_id)
         was_split = old is not None and old["label"] == "not_duplicate"
         decision_id = old["decision_id"] if was_split and old is not None else None
         if was_split and label != "not_duplicate" and decision_id is not None:
-            review.discard_decision(project, decision_id)  # withdrawn, not undone: it must not come back with redo
+            reviewer.discard_decision(project, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
-        if label == "not_duplicate" and not review.split_in_force(project, a_id, b_id):
+        if label == "not_duplicate" and not reviewer.split_in_force(project, a_id, b_id):
             d = decisions.record(
                 project,
                 "not_duplicate",
@@ -256,18 +256,18 @@ def set_label(
             )
             decision_id = d.id
         result = Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)
-        review.save_label(project, asdict(result))
+        reviewer.save_label(project, asdict(result))
     return result
 
 
 def remove_label(project: Project, a_id: str, b_id: str) -> None:
     """Forget a pair's label (and withdraw the decision a "not a duplicate" label recorded)."""
     a_id, b_id = _ordered(project, a_id, b_id)
-    old = review.label_of(project, a_id, b_id)
+    old = reviewer.label_of(project, a_id, b_id)
     with transaction(project.conn):
         if old is not None and old["decision_id"] is not None:
-            review.discard_decision(project, old["decision_id"])
-        review.delete_label(project, a_id, b_id)
+            reviewer.discard_decision(project, old["decision_id"])
+        reviewer.delete_label(project, a_id, b_id)
 
 
 def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
@@ -743,7 +743,7 @@ def split_chain(
     rows = [
         ("not_duplicate", ids[i], ids[i + 1], "chain split")
         for i in range(0, len(ids), 2)
-        if not review.split_in_force(project, ids[i], ids[i + 1])
+        if not reviewer.split_in_force(project, ids[i], ids[i + 1])
     ]
     return len(decisions.record_many(project, rows, threshold, policy, author=author))
 
