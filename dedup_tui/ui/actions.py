@@ -382,7 +382,7 @@ PAIR_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 
-# The tuning screen and the labelling queues (review, audit) use keys of their own where their verb
+# The tuning screen and the labelling queues (tuning labels, audit) use keys of their own where their verb
 # is not the main screen's: a label is evidence, never a decision, so no label key is a decision key
 # (k x n N a A), and a tuning key never means on one screen what it means on another.
 TUNE_ACTIONS = [
