@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine.curate.tune import MIN_LABELS_TO_RECOMMEND, TuneReport, reference_shingle_table
+from .engine.curate.tune import MIN_LABELS_TO_RECOMMEND, TuneReport, walkthrough_shingle_table
 from .engine.display import literal_line
 from .engine.text.synth import SWEEP_NOISE
 
@@ -100,10 +100,10 @@ def format_report(r: TuneReport, policy_marks: bool = True) -> str:
             )
     add("")
     add(
-        "Shingle size (reference experiment: Jaccard of a 200-word document and its copy "
+        "Shingle size (the walkthrough's experiment: Jaccard of a 200-word document and its copy "
         "with a fraction of characters replaced)"
     )
-    table = reference_shingle_table()
+    table = walkthrough_shingle_table()
     add("  k   " + "".join(f"{n:>7.2f}" for n in SWEEP_NOISE))
     for k, row in table.items():
         add(f"  {k:<3} " + "".join(f"{v:>7.3f}" for v in row))

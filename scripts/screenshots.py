@@ -6,7 +6,7 @@
 Writes SVG (Textual's own export) and, when `rsvg-convert` is installed, PNG beside it:
 main, main-light, pair, pair-lines (two manual pages, lines aligned), scan (a scan in progress),
 export (the dialog), help, tune (the tuning screen after labelling a few borderline pairs),
-review (the labelling queue) and partial (a project imported from a cluster scan; needs the
+label (the labelling queue) and partial (a project imported from a cluster scan; needs the
 ray extra).
 """
 
@@ -75,7 +75,7 @@ async def main_screens(corpus: Path, out: Path, size: tuple[int, int]) -> None:
 
 
 async def tuning_screens(pilot, out: Path) -> None:
-    """The tuning screen after a reviewer labelled 40 borderline pairs, then the review queue.
+    """The tuning screen after a reviewer labelled 40 borderline pairs, then the labelling queue.
 
     The stand-in reviewer calls a pair a duplicate from Jaccard 0.75 up (the sample's edited
     copies), so the screenshot shows label statistics and a recommendation.
@@ -95,7 +95,7 @@ async def tuning_screens(pilot, out: Path) -> None:
     save(app, out, "tune")
     await pilot.press("L")
     await pilot.pause()
-    save(app, out, "review")
+    save(app, out, "label")
     await pilot.press("escape")
     await settle(pilot)
 

@@ -14,7 +14,7 @@ from dedup_tui.engine.curate import audit, decisions, keep_rules
 from dedup_tui.engine.graph.clustering import EXACT
 from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
-from dedup_tui.engine.store import Project, review
+from dedup_tui.engine.store import Project, reviewer
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.text.synth import synthetic_corpus
 
@@ -146,8 +146,8 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
         author="t",
     )
     outside = project.ids_for([0, 1])  # not a removal of the frame (both kept or unrelated)
-    review.save_label(
-        project.db,
+    reviewer.save_label(
+        project,
         {
             "a_id": outside[0],
             "b_id": outside[1],
@@ -168,8 +168,8 @@ def test_tuning_labels_inside_the_frame_count_as_known(project):
     # the app's label screen would also record a split, which takes the pair out of the frame)
     other = after.removed.sample[0]
     a_id, b_id = (other.a_id, other.b_id) if other.a < other.b else (other.b_id, other.a_id)
-    review.save_label(
-        project.db,
+    reviewer.save_label(
+        project,
         {
             "a_id": a_id,
             "b_id": b_id,
@@ -191,8 +191,8 @@ def test_the_audit_never_records_a_decision(project_file, tmp_path):
     with Project(path) as p:
         decisions.record(p, "keep", "d0001", threshold=T, policy="components")
         result = audit.run_audit(p, T, "components", size=30, kept_size=10)
-        decisions_before = review.decision_rows(p.db)
-        labels_before = review.label_rows(p.db)
+        decisions_before = reviewer.decision_rows(p)
+        labels_before = reviewer.label_rows(p)
     labels = tmp_path / "labels.jsonl"
     labels.write_text(
         "".join(
@@ -202,8 +202,8 @@ def test_the_audit_never_records_a_decision(project_file, tmp_path):
     )
     ok("audit", path, "--threshold", T, "--size", 30, "--kept-size", 10, "--labels", labels)
     with Project(path) as p:
-        assert review.decision_rows(p.db) == decisions_before
-        assert review.label_rows(p.db) == labels_before
+        assert reviewer.decision_rows(p) == decisions_before
+        assert reviewer.label_rows(p) == labels_before
         assert audit.run_audit(p, T, "components", size=30, kept_size=10).unlabelled() == []
 
 
@@ -353,6 +353,7 @@ def test_the_decisions_marker_tells_apart_every_set_of_states():
     """Discarding decisions 1 and 3 and discarding decision 4 once read alike (a sum of
     id * state): an export would have called an out-of-date audit current."""
     import sqlite3
+    from types import SimpleNamespace
 
     from dedup_tui.engine.store.audits import decisions_marker
 
@@ -360,7 +361,7 @@ def test_the_decisions_marker_tells_apart_every_set_of_states():
         conn = sqlite3.connect(":memory:")
         conn.execute("CREATE TABLE decisions (id INTEGER PRIMARY KEY, undone INTEGER NOT NULL)")
         conn.executemany("INSERT INTO decisions VALUES (?, ?)", [(i, 2 if i in discarded else 0) for i in range(1, 5)])
-        return decisions_marker(conn)
+        return decisions_marker(SimpleNamespace(conn=conn))  # (a bare decisions table: no Project)
 
     assert marker({1, 3}) != marker({4})
     assert marker({4}) == marker({4})

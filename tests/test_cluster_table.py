@@ -190,8 +190,8 @@ def test_reviewer_saw_is_what_the_app_recorded_as_shown_and_the_exact_copies_of_
     project = Project(db)
     try:
         ords = dict(zip(project.ids_for(list(range(9))), range(9)))
-        record_shown(project.conn, [(ords["B"], "2026-01-01T10:00:00+0000"), (ords["F"], "2026-01-01T10:00:01+0000")])
-        record_shown(project.conn, [(ords["B"], "2026-01-02T10:00:00+0000")])  # shown again: the first time stays
+        record_shown(project, [(ords["B"], "2026-01-01T10:00:00+0000"), (ords["F"], "2026-01-01T10:00:01+0000")])
+        record_shown(project, [(ords["B"], "2026-01-02T10:00:00+0000")])  # shown again: the first time stays
         assert project.conn.execute("SELECT first_shown FROM shown WHERE ord = ?", (ords["B"],)).fetchone() == (
             "2026-01-01T10:00:00+0000",
         )

@@ -305,7 +305,7 @@ def test_added_band_survivors_matches_its_reference():
         run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
         band = rng.randint(0, bands)
         min_agree = rng.randint(0, perms + 1)
-        want = kernels_incremental.added_band_survivors_reference(
+        want = kernels_incremental.added_band_survivors_plain(
             members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
         )
         got = []

@@ -35,7 +35,7 @@ from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
-from dedup_tui.engine.store import review as store_review
+from dedup_tui.engine.store import reviewer as reviewer_tables
 from dedup_tui.engine.text.sets import jaccard, shingle_set
 from dedup_tui.review.index import SORTS, Listing
 from dedup_tui.review.model import NeedsConfirmation, Review, ReviewError, View
@@ -854,7 +854,7 @@ class ReviewMachine(RuleBasedStateMachine):
     def redo(self) -> None:
         r = self.review
         row = r.project.conn.execute(
-            "SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1", (store_review.UNDONE,)
+            "SELECT doc_id FROM decisions WHERE undone = ? ORDER BY id LIMIT 1", (reviewer_tables.UNDONE,)
         ).fetchone()
         at = r.cursor.doc
         named = ords(r).get(row[0]) if row is not None else None

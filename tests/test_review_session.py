@@ -199,7 +199,7 @@ def session(scanned, tmp_path):
     model.refresh(keep_order=False)
     s = ReviewSession(type("Spec", (), {"db": db})())
     s.model = model
-    s.shown.review = model
+    s.shown.model = model
     host = FakeHost(db)
     s.attach(host, FakeView(model))
     yield s
@@ -313,7 +313,7 @@ class SessionMachine(RuleBasedStateMachine):
         model.refresh(keep_order=False)
         self.session = s = ReviewSession(type("Spec", (), {"db": db})(), clock=self.clock)
         s.model = model
-        s.shown.review = model
+        s.shown.model = model
         self.host = FakeHost(db)
         s.attach(self.host, FakeView(model))
         self.draws: dict[int, list[float]] = {}  # doc -> when the (fake) screen drew it

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from dedup_tui.engine.curate import decisions, tune
 from dedup_tui.engine.graph.pairs import PairGraph
-from dedup_tui.engine.store import SCHEMA_VERSION, Project, review, scans, transaction
+from dedup_tui.engine.store import SCHEMA_VERSION, Project, reviewer, scans, transaction
 
 from .conftest import NEAR_CORPUS
 
@@ -79,28 +79,28 @@ def test_undo_and_redo_move_a_whole_bulk_action(project):
     decisions.record_many(project, [("remove", "doc_B", None, None), ("remove", "doc_C", None, None)])
     undone = decisions.undo(project)
     assert undone.batch_size == 2
-    states = {r["doc_id"]: r["undone"] for r in review.decision_rows(project.db)}
-    assert states == {"doc_A": review.ACTIVE, "doc_B": review.UNDONE, "doc_C": review.UNDONE}
+    states = {r["doc_id"]: r["undone"] for r in reviewer.decision_rows(project)}
+    assert states == {"doc_A": reviewer.ACTIVE, "doc_B": reviewer.UNDONE, "doc_C": reviewer.UNDONE}
     assert decisions.redo(project).batch_size == 2
     decisions.undo(project)
     decisions.record(project, "note", "doc_D", value="new")  # discards what could be redone
-    states = {r["doc_id"]: r["undone"] for r in review.decision_rows(project.db)}
+    states = {r["doc_id"]: r["undone"] for r in reviewer.decision_rows(project)}
     assert states == {
-        "doc_A": review.ACTIVE,
-        "doc_B": review.DISCARDED,
-        "doc_C": review.DISCARDED,
-        "doc_D": review.ACTIVE,
+        "doc_A": reviewer.ACTIVE,
+        "doc_B": reviewer.DISCARDED,
+        "doc_C": reviewer.DISCARDED,
+        "doc_D": reviewer.ACTIVE,
     }
     assert not decisions.can_redo(project)
 
 
 def test_labels_are_rows_of_the_labels_table(project):
     tune.set_label(project, "doc_B", "doc_A", "not_duplicate", similarity=0.4, author="ana")
-    row = review.label_of(project.db, "doc_A", "doc_B")  # stored in corpus order
+    row = reviewer.label_of(project, "doc_A", "doc_B")  # stored in corpus order
     assert (row["label"], row["similarity"], row["author"]) == ("not_duplicate", 0.4, "ana")
-    assert review.split_in_force(project.db, "doc_B", "doc_A")
+    assert reviewer.split_in_force(project, "doc_B", "doc_A")
     tune.set_label(project, "doc_A", "doc_B", "duplicate", author="ana")  # withdraws the split
-    assert not review.split_in_force(project.db, "doc_A", "doc_B")
+    assert not reviewer.split_in_force(project, "doc_A", "doc_B")
     assert [lab.label for lab in tune.labels(project)] == ["duplicate"]
     tune.remove_label(project, "doc_A", "doc_B")
     assert list(sqlite_utils.Database(project.conn)["labels"].rows) == []
@@ -120,7 +120,7 @@ def test_a_migration_adds_columns_through_sqlite_utils_and_keeps_the_rows(projec
         columns = migrated.db["decisions"].columns_dict
         assert columns["batch"] is int and migrated.db["documents"].columns_dict["checksum"] is str
         assert [
-            (r["kind"], r["doc_id"], r["value"], r["author"], r["batch"]) for r in review.decision_rows(migrated.db)
+            (r["kind"], r["doc_id"], r["value"], r["author"], r["batch"]) for r in reviewer.decision_rows(migrated)
         ] == [("note", "doc_C", "kept through the upgrade", "ana", None)]
         assert migrated.db["documents"].count_where("checksum IS NOT NULL") == len(NEAR_CORPUS)
         assert migrated.get_meta("migrated_from") == "3" and migrated.get_meta("schema_version") == str(SCHEMA_VERSION)

@@ -117,7 +117,7 @@ def test_histogram_and_s_curve(synth_project):
 
 
 def label_by_truth(project, graph, group, threshold, per_bin=25, span=1.0):
-    queue = tune.review_queue(graph, threshold, 0.2, per_bin=per_bin, span=span, seed=1)
+    queue = tune.label_queue(graph, threshold, 0.2, per_bin=per_bin, span=span, seed=1)
     ids = project.ids_for([o for q in queue for o in (q.a, q.b)])
     for q, i in zip(queue, range(0, len(ids), 2)):
         a, b = ids[i], ids[i + 1]
@@ -140,7 +140,7 @@ def true_curve(graph, project, group, ts):
 def test_queue_is_stratified_and_interleaved(synth_project):
     project, _, _ = synth_project
     graph = load_graph(project)
-    queue = tune.review_queue(graph, 0.3, 0.2, per_bin=5, span=0.1)
+    queue = tune.label_queue(graph, 0.3, 0.2, per_bin=5, span=0.1)
     bins = [q.bin for q in queue]
     edges = tune.bin_edges(0.2)
     assert all(q.similarity >= 0.2 - 1e-9 and edges[q.bin] <= q.similarity for q in queue)
@@ -149,7 +149,7 @@ def test_queue_is_stratified_and_interleaved(synth_project):
     assert sorted(first_round) == sorted(set(bins))
     assert edges[first_round[0]] <= 0.3 < edges[first_round[0] + 1] or abs(edges[first_round[0]] - 0.3) < 0.03
     assert len({(q.a, q.b) for q in queue}) == len(queue)
-    again = tune.review_queue(graph, 0.3, 0.2, per_bin=5, span=0.1, exclude={(q.a, q.b) for q in queue[:3]})
+    again = tune.label_queue(graph, 0.3, 0.2, per_bin=5, span=0.1, exclude={(q.a, q.b) for q in queue[:3]})
     assert not {(q.a, q.b) for q in queue[:3]} & {(q.a, q.b) for q in again}
 
 
@@ -223,8 +223,8 @@ def test_roc_auc_and_f1():
     assert t == 0.3 and f1 == pytest.approx(6 / 7)
 
 
-def test_reference_shingle_table():
-    table = tune.reference_shingle_table()
+def test_walkthrough_shingle_table():
+    table = tune.walkthrough_shingle_table()
     assert [round(x, 3) for x in table[5]] == [1.0, 0.612, 0.399, 0.257, 0.138, 0.095]
     assert [round(x, 3) for x in table[12]] == [1.0, 0.415, 0.182, 0.059, 0.012, 0.001]
 

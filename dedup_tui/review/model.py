@@ -43,7 +43,7 @@ from ..engine.graph.clustering import EXACT, KEPT
 from ..engine.graph.pairs import POLICIES, PairGraph, Policy
 from ..engine.progress import Control
 from ..engine.store import Project
-from ..engine.store import review as review_store
+from ..engine.store import reviewer as reviewer_tables
 from .index import FILTERS, SORTS, ClusterIndex, Listing, Sort, build_index, parse_filter
 
 DEFAULT_THRESHOLD = 0.8
@@ -863,8 +863,8 @@ class Review:
             if d.batch is None
             else [
                 decisions.Decision(**r)
-                for r in review_store.decision_rows(
-                    self.project.db, "batch = ? AND undone = ?", [d.batch, review_store.UNDONE]
+                for r in reviewer_tables.decision_rows(
+                    self.project, "batch = ? AND undone = ?", [d.batch, reviewer_tables.UNDONE]
                 )
             ]
         )

@@ -23,11 +23,11 @@ class ShownMembers:
 
     def __init__(
         self,
-        review: Review | None = None,
+        model: Review | None = None,
         also: ShownMembers | None = None,
         record: Callable[[int], object] | None = None,
     ) -> None:
-        self.review = review
+        self.model = model
         self.also = also
         self.record = record
         self.texts: set[int] = set()
@@ -36,11 +36,11 @@ class ShownMembers:
         self.documents: set[int] = set()
 
     def add(self, o: int) -> None:
-        if o in self.documents or self.review is None or self.review.index is None:
+        if o in self.documents or self.model is None or self.model.index is None:
             return
         o = int(o)
         self.documents.add(o)
-        self.texts.add(self.review.root(o))
+        self.texts.add(self.model.root(o))
         if self.record is not None:
             self.record(o)
         if self.also is not None:
@@ -53,7 +53,7 @@ class ShownMembers:
     def unseen(self, cluster_id: int | None) -> list[int]:
         """The cluster's members to review whose text was not shown (its kept document's text
         counts as shown: every view of a cluster shows it)."""
-        r = self.review
+        r = self.model
         if r is None or r.index is None or cluster_id is None:
             return []
         members = r.members(cluster_id)

@@ -382,12 +382,20 @@ PAIR_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Pair view", show=False, screen="pair"),
 ]
 
-# The tuning screen and the labelling queues (review, audit) use keys of their own where their verb
+# The tuning screen and the labelling queues (tuning labels, audit) use keys of their own where their verb
 # is not the main screen's: a label is evidence, never a decision, so no label key is a decision key
 # (k x n N a A), and a tuning key never means on one screen what it means on another.
 TUNE_ACTIONS = [
     Act("escape", "close", "Back", "esc", "tune: back to the clusters", "Tuning", screen="tune"),
-    Act("L", "review", "Label pairs", "L", "tune: label borderline pairs (review queue)", "Tuning", screen="tune"),
+    Act(
+        "L",
+        "label_pairs",
+        "Label pairs",
+        "L",
+        "tune: label borderline pairs (labelling queue)",
+        "Tuning",
+        screen="tune",
+    ),
     Act(
         "equals_sign",
         "apply",
@@ -461,9 +469,9 @@ TUNE_ACTIONS = [
     Act("f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Tuning", show=False, screen="tune"),
 ]
 
-REVIEW_ACTIONS = [
-    Act("escape", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="review"),
-    Act("1", "label('duplicate')", "Duplicate", "1", "label: this pair is a duplicate", "Labelling", screen="review"),
+LABEL_ACTIONS = [
+    Act("escape", "close", "Back", "esc", "label: back to the tuning screen", "Labelling", screen="label"),
+    Act("1", "label('duplicate')", "Duplicate", "1", "label: this pair is a duplicate", "Labelling", screen="label"),
     Act(
         "2",
         "label('not_duplicate')",
@@ -471,13 +479,13 @@ REVIEW_ACTIONS = [
         "2",
         "label: this pair is not a duplicate (splits it)",
         "Labelling",
-        screen="review",
+        screen="label",
     ),
-    Act("0", "label('skip')", "Skip", "0", "label: skip this pair (not counted)", "Labelling", screen="review"),
-    Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling", screen="review"),
-    Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False, screen="review"),
+    Act("0", "label('skip')", "Skip", "0", "label: skip this pair (not counted)", "Labelling", screen="label"),
+    Act("u", "undo_label", "Undo", "u", "label: take back the last label", "Labelling", screen="label"),
+    Act("w", "toggle_layout", "Layout", "w", "label: side by side / stacked", "Labelling", show=False, screen="label"),
     Act(
-        "f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False, screen="review"
+        "f1,question_mark", "app.help", "Help", "?", "app: show help and keys", "Labelling", show=False, screen="label"
     ),
 ]
 

@@ -62,10 +62,10 @@ class DedupApp(App):
             self._on_key_lock = threading.Lock()
             self._replaceable: dict[str, Notification] = {}  # notify(replaces=KIND): the one shown of each kind
             self.keymap = Keymap()  # the user's keymap as checked (loaded on mount)
-            self.review = ReviewSession(spec)
+            self.session = ReviewSession(spec)
             self.writer = ProjectWriter(self, spec.db, read_only=self.read_only)
             self.shown_log = ShownLog(self)  # the documents shown, stored for the cluster table
-            self.review.shown.record = self.shown_log.record
+            self.session.shown.record = self.shown_log.record
             self.author = author or default_author()
             self.sub_title = literal_line(spec.db.name)
             with Project(spec.db) as project:
@@ -92,7 +92,7 @@ class DedupApp(App):
                 for waiting in self._on_key:
                     waiting.set()
             if event.is_forwarded:  # back from the focused widget: its bindings run now
-                with self.review.intake.key(event.time):  # what the key's action saw on screen
+                with self.session.intake.key(event.time):  # what the key's action saw on screen
                     await super().on_event(event)
                 return
         await super().on_event(event)
@@ -145,8 +145,8 @@ class DedupApp(App):
         try:
             self.shown_log.flush()
             self.writer.close()  # every decision asked for is written before the lock goes
-            if self.review.project is not None:
-                self.review.project.close()  # the screens' connection (the writer has its own)
+            if self.session.project is not None:
+                self.session.project.close()  # the screens' connection (the writer has its own)
             self._remove_if_nothing_loaded()
         finally:
             if self.project_lock is not None:
@@ -226,7 +226,7 @@ class DedupApp(App):
         return literal_line(super().get_key_display(binding))
 
     def get_default_screen(self) -> MainScreen:
-        return MainScreen(self.spec, self.review)
+        return MainScreen(self.spec, self.session)
 
     @property
     def main(self) -> MainScreen:

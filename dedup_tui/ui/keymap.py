@@ -17,17 +17,20 @@ from pathlib import Path
 
 from textual.keys import _character_to_key, format_key, key_to_character
 
-from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
+from .actions import AUDIT_ACTIONS, LABEL_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, TUNE_ACTIONS, Act
 from .text import literal_line
 
 SCREENS = {
     "main": MAIN_ACTIONS,
     "pair": PAIR_ACTIONS,
     "tune": TUNE_ACTIONS,
-    "review": REVIEW_ACTIONS,
+    "label": LABEL_ACTIONS,
     "audit": AUDIT_ACTIONS,
 }
 ACTS = {a.id: a for acts in SCREENS.values() for a in acts}
+# Binding ids renamed with the labelling queue (issue 42: "review" meant five things): a keymap
+# naming an old id still applies, with a line saying its new name.
+RENAMED_IDS = {"tune.review": "tune.label-pairs", **{"review." + a.id.partition(".")[2]: a.id for a in LABEL_ACTIONS}}
 
 MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 NAMED_KEYS = {
@@ -80,11 +83,12 @@ class Keymap:
     path: Path | None = None
     keys: dict[str, str] = field(default_factory=dict)  # binding id -> Textual key names, comma separated
     ignored: list[str] = field(default_factory=list)  # already escaped for showing
+    renamed: list[str] = field(default_factory=list)  # old binding ids applied under their new names
 
     def report(self) -> str | None:
-        """One message for the reviewer (None when nothing was ignored)."""
+        """One message for the reviewer (None when nothing was ignored or renamed)."""
         if not self.ignored:
-            return None
+            return "\n".join(self.renamed) if self.renamed else None
         shown = self.ignored[:MAX_REPORTED]
         more = len(self.ignored) - len(shown)
         where = literal_line(str(self.path), 80) if self.path else "the keymap"
@@ -93,6 +97,7 @@ class Keymap:
             f"{where}: {applied}{len(self.ignored)} ignored (those bindings keep their default keys):\n"
             + "\n".join("• " + line for line in shown)
             + (f"\n… and {more} more" if more else "")
+            + "".join("\n" + line for line in self.renamed)
         )
 
     def display(self, act: Act) -> str:
@@ -143,8 +148,13 @@ def check_keymap(data, path: Path | None = None) -> Keymap:
             f'expected a JSON object of binding id -> keys (such as {{"main.remove": "delete,x"}}), got {_kind(data)}'
         )
         return out
+    order = []
     for binding_id, value in data.items():
         shown_id = literal_line(binding_id, 40)
+        if binding_id in RENAMED_IDS:
+            binding_id = RENAMED_IDS[binding_id]
+            out.renamed.append(f"{shown_id} is now named {binding_id}: applied; rename it in the keymap")
+        order.append(binding_id)
         act = ACTS.get(binding_id)
         if act is None:
             out.ignored.append(f"{shown_id}: no such binding id (the help screen's ids: main.remove, pair.keep, ...)")
@@ -171,7 +181,7 @@ def check_keymap(data, path: Path | None = None) -> Keymap:
             out.ignored.append(f"{shown_id}: {reserved} {RESERVED[reserved]} and cannot be remapped")
             continue
         out.keys[binding_id] = ",".join(names)
-    _refuse_clashes(out, list(data))
+    _refuse_clashes(out, order)
     return out
 
 

@@ -23,7 +23,7 @@ from textual.actions import parse
 
 from ..engine.store import Project
 from ..engine.store.locks import COMMAND_HOLDER
-from .actions import AUDIT_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS, Act
+from .actions import AUDIT_ACTIONS, LABEL_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, TUNE_ACTIONS, Act
 
 # The actions a read-only window runs, by screen (Act.screen): moving, reading, comparing, and
 # view settings that stay in this window. Every other action of these screens is refused.
@@ -65,7 +65,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         }
     ),
     "tune": frozenset({"close", "apply", "toggle_plots", "target", "threshold", "open_chain", "help"}),
-    "review": frozenset({"close", "toggle_layout", "help"}),
+    "label": frozenset({"close", "toggle_layout", "help"}),
     "audit": frozenset({"close", "help"}),
 }
 
@@ -99,12 +99,12 @@ REFUSED: dict[str, dict[str, str]] = {
         "redo": DECIDE,
     },
     "tune": {
-        "review": "pairs cannot be labelled here",
+        "label_pairs": "pairs cannot be labelled here",
         "split_chain": DECIDE,
         "save_svg": "no file is saved from here",
         "export_labels": "nothing is exported from here",
     },
-    "review": {"label": "pairs cannot be labelled here", "undo_label": "pairs cannot be labelled here"},
+    "label": {"label": "pairs cannot be labelled here", "undo_label": "pairs cannot be labelled here"},
     "audit": {"label": "pairs cannot be labelled here"},
 }
 
@@ -112,7 +112,7 @@ TABLES: dict[str, list[Act]] = {
     "main": MAIN_ACTIONS,
     "pair": PAIR_ACTIONS,
     "tune": TUNE_ACTIONS,
-    "review": REVIEW_ACTIONS,
+    "label": LABEL_ACTIONS,
     "audit": AUDIT_ACTIONS,
 }
 

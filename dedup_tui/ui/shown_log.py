@@ -40,6 +40,6 @@ class ShownLog:
             return
         self.written += len(rows)
         try:
-            self.app.writer.submit(lambda project: record_shown(project.conn, rows), what="what was shown")
+            self.app.writer.submit(lambda project: record_shown(project, rows), what="what was shown")
         except RuntimeError:
             pass  # the writer is closed: the app has stopped

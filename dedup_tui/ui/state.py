@@ -17,9 +17,7 @@ from textual.message import Message
 from ..review import DEFAULT_THRESHOLD
 from ..review.session import ReviewSession
 
-__all__ = ["DEFAULT_THRESHOLD", "AppHost", "ReviewChanged", "ReviewSession", "ReviewState"]
-
-ReviewState = ReviewSession  # (the name the screens knew it by)
+__all__ = ["DEFAULT_THRESHOLD", "AppHost", "ReviewChanged", "ReviewSession"]
 
 
 class ReviewChanged(Message):

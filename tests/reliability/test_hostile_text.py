@@ -239,8 +239,8 @@ def _hostile_chain_corpus(tmp_path):
 
 
 def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
-    """The chain table and the review queue's titles show ids: escaped, never sent raw."""
-    from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+    """The chain table and the labelling queue's titles show ids: escaped, never sent raw."""
+    from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 
     corpus = _hostile_chain_corpus(tmp_path)
 
@@ -248,7 +248,7 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
         app = create_app(corpus, author="tester")
         async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
             await settle(pilot)
-            app.review.set_threshold(0.7)
+            app.session.set_threshold(0.7)
             await settle(pilot)
             await pilot.press("T")
             await settle(pilot)
@@ -257,14 +257,14 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
             tune_rows = assert_inert(terminal_bytes(app))
             await pilot.press("L")
             await settle(pilot)
-            review = app.screen
-            assert isinstance(review, ReviewScreen)
-            while review.current is not None and not any(
-                "\x1b" in i for i in app.main.project.ids_for([review.current.a, review.current.b])
+            labelling = app.screen
+            assert isinstance(labelling, LabelScreen)
+            while labelling.current is not None and not any(
+                "\x1b" in i for i in app.main.project.ids_for([labelling.current.a, labelling.current.b])
             ):
                 await pilot.press("0")  # skip
                 await settle(pilot)
-            assert review.current is not None  # a pair with a hostile id is on screen
+            assert labelling.current is not None  # a pair with a hostile id is on screen
             return tune_rows, assert_inert(terminal_bytes(app))
 
     tune_rows, queue_rows = asyncio.run(drive())

@@ -449,16 +449,16 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
 
 
 def test_binding_ids_are_unique():
-    from dedup_tui.ui.actions import MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
+    from dedup_tui.ui.actions import LABEL_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, TUNE_ACTIONS
 
-    ids = [a.id for a in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS]
+    ids = [a.id for a in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + LABEL_ACTIONS]
     assert len(ids) == len(set(ids))
     assert {
         "main.remove",
         "main.threshold-up-0.01",
         "main.threshold-down-0.01",
         "pair.keep",
-        "review.label-not-duplicate",
+        "label.label-not-duplicate",
     } <= set(ids)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dedup_tui.engine.curate import audit as auditing
-from dedup_tui.engine.store import Project, review
+from dedup_tui.engine.store import Project, reviewer
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.audit import AuditScreen
 from dedup_tui.ui.widgets.docview import DocView
@@ -17,7 +17,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
         await settle(pilot)
         main = app.main
         db = main.spec.db
-        decisions_before = review.decision_rows(main.project.db)
+        decisions_before = reviewer.decision_rows(main.project)
         await pilot.press("V")
         await settle(pilot)
         screen = app.screen
@@ -37,7 +37,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
         await settle(pilot)
         app.writer.submit(lambda p: None)  # (after the writes queued before)
         await settle(pilot)
-        assert review.decision_rows(main.project.db) == decisions_before
+        assert reviewer.decision_rows(main.project) == decisions_before
     with Project(db) as p:
         result = auditing.run_audit(p, main.threshold, main.policy)
         assert {q.key: q.label for q in result.sample if q.label} == dict(labelled)
@@ -56,5 +56,5 @@ async def test_a_label_key_before_the_pair_is_drawn_is_ignored(corpus):
         screen.action_label("duplicate")  # first pair: drawn, labelled
         second = screen.current
         screen.action_label("duplicate")  # at once: the second pair was not drawn yet
-        assert screen.current is second and second is not first and app.review.intake.ignored == 1
+        assert screen.current is second and second is not first and app.session.intake.ignored == 1
         assert app.told[-1] == "1 key ignored: the next pair was not on screen yet"

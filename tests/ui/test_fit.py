@@ -100,7 +100,7 @@ async def test_keep_by_long_field_status_wraps_never_cuts(tmp_path):
     app = create_app(long_ids_corpus(tmp_path), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.review.set_keep_rule(f"max:{LONG_FIELD}")
+        app.session.set_keep_rule(f"max:{LONG_FIELD}")
         await settle(pilot)
         status = app.main.status_line(78).plain
         assert f"max:{LONG_FIELD}" in status.replace("\n", "")
@@ -161,7 +161,7 @@ async def test_label_queue_header_whole_at_80x24(tmp_path):
         await settle(pilot)
         await pilot.press("L")
         await settle(pilot)
-        header = rendered(app.screen.query_one("#review-header", Static))
+        header = rendered(app.screen.query_one("#label-header", Static))
         first, keys = header.split("\n")[:2]
         assert cell_len(first) <= 78 and "pair 1/" in first
         assert keys.startswith("1 duplicate") and keys.endswith("esc back") and cell_len(keys) <= 78
@@ -191,7 +191,7 @@ async def chains_table(app, pilot):
     from dedup_tui.ui.screens.tune import TuneScreen
 
     await settle(pilot)
-    app.review.set_threshold(0.7)
+    app.session.set_threshold(0.7)
     await settle(pilot)
     await pilot.press("T")
     await settle(pilot)
@@ -266,7 +266,7 @@ async def test_member_ids_that_differ_in_the_middle_stay_apart(tmp_path, size):
         rows = {row[4]: row for row in table._shown_rows}
         assert len(rows) == len(table._shown_rows) == len(VARIANTS) + 1, list(rows)  # each reads differently
         assert all("…" in doc_id for doc_id in rows)  # all shortened (else this shows nothing)
-        ids = dict(zip(table._members.tolist(), app.main.review.project.ids_for(table._members.tolist())))
+        ids = dict(zip(table._members.tolist(), app.main.session.project.ids_for(table._members.tolist())))
         kept = next(ids[row[0]] for row in table._shown_rows if row[1].startswith("KEPT"))
         for o, _status, _style, _sim, doc_id, *_ in table._shown_rows:
             if ids[o] != kept:  # it shows the first characters where it differs from the kept id
@@ -484,7 +484,7 @@ async def test_export_dialog_names_the_keep_rule_it_follows(corpus, size):
     app = create_app(corpus, author="tester")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
-        app.review.set_keep_rule("longest")
+        app.session.set_keep_rule("longest")
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)

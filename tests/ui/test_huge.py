@@ -8,7 +8,7 @@ import pytest
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
-from dedup_tui.ui.screens.tune import ReviewScreen
+from dedup_tui.ui.screens.tune import LabelScreen
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
 from dedup_tui.ui.window import PAIR_LINES, PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
@@ -146,7 +146,7 @@ async def test_the_labelling_queue_shows_a_huge_pair_through_a_window(huge_pair_
         await pilot.press("L")  # label borderline pairs: the huge pair is one of the four stored
         await settle(pilot)
         queue = app.screen
-        assert isinstance(queue, ReviewScreen) and (3, 4) in [(q.a, q.b) for q in queue.queue]
+        assert isinstance(queue, LabelScreen) and (3, 4) in [(q.a, q.b) for q in queue.queue]
         for _ in range(len(queue.queue)):  # skip to it
             if (queue.current.a, queue.current.b) == (3, 4):
                 break

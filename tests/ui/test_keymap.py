@@ -60,9 +60,19 @@ def test_key_names_are_the_ones_textual_reports(text, name):
 
 
 def test_a_valid_keymap_is_applied_whole_and_normalised():
-    keymap = check_keymap({"main.remove": "delete, x", "main.note": "M", "pair.keep": "+,K", "review.label-skip": "S"})
-    assert keymap.keys == {"main.remove": "delete,x", "main.note": "M", "pair.keep": "plus,K", "review.label-skip": "S"}
+    keymap = check_keymap({"main.remove": "delete, x", "main.note": "M", "pair.keep": "+,K", "label.label-skip": "S"})
+    assert keymap.keys == {"main.remove": "delete,x", "main.note": "M", "pair.keep": "plus,K", "label.label-skip": "S"}
     assert keymap.ignored == [] and keymap.report() is None
+
+
+def test_the_labelling_queues_old_binding_ids_still_apply_with_their_new_names_said():
+    keymap = check_keymap({"review.label-skip": "S", "tune.review": "ctrl+l", "main.note": "M"})
+    assert keymap.keys == {"label.label-skip": "S", "tune.label-pairs": "ctrl+l", "main.note": "M"}
+    assert keymap.ignored == []
+    assert keymap.report() == (
+        "review.label-skip is now named label.label-skip: applied; rename it in the keymap\n"
+        "tune.review is now named tune.label-pairs: applied; rename it in the keymap"
+    )
 
 
 @pytest.mark.parametrize(

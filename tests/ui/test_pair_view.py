@@ -128,7 +128,7 @@ async def test_the_header_shows_both_ids_at_80x24(tmp_path):
         screen = await open_member(app, pilot, 0)
         left = str(screen.query_one("#left-title").render())
         right = str(screen.query_one("#right-title").render())
-        left_id, right_id = screen.review.project.ids_for([screen.left, screen.right])
+        left_id, right_id = screen.session.project.ids_for([screen.left, screen.right])
         assert left.startswith("left: ") and right.startswith("right: ")
         shown_left, shown_right = left.split()[1], right.split()[1]
         assert "…" in shown_left and shown_left != shown_right

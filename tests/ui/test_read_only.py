@@ -17,7 +17,7 @@ from dedup_tui.engine.store import Project, ProjectLocked, acquire_app_lock
 from dedup_tui.ui import readonly
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
-from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 
 from .conftest import plain_screen, settle
 
@@ -147,9 +147,9 @@ async def test_a_second_window_is_read_only_and_refuses_every_change(reviewed, h
         pressed += await _refuses_every_writing_key(app, pilot, "tune")
         # the labelling screen cannot be opened with its key (refused above): pushed directly,
         # each of its keys is refused all the same
-        await app.push_screen(ReviewScreen(app.review, main.threshold))
+        await app.push_screen(LabelScreen(app.session, main.threshold))
         await pilot.pause()
-        pressed += await _refuses_every_writing_key(app, pilot, "review")
+        pressed += await _refuses_every_writing_key(app, pilot, "label")
         assert pressed >= 25
         await pilot.press("escape", "escape")
         await settle(pilot)

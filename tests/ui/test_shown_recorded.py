@@ -50,7 +50,7 @@ def reviewer_saw(path) -> dict[str, bool]:
 def stored(db) -> set[int]:
     project = Project(db)
     try:
-        return set(shown_ords(project.conn).tolist())
+        return set(shown_ords(project).tolist())
     finally:
         project.close()
 
@@ -124,6 +124,6 @@ async def test_a_read_only_window_records_nothing(tmp_path, monkeypatch):
         await settle(pilot)
         await pilot.press("tab", "end")
         await settle(pilot)
-        assert viewer.review.shown.documents  # shown, for the rule of every screen
+        assert viewer.session.shown.documents  # shown, for the rule of every screen
         assert not any("shown" in told for told in viewer.told)  # no "not saved" notice either
     assert stored(db) == set()

@@ -188,7 +188,7 @@ def test_main_screen_keep_by_long_field_120x40(snap_compare, tmp_path):
 
     async def before(pilot):
         await settle(pilot)
-        pilot.app.review.set_keep_rule(f"max:{LONG_FIELD}")
+        pilot.app.session.set_keep_rule(f"max:{LONG_FIELD}")
         await settle(pilot)
         await pilot.press("tab", "down")
         await settle(pilot)

@@ -1,4 +1,4 @@
-"""Pilot tests for the tuning screen and the borderline review queue."""
+"""Pilot tests for the tuning screen and the borderline labelling queue."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.main import MainScreen
-from dedup_tui.ui.screens.tune import ReviewScreen, TuneScreen
+from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from ..test_tune import CHAIN
@@ -32,21 +32,21 @@ async def test_label_keys(corpus):
         main = app.main
         project = main.project
         await pilot.press("L")
-        review = app.screen
-        assert isinstance(review, ReviewScreen) and review.current is not None
+        labelling = app.screen
+        assert isinstance(labelling, LabelScreen) and labelling.current is not None
         seen = []
         for key, label in (("1", "duplicate"), ("2", "not_duplicate"), ("0", "skip")):
-            q = review.current
+            q = labelling.current
             ids = project.ids_for([q.a, q.b])
             seen.append((tuple(ids), label))
             await pilot.press(key)
             # the next pair is on screen at once, with its diff
-            nxt = review.current
+            nxt = labelling.current
             assert nxt is not None and (nxt.a, nxt.b) != (q.a, q.b)
             left, right = project.texts_for([nxt.a, nxt.b])
-            assert review.query_one("#right-doc", DocView).text == right
-            assert review.query_one("#left-doc", DocView).text == left
-            assert review.query_one("#right-doc", DocView)._spans or left == right
+            assert labelling.query_one("#right-doc", DocView).text == right
+            assert labelling.query_one("#left-doc", DocView).text == left
+            assert labelling.query_one("#right-doc", DocView)._spans or left == right
         stored = {(x.a_id, x.b_id): x.label for x in tune.labels(project)}
         assert stored == dict(seen)
         # "not a duplicate" is a decision: the pair is split
@@ -55,7 +55,7 @@ async def test_label_keys(corpus):
         assert active == [("not_duplicate", na, nb, "tester")]
         # u takes back the last label and shows that pair again
         await pilot.press("u")
-        assert (tuple(project.ids_for([review.current.a, review.current.b])), "skip") == seen[2]
+        assert (tuple(project.ids_for([labelling.current.a, labelling.current.b])), "skip") == seen[2]
         assert len(tune.labels(project)) == 2
         await pilot.press("escape")
         await settle(pilot)
@@ -132,7 +132,7 @@ async def test_split_and_open_chain(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         main = app.main
-        app.review.set_threshold(0.7)
+        app.session.set_threshold(0.7)
         screen = await open_tuning(pilot)
         chains = screen.report.chains
         assert [ch.label_id for ch in chains] == ["c0"]

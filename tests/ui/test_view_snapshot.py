@@ -204,19 +204,19 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         def key(t):
             return view_key(project, decisions.Overrides.load(project), t, main.policy, main.model.view.listing)
 
-        assert app.review.views.has(key(0.82)) and app.review.views.has(key(0.8))
-        assert app.review.views.has(
+        assert app.session.views.has(key(0.82)) and app.session.views.has(key(0.8))
+        assert app.session.views.has(
             view_key(project, decisions.Overrides.load(project), 0.81, "greedy", main.model.view.listing)
         )
-        assert app.review.views.has(key(0.86)) and app.review.views.has(key(0.76))  # } and {
-        big_step = app.review.views.get(key(0.86), lambda: None)
+        assert app.session.views.has(key(0.86)) and app.session.views.has(key(0.76))  # } and {
+        big_step = app.session.views.get(key(0.86), lambda: None)
         await pilot.press("ctrl+right")
         await settle(pilot)
         assert main.threshold == 0.86 and main.index is big_step
         await pilot.press("ctrl+left")
         await settle(pilot)
         assert main.threshold == 0.81
-        prepared = app.review.views.get(key(0.82), lambda: None)
+        prepared = app.session.views.get(key(0.82), lambda: None)
         await pilot.press("plus")
         await settle(pilot)
         assert main.threshold == 0.82 and main.index is prepared
@@ -226,7 +226,7 @@ async def test_the_next_threshold_step_each_way_is_prepared_ahead(corpus):
         # a decision makes every prepared view stale: the next step re-clusters with it
         doc = int(main.index.labels[0])
         decisions.record(project, "remove", project.ids_for([doc])[0])
-        assert not app.review.views.has(key(0.83))
+        assert not app.session.views.has(key(0.83))
         await pilot.press("plus")
         await settle(pilot)
         assert main.index.clustering.reason[doc] == clustering.REVIEWER

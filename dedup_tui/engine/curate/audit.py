@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import DedupError
 from ..graph.clustering import EXACT, KEPT, NEAR, Clustering
 from ..graph.pairs import PairGraph, Policy
-from ..store import Project, now_iso, review
+from ..store import Project, now_iso, reviewer
 from ..store import audits as table
 from . import decisions, keep_rules
 from .export import check_threshold, fill_missing_similarities
@@ -537,14 +537,14 @@ def run_audit(
     removal, totals = removal_frame(graph, c, ov)
     floor = float((project.scan_params() or {}).get("floor", 0.0))
     kept = kept_frame(graph, c, ov, floor)
-    rows = review.label_rows(project.db, in_order=False)
+    rows = reviewer.label_rows(project, in_order=False)
     ords = decisions.ords_for_ids(project, [r["a_id"] for r in rows] + [r["b_id"] for r in rows])
     tuning = {
         (min(ords[r["a_id"]], ords[r["b_id"]]), max(ords[r["a_id"]], ords[r["b_id"]])): r["label"]
         for r in rows
         if r["a_id"] in ords and r["b_id"] in ords
     }
-    stored = table.audit_labels(project.conn)
+    stored = table.audit_labels(project)
     removed_sample = draw(project, removal, size, seed, graph.n, tuning, stored)
     kept_sample = draw(project, kept, kept_size, seed, graph.n, tuning, stored)
     scale = totals.frame / totals.removed if totals.removed else 0.0
@@ -568,7 +568,7 @@ def save(project: Project, audit: Audit) -> int:
     """Record the audit as the project's last one (what export's manifest carries)."""
     project.check_writable("audited")
     audit.saved_id = table.save_audit(
-        project.conn,
+        project,
         {
             "created_at": audit.created_at,
             "threshold": audit.threshold,
@@ -576,7 +576,7 @@ def save(project: Project, audit: Audit) -> int:
             "keep_rule": audit.keep_rule,
             "seed": audit.seed,
             "scan_marker": table.scan_marker(project),
-            "decisions_marker": table.decisions_marker(project.conn),
+            "decisions_marker": table.decisions_marker(project),
             "result": audit.summary(),
         },
     )
@@ -589,7 +589,7 @@ def label(project: Project, pair: SampledPair, value: str, author: str | None = 
         raise DedupError(f"unknown label {value!r} (duplicate, not or skip)")
     project.check_writable("labelled")
     a_id, b_id = _pair_ids(pair.a_id, pair.b_id, pair.a, pair.b)
-    table.save_audit_label(project.conn, a_id, b_id, value, pair.side, author or decisions.default_author())
+    table.save_audit_label(project, a_id, b_id, value, pair.side, author or decisions.default_author())
     pair.label = value
 
 
@@ -649,7 +649,7 @@ def apply_labels_file(project: Project, audit: Audit, path: str) -> int:
 
 
 def last_audit(project: Project) -> dict | None:
-    return table.last_audit(project.conn)
+    return table.last_audit(project)
 
 
 # -- showing a pair as plain text ---------------------------------------------------------------

@@ -93,7 +93,7 @@ def cluster_columns(
         marked = np.fromiter(decided, np.int64, len(decided))
         reviewer_decided[marked[marked < n]] = True
     roots = np.where(graph.exact_of[:n] >= 0, graph.exact_of[:n], ords)  # each text's first copy
-    shown = shown_ords(project.conn)
+    shown = shown_ords(project)
     reviewer_saw = np.isin(roots, roots[shown[shown < n]])
     similarity = similarity_values(c.similarity)
     keeper = c.keeper.tolist()

@@ -18,7 +18,7 @@ from ..progress import Control
 from ..ray.partial import refuse_local_export
 from ..store import Project, now_iso
 from ..store.audits import manifest_entry as audit_entry
-from ..store.review import ACTIVE, DISCARDED, UNDONE
+from ..store.reviewer import ACTIVE, DISCARDED, UNDONE
 from .cluster_table import cluster_table_format, write_cluster_table
 from .decisions import REFERENCE_REMOVAL, Overrides, active, all_decisions, not_applied, on_documents
 from .export import AtomicFile, ExportReport, check_threshold, export, removal_links, similarity_values

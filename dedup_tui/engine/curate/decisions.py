@@ -28,8 +28,8 @@ from ..display import literal_line
 from ..errors import DedupError
 from ..graph.clustering import KEPT, REVIEWER, Clustering, forget_rejected, removal_reasons
 from ..graph.pairs import PairGraph, Policy
-from ..store import Project, now_iso, review, transaction
-from ..store.review import ACTIVE, UNDONE
+from ..store import Project, now_iso, reviewer, transaction
+from ..store.reviewer import ACTIVE, UNDONE
 
 # What a decision says (the `decisions` table's `kind` column), and its state (`undone`).
 DecisionKind = Literal["keep", "remove", "not_duplicate", "accept", "note", "keep_rule"]
@@ -115,37 +115,37 @@ def decision_from_row(r: dict) -> Decision:
 def undo(project: Project) -> Decision | None:
     """Undo the newest active decision (with the rest of its bulk action); returns it, or None
     when there is nothing to undo."""
-    return _switch(project, review.newest_active_decision, ACTIVE, UNDONE)
+    return _switch(project, reviewer.newest_active_decision, ACTIVE, UNDONE)
 
 
 def next_undo(project: Project) -> Decision | None:
     """The decision undo() would undo now (read only), or None."""
-    r = review.newest_active_decision(project.db)
+    r = reviewer.newest_active_decision(project)
     return decision_from_row(r) if r is not None else None
 
 
 def next_redo(project: Project) -> Decision | None:
     """The decision redo() would bring back now (read only), or None."""
-    r = review.oldest_undone_decision(project.db)
+    r = reviewer.oldest_undone_decision(project)
     return decision_from_row(r) if r is not None else None
 
 
 def redo(project: Project) -> Decision | None:
     """Bring back the most recently undone decision (with the rest of its bulk action)."""
-    return _switch(project, review.oldest_undone_decision, UNDONE, ACTIVE)
+    return _switch(project, reviewer.oldest_undone_decision, UNDONE, ACTIVE)
 
 
 def _switch(project: Project, find, old_state: int, new_state: int) -> Decision | None:
-    """The decision find(db) names, with the rest of its bulk action, from old_state to new_state."""
+    """The decision find(project) names, with the rest of its bulk action, from old_state to new_state."""
     with transaction(project.conn):
-        r = find(project.db)
+        r = find(project)
         if r is None:
             return None
         d = decision_from_row(r)
         if d.batch is None:
-            review.set_decision_state(project.db, d.id, new_state)
+            reviewer.set_decision_state(project, d.id, new_state)
         else:
-            d.batch_size = review.set_batch_state(project.db, d.batch, old_state, new_state)
+            d.batch_size = reviewer.set_batch_state(project, d.batch, old_state, new_state)
         if d.kind == "keep_rule":  # the rule it replaced back (undo), or the one it set (redo)
             change = json.loads(d.value or "{}")
             project.set_meta(keep_rule=change.get("from" if new_state == UNDONE else "to") or "first")
@@ -172,9 +172,9 @@ def record_many(
     author = author or default_author()
     created = now_iso()
     with transaction(project.conn):
-        review.discard_redoable(project.db)
-        got = review.insert_decisions(
-            project.db,
+        reviewer.discard_redoable(project)
+        got = reviewer.insert_decisions(
+            project,
             [
                 {
                     "kind": kind,
@@ -241,7 +241,7 @@ def accept_clusters(
 
 
 def active(project: Project) -> list[Decision]:
-    return [decision_from_row(r) for r in review.decision_rows(project.db, "undone = ?", [ACTIVE])]
+    return [decision_from_row(r) for r in reviewer.decision_rows(project, "undone = ?", [ACTIVE])]
 
 
 def on_documents(project: Project) -> list[Decision]:
@@ -251,20 +251,20 @@ def on_documents(project: Project) -> list[Decision]:
 
 
 def all_decisions(project: Project) -> list[Decision]:
-    return [decision_from_row(r) for r in review.decision_rows(project.db)]
+    return [decision_from_row(r) for r in reviewer.decision_rows(project)]
 
 
 def can_undo(project: Project) -> bool:
-    return review.has_decision(project.db, ACTIVE)
+    return reviewer.has_decision(project, ACTIVE)
 
 
 def can_redo(project: Project) -> bool:
-    return review.has_decision(project.db, UNDONE)
+    return reviewer.has_decision(project, UNDONE)
 
 
 def notes_for(project: Project, doc_id: str) -> list[str]:
     """The active notes on a document, oldest first."""
-    return review.active_notes(project.db, doc_id)
+    return reviewer.active_notes(project, doc_id)
 
 
 def ords_for_ids(project: Project, ids) -> dict[str, int]:

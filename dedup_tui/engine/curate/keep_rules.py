@@ -14,7 +14,7 @@ from ..errors import DedupError
 from ..graph.clustering import KEPT, Clustering, cluster, forget_rejected, protect_references, removal_reasons
 from ..graph.pairs import PairGraph, Policy
 from ..progress import Control
-from ..store import Project, now_iso, review, transaction
+from ..store import Project, now_iso, reviewer, transaction
 from .decisions import Decision, Overrides, PairIndex, apply_overrides, decision_from_row, default_author
 from .export import as_object
 
@@ -102,9 +102,9 @@ def record_keep_rule(
     if rule == before:
         return None
     with transaction(project.conn):
-        review.discard_redoable(project.db)
-        got = review.insert_decisions(
-            project.db,
+        reviewer.discard_redoable(project)
+        got = reviewer.insert_decisions(
+            project,
             [
                 {
                     "kind": "keep_rule",

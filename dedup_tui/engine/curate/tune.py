@@ -4,17 +4,17 @@ UI-free statistics over a scanned project:
 - the distribution of verified pair similarities from the floor to 1.0;
 - documents kept at every threshold for both policies, in one pass each (components: one
   union-find pass over pairs by descending similarity; greedy: one corpus-order pass carrying
-  a bitset of the thresholds at which each document is kept, equal to running the reference's
+  a bitset of the thresholds at which each document is kept, equal to running the walkthrough's
   greedy pass at each threshold);
 - the LSH S-curve of the scan's bands x rows (where the scan's own recall falls off);
-- a review queue of pairs sampled around the threshold, stratified over similarity bins;
+- a labelling queue of pairs sampled around the threshold, stratified over similarity bins;
 - labels (duplicate / not_duplicate / skip) stored in the project's `labels` table, exported
   as JSONL; a "not a duplicate" label also records a not_duplicate decision, so the pair is
   split everywhere a decision applies;
 - precision per bin with Wilson intervals, estimated precision and recall of "duplicate" at
   every threshold (the labelled sample weighted by each bin's population), a recommended
   threshold for a target precision;
-- the shingle-size experiment, on the reference's pairs and on the user's labelled pairs;
+- the shingle-size experiment, on the walkthrough's pairs and on the user's labelled pairs;
 - chaining: connected-components clusters whose most distant members fall far below the
   threshold.
 """
@@ -33,7 +33,7 @@ from .. import errors
 from ..graph.clustering import cluster
 from ..graph.pairs import PairGraph, Policy
 from ..scanning.lsh import candidate_probability
-from ..store import Project, now_iso, review, transaction
+from ..store import Project, now_iso, reviewer, transaction
 from ..text.sets import jaccard, shingle_set
 from ..text.synth import SWEEP_K, SWEEP_NOISE, shingle_size_sweep
 from . import decisions
@@ -105,7 +105,7 @@ def kept_greedy(graph: PairGraph, thresholds, split_pairs=None) -> np.ndarray:
     Each document carries a bitset over the thresholds (bit i: kept at thresholds[i]). A
     document is kept at t unless an earlier document kept at t has a pair with it >= t, so
     its bits are ALL & ~OR(kept bits of earlier neighbour & thresholds <= similarity).
-    Exactly the reference's pass at each threshold: removed iff its best similarity to an
+    Exactly the walkthrough's pass at each threshold: removed iff its best similarity to an
     already kept document is >= t.
     """
     t = np.asarray(thresholds, dtype=np.float64)
@@ -204,7 +204,7 @@ class Label:
 
 
 def labels(project: Project) -> list[Label]:
-    return [Label(**r) for r in review.label_rows(project.db)]
+    return [Label(**r) for r in reviewer.label_rows(project)]
 
 
 def _ordered(project: Project, a_id: str, b_id: str) -> tuple[str, str]:
@@ -237,13 +237,13 @@ def set_label(
     author = author or decisions.default_author()
     created = now_iso()
     with transaction(project.conn):  # the label and the decision it records: one commit
-        old = review.label_of(project.db, a_id, b_id)
+        old = reviewer.label_of(project, a_id, b_id)
         was_split = old is not None and old["label"] == "not_duplicate"
         decision_id = old["decision_id"] if was_split and old is not None else None
         if was_split and label != "not_duplicate" and decision_id is not None:
-            review.discard_decision(project.db, decision_id)  # withdrawn, not undone: it must not come back with redo
+            reviewer.discard_decision(project, decision_id)  # withdrawn, not undone: it must not come back with redo
             decision_id = None
-        if label == "not_duplicate" and not review.split_in_force(project.db, a_id, b_id):
+        if label == "not_duplicate" and not reviewer.split_in_force(project, a_id, b_id):
             d = decisions.record(
                 project,
                 "not_duplicate",
@@ -256,18 +256,18 @@ def set_label(
             )
             decision_id = d.id
         result = Label(a_id, b_id, label, similarity, threshold, author, created, decision_id)
-        review.save_label(project.db, asdict(result))
+        reviewer.save_label(project, asdict(result))
     return result
 
 
 def remove_label(project: Project, a_id: str, b_id: str) -> None:
     """Forget a pair's label (and withdraw the decision a "not a duplicate" label recorded)."""
     a_id, b_id = _ordered(project, a_id, b_id)
-    old = review.label_of(project.db, a_id, b_id)
+    old = reviewer.label_of(project, a_id, b_id)
     with transaction(project.conn):
         if old is not None and old["decision_id"] is not None:
-            review.discard_decision(project.db, old["decision_id"])
-        review.delete_label(project.db, a_id, b_id)
+            reviewer.discard_decision(project, old["decision_id"])
+        reviewer.delete_label(project, a_id, b_id)
 
 
 def export_labels(project: Project, path: str | Path, force: bool = True) -> int:
@@ -298,7 +298,7 @@ def export_labels(project: Project, path: str | Path, force: bool = True) -> int
     return len(rows)
 
 
-# -- the review queue -----------------------------------------------------------------------
+# -- the labelling queue ---------------------------------------------------------------------
 
 
 @dataclass
@@ -309,7 +309,7 @@ class QueuePair:
     bin: int
 
 
-def review_queue(
+def label_queue(
     graph: PairGraph,
     threshold: float,
     floor: float,
@@ -522,8 +522,8 @@ def estimate(
 # -- shingle size ---------------------------------------------------------------------------
 
 
-def reference_shingle_table() -> dict[int, list[float]]:
-    """The reference's experiment: Jaccard of a document and its noisy copy, per k and noise."""
+def walkthrough_shingle_table() -> dict[int, list[float]]:
+    """The walkthrough's experiment: Jaccard of a document and its noisy copy, per k and noise."""
     return shingle_size_sweep(SWEEP_K, SWEEP_NOISE, seed=7)
 
 
@@ -743,7 +743,7 @@ def split_chain(
     rows = [
         ("not_duplicate", ids[i], ids[i + 1], "chain split")
         for i in range(0, len(ids), 2)
-        if not review.split_in_force(project.db, ids[i], ids[i + 1])
+        if not reviewer.split_in_force(project, ids[i], ids[i + 1])
     ]
     return len(decisions.record_many(project, rows, threshold, policy, author=author))
 

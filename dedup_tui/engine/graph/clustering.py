@@ -3,7 +3,7 @@
 Two policies over the same graph (documents = corpus ords, edges = verified pairs):
 - components: connected components of pairs >= threshold; the first document in corpus
   order is kept, every other member is removed as a duplicate of it.
-- greedy: the reference's keep-first pass in corpus order; a document is removed when its
+- greedy: the walkthrough's keep-first pass in corpus order; a document is removed when its
   highest similarity to an already kept document is >= threshold, against the first kept
   document reaching that maximum.
 Exact duplicates always collapse first: a later copy of a text is in its first copy's cluster

@@ -1,4 +1,4 @@
-"""The greedy policy: the reference's keep-first pass in corpus order, vectorised in rounds, and
+"""The greedy policy: the walkthrough's keep-first pass in corpus order, vectorised in rounds, and
 its variant taking the reference documents first."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DedupError, ProjectError
 from ..progress import Control
-from ..store import Project, build_project, document_checksum, now_iso, review, transaction
+from ..store import Project, build_project, document_checksum, now_iso, reviewer, transaction
 from ..store.scans import write_scan_result
 from .partial import META_KEY, PartialView
 
@@ -241,8 +241,8 @@ def carry_review(project: Project, old: str | Path) -> dict:
         raise ProjectError(f"{old}: no such project file")
     conn = project.conn
     with Project(old, readonly=True) as earlier:
-        decisions = [tuple(r.values()) for r in review.decision_rows(earlier.db)]
-        labels = review.label_rows(earlier.db, in_order=False)
+        decisions = [tuple(r.values()) for r in reviewer.decision_rows(earlier)]
+        labels = reviewer.label_rows(earlier, in_order=False)
         meta = {k: earlier.get_meta(k) for k in ("keep_rule", "ui_state")}
         earlier_files = {r["sha256"]: r["path"] for r in earlier.source_rows("sha256, path")}
     files_here = {r["sha256"] for r in project.source_rows("sha256")}
@@ -264,8 +264,8 @@ def carry_review(project: Project, old: str | Path) -> dict:
         "other_files": other_files,
     }
     with transaction(conn):
-        if review.decision_count(project.db):
+        if reviewer.decision_count(project):
             raise ProjectError(f"{project.path}: already has decisions of its own")
-        review.insert_carried(project.db, [dict(zip(review.DECISION_COLUMNS, d)) for d in decisions], labels)
+        reviewer.insert_carried(project, [dict(zip(reviewer.DECISION_COLUMNS, d)) for d in decisions], labels)
         project.set_meta(**{k: v for k, v in meta.items() if v is not None}, carried_review=json.dumps(carried))
     return carried

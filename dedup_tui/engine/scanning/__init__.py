@@ -1,8 +1,8 @@
 """The scan: exact groups, candidate pairs and their exact verification, written to the project.
 
 - settings      ScanSettings and defaults, counters, the kernels' thread pool (shared with ray/)
-- minhash       MinHash permutations and signatures (numpy reference)
-- lsh           banding: bands x rows for a floor, band keys, candidate pairs (numpy reference)
+- minhash       MinHash permutations and signatures (numpy; the plain version)
+- lsh           banding: bands x rows for a floor, band keys, candidate pairs (numpy; the plain version)
 - sketch        bit sketches of long texts: a cheap test before exact verification
 - similarity    exact Jaccard of pairs, every pair of a small corpus (numpy)
 - verify        exact verification of candidate pairs, component by component

@@ -1,5 +1,5 @@
 """A second, sharper look at a candidate pair before its exact comparison: a one-permutation
-MinHash sketch of each long text's shingle set (plain reference; scanning/kernels/ has the compiled
+MinHash sketch of each long text's shingle set (plain version; scanning/kernels/ has the compiled
 versions and is tested against this).
 
 The 48-bit shingle fingerprints (shingle.unique_per_doc) are split into SKETCH_BINS bins by

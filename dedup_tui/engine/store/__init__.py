@@ -10,10 +10,15 @@ The engine's SQL lives in this package:
 - locks.py       the review app's lock, headless writers' shared lock, `transaction`
 - checksums.py   a checksum per stored document, and per table a scan derives
 - project.py     `Project` (documents, sources, runs, meta, the view snapshot) and `build_project`
-- review.py      the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
+- reviewer.py    the reviewer's tables: decisions (notes among them) and labels, through sqlite-utils
 - scans.py       what a scan writes and reads back: exact groups, pairs, packed arrays, checked
 - derived.py     the packed arrays written with their checksums, and their sources as arrays
 - documents.py   what a load writes: its sources and documents (DocumentsWriter)
+- audits.py      the audit's labels and results; shown.py: what the review app showed
+
+Reading and writing the project's tables takes the `Project` (reviewer.py, audits.py, shown.py,
+scans.py's readers). What runs inside a transaction the caller holds over many writes takes
+that transaction's connection (scans.py's writers, derived.py, checksums.py, schema.py).
 """
 
 from .checksums import document_checksum, document_checksums, has_checksums

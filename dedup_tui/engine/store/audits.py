@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from typing import TYPE_CHECKING
 
 from .connection import now_iso
 from .locks import transaction
+
+if TYPE_CHECKING:
+    from .project import Project
 
 AUDIT_TABLES = """
 CREATE TABLE IF NOT EXISTS audit_labels (
@@ -48,7 +52,8 @@ def _has_tables(conn: sqlite3.Connection) -> bool:
     )
 
 
-def ensure_tables(conn: sqlite3.Connection) -> None:
+def ensure_tables(project: Project) -> None:
+    conn = project.conn
     if not _has_tables(conn):
         with transaction(conn):
             for stmt in AUDIT_TABLES.split(";\n"):
@@ -56,16 +61,18 @@ def ensure_tables(conn: sqlite3.Connection) -> None:
                     conn.execute(stmt)
 
 
-def audit_labels(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+def audit_labels(project: Project) -> dict[tuple[str, str], str]:
     """(a_id, b_id) -> label, for every audit label (none before the first audit)."""
+    conn = project.conn
     if not _has_tables(conn):
         return {}
     return {(a, b): label for a, b, label in conn.execute("SELECT a_id, b_id, label FROM audit_labels")}
 
 
-def save_audit_label(conn: sqlite3.Connection, a_id: str, b_id: str, label: str, side: str, author: str | None) -> None:
+def save_audit_label(project: Project, a_id: str, b_id: str, label: str, side: str, author: str | None) -> None:
     """One label, committed at once (a labelling session cut off keeps every label it saved)."""
-    ensure_tables(conn)
+    conn = project.conn
+    ensure_tables(project)
     with transaction(conn):
         conn.execute(
             "INSERT OR REPLACE INTO audit_labels(a_id, b_id, label, side, author, created_at) "
@@ -74,8 +81,9 @@ def save_audit_label(conn: sqlite3.Connection, a_id: str, b_id: str, label: str,
         )
 
 
-def save_audit(conn: sqlite3.Connection, row: dict) -> int:
-    ensure_tables(conn)
+def save_audit(project: Project, row: dict) -> int:
+    conn = project.conn
+    ensure_tables(project)
     with transaction(conn):
         cur = conn.execute(
             "INSERT INTO audits(created_at, threshold, policy, keep_rule, seed, scan_marker, decisions_marker, result) "
@@ -95,7 +103,8 @@ def save_audit(conn: sqlite3.Connection, row: dict) -> int:
         return cur.lastrowid
 
 
-def last_audit(conn: sqlite3.Connection) -> dict | None:
+def last_audit(project: Project) -> dict | None:
+    conn = project.conn
     if not _has_tables(conn):
         return None
     cur = conn.execute(
@@ -110,25 +119,26 @@ def last_audit(conn: sqlite3.Connection) -> dict | None:
     return out
 
 
-def decisions_marker(conn: sqlite3.Connection) -> str:
+def decisions_marker(project: Project) -> str:
     """Changes with every decision recorded, undone, redone or discarded: a digest of every
     decision's (id, state). (A sum of id * state could not tell discarding decisions 1 and 3
     from discarding decision 4.)"""
+    conn = project.conn
     digest = hashlib.blake2b(digest_size=16)
     for decision_id, state in conn.execute("SELECT id, undone FROM decisions ORDER BY id"):
         digest.update(f"{decision_id}:{state};".encode())
     return digest.hexdigest()
 
 
-def scan_marker(project) -> str:
+def scan_marker(project: Project) -> str:
     """Changes with every scan (and with every load, which makes the scan stale)."""
     return json.dumps([project.last_complete_scan(), project.document_count(), project.scan_params()], sort_keys=True)
 
 
-def staleness(project, threshold: float, policy: str, rule: str) -> str | None:
+def staleness(project: Project, threshold: float, policy: str, rule: str) -> str | None:
     """Why the last audit does not describe an export at these settings (None: it does, or
     there is none)."""
-    last = last_audit(project.conn)
+    last = last_audit(project)
     if last is None:
         return None
     when = last["created_at"]
@@ -144,15 +154,15 @@ def staleness(project, threshold: float, policy: str, rule: str) -> str | None:
         )
     if last["scan_marker"] != scan_marker(project):
         return f"the last audit ({when}) is older than the last scan; run dedup-tui audit again"
-    if last["decisions_marker"] != decisions_marker(project.conn):
+    if last["decisions_marker"] != decisions_marker(project):
         return f"the last audit ({when}) is older than the last decision; run dedup-tui audit again"
     return None
 
 
-def manifest_entry(project, threshold: float, policy: str, rule: str) -> dict | None:
+def manifest_entry(project: Project, threshold: float, policy: str, rule: str) -> dict | None:
     """The last audit as export's manifest carries it (its line, numbers and sample), with
     `current`: whether it was made on this export's settings, scan and decisions."""
-    last = last_audit(project.conn)
+    last = last_audit(project)
     if last is None:
         return None
     why = staleness(project, threshold, policy, rule)

@@ -73,7 +73,7 @@ class Project:
     @property
     def db(self) -> sqlite_utils.Database:
         """sqlite-utils view of the same connection: the small tables (decisions, labels, meta,
-        sources) are read and written through it (store/review.py)."""
+        sources) are read and written through it (store/reviewer.py)."""
         db = self.__dict__.get("_db")
         if db is None or db.conn is not self.conn:
             db = self._db = sqlite_utils_db(self.conn)

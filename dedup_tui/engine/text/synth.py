@@ -1,4 +1,4 @@
-"""Synthetic corpora with planted noisy copies (the reference's generator, seeded)."""
+"""Synthetic corpora with planted noisy copies (the walkthrough's generator, seeded)."""
 
 from __future__ import annotations
 

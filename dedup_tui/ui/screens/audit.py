@@ -21,7 +21,7 @@ from ..widgets.docview import DocView, compose_side_by_side
 from ..widgets.footer import AppFooter
 from ..window import PAIR_LINES, windows
 
-DIFF_CHARS = 20_000  # the pair's diff is computed on the UI thread up to this length, as the review queue does
+DIFF_CHARS = 20_000  # the pair's diff is computed on the UI thread up to this length, as the labelling queue does
 
 
 class AuditReady(Message):
@@ -41,11 +41,11 @@ class AuditScreen(Screen):
     AuditScreen.-stacked #pair-body .side { width: 1fr; height: 1fr; }
     """
 
-    def __init__(self, review) -> None:
+    def __init__(self, session) -> None:
         super().__init__()
-        self.review = review
-        self.threshold = review.threshold
-        self.policy = review.policy
+        self.session = session
+        self.threshold = session.threshold
+        self.policy = session.policy
         self.result: auditing.Audit | None = None
         self.todo: list[auditing.SampledPair] = []
         self.current: auditing.SampledPair | None = None
@@ -58,7 +58,7 @@ class AuditScreen(Screen):
         yield AppFooter()
 
     def on_mount(self) -> None:
-        self.review.intake.forget("audit")  # (a pair drawn in an earlier audit is not on screen now)
+        self.session.intake.forget("audit")  # (a pair drawn in an earlier audit is not on screen now)
         self.update_header("Drawing the sample…")
         self.recompute()
 
@@ -72,9 +72,9 @@ class AuditScreen(Screen):
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def compute(self, generation: int) -> None:
-        project = Project(self.review.spec.db, readonly=True)
+        project = Project(self.session.spec.db, readonly=True)
         try:
-            result = auditing.run_audit(project, self.threshold, self.policy, graph=self.review.graph)
+            result = auditing.run_audit(project, self.threshold, self.policy, graph=self.session.graph)
         finally:
             project.close()
         if not get_current_worker().is_cancelled:
@@ -100,7 +100,7 @@ class AuditScreen(Screen):
             right_view.set_document("")
             self.update_header()
             return
-        left, right = windows(self.review.project, [pair.a, pair.b], 100_000, PAIR_LINES)
+        left, right = windows(self.session.project, [pair.a, pair.b], 100_000, PAIR_LINES)
         spans = diff(left.text, right.text) if len(left.text) + len(right.text) <= DIFF_CHARS else None
         left_view.set_document(left.text, spans.left if spans else (), length=left.length)
         right_view.set_document(right.text, spans.right if spans else (), length=right.length)
@@ -111,8 +111,8 @@ class AuditScreen(Screen):
             title.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(title)
         self.update_header()
-        self.review.intake.showing("audit", pair.key)
-        self.call_after_refresh(self.review.intake.drawn, "audit", pair.key)
+        self.session.intake.showing("audit", pair.key)
+        self.call_after_refresh(self.session.intake.drawn, "audit", pair.key)
 
     def update_header(self, note: str | None = None) -> None:
         width = max(20, self.app.size.width - 2)
@@ -159,7 +159,7 @@ class AuditScreen(Screen):
         pair = self.current
         if pair is None:
             return
-        if not self.review.intake.admit("audit", pair.key, "pair"):  # pressed before this pair was on screen
+        if not self.session.intake.admit("audit", pair.key, "pair"):  # pressed before this pair was on screen
             return
         self.app.writer.submit(
             lambda project: auditing.label(project, pair, value, author=self.app.author),
@@ -171,7 +171,7 @@ class AuditScreen(Screen):
 
     def action_close(self) -> None:
         if self.result is not None and self.labelled:  # the last audit, for export's manifest
-            threshold, policy, graph = self.threshold, self.policy, self.review.graph
+            threshold, policy, graph = self.threshold, self.policy, self.session.graph
             self.app.writer.submit(
                 lambda project: auditing.save(project, auditing.run_audit(project, threshold, policy, graph=graph)),
                 what="the audit",

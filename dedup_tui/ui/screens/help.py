@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ..actions import AUDIT_ACTIONS, EXTRA_KEYS, MAIN_ACTIONS, PAIR_ACTIONS, REVIEW_ACTIONS, TUNE_ACTIONS
+from ..actions import AUDIT_ACTIONS, EXTRA_KEYS, LABEL_ACTIONS, MAIN_ACTIONS, PAIR_ACTIONS, TUNE_ACTIONS
 from ..keymap import Keymap
 from ..widgets.footer import AppFooter
 
@@ -25,7 +25,7 @@ def keys_table(keymap: Keymap | None = None) -> Table:
     seen = set()
     for keys, text, section in EXTRA_KEYS:
         table.add_row(Text(keys), Text(text), Text(section))
-    for act in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + REVIEW_ACTIONS + AUDIT_ACTIONS:
+    for act in MAIN_ACTIONS + PAIR_ACTIONS + TUNE_ACTIONS + LABEL_ACTIONS + AUDIT_ACTIONS:
         if act.id in keymap.keys:
             keys = keymap.display(act)
         else:

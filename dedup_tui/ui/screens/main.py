@@ -2,7 +2,7 @@
 
 It is layout and rendering: the view, the list, the cursor, the queue and the decisions are the
 review model's (`dedup_tui.review.Review`, at `self.model`). Keys become intents to the review
-session (`dedup_tui.review.session.ReviewSession`, at `self.review`), which has the plans written
+session (`dedup_tui.review.session.ReviewSession`, at `self.session`), which has the plans written
 by the app's writer thread and the list rebuilt off the UI thread; this screen draws the result.
 """
 
@@ -52,7 +52,7 @@ from ..widgets.footer import AppFooter
 from ..widgets.pair_diff import PairDiff
 from ..widgets.progress import ScanProgress
 from ..widgets.quiet import update_static
-from ..widgets.tables import ClusterTable, MemberTable, reference, why
+from ..widgets.tables import ClusterTable, MemberTable, compared_with, why
 from ..window import PREVIEW_LINES, PREVIEW_WINDOW, Shown, short_notice, windows
 from .dialogs import AskScreen, ExportRequest, ExportScreen, RescanScreen, SearchResultsScreen
 
@@ -74,10 +74,10 @@ class MainScreen(Screen):
     PAIR_SCREEN = "pair"
     partial: PartialView | None = None  # an imported cluster scan
 
-    def __init__(self, spec, review: ReviewSession) -> None:
+    def __init__(self, spec, session: ReviewSession) -> None:
         super().__init__()
         self.spec = spec
-        self.review = review
+        self.session = session
         self.model: Review | None = None  # made on mount, with the UI thread's connection
         self.page = 0
         self.scanning = False
@@ -95,12 +95,12 @@ class MainScreen(Screen):
         self._pair_screen = None  # the pair view, once opened (kept installed for the next opening)
 
     # what the screens on top and the tests read (the model's, for the most part)
-    project = property(lambda self: self.review.project)
-    graph = property(lambda self: self.review.graph)
-    index = property(lambda self: self.review.index)
-    threshold = property(lambda self: self.review.threshold)
-    policy = property(lambda self: self.review.policy)
-    floor = property(lambda self: self.review.floor)
+    project = property(lambda self: self.session.project)
+    graph = property(lambda self: self.session.graph)
+    index = property(lambda self: self.session.index)
+    threshold = property(lambda self: self.session.threshold)
+    policy = property(lambda self: self.session.policy)
+    floor = property(lambda self: self.session.floor)
 
     @property
     def sort(self) -> str:
@@ -110,7 +110,7 @@ class MainScreen(Screen):
     @property
     def busy(self) -> bool:
         """A list is being rebuilt, or one is waiting to be."""
-        return self.review.busy
+        return self.session.busy
 
     @property
     def _cluster_id(self) -> int | None:
@@ -150,10 +150,10 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         project = Project(self.spec.db)
         self.model = Review(project, author=self.app.author)
-        self.review.model = self.model
-        self.review.attach(AppHost(self.app), self)
-        self.review.shown.review = self.model
-        self.query_one("#members", MemberTable).row_drawn = self.review.shown.add
+        self.session.model = self.model
+        self.session.attach(AppHost(self.app), self)
+        self.session.shown.model = self.model
+        self.query_one("#members", MemberTable).row_drawn = self.session.shown.add
         for table in (self.query_one("#members", MemberTable), self.query_one("#clusters", ClusterTable)):
             table.id_extra = lambda: self.model.view.id_widening
         self.partial = getattr(self.app, "partial", None)
@@ -249,7 +249,7 @@ class MainScreen(Screen):
         index = message.index
         self._set_floor(message.floor)
         if self.index is None and self.model.shows_view(index):
-            self._snapshot_generation = self.review.generation
+            self._snapshot_generation = self.session.generation
             self.show_index(index, None)
             self.query_one("#clusters", ClusterTable).after_paint(message.painted.set)
         else:
@@ -260,23 +260,23 @@ class MainScreen(Screen):
         self._rows.clear()  # (a scan may have loaded other documents)
         self.model.graph = message.graph
         self._set_floor(message.floor)
-        self.review.new_graph()  # views of another graph are of no use
+        self.session.new_graph()  # views of another graph are of no use
         self.query_one("#progress", ScanProgress).stop()
         self.refresh_bindings()
         index = message.index
-        if index is None and self._snapshot_generation == self.review.generation:
+        if index is None and self._snapshot_generation == self.session.generation:
             return  # the stored view on screen is still what the settings ask for
-        if index is None or not self.review.show_built(index):
-            self.review.schedule_recluster(keep_order=False)
+        if index is None or not self.session.show_built(index):
+            self.session.schedule_recluster(keep_order=False)
 
     def on_unmount(self) -> None:
         self.save_view()
-        self.review.remember_view()
+        self.session.remember_view()
 
     def save_view(self) -> None:
         """Store the view on screen for the next opening, unless it is stored already or stale."""
         index = self.index
-        if index is None or self.project is None or self.review.busy or self.model.needs_rebuild():
+        if index is None or self.project is None or self.session.busy or self.model.needs_rebuild():
             return
         try:
             stale = (
@@ -739,8 +739,8 @@ class MainScreen(Screen):
         c = self.index.clustering
         doc_id, length, _ = self._previews([o], 1)[o]
         pane = self.app.size.width if self.app.size.width < self.NARROW else self.app.size.width // 2
-        ref, ref_sim = reference(c, o)  # the kept document: one reference, as in the list and the pair view
-        keeper_id = self._ids([ref])[0] if ref is not None else None
+        kept, kept_sim = compared_with(c, o)  # the kept document, as in the list and the pair view
+        keeper_id = self._ids([kept])[0] if kept is not None else None
         via = via_sim = None
         if keeper_id is not None and self.graph is not None:  # (the same link the removed log gives)
             via, via_sim = links_to_kept(self.graph, c, [o])
@@ -749,7 +749,7 @@ class MainScreen(Screen):
         # ids whole (to 80 cells, and never folded inside: a folded id ran into its length, ".1362
         # chars" for "….1  362 chars") where the line holds them in its rows, else shortened
         for id_width in (min(80, pane - 16), max(16, (pane - 24) // 2), 16):
-            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, ref_sim)
+            t = self._member_line(o, doc_id, length, keeper_id, via_id, via_sim, id_width, kept_sim)
             if -(-cell_len(t.plain) // max(1, pane - 2)) <= 3:  # (word wrapping may add a row: 4 hold it)
                 break
         for note in decisions.notes_for(self.project, doc_id):
@@ -761,8 +761,8 @@ class MainScreen(Screen):
     def _member_line(
         self, o: int, doc_id: str, length: int, keeper_id, via_id, via_sim, id_width: int, sim: float = float("nan")
     ) -> Text:
-        """The selected document: its id, length, why; what it duplicates (the kept document, its
-        reference everywhere), and through whom (the member it copies or that links it)."""
+        """The selected document: its id, length, why; what it duplicates (the kept document, which
+        it is compared with everywhere), and through whom (the member it copies or that links it)."""
         ids = [literal_line(i) for i in (doc_id, keeper_id, via_id) if i is not None]
         short = dict(zip(ids, shorten_each(ids, id_width)))  # apart where they would read alike
         t = Text()
@@ -791,8 +791,8 @@ class MainScreen(Screen):
         it beside its closest member. The title names which one the keys act on."""
         c = self.index.clustering
         target = self._preview_target = o
-        self.review.intake.showing("main", target)
-        kept, sim = reference(c, o)  # the kept document (the pair view's left side too)
+        self.session.intake.showing("main", target)
+        kept, sim = compared_with(c, o)  # the kept document (the pair view's left side too)
         if kept is None:  # the kept document itself: show it beside its closest member
             kept, o = o, self.model.closest_member(o)
         # the start of a huge document: reading, wrapping and the diff stay bounded on any size
@@ -836,13 +836,13 @@ class MainScreen(Screen):
 
     def _drawn_after_refresh(self) -> None:
         """The document the keys act on is on screen (its row and its preview) once this redraw is."""
-        self.call_after_refresh(self.review.intake.drawn, "main", self._preview_target)
+        self.call_after_refresh(self.session.intake.drawn, "main", self._preview_target)
 
     def _admitted(self) -> bool:
         """Whether the decision key being handled saw the cursor's document on screen (no
         document at all: the model says so)."""
         doc = self.model.cursor.doc if self.index is not None else None
-        return doc is None or self.review.intake.admit("main", doc)
+        return doc is None or self.session.intake.admit("main", doc)
 
     @staticmethod
     def _current(event: DataTable.RowHighlighted) -> bool:
@@ -952,7 +952,7 @@ class MainScreen(Screen):
         return True
 
     def action_threshold(self, delta: float) -> None:
-        self.review.step_threshold(delta)
+        self.session.step_threshold(delta)
 
     def action_cluster(self, delta: int) -> None:
         """} {: the next or previous cluster of the list (its first member to review), as in the
@@ -981,12 +981,12 @@ class MainScreen(Screen):
 
         def done(value: str | None) -> None:
             if value:
-                self.review.set_threshold(float(value))
+                self.session.set_threshold(float(value))
 
         self.app.push_screen(AskScreen("Threshold", f"{self.threshold:.2f}", validate=validate), done)
 
     def action_toggle_policy(self) -> None:
-        self.review.toggle_policy()
+        self.session.toggle_policy()
 
     def action_id_width(self, cells: int) -> None:
         """Widen (cells > 0) or narrow the id columns, in the view stored with the project."""
@@ -999,7 +999,7 @@ class MainScreen(Screen):
             )
             return
         self.model.set_id_widening(members.widening_for(then))
-        self.review.remember_view()
+        self.session.remember_view()
         if self.index is not None:
             self.render_list()
         self.notify(f"The id column is {then} cells ({'I' if cells > 0 else 'i'} takes it back)", timeout=2)
@@ -1009,11 +1009,11 @@ class MainScreen(Screen):
         self._after_relist()  # (the status line and the list's title name it: no toast over the preview)
 
     def _after_relist(self) -> None:
-        self.review.remember_view()
+        self.session.remember_view()
         self.update_top()
         self.page = 0
         if self.model.needs_rebuild():
-            self.review.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
+            self.session.schedule_recluster(keep_order=False)  # the filter needs every cluster: rebuilt
         elif self.index is not None:
             self.render_list()
 
@@ -1022,14 +1022,14 @@ class MainScreen(Screen):
         app, the policies and every export follow it)."""
         rules = list(keep_rules.KEEP_RULES)
         current = keep_rules.keep_rule(self.project)
-        self.review.set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
+        self.session.set_keep_rule(rules[(rules.index(current) + 1) % len(rules)] if current in rules else "first")
 
     def action_keep_by_field(self) -> None:
         """Keep the document with the highest / lowest value of a record field (newest date, best score)."""
 
         def done(rule: str | None) -> None:
             if rule:
-                self.review.set_keep_rule(rule)
+                self.session.set_keep_rule(rule)
 
         current = keep_rules.keep_rule(self.project)
         db = self.spec.db
@@ -1087,26 +1087,26 @@ class MainScreen(Screen):
             self.model.select_position(new * self.PAGE)
             self.render_list()
 
-    # -- decisions: on the document on screen (review.session's key intake), by the session ------
+    # -- decisions: on the document on screen (the session's key intake), by the session ------
     def action_keep(self) -> None:
         if self._admitted():
-            self.review.keep()
+            self.session.keep()
 
     def action_remove(self) -> None:
         if self._admitted():
-            self.review.remove()  # asks first when it is a kept document
+            self.session.remove()  # asks first when it is a kept document
 
     def action_not_duplicate(self) -> None:
         if self._admitted():
-            self.review.separate()
+            self.session.separate()
 
     def action_none_duplicates(self) -> None:
         if not self._admitted():
             return
         cluster_id = self._cluster_id
-        self.review.decide_cluster(
+        self.session.decide_cluster(
             "Say none are duplicates",
-            self.review.shown.unseen(cluster_id),
+            self.session.shown.unseen(cluster_id),
             lambda: self.model.plan_none_duplicates(cluster_id),
         )
 
@@ -1114,8 +1114,8 @@ class MainScreen(Screen):
         if not self._admitted():
             return
         cluster_id = self._cluster_id
-        self.review.decide_cluster(
-            "Accept the cluster", self.review.shown.unseen(cluster_id), lambda: self.model.plan_accept(cluster_id)
+        self.session.decide_cluster(
+            "Accept the cluster", self.session.shown.unseen(cluster_id), lambda: self.model.plan_accept(cluster_id)
         )
 
     def action_bulk_accept(self) -> None:
@@ -1141,7 +1141,7 @@ class MainScreen(Screen):
 
             def confirmed(answer: str | None) -> None:
                 if answer:
-                    self.review.act(lambda: self.model.plan_bulk_accept(cluster_ids))
+                    self.session.act(lambda: self.model.plan_bulk_accept(cluster_ids))
 
             self.app.push_screen(
                 AskScreen(
@@ -1173,16 +1173,16 @@ class MainScreen(Screen):
 
         def done(value: str | None) -> None:
             if value:
-                self.review.act(lambda: self.model.plan_note(value, o))
+                self.session.act(lambda: self.model.plan_note(value, o))
 
         doc_id = self.project.ids_for([o])[0]
         self.app.push_screen(AskScreen(f"Note on {shorten_middle(doc_id, 60)}", placeholder="why this decision?"), done)
 
     def action_undo(self) -> None:
-        self.review.undo()
+        self.session.undo()
 
     def action_redo(self) -> None:
-        self.review.redo()
+        self.session.redo()
 
     def action_open_pair(self) -> None:
         o = self.selected_doc()
@@ -1196,7 +1196,7 @@ class MainScreen(Screen):
         from .pair import PairScreen
 
         if self._pair_screen is None:  # one pair view, installed: esc keeps it for the next opening
-            self._pair_screen = PairScreen(self.review, self._cluster_id, o)
+            self._pair_screen = PairScreen(self.session, self._cluster_id, o)
             self.app.install_screen(self._pair_screen, name=self.PAIR_SCREEN)
         else:
             self._pair_screen.reopen(self._cluster_id, o)
@@ -1205,12 +1205,12 @@ class MainScreen(Screen):
     def action_tune(self) -> None:
         from .tune import TuneScreen
 
-        self.app.push_screen(TuneScreen(self.review))
+        self.app.push_screen(TuneScreen(self.session))
 
     def action_audit(self) -> None:
         from .audit import AuditScreen
 
-        self.app.push_screen(AuditScreen(self.review))
+        self.app.push_screen(AuditScreen(self.session))
 
     # export
     def action_export(self) -> None:

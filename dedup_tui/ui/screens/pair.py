@@ -4,7 +4,7 @@ A place to decide: the main screen's decision keys act on the right-hand documen
 same review model and plans), the view moves on after each one as the main screen does, and
 > < } { go to the next or previous member and cluster. A key that decides for a whole cluster
 (a, N) asks first, with their count, when some members it would decide for were not shown here
-(review.shown: the rule of every screen).
+(session.shown: the rule of every screen).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ class PairScreen(Screen):
     ACTIONS = PAIR_ACTIONS
     NARROW = 100
 
-    def __init__(self, review, cluster_id: int, right: int) -> None:
+    def __init__(self, session, cluster_id: int, right: int) -> None:
         super().__init__()
-        self.review = review
+        self.session = session
         self._start_visit(cluster_id, right)
 
     def reopen(self, cluster_id: int, right: int) -> None:
@@ -52,11 +52,11 @@ class PairScreen(Screen):
     def _start_visit(self, cluster_id: int, right: int) -> None:
         """What one opening of the pair view starts from (nothing of an earlier opening: what
         the reviewer saw then does not count as seen now)."""
-        review = self.review
-        review.intake.forget("pair")  # what an earlier opening drew is not on screen now
+        session = self.session
+        session.intake.forget("pair")  # what an earlier opening drew is not on screen now
         self.cluster_id = cluster_id
         self.right = right
-        self.left = review.kept_of(right)
+        self.left = session.kept_of(right)
         self.layout_choice: str | None = None  # None: automatic by width
         self.jaccard: float | None = None
         self.jaccard_computed = False  # below the scan's floor: computed by the pair view
@@ -69,7 +69,7 @@ class PairScreen(Screen):
         self.aligned = False
         self._moved = False  # > < } { moved the cursor since the main screen's lists last followed it
         # the texts shown on the right in this opening (what an earlier one showed is not counted here)
-        self.seen = ShownMembers(review.model, also=review.shown)
+        self.seen = ShownMembers(session.model, also=session.shown)
         # what is shown of each document: a window of a huge one (its first PAIR_WINDOW characters)
         self.shown: tuple[Shown, Shown] = (Shown("", 0), Shown("", 0))
 
@@ -107,7 +107,7 @@ class PairScreen(Screen):
 
     # -- content -------------------------------------------------------------------------
     def members(self) -> np.ndarray:
-        members = self.review.index.members(self.cluster_id)
+        members = self.session.index.members(self.cluster_id)
         return members[members != self.left]
 
     ALIGN_MIN_LINES = 4  # documents with at least this many lines open line-aligned
@@ -117,11 +117,11 @@ class PairScreen(Screen):
         """Both documents (a window of a huge one: reading, wrapping and the diff are bounded by
         PAIR_WINDOW characters and PAIR_LINES lines, never by the document), the diff computed in
         a worker."""
-        project = self.review.project
+        project = self.session.project
         self.shown = left, right = tuple(windows(project, [self.left, self.right], PAIR_WINDOW, PAIR_LINES))
-        self.review.intake.showing("pair", self.right)
+        self.session.intake.showing("pair", self.right)
         self.seen.add(self.right)
-        self.review.shown.add(self.left)  # (on screen too: the session's record, not this view's rule)
+        self.session.shown.add(self.left)  # (on screen too: the session's record, not this view's rule)
         left_text, right_text = left.text, right.text
         self.query_one("#pair-header", Static).set_class(left.cut or right.cut, "-cut")  # a line says so
         if self.aligned_choice is None:
@@ -151,10 +151,10 @@ class PairScreen(Screen):
             self.refresh_view()
 
     def _stored_jaccard(self) -> float | None:
-        a, b = (self.review.exact_root(o) for o in (self.left, self.right))
+        a, b = (self.session.exact_root(o) for o in (self.left, self.right))
         if a == b:
             return 1.0
-        return self.review.project.stored_jaccard(a, b)
+        return self.session.project.stored_jaccard(a, b)
 
     def _diffed(self, result) -> None:
         """The pair's differences are in its views (the Jaccard too, for a pair below the floor)."""
@@ -166,12 +166,12 @@ class PairScreen(Screen):
     def on_pair_diff_shown(self, message: PairDiff.Shown) -> None:
         """The right-hand document is on screen (the widget says so after the repaint that drew it)."""
         if message.key == self._key:
-            self.review.intake.drawn("pair", self.right)
+            self.session.intake.drawn("pair", self.right)
 
     def refresh_view(self) -> None:
         """Header and titles from the review's current clustering (after decisions too), each
         fitted to the width: shorter words before anything is cut, ids shortened in the middle."""
-        index = self.review.index
+        index = self.session.index
         if index is None:
             return
         width = max(20, self.size.width - 2)  # the header's padding
@@ -198,7 +198,7 @@ class PairScreen(Screen):
         self.query_one("#pair-header", Static).update(header)
         stacked = self.has_class("-stacked") and not self.aligned
         room = max(20, (self.size.width if stacked else self.size.width // 2) - 2)  # a title's padding
-        ids = [literal_line(i) for i in self.review.project.ids_for([self.left, self.right])]
+        ids = [literal_line(i) for i in self.session.project.ids_for([self.left, self.right])]
         for side, o, doc_id, other in (("left", self.left, ids[0], ids[1]), ("right", self.right, ids[1], ids[0])):
             name = {"left": "top", "right": "bottom"}[side] if stacked else side
             self.query_one(f"#{side}-title", Static).update(self._title(index, o, name, doc_id, other, room))
@@ -272,9 +272,9 @@ class PairScreen(Screen):
 
     # -- actions -------------------------------------------------------------------------
     def action_close(self) -> None:
-        doc = self.review.model.cursor.doc
-        if self._moved and doc is not None and self.review.index is not None:
-            self.review.show_document(doc)  # the main screen's lists on the document shown last
+        doc = self.session.model.cursor.doc
+        if self._moved and doc is not None and self.session.index is not None:
+            self.session.show_document(doc)  # the main screen's lists on the document shown last
         self.dismiss()
 
     def action_toggle_layout(self) -> None:
@@ -315,13 +315,13 @@ class PairScreen(Screen):
             return
         pos = np.flatnonzero(members == self.right)
         i = (int(pos[0]) + delta) % len(members) if len(pos) else 0
-        self.review.model.select(int(members[i]))  # the keys act on the member shown on the right
+        self.session.model.select(int(members[i]))  # the keys act on the member shown on the right
         self._moved = True
         self.follow_cursor()
 
     def action_cluster(self, delta: int) -> None:
         """The next or previous cluster of the main screen's list: its first member to review."""
-        index = self.review.index
+        index = self.session.index
         pos = index.position(self.cluster_id) if index is not None else None
         if pos is None:
             self.notify("This cluster is not in the list any more: esc goes back to it", timeout=3)
@@ -329,7 +329,7 @@ class PairScreen(Screen):
         if not 0 <= pos + delta < len(index.labels):
             self.notify("This is the " + ("last" if delta > 0 else "first") + " cluster of the list", timeout=2)
             return
-        self.review.model.select_cluster(int(index.labels[pos + delta]))
+        self.session.model.select_cluster(int(index.labels[pos + delta]))
         self._moved = True
         self.follow_cursor()
 
@@ -337,27 +337,27 @@ class PairScreen(Screen):
         """A decision on the right-hand document (the one shown, whatever the cursor did in the
         meantime); the model moves its cursor on (to the next member to review) and this view
         follows it. A key typed before that document was drawn decides nothing."""
-        if not self.review.intake.admit("pair", self.right):
+        if not self.session.intake.admit("pair", self.right):
             return False
-        self.review.model.select(self.right)
+        self.session.model.select(self.right)
         self._moved = False  # a decision puts the main screen's lists on the cursor
         act(self.right)
         self.follow_cursor()
         return True
 
     def action_keep(self) -> None:
-        self._decide(self.review.keep)
+        self._decide(self.session.keep)
 
     def action_remove(self) -> None:
-        self._decide(self.review.remove)
+        self._decide(self.session.remove)
 
     def action_not_duplicate(self) -> None:
         """Split the right-hand document off, then on to the next member of this cluster. Its exact
         copies leave the cluster with it: the model may put the cursor on one of them (to review
         in their new cluster), which would take the reviewer out of the cluster being reviewed."""
-        model, root = self.review.model, self.review.exact_root
+        model, root = self.session.model, self.session.exact_root
         split, cluster = self.right, model.members(self.cluster_id)
-        if not self._decide(self.review.separate):
+        if not self._decide(self.session.separate):
             return
         doc = model.cursor.doc
         if doc is None or doc == split or root(doc) != root(split):
@@ -367,7 +367,7 @@ class PairScreen(Screen):
         if following is not None:
             # through the main screen's lists too: their cursor, put on the copy by the decision,
             # would otherwise select it again
-            self.review.show_document(following)
+            self.session.show_document(following)
             self.follow_cursor()
 
     def unseen(self) -> list[int]:
@@ -377,29 +377,29 @@ class PairScreen(Screen):
 
     def _decide_cluster(self, what: str, plan) -> None:
         """A decision for every member of the cluster: asked first when some were not shown here
-        (the rule of every screen, review.shown)."""
-        if not self.review.intake.admit("pair", self.right):
+        (the rule of every screen, session.shown)."""
+        if not self.session.intake.admit("pair", self.right):
             return
-        self.review.model.select(self.right)
+        self.session.model.select(self.right)
         self._moved = False  # a decision puts the main screen's lists on the cursor
-        self.review.decide_cluster(what, self.unseen(), plan, then=self.follow_cursor)
+        self.session.decide_cluster(what, self.unseen(), plan, then=self.follow_cursor)
 
     def action_accept(self) -> None:
         cluster_id = self.cluster_id
-        self._decide_cluster("Accept the cluster", lambda: self.review.model.plan_accept(cluster_id))
+        self._decide_cluster("Accept the cluster", lambda: self.session.model.plan_accept(cluster_id))
 
     def action_none_duplicates(self) -> None:
         cluster_id = self.cluster_id
-        self._decide_cluster("Say none are duplicates", lambda: self.review.model.plan_none_duplicates(cluster_id))
+        self._decide_cluster("Say none are duplicates", lambda: self.session.model.plan_none_duplicates(cluster_id))
 
     def action_note(self) -> None:
         o = self.right
 
         def done(value: str | None) -> None:
             if value:
-                self.review.act(lambda: self.review.model.plan_note(value, o))
+                self.session.act(lambda: self.session.model.plan_note(value, o))
 
-        doc_id = self.review.project.ids_for([o])[0]
+        doc_id = self.session.project.ids_for([o])[0]
         self.app.push_screen(AskScreen(f"Note on {literal_line(doc_id, 80)}", placeholder="why this decision?"), done)
 
     def on_review_changed(self, _message: ReviewChanged) -> None:
@@ -411,7 +411,7 @@ class PairScreen(Screen):
     def follow_cursor(self) -> None:
         """Show the document the review's cursor is on (against its kept document; the kept
         document itself against its closest member)."""
-        model = self.review.model
+        model = self.session.model
         index = model.index
         if index is None or model.cursor.doc is None:
             return
@@ -428,7 +428,7 @@ class PairScreen(Screen):
             self.refresh_view()
 
     def action_undo(self) -> None:
-        self.review.undo()
+        self.session.undo()
 
     def action_redo(self) -> None:
-        self.review.act(self.review.model.plan_redo)
+        self.session.act(self.session.model.plan_redo)

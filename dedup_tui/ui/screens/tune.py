@@ -1,5 +1,5 @@
 """The tuning screen (distribution, sweeps, S-curve, label statistics, chaining) and the
-borderline review queue. Numbers come from engine.curate.tune, computed in worker threads."""
+borderline labelling queue. Numbers come from engine.curate.tune, computed in worker threads."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ...engine.curate import tune
 from ...engine.curate.decisions import ords_for_ids
 from ...engine.scanning.lsh import candidate_probability
 from ...engine.store import Project
-from ..actions import REVIEW_ACTIONS, TUNE_ACTIONS
+from ..actions import LABEL_ACTIONS, TUNE_ACTIONS
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
 from ..widgets.charts import HistogramChart, LineChart
 from ..widgets.docview import DocView, compose_side_by_side
@@ -133,14 +133,14 @@ class TuneScreen(Screen):
     ACTIONS = TUNE_ACTIONS
     NARROW = 110
 
-    def __init__(self, review) -> None:
+    def __init__(self, session) -> None:
         super().__init__()
-        self.review = review
+        self.session = session
         self.report: tune.TuneReport | None = None
         self.target = tune.DEFAULT_TARGET_PRECISION
         self._generation = 0
-        self.svg_path = review.spec.db.with_name(review.spec.db.stem + ".tuning.svg")
-        self.labels_path = review.spec.db.with_name(review.spec.db.stem + ".labels.jsonl")
+        self.svg_path = session.spec.db.with_name(session.spec.db.stem + ".tuning.svg")
+        self.labels_path = session.spec.db.with_name(session.spec.db.stem + ".labels.jsonl")
         self._far_below = False  # the chains' most distant pairs are under the table (no room in it)
 
     def compose(self) -> ComposeResult:
@@ -185,13 +185,13 @@ class TuneScreen(Screen):
     def refresh_report(self) -> None:
         self._generation += 1
         self.update_header()
-        self.compute(self._generation, self.review.threshold, self.target)
+        self.compute(self._generation, self.session.threshold, self.target)
 
     @work(thread=True, exclusive=True, group="tune", exit_on_error=False)
     def compute(self, generation: int, threshold: float, target: float) -> None:
-        project = Project(self.review.spec.db)
+        project = Project(self.session.spec.db)
         try:
-            report = tune.report(project, self.review.graph, threshold, target)
+            report = tune.report(project, self.session.graph, threshold, target)
         finally:
             project.close()
         if not get_current_worker().is_cancelled:
@@ -215,7 +215,7 @@ class TuneScreen(Screen):
         else:
             title.append("  exhaustive scan: all found", style="dim")
         hist.chart_title = title
-        hist.set_data(self.review.graph.jaccard, r.floor, 1.0, curve, r.threshold)
+        hist.set_data(self.session.graph.jaccard, r.floor, 1.0, curve, r.threshold)
         sweep = self.query_one("#sweep", LineChart)
         k_c, k_g = r.sweep.at(r.threshold)
         st = Text("Kept documents ", style="bold")
@@ -345,7 +345,7 @@ class TuneScreen(Screen):
             tail.append(" (=)", style="dim")
         if (
             self.report is None
-            or self.report.threshold != self.review.threshold
+            or self.report.threshold != self.session.threshold
             or (self.report.estimates is not None and self.report.estimates.target != self.target)
         ):
             tail.append("  computing…", style="dim italic")
@@ -353,8 +353,8 @@ class TuneScreen(Screen):
         def head(threshold: str, target: str) -> Text:
             t = Text()
             t.append(" TUNING ", style="reverse bold")
-            t.append(f" threshold {self.review.threshold:.2f} ", style="bold")
-            t.append(threshold.format(policy=self.review.policy), style="dim")
+            t.append(f" threshold {self.session.threshold:.2f} ", style="bold")
+            t.append(threshold.format(policy=self.session.policy), style="dim")
             t.append(target.format(target=self.target), style="dim")
             return Text.assemble(t, tail)
 
@@ -392,8 +392,8 @@ class TuneScreen(Screen):
     def action_close(self) -> None:
         self.dismiss()
 
-    def action_review(self) -> None:
-        self.app.push_screen(ReviewScreen(self.review, self.review.threshold))
+    def action_label_pairs(self) -> None:
+        self.app.push_screen(LabelScreen(self.session, self.session.threshold))
 
     def action_apply(self) -> None:
         e = self.report.estimates if self.report is not None else None
@@ -405,7 +405,7 @@ class TuneScreen(Screen):
                 severity="warning",
             )
             return
-        self.review.set_threshold(e.recommended)
+        self.session.set_threshold(e.recommended)
         self.notify(
             f"Threshold {e.recommended:.2f} applied: estimated precision {_pct(e.recommended_precision)}, "
             f"recall {_pct(e.recommended_recall)}",
@@ -414,7 +414,7 @@ class TuneScreen(Screen):
         self.refresh_report()
 
     def action_threshold(self, delta: float) -> None:
-        self.review.step_threshold(delta)
+        self.session.step_threshold(delta)
         self.refresh_report()
 
     def action_target(self, delta: float) -> None:
@@ -431,20 +431,20 @@ class TuneScreen(Screen):
         ch = self.selected_chain()
         if ch is None:
             return
-        if self.review.act(lambda: self.review.model.plan_split_chain(ch)):
+        if self.session.act(lambda: self.session.model.plan_split_chain(ch)):
             self.app.writer.submit(lambda project: None, lambda _r: self.refresh_report(), what="the report")
 
     def action_open_chain(self) -> None:
         ch = self.selected_chain()
         if ch is None:
             return
-        review = self.review
-        if review.policy != "components":
+        session = self.session
+        if session.policy != "components":
             self.notify("Chains are components clusters: policy switched to components", timeout=3)
-            review.show_document(ch.label, now=False)  # selected once the re-clustering is shown
-            review.set_policy("components")
+            session.show_document(ch.label, now=False)  # selected once the re-clustering is shown
+            session.set_policy("components")
         else:
-            review.show_document(ch.label)
+            session.show_document(ch.label)
         self.dismiss()
 
     def action_save_svg(self) -> None:
@@ -452,22 +452,22 @@ class TuneScreen(Screen):
         self.notify(f"Saved {path}", markup=False, timeout=4)
 
     def action_export_labels(self) -> None:
-        n = tune.export_labels(self.review.project, self.labels_path)
+        n = tune.export_labels(self.session.project, self.labels_path)
         self.notify(f"Wrote {n:,} labels to {self.labels_path}", markup=False, timeout=4)
 
 
-class ReviewScreen(Screen):
+class LabelScreen(Screen):
     """Pairs sampled around the threshold, one at a time: 1 duplicate, 2 not, 0 skip (labels
     have keys of their own: they are evidence for tuning, never decisions)."""
 
-    BINDINGS = [a.binding() for a in REVIEW_ACTIONS]
-    ACTIONS = REVIEW_ACTIONS
+    BINDINGS = [a.binding() for a in LABEL_ACTIONS]
+    ACTIONS = LABEL_ACTIONS
     NARROW = 100
     SYNC_DIFF_CHARS = 20_000  # shorter pairs are diffed at once, longer ones in a worker
 
-    def __init__(self, review, threshold: float) -> None:
+    def __init__(self, session, threshold: float) -> None:
         super().__init__()
-        self.review = review
+        self.session = session
         self.threshold = threshold
         self.queue: list[tune.QueuePair] = []
         self.pos = 0
@@ -480,13 +480,13 @@ class ReviewScreen(Screen):
         self._round = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="review-header")
+        yield Static("", id="label-header")
         with PairDiff():
             yield from compose_side_by_side()
         yield AppFooter()
 
     def on_mount(self) -> None:
-        self.review.intake.forget("label")  # (a pair drawn in an earlier queue is not on screen now)
+        self.session.intake.forget("label")  # (a pair drawn in an earlier queue is not on screen now)
         self.refill()
         self.show_next()
         self.query_one("#right-doc", DocView).focus()
@@ -497,15 +497,15 @@ class ReviewScreen(Screen):
 
     def _labelled_ords(self) -> set[tuple[int, int]]:
 
-        labs = tune.labels(self.review.project)
-        ords = ords_for_ids(self.review.project, [x.a_id for x in labs] + [x.b_id for x in labs])
+        labs = tune.labels(self.session.project)
+        ords = ords_for_ids(self.session.project, [x.a_id for x in labs] + [x.b_id for x in labs])
         return {(ords[x.a_id], ords[x.b_id]) for x in labs if x.a_id in ords and x.b_id in ords}
 
     def refill(self) -> None:
-        floor, exclude = self.review.floor, self._labelled_ords()
+        floor, exclude = self.session.floor, self._labelled_ords()
         for span in (0.2, 0.4, 1.0):  # widen when nothing is left to label near the threshold
-            self.queue = tune.review_queue(
-                self.review.graph, self.threshold, floor, per_bin=10, span=span, exclude=exclude, seed=self._round
+            self.queue = tune.label_queue(
+                self.session.graph, self.threshold, floor, per_bin=10, span=span, exclude=exclude, seed=self._round
             )
             if self.queue:
                 break
@@ -521,11 +521,11 @@ class ReviewScreen(Screen):
             self.update_header("Every stored pair is labelled. esc: back to the tuning screen.")
             return
         q = self.current = self.queue[self.pos]
-        project = self.review.project
+        project = self.session.project
         self._ids = tuple(project.ids_for([q.a, q.b]))
         # a window of a huge document (reading, wrapping and the diff bounded by it)
         self.shown = windows(project, [q.a, q.b], PAIR_WINDOW, PAIR_LINES)
-        self.query_one("#review-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
+        self.query_one("#label-header", Static).set_class(any(s.cut for s in self.shown), "-cut")  # a line says so
         self.query_one(PairDiff).show((q.a, q.b), *self.shown, sync_chars=self.SYNC_DIFF_CHARS)
         for side, doc_id in (("left", self._ids[0]), ("right", self._ids[1])):
             t = Text()
@@ -533,11 +533,11 @@ class ReviewScreen(Screen):
             t.append(shorten_middle(doc_id, 60), style="bold")
             self.query_one(f"#{side}-title", Static).update(t)
         self.update_header()
-        self.review.intake.showing("label", (q.a, q.b))  # a label key counts once the pair is on screen
+        self.session.intake.showing("label", (q.a, q.b))  # a label key counts once the pair is on screen
 
     def on_pair_diff_shown(self, message: PairDiff.Shown) -> None:
         if self.current is not None and message.key == (self.current.a, self.current.b):
-            self.review.intake.drawn("label", message.key)
+            self.session.intake.drawn("label", message.key)
 
     def update_header(self, note: str | None = None) -> None:
         q = self.current
@@ -548,7 +548,7 @@ class ReviewScreen(Screen):
             t = Text()
             t.append(" LABEL ", style="reverse bold")
             if q is not None:
-                edges = tune.bin_edges(self.review.floor)
+                edges = tune.bin_edges(self.session.floor)
                 t.append(f" Jaccard {q.similarity:.3f} ", style="bold")
                 t.append(
                     where.format(
@@ -582,18 +582,18 @@ class ReviewScreen(Screen):
             t.append("\n")
             t.append(" LONG ", style="reverse bold")
             t.append(" " + cut, style="italic")
-        self.query_one("#review-header", Static).update(t)
+        self.query_one("#label-header", Static).update(t)
 
     # -- actions ---------------------------------------------------------------------------
     def action_label(self, label: str) -> None:
         q = self.current
-        if q is None or not self.review.intake.admit("label", (q.a, q.b), "pair"):
+        if q is None or not self.session.intake.admit("label", (q.a, q.b), "pair"):
             return
         a_id, b_id, threshold, policy, author = (
             self._ids[0],
             self._ids[1],
             self.threshold,
-            self.review.policy,
+            self.session.policy,
             self.app.author,
         )
         self.app.writer.submit(
@@ -615,7 +615,7 @@ class ReviewScreen(Screen):
         if label == "not_duplicate":
             self.changed_decisions = True
         # show that pair again
-        found = ords_for_ids(self.review.project, [a_id, b_id])
+        found = ords_for_ids(self.session.project, [a_id, b_id])
         a, b = sorted((found[a_id], found[b_id]))
         back = next((i for i, q in enumerate(self.queue) if (q.a, q.b) == (a, b)), None)
         if back is not None:
@@ -631,5 +631,5 @@ class ReviewScreen(Screen):
 
     def action_close(self) -> None:
         if self.changed_decisions:  # after the labels queued before it are written
-            self.app.writer.submit(lambda project: None, lambda _r: self.review.recluster(), what="the view")
+            self.app.writer.submit(lambda project: None, lambda _r: self.session.recluster(), what="the view")
         self.dismiss()

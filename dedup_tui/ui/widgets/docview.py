@@ -110,7 +110,7 @@ class DocView(LineCacheView, can_focus=True):
 
 
 def compose_side_by_side() -> ComposeResult:
-    """The two document panes shared by the pair view and the review queue: #pair-body with a
+    """The two document panes shared by the pair view and the labelling queue: #pair-body with a
     titled #left-doc and #right-doc (styled side by side or stacked by app.tcss)."""
     with Container(id="pair-body"):
         with Vertical(classes="side"):

@@ -269,7 +269,7 @@ STATUS = {
 REFERENCE_STYLE = "bold cyan"  # a reference document: matched, never removed, never exported
 
 
-def reference(c, o: int) -> tuple[int | None, float]:
+def compared_with(c, o: int) -> tuple[int | None, float]:
     """The one document a member is shown against, in the list, the preview, the pair view and
     the removed log: the document its cluster keeps, and the similarity to it ((None, nan) for a
     kept document). An exact copy of another member is removed for the kept one too, with that
@@ -425,7 +425,7 @@ class MemberTable(RowTable):
             else:
                 status, style = STATUS[int(c.reason[o])]
             decided = "*" if self._decided(o) else ""
-            sim = reference(c, o)[1]
+            sim = compared_with(c, o)[1]
             plain.append(
                 (
                     o,

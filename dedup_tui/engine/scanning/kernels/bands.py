@@ -1,5 +1,5 @@
 """The LSH band pass: pairs colliding in a band, prefiltered by their 4-bit signature agreement,
-each reported in its first band only (compiled; plain reference: scanning.lsh)."""
+each reported in its first band only (compiled; plain version: scanning.lsh)."""
 
 from __future__ import annotations
 

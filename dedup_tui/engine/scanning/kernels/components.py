@@ -1,5 +1,5 @@
 """Union-find over pairs: connected components of the candidate graph and the maximum spanning
-forest of verified pairs (compiled; plain references in graph.pairs)."""
+forest of verified pairs (compiled; plain versions in graph.pairs)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The incremental scan's compiled kernel (incremental.py says what it is for), and its plain
-reference, which tests/test_incremental.py checks it against."""
+version, which tests/test_incremental.py checks it against."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def added_band_survivors(
     return written
 
 
-def added_band_survivors_reference(
+def added_band_survivors_plain(
     members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
 ) -> list[int]:
     """Plain Python twin of added_band_survivors (all at once), for the tests."""

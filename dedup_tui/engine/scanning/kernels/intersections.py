@@ -1,6 +1,6 @@
 """The exact intersection sizes of pairs of shingle rows (verification): by merging sorted rows
 (`Intersector`), or as bitsets over a template family's shared fingerprints (`Family`)
-(compiled; plain reference: scanning.similarity.intersection_sizes)."""
+(compiled; plain version: scanning.similarity.intersection_sizes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each text's sorted set of shingle fingerprints, as CSR rows (compiled; plain reference:
+"""Each text's sorted set of shingle fingerprints, as CSR rows (compiled; plain version:
 text.shingle.shingle_sets)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The texts as one normalised UTF-8 buffer (`TextBuffer`, `normalized_buffer`): the compiled
-normalisation every later kernel reads (plain reference: text.normalize)."""
+normalisation every later kernel reads (plain version: text.normalize)."""
 
 from __future__ import annotations
 
