@@ -532,7 +532,7 @@ def scan(
     "--out",
     required=True,
     type=click.Path(dir_okay=False, readable=False),
-    help='Output JSONL: {"a", "b", "jaccard"} a line, jaccard cut to 4 decimals (- for standard output).',
+    help='Output JSONL: {"a", "b", "jaccard"} a line, jaccard cut to 6 decimals (- for standard output).',
 )
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 def pairs(project_path, db, minimum, out, force):
@@ -580,7 +580,7 @@ def pairs(project_path, db, minimum, out, force):
     type=click.Path(dir_okay=False, readable=False),
     help="Removed documents: {id, duplicate_of, similarity, reason} a line, and via, via_similarity when "
     "linked through another member (reason: exact, near or reviewer; duplicate_of: always a kept "
-    "document; similarities: 4 decimals, cut).",
+    "document; similarities: 6 decimals, cut).",
 )
 @click.option(
     "--clusters",

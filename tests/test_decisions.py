@@ -203,7 +203,7 @@ def test_a_rejected_pair_is_never_cited_and_a_chained_member_says_how_it_is_link
     curated.export_curated(project, threshold, "components", out, removed_out=tmp_path / "r.jsonl")
     rows = {r["id"]: r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
     assert rows["C"]["duplicate_of"] == "A" and rows["C"]["similarity"] is None
-    shown = dict(zip(sim, similarity_values(list(sim.values()))))  # as every output gives them (4 decimals)
+    shown = dict(zip(sim, similarity_values(list(sim.values()))))  # as every output gives them (6 decimals)
     assert (rows["C"]["via"], rows["C"]["via_similarity"]) == ("B", shown[(1, 2)])
     assert shown[(0, 2)] not in [v for r in rows.values() for v in r.values()]
 

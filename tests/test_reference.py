@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from dedup_tui.engine.text.sets import greedy_keep_first, jaccard, shingle_set
 from dedup_tui.engine.text.shingle import shingle_sets
 from dedup_tui.engine.text.synth import shingle_size_sweep
 
-from .conftest import EXACT_CORPUS, NEAR_CORPUS
+from .conftest import EXACT_CORPUS, NEAR_CORPUS, cli, write_jsonl
 
 
 def test_normalize_lowercases_strips_and_collapses_whitespace():
@@ -124,3 +125,25 @@ def test_long_texts_take_the_regex_path_with_the_same_result():
     text = (" Ab\u00a0 c\t\n" * (norm_module._SPLIT_MAX_CHARS // 6 + 10)) + "  "
     assert len(text) > norm_module._SPLIT_MAX_CHARS
     assert normalize(text) == " ".join(text.lower().split())
+
+
+def test_the_cli_outputs_round_to_the_references_numbers(tmp_path):
+    """What the outputs write (cut to SIMILARITY_DECIMALS) still rounds to the reference's
+    4-decimal Jaccards: a cut at 4 decimals wrote 0.3064 and 0.6451 (19/62 is 0.306451...)."""
+    corpus = write_jsonl(tmp_path / "near.jsonl", NEAR_CORPUS)
+    db, pairs, kept, removed = (tmp_path / n for n in ("near.db", "pairs.jsonl", "kept.jsonl", "removed.jsonl"))
+    assert cli("load", corpus, "--db", db).exit_code == 0
+    assert cli("scan", "--db", db, "--method", "exhaustive", "--floor", "0.3").exit_code == 0
+    assert cli("pairs", "--db", db, "--min", "0.3", "--out", pairs).exit_code == 0
+    export = ("export", "--db", db, "--threshold", "0.3", "--policy", "greedy", "--out", kept, "--removed", removed)
+    assert cli(*export).exit_code == 0
+    rows = [json.loads(line) for line in pairs.read_text().splitlines()]
+    assert sorted((r["a"], r["b"], round(r["jaccard"], 4)) for r in rows) == [
+        ("doc_A", "doc_B", 0.3065),
+        ("doc_C", "doc_D", 0.6452),
+    ]
+    rows = [json.loads(line) for line in removed.read_text().splitlines()]
+    assert sorted((r["id"], r["duplicate_of"], round(r["similarity"], 4)) for r in rows) == [
+        ("doc_B", "doc_A", 0.3065),
+        ("doc_D", "doc_C", 0.6452),
+    ]

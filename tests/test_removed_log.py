@@ -199,4 +199,4 @@ def test_a_similarity_on_a_threshold_stays_on_it():
 
     grid = [k / 10**SIMILARITY_DECIMALS for k in range(10**SIMILARITY_DECIMALS + 1)]
     assert similarity_values(grid) == grid
-    assert similarity_values([7 / 10, 0.79999, 1 - 1e-9, float("nan")]) == [0.7, 0.7999, 0.9999, None]
+    assert similarity_values([7 / 10, 0.7999999, 1 - 1e-9, float("nan")]) == [0.7, 0.799999, 0.999999, None]

@@ -9,7 +9,7 @@ Columns (CLUSTER_COLUMNS):
   own). It does not change with the keep rule or keep / remove decisions; the threshold and
   not-duplicate decisions change which documents share it.
 - duplicate_of, similarity, via, via_similarity: exactly the removed log's (the kept document it
-  is removed against, the similarity to it cut to 4 decimals, the member it is linked through);
+  is removed against, the similarity to it cut to 6 decimals, the member it is linked through);
   empty for a kept document.
 - status: kept, removed (by the threshold and keep rule, as proposed), reviewer_kept (a keep
   decision), reviewer_removed (a remove decision) or reference (matched, never removed, never

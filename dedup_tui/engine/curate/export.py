@@ -28,8 +28,8 @@ from ..text.shingle import shingle_sets
 FORMATS = ("jsonl", "csv", "parquet")
 # Every similarity an output gives (the removed log, the cluster table, pairs) has this many
 # decimals at most, cut rather than rounded: never above the exact value, so a value shown at or
-# above a threshold of up to 4 decimals is at or above it, and 1.0 means the same shingles.
-SIMILARITY_DECIMALS = 4
+# above a threshold of up to 6 decimals is at or above it, and 1.0 means the same shingles.
+SIMILARITY_DECIMALS = 6
 
 
 _SCALE = 10.0**SIMILARITY_DECIMALS
