@@ -21,8 +21,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import exact_groups_with_hashes, read_scan_key_chunks
 from dedup_tui.engine.text.synth import noisy_copy
 
-from .conftest import write_jsonl
-from .test_cli import ok
+from ..conftest import ok, write_jsonl
 from .test_incremental import LSH, families, stored, with_copies
 
 

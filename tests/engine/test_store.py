@@ -14,7 +14,7 @@ from dedup_tui.engine.curate import decisions, tune
 from dedup_tui.engine.graph.pairs import PairGraph
 from dedup_tui.engine.store import SCHEMA_VERSION, Project, review, scans, transaction
 
-from .conftest import NEAR_CORPUS
+from ..conftest import NEAR_CORPUS
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_labels_are_rows_of_the_labels_table(project):
 def test_a_migration_adds_columns_through_sqlite_utils_and_keeps_the_rows(project, tmp_path):
     """A schema-3 project made before decisions had their batch: opening it adds the columns
     (Table.add_column) and computes the checksums; every row is still there."""
-    from .reliability.test_migrations import make_v3_project
+    from ..reliability.test_migrations import make_v3_project
 
     decisions.record(project, "note", "doc_C", value="kept through the upgrade", author="ana")
     old = tmp_path / "old.db"

@@ -10,8 +10,7 @@ import sqlite3
 from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.store import Project
 
-from .conftest import write_jsonl
-from .test_cli import ok
+from ..conftest import ok, write_jsonl
 
 
 def test_a_removal_of_a_reference_inserted_by_hand_is_not_counted_as_applied(tmp_path):

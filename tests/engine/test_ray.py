@@ -368,7 +368,7 @@ async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
 
     from dedup_tui.ui.app import create_app
 
-    from .ui.conftest import settle
+    from ..ui.conftest import settle
 
     out, result, local = scanned
     db = tmp_path / "review.db"
@@ -782,7 +782,7 @@ def _cli_process(*args, timeout=20, env=None):
     import time
 
     extra = env or {}
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     env.pop("RAY_ADDRESS", None)
     env.update(extra)
     t0 = time.monotonic()
@@ -928,7 +928,7 @@ def test_a_killed_cluster_scan_leaves_nothing_the_next_run_keeps(tiny, tmp_path)
     import tempfile
 
     ray_dir = tempfile.mkdtemp(prefix="rk")  # short: Ray's socket paths have a length limit
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen(
         [sys.executable, "-c", _SCAN_CHILD, str(tiny[0]), str(tmp_path / "scan"), ray_dir],
         stdout=subprocess.PIPE,

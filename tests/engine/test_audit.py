@@ -18,7 +18,7 @@ from dedup_tui.engine.store import Project, review
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.engine.text.synth import synthetic_corpus
 
-from .conftest import ok, write_jsonl
+from ..conftest import ok, write_jsonl
 
 T = 0.7
 

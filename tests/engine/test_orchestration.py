@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from dedup_tui.engine import Cancelled, Control, LoadAndScan, Project, ScanSettings, load_and_scan, load_corpus, scan
-from tests.conftest import write_jsonl
+
+from ..conftest import write_jsonl
 
 
 def _docs(seed: int = 3, n: int = 60) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ import sqlite_utils
 from dedup_tui.engine.scanning import local
 from dedup_tui.engine.scanning.settings import ScanSettings
 
-from .conftest import NEAR_CORPUS
+from ..conftest import NEAR_CORPUS
 
 
 def test_project_tables_columns_views_and_indexes_are_readable(make_project):
@@ -54,7 +54,7 @@ def test_new_projects_use_the_large_page_size_and_older_ones_keep_theirs(tmp_pat
     from dedup_tui.engine.store import Project, build_project
     from dedup_tui.engine.store.connection import PAGE_SIZE
 
-    from .conftest import write_jsonl
+    from ..conftest import write_jsonl
 
     corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS)
     built, _ = build_project(tmp_path / "built.db", lambda p: load_corpus(p, [corpus]))

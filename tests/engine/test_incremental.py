@@ -20,8 +20,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays
 from dedup_tui.engine.text.synth import noisy_copy
 
-from .conftest import write_jsonl
-from .test_cli import cli, ok
+from ..conftest import cli, ok, write_jsonl
 
 LSH = ScanSettings(floor=0.5, method="lsh")
 

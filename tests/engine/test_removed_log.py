@@ -16,7 +16,7 @@ from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store.scans import load_graph
 
-from .conftest import read_jsonl
+from ..conftest import read_jsonl
 
 WORDS = [f"w{i}" for i in range(60)]
 

@@ -21,8 +21,7 @@ import pytest
 
 from dedup_tui.engine.store import SCHEMA_VERSION, Project
 
-from .conftest import write_jsonl
-from .test_cli import cli, ok
+from ..conftest import cli, ok, write_jsonl
 from .test_incremental import families, with_copies
 
 THRESHOLD = "0.6"
@@ -317,7 +316,7 @@ Project(sys.argv[1])
 def kill_9_at_marker(script: str, db, marker: Path, never: str) -> None:
     """Run `script` on db in a real process and SIGKILL it once it has made `marker` (polling a
     real process's state, with a deadline)."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     child = subprocess.Popen([sys.executable, "-c", script, str(db), str(marker)], env=env)
     try:
         deadline = time.monotonic() + 60

@@ -20,9 +20,9 @@ from dedup_tui.engine.errors import CorpusError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
 
-from .conftest import cli, write_jsonl
+from ..conftest import cli, write_jsonl
 
-BAD = Path(__file__).parent / "fixtures" / "bad"
+BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 
 
 def documents(db: Path) -> list[tuple]:

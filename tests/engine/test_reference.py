@@ -17,7 +17,7 @@ from dedup_tui.engine.text.sets import greedy_keep_first, jaccard, shingle_set
 from dedup_tui.engine.text.shingle import shingle_sets
 from dedup_tui.engine.text.synth import shingle_size_sweep
 
-from .conftest import EXACT_CORPUS, NEAR_CORPUS
+from ..conftest import EXACT_CORPUS, NEAR_CORPUS
 
 
 def test_normalize_lowercases_strips_and_collapses_whitespace():

@@ -28,7 +28,7 @@ from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 
-from .conftest import cli, ok, read_jsonl, write_jsonl
+from ..conftest import cli, ok, read_jsonl, write_jsonl
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "

@@ -9,7 +9,7 @@ import math
 import re
 import shlex
 
-from .docs_text import README, ROOT, code_blocks, pages, section
+from ..docs_text import README, ROOT, code_blocks, pages, section
 
 SAMPLE = ROOT / "dedup_tui" / "samples" / "notes.jsonl"
 

@@ -20,10 +20,10 @@ import pytest
 from dedup_tui.engine.compile import kernel_cache, warmup, warmup_job
 from dedup_tui.engine.progress import Control
 
-from .conftest import write_jsonl
+from ..conftest import write_jsonl
 from .test_scan import planted_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _wait_for(condition, seconds: float, what: str):

@@ -15,10 +15,10 @@ from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.curate.cluster_table import CLUSTER_COLUMNS
 from dedup_tui.engine.store import Project
 
-from .conftest import cli, ok, read_jsonl, write_jsonl
+from ..conftest import cli, ok, read_jsonl, write_jsonl
 
 WORDS = [f"w{i}" for i in range(60)]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _changed(*at: int) -> str:

@@ -26,7 +26,7 @@ def synth_project(tmp_path_factory):
     from dedup_tui.engine.ingest import load_corpus
     from dedup_tui.engine.store import Project
 
-    from .conftest import write_jsonl
+    from ..conftest import write_jsonl
 
     tmp = tmp_path_factory.mktemp("tune")
     docs = synthetic_corpus(60, 3, 0.10, seed=3)

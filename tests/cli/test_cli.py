@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dedup_tui.cli import main
 from dedup_tui.engine.store import Project
 
-from .conftest import NEAR_CORPUS, cli, ok, write_jsonl
+from ..conftest import NEAR_CORPUS, cli, ok, write_jsonl
 
 
 @pytest.fixture
@@ -459,7 +459,7 @@ def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_p
     option = help_text[help_text.index("--decisions-log FILE") : help_text.index("--manifest FILE")]
     for status in STATUS_NAMES.values():
         assert f"{status} (" in option, (status, option)
-    from .docs_text import section
+    from ..docs_text import section
 
     export_docs = " ".join(section("Export").split())  # docs/cli.md
     assert all(f"`{status}`" in export_docs for status in STATUS_NAMES.values())
@@ -512,7 +512,7 @@ def test_the_readmes_commands_parse_as_written():
     start, is a command line the CLI accepts (parsed, not run), in the spelling shown."""
     import shlex
 
-    from .docs_text import README, section
+    from ..docs_text import README, section
 
     block = section("Headless commands").split("```")[1]
     lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]

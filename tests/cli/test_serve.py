@@ -26,9 +26,8 @@ from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.store import Project, ProjectLocked, acquire_app_lock
 from dedup_tui.ui.serve import MAX_HEIGHT, MAX_WIDTH, BrowserApp, app_command, clamp_size, listen, page_url, split_host
 
-from .browser_session import Served
-from .conftest import NEAR_CORPUS, write_jsonl
-from .test_cli import cli
+from ..browser_session import Served
+from ..conftest import NEAR_CORPUS, cli, write_jsonl
 
 
 def test_serve_refuses_what_is_not_a_project(tmp_path):
@@ -93,7 +92,7 @@ def test_listening_address_and_each_browsers_command(tmp_path):
 def test_the_readmes_browser_commands_parse_as_written():
     from dedup_tui.cli import main
 
-    from .docs_text import section
+    from ..docs_text import section
 
     block = section("Review in a browser").split("```")[1]  # docs/browser.md
     lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("dedup-tui ")]
@@ -105,7 +104,7 @@ def test_the_readmes_browser_commands_parse_as_written():
 
 
 def test_the_browser_test_says_why_it_is_skipped(tmp_path, monkeypatch):
-    from . import browser_session
+    from .. import browser_session
 
     monkeypatch.setattr(browser_session, "CHROMIUM", tmp_path / "no-chromium")
     reason = browser_session.missing()

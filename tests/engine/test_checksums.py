@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from dedup_tui.cli import main
 from dedup_tui.engine.store import Project, document_checksum
 
-from .conftest import NEAR_CORPUS, write_jsonl
+from ..conftest import NEAR_CORPUS, write_jsonl
 
 
 def run(*args):

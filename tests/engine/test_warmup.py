@@ -16,10 +16,10 @@ import pytest
 from dedup_tui.engine.compile import kernel_cache, kernel_list, warmup, warmup_job
 from dedup_tui.engine.progress import STAGE_NAMES, Control
 
-from .conftest import write_jsonl
+from ..conftest import write_jsonl
 from .test_scan import planted_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(cache: Path) -> dict:

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from .conftest import cli, ok
+from ..conftest import cli, ok
 
 
 def _documents(db: Path) -> list[tuple]:
