@@ -15,22 +15,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dedup_tui.cli import main
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 
-from ..conftest import NEAR_CORPUS, cli, ok, write_jsonl
+from ..conftest import NEAR_CORPUS, ScannedCorpus, cli, ok, write_jsonl
+
+# NEAR_CORPUS with an exact copy of doc_A and a late near copy of doc_B, in this order.
+DOCS = NEAR_CORPUS + [
+    ("dup_A", "The quick brown fox jumps over the lazy dog"),
+    ("late_B", "A quick brown fox leaped over the sleeping dog!"),
+]
+DOC_ORDER = [doc_id for doc_id, _text in DOCS]
 
 
 @pytest.fixture
-def scanned(tmp_path):
-    docs = NEAR_CORPUS + [
-        ("dup_A", "The quick brown fox jumps over the lazy dog"),
-        ("late_B", "A quick brown fox leaped over the sleeping dog!"),
-    ]
-    corpus = write_jsonl(tmp_path / "c.jsonl", docs)
-    db = tmp_path / "p.db"
-    ok("load", corpus, "--db", db)
-    ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive")
-    return db, [d[0] for d in docs]
+def scanned_corpus() -> ScannedCorpus:
+    """`scanned` (tests/conftest.py) is DOCS, scanned exhaustively down to 0.3."""
+    return ScannedCorpus(DOCS, ScanSettings(method="exhaustive", floor=0.3))
 
 
 def test_every_command_has_help():
@@ -148,7 +149,7 @@ def test_the_project_is_given_once_as_argument_or_db(tmp_path, monkeypatch, args
 
 def test_every_command_that_reads_a_project_takes_it_as_an_argument(scanned, tmp_path):
     """`dedup-tui tune P.db` does what `dedup-tui tune --db P.db` does, for every command."""
-    db, _ = scanned
+    db = scanned
     for command in (["tune"], ["pairs", "--out", "{out}"], ["export", "--threshold", "0.5", "--out", "{out}"]):
         as_argument, as_option = tmp_path / f"{command[0]}-arg.jsonl", tmp_path / f"{command[0]}-opt.jsonl"
         by_argument = ok(command[0], db, *[a.replace("{out}", str(as_argument)) for a in command[1:]])
@@ -182,7 +183,7 @@ def test_missing_project_is_one_line_error(tmp_path, monkeypatch, command):
 
 
 def test_export_below_floor_fails_and_says_so(scanned, tmp_path):
-    db, _ = scanned
+    db = scanned
     out = tmp_path / "kept.jsonl"
     result = cli("export", "--db", db, "--threshold", "0.2", "--out", out)
     assert result.exit_code == 1
@@ -207,13 +208,13 @@ def test_unscanned_project(tmp_path):
 
 
 def test_pairs_are_a_before_b_in_corpus_order(scanned, tmp_path):
-    db, order = scanned
+    db = scanned
     out = tmp_path / "pairs.jsonl"
     result = ok("pairs", "--db", db, "--out", out)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert f"wrote {len(rows)} pairs" in result.output
     assert rows, "the corpus has near-duplicates above 0.3"
-    position = {doc_id: i for i, doc_id in enumerate(order)}
+    position = {doc_id: i for i, doc_id in enumerate(DOC_ORDER)}
     for row in rows:
         assert set(row) == {"a", "b", "jaccard"}
         assert position[row["a"]] < position[row["b"]]
@@ -232,7 +233,7 @@ def test_pairs_are_a_before_b_in_corpus_order(scanned, tmp_path):
 
 
 def test_pairs_min_below_floor_is_an_error(scanned, tmp_path):
-    db, _ = scanned
+    db = scanned
     out = tmp_path / "pairs.jsonl"
     result = cli("pairs", "--db", db, "--min", "0.1", "--out", out)
     assert result.exit_code == 1
@@ -328,7 +329,6 @@ def test_valid_jsonl_round_trips_byte_exact(lines):
 def test_export_defaults_to_the_last_review(scanned, tmp_path):
     """Without --threshold / --policy, export uses what the app last reviewed with, and says so;
     a project never reviewed needs --threshold (a usage error without it)."""
-    scanned, _ids = scanned
     r = cli("export", "--db", scanned, "--out", tmp_path / "a.jsonl")
     assert r.exit_code == 2 and "give --threshold" in r.output
     project = Project(scanned)
@@ -341,19 +341,15 @@ def test_export_defaults_to_the_last_review(scanned, tmp_path):
 
 
 def test_scan_given_a_corpus_loads_it_first_in_the_same_run(tmp_path, scanned):
-    db_two_steps, ids = scanned
-    docs = NEAR_CORPUS + [
-        ("dup_A", "The quick brown fox jumps over the lazy dog"),
-        ("late_B", "A quick brown fox leaped over the sleeping dog!"),
-    ]
-    corpus = write_jsonl(tmp_path / "c2.jsonl", docs)
+    db_two_steps = scanned
+    corpus = write_jsonl(tmp_path / "c2.jsonl", DOCS)
     db = tmp_path / "one.db"
     r = ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive", corpus)
-    assert r.output.startswith(f"loaded {len(docs)} documents")
+    assert r.output.startswith(f"loaded {len(DOCS)} documents")
     pairs = "SELECT a, b, jaccard FROM pairs ORDER BY a, b"
     with sqlite3.connect(db) as one, sqlite3.connect(db_two_steps) as two:
         assert one.execute(pairs).fetchall() == two.execute(pairs).fetchall() != []
-        assert one.execute("SELECT doc_id FROM documents ORDER BY ord").fetchall() == [(i,) for i in ids]
+        assert one.execute("SELECT doc_id FROM documents ORDER BY ord").fetchall() == [(i,) for i in DOC_ORDER]
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "text": "fine"}\n{"id": "y", "text": \n', encoding="utf-8")
@@ -429,7 +425,7 @@ STREAMS = {
 def test_dash_is_standard_output_for_every_stream_output(scanned, tmp_path, monkeypatch, capfd, name):
     """The records go to standard output (the real one, descriptor 1), the summary to standard
     error, and no file named `-` appears."""
-    db, _ = scanned
+    db = scanned
     _reviewed(db)
     work = tmp_path / "work"
     work.mkdir()
@@ -449,7 +445,7 @@ def test_the_decisions_log_and_export_help_name_the_same_statuses(scanned, tmp_p
     the log writes only those."""
     from dedup_tui.engine.curate.curated import STATUS_NAMES
 
-    db, _ = scanned
+    db = scanned
     _reviewed(db)
     log = tmp_path / "decisions.jsonl"
     ok("export", db, "--threshold", "0.5", "--out", tmp_path / "k.jsonl", "--decisions-log", log)

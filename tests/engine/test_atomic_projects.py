@@ -20,7 +20,8 @@ from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project, build_project
 
-from ..reliability.conftest import cli, one_line_error, small_corpus, write_jsonl
+from ..conftest import small_corpus
+from ..reliability.conftest import cli, one_line_error, write_jsonl
 
 KILLER = textwrap.dedent("""
     import os, signal, sys

@@ -122,7 +122,9 @@ def _scan_groups(scan_dir: Path) -> set:
 
 
 @pytest.fixture(scope="module")
-def scanned(corpus, tmp_path_factory):
+def cluster_scanned(corpus, tmp_path_factory):
+    """`corpus` cluster-scanned in many pieces (its folder and result), and the same files
+    loaded and scanned locally (the open project), to compare with."""
     out = tmp_path_factory.mktemp("scan") / "scan"
     result = cluster_scan(corpus, out, ClusterScanSettings(**FORCED))
     local = _local(tmp_path_factory.mktemp("local"), corpus)
@@ -130,8 +132,8 @@ def scanned(corpus, tmp_path_factory):
     local.close()
 
 
-def test_cluster_scan_finds_the_local_scans_pairs_and_groups(scanned):
-    out, result, local = scanned
+def test_cluster_scan_finds_the_local_scans_pairs_and_groups(cluster_scanned):
+    out, result, local = cluster_scanned
     assert result.pieces > 6  # the corpus really was split
     pairs = _local_pairs(local)
     assert len(pairs) > 500
@@ -154,8 +156,8 @@ def test_cluster_scan_finds_the_local_scans_pairs_and_groups(scanned):
     assert manifest["inputs"][1]["integer_ids"] and not manifest["inputs"][0]["integer_ids"]
 
 
-def test_imported_project_clusters_as_the_local_one(scanned, tmp_path):
-    out, result, local = scanned
+def test_imported_project_clusters_as_the_local_one(cluster_scanned, tmp_path):
+    out, result, local = cluster_scanned
     project = import_scan(out, tmp_path / "review.db")
     view = partial_view(project)
     assert view.documents == result.participants < view.corpus_documents == local.document_count()
@@ -191,8 +193,8 @@ def _decide(project: Project) -> None:
     decisions.record(project, "remove", keepers[2], threshold=0.7, policy="components")
 
 
-def test_cluster_export_writes_the_local_exports_records(scanned, corpus, tmp_path):
-    out, _, _ = scanned
+def test_cluster_export_writes_the_local_exports_records(cluster_scanned, corpus, tmp_path):
+    out, _, _ = cluster_scanned
     review = import_scan(out, tmp_path / "review.db")
     local = _local(tmp_path, corpus)
     _decide(local)
@@ -216,8 +218,8 @@ def test_cluster_export_writes_the_local_exports_records(scanned, corpus, tmp_pa
     local.close()
 
 
-def test_the_local_export_refuses_a_partial_project(scanned, tmp_path):
-    out, _, _ = scanned
+def test_the_local_export_refuses_a_partial_project(cluster_scanned, tmp_path):
+    out, _, _ = cluster_scanned
     project = import_scan(out, tmp_path / "review.db")
     with pytest.raises(ProjectError, match="cluster-export"):
         curate_curated.export_curated(project, 0.8, "components", tmp_path / "x.jsonl")
@@ -225,8 +227,8 @@ def test_the_local_export_refuses_a_partial_project(scanned, tmp_path):
     project.close()
 
 
-def test_cluster_export_refuses_a_changed_shard_and_writes_nothing(scanned, corpus, tmp_path):
-    out, _, _ = scanned
+def test_cluster_export_refuses_a_changed_shard_and_writes_nothing(cluster_scanned, corpus, tmp_path):
+    out, _, _ = cluster_scanned
     import_scan(out, tmp_path / "review.db").close()
     changed = [tmp_path / f.name for f in corpus]
     for src, dst in zip(corpus, changed):
@@ -363,14 +365,14 @@ def test_pieces_cover_the_file_and_know_their_line_numbers(tmp_path, piece_bytes
         assert start == 0 or raw[start - 1 : start] == b"\n"
 
 
-async def test_the_app_says_it_shows_a_partial_view(scanned, tmp_path):
+async def test_the_app_says_it_shows_a_partial_view(cluster_scanned, tmp_path):
     from textual.widgets import Static
 
     from dedup_tui.ui.app import create_app
 
     from ..ui.conftest import settle
 
-    out, result, local = scanned
+    out, result, local = cluster_scanned
     db = tmp_path / "review.db"
     import_scan(out, db).close()
     app = create_app(db, author="tester")
@@ -423,8 +425,8 @@ def test_files_given_relative_are_named_as_given(tmp_path, monkeypatch):
     assert result.documents == 50 and Path("out/manifest.json").is_file()
 
 
-def test_a_new_import_carries_the_review_over(scanned, corpus, tmp_path):
-    out, _, _ = scanned
+def test_a_new_import_carries_the_review_over(cluster_scanned, corpus, tmp_path):
+    out, _, _ = cluster_scanned
     first = import_scan(out, tmp_path / "first.db")
     _decide(first)
     decisions.undo(first)  # the undo history comes along too
@@ -462,7 +464,7 @@ def test_oversized_buckets_are_skipped_as_locally(corpus, tmp_path):
     local.close()
 
 
-def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, scanned, tmp_path):
+def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, cluster_scanned, tmp_path):
     from dedup_tui.engine.errors import DedupError
 
     folder = corpus[0].parent
@@ -479,19 +481,19 @@ def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, scanned, t
     again = tmp_path / "scan"
     cluster_scan(corpus, again, ClusterScanSettings(**FORCED))
     cluster_scan(corpus, again, ClusterScanSettings(**FORCED), force=True)
-    out, _, _ = scanned
+    out, _, _ = cluster_scanned
     import_scan(out, tmp_path / "review.db").close()
     with pytest.raises(DedupError, match="a corpus file"):
         cluster_export(tmp_path / "review.db", 0.8, "components", corpus, folder, force=True)
     assert {f: f.read_bytes() for f in corpus} == before and not list(folder.glob(".*.part"))
 
 
-def test_a_damaged_scan_folder_is_a_one_line_error(scanned, tmp_path):
+def test_a_damaged_scan_folder_is_a_one_line_error(cluster_scanned, tmp_path):
     import shutil
 
     from dedup_tui.engine.errors import DedupError
 
-    out, _, _ = scanned
+    out, _, _ = cluster_scanned
     broken = tmp_path / "scan"
     shutil.copytree(out, broken)
     manifest = json.loads((broken / "manifest.json").read_text())
@@ -716,7 +718,7 @@ def test_a_task_error_shows_its_root_cause(tiny, tmp_path):
         )
 
 
-def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
+def test_cluster_export_says_the_disk_is_full(cluster_scanned, corpus, tmp_path):
     """Issue 25, item 11, end to end: a shard that cannot be written (here: its part is
     /dev/full, as on a full disk) is a one-line error naming the part and "No space left on
     device"; no shard is named as done and nothing is left behind."""
@@ -725,7 +727,7 @@ def test_cluster_export_says_the_disk_is_full(scanned, corpus, tmp_path):
 
     if not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
         pytest.skip("needs /dev/full")
-    out, _, _ = scanned
+    out, _, _ = cluster_scanned
     import_scan(out, tmp_path / "review.db").close()
     curated = tmp_path / "curated"
     curated.mkdir()
@@ -971,8 +973,8 @@ def test_addresses_without_a_port_or_through_auto_are_probed_too(tiny, tmp_path,
     assert code == 1 and f"cannot reach a Ray cluster at 127.0.0.1:{port}: connection refused" in err, err
 
 
-def test_cluster_export_never_writes_into_a_scan_folder(scanned, corpus, tmp_path):
-    out, _result, _local = scanned
+def test_cluster_export_never_writes_into_a_scan_folder(cluster_scanned, corpus, tmp_path):
+    out, _result, _local = cluster_scanned
     before = sorted(p.name for p in out.iterdir())
     review = import_scan(out, tmp_path / "review.db")
     review.close()

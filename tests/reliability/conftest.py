@@ -39,40 +39,6 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def small_corpus(n_groups: int = 12) -> list[dict]:
-    """Groups of near-duplicate notes (a base and two edited copies) plus one exact copy."""
-    words = (
-        "river library council garden report schedule volunteer students meeting import path release "
-        "quiet survey winter opening hours notes front desk bread recipe choir water"
-    ).split()
-    docs = []
-    for g in range(n_groups):
-        base = [words[(g * 7 + i * 3) % len(words)] + str(g) for i in range(40)]
-        docs.append({"id": f"g{g}-a", "text": " ".join(base)})
-        for c in range(2):
-            copy = list(base)
-            copy[5 + c * 7] = "changed"
-            docs.append({"id": f"g{g}-{'bc'[c]}", "text": " ".join(copy)})
-    docs.append({"id": "exact-copy", "text": docs[0]["text"]})
-    return docs
-
-
-@pytest.fixture
-def scanned(tmp_path) -> Path:
-    """small_corpus() loaded and scanned into corpus.db, as `dedup-tui load` and `scan` make it
-    (built here through the engine the CLI calls: two CLI processes cost 0.85 s a test)."""
-    from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store import build_project
-
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", small_corpus())
-    db = tmp_path / "corpus.db"
-    project, _ = build_project(db, lambda new: load_corpus(new, [corpus]))
-    with project:
-        scan(project)
-    return db
-
-
 class Child:
     """A subprocess that the test kills with a real SIGKILL."""
 

@@ -17,7 +17,8 @@ import pytest
 
 from dedup_tui.engine.outputs import OutputError, check_outputs, is_stream, protected_files
 
-from .conftest import CLI, cli, one_line_error, small_corpus, write_jsonl
+from ..conftest import small_corpus
+from .conftest import CLI, cli, one_line_error, write_jsonl
 
 
 @pytest.fixture

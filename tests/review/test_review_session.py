@@ -19,12 +19,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from dedup_tui.engine.curate import decisions as dec
 from dedup_tui.engine.curate import keep_rules
 from dedup_tui.engine.graph.clustering import KEPT, REVIEWER
+from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.review.model import Review
 from dedup_tui.review.session import KeyIntake, ReviewSession, ignored_notice
 
-from .test_review_model import FOCUSED, build_project, copy_project
+from ..conftest import ScannedCorpus
+from .test_review_model import FLOOR, FOCUSED, copy_project
 
 
 class Clock:
@@ -186,14 +188,15 @@ class FakeView:
         return False
 
 
-@pytest.fixture(scope="module")
-def scanned(tmp_path_factory):
-    return build_project(tmp_path_factory.mktemp("review_session"), FOCUSED)
+@pytest.fixture
+def scanned_corpus() -> ScannedCorpus:
+    """`scanned` (tests/conftest.py) is the review model's focused corpus, scanned as its tests scan it."""
+    return ScannedCorpus(FOCUSED, ScanSettings(method="exhaustive", floor=FLOOR))
 
 
 @pytest.fixture
-def session(scanned, tmp_path):
-    db = copy_project(scanned, tmp_path / "project")
+def session(scanned):
+    db = scanned
     model = Review(Project(db), author="t")
     model.graph = load_graph(model.project)
     model.refresh(keep_order=False)
