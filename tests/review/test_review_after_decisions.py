@@ -23,7 +23,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.review.index import build_index
 from dedup_tui.review.model import Review, ReviewError
 
-from .test_review_model import FLOOR, make_corpus
+from .conftest import FLOOR, make_corpus
 
 
 def _write(path: Path, records: list[dict]) -> Path:

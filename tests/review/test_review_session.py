@@ -26,7 +26,7 @@ from dedup_tui.review.model import Review
 from dedup_tui.review.session import KeyIntake, ReviewSession, ignored_notice
 
 from ..conftest import ScannedCorpus
-from .test_review_model import FLOOR, FOCUSED, copy_project
+from .conftest import FLOOR, FOCUSED, copy_project
 
 
 class Clock:
