@@ -335,16 +335,6 @@ def test_bom_and_crlf_load_like_clean_files(tmp_path, variant):
     assert len(got) == 3 and not any("\r" in t or "\ufeff" in t or "\ufeff" in i for i, t in got)
 
 
-def test_jsonl_with_bom_and_crlf_exports_its_lines_with_crlf_and_no_bom(tmp_path):
-    db = _load(tmp_path, BAD / "bom_crlf.jsonl")
-    assert cli("scan", "--db", db).exit_code == 0
-    out = tmp_path / "kept.jsonl"
-    assert cli("export", "--db", db, "--threshold", "1.0", "--out", out).exit_code == 0
-    source = (BAD / "bom_crlf.jsonl").read_bytes()
-    assert source.startswith(b"\xef\xbb\xbf") and source.count(b"\r\n") == 3
-    assert out.read_bytes() == source[3:]  # the BOM is the file's encoding mark; each line end as it was
-
-
 def test_csv_quoted_newline_is_one_document(tmp_path):
     docs = documents(_load(tmp_path, BAD / "quoted_newlines.csv"))
     assert [(d[1], d[2], d[4]) for d in docs] == [("q1", "line one\nline two", 2), ("q2", "plain row", 4)]
