@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -58,6 +59,57 @@ def ok(*args):
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def small_corpus(n_groups: int = 12) -> list[dict]:
+    """Groups of near-duplicate notes (a base and two edited copies) plus one exact copy."""
+    words = (
+        "river library council garden report schedule volunteer students meeting import path release "
+        "quiet survey winter opening hours notes front desk bread recipe choir water"
+    ).split()
+    docs = []
+    for g in range(n_groups):
+        base = [words[(g * 7 + i * 3) % len(words)] + str(g) for i in range(40)]
+        docs.append({"id": f"g{g}-a", "text": " ".join(base)})
+        for c in range(2):
+            copy = list(base)
+            copy[5 + c * 7] = "changed"
+            docs.append({"id": f"g{g}-{'bc'[c]}", "text": " ".join(copy)})
+    docs.append({"id": "exact-copy", "text": docs[0]["text"]})
+    return docs
+
+
+class ScannedCorpus(NamedTuple):
+    """What the `scanned` project is made of: its documents ((id, text) tuples or records) and the
+    settings of its scan (None: the defaults)."""
+
+    docs: list[Any]
+    settings: Any = None
+
+
+@pytest.fixture
+def scanned_corpus() -> ScannedCorpus:
+    """small_corpus() with the default scan settings. A module whose tests need other data
+    overrides this fixture (tests/cli/test_cli.py, tests/review/test_review_session.py,
+    tests/ui/test_view_snapshot.py)."""
+    return ScannedCorpus(small_corpus())
+
+
+@pytest.fixture
+def scanned(tmp_path, scanned_corpus: ScannedCorpus) -> Path:
+    """The project file tmp_path/corpus.db, `scanned_corpus` loaded and scanned as `dedup-tui
+    load` and `scan` make it, and closed (so it can be copied). Built through the engine the CLI
+    calls: two CLI processes cost 0.85 s a test."""
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.store import build_project
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", scanned_corpus.docs)
+    db = tmp_path / "corpus.db"
+    project, _ = build_project(db, lambda new: load_corpus(new, [corpus]))
+    with project:
+        scan(project, scanned_corpus.settings)
+    return db
 
 
 OPEN_PROJECTS = Tracker()

@@ -13,7 +13,7 @@ thread); `finish(plan, result)` back on the owner's thread; then `request()` / `
 `show()` build the next cluster list (the app: in a worker) and put the cursor back. The
 synchronous methods (`keep`, `remove`, ...) do all of that in turn.
 
-The queue's rules, held after every step (tests/test_review_model.py checks them):
+The queue's rules, held after every step (tests/review/test_review_model.py checks them):
 - a cluster is decided when each member the clustering does not keep is decided (keep,
   remove, split off) or when it was accepted as a whole;
 - auto-advance goes to the next undecided member, in member order, then to the next cluster in

@@ -1,8 +1,8 @@
-"""Helpers for the reliability suite: corpora, projects and the CLI in a real subprocess."""
+"""Helpers for the reliability suite: projects, and the CLI in a real subprocess (`cli`) or in this
+process (`run`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,16 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from dedup_tui.cli import main
+
+from ..conftest import NEAR_CORPUS, write_jsonl
 
 HERE = Path(__file__).parent
 CLI = [sys.executable, "-m", "dedup_tui"]
-
-
-def write_jsonl(path: Path, docs) -> Path:
-    with open(path, "w", encoding="utf-8") as fh:
-        for d in docs:
-            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-    return path
 
 
 def cli(*args, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -37,40 +35,6 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     assert "Traceback" not in r.stderr
     return lines[0]
-
-
-def small_corpus(n_groups: int = 12) -> list[dict]:
-    """Groups of near-duplicate notes (a base and two edited copies) plus one exact copy."""
-    words = (
-        "river library council garden report schedule volunteer students meeting import path release "
-        "quiet survey winter opening hours notes front desk bread recipe choir water"
-    ).split()
-    docs = []
-    for g in range(n_groups):
-        base = [words[(g * 7 + i * 3) % len(words)] + str(g) for i in range(40)]
-        docs.append({"id": f"g{g}-a", "text": " ".join(base)})
-        for c in range(2):
-            copy = list(base)
-            copy[5 + c * 7] = "changed"
-            docs.append({"id": f"g{g}-{'bc'[c]}", "text": " ".join(copy)})
-    docs.append({"id": "exact-copy", "text": docs[0]["text"]})
-    return docs
-
-
-@pytest.fixture
-def scanned(tmp_path) -> Path:
-    """small_corpus() loaded and scanned into corpus.db, as `dedup-tui load` and `scan` make it
-    (built here through the engine the CLI calls: two CLI processes cost 0.85 s a test)."""
-    from dedup_tui.engine.ingest import load_corpus
-    from dedup_tui.engine.scanning.local import scan
-    from dedup_tui.engine.store import build_project
-
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", small_corpus())
-    db = tmp_path / "corpus.db"
-    project, _ = build_project(db, lambda new: load_corpus(new, [corpus]))
-    with project:
-        scan(project)
-    return db
 
 
 class Child:
@@ -121,3 +85,23 @@ def child():
 
 def review_child(start, db: Path, n: int = 3) -> Child:
     return start([sys.executable, str(HERE / "_review_child.py"), str(db), str(n)])
+
+
+def run(*args):
+    """The CLI in this process: a deliberate exit is acceptable, never an escaped exception or a
+    traceback in the output."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+@pytest.fixture
+def project_files(tmp_path):
+    """(folder, corpus, project): NEAR_CORPUS and a near copy of its first document, loaded and
+    scanned by the CLI (default settings) into P.db."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", NEAR_CORPUS + [("dup", NEAR_CORPUS[0][1] + "!")])
+    db = tmp_path / "P.db"
+    assert run("load", corpus, "--db", db).exit_code == 0
+    assert run("scan", "--db", db).exit_code == 0
+    return tmp_path, corpus, db

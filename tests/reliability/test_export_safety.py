@@ -1,5 +1,6 @@
 """Export never leaves a half-written file under the final name, never overwrites without
---force, and checks its arguments (exit 2 on a threshold outside [0, 1])."""
+--force, checks its arguments (exit 2 on a threshold outside [0, 1]), and removes the part files
+a killed export left (from the promises issue's attack list)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dedup_tui.engine.curate.export import AtomicFile
 from dedup_tui.engine.errors import DedupError
 from dedup_tui.engine.store import Project
 
-from .conftest import cli, one_line_error
+from .conftest import cli, one_line_error, run
 
 
 def export_args(db, tmp_path, *extra):
@@ -191,3 +192,17 @@ def test_app_export_dialog_asks_before_overwriting(scanned, tmp_path):
         assert target.read_text() != "precious\n" and json.loads(target.read_text().splitlines()[0])["id"]
 
     asyncio.run(run())
+
+
+def test_an_export_removes_the_part_files_a_killed_export_left(project_files):
+    tmp, _corpus, db = project_files
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp / f".k.jsonl.{int(dead.stdout)}.abc123.part"
+    orphan.write_text("half a file")
+    live = tmp / f".k.jsonl.{os.getpid()}.xyz.part"  # a writer still running: left alone
+    live.write_text("in progress")
+    assert run("export", "--db", db, "--threshold", "0.5", "--out", tmp / "k.jsonl").exit_code == 0
+    assert not orphan.exists() and live.exists()

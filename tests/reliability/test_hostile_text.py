@@ -8,7 +8,7 @@ write the clipboard (OSC 52), make a hyperlink (OSC 8), reorder text (bidi) or h
 (zero-width), and a 20,000-character line without spaces never widens the layout.
 
 Ids and field names with quotes and SQL in them: loading and exporting them unchanged is
-tested in tests/test_ingest.py (test_hostile_ids_and_field_names_round_trip,
+tested in tests/engine/test_ingest.py (test_hostile_ids_and_field_names_round_trip,
 test_hostile_field_names_given_as_options); here they also go through decisions and every log.
 """
 
@@ -232,7 +232,7 @@ def test_hostile_ids_and_field_names_through_decisions_and_every_log(tmp_path):
 
 
 def _hostile_chain_corpus(tmp_path):
-    from ..test_tune import CHAIN
+    from ..engine.test_tune import CHAIN
 
     hostile = {"c0": "c0\x1b]2;PWNED\x07", "c6": "c6\x1b[2J"}
     return write_jsonl(tmp_path / "chain.jsonl", [{"id": hostile.get(i, i), "text": t} for i, t in CHAIN])

@@ -1,7 +1,7 @@
 """kill -9 during load, scan and review: the project opens again, says what state it is in,
 keeps every committed decision, and a restarted scan gives exactly a clean scan's pairs.
 
-Kill -9 during load is tested in tests/test_ingest.py
+Kill -9 during load is tested in tests/engine/test_ingest.py
 (test_kill_9_during_load_leaves_previous_documents): a load is one transaction.
 """
 

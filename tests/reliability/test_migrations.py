@@ -1,5 +1,6 @@
 """Projects made by older versions open (migrated in one transaction, after a backup copy);
-projects made by a newer version are refused with a message that says what to do."""
+projects made by a newer version are refused with a message that says what to do; a migration
+whose backup fails leaves nothing behind (from the promises issue's attack list)."""
 
 from __future__ import annotations
 
@@ -276,3 +277,36 @@ def test_a_schema_3_text_already_damaged_does_not_stop_the_upgrade(scanned, tmp_
     assert r.returncode == 1
     assert "the stored record of document 'g2-a' does not match its checksum" in one_line_error(r)
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypatch):
+    """Disk full while the backup copy is written (SQLite's max_page_count on the copy): a
+    one-line error, no .bak or .bak.part left, the project unchanged and upgradable later."""
+    import sqlite3
+
+    from dedup_tui.engine import store
+
+    _tmp, _corpus, db = project_files
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("DROP TABLE labels")
+
+    class TinyDisk:
+        def __getattr__(self, name):
+            return getattr(sqlite3, name)
+
+        def connect(self, path, *args, **kwargs):
+            conn = sqlite3.connect(path, *args, **kwargs)
+            if str(path).endswith(".part"):
+                conn.execute("PRAGMA max_page_count = 2")
+            return conn
+
+    monkeypatch.setattr(store.schema, "sqlite3", TinyDisk())  # the backup copy is made in store/schema.py
+    with pytest.raises(ProjectError, match=r"could not write the backup copy .*unchanged"):
+        store.Project(db)
+    assert not list(db.parent.glob("*.bak*"))
+    monkeypatch.undo()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    with store.Project(db) as project:
+        assert project.get_meta("schema_version") == str(store.SCHEMA_VERSION)

@@ -1,5 +1,6 @@
 """Two app windows on one project: the second is refused with a clear message, and headless
-commands refuse to change a project an app has open (reading it is fine)."""
+commands refuse to change a project an app has open (reading it is fine); a scan is not kept when
+another process loaded documents while it ran (from the promises issue's attack list)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import sys
 
 import pytest
 
-from dedup_tui.engine.store import ProjectLocked, WriteGuard, acquire_app_lock, lock_path
+from dedup_tui.engine.errors import ProjectError
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning import candidates, local
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store import Project, ProjectLocked, WriteGuard, acquire_app_lock, lock_path
 from dedup_tui.ui.app import create_app
 
+from ..conftest import NEAR_CORPUS, write_jsonl
 from ..ui.conftest import settle
-from .conftest import cli, one_line_error, review_child, write_jsonl
+from .conftest import cli, one_line_error, review_child
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock")
 
@@ -129,3 +135,27 @@ def test_a_read_only_lock_descriptor_still_locks(scanned, monkeypatch):
         monkeypatch.setattr(os, "open", real_open)
         r = _app_lock_in_child(scanned)
         assert r.returncode == 3
+
+
+def test_a_scan_is_not_kept_when_documents_are_loaded_under_it(tmp_path, monkeypatch):
+    corpus = write_jsonl(tmp_path / "a.jsonl", NEAR_CORPUS)
+    later = write_jsonl(tmp_path / "b.jsonl", [("late", NEAR_CORPUS[0][1])])
+    project = Project(tmp_path / "p.db", create=True)
+    load_corpus(project, [corpus])
+    real_find_pairs = candidates.find_pairs
+
+    def find_pairs_then_a_load_lands(*args, **kwargs):
+        out = real_find_pairs(*args, **kwargs)
+        other = Project(tmp_path / "p.db")  # another process's load, between the scan's read and write
+        load_corpus(other, [later])
+        other.close()
+        return out
+
+    monkeypatch.setattr(local, "find_pairs", find_pairs_then_a_load_lands)
+    with pytest.raises(ProjectError, match="loaded while this scan ran"):
+        local.scan(project, ScanSettings())
+    assert project.scan_state != "complete"
+    monkeypatch.setattr(local, "find_pairs", real_find_pairs)
+    result = local.scan(project, ScanSettings())
+    assert result.exact_duplicates == 1  # the late copy is found by the next scan
+    project.close()

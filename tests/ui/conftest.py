@@ -7,7 +7,9 @@ import html
 import json
 import random
 import re
+import shutil
 import threading
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,14 @@ def write_corpus(path: Path, docs: list[dict]) -> Path:
 @pytest.fixture
 def corpus(tmp_path) -> Path:
     return write_corpus(tmp_path / "corpus.jsonl", corpus_docs())
+
+
+@pytest.fixture
+def sample(tmp_path) -> Path:
+    """The bundled sample (notes.jsonl), copied into tmp_path."""
+    path = tmp_path / "notes.jsonl"
+    shutil.copy(files("dedup_tui") / "samples" / "notes.jsonl", path)
+    return path
 
 
 def plain_screen(app) -> str:

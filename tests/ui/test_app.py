@@ -11,14 +11,13 @@ from textual.widgets import Input, OptionList
 
 from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.errors import Cancelled
-from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.graph.clustering import KEPT, cluster
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import StageProgress
-from dedup_tui.ui.screens.dialogs import AskScreen, ExportScreen, SearchResultsScreen
+from dedup_tui.ui.screens.dialogs import ExportScreen, SearchResultsScreen
 from dedup_tui.ui.screens.help import HelpScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
@@ -111,66 +110,6 @@ async def test_sort_and_pages(corpus):
         assert main.sort == "borderline"
         gaps = [abs(float(x) - main.threshold) for x in main.index.min_sim]
         assert gaps == sorted(gaps)
-
-
-async def test_decide_undo_redo(corpus):
-    app = create_app(corpus, author="tester")
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
-        main = app.main
-        db = main.spec.db
-        label = main.model.cursor.cluster_id
-        members = main.index.members(label)
-        assert len(members) >= 2
-        other = int(members[1])
-        await pilot.press("tab")  # members table: the cursor is on the first member to review
-        assert main.selected_doc() == other
-        await pilot.press("k")
-        await settle(pilot)
-        project = Project(db)
-        other_id = project.ids_for([other])[0]
-        active = decisions.active(project)
-        assert [(d.kind, d.doc_id, d.author) for d in active] == [("keep", other_id, "tester")]
-        # the kept document changed; the cluster follows it and stays selected
-        assert main.index.clustering.keeper[other] == -1
-        # the cluster follows it, and the cursor moved on to the next member without a decision
-        assert main.model.cursor.cluster_id == other
-        moved_to = main.selected_doc()
-        assert moved_to != other and main.index.clustering.keeper[moved_to] == other
-        assert moved_to not in main.index.overrides.decided
-        # one member decided: the cluster is not (its first kept document is now to review)
-        assert not main.index.decided[main.index.position(other)]
-        assert main.index.clustering.keeper[label] == other and main.model.to_review(label)
-        main.query_one("#members").move_cursor(row=0)  # back to the kept one
-        await pilot.pause()
-        assert main.selected_doc() == other
-        c = keep_rules.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
-        assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
-        # remove the new kept document: asked first, then the next member takes over
-        await pilot.press("x")
-        await pilot.pause()
-        assert isinstance(app.screen, AskScreen) and "keeps" in str(app.screen.title_text)
-        app.screen.query_one(Input).value = "yes"
-        await pilot.press("enter")
-        await settle(pilot)
-        assert main.index.clustering.reason[other] == clustering.REVIEWER
-        # undo twice, redo once
-        await pilot.press("u")
-        await settle(pilot)
-        assert [d.kind for d in decisions.active(project)] == ["keep"]
-        await pilot.press("u")
-        await settle(pilot)
-        assert decisions.active(project) == []
-        assert main.index.clustering.keeper[other] == label
-        await pilot.press("r")
-        await settle(pilot)
-        assert [d.kind for d in decisions.active(project)] == ["keep"]
-        # not a duplicate: select a removed near member, split it off
-        main.query_one("#clusters").focus()
-        await pilot.pause()
-        await pilot.press("u")
-        await settle(pilot)
-        project.close()
 
 
 async def test_not_duplicate_accept_and_note(corpus):
@@ -662,37 +601,6 @@ async def test_rescan_with_a_lower_floor_lets_the_threshold_go_lower(corpus):
         assert main.threshold == 0.35
 
 
-async def test_bulk_accept_counts_first_and_undoes_in_one_step(corpus):
-    app = create_app(corpus, author="tester")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        main = app.main
-        exact_only = int((main.index.min_sim >= 1.0).sum())
-        assert exact_only >= 2
-        await pilot.press("A")
-        await pilot.pause()
-        app.screen.query_one(Input).value = "1"
-        await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, AskScreen)  # the count comes first
-        assert f"Accept {exact_only:,} clusters" in str(app.screen.title_text)
-        app.screen.query_one(Input).value = "yes"
-        await pilot.press("enter")
-        await settle(pilot)
-        project = Project(app.spec.db)
-        accepted = decisions.active(project)
-        assert len(accepted) == exact_only and {d.kind for d in accepted} == {"accept"}
-        assert len({d.batch for d in accepted}) == 1
-        assert main.index.counts.decided_clusters == exact_only
-        await pilot.press("u")  # one step takes them all back
-        await settle(pilot)
-        assert decisions.active(project) == [] and main.index.counts.decided_clusters == 0
-        await pilot.press("r")
-        await settle(pilot)
-        assert len(decisions.active(project)) == exact_only
-        project.close()
-
-
 async def test_the_pair_view_moves_on_after_a_decision(corpus):
     """x in the pair view: the next member without a decision is shown, with the member counter;
     k: the document just kept is on the left and the next undecided member on the right."""
@@ -974,22 +882,6 @@ async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp
     assert r.exit_code == 0, r.output
     assert "using threshold 0.80 and policy components, as the project was last reviewed" in r.output
     assert "1 decision applied" in r.output
-
-
-async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
-    app = create_app(corpus, author="tester")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        main = app.main
-        first = main.model.cursor.cluster_id
-        await pilot.press("a")  # accept: the cursor moves on to the next undecided cluster
-        await settle(pilot)
-        await pilot.press("a")
-        await settle(pilot)
-        assert main.model.cursor.cluster_id != first
-        await pilot.press("u", "u")  # both accepts undone: back at the first cluster
-        await settle(pilot)
-        assert main.model.cursor.cluster_id == first and not main.index.decided.any()
 
 
 async def test_end_goes_to_the_last_member_of_a_big_cluster(tmp_path):

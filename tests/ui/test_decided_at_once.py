@@ -6,7 +6,6 @@ whatever a cluster's size."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -160,63 +159,6 @@ async def test_a_new_keep_rule_sorts_the_list_again(corpus):
         after = np.nan_to_num(main.index.max_sim, nan=0.0)
         assert main.model.view.sort == "high"
         assert np.all(np.diff(after) <= 1e-12), "the list is not in its title's order"
-
-
-async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, monkeypatch):
-    """u after x: the list as it was before the removal is on screen with the key (the
-    re-clustering after the undo gives the same list, and repaints nothing); an undo that is not
-    saved puts back the list it replaced."""
-    from dedup_tui.ui import writer
-
-    monkeypatch.setattr(writer, "BUSY_TIMEOUT_MS", 100)
-    app = create_app(corpus, author="tester")
-    async with app.run_test(size=(120, 36)) as pilot:
-        main, clusters, members, cluster_id, target = await on_a_member_to_review(pilot)
-        before_rows = (row(members, target), row(clusters, cluster_id))
-        list_before = main.index
-        await pilot.press("x")
-        await settle(pilot)
-        assert main.index.clustering.reason[target] == clustering.REVIEWER
-        list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
-        after_x = main.selected_doc()  # where the removal put the cursor: the next member to review
-        with writer_held(app):  # the undo is not saved yet
-            await pilot.press("u")
-            await pilot.pause()
-            assert main.index is list_before and main.selected_doc() == target
-            assert (row(members, target), row(clusters, cluster_id)) == before_rows
-        await settle(pilot)
-        with Project(app.spec.db) as project:
-            assert decisions.active(project) == []
-        assert main.index.clustering.reason[target] != clustering.REVIEWER
-        assert (row(members, target), row(clusters, cluster_id)) == before_rows
-        # r: the list the undo left, at once, and the same after the redo is saved and re-clustered
-        with writer_held(app):
-            await pilot.press("r")
-            await pilot.pause()
-            assert main.index is list_after and main.selected_doc() == after_x  # (as after the x itself)
-            assert (row(members, target), row(clusters, cluster_id)) == after_rows
-        await settle(pilot)
-        assert main.index.clustering.reason[target] == clustering.REVIEWER
-        assert (row(members, target), row(clusters, cluster_id)) == after_rows
-        await pilot.press("u")
-        await settle(pilot)
-        # x again, then an undo the project refuses (another process holds its write lock)
-        await pilot.press("x")
-        await settle(pilot)
-        removed_list = main.index
-        other = sqlite3.connect(app.spec.db, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        try:
-            with writer_held(app):  # (else the refusal may come before the screen is looked at)
-                await pilot.press("u")
-                await pilot.pause()
-                assert main.index is not removed_list  # shown at once ...
-            await settle(pilot)
-            assert any("Not saved" in m for m in app.told)
-            assert main.index.clustering.reason[target] == clustering.REVIEWER  # ... and put back
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
 
 
 async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):

@@ -206,7 +206,7 @@ async def test_tuning_chains_table_whole(tmp_path, size):
     columns the header was cut at "most distant pa"), long ids shortened in the middle."""
     from rich.text import Text
 
-    from ..test_tune import CHAIN
+    from ..engine.test_tune import CHAIN
     from .conftest import write_corpus
 
     docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]
@@ -340,7 +340,7 @@ async def test_tuning_chains_most_distant_pair_under_the_table_at_120x40(tmp_pat
     """At 120x40 the chains table's side pane left each id of the most distant pair 5 cells
     (m…t.1 / m…t.1) and the kept id 8: the pair moves under the table, for the selected chain,
     and the kept id takes its room."""
-    from ..test_tune import CHAIN
+    from ..engine.test_tune import CHAIN
     from .conftest import write_corpus
 
     docs = [{"id": f"{LONG[:-2]}_{i}.1", "text": t} for i, t in CHAIN]

@@ -1,10 +1,13 @@
 """The keymap file: what is valid is applied, every other entry is reported (escaped) and keeps
-its binding's default keys; no key is ever taken from another binding silently."""
+its binding's default keys; no key is ever taken from another binding silently; a keymap that is
+a FIFO is reported, not waited on (issue 25's third attack)."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -193,3 +196,16 @@ async def test_the_app_applies_the_valid_entries_and_reports_the_rest(corpus, tm
     assert app.return_code == 0 and not app.is_running
     with Project(app.spec.db) as project:
         assert decisions.active(project) == []
+
+
+def test_a_keymap_that_is_a_fifo_is_reported_not_waited_on(tmp_path):
+    from dedup_tui.ui.keymap import load_keymap
+
+    fifo = tmp_path / "keymap.json"
+    os.mkfifo(fifo)
+    result: list = []
+    reader = threading.Thread(target=lambda: result.append(load_keymap(fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert any("not a regular file" in line for line in result[0].ignored)

@@ -184,26 +184,6 @@ async def test_n_on_an_exact_copy_stays_in_the_cluster(tmp_path):
         assert "member 1/4" in header(screen)  # alpha and its two copies left
 
 
-async def test_decisions_from_the_pair_view_are_in_the_project_and_undo_works(tmp_path):
-    app = create_app(write_corpus(tmp_path / "v.jsonl", variant_docs()), author="tester")
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        screen = await open_member(app, pilot, 0)
-        removed = screen.right
-        await pilot.press("x")
-        await settle(pilot)
-        assert screen.right != removed and "member 2/5" in header(screen)  # moved on, as the main screen does
-        with Project(app.spec.db) as project:
-            assert [(d.kind, d.doc_id) for d in decisions.active(project)] == [
-                ("remove", project.ids_for([removed])[0])
-            ]
-        await pilot.press("u")
-        await settle(pilot)
-        with Project(app.spec.db) as project:
-            assert decisions.active(project) == []
-        assert screen.right == removed  # back where the undone decision was made
-
-
 async def test_accept_needs_every_member_shown_then_accepts_and_moves_on(tmp_path):
     app = create_app(write_corpus(tmp_path / "v.jsonl", variant_docs()), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:

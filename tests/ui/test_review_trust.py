@@ -4,9 +4,6 @@ screen's private fields."""
 
 from __future__ import annotations
 
-import shutil
-from importlib.resources import files
-
 import pytest
 from textual.widgets import Input
 
@@ -16,13 +13,6 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
 
 from .conftest import settle
-
-
-@pytest.fixture
-def sample(tmp_path):
-    path = tmp_path / "notes.jsonl"
-    shutil.copy(files("dedup_tui") / "samples" / "notes.jsonl", path)
-    return path
 
 
 def ord_of(main, doc_id: str) -> int:
@@ -142,37 +132,6 @@ async def test_a_decision_never_moves_the_cluster_under_the_cursor(sample):
         await settle(pilot)
         assert main.index.labels.tolist()[:3] == listed[:3] and main.page == 0
         assert model.position == 3  # the cluster (its kept document now the one kept by k) stays put
-
-
-async def test_undo_after_a_bulk_accept_and_reopening_keep_the_place(sample):
-    app = create_app(sample, author="tester")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        main, model = app.main, app.main.model
-        await pilot.press("f")  # undecided
-        model.select_position(2)
-        main.render_list()
-        where = model.cursor.doc
-        await pilot.press("A")
-        await pilot.pause()
-        app.screen.query_one(Input).value = "0.9"
-        await pilot.press("enter")
-        await pilot.pause()
-        app.screen.query_one(Input).value = "yes"
-        await pilot.press("enter")
-        await settle(pilot)
-        assert main.index.decided.sum() > 1
-        await pilot.press("u")
-        await settle(pilot)
-        assert model.cursor.doc == where and main.page == 0 and not main.index.decided.any()
-        await pilot.press("tab", "down")
-        chosen = model.cursor.doc
-    again = create_app(app.spec.db, author="tester")
-    async with again.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        view = again.main.model.view
-        assert (view.sort, view.filter) == ("size", "undecided")
-        assert again.main.model.cursor.doc == chosen
 
 
 async def test_search_under_a_filter_tells_the_truth(sample):

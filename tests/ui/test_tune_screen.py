@@ -12,7 +12,7 @@ from dedup_tui.ui.screens.main import MainScreen
 from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 from dedup_tui.ui.widgets.docview import DocView
 
-from ..test_tune import CHAIN
+from ..engine.test_tune import CHAIN
 from .conftest import settle, write_corpus, writer_held
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.curate.decisions import Overrides
 from dedup_tui.engine.curate.keep_rules import cluster_with_decisions
 from dedup_tui.engine.graph import clustering
-from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.scanning.local import scan
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
@@ -24,15 +24,14 @@ from dedup_tui.review.index import (
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
 
-from .conftest import settle
+from ..conftest import ScannedCorpus
+from .conftest import corpus_docs, settle
 
 
-def scanned(tmp_path, corpus):
-    db = tmp_path / "snap.db"
-    project = Project(db, create=True)
-    load_corpus(project, [corpus])
-    scan(project, ScanSettings())
-    return db, project
+@pytest.fixture
+def scanned_corpus() -> ScannedCorpus:
+    """`scanned` (tests/conftest.py) is the app tests' corpus (tests/ui/conftest.py), scanned with the defaults."""
+    return ScannedCorpus(corpus_docs())
 
 
 def assert_same_index(got, want):
@@ -44,8 +43,8 @@ def assert_same_index(got, want):
     assert (got.threshold, got.policy, got.sort) == (want.threshold, want.policy, want.sort)
 
 
-def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
-    _db, project = scanned(tmp_path, corpus)
+def test_snapshot_round_trip_with_decisions(scanned):
+    project = Project(scanned)
     graph = load_graph(project)
     first = build_index(graph, cluster_with_decisions(project, graph, 0.7, "greedy"), Overrides.load(project))
     label = int(first.labels[0])
@@ -65,8 +64,8 @@ def test_snapshot_round_trip_with_decisions(tmp_path, corpus):
     project.close()
 
 
-def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(tmp_path, corpus):
-    _db, project = scanned(tmp_path, corpus)
+def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(scanned):
+    project = Project(scanned)
     graph = load_graph(project)
     ov = Overrides.load(project)
     index = build_index(graph, cluster_with_decisions(project, graph, 0.8, "components", overrides=ov), ov)
@@ -87,9 +86,8 @@ def test_snapshot_is_only_used_for_the_same_scan_decisions_and_view(tmp_path, co
     project.close()
 
 
-async def test_reopening_shows_the_stored_view_then_reads_the_pairs(tmp_path, corpus):
-    db, project = scanned(tmp_path, corpus)
-    project.close()
+async def test_reopening_shows_the_stored_view_then_reads_the_pairs(scanned):
+    db = scanned
     app = create_app(db, author="tester")
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)

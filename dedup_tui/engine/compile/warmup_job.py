@@ -365,7 +365,7 @@ def record() -> str:
     (kernel_cache.ReportEvents) it is first called after; recorded from the warm-up's own
     made-up scan on an empty cache, in a new process. The warm-up compiles them into the cache
     and a first scan waits at each point for those listed under it (warmup.py);
-    tests/test_warmup checks the list is current. An argument is "int64", "uint8:2d" (a
+    tests/engine/test_warmup checks the list is current. An argument is "int64", "uint8:2d" (a
     C-contiguous array) or "uint8:1d:ro" (read-only)."""
     import subprocess
 

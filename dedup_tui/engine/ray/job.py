@@ -25,7 +25,7 @@ The driver only plans and collects small arrays; every pass over the corpus is a
 7. documents: the pieces are read again and the records of every document in some pair
    or exact group are written, by the tasks, as Parquet parts for `dedup-tui import`.
 
-The same pairs as `scan --method lsh` on the same corpus (tests/test_ray.py).
+The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py).
 """
 
 from __future__ import annotations

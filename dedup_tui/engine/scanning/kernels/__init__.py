@@ -4,7 +4,7 @@ when it needs them.
 
 Texts reach the kernels as one UTF-8 buffer with byte offsets (`text.TextBuffer`): about the
 size of the text, where code points would take four times that. Every kernel has a plain
-version it is tested against (tests/test_kernels.py):
+version it is tested against (tests/engine/test_kernels.py):
 
 - text           `normalized_buffer` ~ [normalize(t) for t in texts], UTF-8 encoded
 - signatures     `signatures` ~ MinHasher.signatures(*shingle.shingle_hashes(texts, k));

@@ -1,5 +1,5 @@
 """The incremental scan's compiled kernel (incremental.py says what it is for), and its plain
-version, which tests/test_incremental.py checks it against."""
+version, which tests/engine/test_incremental.py checks it against."""
 
 from __future__ import annotations
 

@@ -1,0 +1,444 @@
+"""Incremental scans: documents loaded into a scanned project are compared with one another and
+with the scanned ones only, and the result equals a full rescan's (pairs, scores, exact groups,
+spanning forest); decisions and labels carry over; other settings mean a full scan, said why."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dedup_tui.engine.curate import decisions, keep_rules, tune
+from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.scanning import incremental, lsh
+from dedup_tui.engine.scanning import local as local
+from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
+from dedup_tui.engine.scanning.settings import ScanSettings
+from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays
+from dedup_tui.engine.text.synth import noisy_copy
+
+from ..conftest import cli, ok, write_jsonl
+
+LSH = ScanSettings(floor=0.5, method="lsh")
+
+
+def families(n_families: int, sizes: tuple[int, int], singles: int, seed: int, big: int = 0) -> list[dict]:
+    """Families of noisy copies of a base text (noise spread so pairs fall on both sides of
+    the floor), one `big` family of near copies (a dense one: every member near every other),
+    singletons; shuffled, so a split of the list splits families between old and new."""
+    rng = np.random.RandomState(seed)
+    docs = []
+
+    def base() -> str:
+        return " ".join(f"w{rng.randint(0, 3000)}" for _ in range(rng.randint(25, 70)))
+
+    for f in range(n_families):
+        text = base()
+        for _ in range(rng.randint(*sizes)):
+            docs.append((f"f{f}", noisy_copy(rng, text, int(len(text) * rng.uniform(0.0, 0.15)))))
+    text = base()
+    docs += [("big", noisy_copy(rng, text, int(len(text) * rng.uniform(0.0, 0.04)))) for _ in range(big)]
+    docs += [(f"s{i}", base()) for i in range(singles)]
+    order = rng.permutation(len(docs))
+    return [{"id": f"{seed}-{i}", "text": docs[k][1], "group": docs[k][0]} for i, k in enumerate(order)]
+
+
+def with_copies(new: list[dict], old: list[dict], seed: int) -> list[dict]:
+    """new, plus exact copies (after normalisation) of old documents and of new ones."""
+    rng = np.random.RandomState(seed)
+    out = list(new)
+    for i in rng.choice(len(old), 15, replace=False):
+        out.append({"id": f"{seed}-copy-old-{i}", "text": "  " + old[i]["text"].upper() + " "})
+    for i in rng.choice(len(new), 10, replace=False):
+        out.append({"id": f"{seed}-copy-new-{i}", "text": new[i]["text"]})
+        out.append({"id": f"{seed}-copy-new2-{i}", "text": new[i]["text"] + "\n"})
+    rng.shuffle(out)
+    return out
+
+
+def stored(project: Project):
+    a, b, j = read_pair_arrays(project)
+    table = {(x, y): s for x, y, s in project.conn.execute("SELECT a, b, jaccard FROM pairs")}
+    return {
+        "pairs": dict(zip(zip(a.tolist(), b.tolist()), j.tolist())),
+        "table": table,
+        "exact": read_exact_array(project, project.next_ord()).tolist(),
+        "exact_column": dict(project.conn.execute("SELECT ord, exact_of FROM documents WHERE exact_of IS NOT NULL")),
+        "forest": read_forest(project, len(a)).tolist(),
+    }
+
+
+def load(project: Project, tmp_path, name: str, docs: list[dict]) -> None:
+    load_corpus(project, [write_jsonl(tmp_path / f"{name}.jsonl", docs)])
+
+
+def full_rescan_of(tmp_path, project: Project, settings=LSH) -> dict:
+    """The stored result of a full scan of a copy of the project (same documents, same ords)."""
+    copy = tmp_path / "full-rescan.db"
+    for suffix in ("", "-wal", "-shm"):
+        copy.with_name(copy.name + suffix).unlink(missing_ok=True)
+    project.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(project.path, copy)
+    with Project(copy) as other:
+        r = local.scan(other, settings, full=True)
+        assert not r.incremental
+        return stored(other)
+
+
+def assert_same(got: dict, want: dict) -> None:
+    assert set(got["pairs"]) == set(want["pairs"]), (
+        f"only incremental: {sorted(set(got['pairs']) - set(want['pairs']))[:5]}, "
+        f"only full: {sorted(set(want['pairs']) - set(got['pairs']))[:5]}"
+    )
+    assert got["pairs"] == want["pairs"], "scores differ"
+    assert got["table"] == want["table"] == want["pairs"]
+    assert got["exact"] == want["exact"] and got["exact_column"] == want["exact_column"]
+    assert got["forest"] == want["forest"]
+
+
+def test_incremental_scans_equal_a_full_rescan(tmp_path):
+    """Three loads (two incremental scans: keys of three chunks), families across them, exact
+    copies of old and of new documents, a dense family of 160 near copies (every new member near
+    dozens of old ones), and a corpus crossing 1,024 representatives (the key bits the index
+    takes grow by one)."""
+    docs = families(150, (2, 7), 330, seed=5, big=160)
+    first, second, third = docs[:900], docs[900:1060], docs[1060:]
+    second = with_copies(second, first, seed=1)
+    third = with_copies(third, first + second, seed=2)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "first", first)
+        r = local.scan(project, LSH)
+        assert not r.incremental and r.full_reason == "" and r.representatives < 1024
+        before = stored(project)
+        for name, part in (("second", second), ("third", third)):
+            load(project, tmp_path, name, part)
+            r = local.scan(project, LSH)
+            assert r.incremental, r.full_reason
+            assert r.new_documents == len(part)
+            got = stored(project)
+            want = full_rescan_of(tmp_path, project)
+            assert_same(got, want)
+            # the old pairs are still there, and the new ones touch a new document
+            assert set(before["pairs"]) <= set(got["pairs"])
+            new_pairs = set(got["pairs"]) - set(before["pairs"])
+            assert new_pairs and all(b >= len(before["exact"]) for _, b in new_pairs)
+            before = got
+        assert r.representatives > 1024
+        assert sum(e >= 0 for e in got["exact"]) >= 40
+        big = [o for o, d in enumerate(first + second + third) if d.get("group") == "big"]
+        assert len({p for p in got["pairs"] if p[0] in big and p[1] in big}) > 5000  # the dense family
+        # an old document stays the first copy of its new copies
+        n1 = len(first)
+        copies_of_old = [o for o, e in enumerate(got["exact"]) if 0 <= e < n1 <= o]
+        assert len(copies_of_old) >= 15
+
+
+def test_a_bucket_grown_past_max_bucket_means_a_full_scan(tmp_path):
+    docs = families(3, (2, 3), 10, seed=8, big=60)
+    with Project(tmp_path / "p.db", create=True) as project:
+        settings = ScanSettings(floor=0.5, method="lsh", max_bucket=20)
+        load(project, tmp_path, "first", docs[:45])
+        local.scan(project, settings)
+        load(project, tmp_path, "second", docs[45:])
+        r = local.scan(project, settings)
+        assert not r.incremental and "max-bucket" in r.full_reason
+        assert r.oversized_buckets > 0
+        assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
+        # and after it, the next load is incremental again
+        load(project, tmp_path, "third", [{"id": "late", "text": docs[0]["text"] + " late"}])
+        assert local.scan(project, settings).incremental
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"floor": 0.6}, "--floor 0.6 differs from the last scan's 0.5"),
+        ({"k": 4}, "--k 4 differs from the last scan's 5"),
+        ({"seed": 2}, "--seed 2 differs from the last scan's 1"),
+        ({"method": "exhaustive"}, "--method exhaustive compares every pair"),
+    ],
+)
+def test_other_settings_mean_a_full_scan(tmp_path, change, reason):
+    docs = families(20, (2, 5), 30, seed=3)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "first", docs[:60])
+        local.scan(project, LSH)
+        load(project, tmp_path, "second", docs[60:])
+        settings = ScanSettings(**({"floor": 0.5, "method": "lsh"} | change))
+        r = local.scan(project, settings)
+        assert not r.incremental and r.full_reason == reason
+        assert project.scan_state == "complete"
+        assert project.scan_params()["floor"] == settings.floor
+        # the full scan is the full scan: no pair is missing against another full scan
+        assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
+
+
+def test_full_flag_and_an_exhaustive_last_scan(tmp_path):
+    docs = families(20, (2, 5), 30, seed=4)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "first", docs[:60])
+        local.scan(project, ScanSettings(floor=0.5))  # auto: a small corpus is compared exhaustively
+        load(project, tmp_path, "second", docs[60:80])
+        r = local.scan(project, LSH)
+        assert not r.incremental and r.full_reason == "the last scan compared every pair (a small corpus)"
+        load(project, tmp_path, "third", docs[80:])
+        r = local.scan(project, LSH, full=True)
+        assert not r.incremental and r.full_reason == "--full"
+        # nothing new: a scan is a full one, as before
+        r = local.scan(project, LSH)
+        assert not r.incremental and r.full_reason == ""
+        # --method auto on a corpus this small: a full rescan would compare every pair
+        load(project, tmp_path, "fourth", [{"id": "late", "text": docs[0]["text"] + " and more"}])
+        r = local.scan(project, ScanSettings(floor=0.5))
+        assert not r.incremental and r.method == "exhaustive"
+        assert r.full_reason == "a corpus this small is compared exhaustively (--method auto)"
+
+
+def test_decisions_labels_and_notes_carry_over(tmp_path):
+    docs = families(30, (3, 6), 40, seed=6)
+    old, new = docs[:120], docs[120:]
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "old", old)
+        local.scan(project, LSH)
+        a, b, j = read_pair_arrays(project)
+        ids = project.ids_for([int(a[0]), int(b[0]), int(a[1]), int(b[1])])
+        decisions.record(project, "remove", ids[0])
+        decisions.record(project, "not_duplicate", ids[2], ids[3])
+        decisions.record(project, "note", ids[1], value="looked at it")
+        tune.set_label(project, ids[0], ids[1], "duplicate", similarity=float(j[0]))
+        before = [(d.kind, d.doc_id, d.other_id, d.value) for d in decisions.active(project)]
+        labels_before = [(x.a_id, x.b_id, x.label) for x in tune.labels(project)]
+        overrides_before = decisions.Overrides.load(project)
+
+        load(project, tmp_path, "new", new)
+        r = local.scan(project, LSH)
+        assert r.incremental
+        assert [(d.kind, d.doc_id, d.other_id, d.value) for d in decisions.active(project)] == before
+        assert [(x.a_id, x.b_id, x.label) for x in tune.labels(project)] == labels_before
+        assert decisions.notes_for(project, ids[1]) == ["looked at it"]
+        overrides = decisions.Overrides.load(project)
+        assert overrides.split_pairs == overrides_before.split_pairs and overrides.split_pairs
+        # ... and they apply to the new scan's clusters: the removed document stays removed
+        from dedup_tui.engine.store.scans import load_graph
+
+        graph = load_graph(project)
+        clustering = keep_rules.cluster_with_decisions(project, graph, 0.5)
+        removed = project.ords_for_ids([ids[0]])[ids[0]]
+        assert clustering.keeper[removed] >= 0
+
+
+def test_a_cancelled_incremental_scan_leaves_the_project_as_it_was(tmp_path):
+    from dedup_tui.engine.errors import Cancelled
+    from dedup_tui.engine.progress import Control
+
+    docs = families(20, (2, 5), 30, seed=9)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "first", docs[:60])
+        local.scan(project, LSH)
+        pairs = stored(project)
+        n = project.next_ord()
+        load(project, tmp_path, "second", docs[60:])
+        control = Control()
+
+        def progress(stage, done, total):
+            if stage == "verify":
+                control.cancel.set()
+
+        control.progress = progress
+        with pytest.raises(Cancelled):
+            local.scan(project, LSH, control)
+        assert project.scan_state == "stale"
+        a, b, j = read_pair_arrays(project)
+        assert dict(zip(zip(a.tolist(), b.tolist()), j.tolist())) == pairs["pairs"]
+        assert read_exact_array(project, n).tolist() == pairs["exact"]
+        assert local.scan(project, LSH).incremental  # and the next scan is incremental
+
+
+def test_cli_scans_new_documents_incrementally(tmp_path):
+    docs = families(20, (2, 5), 30, seed=10)
+    first = write_jsonl(tmp_path / "first.jsonl", docs[:60])
+    second = write_jsonl(tmp_path / "second.jsonl", docs[60:80])
+    third = write_jsonl(tmp_path / "third.jsonl", docs[80:])
+    db = tmp_path / "p.db"
+    out = ok("scan", db, first, "--method", "lsh").output
+    assert "incremental" not in out
+    out = ok("scan", db, second, "--method", "lsh").output
+    assert (
+        f"incremental scan: {len(docs[60:80])} new documents compared with one another and with the 60 scanned "
+        f"before" in out
+    )
+    ok("load", db, third)
+    out = ok("scan", db, "--method", "lsh", "--floor", "0.6").output
+    assert "full scan: --floor 0.6 differs from the last scan's 0.5" in out
+    ok("load", db, write_jsonl(tmp_path / "fourth.jsonl", [{"id": "x", "text": "one more document"}]))
+    out = ok("scan", db, "--method", "lsh", "--floor", "0.6", "--full").output
+    assert "incremental" not in out and "full scan:" not in out
+    assert cli("scan", db, "--full", "--method", "lsh", "--floor", "0.6").exit_code == 0
+
+
+def test_added_band_survivors_matches_its_reference():
+    rng = np.random.RandomState(0)
+    perms = 40
+    words = -(-perms // 16)
+    for trial in range(30):
+        m, n_old, bands = rng.randint(1, 12), rng.randint(0, 20), rng.randint(1, 5)
+        n = m + n_old
+        sig = rng.randint(0, 3, size=(n, perms)).astype(np.uint32)  # few values: many agreements
+        packed = lsh.pack_nibbles(sig)
+        assert packed.shape == (n, words)
+        bucket = rng.randint(0, 3, size=(bands, n)).astype(np.int32)
+        bucket[rng.rand(bands, n) < 0.2] = incremental.NO_BUCKET
+        usable = rng.rand(bands, m) < 0.7
+        # runs: each a few new rows first, then a few old ones
+        runs, members = [], []
+        for _ in range(rng.randint(1, 5)):
+            nn = rng.randint(1, m + 1)
+            new_rows = rng.choice(m, nn, replace=False)
+            old_rows = m + rng.choice(n_old, rng.randint(0, n_old + 1), replace=False) if n_old else []
+            runs.append((len(members), nn + len(old_rows), nn))
+            members += list(new_rows) + list(old_rows)
+        members = np.array(members, np.int64)
+        run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
+        band = rng.randint(0, bands)
+        min_agree = rng.randint(0, perms + 1)
+        want = kernels_incremental.added_band_survivors_plain(
+            members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
+        )
+        got = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(run_start):  # a small buffer: resumed many times
+            out = np.empty(3, np.int64)
+            written = kernels_incremental.added_band_survivors(
+                members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n, out, resume
+            )
+            got += out[:written].tolist()
+        assert got == want, trial
+
+
+def test_new_exact_copies_prefer_an_old_first_copy():
+    old_ords = np.array([0, 2, 5], np.int64)
+    hashes = {0: "a" * 64, 2: "b" * 64, 5: "c" * 64, 1: "a" * 64}
+    from dedup_tui.engine.store.scans import hash_prefixes
+
+    new_ords = np.array([6, 7, 8, 9], np.int64)
+    new_hashes = ["d" * 64, "b" * 64, "d" * 64, "a" * 63 + "f"]  # "a...f": same prefix as ord 0, other text
+    got = incremental.new_exact_of(
+        old_ords,
+        hash_prefixes([hashes[o] for o in old_ords]),
+        new_ords,
+        new_hashes,
+        hash_prefixes,
+        lambda ords: {int(o): hashes[int(o)] for o in ords},
+    )
+    assert got.tolist() == [-1, 2, 6, -1]
+
+
+def test_a_schema_4_project_scanned_before_is_scanned_in_full_once(tmp_path):
+    """A project of the schema before the kept keys (4) is migrated with empty key tables; its
+    next scan with new documents is a full one, which keeps the keys for the one after."""
+    import sqlite3
+
+    docs = families(20, (2, 5), 30, seed=12)
+    path = tmp_path / "p.db"
+    with Project(path, create=True) as project:
+        load(project, tmp_path, "first", docs[:60])
+        local.scan(project, LSH)
+    with sqlite3.connect(path) as conn:  # as schema 4 left it
+        conn.execute("DROP TABLE scan_keys")
+        conn.execute("DROP TABLE scan_band_keys")
+        conn.execute("DELETE FROM meta WHERE key = 'scan_keys'")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+    with Project(path) as project:
+        assert project.get_meta("migrated_from") == "4"
+        assert project.conn.execute("SELECT count(*) FROM scan_keys").fetchone() == (0,)
+        load(project, tmp_path, "second", docs[60:80])
+        r = local.scan(project, LSH)
+        assert not r.incremental and r.full_reason == "the last scan kept no band keys (made by an older dedup-tui)"
+        load(project, tmp_path, "third", docs[80:])
+        assert local.scan(project, LSH).incremental
+        assert_same(stored(project), full_rescan_of(tmp_path, project))
+
+
+def test_the_review_lists_the_clusters_with_documents_loaded_since_the_scan_before(tmp_path):
+    """The "new" filter: after more documents were loaded and scanned, the clusters holding one
+    of them, and only those; it is offered only once a scan came before the last one."""
+    import json
+    import random
+
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.scanning.local import scan
+    from dedup_tui.engine.scanning.settings import ScanSettings
+    from dedup_tui.review.model import Review
+
+    rng = random.Random(7)
+    family = [" ".join("".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(30)) for _ in range(6)]
+    old = [{"id": f"o{i}", "text": family[i]} for i in range(6)]
+    old += [{"id": f"o{i}-copy", "text": family[i] + "!"} for i in range(6)]
+    new = [{"id": f"n{i}", "text": family[i] + "?"} for i in (1, 4)]
+    new += [
+        {"id": "n-alone-a", "text": "a completely different text about ships and harbours " * 3},
+        {"id": "n-alone-b", "text": "a completely different text about ships and harbours! " * 3},
+    ]
+    first, second = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in old))
+    second.write_text("".join(json.dumps(r) + "\n" for r in new))
+    db = tmp_path / "p.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [first])
+        scan(project, ScanSettings(floor=0.5))
+        assert project.new_from_ord() is None
+    review = Review.open(db)
+    try:
+        assert "new" not in [review.cycle_filter() for _ in range(6)]  # no scan before the first one
+    finally:
+        review.close()
+    with Project(db) as project:
+        load_corpus(project, [second])
+        scan(project, ScanSettings(floor=0.5))
+        assert project.new_from_ord() == len(old)
+    review = Review.open(db)
+    try:
+        review.set_filter("new")
+        index = review.index
+        listed = {tuple(sorted(index.members(int(label)))) for label in index.labels}
+        everything = review.index.with_listing(replace(review.view.listing, filter="all"))
+        expected = {
+            tuple(sorted(everything.members(int(label))))
+            for label in everything.labels
+            if max(everything.members(int(label))) >= len(old)
+        }
+        assert listed == expected and len(expected) == 3  # families 1 and 4, and the two new documents
+        assert len(everything.labels) > len(expected)
+        assert "new" in [review.cycle_filter() for _ in range(6)]
+    finally:
+        review.close()
+
+
+def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypatch):
+    """The keys kept for incremental scans leave memory while the scan verifies (written from
+    the candidates' threads), and stay in memory when no temporary file can take them."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dedup_tui.engine.scanning.candidates import KeptKeys as _Kept
+
+    rng = np.random.default_rng(3)
+    bands = {b: np.sort(rng.integers(0, 2**63, 1000, dtype=np.uint64)) for b in range(5)}
+    kept = _Kept()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda b: kept.keep_band_keys(b, bands[b]), [3, 1, 4, 0, 2]))
+    assert all(np.array_equal(kept.band_keys(b), bands[b]) for b in range(5))
+    assert kept._in_memory == {}
+    kept.close()
+
+    def no_room(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    full = _Kept()
+    full.keep_band_keys(0, bands[0])
+    assert np.array_equal(full.band_keys(0), bands[0]) and 0 in full._in_memory
