@@ -1441,9 +1441,14 @@ def audit(project_path, db, threshold, policy, size, kept_size, seed, target_wid
     click.echo(_audit_report(result, db))
 
 
+# The audit prompt's answers: the app's audit screen's label keys
+PROMPT_ANSWERS = {"1": "duplicate", "2": "not_duplicate", "0": "skip"}
+
+
 def _label_interactively(project: Project, auditing, result) -> None:
     """Each unlabelled pair as plain text (corpus text escaped: never a terminal sequence), then
-    d/n/s/q; each label saved at once."""
+    1 (duplicate) / 2 (not) / 0 (skip) / q, the keys of the app's audit screen (the words, or
+    their first letters, are taken too); each label saved at once."""
     from .engine.display import literal
 
     todo = result.unlabelled()
@@ -1464,7 +1469,7 @@ def _label_interactively(project: Project, auditing, result) -> None:
         while True:
             try:
                 answer = (
-                    click.prompt("duplicate? d(uplicate) / n(ot) / s(kip) / q(uit)", default="", show_default=False)
+                    click.prompt("duplicate? 1 duplicate / 2 not / 0 skip / q quit", default="", show_default=False)
                     .strip()
                     .lower()
                 )
@@ -1473,10 +1478,10 @@ def _label_interactively(project: Project, auditing, result) -> None:
             if answer in ("q", "quit"):
                 click.echo(f"stopped: {i - 1:,} labelled this time; run the same command to go on", err=True)
                 return
-            value = auditing.LABEL_WORDS.get(answer)
+            value = PROMPT_ANSWERS.get(answer) or auditing.LABEL_WORDS.get(answer)
             if value is not None:
                 break
-            click.echo("answer d, n, s or q")
+            click.echo("answer 1 (duplicate), 2 (not), 0 (skip) or q (quit)")
         _run(lambda control: auditing.label(project, pair, value))  # noqa: B023 - run before the next pair
 
 

@@ -124,12 +124,12 @@ def test_the_prompt_shows_plain_text_saves_each_answer_and_resumes(tmp_path):
     assert "\x1b" not in first.output and "\u202e" not in first.output and "\x07" not in first.output
     assert "\\x1b[2J" in first.output and "\\u202e" in first.output  # shown, as escapes
     assert "[-" in first.output or "{+" in first.output  # the differing words marked
-    assert "answer d, n, s or q" in first.output and "R1" in first.output
-    second = runner.invoke(cli_main, ["audit", str(db), "--threshold", str(T), "--prompt"], input="n\n")
+    assert "answer 1 (duplicate), 2 (not), 0 (skip) or q (quit)" in first.output and "R1" in first.output
+    second = runner.invoke(cli_main, ["audit", str(db), "--threshold", str(T), "--prompt"], input="2\n")
     assert second.exit_code == 0, second.output
     assert "estimated 100.0% wrong removals" in second.output
     third = runner.invoke(cli_main, ["audit", str(db), "--threshold", str(T), "--prompt"], input="")
-    assert "duplicate? d(uplicate)" not in third.output  # nothing left to ask
+    assert "duplicate? 1 duplicate" not in third.output  # nothing left to ask
     assert "estimated 100.0% wrong removals" in third.output
 
 
