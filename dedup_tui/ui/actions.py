@@ -44,6 +44,34 @@ class Act:
         )
 
 
+def threshold_acts(section: str, screen: str = "main") -> list[Act]:
+    """The threshold keys, the same on every screen that moves the threshold."""
+    return [
+        Act("plus", "threshold(0.01)", "+.01", "+", "threshold: raise by 0.01", section, show=False, screen=screen),
+        Act("minus", "threshold(-0.01)", "-.01", "-", "threshold: lower by 0.01", section, show=False, screen=screen),
+        Act(
+            "ctrl+right",
+            "threshold(0.05)",
+            "+.05",
+            "^→",
+            "threshold: raise by 0.05",
+            section,
+            show=False,
+            screen=screen,
+        ),
+        Act(
+            "ctrl+left",
+            "threshold(-0.05)",
+            "-.05",
+            "^←",
+            "threshold: lower by 0.05",
+            section,
+            show=False,
+            screen=screen,
+        ),
+    ]
+
+
 # The main footer shows the decisions (and help, quit); the threshold, policy, sort and diff keys
 # are shown where they act (the threshold bar, the list titles), so every key fits at 80 columns.
 MAIN_ACTIONS = [
@@ -98,10 +126,7 @@ MAIN_ACTIONS = [
     # Each key means one thing on every screen: + - ctrl+→ ctrl+← move the threshold (here and in
     # the tuning screen), } { go to the next / previous cluster, ] [ to the next / previous change
     # (in the pair view: here they say so).
-    Act("plus", "threshold(0.01)", "+.01", "+", "threshold: raise by 0.01", "Threshold", show=False),
-    Act("minus", "threshold(-0.01)", "-.01", "-", "threshold: lower by 0.01", "Threshold", show=False),
-    Act("ctrl+right", "threshold(0.05)", "+.05", "^→", "threshold: raise by 0.05", "Threshold", show=False),
-    Act("ctrl+left", "threshold(-0.05)", "-.05", "^←", "threshold: lower by 0.05", "Threshold", show=False),
+    *threshold_acts("Threshold"),
     Act("t", "type_threshold", "Set threshold", "t", "threshold: type a value", "Threshold", show=False),
     Act("p", "toggle_policy", "Policy", "p", "policy: switch components / greedy", "Threshold", show=False),
     Act("s", "cycle_sort", "Sort", "s", "clusters: change sort order", "Clusters", show=False),
@@ -433,10 +458,7 @@ TUNE_ACTIONS = [
         "Tuning",
         screen="tune",
     ),
-    Act("plus", "threshold(0.01)", "+.01", "+", "threshold: raise by 0.01", "Tuning", show=False, screen="tune"),
-    Act("minus", "threshold(-0.01)", "-.01", "-", "threshold: lower by 0.01", "Tuning", show=False, screen="tune"),
-    Act("ctrl+right", "threshold(0.05)", "+.05", "^→", "threshold: raise by 0.05", "Tuning", show=False, screen="tune"),
-    Act("ctrl+left", "threshold(-0.05)", "-.05", "^←", "threshold: lower by 0.05", "Tuning", show=False, screen="tune"),
+    *threshold_acts("Tuning", screen="tune"),
     Act(
         "b",
         "split_chain",
