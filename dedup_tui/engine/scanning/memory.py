@@ -1,0 +1,67 @@
+"""The scan's memory cap: its default (a share of the memory available when the scan starts),
+sizes as people write them ("3G", "500MB", "2.5 GiB") and as they read them."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# The default cap: this share of the memory available (MemAvailable) when the scan starts.
+DEFAULT_SHARE = 0.5
+# A cap below this cannot hold a scan's fixed costs (the interpreter, numpy, the kernels).
+MIN_CAP = 64 << 20
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+class SizeError(ValueError):
+    pass
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size such as "3G", "500MB", "2.5GiB" or "1048576" (units are powers of 1024)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise SizeError(f"{text!r} is not a size: write a number with K, M, G or T after it, e.g. 4G or 500M")
+    number, unit = match.groups()
+    return int(float(number) * _UNITS[unit.lower()])
+
+
+def format_size(n: float) -> str:
+    """A size for people: 1.5 GB, 730 MB, 12 KB (powers of 1024)."""
+    for unit, scale in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable; elsewhere the
+    physical memory)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def default_cap() -> int:
+    return max(MIN_CAP, int(available_memory() * DEFAULT_SHARE))
+
+
+def describe_cap(cap: int, chosen: bool) -> str:
+    """The line a scan prints first about its cap."""
+    if chosen:
+        return f"memory cap {format_size(cap)} (--memory)"
+    return (
+        f"memory cap {format_size(cap)}: {DEFAULT_SHARE:.0%} of the {format_size(available_memory())} "
+        f"available (--memory to change)"
+    )
