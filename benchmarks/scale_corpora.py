@@ -8,7 +8,9 @@
   summaries joined with distinct generated words, about 10% of them near duplicates (one
   word in ten replaced) of an earlier document.
 
-Written as JSONL ``{"id", "text"}``, optionally zstandard-compressed (``--out x.jsonl.zst``)
+Written as JSONL ``{"id", "text"}`` with, beside it, ``<out>.planted.tsv``: each near
+duplicate's id and the id of the document it was made from (the recall sample's ground
+truth). Optionally zstandard-compressed (``--out x.jsonl.zst``)
 or as shards (``--shards N --out folder``).
 
     python benchmarks/scale_corpora.py --kind summaries3 --out /tmp/s3.jsonl
@@ -42,21 +44,23 @@ def summaries_times(copies: int, seed: int):
     vocab = sorted({w for t in texts[:50_000] for w in t.split()})
     rng = random.Random(seed)
     for i, text in enumerate(texts):
-        yield f"s{i}", text
+        yield f"s{i}", text, None
     for c in range(1, copies):
         for i, text in enumerate(texts):
-            yield f"s{i}-{c}", noisy(rng, vocab, text)
+            yield f"s{i}-{c}", noisy(rng, vocab, text), f"s{i}"
 
 
 def mixed(n_docs: int, seed: int, near_share: float = 0.1):
     texts = [t for t in read_summaries() if len(t) >= 20]
     vocab = sorted({w for t in texts[:50_000] for w in t.split()})
     rng = random.Random(seed)
-    made: list[str] = []  # a window of recent documents that near duplicates copy
+    made: list[tuple[str, str]] = []  # a window of recent documents (id, text) that near duplicates copy
     window = 200_000
     for i in range(n_docs):
+        source = None
         if made and rng.random() < near_share:
-            text = noisy(rng, vocab, made[rng.randrange(len(made))])
+            source, original = made[rng.randrange(len(made))]
+            text = noisy(rng, vocab, original)
         else:
             target = int(100 * 10 ** (rng.random()))  # 100 B to 1 KB, log-uniform
             parts: list[str] = []
@@ -73,10 +77,10 @@ def mixed(n_docs: int, seed: int, near_share: float = 0.1):
                 size += len(part) + 1
             text = " ".join(parts)[:1000]
             if len(made) < window:
-                made.append(text)
+                made.append((f"m{i}", text))
             else:
-                made[rng.randrange(window)] = text
-        yield f"m{i}", text
+                made[rng.randrange(window)] = (f"m{i}", text)
+        yield f"m{i}", text, source
 
 
 def records(kind: str, n_docs: int | None, seed: int):
@@ -96,13 +100,17 @@ def write(kind: str, out: Path, n_docs: int | None, seed: int, shards: int) -> i
         return path.open("w", encoding="utf-8")
 
     count = 0
+    planted = Path(str(out).rstrip("/") + ".planted.tsv")
     with contextlib.ExitStack() as stack:
+        sources = stack.enter_context(planted.open("w", encoding="utf-8"))
         if shards > 1:
             out.mkdir(parents=True, exist_ok=True)
             files = [stack.enter_context(opener(out / f"shard-{s:04d}.jsonl")) for s in range(shards)]
         else:
             files = [stack.enter_context(opener(out))]
-        for doc_id, text in records(kind, n_docs, seed):
+        for doc_id, text, source in records(kind, n_docs, seed):
+            if source is not None:
+                sources.write(f"{doc_id}\t{source}\n")
             files[count % len(files)].write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
             count += 1
     return count
