@@ -33,7 +33,7 @@ from .engine.errors import Cancelled, DedupError
 from .engine.graph.pairs import POLICIES
 from .engine.orchestration import LoadAndScan
 from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
-from .engine.progress import STAGE_NAMES, Control, describe_rate
+from .engine.progress import STAGE_NAMES, Control, ShardLoaded, describe_rate
 from .engine.scanning.settings import (
     DEFAULT_FLOOR,
     DEFAULT_K,
@@ -79,6 +79,16 @@ class _TerminalProgress:
             self.stage, self.started = stage, now
             self.task = self.progress.add_task(STAGE_NAMES.get(stage, stage), total=total or None, counts="", rate="")
         self._show(done, total, now)
+
+    def shard(self, shard: ShardLoaded) -> None:
+        """A line above the rows for each shard a load of several has read."""
+        if not self.enabled:
+            return
+        line = _one_line(shard.describe())
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            click.echo(line, err=True)
 
     def _show(self, done: int, total: int, now: float) -> None:
         self.last = (done, total)
@@ -186,7 +196,7 @@ def _end_without_teardown() -> None:
 def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
     progress = _TerminalProgress()
     try:
-        result = fn(*args, control=Control(progress), **kwargs)
+        result = fn(*args, control=Control(progress, on_shard=progress.shard), **kwargs)
         check_snapshots("what it reports may mix the old and the new project")
         return result
     except KeyboardInterrupt:

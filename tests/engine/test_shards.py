@@ -90,3 +90,93 @@ def test_a_truncated_or_corrupt_zst_is_one_line_naming_the_file_and_nothing_load
     # the line reached is named: the half that decompressed was read up to it
     line = int(error_line(cli("load", tmp_path / "c.db", cut)).split(":")[2])
     assert 1000 < line <= 20000
+
+
+def write_shards(folder: Path, data: bytes, sizes: list[int]) -> list[str]:
+    """`data`'s lines cut into shards of `sizes` lines, every other one .jsonl.zst; their names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = data.splitlines(keepends=True)
+    names, at = [], 0
+    for number, size in enumerate(sizes):
+        piece = b"".join(lines[at : at + size])
+        at += size
+        name = f"part-{number}.jsonl" + (".zst" if number % 2 else "")
+        (folder / name).write_bytes(compressed(piece) if number % 2 else piece)
+        names.append(name)
+    assert at == len(lines)
+    return names
+
+
+def test_a_folder_or_glob_of_shards_loads_like_the_concatenated_jsonl_with_progress_per_shard(tmp_path):
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.progress import Control
+    from dedup_tui.engine.store import Project
+
+    data = jsonl_lines(0, 1200)
+    whole = tmp_path / "all.jsonl"
+    whole.write_bytes(data)
+    # part-10 after part-9 (natural order: a name-sorted load would put it second)
+    sizes = [100, 150, 50, 100, 100, 100, 100, 100, 100, 100, 200]
+    names = write_shards(tmp_path / "data", data, sizes)
+    load(tmp_path / "whole.db", whole)
+    want = [(doc_id, text) for doc_id, text, _, _ in documents(tmp_path / "whole.db")]
+
+    heard = []
+    with Project(tmp_path / "folder.db", create=True) as project:
+        report = load_corpus(project, [tmp_path / "data"], control=Control(on_shard=heard.append))
+    assert report.documents == 1200
+    assert [(d[0], d[1]) for d in documents(tmp_path / "folder.db")] == want
+    assert [(s.number, s.total, Path(s.path).name, s.documents) for s in heard] == [
+        (n, len(names), name, size) for n, (name, size) in enumerate(zip(names, sizes), start=1)
+    ]
+    assert heard[-1].describe() == f"shard 11/11 {tmp_path / 'data' / 'part-10.jsonl'}: 200 documents"
+
+    load(tmp_path / "glob.db", str(tmp_path / "data" / "part-*.jsonl*"))
+    assert [(d[0], d[1]) for d in documents(tmp_path / "glob.db")] == want
+    # `scan` loads its corpus first, the same way
+    result = cli("scan", tmp_path / "scanned.db", tmp_path / "data")
+    assert result.exit_code == 0, result.output
+    assert [(d[0], d[1]) for d in documents(tmp_path / "scanned.db")] == want
+
+
+def test_shards_without_ids_get_their_shard_and_line_and_errors_name_the_shard(tmp_path):
+    data = jsonl_lines(0, 30, with_ids=False)
+    write_shards(tmp_path / "data" / "a", data, [10, 20])
+    write_shards(tmp_path / "data" / "b", data, [30])  # b/part-0.jsonl: a name a/ has too
+    load(tmp_path / "p.db", tmp_path / "data")
+    ids = [d[0] for d in documents(tmp_path / "p.db")]
+    # each shard's path in the folder, whatever the folder's own path
+    want = [f"a/part-0.jsonl:{i}" for i in range(1, 11)] + [f"a/part-1.jsonl.zst:{i}" for i in range(1, 21)]
+    assert ids == want + [f"b/part-0.jsonl:{i}" for i in range(1, 31)]
+    load(tmp_path / "glob.db", str(tmp_path / "data" / "*" / "part-*"))  # (a pattern: from its first glob)
+    assert [d[0] for d in documents(tmp_path / "glob.db")] == ids
+    load(tmp_path / "a.db", tmp_path / "data" / "a")  # (one folder of shards: its ids still name them)
+    assert [d[0] for d in documents(tmp_path / "a.db")] == [i.removeprefix("a/") for i in want]
+
+    bad = tmp_path / "bad"
+    write_shards(bad, data, [10, 20])
+    lines = data.splitlines(keepends=True)[10:]
+    lines[4] = b'{"text": "cut\n'
+    (bad / "part-1.jsonl.zst").write_bytes(compressed(b"".join(lines)))
+    message = error_line(cli("load", tmp_path / "bad.db", bad))
+    assert message.startswith(f"error: {bad / 'part-1.jsonl.zst'}:5: malformed JSON"), message
+    assert not (tmp_path / "bad.db").exists()
+
+
+def test_a_folder_of_text_documents_still_loads_and_one_with_shards_beside_is_refused(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("first note", encoding="utf-8")
+    (notes / "b.md").write_text("second note", encoding="utf-8")
+    load(tmp_path / "notes.db", notes)
+    assert [(d[0], d[1]) for d in documents(tmp_path / "notes.db")] == [
+        ("a.txt", "first note"),
+        ("b.md", "second note"),
+    ]
+
+    (notes / "more.jsonl.zst").write_bytes(compressed(jsonl_lines(0, 3)))
+    message = error_line(cli("load", tmp_path / "both.db", notes))
+    assert message.startswith(f"error: {notes}: holds both 1 data shard(s) (.jsonl.zst) and 2 text document(s)")
+    assert f"'{notes}/**/*.jsonl*'" in message
+    message = error_line(cli("load", tmp_path / "none.db", str(tmp_path / "nothing-*.jsonl")))
+    assert message == f"error: {tmp_path / 'nothing-*.jsonl'}: no file matches this pattern"
