@@ -186,11 +186,11 @@ def _check_shards(project: Project, folder: Path, shards: list[Path]) -> str | N
     added = [s.name for s, source in mine if source is None]
     if not changed and not added:
         return None
-    parts = [f"{len(changed)} changed since they were loaded ({', '.join(changed[:3])})"] if changed else []
-    parts += [f"{len(added)} were added since ({', '.join(added[:3])})"] if added else []
+    parts = [f"changed since the load: {len(changed)} ({', '.join(changed[:3])})"] if changed else []
+    parts += [f"added since: {len(added)} ({', '.join(added[:3])})"] if added else []
     return (
-        f"of the shards in {folder.name}, {' and '.join(parts)}: this project shows the documents as they were "
-        f"loaded. To review the new version, load it into a new project (dedup-tui {folder} --db NEW.db)."
+        f"shards in {folder.name} {'; '.join(parts)}: this project shows the documents as they were loaded. "
+        f"To review the new version, load it into a new project (dedup-tui {folder} --db NEW.db)."
     )
 
 
