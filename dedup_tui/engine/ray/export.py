@@ -70,6 +70,17 @@ class _Watch:
             raise DedupError(f"{self.part}: stopped writing, {why}")
 
 
+def _open_part(part: str, shard: str):
+    """The curated part, written compressed as its shard is (.gz, .zst) or plain."""
+    if shard.lower().endswith(".gz"):
+        return gzip.open(part, "wb")
+    if shard.lower().endswith(".zst"):
+        import zstandard
+
+        return zstandard.open(part, "wb", cctx=zstandard.ZstdCompressor(write_checksum=True))
+    return open(part, "wb")
+
+
 def export_shard(
     path: str,
     fmt: str,
@@ -101,9 +112,8 @@ def export_shard(
                 yield rec, (rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}") not in removed
 
     if fmt == "jsonl":
-        opener = gzip.open if path.lower().endswith(".gz") else open
         try:
-            with opener(part, "wb") as out:
+            with _open_part(part, path) as out:
                 for rec, keep in decided():
                     if keep:
                         out.write(rec.record + b"\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorpusError, DedupError
-from ..readers import detect_format, guarded, read_jsonl, read_parquet
+from ..readers import COMPRESSED_SUFFIXES, detect_format, guarded, read_jsonl, read_parquet
 from ..scanning.minhash import MinHasher
 from .settings import ClusterScanSettings
 from .stages import os_reason
@@ -32,7 +32,7 @@ def cluster_format(path: Path) -> str:
         fmt = None
     if fmt not in ("jsonl", "parquet"):
         raise CorpusError(
-            str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards"
+            str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz, .jsonl.zst) and Parquet shards"
         )
     return fmt
 
@@ -87,12 +87,12 @@ def id_prefixes(files: list[Path]) -> list[str]:
 
 def index_file(path: str, fmt: str, piece_bytes: int) -> dict:
     """SHA-256 and size of the file, and its pieces: (start, end, first line) in bytes for
-    JSON Lines (end -1: the whole file, for .gz), (first row group, end, rows before) for
+    JSON Lines (end -1: the whole file, for .gz and .zst), (first row group, end, rows before) for
     Parquet."""
     h = hashlib.sha256()
     fields = None
     try:
-        if fmt == "jsonl" and not path.lower().endswith(".gz"):
+        if fmt == "jsonl" and not path.lower().endswith(COMPRESSED_SUFFIXES):
             size, pieces = _jsonl_pieces(path, piece_bytes, h)
         else:
             size = _hash_file(path, h)
