@@ -180,3 +180,20 @@ def test_a_folder_of_text_documents_still_loads_and_one_with_shards_beside_is_re
     assert f"'{notes}/**/*.jsonl*'" in message
     message = error_line(cli("load", tmp_path / "none.db", str(tmp_path / "nothing-*.jsonl")))
     assert message == f"error: {tmp_path / 'nothing-*.jsonl'}: no file matches this pattern"
+
+
+def test_the_terminal_shows_a_line_per_shard_and_nothing_when_not_a_terminal(tmp_path, capsys):
+    from dedup_tui.cli import _TerminalProgress
+    from dedup_tui.engine.progress import ShardLoaded
+
+    shown = _TerminalProgress()
+    shown.enabled = True  # (as on a terminal)
+    shown.shard(ShardLoaded(3, 120, "data/part-0003.jsonl.zst", 41233))
+    shown.shard(ShardLoaded(4, 120, "evals.jsonl", 7, reference=True))
+    quiet = _TerminalProgress()
+    quiet.enabled = False
+    quiet.shard(ShardLoaded(5, 120, "data/part-0005.jsonl.zst", 1))
+    assert capsys.readouterr().err.splitlines() == [
+        "shard 3/120 data/part-0003.jsonl.zst: 41,233 documents",
+        "shard 4/120 evals.jsonl (reference): 7 documents",
+    ]
