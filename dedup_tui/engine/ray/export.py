@@ -27,7 +27,7 @@ from ..progress import Control
 from ..store import Project
 from .address import connect
 from .job import process_gone, stale_work, this_process, work_name
-from .pieces import PieceSpec, cluster_format, expand_inputs, id_prefixes, piece_records
+from .pieces import PieceSpec, cluster_format, id_prefixes, labelled_inputs, piece_records
 from .stages import Stage, os_reason
 
 
@@ -217,7 +217,8 @@ class _ExportPlan:
             tuple(r.values())
             for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")
         ]
-        self.files = expand_inputs(paths)
+        self.files, labels, sharded = labelled_inputs(paths)
+        self.prefixes = id_prefixes(self.files, labels, sharded)
         if len(self.files) != len(self.sources):
             raise DedupError(
                 f"{len(self.files)} corpus file(s) given, but {project.path} was scanned from "
@@ -268,7 +269,7 @@ def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: froze
             if stale.is_file() or stale.is_symlink():
                 stale.unlink(missing_ok=True)
     driver = this_process()
-    prefixes = id_prefixes(plan.files)
+    prefixes = plan.prefixes
     chosen = [(plan.files[i], plan.sources[i], prefixes[i]) for i in plan.written]
     refs = [
         ray.remote(export_shard).remote(
