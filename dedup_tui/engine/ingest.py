@@ -120,6 +120,7 @@ def load_corpus(
             labels += [shard.relative_to(shards_root(given)).as_posix() for shard in shards]
         roles += [role] * (len(files) - len(roles))
     formats = [_corpus_format(p) for p in files]
+    _refuse_twice(files)
     multi = len(files) > 1 or sharded or project.document_count() > 0
     prefixes = _id_prefixes(files, labels, multi)
     report = LoadReport()
@@ -148,6 +149,18 @@ def _corpus_format(path: Path) -> str:
     if not path.is_dir() and not path.is_file():
         raise CorpusError(str(path), None, "not a regular file or folder")
     return detect_format(path)
+
+
+def _refuse_twice(files: list[Path]) -> None:
+    """One file twice in a load (given twice, or also named by a folder or pattern given) would
+    add each of its documents twice."""
+    seen: set[Path] = set()
+    for path in files:
+        if path.is_file():
+            resolved = path.resolve()
+            if resolved in seen:
+                raise CorpusError(str(path), None, "given twice (itself, or in a folder or pattern also given)")
+            seen.add(resolved)
 
 
 def _id_prefixes(paths: list[Path], labels: list[str], multi: bool) -> list[str]:

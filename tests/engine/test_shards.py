@@ -152,6 +152,9 @@ def test_shards_without_ids_get_their_shard_and_line_and_errors_name_the_shard(t
     assert [d[0] for d in documents(tmp_path / "glob.db")] == ids
     load(tmp_path / "a.db", tmp_path / "data" / "a")  # (one folder of shards: its ids still name them)
     assert [d[0] for d in documents(tmp_path / "a.db")] == [i.removeprefix("a/") for i in want]
+    again = tmp_path / "data" / "a" / "part-0.jsonl"  # (its documents would load twice)
+    message = error_line(cli("load", tmp_path / "twice.db", tmp_path / "data", again))
+    assert message == f"error: {again}: given twice (itself, or in a folder or pattern also given)"
 
     bad = tmp_path / "bad"
     write_shards(bad, data, [10, 20])
