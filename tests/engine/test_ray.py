@@ -1030,29 +1030,3 @@ def test_a_reference_in_a_cluster_scan_is_kept_and_exported_as_locally(corpus, t
     kept = sum(1 for _ in open(local_out))
     assert result.kept == kept and result.removed == len(removed)
     local.close()
-
-
-def test_a_folder_of_shards_gets_the_ids_load_gives_it(tiny, tmp_path):
-    """Nested shards without ids, one of them .jsonl.zst: the same files in the same (natural)
-    order, and the same generated ids ("a/part-2.jsonl:4"), as `load` of the folder."""
-    import zstandard
-
-    lines = [json.dumps({"text": json.loads(line)["text"]}) + "\n" for line in tiny[0].read_text().splitlines()]
-    third = len(lines) // 3
-    folder = tmp_path / "data"
-    (folder / "a").mkdir(parents=True)
-    (folder / "b").mkdir()
-    (folder / "a" / "part-2.jsonl").write_text("".join(lines[:third]))
-    (folder / "a" / "part-10.jsonl.zst").write_bytes(
-        zstandard.ZstdCompressor().compress("".join(lines[third : 2 * third]).encode())
-    )
-    (folder / "b" / "part-2.jsonl").write_text("".join(lines[2 * third :]))
-    cluster_scan([folder], tmp_path / "scan", ClusterScanSettings(piece_bytes=2000, partitions=2))
-    with Project(tmp_path / "loaded.db", create=True) as loaded:
-        load_corpus(loaded, [folder])
-        ids = [r[0] for r in loaded.conn.execute("SELECT doc_id FROM documents ORDER BY ord")]
-    assert ids[0] == "a/part-2.jsonl:1" and ids[third] == "a/part-10.jsonl.zst:1" and ids[-1].startswith("b/part-2")
-    with import_scan(tmp_path / "scan", tmp_path / "imported.db") as imported:  # (the documents in pairs or groups)
-        found = [r[0] for r in imported.conn.execute("SELECT doc_id FROM documents ORDER BY ord")]
-    assert {i.rsplit(":", 1)[0] for i in found} == {"a/part-2.jsonl", "a/part-10.jsonl.zst", "b/part-2.jsonl"}
-    assert found == [i for i in ids if i in set(found)]

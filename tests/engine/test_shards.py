@@ -200,3 +200,36 @@ def test_the_terminal_shows_a_line_per_shard_and_nothing_when_not_a_terminal(tmp
         "shard 3/120 data/part-0003.jsonl.zst: 41,233 documents",
         "shard 4/120 evals.jsonl (reference): 7 documents",
     ]
+
+
+def test_cluster_scan_expands_a_folder_and_names_its_shards_ids_as_load_does(tmp_path):
+    """The cluster commands' inputs (ray/pieces.py, no Ray needed to expand them): the same files
+    in the same order, and the same generated ids, as `load` of the folder."""
+    from dedup_tui.engine.ray.pieces import id_prefixes, labelled_inputs
+
+    data = jsonl_lines(0, 30, with_ids=False)
+    write_shards(tmp_path / "data" / "a", data, [10, 5, 5, 5, 5])  # part-0 ... part-4, 1 and 3 .zst
+    write_shards(tmp_path / "data" / "b", data, [30])
+    (tmp_path / "data" / "a" / "part-10.jsonl").write_bytes(jsonl_lines(0, 2, with_ids=False))
+    load(tmp_path / "p.db", tmp_path / "data")
+    with sqlite3.connect(tmp_path / "p.db") as conn:
+        loaded = conn.execute("SELECT s.path, d.doc_id, d.line FROM documents d JOIN sources s ON s.id = d.source_id")
+        want = {(path, doc_id) for path, doc_id, _ in loaded}
+    files, labels, sharded = labelled_inputs([tmp_path / "data"])
+    assert [f.relative_to(tmp_path / "data").as_posix() for f in files] == [
+        "a/part-0.jsonl",
+        "a/part-1.jsonl.zst",
+        "a/part-2.jsonl",
+        "a/part-3.jsonl.zst",
+        "a/part-4.jsonl",
+        "a/part-10.jsonl",
+        "b/part-0.jsonl",
+    ]
+    prefixes = id_prefixes(files, labels, sharded)
+    lines = [10, 5, 5, 5, 5, 2, 30]
+    made = {
+        (str(f.resolve()), f"{prefix}{n}")
+        for f, prefix, count in zip(files, prefixes, lines)
+        for n in range(1, count + 1)
+    }
+    assert made == want
