@@ -149,14 +149,15 @@ def corpus_bytes(paths, enough: int = CORPUS_BYTES) -> int:
     """Bytes of the corpus files (and of the files in corpus folders, of the shards a glob
     pattern names; compressed ones counted as on disk), counted up to `enough`."""
     from ..errors import CorpusError
-    from ..readers.shards import is_pattern, matching
+    from ..readers.shards import expand
 
     total = 0
     for p in paths:
         p = Path(p)
         try:
-            if is_pattern(p):
-                total += sum(f.stat().st_size for f in matching(str(p)) if f.is_file())
+            shards = expand(p)
+            if shards is not None:
+                total += sum(f.stat().st_size for f in shards if f.is_file())
             elif p.is_dir():
                 total += sum(f.stat().st_size for f in p.iterdir() if f.is_file())
             else:
