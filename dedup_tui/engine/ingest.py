@@ -129,7 +129,9 @@ def load_corpus(
             writer = DocumentsWriter(project, ahead)
             seen_ids: set[str] = set()
             for number, (path, fmt, role, prefix) in enumerate(zip(files, formats, roles, prefixes), start=1):
-                count, skipped = _load_file(writer, path, fmt, settings, prefix, seen_ids, control, role, report)
+                count, skipped = _load_file(
+                    writer, path, fmt, settings, prefix, seen_ids, control, role, before=report.documents
+                )
                 report.add_file(path, count, skipped)
                 if role == REFERENCE:
                     report.references.append(str(path))
@@ -226,9 +228,10 @@ def _load_file(
     seen_ids: set[str],
     control: Control,
     role: str | None = None,
-    so_far: LoadReport | None = None,
+    before: int = 0,
 ) -> tuple[int, list[BadRecord]]:
-    """One file into the project: its sources row, then its documents; how many, and the bad records skipped."""
+    """One file into the project: its sources row, then its documents; how many, and the bad records
+    skipped. `before`: the documents of the load's earlier files (its progress counts on from there)."""
     sha, size = file_sha256(path)
     loaded_at = writer.loaded_at(path, sha)
     if loaded_at is not None:
@@ -251,7 +254,6 @@ def _load_file(
         if fields is None:
             raise CorpusError(str(path), 1, "empty file: no header and no records")
     source_id = writer.add_source(path, fmt, sha, size, fields, settings.id_field, settings.text_field, role)
-    before = so_far.documents if so_far is not None else 0
     count, int_ids = _write_records(records, writer, source_id, prefix, seen_ids, bad, control, before)
     if count == 0:
         raise bad.no_documents(fmt)

@@ -121,10 +121,12 @@ def test_a_folder_or_glob_of_shards_loads_like_the_concatenated_jsonl_with_progr
     load(tmp_path / "whole.db", whole)
     want = [(doc_id, text) for doc_id, text, _, _ in documents(tmp_path / "whole.db")]
 
-    heard = []
+    heard, counted = [], []
+    control = Control(lambda stage, done, total: counted.append(done), on_shard=heard.append)
     with Project(tmp_path / "folder.db", create=True) as project:
-        report = load_corpus(project, [tmp_path / "data"], control=Control(on_shard=heard.append))
+        report = load_corpus(project, [tmp_path / "data"], control=control)
     assert report.documents == 1200
+    assert counted == sorted(counted) and counted[-1] == 1200  # (the count runs on across shards)
     assert [(d[0], d[1]) for d in documents(tmp_path / "folder.db")] == want
     assert [(s.number, s.total, Path(s.path).name, s.documents) for s in heard] == [
         (n, len(names), name, size) for n, (name, size) in enumerate(zip(names, sizes), start=1)
