@@ -10,8 +10,9 @@
 
 Written as JSONL ``{"id", "text"}`` with, beside it, ``<out>.planted.tsv``: each near
 duplicate's id and the id of the document it was made from (the recall sample's ground
-truth). Optionally zstandard-compressed (``--out x.jsonl.zst``)
-or as shards (``--shards N --out folder``).
+truth). Optionally zstandard-compressed (``--out x.jsonl.zst``) or as shards (``--shards N
+--out folder``; ``--zst``: shard-0000.jsonl.zst ...). Shards take the documents in turn
+(document i in shard i mod N).
 
     python benchmarks/scale_corpora.py --kind summaries3 --out /tmp/s3.jsonl
 """
@@ -89,7 +90,7 @@ def records(kind: str, n_docs: int | None, seed: int):
     return summaries_times(KINDS[kind], seed)
 
 
-def write(kind: str, out: Path, n_docs: int | None, seed: int, shards: int) -> int:
+def write(kind: str, out: Path, n_docs: int | None, seed: int, shards: int, zst: bool = False) -> int:
     import contextlib
 
     def opener(path: Path):
@@ -105,7 +106,8 @@ def write(kind: str, out: Path, n_docs: int | None, seed: int, shards: int) -> i
         sources = stack.enter_context(planted.open("w", encoding="utf-8"))
         if shards > 1:
             out.mkdir(parents=True, exist_ok=True)
-            files = [stack.enter_context(opener(out / f"shard-{s:04d}.jsonl")) for s in range(shards)]
+            suffix = ".jsonl.zst" if zst else ".jsonl"
+            files = [stack.enter_context(opener(out / f"shard-{s:04d}{suffix}")) for s in range(shards)]
         else:
             files = [stack.enter_context(opener(out))]
         for doc_id, text, source in records(kind, n_docs, seed):
@@ -123,8 +125,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=None, help="mixed10m only (default 10,000,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument("--zst", action="store_true", help="shards zstandard-compressed (.jsonl.zst)")
     args = parser.parse_args()
-    n = write(args.kind, args.out, args.docs, args.seed, args.shards)
+    n = write(args.kind, args.out, args.docs, args.seed, args.shards, args.zst)
     print(f"{n:,} documents -> {args.out}")
 
 

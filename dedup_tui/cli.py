@@ -33,7 +33,7 @@ from .engine.errors import Cancelled, DedupError
 from .engine.graph.pairs import POLICIES
 from .engine.orchestration import LoadAndScan
 from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
-from .engine.progress import STAGE_NAMES, Control, describe_rate
+from .engine.progress import STAGE_NAMES, Control, ShardLoaded, describe_rate
 from .engine.scanning.settings import (
     DEFAULT_FLOOR,
     DEFAULT_K,
@@ -79,6 +79,16 @@ class _TerminalProgress:
             self.stage, self.started = stage, now
             self.task = self.progress.add_task(STAGE_NAMES.get(stage, stage), total=total or None, counts="", rate="")
         self._show(done, total, now)
+
+    def shard(self, shard: ShardLoaded) -> None:
+        """A line above the rows for each shard a load of several has read."""
+        if not self.enabled:
+            return
+        line = _one_line(shard.describe())
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            click.echo(line, err=True)
 
     def _show(self, done: int, total: int, now: float) -> None:
         self.last = (done, total)
@@ -156,7 +166,8 @@ def main() -> None:
     """Find, review and remove duplicate documents in text corpora.
 
     Run without arguments to open the review app on a bundled sample corpus, or give a
-    project file (.db) or a corpus (.jsonl, .csv, .tsv, a folder of .txt) to open.
+    project file (.db) or a corpus (.jsonl, .csv, .tsv, also .gz or .zst; a folder of .txt or of
+    shards) to open.
     """
 
 
@@ -186,7 +197,7 @@ def _end_without_teardown() -> None:
 def _run(fn, *args, unchanged: str = "the project is unchanged", **kwargs):
     progress = _TerminalProgress()
     try:
-        result = fn(*args, control=Control(progress), **kwargs)
+        result = fn(*args, control=Control(progress, on_shard=progress.shard), **kwargs)
         check_snapshots("what it reports may mix the old and the new project")
         return result
     except KeyboardInterrupt:
@@ -388,9 +399,10 @@ def _load_into(db: str, job: LoadAndScan) -> Project:
 @_load_options
 @_REFERENCE_OPTION
 def load(corpus, db, id_field, text_field, skip_bad, references):
-    """Load CORPUS files (JSONL, CSV/TSV, Parquet, a folder of .txt) into PROJECT (a .db file,
-    created if needed): `dedup-tui load notes.db notes.jsonl`. Files after --reference are
-    loaded as references: matched, never removed, never exported."""
+    """Load CORPUS files (JSONL, CSV/TSV, also .gz or .zst; Parquet; a folder of .txt) into
+    PROJECT (a .db file, created if needed): `dedup-tui load notes.db notes.jsonl`. A folder of
+    shards or a quoted glob loads each file in turn: `dedup-tui load P.db 'data/part-*.jsonl.zst'`.
+    Files after --reference are loaded as references: matched, never removed, never exported."""
     db, corpus = _project_and_files(corpus, db, "PROJECT CORPUS...")
     _no_project_among(references, "PROJECT CORPUS... --reference FILE...")
     if not corpus and not references:
@@ -937,7 +949,7 @@ def cluster_scan_cmd(
     skip_bad,
     references,
 ):
-    """Scan JSONL or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
+    """Scan JSONL (also .gz, .zst) or Parquet shards on a Ray cluster (CORPUS: files, folders or glob patterns).
 
     The same exact groups and near pairs as `scan` (LSH) on the same files, in SCAN_DIR;
     `dedup-tui import SCAN_DIR P.db` makes a review project of them. The files and

@@ -1,4 +1,5 @@
-"""Loading corpora into a project: JSONL, CSV/TSV, a folder of .txt files, Parquet.
+"""Loading corpora into a project: JSONL, CSV/TSV (each also .gz or .zst), Parquet, a folder of
+.txt files, and folders or glob patterns of shards (readers/shards.py).
 
 A load reads each file with its format's reader (engine.readers), checks every record's id
 (one id once in the project), and writes the good ones through one DocumentsWriter. It is one
@@ -11,12 +12,13 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorpusError, DedupError
-from .progress import Control
+from .progress import Control, ShardLoaded
 from .ray.partial import refuse_local_rescan
 from .readers import (
     FIELD_FORMATS,
@@ -29,6 +31,8 @@ from .readers import (
     open_reader,
     show,
 )
+from .readers.shards import expand
+from .readers.shards import root as shards_root
 from .store import Project, transaction
 from .store.documents import DocumentsWriter
 
@@ -101,22 +105,38 @@ def load_corpus(
     refuse_local_rescan(project, "loaded into")
     # No id field named: "id" where the records have one, else line numbers. A named one must exist.
     settings = _LoadSettings(id_field if id_field is not None else "id", text_field, id_field is not None, skip_bad)
-    roles = [None] * len(paths) + [REFERENCE] * len(references)
-    files = [Path(p) for p in [*paths, *references]]
+    files: list[Path] = []
+    roles: list[str | None] = []
+    labels: list[str] = []  # what each file's generated ids start with, when no other file's do
+    sharded = False  # a folder or pattern of shards: its files' generated ids name them
+    for given, role in [*((Path(p), None) for p in paths), *((Path(p), REFERENCE) for p in references)]:
+        shards = expand(given)
+        if shards is None:
+            files.append(given)
+            labels.append(given.name)
+        else:
+            sharded = True
+            files += shards
+            labels += [shard.relative_to(shards_root(given)).as_posix() for shard in shards]
+        roles += [role] * (len(files) - len(roles))
     formats = [_corpus_format(p) for p in files]
-    multi = len(files) > 1 or project.document_count() > 0
+    _refuse_twice(files)
+    multi = len(files) > 1 or sharded or project.document_count() > 0
+    prefixes = _id_prefixes(files, labels, multi)
     report = LoadReport()
     try:
         with transaction(project.conn):
             writer = DocumentsWriter(project, ahead)
             seen_ids: set[str] = set()
-            for path, fmt, role in zip(files, formats, roles):
+            for number, (path, fmt, role, prefix) in enumerate(zip(files, formats, roles, prefixes), start=1):
                 count, skipped = _load_file(
-                    writer, path, fmt, settings, _id_prefix(path, files, multi), seen_ids, control, role
+                    writer, path, fmt, settings, prefix, seen_ids, control, role, before=report.documents
                 )
                 report.add_file(path, count, skipped)
                 if role == REFERENCE:
                     report.references.append(str(path))
+                if len(files) > 1:
+                    control.shard_loaded(ShardLoaded(number, len(files), str(path), count, role == REFERENCE))
             writer.mark_scan_stale()
     except BaseException:
         if ahead is not None:
@@ -133,13 +153,26 @@ def _corpus_format(path: Path) -> str:
     return detect_format(path)
 
 
-def _id_prefix(path: Path, paths: list[Path], multi: bool) -> str:
-    """What generated ids (line numbers) start with: the file's name when several files go into
-    one project; its path where two given files share a name."""
+def _refuse_twice(files: list[Path]) -> None:
+    """One file twice in a load (given twice, or also named by a folder or pattern given) would
+    add each of its documents twice."""
+    seen: set[Path] = set()
+    for path in files:
+        if path.is_file():
+            resolved = path.resolve()
+            if resolved in seen:
+                raise CorpusError(str(path), None, "given twice (itself, or in a folder or pattern also given)")
+            seen.add(resolved)
+
+
+def _id_prefixes(paths: list[Path], labels: list[str], multi: bool) -> list[str]:
+    """What each file's generated ids (line numbers) start with: nothing for a single file into a
+    new project, else its label (its name, or a shard's path in its folder), or the path as given
+    where two files share a label."""
     if not multi:
-        return ""
-    same_name = sum(q.name == path.name for q in paths) > 1
-    return f"{path}:" if same_name else f"{path.name}:"
+        return [""] * len(paths)
+    counts = Counter(labels)
+    return [f"{label}:" if counts[label] == 1 else f"{path}:" for path, label in zip(paths, labels)]
 
 
 class _BadRecords:
@@ -195,8 +228,10 @@ def _load_file(
     seen_ids: set[str],
     control: Control,
     role: str | None = None,
+    before: int = 0,
 ) -> tuple[int, list[BadRecord]]:
-    """One file into the project: its sources row, then its documents; how many, and the bad records skipped."""
+    """One file into the project: its sources row, then its documents; how many, and the bad records
+    skipped. `before`: the documents of the load's earlier files (its progress counts on from there)."""
     sha, size = file_sha256(path)
     loaded_at = writer.loaded_at(path, sha)
     if loaded_at is not None:
@@ -219,7 +254,7 @@ def _load_file(
         if fields is None:
             raise CorpusError(str(path), 1, "empty file: no header and no records")
     source_id = writer.add_source(path, fmt, sha, size, fields, settings.id_field, settings.text_field, role)
-    count, int_ids = _write_records(records, writer, source_id, prefix, seen_ids, bad, control)
+    count, int_ids = _write_records(records, writer, source_id, prefix, seen_ids, bad, control, before)
     if count == 0:
         raise bad.no_documents(fmt)
     writer.finish_source(source_id, count, bad.lines())
@@ -236,11 +271,14 @@ def _write_records(
     seen_ids: set[str],
     bad: _BadRecords,
     control: Control,
+    before: int = 0,
 ) -> tuple[int, bool]:
     """The file's good records into the project, BATCH at a time; how many, and whether every
-    record's own id was an integer (logs then give them back as numbers)."""
+    record's own id was an integer (logs then give them back as numbers). Progress counts on
+    from `before`, the documents of the load's earlier files."""
     errors, skip_bad = bad.errors, bad.skip_bad
-    count = pending = reported = chars = 0
+    count = chars = 0
+    pending = reported = before
     batch: list[tuple] = []  # (doc_id, text, line, record)
     int_ids = True
     for rec in records:
@@ -297,6 +335,11 @@ def check_corpus(
     column, an unreadable file, or (without skip_bad) a bad first record. Reads only the start,
     so a caller (the app) can refuse at once instead of after creating a project."""
     path = Path(path)
+    shards = expand(path)
+    if shards is not None:  # a folder or pattern of shards: each one's start
+        for shard in shards:
+            check_corpus(shard, id_field, text_field, skip_bad)
+        return
     if not path.exists():
         raise CorpusError(str(path), None, "no such file or folder")
     fmt = detect_format(path)
@@ -318,6 +361,7 @@ def sample_fields(path: str | Path, records: int = 50) -> list[tuple[str, str]] 
     .txt files or a file whose first records cannot be read as records at all."""
     path = Path(path)
     try:
+        path = (expand(path) or [path])[0]  # a folder or pattern of shards: its first one's
         fmt = detect_format(path)
     except CorpusError:
         return None

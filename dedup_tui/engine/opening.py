@@ -146,8 +146,12 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
     """Refuse a project that was loaded from other files; a warning when this corpus changed
     since it was loaded (its SHA-256 is in `sources`)."""
     from .readers import file_sha256
+    from .readers.shards import expand
 
     sources = project.sources()
+    shards = expand(corpus)
+    if shards is not None:
+        return _check_shards(project, corpus, shards)
     resolved = str(corpus.resolve())
     mine = [s for s in sources if s["path"] == resolved]
     if not mine:
@@ -164,6 +168,30 @@ def _check_corpus(project: Project, corpus: Path) -> str | None:
             f"(dedup-tui {corpus} --db NEW.db)."
         )
     return None
+
+
+def _check_shards(project: Project, folder: Path, shards: list[Path]) -> str | None:
+    """_check_corpus for a folder of shards: the project must hold some of them; a warning when
+    some changed since they were loaded, or were added since."""
+    from .readers import file_sha256
+
+    loaded = {s["path"]: s for s in project.sources()}  # (the last load of each path)
+    mine = [(shard, loaded.get(str(shard.resolve()))) for shard in shards]
+    if not any(source for _, source in mine):
+        raise ProjectError(
+            f"{project.path}: holds documents loaded from other files than the shards in {folder}; open "
+            f"that project as it is (dedup-tui {project.path}) or choose another with --db"
+        )
+    changed = [s.name for s, source in mine if source and source["sha256"] and file_sha256(s)[0] != source["sha256"]]
+    added = [s.name for s, source in mine if source is None]
+    if not changed and not added:
+        return None
+    parts = [f"changed since the load: {len(changed)} ({', '.join(changed[:3])})"] if changed else []
+    parts += [f"added since: {len(added)} ({', '.join(added[:3])})"] if added else []
+    return (
+        f"shards in {folder.name} {'; '.join(parts)}: this project shows the documents as they were loaded. "
+        f"To review the new version, load it into a new project (dedup-tui {folder} --db NEW.db)."
+    )
 
 
 def default_export_path(db: Path) -> Path:

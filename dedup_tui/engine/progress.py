@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .errors import Cancelled
 
@@ -35,15 +36,42 @@ def no_progress(stage: str, done: int, total: int) -> None:
     pass
 
 
-class Control:
-    """What a long operation receives: where to report progress and how to know it should stop."""
+@dataclass(frozen=True)
+class ShardLoaded:
+    """A load of several files (shards) has read one of them."""
 
-    def __init__(self, progress: ProgressFn | None = None, cancel: threading.Event | None = None):
+    number: int  # from 1
+    total: int
+    path: str
+    documents: int
+    reference: bool = False
+
+    def describe(self) -> str:
+        """'shard 3/120 data/part-0003.jsonl.zst: 41,233 documents' (the CLI's and the app's words)."""
+        role = " (reference)" if self.reference else ""
+        return f"shard {self.number}/{self.total} {self.path}{role}: {self.documents:,} documents"
+
+
+class Control:
+    """What a long operation receives: where to report progress and how to know it should stop.
+    `on_shard` hears of each file a load of several files has read."""
+
+    def __init__(
+        self,
+        progress: ProgressFn | None = None,
+        cancel: threading.Event | None = None,
+        on_shard: Callable[[ShardLoaded], None] | None = None,
+    ):
         self.progress = progress or no_progress
         self.cancel = cancel or threading.Event()
+        self.on_shard = on_shard
 
     def report(self, stage: str, done: int, total: int) -> None:
         self.progress(stage, done, total)
+
+    def shard_loaded(self, shard: ShardLoaded) -> None:
+        if self.on_shard is not None:
+            self.on_shard(shard)
 
     def check(self) -> None:
         if self.cancel.is_set():

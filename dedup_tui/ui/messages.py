@@ -21,6 +21,18 @@ class StageProgress(Message):
         return isinstance(message, StageProgress) and message.stage == self.stage
 
 
+class ShardProgress(Message):
+    """A load of several files (shards) read one: its line ("shard 3/120 part-0003.jsonl.zst:
+    41,233 documents"). A newer one replaces a queued one."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__()
+        self.line = line
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ShardProgress)
+
+
 class GraphReady(Message):
     """The project is loaded and scanned; its pairs are in memory."""
 

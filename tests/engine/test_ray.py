@@ -394,12 +394,15 @@ async def test_the_app_says_it_shows_a_partial_view(cluster_scanned, tmp_path):
         scan(project)
 
 
-def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
+def test_gzip_and_zstd_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
     import gzip
 
-    files = [corpus[0], tmp_path / "part-1.jsonl.gz"]
+    import zstandard
+
+    files = [corpus[0], tmp_path / "part-1.jsonl.gz", tmp_path / "part-2.jsonl.zst"]
     with gzip.open(files[1], "wb") as fh:
         fh.write(corpus[1].read_bytes())
+    files[2].write_bytes(zstandard.ZstdCompressor().compress(corpus[2].read_bytes()))
     out = tmp_path / "scan"
     cluster_scan(files, out, ClusterScanSettings(**FORCED))
     local = _local(tmp_path, files)
@@ -408,7 +411,9 @@ def test_gzip_shards_and_a_local_project_export_as_locally(corpus, tmp_path):
     curate_curated.export_curated(local, 0.6, "greedy", tmp_path / "local.jsonl")
     curated = tmp_path / "curated"
     cluster_export(tmp_path / "local.db", 0.6, "greedy", files, curated)
-    written = (curated / files[0].name).read_bytes() + gzip.decompress((curated / files[1].name).read_bytes())
+    with zstandard.open(curated / files[2].name, "rb") as fh:
+        third = fh.read()
+    written = (curated / files[0].name).read_bytes() + gzip.decompress((curated / files[1].name).read_bytes()) + third
     assert written == (tmp_path / "local.jsonl").read_bytes()
     local.close()
 

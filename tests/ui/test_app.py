@@ -862,7 +862,11 @@ async def test_field_picker_offers_the_fields_and_checks_the_choice(tmp_path):
         app.query_one("#picker-error").render()
     )
     check_corpus(src, **app.return_value)  # loads with them
-    assert sample_fields(tmp_path) is None  # a folder of .txt files has no fields
+    assert sample_fields(tmp_path) == fields  # (a folder holding the .jsonl: a folder of shards, the first one's)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("a note", encoding="utf-8")
+    assert sample_fields(notes) is None  # a folder of .txt files has no fields
 
 
 async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp_path):

@@ -146,16 +146,23 @@ def _spawn(cache: str, key: str) -> subprocess.Popen | None:
 
 
 def corpus_bytes(paths, enough: int = CORPUS_BYTES) -> int:
-    """Bytes of the corpus files (and of the files in corpus folders), counted up to `enough`."""
+    """Bytes of the corpus files (and of the files in corpus folders, of the shards a glob
+    pattern names; compressed ones counted as on disk), counted up to `enough`."""
+    from ..errors import CorpusError
+    from ..readers.shards import expand
+
     total = 0
     for p in paths:
         p = Path(p)
         try:
-            if p.is_dir():
+            shards = expand(p)
+            if shards is not None:
+                total += sum(f.stat().st_size for f in shards if f.is_file())
+            elif p.is_dir():
                 total += sum(f.stat().st_size for f in p.iterdir() if f.is_file())
             else:
                 total += p.stat().st_size
-        except OSError:
+        except (OSError, CorpusError):
             pass
         if total >= enough:
             break

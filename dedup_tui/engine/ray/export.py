@@ -27,7 +27,7 @@ from ..progress import Control
 from ..store import Project
 from .address import connect
 from .job import process_gone, stale_work, this_process, work_name
-from .pieces import PieceSpec, cluster_format, expand_inputs, id_prefixes, piece_records
+from .pieces import PieceSpec, cluster_format, id_prefixes, labelled_inputs, piece_records
 from .stages import Stage, os_reason
 
 
@@ -70,6 +70,17 @@ class _Watch:
             raise DedupError(f"{self.part}: stopped writing, {why}")
 
 
+def _open_part(part: str, shard: str):
+    """The curated part, written compressed as its shard is (.gz, .zst) or plain."""
+    if shard.lower().endswith(".gz"):
+        return gzip.open(part, "wb")
+    if shard.lower().endswith(".zst"):
+        import zstandard
+
+        return zstandard.open(part, "wb", cctx=zstandard.ZstdCompressor(write_checksum=True))
+    return open(part, "wb")
+
+
 def export_shard(
     path: str,
     fmt: str,
@@ -101,9 +112,8 @@ def export_shard(
                 yield rec, (rec.doc_id if rec.doc_id is not None else f"{prefix}{rec.line}") not in removed
 
     if fmt == "jsonl":
-        opener = gzip.open if path.lower().endswith(".gz") else open
         try:
-            with opener(part, "wb") as out:
+            with _open_part(part, path) as out:
                 for rec, keep in decided():
                     if keep:
                         out.write(rec.record + b"\n")
@@ -207,7 +217,8 @@ class _ExportPlan:
             tuple(r.values())
             for r in project.source_rows("id, path, format, sha256, id_field, text_field, skipped_lines")
         ]
-        self.files = expand_inputs(paths)
+        self.files, labels, sharded = labelled_inputs(paths)
+        self.prefixes = id_prefixes(self.files, labels, sharded)
         if len(self.files) != len(self.sources):
             raise DedupError(
                 f"{len(self.files)} corpus file(s) given, but {project.path} was scanned from "
@@ -258,7 +269,7 @@ def _export_shards(ray, plan: _ExportPlan, parts: list[Path], removed_ids: froze
             if stale.is_file() or stale.is_symlink():
                 stale.unlink(missing_ok=True)
     driver = this_process()
-    prefixes = id_prefixes(plan.files)
+    prefixes = plan.prefixes
     chosen = [(plan.files[i], plan.sources[i], prefixes[i]) for i in plan.written]
     refs = [
         ray.remote(export_shard).remote(

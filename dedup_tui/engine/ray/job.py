@@ -53,6 +53,7 @@ from .pieces import (
     expand_inputs,
     id_prefixes,
     index_file,
+    labelled_inputs,
     read_piece,
     writing,
 )
@@ -89,7 +90,7 @@ def cluster_scan(
     control = control or Control()
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
     out_dir = Path(out_dir)
-    files = expand_inputs([*paths, *references])
+    files, labels, sharded = labelled_inputs([*paths, *references])
     reference_files = len(expand_inputs(references)) if references else 0
     roles = [None] * (len(files) - reference_files) + ["reference"] * reference_files
     _check_scan_dir(out_dir, files, force)
@@ -105,6 +106,7 @@ def cluster_scan(
     try:
         job = _ScanJob(ray, stage, files, settings, tmp)
         job.roles = roles
+        job.prefixes = id_prefixes(files, labels, sharded)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
             step()
         job.write(out_dir, force)
@@ -267,6 +269,7 @@ class _ScanJob:
         self.skipped: dict[int, list[tuple[int, str]]] = {i: [] for i in range(len(files))}
         self.dropped = np.empty(0, np.int64)  # positions of records skipped as repeated ids
         self.roles: list[str | None] = [None] * len(files)  # "reference" for a reference file
+        self.prefixes = id_prefixes(files)  # what each file's generated ids start with
         self.pairs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
     def _timed(self, name: str, t0: float) -> None:
@@ -296,7 +299,6 @@ class _ScanJob:
                 for f, fmt in zip(self.files, self.formats)
             ],
         )
-        self.prefixes = id_prefixes(self.files)
         self.pieces = [
             PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])
             for i, (f, fmt, info) in enumerate(zip(self.files, self.formats, self.index_info))

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
-from glob import glob
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CorpusError, DedupError
-from ..readers import detect_format, guarded, read_jsonl, read_parquet
+from ..readers import COMPRESSED_SUFFIXES, detect_format, guarded, read_jsonl, read_parquet
+from ..readers.shards import expand
+from ..readers.shards import root as shards_root
 from ..scanning.minhash import MinHasher
 from .settings import ClusterScanSettings
 from .stages import os_reason
@@ -32,30 +34,37 @@ def cluster_format(path: Path) -> str:
         fmt = None
     if fmt not in ("jsonl", "parquet"):
         raise CorpusError(
-            str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz) and Parquet shards"
+            str(path), None, "the cluster commands read JSON Lines (.jsonl, .jsonl.gz, .jsonl.zst) and Parquet shards"
         )
     return fmt
 
 
 def expand_inputs(paths) -> list[Path]:
-    """Files in corpus order: each argument a file, a folder (its .jsonl/.parquet files, by
-    name) or a glob pattern (its matches, by name)."""
+    """Files in corpus order: each argument a file, a folder of shards or a glob pattern (their
+    files in natural order, as `load` reads them: readers/shards.py)."""
+    return labelled_inputs(paths)[0]
+
+
+def labelled_inputs(paths) -> tuple[list[Path], list[str], bool]:
+    """(files in corpus order, their labels, whether a folder or pattern was among them): a
+    label is what the file's generated ids start with (its name, or a shard's path in its
+    folder or pattern), as `load` makes them."""
     files: list[Path] = []
+    labels: list[str] = []
+    sharded = False
     for arg in paths:
         text = str(arg)
         p = Path(text)
-        if any(c in text for c in "*?[") and not p.exists():
-            matches = sorted(Path(m) for m in glob(text) if Path(m).is_file())
-            if not matches:
-                raise CorpusError(text, None, "no file matches this pattern")
-            files.extend(matches)
+        shards = expand(p)
+        if shards is not None:
+            sharded = True
+            files += shards
+            labels += [shard.relative_to(shards_root(p)).as_posix() for shard in shards]
         elif p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and _is_shard(q))
-            if not found:
-                raise CorpusError(text, None, "no .jsonl or .parquet files in this folder")
-            files.extend(found)
+            raise CorpusError(text, None, "no .jsonl or .parquet files in this folder")
         elif p.is_file():
             files.append(p)
+            labels.append(p.name)
         else:
             raise CorpusError(text, None, "no such file or folder")
     seen: set[Path] = set()
@@ -64,22 +73,18 @@ def expand_inputs(paths) -> list[Path]:
         if f.resolve() in seen:
             raise CorpusError(str(f), None, "given twice")
         seen.add(f.resolve())
-    return files
+    return files, labels, sharded
 
 
-def _is_shard(path: Path) -> bool:
-    try:
-        cluster_format(path)
-        return True
-    except CorpusError:
-        return False
-
-
-def id_prefixes(files: list[Path]) -> list[str]:
-    """The prefix of generated ids (line numbers) per file, as `load` makes them."""
-    if len(files) == 1:
+def id_prefixes(files: list[Path], labels: list[str] | None = None, sharded: bool = False) -> list[str]:
+    """The prefix of generated ids (line numbers) per file, as `load` makes them: none for a
+    single file given by itself, else its label, or its path where two files share a label."""
+    if len(files) == 1 and not sharded:
         return [""]
-    return [f"{f}:" if sum(q.name == f.name for q in files) > 1 else f"{f.name}:" for f in files]
+    if labels is None:
+        labels = [f.name for f in files]
+    counts = Counter(labels)
+    return [f"{label}:" if counts[label] == 1 else f"{f}:" for f, label in zip(files, labels)]
 
 
 # -- stage 1: index (one task a file) --------------------------------------------------------------
@@ -87,12 +92,12 @@ def id_prefixes(files: list[Path]) -> list[str]:
 
 def index_file(path: str, fmt: str, piece_bytes: int) -> dict:
     """SHA-256 and size of the file, and its pieces: (start, end, first line) in bytes for
-    JSON Lines (end -1: the whole file, for .gz), (first row group, end, rows before) for
+    JSON Lines (end -1: the whole file, for .gz and .zst), (first row group, end, rows before) for
     Parquet."""
     h = hashlib.sha256()
     fields = None
     try:
-        if fmt == "jsonl" and not path.lower().endswith(".gz"):
+        if fmt == "jsonl" and not path.lower().endswith(COMPRESSED_SUFFIXES):
             size, pieces = _jsonl_pieces(path, piece_bytes, h)
         else:
             size = _hash_file(path, h)

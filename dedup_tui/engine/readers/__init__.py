@@ -1,4 +1,5 @@
-"""Reading corpora: JSON Lines, CSV/TSV, Parquet, a folder of text files.
+"""Reading corpora: JSON Lines, CSV/TSV, Parquet, a folder of text files; JSON Lines, CSV and
+TSV also gzip- or zstandard-compressed (.gz, .zst).
 
 Every reader yields `Record`s in corpus order (CSV, TSV and Parquet readers first yield their
 column names). A bad record is not raised but added, as a `BadRecord`, to the list the caller
@@ -15,7 +16,7 @@ from pathlib import Path
 from ..errors import CorpusError
 from .delimited import read_csv
 from .fields import LongNumber, parse_json_int, parse_json_line, parse_record
-from .files import file_sha256, guarded, open_binary
+from .files import COMPRESSED_SUFFIXES, file_sha256, guarded, open_binary, without_compression
 from .folder import TEXT_SUFFIXES, read_text_folder
 from .jsonl import read_jsonl
 from .parquet import read_parquet
@@ -29,9 +30,11 @@ def detect_format(path: Path) -> str:
     or "jsonl-or-text" (a single .txt file, read as JSON Lines)."""
     if path.is_dir():
         return "txt"
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = without_compression(path.name)
+    if name.endswith(".parquet") and name != path.name.lower():
+        raise CorpusError(
+            str(path), None, "a Parquet file is compressed inside: give it as it is (.parquet), not compressed again"
+        )
     for suffix, fmt in (
         (".jsonl", "jsonl"),
         (".ndjson", "jsonl"),
@@ -44,7 +47,9 @@ def detect_format(path: Path) -> str:
         if name.endswith(suffix):
             return fmt
     raise CorpusError(
-        str(path), None, "unknown corpus format (expected .jsonl, .csv, .tsv, .parquet or a folder of .txt files)"
+        str(path),
+        None,
+        "unknown corpus format (expected .jsonl, .csv, .tsv (each also .gz or .zst), .parquet, or a folder)",
     )
 
 
@@ -70,6 +75,7 @@ def open_reader(
 
 
 __all__ = [
+    "COMPRESSED_SUFFIXES",
     "FIELD_FORMATS",
     "TEXT_SUFFIXES",
     "BadRecord",
@@ -90,4 +96,5 @@ __all__ = [
     "read_text_folder",
     "show",
     "show_names",
+    "without_compression",
 ]

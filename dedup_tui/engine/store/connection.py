@@ -15,7 +15,7 @@ import sqlite_utils
 from ..errors import ProjectError
 
 # Names a corpus file has (readers/): such a file given as a project gets a hint in its error
-CORPUS_SUFFIXES = {".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".parquet", ".txt", ".gz"}
+CORPUS_SUFFIXES = {".jsonl", ".ndjson", ".json", ".csv", ".tsv", ".parquet", ".txt", ".gz", ".zst"}
 
 
 def insert_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple], per_statement: int = 50) -> None:

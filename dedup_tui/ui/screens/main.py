@@ -43,7 +43,15 @@ from ...engine.store.scans import load_graph
 from ...review import Request, Review
 from ...review.index import FILTERS, SORTS, load_snapshot, save_snapshot, view_key
 from ..actions import MAIN_ACTIONS
-from ..messages import ExportFinished, GraphReady, PipelineStopped, SearchDone, StageProgress, ViewReady
+from ..messages import (
+    ExportFinished,
+    GraphReady,
+    PipelineStopped,
+    SearchDone,
+    ShardProgress,
+    StageProgress,
+    ViewReady,
+)
 from ..readonly import open_project
 from ..state import AppHost, ReviewChanged, ReviewSession
 from ..text import first_fitting, literal_line, shorten_each, shorten_middle
@@ -183,7 +191,11 @@ class MainScreen(Screen):
         project = open_project(self.spec.db, getattr(self.app, "read_only", None), create=True)
         # damaged scan data rebuilt while reading it (notify is thread-safe)
         project.on_notice = lambda note: self.notify(note, severity="warning", markup=False, timeout=15)
-        control = Control(progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)), cancel=self._cancel)
+        control = Control(
+            progress=lambda s, d, t: self.post_message(StageProgress(s, d, t)),
+            cancel=self._cancel,
+            on_shard=lambda shard: self.post_message(ShardProgress(shard.describe())),
+        )
         # (settings none chosen: the last scan's, so new documents are scanned incrementally)
         job = LoadAndScan(
             self.spec.corpus if load and project.document_count() == 0 else (),
@@ -240,6 +252,9 @@ class MainScreen(Screen):
 
     def on_stage_progress(self, message: StageProgress) -> None:
         self.query_one("#progress", ScanProgress).report(message.stage, message.done, message.total)
+
+    def on_shard_progress(self, message: ShardProgress) -> None:
+        self.query_one("#progress", ScanProgress).shard(message.line)
 
     def _set_floor(self, floor: float) -> None:
         self.model.floor = floor

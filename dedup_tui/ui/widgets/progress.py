@@ -81,12 +81,22 @@ class ScanProgress(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="progress-title")
+        shard = Static("", id="progress-shard")  # (shown by a load of several files)
+        shard.display = False
+        yield shard
 
     def start(self, title: str) -> None:
         for row in self.query(StageRow):
             row.remove()
         self.query_one("#progress-title", Static).update(Text(literal_line(title)))
+        self.query_one("#progress-shard", Static).display = False
         self.display = True
+
+    def shard(self, line: str) -> None:
+        """The last shard a load of several files has read."""
+        note = self.query_one("#progress-shard", Static)
+        note.update(Text(literal_line(line)))
+        note.display = True
 
     def report(self, stage: str, done: int, total: int) -> None:
         """A new stage completes the stages before it. The first run's wait for the compiled
