@@ -133,6 +133,25 @@ class _Fraction(click.FloatRange):
         return number
 
 
+class _Size(click.ParamType):
+    """A size in bytes as people write it (memory.parse_size: 4G, 500M), at least memory.MIN_CAP."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        from .engine.scanning.memory import MIN_CAP, SizeError, format_size, parse_size
+
+        if isinstance(value, int):
+            return value
+        try:
+            size = parse_size(value)
+        except SizeError as exc:
+            self.fail(str(exc), param, ctx)
+        if size < MIN_CAP:
+            self.fail(f"{value!r} is below the {format_size(MIN_CAP)} a scan needs at least", param, ctx)
+        return size
+
+
 class _Main(click.Group):
     """`dedup-tui PATH` and bare `dedup-tui` mean `dedup-tui open ...`."""
 
@@ -464,11 +483,32 @@ def _no_project_among(references, usage: str) -> None:
     is_flag=True,
     help="Compare every document again, even when only documents loaded since the last scan need it.",
 )
+@click.option(
+    "--memory",
+    type=_Size(),
+    default=None,
+    help="Memory the scan keeps within, e.g. 4G or 500M; what does not fit goes to a folder beside the "
+    "project for the scan's time. [default: half of the memory available]",
+)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
 def scan(
-    db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad, references
+    db,
+    k,
+    floor,
+    method,
+    num_perm,
+    seed,
+    workers,
+    max_bucket,
+    full,
+    memory,
+    corpus,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
 ):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
@@ -489,8 +529,12 @@ def scan(
     settings = ScanSettings(
         k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers, max_bucket=max_bucket
     )
+    from .engine.scanning.memory import default_cap, describe_cap
+
+    cap = default_cap() if memory is None else memory
+    click.echo(describe_cap(cap, memory is not None))
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
-    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+    with LoadAndScan(corpus, references, settings, load_options, full, memory=cap) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
         project = _load_into(db, job) if loading else _open_project(db)
         for run in project.interrupted_runs("scan"):

@@ -19,6 +19,14 @@ from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
 from .minhash import MinHasher
+from .passes import (
+    BYTES_PER_CANDIDATE,
+    MIN_PASS_CANDIDATES,
+    CandidatePasses,
+    SpilledPairs,
+    SpillFolder,
+    resident_bytes,
+)
 from .settings import PREFILTER_TAIL, ScanResult, ScanSettings, Threads, chunks, sketch_rows_of
 from .similarity import all_pairs_at_least
 from .sketch import SKETCH_BINS, matches_needed
@@ -95,10 +103,16 @@ def find_pairs(
     result: ScanResult,
     kept: KeptKeys | None = None,
     ahead=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cap: int = 0,
+    folder: SpillFolder | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | SpilledPairs:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
     (by LSH: its band keys and nibbles into `kept`, when given; starting from the signatures
-    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them)."""
+    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them).
+
+    `cap` (bytes; 0: none): when the LSH candidates would not fit under it they are spilled
+    into `folder` and verified in passes (passes.py); the pairs then come as SpilledPairs,
+    sorted by (a, b) in the folder's files, else as arrays."""
     n_reps = len(reps)
     empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if n_reps < 2:
@@ -112,7 +126,7 @@ def find_pairs(
         return _exhaustive_pairs(project, reps, lengths, settings, control, result)
     threads = Threads(settings.workers or os.cpu_count() or 1)
     try:
-        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead)
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead, cap, folder)
     finally:
         threads.close()
 
@@ -150,7 +164,7 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
     return reps[ia], reps[ib], j
 
 
-def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None):
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None, cap=0, folder=None):
     timings = result.timings
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     result.bands, result.rows = banding.bands, banding.rows
@@ -160,23 +174,56 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
 
     t0 = time.perf_counter()
     bands = _BandCandidates(signed, banding, settings, control, kept)
-    survivors = bands.collect(threads, result)
+    folder = folder or SpillFolder()
+    survivors = CandidatePasses(len(reps), *_candidate_limits(cap, signed, threads), folder)
+    bands.collect(threads, result, survivors)
     if kept is not None:
         kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
-    # Every pair is reported by one band (by several only after a skipped bucket): the merge
-    # of the bands' survivors removes those repeats. The list is handed over, not copied.
-    pairs = CandidatePairs(survivors, len(reps))
-    result.prefiltered = result.candidates - pairs.count
     timings["candidates"] = time.perf_counter() - t0
+    timings["verify"] = 0.0
+    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
+    spilled = SpilledPairs(len(lengths), folder) if survivors.spilling else None
+    unique = 0
+    for parts in survivors.passes():
+        control.check()
+        t0 = time.perf_counter()
+        # Every pair is reported by one band (by several only after a skipped bucket): the
+        # merge of the bands' survivors removes those repeats. The list is handed over.
+        pairs = CandidatePairs(parts, len(reps))
+        unique += pairs.count
+        t1 = time.perf_counter()
+        timings["candidates"] += t1 - t0
+        found = verify(text, reps, pairs, plan)
+        del pairs
+        result.verified += found.compared
+        result.passes += 1
+        if spilled is None:
+            timings["verify"] += time.perf_counter() - t1
+            result.prefiltered = result.candidates - unique
+            return found.a, found.b, found.jaccard
+        spilled.add(found.a, found.b, found.jaccard)
+        del found
+        timings["verify"] += time.perf_counter() - t1
+    result.prefiltered = result.candidates - unique
+    assert spilled is not None  # (in memory, the one pass returned)
+    return spilled
 
-    t0 = time.perf_counter()
-    found = verify(text, reps, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=True))
-    result.verified = found.compared
-    timings["verify"] = time.perf_counter() - t0
-    return found.a, found.b, found.jaccard
+
+def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int]:
+    """(candidates held in memory before spilling starts, candidates per pass) under `cap`
+    (bytes; 0: no limit), from what the process holds now (passes.py's memory model)."""
+    if cap <= 0:
+        return 1 << 62, 1 << 62
+    n = len(signed.signatures)
+    now = resident_bytes()
+    freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
+    band_work = threads.workers * (n * 42 + BAND_BUFFER * 24)
+    pass_limit = (cap - (now - freed_after_bands) - 16 * n) // BYTES_PER_CANDIDATE
+    hold_limit = min(pass_limit, (cap - now - band_work) // 8)
+    return max(hold_limit, MIN_PASS_CANDIDATES), max(pass_limit, MIN_PASS_CANDIDATES)
 
 
 class Signed:
@@ -256,10 +303,9 @@ class _BandCandidates:
         self.doc_index = np.arange(n, dtype=np.uint64)
         self.tags = np.zeros((n, banding.bands), np.uint16)
 
-    def collect(self, threads, result) -> list[np.ndarray]:
-        """Every band's surviving pairs (lo * n + hi); counts candidates and skipped buckets
-        into result."""
-        survivors = []
+    def collect(self, threads, result, survivors: CandidatePasses) -> None:
+        """Every band's surviving pairs (lo * n + hi) into `survivors`; counts candidates and
+        skipped buckets into result."""
         jobs = ((b,) for b in range(self.banding.bands))
         for kept, generated, oversized in threads.map(self.band, jobs, self.control, "candidates", self.banding.bands):
             result.oversized_buckets += len(oversized)
@@ -267,8 +313,8 @@ class _BandCandidates:
                 result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
                 result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
             result.candidates += generated
-            survivors.append(kept)
-        return survivors
+            survivors.add(kept)
+            del kept
 
     def buckets(self, band):
         """(documents in band-key order, start and length of each bucket, this band's keys).
