@@ -532,11 +532,15 @@ def scan(
     from .engine.scanning.memory import default_cap, describe_cap
 
     cap = default_cap() if memory is None else memory
-    click.echo(describe_cap(cap, memory is not None))
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
     with LoadAndScan(corpus, references, settings, load_options, full, memory=cap) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
-        project = _load_into(db, job) if loading else _open_project(db)
+        if loading:
+            click.echo(describe_cap(cap, memory is not None))
+            project = _load_into(db, job)
+        else:  # (a project that cannot be opened is a one-line error)
+            project = _open_project(db)
+            click.echo(describe_cap(cap, memory is not None))
         for run in project.interrupted_runs("scan"):
             click.echo(
                 f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
