@@ -560,6 +560,13 @@ def scan(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
         f"{r.pairs:,} near pairs >= {floor} ({r.method}{extra}) in {r.timings.get('total', 0):.2f}s"
     )
+    if r.passes > 1:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"the candidates did not fit in {format_size(r.memory_cap)}: verified in {r.passes:,} passes, "
+            f"{format_size(r.spill_bytes)} at most in the spill folder"
+        )
     if r.oversized_buckets:
         click.echo(
             f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "

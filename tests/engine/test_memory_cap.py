@@ -173,3 +173,16 @@ def test_memory_is_a_size_on_the_command_line(tmp_path):
     assert done.output.splitlines()[0] == "memory cap 2.0 GB (--memory)"
     default = ok("scan", tmp_path / "p.db")
     assert default.output.splitlines()[0].startswith("memory cap ") and "available" in default.output
+
+
+def test_nibbles_packed_a_block_of_rows_at_a_time_are_the_whole_packing(monkeypatch):
+    import numpy as np
+
+    from dedup_tui.engine.scanning import lsh
+
+    signatures = np.random.default_rng(3).integers(0, 2**32, (37, 100), dtype=np.uint64).astype(np.uint32)
+    nib = np.zeros((37, 112), np.uint8)
+    nib[:, :100] = signatures & 0xF
+    whole = np.ascontiguousarray(nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))).view(np.uint64)
+    monkeypatch.setattr(lsh, "PACK_ROWS", 8)
+    assert np.array_equal(lsh.pack_nibbles(signatures), whole)

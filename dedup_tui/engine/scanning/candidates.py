@@ -22,6 +22,7 @@ from .minhash import MinHasher
 from .passes import (
     BYTES_PER_CANDIDATE,
     MIN_PASS_CANDIDATES,
+    VERIFY_JOB_BYTES,
     CandidatePasses,
     SpilledPairs,
     SpillFolder,
@@ -221,7 +222,8 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, 
     now = resident_bytes()
     freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
     band_work = threads.workers * (n * 42 + BAND_BUFFER * 24)
-    pass_limit = (cap - (now - freed_after_bands) - 16 * n) // BYTES_PER_CANDIDATE
+    verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
+    pass_limit = (cap - (now - freed_after_bands) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
     hold_limit = min(pass_limit, (cap - now - band_work) // 8)
     return max(hold_limit, MIN_PASS_CANDIDATES), max(pass_limit, MIN_PASS_CANDIDATES)
 
