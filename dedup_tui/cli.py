@@ -567,6 +567,14 @@ def scan(
             f"the candidates did not fit in {format_size(r.memory_cap)}: verified in {r.passes:,} passes, "
             f"{format_size(r.spill_bytes)} at most in the spill folder"
         )
+    if r.memory_cap and r.fixed_bytes > r.memory_cap:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"warning: the scan held {format_size(r.fixed_bytes)} before its candidates (signatures, texts), "
+            f"more than the {format_size(r.memory_cap)} cap: a cap below that is exceeded",
+            err=True,
+        )
     if r.oversized_buckets:
         click.echo(
             f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "

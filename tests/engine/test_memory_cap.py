@@ -173,6 +173,10 @@ def test_memory_is_a_size_on_the_command_line(tmp_path):
     assert done.output.splitlines()[0] == "memory cap 2.0 GB (--memory)"
     default = ok("scan", tmp_path / "p.db")
     assert default.output.splitlines()[0].startswith("memory cap ") and "available" in default.output
+    assert "warning" not in default.output
+    # (this process alone holds more than 64 MB: the scan says it could not keep within the cap)
+    below = ok("scan", tmp_path / "p.db", "--memory", "64M", "--method", "lsh")
+    assert "more than the 64.0 MB cap: a cap below that is exceeded" in below.output
 
 
 def test_nibbles_packed_a_block_of_rows_at_a_time_are_the_whole_packing(monkeypatch):

@@ -176,7 +176,8 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     t0 = time.perf_counter()
     bands = _BandCandidates(signed, banding, settings, control, kept)
     folder = folder or SpillFolder()
-    survivors = CandidatePasses(len(reps), *_candidate_limits(cap, signed, threads), folder)
+    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads)
+    survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
     bands.collect(threads, result, survivors)
     if kept is not None:
         kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
@@ -213,19 +214,20 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     return spilled
 
 
-def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int]:
-    """(candidates held in memory before spilling starts, candidates per pass) under `cap`
-    (bytes; 0: no limit), from what the process holds now (passes.py's memory model)."""
-    if cap <= 0:
-        return 1 << 62, 1 << 62
+def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int, int]:
+    """(candidates held in memory before spilling starts, candidates per pass, the bytes the
+    scan holds whatever the cap: what the process holds now and the band threads' work) under
+    `cap` (bytes; 0: no limit), by passes.py's memory model."""
     n = len(signed.signatures)
     now = resident_bytes()
+    fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
+    if cap <= 0:
+        return 1 << 62, 1 << 62, fixed
     freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
-    band_work = threads.workers * (n * 42 + BAND_BUFFER * 24)
     verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
     pass_limit = (cap - (now - freed_after_bands) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
-    hold_limit = min(pass_limit, (cap - now - band_work) // 8)
-    return max(hold_limit, MIN_PASS_CANDIDATES), max(pass_limit, MIN_PASS_CANDIDATES)
+    hold_limit = min(pass_limit, (cap - fixed) // 8)
+    return max(hold_limit, MIN_PASS_CANDIDATES), max(pass_limit, MIN_PASS_CANDIDATES), fixed
 
 
 class Signed:

@@ -93,6 +93,7 @@ class ScanResult(ScanCounts):
     memory_cap: int = 0  # bytes the scan kept within (memory.py; 0: none)
     passes: int = 0  # (lsh) verification passes over the candidates: 1 when they fit in memory
     spill_bytes: int = 0  # peak bytes of the scan's spill folder (passes.py)
+    fixed_bytes: int = 0  # (lsh) resident bytes as candidates start: signatures, texts, ... (no spill lowers them)
 
 
 class SettingsError(ProjectError):
