@@ -3,17 +3,22 @@ else spilled to a private folder and verified in passes over contiguous ranges o
 first document, each pass's verified pairs spilled in (a, b) order with the pairs' maximum
 spanning forest kept up to date, then streamed into the project (store/scans.py).
 
-The memory model (per representative document n, per candidate surviving the band prefilters
-C, per verified pair P; measured in docs/performance):
-- fixed while candidates are made: the signatures (4 B x num_perm), their packed nibbles
-  (num_perm / 2 B), band tags (2 B x bands), sketches (SKETCH_BINS B per long text), the
-  normalised texts, and per thread one band's keys and order (~42 B x n);
-- in memory, a candidate costs BYTES_PER_CANDIDATE from its survival to its verification (its
-  key, the merged unique keys, the pair's two indices in component order, its score) and a
-  verified pair ~80 B until it is written;
-- when the candidates would not fit, they go to the spill folder (8 B each, twice while they
-  are split into passes) and are verified a pass at a time; each pass's pairs go to the folder
-  (24 B each) and are written into the project at the end, 4M at a time.
+The memory model (n distinct documents, C candidates surviving the band prefilters, P pairs):
+- fixed, whatever the cap: the signatures (4 B x num_perm: 512 B at 128), their packed nibbles
+  (num_perm / 2 B), band tags (2 B x bands), sketches (SKETCH_BINS B per text of at least
+  SKETCH_MIN_BYTES), the normalised texts (+ 8 B), exact groups (24 B), and per band thread one
+  band's keys and order (~42 B x n): ~1.2 KB per distinct short text with the process itself
+  (1.0 GB at 1M short documents, 832k distinct; ScanResult.fixed_bytes);
+- a candidate: 8 B from its band until verification starts, then ~72 B while its pass is
+  verified (the merged keys, both indices in component order, labels, its score), counted as
+  BYTES_PER_CANDIDATE; verification also holds two jobs per thread (VERIFY_JOB_BYTES each);
+- a verified pair: ~80 B in memory until it is written (sorted copies, the spanning forest);
+  in passes 24 B in the spill folder, and 32 B per edge of the spanning forest (< n) in memory.
+What spills when: candidates stay in memory while the scan as without a cap fits; past that
+they all go to the spill folder (8 B each, 16 B while they are split into passes), each pass
+holding what (cap - fixed) allows; each pass's pairs go to the folder and are written into the
+project at the end, PAIR_ARRAY_CHUNK (4M) at a time. On 1M short documents (13.6M candidates,
+2.2M pairs) --memory 1G peaked at 1.02 GB in 3 passes with 207 MB spilled.
 """
 
 from __future__ import annotations
