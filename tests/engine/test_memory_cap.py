@@ -106,13 +106,18 @@ def test_a_scan_in_passes_stores_what_a_scan_in_memory_does(make_project, tmp_pa
     assert stored_scan(capped) == stored_scan(in_memory)
     assert len(stored_scan(capped)["pair_arrays"]) > 2  # (written a chunk at a time)
 
-    # Every boundary between passes cut between two rows that both have candidates.
-    n = capped.document_count()
+    # Passes were cut between two rows that both have candidates, and found pairs (rows are
+    # indices of the distinct texts, ords those of the documents).
+    reps = np.flatnonzero(np.frombuffer(stored_scan(capped)["exact"][0][0], "<i8") < 0)
+    n_reps = len(reps)
     keys = np.concatenate(tiny_passes["keys"])
-    lo_with_candidates = set((keys // n).tolist())
+    rows_with_candidates = set((keys // n_reps).tolist())
+    first_of_pairs = {a for a, _, _ in stored_scan(capped)["pairs"]}
     starts = tiny_passes["starts"][1:]
     assert len(starts) == result.passes - 1
-    assert any(s - 1 in lo_with_candidates and s in lo_with_candidates for s in starts)
+    cut_inside = [s for s in starts if {s - 1, s} <= rows_with_candidates]
+    assert len(cut_inside) > 3
+    assert any({int(reps[s - 1]), int(reps[s])} <= first_of_pairs for s in cut_inside)
 
 
 def test_a_cancelled_scan_in_passes_leaves_the_last_scan_and_no_spill(make_project, tmp_path, tiny_passes):
