@@ -120,7 +120,7 @@ def test_a_scan_in_passes_stores_what_a_scan_in_memory_does(make_project, tmp_pa
     assert any({int(reps[s - 1]), int(reps[s])} <= first_of_pairs for s in cut_inside)
 
 
-def test_a_cancelled_scan_in_passes_leaves_the_last_scan_and_no_spill(make_project, tmp_path, tiny_passes):
+def test_a_cancelled_scan_in_passes_leaves_the_last_scan_and_no_spill(make_project, tmp_path, tiny_passes, monkeypatch):
     from dedup_tui.engine.errors import Cancelled
     from dedup_tui.engine.progress import Control
     from dedup_tui.engine.scanning import local, passes
@@ -136,12 +136,9 @@ def test_a_cancelled_scan_in_passes_leaves_the_last_scan_and_no_spill(make_proje
         real_add(self, *pairs)
         control.cancel.set()
 
-    passes.SpilledPairs.add = add_then_cancel
-    try:
-        with pytest.raises(Cancelled):
-            local.scan(project, ScanSettings(floor=0.4, method="lsh"), control, memory=1)
-    finally:
-        passes.SpilledPairs.add = real_add
+    monkeypatch.setattr(passes.SpilledPairs, "add", add_then_cancel)
+    with pytest.raises(Cancelled):
+        local.scan(project, ScanSettings(floor=0.4, method="lsh"), control, memory=1)
     assert tiny_passes["modes"] == {0o700}  # (it had spilled)
     assert not list(tmp_path.glob(SPILL_GLOB))
     assert stored_scan(project) == before
@@ -195,3 +192,21 @@ def test_nibbles_packed_a_block_of_rows_at_a_time_are_the_whole_packing(monkeypa
     whole = np.ascontiguousarray(nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))).view(np.uint64)
     monkeypatch.setattr(lsh, "PACK_ROWS", 8)
     assert np.array_equal(lsh.pack_nibbles(signatures), whole)
+
+
+def test_a_spill_that_cannot_be_written_is_one_error_and_changes_nothing(
+    make_project, tmp_path, tiny_passes, monkeypatch
+):
+    from dedup_tui.engine.errors import ProjectError
+    from dedup_tui.engine.scanning import local, passes
+    from dedup_tui.engine.scanning.settings import ScanSettings
+
+    project = planted(make_project, "no_room")
+    local.scan(project, ScanSettings(floor=0.6, method="lsh"))
+    before = stored_scan(project)
+    real_file = passes.SpillFolder.file
+    monkeypatch.setattr(passes.SpillFolder, "file", lambda self, name: real_file(self, "gone") / name)  # (not there)
+    with pytest.raises(ProjectError, match=r"gone/candidates: the scan could not write what did not fit in memory"):
+        local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1)
+    assert not list(tmp_path.glob(SPILL_GLOB))
+    assert stored_scan(project) == before

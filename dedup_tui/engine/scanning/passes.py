@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ProjectError
+
 # What a candidate costs at the scan's peak, from the band that finds it to its verification
 # (see the module's docstring); a pass holds at most budget / this many. (Measured: 72 B on 1M
 # short documents, 832k distinct, 7.9M candidates in a pass.)
@@ -82,8 +84,15 @@ class SpillFolder:
         return tempfile.mkdtemp(prefix="dedup-tui-spill-")
 
     def append(self, name: str, array: np.ndarray) -> None:
-        with open(self.file(name), "ab") as fh:
-            array.tofile(fh)
+        path = self.file(name)
+        try:
+            with open(path, "ab") as fh:
+                array.tofile(fh)
+        except OSError as exc:
+            raise ProjectError(
+                f"{path}: the scan could not write what did not fit in memory ({exc.strerror or exc}); "
+                f"free space on that disk or raise --memory (the project keeps its previous scan)"
+            ) from None
         self.grew(array.nbytes)
 
     def grew(self, nbytes: int) -> None:
