@@ -306,10 +306,12 @@ class _BandCandidates:
         self.index_mask = np.uint64((1 << self.index_bits) - 1)
         self.doc_index = np.arange(n, dtype=np.uint64)
         self.tags = np.zeros((n, banding.bands), np.uint16)
+        self.survivors: CandidatePasses | None = None  # where band() puts its survivors (collect)
 
     def collect(self, threads, result, survivors: CandidatePasses) -> None:
         """Every band's surviving pairs (lo * n + hi) into `survivors`; counts candidates and
         skipped buckets into result."""
+        self.survivors = survivors
         jobs = ((b,) for b in range(self.banding.bands))
         for kept, generated, oversized in threads.map(self.band, jobs, self.control, "candidates", self.banding.bands):
             result.oversized_buckets += len(oversized)
@@ -317,7 +319,8 @@ class _BandCandidates:
                 result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
                 result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
             result.candidates += generated
-            survivors.add(kept)
+            if len(kept):  # (none: band() gave its chunks to survivors)
+                survivors.add(kept)
             del kept
 
     def buckets(self, band):
@@ -385,5 +388,8 @@ class _BandCandidates:
             found = out[:written]
             keep = np.empty(written, np.bool_)
             signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
-            parts.append(found[keep])
+            if self.survivors is not None:  # (each chunk as it comes: no band's survivors held twice)
+                self.survivors.add(found[keep])
+            else:
+                parts.append(found[keep])
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
