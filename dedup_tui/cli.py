@@ -538,8 +538,12 @@ def scan(
         if loading:
             click.echo(describe_cap(cap, memory is not None))
             project = _load_into(db, job)
-        else:  # (a project that cannot be opened is a one-line error)
+        else:  # (a project that cannot be opened, or scanned, is a one-line error)
             project = _open_project(db)
+            try:
+                project.check_writable("scanned")
+            except DedupError as exc:
+                _fail(str(exc))
             click.echo(describe_cap(cap, memory is not None))
         for run in project.interrupted_runs("scan"):
             click.echo(
