@@ -143,6 +143,25 @@ class _Fraction(click.FloatRange):
         return number
 
 
+class _Size(click.ParamType):
+    """A size in bytes as people write it (memory.parse_size: 4G, 500M), at least memory.MIN_CAP."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        from .engine.scanning.memory import MIN_CAP, SizeError, format_size, parse_size
+
+        if isinstance(value, int):
+            return value
+        try:
+            size = parse_size(value)
+        except SizeError as exc:
+            self.fail(str(exc), param, ctx)
+        if size < MIN_CAP:
+            self.fail(f"{value!r} is below the {format_size(MIN_CAP)} a scan needs at least", param, ctx)
+        return size
+
+
 class _Main(click.Group):
     """`dedup-tui PATH` and bare `dedup-tui` mean `dedup-tui open ...`."""
 
@@ -476,11 +495,32 @@ def _no_project_among(references, usage: str) -> None:
     is_flag=True,
     help="Compare every document again, even when only documents loaded since the last scan need it.",
 )
+@click.option(
+    "--memory",
+    type=_Size(),
+    default=None,
+    help="Memory the scan keeps within, e.g. 4G or 500M; what does not fit goes to a folder beside the "
+    "project for the scan's time. [default: half of the memory available]",
+)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
 def scan(
-    db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad, references
+    db,
+    k,
+    floor,
+    method,
+    num_perm,
+    seed,
+    workers,
+    max_bucket,
+    full,
+    memory,
+    corpus,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
 ):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
@@ -501,10 +541,22 @@ def scan(
     settings = ScanSettings(
         k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers, max_bucket=max_bucket
     )
+    from .engine.scanning.memory import default_cap, describe_cap
+
+    cap = default_cap() if memory is None else memory
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
-    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+    with LoadAndScan(corpus, references, settings, load_options, full, memory=cap) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
-        project = _load_into(db, job) if loading else _open_project(db)
+        if loading:
+            click.echo(describe_cap(cap, memory is not None))
+            project = _load_into(db, job)
+        else:  # (a project that cannot be opened, or scanned, is a one-line error)
+            project = _open_project(db)
+            try:
+                project.check_writable("scanned")
+            except DedupError as exc:
+                _fail(str(exc))
+            click.echo(describe_cap(cap, memory is not None))
         for run in project.interrupted_runs("scan"):
             click.echo(
                 f"note: the scan started {run['started_at']} (run {run['id']}) was interrupted before it "
@@ -524,6 +576,21 @@ def scan(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
         f"{r.pairs:,} near pairs >= {floor} ({r.method}{extra}) in {r.timings.get('total', 0):.2f}s"
     )
+    if r.passes > 1:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"the candidates did not fit in {format_size(r.memory_cap)}: verified in {r.passes:,} passes, "
+            f"{format_size(r.spill_bytes)} at most in the spill folder"
+        )
+    if r.memory_cap and r.fixed_bytes > r.memory_cap:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"warning: the scan held {format_size(r.fixed_bytes)} before its candidates (signatures, texts), "
+            f"more than the {format_size(r.memory_cap)} cap: a cap below that is exceeded",
+            err=True,
+        )
     if r.oversized_buckets:
         click.echo(
             f"warning: skipped {r.oversized_buckets:,} LSH buckets larger than {max_bucket:,} documents "

@@ -48,7 +48,8 @@ class LoadAndScan:
     `settings`: the scan's (None: the last scan's of the project, else the defaults; an
     incremental scan then follows a full one with the same settings). `load_options`: the
     readers' (id_field, text_field, skip_bad). `sign_ahead`: False when no scan follows the
-    load (`dedup-tui load`: the warm-up still starts, for the scan that will)."""
+    load (`dedup-tui load`: the warm-up still starts, for the scan that will). `memory`: the
+    scan's cap in bytes (None: scanning.memory.default_cap())."""
 
     def __init__(
         self,
@@ -58,6 +59,7 @@ class LoadAndScan:
         load_options: dict | None = None,
         full: bool = False,
         sign_ahead: bool = True,
+        memory: int | None = None,
     ):
         self.load_options = dict(load_options or {})
         self.corpus = [Path(p) for p in corpus]
@@ -66,6 +68,7 @@ class LoadAndScan:
         self.settings = settings
         self.full = full
         self.sign_ahead = sign_ahead
+        self.memory = memory
         self.ahead: SignedAhead | None = None
         self._started = False
 
@@ -131,7 +134,14 @@ class LoadAndScan:
         control = control or Control()
         settings = self.settings_for(project)
         # first run only: the scan follows the kernels' compiling in another process
-        return scan(project, settings, warmup.prepare(project, settings, control), full=self.full, ahead=self.ahead)
+        return scan(
+            project,
+            settings,
+            warmup.prepare(project, settings, control),
+            full=self.full,
+            ahead=self.ahead,
+            memory=self.memory,
+        )
 
 
 def load_and_scan(

@@ -162,9 +162,9 @@ def test_every_command_that_reads_a_project_takes_it_as_an_argument(scanned, tmp
     r = ok("load", tmp_path / "new.db", corpus)
     assert r.output.startswith(f"loaded 1 documents from 1 source(s) into {tmp_path / 'new.db'}")
     r = ok("scan", tmp_path / "new.db")
-    assert r.output.startswith("1 documents: 0 exact duplicates")
+    assert r.output.splitlines()[1].startswith("1 documents: 0 exact duplicates")  # (after the memory cap)
     r = ok("scan", tmp_path / "both.db", corpus, "--method", "exhaustive")
-    assert r.output.startswith("loaded 1 documents") and "1 documents: 0 exact" in r.output
+    assert r.output.splitlines()[1].startswith("loaded 1 documents") and "1 documents: 0 exact" in r.output
     # an existing SQLite file is a project whatever its name
     renamed = tmp_path / "project-without-suffix"
     renamed.write_bytes(Path(db).read_bytes())
@@ -345,7 +345,7 @@ def test_scan_given_a_corpus_loads_it_first_in_the_same_run(tmp_path, scanned):
     corpus = write_jsonl(tmp_path / "c2.jsonl", DOCS)
     db = tmp_path / "one.db"
     r = ok("scan", "--db", db, "--floor", "0.3", "--method", "exhaustive", corpus)
-    assert r.output.startswith(f"loaded {len(DOCS)} documents")
+    assert r.output.splitlines()[1].startswith(f"loaded {len(DOCS)} documents")
     pairs = "SELECT a, b, jaccard FROM pairs ORDER BY a, b"
     with sqlite3.connect(db) as one, sqlite3.connect(db_two_steps) as two:
         assert one.execute(pairs).fetchall() == two.execute(pairs).fetchall() != []

@@ -19,6 +19,15 @@ from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
 from .minhash import MinHasher
+from .passes import (
+    BYTES_PER_CANDIDATE,
+    MIN_PASS_CANDIDATES,
+    VERIFY_JOB_BYTES,
+    CandidatePasses,
+    SpilledPairs,
+    SpillFolder,
+    resident_bytes,
+)
 from .settings import PREFILTER_TAIL, ScanResult, ScanSettings, Threads, chunks, sketch_rows_of
 from .similarity import all_pairs_at_least
 from .sketch import SKETCH_BINS, matches_needed
@@ -95,10 +104,16 @@ def find_pairs(
     result: ScanResult,
     kept: KeptKeys | None = None,
     ahead=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cap: int = 0,
+    folder: SpillFolder | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | SpilledPairs:
     """Verified pairs (ord a < ord b, jaccard >= floor) among the representative documents
     (by LSH: its band keys and nibbles into `kept`, when given; starting from the signatures
-    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them)."""
+    of `ahead`, (an ahead.SignedAhead, the reps' exact hash prefixes), when it has them).
+
+    `cap` (bytes; 0: none): when the LSH candidates would not fit under it they are spilled
+    into `folder` and verified in passes (passes.py); the pairs then come as SpilledPairs,
+    sorted by (a, b) in the folder's files, else as arrays."""
     n_reps = len(reps)
     empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if n_reps < 2:
@@ -112,7 +127,7 @@ def find_pairs(
         return _exhaustive_pairs(project, reps, lengths, settings, control, result)
     threads = Threads(settings.workers or os.cpu_count() or 1)
     try:
-        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead)
+        return _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept, ahead, cap, folder)
     finally:
         threads.close()
 
@@ -150,7 +165,7 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
     return reps[ia], reps[ib], j
 
 
-def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None):
+def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None, cap=0, folder=None):
     timings = result.timings
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     result.bands, result.rows = banding.bands, banding.rows
@@ -160,23 +175,59 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
 
     t0 = time.perf_counter()
     bands = _BandCandidates(signed, banding, settings, control, kept)
-    survivors = bands.collect(threads, result)
+    folder = folder or SpillFolder()
+    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads)
+    survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
+    bands.collect(threads, result, survivors)
     if kept is not None:
         kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
-    # Every pair is reported by one band (by several only after a skipped bucket): the merge
-    # of the bands' survivors removes those repeats. The list is handed over, not copied.
-    pairs = CandidatePairs(survivors, len(reps))
-    result.prefiltered = result.candidates - pairs.count
     timings["candidates"] = time.perf_counter() - t0
+    timings["verify"] = 0.0
+    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
+    spilled = SpilledPairs(len(lengths), folder) if survivors.spilling else None
+    unique = 0
+    for parts in survivors.passes():
+        control.check()
+        t0 = time.perf_counter()
+        # Every pair is reported by one band (by several only after a skipped bucket): the
+        # merge of the bands' survivors removes those repeats. The list is handed over.
+        pairs = CandidatePairs(parts, len(reps))
+        unique += pairs.count
+        t1 = time.perf_counter()
+        timings["candidates"] += t1 - t0
+        found = verify(text, reps, pairs, plan)
+        del pairs
+        result.verified += found.compared
+        result.passes += 1
+        if spilled is None:
+            timings["verify"] += time.perf_counter() - t1
+            result.prefiltered = result.candidates - unique
+            return found.a, found.b, found.jaccard
+        spilled.add(found.a, found.b, found.jaccard)
+        del found
+        timings["verify"] += time.perf_counter() - t1
+    result.prefiltered = result.candidates - unique
+    assert spilled is not None  # (in memory, the one pass returned)
+    return spilled
 
-    t0 = time.perf_counter()
-    found = verify(text, reps, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=True))
-    result.verified = found.compared
-    timings["verify"] = time.perf_counter() - t0
-    return found.a, found.b, found.jaccard
+
+def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int, int]:
+    """(candidates held in memory before spilling starts, candidates per pass, the bytes the
+    scan holds whatever the cap: what the process holds now and the band threads' work) under
+    `cap` (bytes; 0: no limit), by passes.py's memory model."""
+    n = len(signed.signatures)
+    now = resident_bytes()
+    fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
+    if cap <= 0:
+        return 1 << 62, 1 << 62, fixed
+    freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
+    verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
+    pass_limit = (cap - (now - freed_after_bands) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
+    hold_limit = min(pass_limit, (cap - fixed) // 8)
+    return max(hold_limit, MIN_PASS_CANDIDATES), max(pass_limit, MIN_PASS_CANDIDATES), fixed
 
 
 class Signed:
@@ -255,11 +306,12 @@ class _BandCandidates:
         self.index_mask = np.uint64((1 << self.index_bits) - 1)
         self.doc_index = np.arange(n, dtype=np.uint64)
         self.tags = np.zeros((n, banding.bands), np.uint16)
+        self.survivors: CandidatePasses | None = None  # where band() puts its survivors (collect)
 
-    def collect(self, threads, result) -> list[np.ndarray]:
-        """Every band's surviving pairs (lo * n + hi); counts candidates and skipped buckets
-        into result."""
-        survivors = []
+    def collect(self, threads, result, survivors: CandidatePasses) -> None:
+        """Every band's surviving pairs (lo * n + hi) into `survivors`; counts candidates and
+        skipped buckets into result."""
+        self.survivors = survivors
         jobs = ((b,) for b in range(self.banding.bands))
         for kept, generated, oversized in threads.map(self.band, jobs, self.control, "candidates", self.banding.bands):
             result.oversized_buckets += len(oversized)
@@ -267,8 +319,9 @@ class _BandCandidates:
                 result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
                 result.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
             result.candidates += generated
-            survivors.append(kept)
-        return survivors
+            if len(kept):  # (none: band() gave its chunks to survivors)
+                survivors.add(kept)
+            del kept
 
     def buckets(self, band):
         """(documents in band-key order, start and length of each bucket, this band's keys).
@@ -335,5 +388,8 @@ class _BandCandidates:
             found = out[:written]
             keep = np.empty(written, np.bool_)
             signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
-            parts.append(found[keep])
+            if self.survivors is not None:  # (each chunk as it comes: no band's survivors held twice)
+                self.survivors.add(found[keep])
+            else:
+                parts.append(found[keep])
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized

@@ -22,10 +22,13 @@ from ..store.scans import (
     scan_keys_meta,
     write_scan_keys,
     write_scan_result,
+    write_spilled_scan_result,
 )
 from . import incremental, lsh
 from .candidates import KeptKeys, find_pairs
 from .incremental import coverage, first_copies, keys_meta_for, scan_added
+from .memory import default_cap
+from .passes import SpilledPairs, SpillFolder
 from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
 
 
@@ -35,6 +38,7 @@ def scan(
     control: Control | None = None,
     full: bool = False,
     ahead=None,
+    memory: int | None = None,
 ) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
 
@@ -48,6 +52,10 @@ def scan(
 
     `ahead`: an ahead.SignedAhead that signed documents as this process loaded them; the scan
     starts from its signatures where they are of its documents and settings.
+
+    `memory`: the cap in bytes (None: memory.default_cap()) under which a full LSH scan keeps
+    its candidates and pairs, spilling beyond it to a private folder beside the project
+    (passes.py). It changes neither the result nor whether the next scan can be incremental.
     """
     settings = settings or ScanSettings()
     settings.validate()
@@ -64,7 +72,8 @@ def scan(
         # A scan killed mid-way left only its 'running' row (its results are written in one
         # transaction at the end): record it as interrupted; this scan starts from scratch.
         project.mark_interrupted(project.interrupted_runs("scan"))
-        result = ScanResult()
+        cap = default_cap() if memory is None else memory
+        result = ScanResult(memory_cap=cap)
         reason = "--full" if full else _reuse_problem(project, settings)
         run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
@@ -75,13 +84,17 @@ def scan(
                     return result
                 except incremental.FullScanNeeded as exc:
                     reason = str(exc)
-                    result = ScanResult()
+                    result = ScanResult(memory_cap=cap)
                 except DerivedDamaged as exc:  # a full scan derives all of it again from the documents
                     reason = f"{exc.what} do not match their checksum (the project file is damaged there)"
-                    result = ScanResult()
+                    result = ScanResult(memory_cap=cap)
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
-            _scan_all(project, settings, control, result, t_start, run_id, ahead)
+            with SpillFolder(project.path.parent) as folder:
+                try:
+                    _scan_all(project, settings, control, result, t_start, run_id, ahead, folder)
+                finally:
+                    result.spill_bytes = folder.peak
         except (Cancelled, KeyboardInterrupt):
             project.finish_run(run_id, "cancelled", result.timings, result.counts())
             raise
@@ -130,6 +143,7 @@ def _scan_all(
     t_start: float,
     run_id: int,
     ahead=None,
+    folder: SpillFolder | None = None,
 ) -> None:
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
@@ -143,12 +157,22 @@ def _scan_all(
     result.timings["exact"] = time.perf_counter() - t0
     kept = KeptKeys()
     try:
-        a, b, j = find_pairs(
-            project, reps, lengths, settings, control, result, kept, None if ahead is None else (ahead, rep_hashes)
+        found = find_pairs(
+            project,
+            reps,
+            lengths,
+            settings,
+            control,
+            result,
+            kept,
+            None if ahead is None else (ahead, rep_hashes),
+            result.memory_cap,
+            folder,
         )
         control.check()
         t0 = time.perf_counter()
-        control.report("write", 0, len(a))
+        count = found.count if isinstance(found, SpilledPairs) else len(found[0])
+        control.report("write", 0, count)
         with transaction(project.conn):
             conn = project.conn
             if documents_version(project) != documents_before:
@@ -156,7 +180,11 @@ def _scan_all(
                     f"{project.path}: documents were loaded while this scan ran; its result "
                     f"would leave them unscanned, so it was not kept. Scan again."
                 )
-            write_scan_result(conn, exact_of, a, b, j)
+            if isinstance(found, SpilledPairs):
+                write_spilled_scan_result(conn, exact_of, found)
+            else:
+                write_scan_result(conn, exact_of, *found)
+            del found
             if result.method == "lsh" and kept.nibbles is not None:
                 t_keys = time.perf_counter()
                 write_scan_keys(
@@ -172,8 +200,8 @@ def _scan_all(
                 result.timings["keep_keys"] = time.perf_counter() - t_keys
             else:
                 forget_scan_keys(conn)
-            result.pairs = len(a)
-            control.report("write", len(a), len(a))
+            result.pairs = count
+            control.report("write", count, count)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
             params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}

@@ -90,6 +90,10 @@ class ScanResult(ScanCounts):
     incremental: bool = False  # only the documents loaded since the last scan were compared
     new_documents: int = 0  # (incremental) documents loaded since the last scan
     full_reason: str = ""  # why a scan of a scanned project with new documents compared everything
+    memory_cap: int = 0  # bytes the scan kept within (memory.py; 0: none)
+    passes: int = 0  # (lsh) verification passes over the candidates: 1 when they fit in memory
+    spill_bytes: int = 0  # peak bytes of the scan's spill folder (passes.py)
+    fixed_bytes: int = 0  # (lsh) resident bytes as candidates start: signatures, texts, ... (no spill lowers them)
 
 
 class SettingsError(ProjectError):

@@ -34,7 +34,8 @@ class CandidatePairs:
     lo * n + hi; take() hands the arrays over so the caller holds the only reference."""
 
     def __init__(self, parts: list[np.ndarray], n: int):
-        keys = unique_sorted(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        # (one part, a pass of a scan under a memory cap, is sorted where it is: no copy)
+        keys = unique_sorted(parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.empty(0, np.int64)
         parts.clear()
         self.count = len(keys)
         lo = keys // n
@@ -83,12 +84,11 @@ def verify(text, ords: np.ndarray, pairs: CandidatePairs, plan: VerifyPlan) -> V
     (J <= min(|A|, |B|) / max(|A|, |B|) < floor, exact) get 0 without a comparison, and so
     do pairs of long texts whose sketches disagree (unless the plan says `sketched`).
     """
-    ca, cb = pairs.take()
-    if not len(ca):
+    if not pairs.count:
         e = np.empty(0, np.int64)
         return Verified(e, e, np.empty(0, np.float64), 0)
-
-    return _Verification(text, len(ords), plan).run(ords, ca, cb)
+    # (handed over as a list: reordering them by component then holds one copy, not two)
+    return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
 
 
 class _Verification:
@@ -102,9 +102,9 @@ class _Verification:
         self.done = 0
         self.total = 0
 
-    def run(self, ords, ca, cb) -> Verified:
-        self.total = len(ca)
-        ca, cb, bounds = self.by_component(ca, cb)
+    def run(self, ords, pairs: list[np.ndarray]) -> Verified:
+        self.total = len(pairs[0])
+        ca, cb, bounds = self.by_component(pairs)
         self.ca, self.cb = ca, cb
         self.results = np.zeros(self.total, np.float64)
         big_comp = np.diff(bounds) >= BIG_COMPONENT_PAIRS
@@ -114,11 +114,13 @@ class _Verification:
         good = np.flatnonzero(self.results >= self.plan.floor)
         return Verified(ords[ca[good]], ords[cb[good]], self.results[good], self.compared)
 
-    def by_component(self, ca, cb):
-        """The pairs ordered by their component of the candidate graph: (ca, cb, bounds of
-        each component's run)."""
+    def by_component(self, pairs: list[np.ndarray]):
+        """The pairs ([ca, cb], emptied) ordered by their component of the candidate graph:
+        (ca, cb, bounds of each component's run)."""
         from .kernels import components  # compiled: loaded only when there is something to verify
 
+        ca, cb = pairs
+        pairs.clear()
         labels = components.component_labels(self.n_rows, ca, cb)
         order = components.order_by_label(labels, ca)
         ca = ca[order]

@@ -28,22 +28,29 @@ def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest:
     after opening a project is as fast as the later ones."""
     conn.execute("DELETE FROM pair_arrays")
     for chunk, s in enumerate(range(0, len(a), PAIR_ARRAY_CHUNK)):
-        conn.execute(
-            "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
-            (
-                chunk,
-                a[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-                b[s : s + PAIR_ARRAY_CHUNK].astype("<i8").tobytes(),
-                j[s : s + PAIR_ARRAY_CHUNK].astype("<f8").tobytes(),
-            ),
-        )
+        e = s + PAIR_ARRAY_CHUNK
+        write_pair_array_chunk(conn, chunk, a[s:e], b[s:e], j[s:e])
+    write_pair_forest(conn, len(a), pairs_checksum(a, b, j), forest)
+
+
+def write_pair_array_chunk(conn, chunk: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+    """One row of pair_arrays: the pairs chunk * PAIR_ARRAY_CHUNK on (a scan's streamed write
+    gives them a chunk at a time)."""
+    conn.execute(
+        "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
+        (chunk, a.astype("<i8").tobytes(), b.astype("<i8").tobytes(), j.astype("<f8").tobytes()),
+    )
+
+
+def write_pair_forest(conn, count: int, checksum: str, forest: np.ndarray) -> None:
+    """The pairs' spanning forest, and the count and checksum (pairs_checksum) of pair_arrays."""
     conn.execute("DELETE FROM pair_forest")
     conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
         [
-            ("pair_arrays_count", str(len(a))),
-            (PAIRS_CHECKSUM, pairs_checksum(a, b, j)),
+            ("pair_arrays_count", str(count)),
+            (PAIRS_CHECKSUM, checksum),
             (FOREST_CHECKSUM, arrays_checksum(forest.astype("<i8", copy=False))),
         ],
     )

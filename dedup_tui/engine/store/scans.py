@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ProjectError
 from ..graph.pairs import PairGraph, maximum_spanning_forest
+from . import derived
 from .checksums import (
     DERIVED_BLOCK,
     arrays_checksum,
@@ -34,7 +35,9 @@ from .derived import (
     pairs_table,
     valid_pairs,
     write_exact_array,
+    write_pair_array_chunk,
     write_pair_arrays,
+    write_pair_forest,
 )
 from .locks import transaction
 from .project import Project
@@ -98,6 +101,37 @@ def write_scan_result(conn, exact_of: np.ndarray, a: np.ndarray, b: np.ndarray, 
     """Replace the stored scan (inside the caller's transaction): exact_of per ord (-1 for a
     first copy) and the verified pairs (ord a < ord b), as the readable table and the packed
     arrays the app opens."""
+    _clear_scan(conn, exact_of)
+    order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
+    a, b, j = a[order], b[order], j[order]
+    del order
+    # The spanning forest is computed on a thread while SQLite inserts (which releases
+    # the GIL while it writes).
+    with ThreadPoolExecutor(1) as side:
+        forest = side.submit(spanning_forest_of, len(exact_of), a, b, j)
+        insert_pairs(conn, a, b, j)
+        write_pair_arrays(conn, a, b, j, forest.result())
+    write_exact_array(conn, exact_of)
+    conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
+
+
+def write_spilled_scan_result(conn, exact_of: np.ndarray, pairs) -> None:
+    """write_scan_result for the pairs of a scan in passes (scanning.passes.SpilledPairs: sorted
+    by (a, b) in spill files, with their spanning forest), read back PAIR_ARRAY_CHUNK at a
+    time: what is stored is the same as write_scan_result's of the same pairs."""
+    _clear_scan(conn, exact_of)
+    conn.execute("DELETE FROM pair_arrays")
+    for chunk, (a, b, j) in enumerate(pairs.blocks(derived.PAIR_ARRAY_CHUNK)):
+        insert_pairs(conn, a, b, j)
+        write_pair_array_chunk(conn, chunk, a, b, j)
+        del a, b, j
+    write_pair_forest(conn, pairs.count, pairs.checksum(), pairs.forest_edges())
+    write_exact_array(conn, exact_of)
+    conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
+
+
+def _clear_scan(conn, exact_of: np.ndarray) -> None:
+    """exact_of stored per document; the pairs table emptied for a bulk insert in (a, b) order."""
     conn.execute("UPDATE documents SET exact_of = NULL WHERE exact_of IS NOT NULL")
     dups = np.flatnonzero(exact_of >= 0)
     conn.executemany("UPDATE documents SET exact_of = ? WHERE ord = ?", zip(exact_of[dups].tolist(), dups.tolist()))
@@ -106,17 +140,6 @@ def write_scan_result(conn, exact_of: np.ndarray, a: np.ndarray, b: np.ndarray, 
     # ~2 s at millions of pairs and nothing reads by b; the app reads pair_arrays.)
     conn.execute("DROP INDEX IF EXISTS pairs_b")
     conn.execute("DROP INDEX IF EXISTS pairs_jaccard")
-    order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
-    a, b, j = a[order], b[order], j[order]
-    del order
-    # The spanning forest is computed on a thread while SQLite inserts (which releases
-    # the GIL while it writes).
-    with ThreadPoolExecutor(1) as side:
-        forest = side.submit(_spanning_forest, len(exact_of), a, b, j)
-        insert_pairs(conn, a, b, j)
-        write_pair_arrays(conn, a, b, j, forest.result())
-    write_exact_array(conn, exact_of)
-    conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
 
 
 def documents_version(project: Project) -> tuple:
@@ -167,7 +190,7 @@ def insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
     )
 
 
-def _spanning_forest(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
+def spanning_forest_of(n_docs: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
     if len(a) < 50_000:  # no compiled kernel to load for a small scan
         return maximum_spanning_forest(n_docs, a, b, j)
     from ..scanning.kernels.components import spanning_forest
@@ -677,9 +700,9 @@ def merge_pairs(
     at = np.searchsorted(old_a * n_docs + old_b, na * n_docs + nb)
     a, b, j = np.insert(old_a, at, na), np.insert(old_b, at, nb), np.insert(old_j, at, nj)
     if old_forest is None:
-        return a, b, j, _spanning_forest(n_docs, a, b, j)
+        return a, b, j, spanning_forest_of(n_docs, a, b, j)
     edges = np.union1d(old_forest + np.searchsorted(at, old_forest, "right"), at + np.arange(len(at)))
-    forest = edges[_spanning_forest(n_docs, a[edges], b[edges], j[edges])]
+    forest = edges[spanning_forest_of(n_docs, a[edges], b[edges], j[edges])]
     forest.sort()
     return a, b, j, forest
 

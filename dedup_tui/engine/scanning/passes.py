@@ -1,0 +1,277 @@
+"""The local LSH scan under a memory cap (memory.py): candidates held in memory while they fit,
+else spilled to a private folder and verified in passes over contiguous ranges of the pair's
+first document, each pass's verified pairs spilled in (a, b) order with the pairs' maximum
+spanning forest kept up to date, then streamed into the project (store/scans.py).
+
+The memory model (n distinct documents, C candidates surviving the band prefilters, P pairs):
+- fixed, whatever the cap: the signatures (4 B x num_perm: 512 B at 128), their packed nibbles
+  (num_perm / 2 B), band tags (2 B x bands), sketches (SKETCH_BINS B per text of at least
+  SKETCH_MIN_BYTES), the normalised texts (+ 8 B), exact groups (24 B), and per band thread one
+  band's keys and order (~42 B x n): ~1.2 KB per distinct short text with the process itself
+  (1.0 GB at 1M short documents, 832k distinct; ScanResult.fixed_bytes);
+- a candidate: 8 B from its band until verification starts, then ~72 B while its pass is
+  verified (the merged keys, both indices in component order, labels, its score), counted as
+  BYTES_PER_CANDIDATE; verification also holds two jobs per thread (VERIFY_JOB_BYTES each);
+- a verified pair: ~80 B in memory until it is written (sorted copies, the spanning forest);
+  in passes 24 B in the spill folder, and 32 B per edge of the spanning forest (< n) in memory.
+What spills when: candidates stay in memory while the scan as without a cap fits; past that
+they all go to the spill folder (8 B each, 16 B while they are split into passes), each pass
+holding what (cap - fixed) allows; each pass's pairs go to the folder and are written into the
+project at the end, PAIR_ARRAY_CHUNK (4M) at a time. On 1M short documents (13.6M candidates,
+2.2M pairs) --memory 1G peaked at 1.02 GB in 3 passes with 207 MB spilled.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ProjectError
+
+# What a candidate costs at the scan's peak, from the band that finds it to its verification
+# (see the module's docstring); a pass holds at most budget / this many. (Measured: 72 B on 1M
+# short documents, 832k distinct, 7.9M candidates in a pass.)
+BYTES_PER_CANDIDATE = 80
+# What verification holds whatever the pass's size, per job in flight (two per thread): the
+# shingles of about verify.VERIFY_JOB_CHARS of text and their comparison.
+VERIFY_JOB_BYTES = 48 << 20
+# A pass holds at least this many candidates whatever the cap (a cap below the scan's fixed
+# costs cannot be met: it is then exceeded by as little as this allows).
+MIN_PASS_CANDIDATES = 1 << 20
+# Candidates are split into passes, and pairs written, this many at a time.
+SPILL_BLOCK = 1 << 22
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
+
+
+class SpillFolder:
+    """A private folder (mode 0700) for what does not fit in memory, made on first use beside
+    the project (else in the temporary folder), removed by close() whatever happened; counts
+    its bytes and their peak."""
+
+    def __init__(self, near: Path | None = None):
+        self.near = near
+        self.path: Path | None = None
+        self.bytes = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def file(self, name: str) -> Path:
+        if self.path is None:
+            self.path = Path(self._make())
+        return self.path / name
+
+    def _make(self) -> str:
+        if self.near is not None:
+            try:
+                return tempfile.mkdtemp(prefix=".dedup-tui-spill-", dir=self.near)
+            except OSError:
+                pass
+        return tempfile.mkdtemp(prefix="dedup-tui-spill-")
+
+    def append(self, name: str, array: np.ndarray) -> None:
+        path = self.file(name)
+        try:
+            with open(path, "ab") as fh:
+                array.tofile(fh)
+        except OSError as exc:
+            raise ProjectError(
+                f"{path}: the scan could not write what did not fit in memory ({exc.strerror or exc}); "
+                f"free space on that disk or raise --memory (the project keeps its previous scan)"
+            ) from None
+        self.grew(array.nbytes)
+
+    def grew(self, nbytes: int) -> None:
+        with self._lock:
+            self.bytes += nbytes
+            self.peak = max(self.peak, self.bytes)
+
+    def remove(self, name: str) -> None:
+        path = self.file(name)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return
+        with self._lock:
+            self.bytes -= size
+
+    def close(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path = None
+            self.bytes = 0
+
+    def __enter__(self) -> SpillFolder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CandidatePasses:
+    """The bands' surviving candidates (keys lo * n + hi), given chunk by chunk from the band
+    threads; passes() hands them out as lists of arrays for verify.CandidatePairs. While at most
+    `hold_limit` have come they stay in memory and make one pass (the scan as without a cap);
+    beyond, all of them go to one spill file, counted per lo, and are split at the end into
+    passes of contiguous lo ranges of at most `pass_limit` candidates each (a pass holds at
+    least one lo)."""
+
+    def __init__(self, n: int, hold_limit: int, pass_limit: int, folder: SpillFolder):
+        self.n, self.hold_limit, self.pass_limit, self.folder = n, hold_limit, pass_limit, folder
+        self.held: list[np.ndarray] = []
+        self.held_count = 0
+        self.lo_counts: np.ndarray | None = None  # per lo, once spilling
+        self.pass_starts: list[int] = []  # first lo of each pass (once split)
+        self._lock = threading.Lock()
+
+    @property
+    def spilling(self) -> bool:
+        return self.lo_counts is not None
+
+    def add(self, keys: np.ndarray) -> None:
+        with self._lock:
+            if self.lo_counts is None:
+                if self.held_count + len(keys) <= self.hold_limit:
+                    self.held.append(keys)
+                    self.held_count += len(keys)
+                    return
+                self.lo_counts = np.zeros(self.n, np.int64)
+                held, self.held, self.held_count = self.held, [], 0
+                for part in held:
+                    self._spill(part)
+                del held
+            self._spill(keys)
+
+    def _spill(self, keys: np.ndarray) -> None:
+        assert self.lo_counts is not None
+        if len(keys):
+            self.lo_counts += np.bincount(keys // self.n, minlength=self.n)
+            self.folder.append("candidates", keys.astype("<i8", copy=False))
+
+    def passes(self):
+        """Yield each pass's candidates (a list of arrays, handed over) in lo order."""
+        if self.lo_counts is None:
+            held, self.held = self.held, []
+            self.pass_starts = [0]
+            yield held
+            return
+        starts = pass_starts(self.lo_counts, self.pass_limit)
+        self.lo_counts = None
+        self.pass_starts = starts.tolist()
+        self._split(starts)
+        for p in range(len(starts)):
+            name = f"pass-{p}"
+            path = self.folder.file(name)
+            parts = [np.fromfile(path, "<i8").astype(np.int64, copy=False) if path.exists() else np.empty(0, np.int64)]
+            self.folder.remove(name)
+            yield parts  # (emptied by its taker: this frame keeps no reference to the keys)
+
+    def _split(self, starts: np.ndarray) -> None:
+        """The spill file into one file per pass, SPILL_BLOCK candidates at a time."""
+        bounds = starts * self.n
+        path = self.folder.file("candidates")
+        with open(path, "rb") as fh:
+            while True:
+                block = np.fromfile(fh, "<i8", SPILL_BLOCK)
+                if not len(block):
+                    break
+                block.sort()
+                cuts = np.searchsorted(block, bounds).tolist() + [len(block)]
+                for p, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])):
+                    if hi > lo:
+                        self.folder.append(f"pass-{p}", block[lo:hi])
+        self.folder.remove("candidates")
+
+
+def pass_starts(lo_counts: np.ndarray, limit: int) -> np.ndarray:
+    """The first lo of each pass: consecutive los, as many as keep the pass at most `limit`
+    candidates (at least one)."""
+    cum = np.cumsum(lo_counts)
+    starts = []
+    start, n = 0, len(lo_counts)
+    while start < n:
+        starts.append(start)
+        before = int(cum[start - 1]) if start else 0
+        start = max(start + 1, int(np.searchsorted(cum, before + limit, side="right")))
+    return np.array(starts, np.int64)
+
+
+class SpilledPairs:
+    """The verified pairs of the passes (ords a < b, jaccard), each pass's sorted by (a, b) and
+    appended to three spill files (passes come in a order, so the files are sorted), and the
+    maximum spanning forest of all of them so far (kept as the forest of the forest's edges and
+    each new pass's pairs: the edges' order, weight then index, is strict, so an edge left out
+    closes a cycle of better edges, which it still does)."""
+
+    COLUMNS = (("a", "<i8"), ("b", "<i8"), ("jaccard", "<f8"))
+
+    def __init__(self, n_docs: int, folder: SpillFolder):
+        self.n_docs, self.folder = n_docs, folder
+        self.count = 0
+        empty_i, empty_f = np.empty(0, np.int64), np.empty(0, np.float64)
+        self.forest = (empty_i, empty_i, empty_f, empty_i)  # a, b, jaccard, index among all pairs
+
+    def add(self, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
+        from ..store.scans import spanning_forest_of
+
+        order = np.argsort(a * self.n_docs + b)  # (distinct keys: any sort gives this order)
+        a, b, j = a[order], b[order], j[order]
+        del order
+        fa, fb, fj, fi = self.forest
+        chosen = spanning_forest_of(self.n_docs, np.r_[fa, a], np.r_[fb, b], np.r_[fj, j])
+        index = np.r_[fi, np.arange(self.count, self.count + len(a), dtype=np.int64)]
+        old = chosen < len(fa)
+        new = chosen[~old] - len(fa)
+        kept = chosen[old]
+        self.forest = (
+            np.r_[fa[kept], a[new]],
+            np.r_[fb[kept], b[new]],
+            np.r_[fj[kept], j[new]],
+            index[chosen],
+        )
+        for (name, dtype), column in zip(self.COLUMNS, (a, b, j)):
+            self.folder.append(name, column.astype(dtype, copy=False))
+        self.count += len(a)
+
+    def forest_edges(self) -> np.ndarray:
+        """Sorted indices of the forest's edges among all the pairs."""
+        return self.forest[3]
+
+    def blocks(self, size: int):
+        """(a, b, jaccard) of `size` pairs at a time, in order (the last block may be shorter)."""
+        if not self.count:
+            return
+        handles = [open(self.folder.file(name), "rb") for name, _ in self.COLUMNS]  # noqa: SIM115
+        try:
+            for _ in range(0, self.count, size):
+                yield tuple(np.fromfile(fh, dtype, size) for fh, (_, dtype) in zip(handles, self.COLUMNS))
+        finally:
+            for fh in handles:
+                fh.close()
+
+    def checksum(self) -> str:
+        """checksums.arrays_checksum(a, b, jaccard) of all the pairs, read from the files."""
+        crc = 0
+        for name, dtype in self.COLUMNS:
+            crc = zlib.crc32(struct.pack("<8sq", np.dtype(dtype).str.encode(), self.count * 8), crc)
+            if not self.count:
+                continue
+            with open(self.folder.file(name), "rb") as fh:
+                while data := fh.read(SPILL_BLOCK * 8):
+                    crc = zlib.crc32(data, crc)
+        return f"{crc:08x}"
