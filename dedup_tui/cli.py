@@ -464,11 +464,31 @@ def _no_project_among(references, usage: str) -> None:
     is_flag=True,
     help="Compare every document again, even when only documents loaded since the last scan need it.",
 )
+@click.option(
+    "--lean",
+    is_flag=True,
+    help="Keep no band keys for incremental scans: a smaller project (no 300-400 B a document), but the "
+    "next scan after a load compares every document again.",
+)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
 def scan(
-    db, k, floor, method, num_perm, seed, workers, max_bucket, full, corpus, id_field, text_field, skip_bad, references
+    db,
+    k,
+    floor,
+    method,
+    num_perm,
+    seed,
+    workers,
+    max_bucket,
+    full,
+    lean,
+    corpus,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
 ):
     """Find exact duplicates and verified near-duplicate pairs (Jaccard >= floor) in PROJECT.
 
@@ -479,7 +499,8 @@ def scan(
 
     Documents loaded into a scanned project are scanned incrementally: compared with one
     another and with the scanned documents only, with the same result as a full rescan
-    (--full forces one; so do settings other than the last scan's).
+    (--full forces one; so do settings other than the last scan's). After a --lean scan, which
+    keeps no band keys, the next scan compares every document again.
     """
     db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
     _no_project_among(references, "PROJECT [CORPUS]... --reference FILE...")
@@ -490,7 +511,7 @@ def scan(
         k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers, max_bucket=max_bucket
     )
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
-    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+    with LoadAndScan(corpus, references, settings, load_options, full, lean=lean) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
         project = _load_into(db, job) if loading else _open_project(db)
         for run in project.interrupted_runs("scan"):
@@ -507,6 +528,8 @@ def scan(
         )
     elif r.full_reason and not full:
         click.echo(f"full scan: {r.full_reason}")
+    if lean:
+        click.echo("lean: no band keys kept; the next scan after a load compares every document again")
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
     click.echo(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "

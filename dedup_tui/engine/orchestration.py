@@ -58,6 +58,7 @@ class LoadAndScan:
         load_options: dict | None = None,
         full: bool = False,
         sign_ahead: bool = True,
+        lean: bool = False,
     ):
         self.load_options = dict(load_options or {})
         self.corpus = [Path(p) for p in corpus]
@@ -65,6 +66,7 @@ class LoadAndScan:
         self.references = [Path(p) for p in [*references, *(self.load_options.pop("references", None) or ())]]
         self.settings = settings
         self.full = full
+        self.lean = lean  # keep no band keys (scanning.local.scan)
         self.sign_ahead = sign_ahead
         self.ahead: SignedAhead | None = None
         self._started = False
@@ -131,7 +133,14 @@ class LoadAndScan:
         control = control or Control()
         settings = self.settings_for(project)
         # first run only: the scan follows the kernels' compiling in another process
-        return scan(project, settings, warmup.prepare(project, settings, control), full=self.full, ahead=self.ahead)
+        return scan(
+            project,
+            settings,
+            warmup.prepare(project, settings, control),
+            full=self.full,
+            ahead=self.ahead,
+            lean=self.lean,
+        )
 
 
 def load_and_scan(
@@ -143,11 +152,12 @@ def load_and_scan(
     load_options: dict | None = None,
     full: bool = False,
     scan: bool = True,
+    lean: bool = False,
 ) -> Outcome:
     """Load `corpus` (and `references`) into `target` (an open project, or the path of a new
     one) and scan it, as `dedup-tui scan PROJECT CORPUS` does; with no corpus, only the scan.
     The project is returned open (one opened here is closed again when a step fails)."""
-    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+    with LoadAndScan(corpus, references, settings, load_options, full, lean=lean) as job:
         project, loaded = (
             job.load(target, control)
             if job.loading

@@ -20,6 +20,7 @@ from ..store.scans import (
     documents_version,
     exact_groups_with_hashes,
     scan_keys_meta,
+    set_scan_keys_meta,
     write_scan_keys,
     write_scan_result,
 )
@@ -35,6 +36,7 @@ def scan(
     control: Control | None = None,
     full: bool = False,
     ahead=None,
+    lean: bool = False,
 ) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
 
@@ -48,6 +50,9 @@ def scan(
 
     `ahead`: an ahead.SignedAhead that signed documents as this process loaded them; the scan
     starts from its signatures where they are of its documents and settings.
+
+    `lean` keeps no band keys (LEAN_NOTE): the project is smaller, and the next scan after a
+    load compares everything again. A lean scan is always a full one.
     """
     settings = settings or ScanSettings()
     settings.validate()
@@ -66,6 +71,9 @@ def scan(
         project.mark_interrupted(project.interrupted_runs("scan"))
         result = ScanResult()
         reason = "--full" if full else _reuse_problem(project, settings)
+        if lean and reason is None:
+            reason = "--lean keeps no band keys, so it compares everything"
+
         run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
         try:
@@ -81,7 +89,7 @@ def scan(
                     result = ScanResult()
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
-            _scan_all(project, settings, control, result, t_start, run_id, ahead)
+            _scan_all(project, settings, control, result, t_start, run_id, ahead, lean)
         except (Cancelled, KeyboardInterrupt):
             project.finish_run(run_id, "cancelled", result.timings, result.counts())
             raise
@@ -130,6 +138,7 @@ def _scan_all(
     t_start: float,
     run_id: int,
     ahead=None,
+    lean: bool = False,
 ) -> None:
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
@@ -141,7 +150,7 @@ def _scan_all(
     reps = np.flatnonzero(exact_of < 0)
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
-    kept = KeptKeys()
+    kept = None if lean else KeptKeys()
     try:
         a, b, j = find_pairs(
             project, reps, lengths, settings, control, result, kept, None if ahead is None else (ahead, rep_hashes)
@@ -157,7 +166,7 @@ def _scan_all(
                     f"would leave them unscanned, so it was not kept. Scan again."
                 )
             write_scan_result(conn, exact_of, a, b, j)
-            if result.method == "lsh" and kept.nibbles is not None:
+            if kept is not None and result.method == "lsh" and kept.nibbles is not None:
                 t_keys = time.perf_counter()
                 write_scan_keys(
                     conn,
@@ -172,6 +181,8 @@ def _scan_all(
                 result.timings["keep_keys"] = time.perf_counter() - t_keys
             else:
                 forget_scan_keys(conn)
+                if lean:  # said by the next scan's reason for comparing everything
+                    set_scan_keys_meta(conn, {"lean": True})
             result.pairs = len(a)
             control.report("write", len(a), len(a))
             result.timings["write"] = time.perf_counter() - t0
@@ -180,4 +191,5 @@ def _scan_all(
             project.set_meta(scan_state="complete", scan_params=json.dumps(params), **coverage(project))
             project.finish_run(run_id, "complete", result.timings, result.counts())
     finally:
-        kept.close()
+        if kept is not None:
+            kept.close()

@@ -26,12 +26,14 @@ from .checksums import (
 from .derived import (
     EXACT_CHECKSUM,
     FOREST_CHECKSUM,
+    PAIR_ARRAYS_LAYOUT,
     PAIRS_CHECKSUM,
     SCAN_KEYS_CHECKSUMS,
     SCAN_KEYS_META,
     exact_of_column,
     pairs_checksum,
     pairs_table,
+    unpack_pair_chunk,
     valid_pairs,
     write_exact_array,
     write_pair_arrays,
@@ -201,16 +203,20 @@ def read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarr
     expected = project.get_meta("pair_arrays_count")
     if expected is None:
         return None
+    layout = project.get_meta(PAIR_ARRAYS_LAYOUT)
     try:
         rows = project.conn.execute("SELECT a, b, jaccard FROM pair_arrays ORDER BY chunk").fetchall()
     except sqlite3.OperationalError:
         return None
-    if any(not isinstance(x, bytes) or len(x) % 8 for r in rows for x in r):
+    if any(not isinstance(x, bytes) for r in rows for x in r):
         return None  # not what a scan wrote: read the pairs table instead
-    a = np.concatenate([np.frombuffer(r[0], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
-    b = np.concatenate([np.frombuffer(r[1], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
-    j = np.concatenate([np.frombuffer(r[2], "<f8") for r in rows]) if rows else np.empty(0, np.float64)
-    if len(a) != int(expected):
+    parts = [unpack_pair_chunk(layout, *r) for r in rows]
+    if any(p is None for p in parts):
+        return None
+    a = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)  # type: ignore[index]
+    b = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)  # type: ignore[index]
+    j = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)  # type: ignore[index]
+    if len(a) != int(expected) or len(b) != len(a) or len(j) != len(a):
         return None
     return a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), j.astype(np.float64, copy=False)
 
