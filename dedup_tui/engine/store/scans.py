@@ -40,6 +40,7 @@ from .derived import (
 )
 from .locks import transaction
 from .project import Project
+from .records import unpack_record
 
 
 class DerivedDamaged(ProjectError):
@@ -213,9 +214,9 @@ def read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarr
     parts = [unpack_pair_chunk(layout, *r) for r in rows]
     if any(p is None for p in parts):
         return None
-    a = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)  # type: ignore[index]
-    b = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)  # type: ignore[index]
-    j = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)  # type: ignore[index]
+    a = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    b = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+    j = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)
     if len(a) != int(expected) or len(b) != len(a) or len(j) != len(a):
         return None
     return a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), j.astype(np.float64, copy=False)
@@ -474,7 +475,8 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     if rows is None or [r[0] for r in rows] != list(range(lo, hi)):
         raise ProjectError(f"{project.path}: the documents at ords {lo}-{hi - 1} cannot all be read: {damaged}")
     for row in rows:
-        if document_checksum(*row[:6]) != row[6]:
+        o, doc_id, source_id, line, text, record = row[:6]
+        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record)) != row[6]:
             shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
             raise ProjectError(
                 f"{project.path}: the stored record of document '{shown}' does not match its checksum: {damaged}"
