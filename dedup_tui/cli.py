@@ -465,6 +465,11 @@ def _no_project_among(references, usage: str) -> None:
     help="Compare every document again, even when only documents loaded since the last scan need it.",
 )
 @click.option(
+    "--no-plan",
+    is_flag=True,
+    help="Start at once, without the plan (`dedup-tui plan`) a scan prints and checks the disk against first.",
+)
+@click.option(
     "--lean",
     is_flag=True,
     help="Keep no band keys for incremental scans: a smaller project (no 300-400 B a document), but the "
@@ -483,6 +488,7 @@ def scan(
     workers,
     max_bucket,
     full,
+    no_plan,
     lean,
     corpus,
     id_field,
@@ -511,6 +517,8 @@ def scan(
         k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, workers=workers, max_bucket=max_bucket
     )
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
+    if not no_plan:  # before any work: a disk too small is refused with nothing loaded
+        _plan_first(db, loading, settings, id_field, text_field, lean)
     with LoadAndScan(corpus, references, settings, load_options, full, lean=lean) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
         project = _load_into(db, job) if loading else _open_project(db)
@@ -543,6 +551,116 @@ def scan(
             err=True,
         )
     _end_without_teardown()
+
+
+def _plan_first(db: str, loading: list[str], settings: ScanSettings, id_field, text_field, lean: bool) -> None:
+    """The plan's lines, then the disk check: a scan that would not fit stops here."""
+    from .engine.plan import DiskTooSmall, check_disk, make_plan
+
+    existing = None
+    if Path(db).exists():
+        try:
+            existing = Project(db, readonly=True)
+        except DedupError as exc:
+            _fail(str(exc))
+    try:
+        plan = _run(
+            make_plan,
+            loading,
+            settings,
+            id_field,
+            text_field,
+            lean,
+            project=existing,
+            quick=True,
+            unchanged="nothing was done",
+        )
+    finally:
+        if existing is not None:
+            existing.close()
+    for line in plan.lines():
+        click.echo(line)
+    try:
+        check_disk(plan, db)
+    except DiskTooSmall as exc:
+        _fail(f"{exc}; nothing was loaded or scanned")
+
+
+@main.command(cls=_TakesReferences)
+@click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
+@click.option(
+    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
+)
+@click.option(
+    "--floor",
+    default=DEFAULT_FLOOR,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Lowest similarity the scan would store.",
+)
+@click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help="As scan's.")
+@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1))
+@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2))
+@click.option("--lean", is_flag=True, help="Plan a scan --lean (no band keys kept).")
+@click.option("--memory", default=None, help="The scan's memory cap (e.g. 4G). [default: half the memory available]")
+@click.option("--json", "as_json", is_flag=True, help="The plan as one JSON object.")
+@_load_options
+@_REFERENCE_OPTION
+def plan(
+    corpus,
+    k,
+    floor,
+    method,
+    num_perm,
+    seed,
+    max_bucket,
+    lean,
+    memory,
+    as_json,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
+):
+    """Estimate what loading CORPUS into a project and scanning it will take, before doing it:
+    documents and distinct texts, near pairs, peak memory under the cap, disk for the project
+    and for the temporary files, and time on this machine. Reads the corpus once and scans a
+    sample of it (every copy of a text sampled together) in a temporary folder; writes no
+    project. Given a PROJECT first, its documents count too (`dedup-tui plan P.db new.jsonl`).
+
+    Each `scan` prints the same plan first and refuses to start when the disk cannot hold
+    what it needs (scan --no-plan skips both).
+    """
+    from .engine.plan import DiskTooSmall, check_disk, make_plan
+    from .engine.scanning.memory import SizeError, parse_size
+
+    files = list(corpus)
+    from .engine.opening import is_project_file
+
+    db = files.pop(0) if files and is_project_file(files[0]) else None
+    loading = [*files, *references]
+    if not loading and db is None:
+        _fail("give the corpus files to plan: dedup-tui plan [PROJECT] CORPUS...", 2)
+    try:
+        cap = parse_size(memory) if memory is not None else None
+    except SizeError as exc:
+        _fail(f"--memory: {exc}", 2)
+    settings = ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, max_bucket=max_bucket)
+    existing = _open_project(db) if db is not None else None
+    result = _run(make_plan, loading, settings, id_field, text_field, lean, cap=cap, project=existing)
+    target = db or str(Path(loading[0]).with_suffix(".db"))
+    if as_json:
+        click.echo(json.dumps(result.as_json()))
+    else:
+        for line in result.lines():
+            click.echo(line)
+        for line in result.detail_lines():
+            click.echo(line)
+    try:
+        check_disk(result, target)
+    except DiskTooSmall as exc:
+        _fail(str(exc))
 
 
 @main.command()
