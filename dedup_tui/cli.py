@@ -467,7 +467,8 @@ def _no_project_among(references, usage: str) -> None:
 @click.option(
     "--no-plan",
     is_flag=True,
-    help="Start at once, without the plan (`dedup-tui plan`) a scan prints and checks the disk against first.",
+    help="Start at once, without the plan (`dedup-tui plan`) a scan of 20,000 documents or more prints first, "
+    "and without checking the disk against it.",
 )
 @click.option(
     "--lean",
@@ -554,15 +555,18 @@ def scan(
 
 
 def _plan_first(db: str, loading: list[str], settings: ScanSettings, id_field, text_field, lean: bool) -> None:
-    """The plan's lines, then the disk check: a scan that would not fit stops here."""
+    """The plan's lines (from 20,000 documents on: a smaller corpus scans in seconds), then the
+    disk check: a scan that would not fit stops here, before anything is loaded."""
     from .engine.plan import DiskTooSmall, check_disk, make_plan
 
     existing = None
     if Path(db).exists():
         try:
             existing = Project(db, readonly=True)
-        except DedupError as exc:
-            _fail(str(exc))
+        except DedupError:
+            return  # (the scan says why it cannot open it)
+    elif not loading:
+        return  # no project and nothing to load: the scan says so
     try:
         plan = _run(
             make_plan,
@@ -578,8 +582,9 @@ def _plan_first(db: str, loading: list[str], settings: ScanSettings, id_field, t
     finally:
         if existing is not None:
             existing.close()
-    for line in plan.lines():
-        click.echo(line)
+    if plan.scanned_sample:
+        for line in plan.lines():
+            click.echo(line)
     try:
         check_disk(plan, db)
     except DiskTooSmall as exc:

@@ -521,7 +521,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         lean=lean,
         warm=warm,
         parts={k: int(v) for k, v in sorted(estimated.items(), key=lambda kv: -kv[1]) if v},
-        scanned_sample=run is not None or not seen.documents,
+        scanned_sample=run is not None,
     )
 
 
