@@ -557,31 +557,24 @@ def scan(
 def _plan_first(db: str, loading: list[str], settings: ScanSettings, id_field, text_field, lean: bool) -> None:
     """The plan's lines (from 20,000 documents on: a smaller corpus scans in seconds), then the
     disk check: a scan that would not fit stops here, before anything is loaded."""
-    from .engine.plan import DiskTooSmall, check_disk, make_plan
+    from .engine.plan import DiskTooSmall, check_disk, make_plan_apart
 
-    existing = None
-    if Path(db).exists():
-        try:
-            existing = Project(db, readonly=True)
-        except DedupError:
-            return  # (the scan says why it cannot open it)
-    elif not loading:
+    if not Path(db).exists() and not loading:
         return  # no project and nothing to load: the scan says so
     try:
-        plan = _run(
-            make_plan,
+        plan = make_plan_apart(
             loading,
-            settings,
-            id_field,
-            text_field,
-            lean,
-            project=existing,
+            db if Path(db).exists() else None,
+            settings=settings,
+            id_field=id_field,
+            text_field=text_field,
+            lean=lean,
             quick=True,
-            unchanged="nothing was done",
         )
-    finally:
-        if existing is not None:
-            existing.close()
+    except KeyboardInterrupt:
+        _fail("interrupted; nothing was done", 130)
+    except DedupError as exc:
+        _fail(str(exc))
     if plan.scanned_sample:
         for line in plan.lines():
             click.echo(line)
