@@ -29,8 +29,12 @@ def corpus(tmp_path_factory) -> Path:
     return write_jsonl(tmp_path_factory.mktemp("plan") / "c.jsonl", docs)
 
 
-def test_the_estimates_come_near_the_truth(corpus, tmp_path):
-    plan = planning.make_plan([corpus], LSH, sample_docs=1500)
+@pytest.fixture(scope="module")
+def plan(corpus) -> planning.Plan:
+    return planning.make_plan([corpus], LSH, sample_docs=1500)
+
+
+def test_the_estimates_come_near_the_truth(corpus, plan, tmp_path):
     assert plan.fraction == 0.5 and plan.sample_documents < plan.documents  # a sample, not the corpus
     truth_db = tmp_path / "t.db"
     with Project(truth_db, create=True) as project:
@@ -45,8 +49,7 @@ def test_the_estimates_come_near_the_truth(corpus, tmp_path):
     assert plan.project_peak >= plan.project_bytes and plan.spill_bytes > 0 and plan.seconds > 0
 
 
-def test_a_disk_too_small_is_refused_saying_what_it_needs_and_has(corpus, tmp_path):
-    plan = planning.make_plan([corpus], LSH, sample_docs=1500)
+def test_a_disk_too_small_is_refused_saying_what_it_needs_and_has(plan, tmp_path):
     roomy = planning.check_disk(plan, tmp_path / "p.db", lambda _: Usage(1 << 40, 0, 1 << 40))
     assert roomy is None
     free = plan.project_peak // 3
