@@ -147,7 +147,18 @@ class Plan:
                 f"({format_size(self.corpus_bytes)}): a small corpus, no sample scanned; disk "
                 f"~{format_size(self.project_peak)} at most for the project"
             ]
-        sampled = f"sample {self.sample_documents:,} documents, {self.fraction:.1%} of the distinct texts"
+        whole = self.fraction >= 1.0
+        sampled = (
+            "small enough to scan whole for the plan"
+            if whole
+            else f"sample {self.sample_documents:,} documents, {self.fraction:.1%} of the distinct texts"
+        )
+        pairs = (
+            f"plan: {self.pairs:,} near pairs >= the floor ({self.method})"
+            if whole
+            else f"plan: ~{_round(self.pairs):,} near pairs >= the floor "
+            f"({self.method}; {self.sample_pairs:,} in the sample)"
+        )
         memory = f"plan: peak memory ~{format_size(self.memory)}" + (
             f" (the cap {format_size(self.cap)}; ~{format_size(self.memory_model)} without it)"
             if self.memory_model > self.cap
@@ -156,8 +167,7 @@ class Plan:
         return [
             f"plan: {self.documents:,} documents, {self.distinct:,} distinct texts "
             f"({format_size(self.corpus_bytes)}; {sampled})",
-            f"plan: ~{_round(self.pairs):,} near pairs >= the floor "
-            f"({self.method}; {self.sample_pairs:,} in the sample)",
+            pairs,
             memory,
             f"plan: disk ~{format_size(self.project_bytes)} for the project (~{format_size(self.project_peak)} "
             f"while the scan writes), ~{format_size(self.spill_bytes)} of temporary files"
