@@ -219,11 +219,13 @@ def corpus_texts(
 ) -> Iterator[tuple[Path, Iterator[str]]]:
     """Each corpus file with its texts, read by the loaders' readers (bad records are left to
     the load, which reports them)."""
-    from .ingest import _corpus_format
-    from .readers import FIELD_FORMATS, guarded, open_reader
+    from .errors import CorpusError
+    from .readers import FIELD_FORMATS, detect_format, guarded, open_reader
 
     for path in (Path(p) for p in paths):
-        fmt = _corpus_format(path)
+        if not path.exists():  # (as the load says it)
+            raise CorpusError(str(path), None, "no such file or folder")
+        fmt = detect_format(path)
         if fmt == "jsonl-or-text":
             fmt = "jsonl"
         errors: list = []
