@@ -502,6 +502,18 @@ def _no_project_among(references, usage: str) -> None:
     help="Memory the scan keeps within, e.g. 4G or 500M; what does not fit goes to a folder beside the "
     "project for the scan's time. [default: half of the memory available]",
 )
+@click.option(
+    "--no-plan",
+    is_flag=True,
+    help="Start at once, without the plan (`dedup-tui plan`) a scan of 200 MB of corpus or more prints first, "
+    "and without checking the disk against it.",
+)
+@click.option(
+    "--lean",
+    is_flag=True,
+    help="Keep no band keys for incremental scans: a smaller project (no 300-400 B a document), but the "
+    "next scan after a load compares every document again.",
+)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))
 @_load_options
 @_REFERENCE_OPTION
@@ -516,6 +528,8 @@ def scan(
     max_bucket,
     full,
     memory,
+    no_plan,
+    lean,
     corpus,
     id_field,
     text_field,
@@ -531,7 +545,8 @@ def scan(
 
     Documents loaded into a scanned project are scanned incrementally: compared with one
     another and with the scanned documents only, with the same result as a full rescan
-    (--full forces one; so do settings other than the last scan's).
+    (--full forces one; so do settings other than the last scan's). After a --lean scan, which
+    keeps no band keys, the next scan compares every document again.
     """
     db, corpus = _project_and_files(corpus, db, "PROJECT [CORPUS]...")
     _no_project_among(references, "PROJECT [CORPUS]... --reference FILE...")
@@ -545,10 +560,13 @@ def scan(
 
     cap = default_cap() if memory is None else memory
     load_options = dict(id_field=id_field, text_field=text_field, skip_bad=skip_bad)
-    with LoadAndScan(corpus, references, settings, load_options, full, memory=cap) as job:
+    if loading:
+        click.echo(describe_cap(cap, memory is not None))
+    if not no_plan:  # before any work: a disk too small is refused with nothing loaded
+        _plan_first(db, loading, settings, id_field, text_field, lean, memory)
+    with LoadAndScan(corpus, references, settings, load_options, full, memory=cap, lean=lean) as job:
         job.start()  # first run: the kernels compile while the corpus loads; (warm kernels) signed as they load
         if loading:
-            click.echo(describe_cap(cap, memory is not None))
             project = _load_into(db, job)
         else:  # (a project that cannot be opened, or scanned, is a one-line error)
             project = _open_project(db)
@@ -571,6 +589,8 @@ def scan(
         )
     elif r.full_reason and not full:
         click.echo(f"full scan: {r.full_reason}")
+    if lean:
+        click.echo("lean: no band keys kept; the next scan after a load compares every document again")
     extra = f", LSH {r.bands}x{r.rows}, {r.candidates:,} candidates" if r.method == "lsh" else ""
     click.echo(
         f"{r.documents:,} documents: {r.exact_duplicates:,} exact duplicates in {r.exact_groups:,} groups; "
@@ -599,6 +619,126 @@ def scan(
             err=True,
         )
     _end_without_teardown()
+
+
+def _plan_first(
+    db: str, loading: list[str], settings: ScanSettings, id_field, text_field, lean: bool, cap: int | None
+) -> None:
+    """The plan's lines (from PLAN_IN_SCAN_BYTES of corpus on: a smaller corpus scans in less
+    time than the plan takes, so its disk is checked from its size), then the disk check: a scan
+    that would not fit stops here, before anything is loaded."""
+    from .engine.compile.warmup import corpus_bytes
+    from .engine.plan import PLAN_IN_SCAN_BYTES, DiskTooSmall, check_disk, make_plan_apart, size_only_need
+
+    if not Path(db).exists() and not loading:
+        return  # no project and nothing to load: the scan says so
+    # (a rescan of a project: its corpus was about a seventh of the project file)
+    size = corpus_bytes(loading, PLAN_IN_SCAN_BYTES) if loading else Path(db).stat().st_size // 7
+    if size < PLAN_IN_SCAN_BYTES:
+        try:
+            check_disk(size_only_need(size), db)
+        except DiskTooSmall as exc:
+            _fail(f"{exc}; nothing was loaded or scanned (--no-plan skips this check)")
+        return
+    try:
+        plan = make_plan_apart(
+            loading,
+            db if Path(db).exists() else None,
+            settings=settings,
+            id_field=id_field,
+            text_field=text_field,
+            lean=lean,
+            quick=True,
+            cap=cap,
+        )
+    except KeyboardInterrupt:
+        _fail("interrupted; nothing was done", 130)
+    except DedupError as exc:
+        _fail(str(exc))
+    if plan.scanned_sample:
+        for line in plan.lines():
+            click.echo(line)
+    try:
+        check_disk(plan, db)
+    except DiskTooSmall as exc:
+        _fail(f"{exc}; nothing was loaded or scanned")
+
+
+@main.command(cls=_TakesReferences)
+@click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
+@click.option(
+    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
+)
+@click.option(
+    "--floor",
+    default=DEFAULT_FLOOR,
+    show_default=True,
+    type=_Fraction(0, 1, min_open=True),
+    help="Lowest similarity the scan would store.",
+)
+@click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help="As scan's.")
+@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1))
+@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2))
+@click.option("--lean", is_flag=True, help="Plan a scan --lean (no band keys kept).")
+@click.option("--memory", default=None, help="The scan's memory cap (e.g. 4G). [default: half the memory available]")
+@click.option("--json", "as_json", is_flag=True, help="The plan as one JSON object.")
+@_load_options
+@_REFERENCE_OPTION
+def plan(
+    corpus,
+    k,
+    floor,
+    method,
+    num_perm,
+    seed,
+    max_bucket,
+    lean,
+    memory,
+    as_json,
+    id_field,
+    text_field,
+    skip_bad,
+    references,
+):
+    """Estimate what loading CORPUS into a project and scanning it will take, before doing it:
+    documents and distinct texts, near pairs, peak memory under the cap, disk for the project
+    and for the temporary files, and time on this machine. Reads the corpus once and scans a
+    sample of it (every copy of a text sampled together) in a temporary folder; writes no
+    project. Given a PROJECT first, its documents count too (`dedup-tui plan P.db new.jsonl`).
+
+    Each `scan` prints the same plan first and refuses to start when the disk cannot hold
+    what it needs (scan --no-plan skips both).
+    """
+    from .engine.plan import DiskTooSmall, check_disk, make_plan
+    from .engine.scanning.memory import SizeError, parse_size
+
+    files = list(corpus)
+    from .engine.opening import is_project_file
+
+    db = files.pop(0) if files and is_project_file(files[0]) else None
+    loading = [*files, *references]
+    if not loading and db is None:
+        _fail("give the corpus files to plan: dedup-tui plan [PROJECT] CORPUS...", 2)
+    try:
+        cap = parse_size(memory) if memory is not None else None
+    except SizeError as exc:
+        _fail(f"--memory: {exc}", 2)
+    settings = ScanSettings(k=k, floor=floor, method=method, num_perm=num_perm, seed=seed, max_bucket=max_bucket)
+    existing = _open_project(db) if db is not None else None
+    result = _run(make_plan, loading, settings, id_field, text_field, lean, cap=cap, project=existing)
+    target = db or str(Path(loading[0]).with_suffix(".db"))
+    if as_json:
+        click.echo(json.dumps(result.as_json()))
+    else:
+        for line in result.lines():
+            click.echo(line)
+        for line in result.detail_lines():
+            click.echo(line)
+    try:
+        check_disk(result, target)
+    except DiskTooSmall as exc:
+        _fail(str(exc))
 
 
 @main.command()

@@ -60,6 +60,7 @@ class LoadAndScan:
         full: bool = False,
         sign_ahead: bool = True,
         memory: int | None = None,
+        lean: bool = False,
     ):
         self.load_options = dict(load_options or {})
         self.corpus = [Path(p) for p in corpus]
@@ -67,6 +68,7 @@ class LoadAndScan:
         self.references = [Path(p) for p in [*references, *(self.load_options.pop("references", None) or ())]]
         self.settings = settings
         self.full = full
+        self.lean = lean  # keep no band keys (scanning.local.scan)
         self.sign_ahead = sign_ahead
         self.memory = memory
         self.ahead: SignedAhead | None = None
@@ -141,6 +143,7 @@ class LoadAndScan:
             full=self.full,
             ahead=self.ahead,
             memory=self.memory,
+            lean=self.lean,
         )
 
 
@@ -153,11 +156,12 @@ def load_and_scan(
     load_options: dict | None = None,
     full: bool = False,
     scan: bool = True,
+    lean: bool = False,
 ) -> Outcome:
     """Load `corpus` (and `references`) into `target` (an open project, or the path of a new
     one) and scan it, as `dedup-tui scan PROJECT CORPUS` does; with no corpus, only the scan.
     The project is returned open (one opened here is closed again when a step fails)."""
-    with LoadAndScan(corpus, references, settings, load_options, full) as job:
+    with LoadAndScan(corpus, references, settings, load_options, full, lean=lean) as job:
         project, loaded = (
             job.load(target, control)
             if job.loading

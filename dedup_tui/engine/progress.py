@@ -10,6 +10,7 @@ from .errors import Cancelled
 
 # What each stage is called wherever it is shown (the CLI's progress and the app's).
 STAGE_NAMES = {
+    "plan": "Planning (the corpus read once, a sample scanned)",
     "load": "Loading",
     "exact": "Exact copies",
     "shingles": "Shingling",

@@ -102,24 +102,29 @@ def int64s(db: Path, table: str, column: str, where: str = "1") -> np.ndarray:
 
 def flip_in_b(db: Path) -> None:
     """A pair's later document turned into its neighbour by the lowest bit, where the pairs stay
-    sorted and in range (what the reader's shape checks let through: the issue's d2773 -> d2772)."""
-    a, b = int64s(db, "pair_arrays", "a", "chunk = 0"), int64s(db, "pair_arrays", "b", "chunk = 0")
+    sorted and in range (what the reader's shape checks let through: the issue's d2773 -> d2772).
+    (The packed ords are int32: derived.NARROW_LAYOUT.)"""
+    a = np.frombuffer(blob(db, "pair_arrays", "a", "chunk = 0"), "<i4").astype(np.int64)
+    b = np.frombuffer(blob(db, "pair_arrays", "b", "chunk = 0"), "<i4").astype(np.int64)
     n = int(blob(db, "meta", "value", "key = 'scanned_documents'"))
     key = a * n + b
     for i in range(1, len(a) - 1):
         changed = b[i] ^ 1
         if a[i] < changed < n and key[i - 1] < a[i] * n + changed < key[i + 1]:
-            flip_bit(db, "pair_arrays", "b", "chunk = 0", 8 * i, 0)
+            flip_bit(db, "pair_arrays", "b", "chunk = 0", 4 * i, 0)
             return
     raise AssertionError("no pair to change")
 
 
 def flip_in_jaccard(db: Path) -> None:
-    """A similarity above the threshold dropped below it by its top mantissa bit (0.9 -> 0.65)."""
-    j = np.frombuffer(blob(db, "pair_arrays", "jaccard", "chunk = 0"), "<f8")
-    i = int(np.flatnonzero((j >= 0.75) & (j < 1.0))[0])
-    flip_bit(db, "pair_arrays", "jaccard", "chunk = 0", 8 * i + 6, 3)
-    assert np.frombuffer(blob(db, "pair_arrays", "jaccard", "chunk = 0"), "<f8")[i] < float(THRESHOLD)
+    """A similarity above the threshold dropped below it by its top mantissa bit (0.9 -> 0.65):
+    one of the chunk's distinct values (derived.NARROW_LAYOUT), so every pair with it."""
+    packed = blob(db, "pair_arrays", "jaccard", "chunk = 0")
+    m = int(np.frombuffer(packed[:8], "<u8")[0])
+    values = np.frombuffer(packed[8 : 8 + 8 * m], "<f8")
+    i = int(np.flatnonzero((values >= 0.75) & (values < 1.0))[0])
+    flip_bit(db, "pair_arrays", "jaccard", "chunk = 0", 8 + 8 * i + 6, 3)
+    assert np.frombuffer(blob(db, "pair_arrays", "jaccard", "chunk = 0")[8 : 8 + 8 * m], "<f8")[i] < float(THRESHOLD)
 
 
 def flip_in_exact(db: Path) -> None:

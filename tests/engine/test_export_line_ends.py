@@ -9,6 +9,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from dedup_tui.engine.store.records import unpack_record
+
 from ..conftest import cli, ok
 
 BAD = Path(__file__).parents[1] / "fixtures" / "bad"
@@ -16,7 +18,8 @@ BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 
 def _documents(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT doc_id, text, record FROM documents ORDER BY ord").fetchall()
+        rows = conn.execute("SELECT doc_id, text, record FROM documents ORDER BY ord").fetchall()
+    return [(d, t, unpack_record(t, r)) for d, t, r in rows]  # (stored without its text: records.py)
 
 
 def _export_jsonl(tmp_path: Path, corpus: Path, *extra) -> bytes:

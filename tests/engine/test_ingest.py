@@ -19,6 +19,7 @@ from dedup_tui.cli import main
 from dedup_tui.engine.errors import CorpusError
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.store.records import unpack_record
 
 from ..conftest import cli, write_jsonl
 
@@ -27,7 +28,8 @@ BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 
 def documents(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT ord, doc_id, text, source_id, line, record FROM documents ORDER BY ord").fetchall()
+        rows = conn.execute("SELECT ord, doc_id, text, source_id, line, record FROM documents ORDER BY ord").fetchall()
+    return [(*r[:5], unpack_record(r[2], r[5])) for r in rows]  # (stored without its text: records.py)
 
 
 def sources(db: Path) -> list[tuple]:

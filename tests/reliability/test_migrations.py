@@ -11,6 +11,7 @@ import pytest
 from dedup_tui.engine.curate import curated, decisions
 from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.store import MIGRATIONS, SCHEMA_VERSION, Project
+from dedup_tui.engine.store.records import unpack_record
 
 from .conftest import cli, one_line_error
 
@@ -39,6 +40,16 @@ CREATE VIEW exact_duplicates AS
 """
 
 
+def whole_records(table: str, cols: str, rows: list) -> list:
+    """The rows, their records whole when they are documents: before schema 9 a record was
+    always stored whole (store/records.py)."""
+    if table != "documents":
+        return rows
+    names = cols.split(", ")
+    at_text, at_record = names.index("text"), names.index("record")
+    return [tuple(unpack_record(r[at_text], v) if i == at_record else v for i, v in enumerate(r)) for r in rows]
+
+
 def make_v1_project(path, scanned: Project) -> None:
     """A version-1 project with the documents, pairs and decisions of `scanned`."""
     conn = sqlite3.connect(path)
@@ -59,7 +70,7 @@ def make_v1_project(path, scanned: Project) -> None:
         ("runs", "id, command, status, started_at, finished_at, params, timings, counts"),
         ("decisions", "id, kind, doc_id, other_id, value, threshold, policy, author, created_at, undone"),
     ):
-        rows = src.execute(f"SELECT {cols} FROM {table}").fetchall()
+        rows = whole_records(table, cols, src.execute(f"SELECT {cols} FROM {table}").fetchall())
         conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({','.join('?' * len(cols.split(',')))})", rows)
     conn.commit()
     conn.close()
@@ -71,7 +82,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 8 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 9 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -193,7 +204,7 @@ def make_v3_project(path, scanned: Project, batch: bool = True) -> None:
     conn.executescript(schema)
     for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
         cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA table_info({table})"))
-        rows = scanned.conn.execute(f"SELECT {cols} FROM {table}").fetchall()
+        rows = whole_records(table, cols, scanned.conn.execute(f"SELECT {cols} FROM {table}").fetchall())
         conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({','.join('?' * len(cols.split(',')))})", rows)
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.commit()

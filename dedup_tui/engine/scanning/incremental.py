@@ -79,6 +79,9 @@ def index_bits(n_rows: int) -> int:
     return max(1, (n_rows - 1).bit_length())
 
 
+LEAN_NOTE = "the last scan was lean (--lean): it kept no band keys for incremental scans"
+
+
 def reuse_problem(
     state: str, params: dict | None, keys_meta: dict | None, settings, banding, documents_now: int
 ) -> str | None:
@@ -103,6 +106,8 @@ def reuse_problem(
             return f"{flag} {new} differs from the last scan's {old}"
     if (params.get("bands"), params.get("rows")) != (banding.bands, banding.rows):
         return "the last scan's LSH banding differs"
+    if keys_meta and keys_meta.get("lean"):
+        return LEAN_NOTE
     if not keys_meta or keys_meta.get("version") != KEYS_VERSION:
         return "the last scan kept no band keys (made by an older dedup-tui)"
     for name in ("k", "num_perm", "seed", "bands", "rows"):

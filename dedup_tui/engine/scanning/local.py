@@ -20,6 +20,7 @@ from ..store.scans import (
     documents_version,
     exact_groups_with_hashes,
     scan_keys_meta,
+    set_scan_keys_meta,
     write_scan_keys,
     write_scan_result,
     write_spilled_scan_result,
@@ -39,6 +40,7 @@ def scan(
     full: bool = False,
     ahead=None,
     memory: int | None = None,
+    lean: bool = False,
 ) -> ScanResult:
     """Find exact groups and verified near pairs; replace the project's previous scan atomically.
 
@@ -56,6 +58,9 @@ def scan(
     `memory`: the cap in bytes (None: memory.default_cap()) under which a full LSH scan keeps
     its candidates and pairs, spilling beyond it to a private folder beside the project
     (passes.py). It changes neither the result nor whether the next scan can be incremental.
+
+    `lean` keeps no band keys (LEAN_NOTE): the project is smaller, and the next scan after a
+    load compares everything again. A lean scan is always a full one.
     """
     settings = settings or ScanSettings()
     settings.validate()
@@ -75,6 +80,9 @@ def scan(
         cap = default_cap() if memory is None else memory
         result = ScanResult(memory_cap=cap)
         reason = "--full" if full else _reuse_problem(project, settings)
+        if lean and reason is None:
+            reason = "--lean keeps no band keys, so it compares everything"
+
         run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
         try:
@@ -92,7 +100,7 @@ def scan(
                 result.full_reason = reason or ""
             with SpillFolder(project.path.parent) as folder:
                 try:
-                    _scan_all(project, settings, control, result, t_start, run_id, ahead, folder)
+                    _scan_all(project, settings, control, result, t_start, run_id, ahead, folder, lean)
                 finally:
                     result.spill_bytes = folder.peak
         except (Cancelled, KeyboardInterrupt):
@@ -144,6 +152,7 @@ def _scan_all(
     run_id: int,
     ahead=None,
     folder: SpillFolder | None = None,
+    lean: bool = False,
 ) -> None:
     t0 = time.perf_counter()
     control.report("exact", 0, 0)
@@ -155,7 +164,7 @@ def _scan_all(
     reps = np.flatnonzero(exact_of < 0)
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
-    kept = KeptKeys()
+    kept = None if lean else KeptKeys()
     try:
         found = find_pairs(
             project,
@@ -185,7 +194,7 @@ def _scan_all(
             else:
                 write_scan_result(conn, exact_of, *found)
             del found
-            if result.method == "lsh" and kept.nibbles is not None:
+            if kept is not None and result.method == "lsh" and kept.nibbles is not None:
                 t_keys = time.perf_counter()
                 write_scan_keys(
                     conn,
@@ -200,6 +209,8 @@ def _scan_all(
                 result.timings["keep_keys"] = time.perf_counter() - t_keys
             else:
                 forget_scan_keys(conn)
+                if lean:  # said by the next scan's reason for comparing everything
+                    set_scan_keys_meta(conn, {"lean": True})
             result.pairs = count
             control.report("write", count, count)
             result.timings["write"] = time.perf_counter() - t0
@@ -208,4 +219,5 @@ def _scan_all(
             project.set_meta(scan_state="complete", scan_params=json.dumps(params), **coverage(project))
             project.finish_run(run_id, "complete", result.timings, result.counts())
     finally:
-        kept.close()
+        if kept is not None:
+            kept.close()

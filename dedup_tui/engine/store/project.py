@@ -6,7 +6,7 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import sqlite_utils
@@ -15,6 +15,7 @@ from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
 from .checksums import extend_derived_sums, has_checksums
 from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
+from .records import pack_record, unpack_record
 from .schema import check_schema, create_schema
 
 
@@ -230,23 +231,28 @@ class Project:
         """{id: source id} of the given document ids that are in the project."""
         return self._by_ids("source_id", doc_ids)
 
-    def records(self):
-        """(ord, doc_id, text, source_id, record) of every document, in corpus order (a cursor:
-        read as it goes)."""
-        return self.conn.execute("SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord")
+    def records(self) -> Iterator[tuple]:
+        """(ord, doc_id, text, source_id, record) of every document, in corpus order (read as it
+        goes; the record whole: records.unpack_record)."""
+        for o, doc_id, text, source_id, record in self.conn.execute(
+            "SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord"
+        ):
+            yield o, doc_id, text, source_id, unpack_record(text, record)
 
     def has_checksums(self) -> bool:
         """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
         return has_checksums(self.conn)
 
-    def documents_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
+    def documents_between(self, lo: int, hi: int, checksum: bool = True) -> Iterator[tuple]:
         """(ord, doc_id, text, source_id, record, line, checksum or None) of the documents with
-        lo <= ord <= hi, in corpus order. Hand-written: export reads every document through it."""
-        return self.conn.execute(
+        lo <= ord <= hi, in corpus order, the record whole (records.unpack_record). Hand-written:
+        export reads every document through it."""
+        for o, doc_id, text, source_id, record, line, stored_sum in self.conn.execute(
             f"SELECT ord, doc_id, text, source_id, record, line, {'checksum' if checksum else 'NULL'} FROM documents "
             f"WHERE ord BETWEEN ? AND ? ORDER BY ord",
             (lo, hi),
-        )
+        ):
+            yield o, doc_id, text, source_id, unpack_record(text, record), line, stored_sum
 
     def document_bytes_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
         """(ord, doc_id, text, record when stored as text, checksum) as bytes, for lo <= ord <= hi:
@@ -295,7 +301,7 @@ class Project:
         insert_rows(
             self.conn,
             "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, checksum)",
-            rows,
+            [(*r[:7], pack_record(r[6], r[7]), r[8]) for r in rows],
         )
         extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 

@@ -27,12 +27,14 @@ from .checksums import (
 from .derived import (
     EXACT_CHECKSUM,
     FOREST_CHECKSUM,
+    PAIR_ARRAYS_LAYOUT,
     PAIRS_CHECKSUM,
     SCAN_KEYS_CHECKSUMS,
     SCAN_KEYS_META,
     exact_of_column,
     pairs_checksum,
     pairs_table,
+    unpack_pair_chunk,
     valid_pairs,
     write_exact_array,
     write_pair_array_chunk,
@@ -41,6 +43,7 @@ from .derived import (
 )
 from .locks import transaction
 from .project import Project
+from .records import unpack_record
 
 
 class DerivedDamaged(ProjectError):
@@ -121,11 +124,12 @@ def write_spilled_scan_result(conn, exact_of: np.ndarray, pairs) -> None:
     time: what is stored is the same as write_scan_result's of the same pairs."""
     _clear_scan(conn, exact_of)
     conn.execute("DELETE FROM pair_arrays")
+    narrow = len(exact_of) <= 2**31  # every ord below 2^31: write_pair_arrays' narrow layout
     for chunk, (a, b, j) in enumerate(pairs.blocks(derived.PAIR_ARRAY_CHUNK)):
         insert_pairs(conn, a, b, j)
-        write_pair_array_chunk(conn, chunk, a, b, j)
+        write_pair_array_chunk(conn, chunk, a, b, j, narrow)
         del a, b, j
-    write_pair_forest(conn, pairs.count, pairs.checksum(), pairs.forest_edges())
+    write_pair_forest(conn, pairs.count, pairs.checksum(), pairs.forest_edges(), narrow)
     write_exact_array(conn, exact_of)
     conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
 
@@ -224,16 +228,20 @@ def read_pair_arrays(project: Project) -> tuple[np.ndarray, np.ndarray, np.ndarr
     expected = project.get_meta("pair_arrays_count")
     if expected is None:
         return None
+    layout = project.get_meta(PAIR_ARRAYS_LAYOUT)
     try:
         rows = project.conn.execute("SELECT a, b, jaccard FROM pair_arrays ORDER BY chunk").fetchall()
     except sqlite3.OperationalError:
         return None
-    if any(not isinstance(x, bytes) or len(x) % 8 for r in rows for x in r):
+    if any(not isinstance(x, bytes) for r in rows for x in r):
         return None  # not what a scan wrote: read the pairs table instead
-    a = np.concatenate([np.frombuffer(r[0], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
-    b = np.concatenate([np.frombuffer(r[1], "<i8") for r in rows]) if rows else np.empty(0, np.int64)
-    j = np.concatenate([np.frombuffer(r[2], "<f8") for r in rows]) if rows else np.empty(0, np.float64)
-    if len(a) != int(expected):
+    parts = [unpack_pair_chunk(layout, *r) for r in rows]
+    if any(p is None for p in parts):
+        return None
+    a = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    b = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+    j = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)
+    if len(a) != int(expected) or len(b) != len(a) or len(j) != len(a):
         return None
     return a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), j.astype(np.float64, copy=False)
 
@@ -491,7 +499,8 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     if rows is None or [r[0] for r in rows] != list(range(lo, hi)):
         raise ProjectError(f"{project.path}: the documents at ords {lo}-{hi - 1} cannot all be read: {damaged}")
     for row in rows:
-        if document_checksum(*row[:6]) != row[6]:
+        o, doc_id, source_id, line, text, record = row[:6]
+        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record)) != row[6]:
             shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
             raise ProjectError(
                 f"{project.path}: the stored record of document '{shown}' does not match its checksum: {damaged}"

@@ -18,7 +18,7 @@ from .checksums import document_checksum, has_checksums, write_derived_sums
 from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS documents (
     exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
     checksum TEXT NOT NULL,         -- BLAKE2b-128 of ord, doc_id, source_id, line, text and record (document_checksum)
     text TEXT NOT NULL,             -- original text, unchanged
-    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row
+    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row; stored without the text's own JSON string where it holds it (a NUL, its offset as uint32 LE, the rest: store/records.py)
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 -- Checksums of what load derives from each text (documents.exact_hash, documents.length), per
@@ -246,6 +246,12 @@ def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
     write_derived_sums(conn)
 
 
+def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
+    """Nothing to change: from schema 9 a record may be stored without its text (store/records.py)
+    and the packed pairs narrow (meta pair_arrays_layout); an older project's whole records and
+    wide packed pairs are read as they are. (An older dedup-tui would not read the new ones.)"""
+
+
 def _text_or_bytes(data: bytes) -> str | bytes:
     """A TEXT value as Python's sqlite3 reads it, or its bytes when they are not UTF-8."""
     try:
@@ -275,6 +281,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     5: _migrate_5_to_6,
     6: _migrate_6_to_7,
     7: _migrate_7_to_8,
+    8: _migrate_8_to_9,
 }
 
 
