@@ -513,9 +513,11 @@ def scan(
         f"{r.pairs:,} near pairs >= {floor} ({r.method}{extra}) in {r.timings.get('total', 0):.2f}s"
     )
     if r.oversized_buckets:
+        dense = r.oversized_buckets - r.split_buckets
         click.echo(
-            f"split {r.oversized_buckets:,} LSH buckets larger than --max-bucket {max_bucket:,} by sub-bands "
-            f"(largest {r.largest_bucket:,} documents; none skipped)"
+            f"{r.oversized_buckets:,} LSH buckets larger than --max-bucket {max_bucket:,} (largest "
+            f"{r.largest_bucket:,} documents): {r.split_buckets:,} split by sub-bands, {dense:,} dense ones "
+            f"compared pair by pair; none skipped"
         )
     _end_without_teardown()
 
