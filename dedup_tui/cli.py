@@ -457,7 +457,8 @@ def _no_project_among(references, usage: str) -> None:
     default=DEFAULT_MAX_BUCKET,
     show_default=True,
     type=click.IntRange(2),
-    help="LSH buckets larger than this are split by sub-bands, not compared pair by pair (never skipped).",
+    help="LSH buckets larger than this are split by sub-bands where that saves work, else compared pair "
+    "by pair; never skipped.",
 )
 @click.option(
     "--full",
