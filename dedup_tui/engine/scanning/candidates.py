@@ -176,9 +176,9 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
-    # Every pair is reported by one band (by several only when bands ran side by side, or a
-    # bucket joined keys equal in their high bits): the merge of the bands' survivors removes
-    # those repeats. The list is handed over, not copied.
+    # Every pair is reported by one band (by several only when bands ran side by side, after a
+    # band that split a bucket, or when a bucket joined keys equal in their high bits): the
+    # merge of the bands' survivors removes those repeats. The list is handed over, not copied.
     pairs = CandidatePairs(survivors, len(reps))
     result.prefiltered = result.candidates - pairs.count
     timings["candidates"] = time.perf_counter() - t0
@@ -261,8 +261,8 @@ class _BandCandidates:
         self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         self.needed = matches_needed(settings.floor, SKETCH_TAIL)
         self.packed = lsh.pack_nibbles(signed.signatures)
-        # 0: not ready; 1: reports every prefiltered pair of its buckets; 2: and split some (their
-        # members carry SPLIT_TAG in the band's tags)
+        # 0: not ready; 1: reports every prefiltered pair of its buckets; 2: split some of them
+        # (kernels.bands._collide_earlier)
         self.band_state = np.zeros(banding.bands, np.int8)
         self.sub_positions = lsh.sub_bands(settings.num_perm, banding.rows, banding.bands)
         self.split_buckets = np.zeros(banding.bands, np.int64)
@@ -313,9 +313,8 @@ class _BandCandidates:
     def band(self, band):
         """(surviving pairs of one band, candidates it generated, sizes of its buckets over
         max_bucket). Such a bucket is split by sub-bands (lsh.sub_bands) instead of giving all
-        its pairs, unless it is dense (_worth_splitting): its members are marked in the tags
-        (SPLIT_TAG) and the band's state is 2, so later bands know which of its pairs it
-        reported."""
+        its pairs, unless it is dense (_worth_splitting); the band's state is then 2, so later
+        bands count it as reporting only the pairs that share one of its sub-bands."""
         from .kernels import bands as kernels_bands
         from .kernels import signatures
 
@@ -330,9 +329,6 @@ class _BandCandidates:
                 split[r] = self._worth_splitting(band, order[run_start[r] : run_start[r] + run_len[r]])
         if split.any():
             usable &= ~split
-            tags = self.tags[:, band]
-            tags &= ~kernels_bands.SPLIT_TAG
-            tags[order[_ranges(run_start[split], run_len[split])]] |= kernels_bands.SPLIT_TAG
             self.split_buckets[band] = int(split.sum())
         runs = [(order, run_start[usable], run_len[usable], -1)]
         runs_of_split = self._split_runs(band, order, run_start[split], run_len[split])
@@ -388,8 +384,3 @@ class _BandCandidates:
         for s, m in zip(starts.tolist(), lens.tolist()):
             for sub_band in range(len(positions)):
                 yield (*lsh.sub_buckets(self.signed.signatures, order[s : s + m], positions[sub_band]), sub_band)
-
-
-def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The positions start .. start + len - 1 of every (start, len), concatenated."""
-    return np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))

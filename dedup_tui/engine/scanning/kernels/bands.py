@@ -10,8 +10,6 @@ import numpy as np
 from ...compile.jit import helper, kernel, popcount64
 
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
-# In the tags of a band that split a bucket (band_state 2), the low bit marks its members.
-SPLIT_TAG = np.uint16(1)
 # A run of at least this many members has its packed rows copied side by side first: its
 # m * (m - 1) / 2 agreement tests then read neighbouring memory, not rows scattered over the
 # whole corpus (on 841k summaries, ~40 ns a candidate in buckets of thousands, mostly cache
@@ -53,10 +51,12 @@ def _share_sub_band(sig, x, y, sub_positions, band, before):
 @helper
 def _collide_earlier(sig, tags, x, y, band, rows, band_state, sub_positions):
     """Whether a band before `band` reports x and y: they share its key (state 1 or 2: the
-    band's tags are set), and, when that bucket was split (state 2 and the tag's SPLIT_TAG
-    bit), one of its sub-bands. `tags` (n, bands) holds 16 bits of each band's key: only a
-    band where they are equal (a real collision, or one chance in 65,536) is compared in
-    full, after one vectorised pass over the tags."""
+    band is ready), and, when it split a bucket (state 2), one of its sub-bands too. (Its
+    unsplit buckets' pairs that share none are then reported again by this band, and the
+    merge of the bands' survivors removes the repeats: the signatures, not flags that
+    another thread may still be writing, decide, so no pair is ever lost.) `tags` (n, bands)
+    holds 16 bits of each band's key: only a band where they are equal (a real collision, or
+    one chance in 65,536) is compared in full, after one vectorised pass over the tags."""
     tx = tags[x]
     ty = tags[y]
     any_equal = False
@@ -74,7 +74,7 @@ def _collide_earlier(sig, tags, x, y, band, rows, band_state, sub_positions):
                 break
         if not same:
             continue
-        if band_state[c] == 2 and tx[c] & SPLIT_TAG:
+        if band_state[c] == 2:
             if _share_sub_band(sig, x, y, sub_positions, c, sub_positions.shape[1]):
                 return True
             continue
