@@ -4,6 +4,7 @@ and a property test that valid JSONL records round-trip byte-exact through load 
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -603,3 +604,15 @@ def test_the_command_starts_no_blas_threads_unless_the_user_asks(tmp_path):
         env={**env, "OPENBLAS_NUM_THREADS": "2"},
     )
     assert asked.stdout.split()[1] == "2"
+
+
+def test_scan_says_buckets_over_max_bucket_were_resolved_not_skipped(tmp_path):
+    rng = random.Random(4)
+    family = [
+        {"id": f"t{i}", "text": "typescript definitions for the package " + "".join(rng.sample("abcdefghijk", 6))}
+        for i in range(40)
+    ]
+    corpus = write_jsonl(tmp_path / "family.jsonl", family)
+    r = ok("scan", "--db", tmp_path / "p.db", "--method", "lsh", "--max-bucket", "5", corpus)
+    assert "LSH buckets larger than --max-bucket 5 (largest " in r.output, r.output
+    assert "none skipped" in r.output and "warning" not in r.output

@@ -152,41 +152,67 @@ def test_dense_family_takes_the_bitset_path_and_exact_jaccard_matches_sets():
 def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
     rng = np.random.default_rng(1)
     n, num_perm, rows, bands = 600, 24, 3, 8
-    # Few distinct values per position, so documents share bands often; a block of identical
-    # signatures makes a bucket bigger than max_bucket in every band.
+    # Few distinct values per position, so documents share bands often; a block of near-equal
+    # signatures (a third of their positions redrawn) makes a bucket bigger than max_bucket in
+    # most bands, which is then split by sub-bands.
     sig = rng.integers(0, 4, size=(n, num_perm)).astype(np.uint32)
-    sig[100:160] = sig[100]
+    sig[100:160] = np.where(rng.random((60, num_perm)) < 0.3, sig[100:160], sig[100])
     packed = lsh.pack_nibbles(sig)
     min_agree = 10
     band_state = np.zeros(bands, np.int8)
     tags = np.zeros((n, bands), np.uint16)
+    sub_positions = lsh.sub_bands(num_perm, rows, bands)
     got = []
     want: set[int] = set()
+    split_bands = 0
     for band in range(bands):
         keys = lsh.band_keys(sig, band, rows)
         tags[:, band] = kernels_bands.band_tags(keys)
-        ref, _, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
+        ref, _, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket, sig, sub_positions[band])
         want.update(ref.tolist())
         order = np.argsort(keys, kind="stable")
         skeys = keys[order]
         run_start = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
         run_len = np.diff(np.append(run_start, n))
-        usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket else True)
-        band_state[band] = 2 if len(oversized) else 1
-        starts, lens = run_start[usable], run_len[usable]
-        resume = np.array([0, 0, 1], np.int64)
-        while resume[0] < len(starts):
-            out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
-            written = kernels_bands.band_survivors(
-                order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows, band_state, n, out, resume
-            )
-            got.extend(out[:written].tolist())
+        split = run_len > max_bucket if max_bucket else np.zeros(len(run_len), bool)
+        assert sorted(oversized.tolist()) == sorted(run_len[split].tolist())
+        work = [(order, run_start[(run_len >= 2) & ~split], run_len[(run_len >= 2) & ~split], -1)]
+        for s, m in zip(run_start[split], run_len[split]):
+            for t, positions in enumerate(sub_positions[band]):
+                work.append((*lsh.sub_buckets(sig, order[s : s + m], positions), t))
+        band_state[band] = 2 if split.any() else 1
+        split_bands += bool(split.any())
+        for members, starts, lens, sub_band in work:
+            resume = np.array([0, 0, 1], np.int64)
+            while resume[0] < len(starts):
+                out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
+                written = kernels_bands.band_survivors(
+                    members,
+                    starts,
+                    lens,
+                    packed,
+                    num_perm,
+                    min_agree,
+                    sig,
+                    tags,
+                    band,
+                    rows,
+                    band_state,
+                    n,
+                    out,
+                    resume,
+                    sub_positions,
+                    sub_band,
+                )
+                got.extend(out[:written].tolist())
     if not max_bucket:
         assert len(got) == len(set(got))  # first reporting band only
-    # (A band that skipped a bucket does not count as reporting its pairs: later bands
-    # report them again, and the scan removes the repeats.)
+    # (After a band that split a bucket, a pair of its other buckets that shares none of its
+    # sub-bands may be reported again by a later band: the scan removes the repeats.)
     assert set(got) == want
+    assert len(got) - len(set(got)) < len(want) // 10
     assert len(want) > 100
+    assert split_bands >= (bands // 2 if max_bucket else 0)
 
 
 def test_components_and_order_by_label_equal_references():

@@ -451,21 +451,20 @@ def test_a_new_import_carries_the_review_over(cluster_scanned, corpus, tmp_path)
         assert decisions.can_redo(second)
 
 
-def test_oversized_buckets_are_skipped_as_locally(corpus, tmp_path):
-    """With a small --max-bucket the templated family's buckets are skipped: the same buckets,
-    the same candidates and the same (fewer) pairs as the local scan."""
+def test_oversized_buckets_are_compared_not_skipped(corpus, tmp_path):
+    """With a small --max-bucket the templated family's buckets are over it: the same buckets
+    as the local scan, compared pair by pair (the candidates of no limit), and the same pairs
+    as the local scan with and without the limit."""
     out = tmp_path / "scan"
     result = cluster_scan(corpus, out, ClusterScanSettings(max_bucket=6, **FORCED))
     local = Project(tmp_path / "l.db", create=True)
     load_corpus(local, corpus)
-    expected = scan(local, ScanSettings(method="lsh", max_bucket=6))
-    assert result.oversized_buckets == expected.oversized_buckets > 0
-    assert (result.largest_bucket, result.skipped_candidates, result.candidates) == (
-        expected.largest_bucket,
-        expected.skipped_candidates,
-        expected.candidates,
-    )
-    assert _scan_pairs(out) == _local_pairs(local)
+    limited = scan(local, ScanSettings(method="lsh", max_bucket=6))
+    limited_pairs = _local_pairs(local)
+    unlimited = scan(local, ScanSettings(method="lsh", max_bucket=0))
+    assert (result.oversized_buckets, result.largest_bucket) == (limited.oversized_buckets, limited.largest_bucket)
+    assert result.oversized_buckets > 0 and result.candidates == unlimited.candidates
+    assert _scan_pairs(out) == limited_pairs == _local_pairs(local)
     local.close()
 
 

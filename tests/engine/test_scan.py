@@ -164,10 +164,16 @@ def test_vectorised_greedy_equals_the_plain_loop(shape, max_rounds, monkeypatch)
     assert [None if np.isnan(v) else v for v in best] == want_best
 
 
-def test_oversized_buckets_are_skipped_and_reported(make_project):
+@pytest.mark.parametrize("force_split", [False, True])
+def test_oversized_buckets_are_resolved_not_skipped(make_project, monkeypatch, force_split):
     # A template family: every document shares most of its text, so LSH puts them all in
-    # one bucket per band. With a tiny cap the buckets are skipped and counted, and
-    # whatever is stored is still exact.
+    # one bucket per band. With a tiny cap the buckets are over it and counted, and the
+    # pairs are those of the exact join and of a scan with no cap: such a dense bucket is
+    # compared pair by pair, or, when forced, split by sub-bands.
+    from dedup_tui.engine.scanning import candidates
+
+    if force_split:
+        monkeypatch.setattr(candidates, "SPLIT_IF_SHARED_BELOW", float("inf"))
     rng = np.random.RandomState(4)
     docs = [
         (f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))
@@ -179,10 +185,12 @@ def test_oversized_buckets_are_skipped_and_reported(make_project):
     result = local.scan(project, ScanSettings(floor=0.5, method="lsh", max_bucket=10))
     found = pair_set(project)
     assert result.oversized_buckets > 0 and result.largest_bucket > 10
-    assert result.skipped_candidates >= result.largest_bucket * (result.largest_bucket - 1) // 2
-    assert len(found) < len(truth) and all(truth[p] == j for p, j in found.items())
-    uncapped = local.scan(project, ScanSettings(floor=0.5, method="lsh"))
-    assert uncapped.oversized_buckets == 0 and len(pair_set(project)) >= 0.99 * len(truth)
+    assert result.split_buckets == (result.oversized_buckets if force_split else 0)
+    uncapped = local.scan(project, ScanSettings(floor=0.5, method="lsh", max_bucket=0))
+    assert uncapped.oversized_buckets == 0
+    assert found == pair_set(project) == truth and len(truth) > 100
+    # (split, a dense bucket's pairs are generated once per sub-band they share)
+    assert (result.candidates > uncapped.candidates) if force_split else (result.candidates == uncapped.candidates)
 
 
 @pytest.mark.parametrize("num_perm", [128, 100, 7])
@@ -329,7 +337,8 @@ def test_stored_exact_array_equals_the_documents_column(make_project):
 @pytest.mark.parametrize("max_bucket", [0, 100])
 def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
     """Small buckets (walked by offset) and large ones (compared in blocks) give exactly the
-    pairs a plain double loop gives, and buckets above max_bucket are skipped and reported."""
+    pairs a plain double loop gives; a bucket above max_bucket gives those of its pairs that
+    also share a sub-band, and is reported."""
     from dedup_tui.engine.scanning import lsh
 
     rng = np.random.default_rng(7)
@@ -340,15 +349,23 @@ def test_band_candidates_equal_every_same_key_pair_that_agrees(max_bucket):
     sig = rng.integers(0, 4, (n, num_perm)).astype(np.uint32)  # few values: agreement varies widely
     packed = lsh.pack_nibbles(sig)
     min_agree = 10
-    got, generated, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket)
+    sub_positions = lsh.sub_bands(num_perm, 3, 2)[1]
+    got, generated, oversized = lsh.band_candidates(keys, packed, num_perm, min_agree, max_bucket, sig, sub_positions)
     sizes = {k: int((keys == k).sum()) for k in np.unique(keys).tolist()}
     want, want_generated = set(), 0
     for x in range(n):
         for y in range(x + 1, n):
-            if keys[x] == keys[y] and not (max_bucket and sizes[int(keys[x])] > max_bucket):
+            if keys[x] != keys[y]:
+                continue
+            if max_bucket and sizes[int(keys[x])] > max_bucket:
+                shared = sum(bool((sig[x, p] == sig[y, p]).all()) for p in sub_positions)
+                want_generated += shared  # (a pair is generated once per sub-band it shares)
+                if not shared:
+                    continue
+            else:
                 want_generated += 1
-                if int(((sig[x] & 15) == (sig[y] & 15)).sum()) >= min_agree:
-                    want.add(x * n + y)
+            if int(((sig[x] & 15) == (sig[y] & 15)).sum()) >= min_agree:
+                want.add(x * n + y)
     assert sorted(got.tolist()) == sorted(want) and len(got) == len(want)
     assert generated == want_generated
     assert sorted(oversized.tolist()) == ([150] if max_bucket else [])

@@ -15,8 +15,9 @@ The driver only plans and collects small arrays; every pass over the corpus is a
    is kept, the others are its exact duplicates.
 5. bands: each first copy's band keys are shuffled on (band, bucket), the bucket being the
    key with the local scan's low bits dropped, so buckets are the same as locally. A bucket
-   of 2..max_bucket members gives its pairs that pass the 4-bit agreement prefilter (the
-   compiled `band_survivors`); every piece of the shuffle carries the packed nibbles of the
+   of 2 or more members gives its pairs that pass the 4-bit agreement prefilter (the
+   compiled `band_survivors`; one over max_bucket too: all its pairs, where the local scan
+   splits it by sub-bands); every piece of the shuffle carries the packed nibbles of the
    documents it names once, not once per band.
 6. verify: pairs go to a task per group of consecutive pieces (the group of their earlier
    document), which runs where that group's texts are, fetches the other pieces' texts its
@@ -25,7 +26,8 @@ The driver only plans and collects small arrays; every pass over the corpus is a
 7. documents: the pieces are read again and the records of every document in some pair
    or exact group are written, by the tasks, as Parquet parts for `dedup-tui import`.
 
-The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py).
+The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py), but for a
+bucket over max_bucket: all of its pairs here, those sharing a sub-band there.
 """
 
 from __future__ import annotations
@@ -440,7 +442,6 @@ class _ScanJob:
             r.oversized_buckets += len(oversized)
             if len(oversized):
                 r.largest_bucket = max(r.largest_bucket, int(oversized.max()))
-                r.skipped_candidates += int((oversized * (oversized - 1) // 2).sum())
         self.per_group = np.sum([x[4] for x in stats], axis=0).tolist()
         self._timed("candidates", t0)
 

@@ -142,9 +142,11 @@ def band_entries(
 
 def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, group_bounds: np.ndarray, *parts):
     """Candidate pairs (lo * n_reps + hi, rep indices) of one partition's buckets, grouped by
-    the piece of lo; plus (generated, oversized bucket sizes, bytes received). As the local
-    scan: per band, one sort of the keys gives the buckets (runs of equal high bits) and
-    their members (the low bits)."""
+    the piece of lo; plus (generated, sizes of the buckets over max_bucket, bytes received). As
+    the local scan: per band, one sort of the keys gives the buckets (runs of equal high bits)
+    and their members (the low bits). A bucket over max_bucket gives all its prefiltered
+    pairs, as with no limit (the local scan splits it by sub-bands, which needs the full
+    signatures this stage does not receive)."""
     n_groups = len(group_bounds) - 1
     table = np.concatenate([p[2] for p in parts])
     order = np.argsort(table)
@@ -174,9 +176,9 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
 
 
 def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
-    """The usable buckets of a partition's (band, key) parts, band by band: (members as
-    positions in the partition's table, each bucket's start and length among them, sizes of
-    the buckets skipped for exceeding max_bucket)."""
+    """The buckets of two or more of a partition's (band, key) parts, band by band: (members
+    as positions in the partition's table, each bucket's start and length among them, sizes
+    of the buckets over max_bucket)."""
     empty = np.empty(0, np.int64)
     index_bits = max(1, (n_reps - 1).bit_length())
     mask = np.uint64((1 << index_bits) - 1)
@@ -199,7 +201,7 @@ def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
         del k
         if max_bucket > 0:
             oversized_parts.append(run_len[run_len > max_bucket])
-        usable = (run_len >= 2) & ((run_len <= max_bucket) if max_bucket > 0 else True)
+        usable = run_len >= 2
         # only the members of usable buckets (most are singletons) are looked up in the table
         run_len = run_len[usable]
         rep = rep[np.repeat(usable, np.diff(np.append(run_start, len(rep))))]
@@ -238,6 +240,8 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
             n_t,
             out,
             resume,
+            kernels_bands.NO_SUB_BANDS,
+            -1,
         )
         found.append(out[:written].copy())
     return np.concatenate(found) if found else np.empty(0, np.int64)

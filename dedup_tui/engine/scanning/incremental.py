@@ -12,9 +12,8 @@ agreement prefilter); and the first 8 bytes of its exact hash. An incremental sc
   keys (binary search: no old key is read into a hash table or re-sorted), comparing the same
   high 64 - index_bits bits the full rescan would compare (its index_bits, from the total
   number of representatives), so a bucket holds exactly the documents it would hold in a full
-  rescan. A bucket over max_bucket is skipped as the rescan skips it; one that was usable
-  before and grew past it would lose the rescan old pairs too, so the scan falls back to a
-  full one (FullScanNeeded);
+  rescan. A bucket over max_bucket, which the full scan splits by sub-bands (lsh.sub_bands),
+  makes the scan fall back to a full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair in its first usable shared band only
   (kernels.incremental.added_band_survivors, compiled: this module imports no numba; a dense
@@ -188,17 +187,11 @@ class BandMatch:
         self.old_count = old_count
         total = self.new_count + old_count
         self.usable = total >= 2
-        if max_bucket > 0:
-            self.usable &= total <= max_bucket
-            self.oversized = total[total > max_bucket]
-            grown = (total > max_bucket) & (old_count <= max_bucket) & (old_count >= 2)
-            if grown.any():
-                raise FullScanNeeded(
-                    f"an LSH bucket of {int(old_count[grown].max()):,} scanned documents grew past "
-                    f"--max-bucket {max_bucket:,} with the new ones (a full rescan skips it)"
-                )
-        else:
-            self.oversized = total[:0]
+        if max_bucket > 0 and (total > max_bucket).any():
+            raise FullScanNeeded(
+                f"new documents fall in an LSH bucket of {int(total.max()):,} documents, over "
+                f"--max-bucket {max_bucket:,} (a full scan splits it by sub-bands)"
+            )
         if row_parts:
             bucket = np.concatenate(bucket_parts)
             rows = np.concatenate(row_parts)
@@ -434,10 +427,6 @@ def _added_pairs(
         mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
         mine.sort()
         stored_keys.append(mine)
-        result.oversized_buckets += len(match.oversized)
-        if len(match.oversized):
-            result.largest_bucket = max(result.largest_bucket, int(match.oversized.max()))
-            result.skipped_candidates += int((match.oversized * (match.oversized - 1) // 2).sum())
         control.report("candidates", band + 1, 2 * banding.bands)
     timings["candidates.match"] = time.perf_counter() - t0
     # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.

@@ -135,11 +135,58 @@ _SMALL_RUN = 48
 _BLOCK_ROWS = 64
 
 
-def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agree: int, max_bucket: int = 0):
-    """Pairs of documents sharing this band's key whose 4-bit signatures agree in at least
-    min_agree positions, as lo * n + hi (lo < hi, indices into keys).
+# Fixed, so a band's sub-bands are the same in every scan (and in the kernel's checks).
+_SUB_BAND_SEED = 0x5B0B
+_SUB_BAND_CACHE: dict[tuple[int, int, int], np.ndarray] = {}
 
-    Returns (sorted survivor keys, candidate pairs generated, oversized bucket sizes).
+
+def sub_bands(num_perm: int, rows: int, bands: int) -> np.ndarray:
+    """(bands, count, rows) signature positions: the sub-bands that split a bucket of each
+    band larger than max_bucket. Every position outside the band, in one fixed shuffled order,
+    `rows` at a time: count = (num_perm - rows) // rows sub-bands of the band's own rows, so
+    a pair inside such a bucket is found by them as likely as LSH finds any pair by the other
+    bands (at the default floor, 41 sub-bands of 3 rows: 99.6% of the pairs at Jaccard 0.5
+    that share the bucket, and they have the other 38 bands too). (bands, 0, rows) when the
+    signature has no room for one: such a bucket is compared pair by pair."""
+    key = (num_perm, rows, bands)
+    if key not in _SUB_BAND_CACHE:
+        shuffled = np.random.default_rng(_SUB_BAND_SEED).permutation(num_perm).astype(np.int64)
+        count = (num_perm - rows) // rows
+        table = np.empty((bands, count, rows), np.int64)
+        for band in range(bands):
+            rest = shuffled[(shuffled < band * rows) | (shuffled >= (band + 1) * rows)]
+            table[band] = rest[: count * rows].reshape(count, rows)
+        _SUB_BAND_CACHE[key] = table
+    return _SUB_BAND_CACHE[key]
+
+
+def sub_buckets(signatures: np.ndarray, members: np.ndarray, positions: np.ndarray):
+    """A split bucket's sub-buckets by one sub-band (positions): (members in sub-key order,
+    start and length of each run of two or more)."""
+    keys = band_keys(signatures[members[:, None], positions[None, :]], 0, len(positions))
+    by_key = np.argsort(keys, kind="stable")
+    keys = keys[by_key]
+    start = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    length = np.diff(np.append(start, len(keys)))
+    pairs = length >= 2
+    return members[by_key], start[pairs], length[pairs]
+
+
+def band_candidates(
+    keys: np.ndarray,
+    packed: np.ndarray,
+    num_perm: int,
+    min_agree: int,
+    max_bucket: int = 0,
+    signatures: np.ndarray | None = None,
+    sub_positions: np.ndarray | None = None,
+):
+    """Pairs of documents sharing this band's key whose 4-bit signatures agree in at least
+    min_agree positions, as lo * n + hi (lo < hi, indices into keys). A bucket larger than
+    max_bucket (> 0) gives only the pairs that also share one of the sub-bands
+    `sub_positions` ((count, rows) positions of `signatures`; count 0: every pair).
+
+    Returns (sorted survivor keys, candidate pairs generated, split bucket sizes).
     Documents are put in key order once and their packed signatures with them, so every
     comparison reads neighbouring rows of memory instead of two random ones.
     """
@@ -154,17 +201,28 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
     boundary[1:] = skeys[1:] != skeys[:-1]
     run_start = np.flatnonzero(boundary)
     run_len = np.diff(np.append(run_start, n))
-    oversized = run_len[run_len > max_bucket] if max_bucket > 0 else empty
-    usable = run_len >= 2
-    if max_bucket > 0:
-        usable &= run_len <= max_bucket
-    starts, lens = run_start[usable], run_len[usable]
-    if not len(starts):
-        return empty, 0, oversized
-    members = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
-    ps = packed[order[members]]  # members' packed rows, in key order
+    splits = max_bucket > 0 and sub_positions is not None and len(sub_positions) > 0
+    split = (run_len > max_bucket) if splits else np.zeros(len(run_len), bool)
+    oversized = run_len[split]
     out: list[np.ndarray] = []
     generated = 0
+    for s, m in zip(run_start[split].tolist(), oversized.tolist()):
+        assert signatures is not None and sub_positions is not None
+        for positions in sub_positions:
+            members, starts, lens = sub_buckets(signatures, order[s : s + m], positions)
+            for s2, m2 in zip(starts.tolist(), lens.tolist()):
+                run = members[s2 : s2 + m2]
+                i, j = np.triu_indices(m2, 1)
+                generated += len(i)
+                ok = nibble_agreement_rows(packed[run[i]] ^ packed[run[j]], num_perm) >= min_agree
+                a, b = run[i[ok]], run[j[ok]]
+                out.append(np.minimum(a, b) * n + np.maximum(a, b))
+    usable = (run_len >= 2) & ~split
+    starts, lens = run_start[usable], run_len[usable]
+    if not len(starts):
+        return (np.unique(np.concatenate(out)) if out else empty), generated, oversized
+    members = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    ps = packed[order[members]]  # members' packed rows, in key order
 
     def emit(i: np.ndarray, j: np.ndarray) -> None:
         a, b = order[members[i]], order[members[j]]
@@ -199,6 +257,4 @@ def band_candidates(keys: np.ndarray, packed: np.ndarray, num_perm: int, min_agr
             i = i + r0
             later = j > i
             emit(s + i[later], s + j[later])
-    result = np.concatenate(out) if out else empty
-    result.sort()
-    return result, generated, oversized
+    return np.unique(np.concatenate(out)) if out else empty, generated, oversized

@@ -38,8 +38,9 @@ class ScanSettings:
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
     workers: int = 0  # threads running compiled kernels; 0: one per core
-    # LSH buckets with more members than this are skipped (their m*(m-1)/2 candidates would
-    # swamp the scan) and reported; their pairs are still found through any other band.
+    # LSH buckets with more members than this are split by sub-bands (lsh.sub_bands) instead
+    # of giving all their m*(m-1)/2 candidates, unless most of their pairs are near copies
+    # (candidates.SPLIT_IF_SHARED_BELOW); never skipped. 0: never split.
     max_bucket: int = DEFAULT_MAX_BUCKET
 
     def validate(self) -> None:
@@ -59,8 +60,9 @@ class ScanSettings:
 class ScanCounts:
     """What a scan counted (the local scan's ScanResult and the cluster scan's
     ClusterScanResult add their own): documents, exact copies, the banding, LSH candidates,
-    those the prefilters dropped, pairs verified exactly and pairs found; buckets skipped for
-    their size; seconds per stage."""
+    those the prefilters dropped, pairs verified exactly and pairs found; buckets larger than
+    max_bucket (split by sub-bands locally, compared pair by pair on a cluster) and the
+    largest; seconds per stage."""
 
     documents: int = 0
     representatives: int = 0
@@ -74,7 +76,7 @@ class ScanCounts:
     pairs: int = 0
     oversized_buckets: int = 0
     largest_bucket: int = 0
-    skipped_candidates: int = 0
+    split_buckets: int = 0  # (of the oversized ones: the others were dense, compared pair by pair)
     timings: dict = field(default_factory=dict)
 
     def counts(self) -> dict:

@@ -15,5 +15,6 @@ version it is tested against (tests/engine/test_kernels.py):
                  shared vocabulary when many pairs share few documents; `Family`: a template
                  family's pairs)
 - bands          `band_survivors` ~ lsh.band_candidates, each pair reported in its first band only
+                 (a bucket split by sub-bands: its pairs sharing one, in the first they share)
 - components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`
 - incremental    `added_band_survivors`: the incremental scan's band pass"""
