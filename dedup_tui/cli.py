@@ -635,6 +635,8 @@ def _plan_first(
         return  # no project and nothing to load: the scan says so
     # (a rescan of a project: its corpus was about a seventh of the project file)
     size = corpus_bytes(loading, PLAN_IN_SCAN_BYTES) if loading else Path(db).stat().st_size // 7
+    if size < PLAN_IN_SCAN_BYTES and not loading:
+        return  # a small rescan: a disk that fills up while it writes is the scan's one-line error
     if size < PLAN_IN_SCAN_BYTES:
         try:
             check_disk(size_only_need(size), db)

@@ -283,7 +283,7 @@ async def test_help_and_palette(corpus):
 async def test_escape_cancels_scan(corpus, monkeypatch):
     started = threading.Event()
 
-    def slow_scan(project, settings, control, full=False, ahead=None, memory=None):
+    def slow_scan(project, settings, control, full=False, ahead=None, memory=None, lean=False):
         for i in range(1000):
             control.report("signatures", i, 1000)
             started.set()
@@ -545,11 +545,11 @@ async def test_a_cancelled_scan_can_be_started_again(tmp_path, monkeypatch):
 
     real_scan, calls = local.scan, []
 
-    def scan_cancelled_once(project, settings, control, full=False, ahead=None, memory=None):
+    def scan_cancelled_once(project, settings, control, full=False, ahead=None, memory=None, lean=False):
         calls.append(1)
         if len(calls) == 1:
             raise Cancelled("cancelled")
-        return real_scan(project, settings, control, full=full, ahead=ahead, memory=memory)
+        return real_scan(project, settings, control, full=full, ahead=ahead, memory=memory, lean=lean)
 
     monkeypatch.setattr(local, "scan", scan_cancelled_once)
     app = create_app(write_corpus(tmp_path / "c.jsonl", corpus_docs()), author="tester")
