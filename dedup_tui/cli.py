@@ -601,7 +601,7 @@ def scan(
         from .engine.scanning.memory import format_size
 
         click.echo(
-            f"the candidates did not fit in {format_size(r.memory_cap)}: verified in {r.passes:,} passes, "
+            f"candidates verified in {r.passes:,} passes under the {format_size(r.memory_cap)} cap, "
             f"{format_size(r.spill_bytes)} at most in the spill folder"
         )
     if r.memory_cap and r.fixed_bytes > r.memory_cap:
