@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sqlite3
 import sys
 import time
@@ -29,6 +30,8 @@ sys.path.insert(0, str(HERE))
 import peers
 import scale_corpora
 from bench_scan import _peer_banding, cli_path, run_measured, scan_record
+
+from dedup_tui.engine.scanning.memory import parse_size
 
 FLOOR = 0.5
 # rensa's measured peak per document on these corpora (7.0 GB at 2.5M): it is run only where
@@ -113,11 +116,12 @@ def run_ours(kind: str, corpus: Path, work: Path, extra: list[str], timeout: flo
     log("  " + "\n  ".join(m.stdout.strip().splitlines()))
     record = scan_record(db)
     counts = record.get("counts", {})
+    spilled = re.search(r"([\d.]+) (B|KB|MB|GB|TB) at most in the spill folder", m.stdout)
     row.update(
         status="ok",
         db=db,
         project_bytes=sum(p.stat().st_size for p in work.glob(f"{kind}.db*")),
-        spill_bytes=next((v for k, v in counts.items() if "spill" in k), None),
+        spill_bytes=parse_size(spilled.group(1) + spilled.group(2)) if spilled else 0,
         candidates=counts.get("candidates"),
         pairs=counts.get("pairs"),
         stages=record.get("timings", {}),
