@@ -482,3 +482,21 @@ def test_text_sketches_equal_signature_pass_sketches():
     values, offsets = shingle.shingle_sets([texts[d] for d in docs], 5)
     for row in np.flatnonzero(sketch_of >= 0):
         assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row] : offsets[row + 1]]))
+
+
+def test_text_builder_equals_concat_of_its_chunks():
+    rng = random.Random(7)
+    words = ["ab", "Ünï", "çødé", "x" * 40, "日本語"]
+    sizes = [3, 0, 1, 60, 5, 17]  # an empty chunk, and one larger than a block
+    parts = [
+        text.normalized_buffer([" ".join(rng.choices(words, k=rng.randint(0, 30))) for _ in range(n)]) for n in sizes
+    ]
+    builder = text.TextBuilder(sum(sizes), block_bytes=256)
+    for part in parts:
+        view = builder.append(part)
+        assert bytes(view.data) == bytes(part.data)
+        assert view.offsets.tolist() == part.offsets.tolist()
+    assert len(builder._blocks) > 2  # (several blocks, so finish() joins them)
+    built, joined = builder.finish(), text.TextBuffer.concat(parts)
+    assert bytes(built.data) == bytes(joined.data)
+    assert built.offsets.tolist() == joined.offsets.tolist()

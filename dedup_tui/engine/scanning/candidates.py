@@ -266,19 +266,23 @@ class Signed:
         perm_a, perm_b = hasher.multipliers, hasher.increments
         self.signatures = np.empty((len(reps), settings.num_perm), np.uint32)
         text_chunks = chunks(reps, lengths)
-        texts: list = []
-        chunk_sketches: list[np.ndarray] = []
+        # The texts and sketches are written where they end up as each chunk is read (its own
+        # buffers go at once): no chunk outlives its signing, and nothing is concatenated.
+        builder = kernels_text.TextBuilder(len(reps))
+        # A row per text at most (only the long texts' rows are written: the rest of a large
+        # allocation is never touched, so never resident).
+        all_sketches = np.empty((len(reps), SKETCH_BINS), np.uint8)
+        sketch_rows = [0]
 
         def read_chunks():
             row = 0
             for chunk in text_chunks:
                 control.check()
-                buf = kernels_text.normalized_buffer(read_texts(project, chunk))
-                texts.append(buf)
+                buf = builder.append(kernels_text.normalized_buffer(read_texts(project, chunk)))
                 sketch_of = sketch_rows_of(np.diff(buf.offsets))
-                sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
-                chunk_sketches.append(sketches)
-                yield buf, row, sketch_of, sketches
+                first = sketch_rows[0]
+                sketch_rows[0] += int((sketch_of >= 0).sum())
+                yield buf, row, sketch_of, all_sketches[first : sketch_rows[0]]
                 row += len(chunk)
 
         def sign(buf, row, sketch_of, sketches):
@@ -296,10 +300,9 @@ class Signed:
 
         for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
             pass
-        self.text = kernels_text.TextBuffer.concat(texts)
-        texts.clear()
+        self.text = builder.finish()
         self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
-        self.sketches = np.concatenate(chunk_sketches) if chunk_sketches else np.empty((0, SKETCH_BINS), np.uint8)
+        self.sketches = all_sketches[: sketch_rows[0]]
 
 
 class _BandCandidates:
