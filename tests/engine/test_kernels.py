@@ -496,7 +496,17 @@ def test_text_builder_equals_concat_of_its_chunks():
         view = builder.append(part)
         assert bytes(view.data) == bytes(part.data)
         assert view.offsets.tolist() == part.offsets.tolist()
-    assert len(builder._blocks) > 2  # (several blocks, so finish() joins them)
+    assert len(builder.data._blocks) > 2  # (several blocks, so finish() joins them)
     built, joined = builder.finish(), text.TextBuffer.concat(parts)
     assert bytes(built.data) == bytes(joined.data)
     assert built.offsets.tolist() == joined.offsets.tolist()
+
+
+def test_blocks_of_rows_equal_the_concatenation_of_the_parts():
+    rng = np.random.default_rng(5)
+    parts = [rng.integers(0, 256, (m, 16), dtype=np.uint8) for m in (3, 0, 9, 40, 1)]  # 40: over a block
+    blocks = text.Blocks((16,), block_bytes=10 * 16)
+    for part in parts:
+        blocks.take(len(part))[:] = part
+    assert [len(b) for b in blocks._blocks] == [10, 10, 40, 10]
+    assert np.array_equal(blocks.finish(), np.concatenate(parts))

@@ -269,10 +269,7 @@ class Signed:
         # The texts and sketches are written where they end up as each chunk is read (its own
         # buffers go at once): no chunk outlives its signing, and nothing is concatenated.
         builder = kernels_text.TextBuilder(len(reps))
-        # A row per text at most (only the long texts' rows are written: the rest of a large
-        # allocation is never touched, so never resident).
-        all_sketches = np.empty((len(reps), SKETCH_BINS), np.uint8)
-        sketch_rows = [0]
+        sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
 
         def read_chunks():
             row = 0
@@ -280,9 +277,7 @@ class Signed:
                 control.check()
                 buf = builder.append(kernels_text.normalized_buffer(read_texts(project, chunk)))
                 sketch_of = sketch_rows_of(np.diff(buf.offsets))
-                first = sketch_rows[0]
-                sketch_rows[0] += int((sketch_of >= 0).sum())
-                yield buf, row, sketch_of, all_sketches[first : sketch_rows[0]]
+                yield buf, row, sketch_of, sketch_blocks.take(int((sketch_of >= 0).sum()))
                 row += len(chunk)
 
         def sign(buf, row, sketch_of, sketches):
@@ -301,8 +296,8 @@ class Signed:
         for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
             pass
         self.text = builder.finish()
+        self.sketches = sketch_blocks.finish()
         self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
-        self.sketches = all_sketches[: sketch_rows[0]]
 
 
 class _BandCandidates:

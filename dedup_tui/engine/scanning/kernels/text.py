@@ -55,58 +55,79 @@ class TextBuffer:
         return self.data.nbytes + self.offsets.nbytes
 
 
-class TextBuilder:
-    """One TextBuffer of `n_texts` texts built chunk by chunk (append) without holding the
-    texts twice: each chunk's bytes are copied into blocks of BLOCK_BYTES as it comes (its own
-    buffer can then go), and finish() copies the blocks into the final array one at a time,
-    freeing each once copied. TextBuffer.concat of the chunks held every chunk and the whole
-    result at once (2x the texts, the local scan's peak as its signing ended), and the chunks'
-    memory stayed with the allocator afterwards."""
+class Blocks:
+    """An array built by appending rows (take) without ever holding it twice: the rows go into
+    blocks of about BLOCK_BYTES, and finish() copies the blocks into the final array one at a
+    time, freeing each once copied (the final array plus one block at the peak, where
+    concatenating parts held them all and the result at once)."""
 
     # Above glibc's largest mmap threshold (32 MB): each block is a mapping of its own, given
     # back to the system as soon as it is freed.
     BLOCK_BYTES = 64 << 20
 
-    def __init__(self, n_texts: int, block_bytes: int = BLOCK_BYTES):
+    def __init__(self, row_shape: tuple[int, ...] = (), dtype=np.uint8, block_bytes: int = BLOCK_BYTES):
+        self.row_shape, self.dtype = row_shape, np.dtype(dtype)
+        self.row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * self.dtype.itemsize)
+        self.block_rows = max(1, block_bytes // self.row_bytes)
+        self.rows = 0
+        self._blocks: list[np.ndarray] = []
+        self._used: list[int] = []
+
+    def take(self, rows: int) -> np.ndarray:
+        """`rows` new rows (uninitialised), for the caller to fill."""
+        if not rows:
+            return np.empty((0, *self.row_shape), self.dtype)
+        if not self._blocks or self._used[-1] + rows > len(self._blocks[-1]):
+            self._blocks.append(np.empty((max(self.block_rows, rows), *self.row_shape), self.dtype))
+            self._used.append(0)
+        start = self._used[-1]
+        self._used[-1] = start + rows
+        self.rows += rows
+        return self._blocks[-1][start : start + rows]
+
+    def finish(self) -> np.ndarray:
+        """The rows taken so far as one array; the blocks are gone afterwards."""
+        out = np.empty((self.rows, *self.row_shape), self.dtype)
+        at = 0
+        while self._blocks:
+            block, used = self._blocks.pop(0), self._used.pop(0)
+            out[at : at + used] = block[:used]
+            at += used
+            del block
+        self.rows = 0
+        return out
+
+
+class TextBuilder:
+    """One TextBuffer of `n_texts` texts built chunk by chunk (append) without holding the
+    texts twice (Blocks): TextBuffer.concat of the chunks held every chunk and the whole result
+    at once (2x the texts: the local scan's peak as its signing ended), and the chunks' memory
+    stayed with the allocator afterwards."""
+
+    def __init__(self, n_texts: int, block_bytes: int = Blocks.BLOCK_BYTES):
         self.offsets = np.empty(n_texts + 1, np.int64)
         self.offsets[0] = 0
         self.rows = 0
-        self.size = 0
-        self.block_bytes = block_bytes
-        self._blocks: list[np.ndarray] = []
-        self._used: list[int] = []
+        self.data = Blocks(block_bytes=block_bytes)
 
     def append(self, part: TextBuffer) -> TextBuffer:
         """Add `part`'s texts; they are returned as a TextBuffer over the builder's block (the
         caller can drop `part`)."""
-        n, size = len(part), len(part.data)
+        n = len(part)
         if self.rows + n > len(self.offsets) - 1:
             raise ValueError(f"more than the {len(self.offsets) - 1} texts the builder was made for")
-        if not self._blocks or self._used[-1] + size > len(self._blocks[-1]):
-            self._blocks.append(np.empty(max(self.block_bytes, size), np.uint8))
-            self._used.append(0)
-        start = self._used[-1]
-        view = self._blocks[-1][start : start + size]
+        size = self.data.rows
+        view = self.data.take(len(part.data))
         view[:] = part.data
-        self._used[-1] = start + size
-        self.offsets[self.rows + 1 : self.rows + n + 1] = part.offsets[1:] - part.offsets[0] + self.size
+        self.offsets[self.rows + 1 : self.rows + n + 1] = part.offsets[1:] - part.offsets[0] + size
         self.rows += n
-        self.size += size
         return TextBuffer(view, part.offsets - part.offsets[0])
 
     def finish(self) -> TextBuffer:
         """The texts appended so far as one buffer; the builder is empty afterwards."""
-        data = np.empty(self.size, np.uint8)
-        at = 0
-        while self._blocks:
-            block, used = self._blocks.pop(0), self._used.pop(0)
-            data[at : at + used] = block[:used]
-            at += used
-            del block
-        offsets = self.offsets[: self.rows + 1] if self.rows + 1 < len(self.offsets) else self.offsets
-        self.offsets = np.zeros(1, np.int64)
-        self.rows = self.size = 0
-        return TextBuffer(data, offsets)
+        offsets = self.offsets[: self.rows + 1]
+        self.offsets, self.rows = np.zeros(1, np.int64), 0
+        return TextBuffer(self.data.finish(), offsets)
 
 
 # -- normalisation ----------------------------------------------------------------------------
