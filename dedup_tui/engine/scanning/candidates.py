@@ -339,13 +339,12 @@ class _BandCandidates:
         result.split_buckets = int(self.split_buckets.sum())
 
     def buckets(self, band):
-        """(documents in band-key order, start and length of each bucket, this band's keys).
-        The document index replaces the key's low bits, so one sort (numpy's vectorised sort,
-        ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may join
-        keys that differ only in those low bits: a few extra candidates, never a miss.)"""
+        """(documents in band-key order, start and length of each bucket of two documents or
+        more). The document index replaces the key's low bits, so one sort (numpy's vectorised
+        sort, ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may
+        join keys that differ only in those low bits: a few extra candidates, never a miss.)"""
         from .kernels import bands as kernels_bands
 
-        n = self.n
         keys = lsh.band_keys(self.signed.signatures, band, self.banding.rows)
         self.tags[:, band] = kernels_bands.band_tags(keys)
         keys &= ~self.index_mask
@@ -353,14 +352,9 @@ class _BandCandidates:
         keys.sort()
         if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
             self.kept.keep_band_keys(band, keys)
-        order = (keys & self.index_mask).astype(np.int64)
+        order = np.bitwise_and(keys, self.index_mask).view(np.int64)  # (an index is below 2^63)
         keys >>= self.index_bits
-        boundary = np.empty(n, dtype=bool)
-        boundary[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=boundary[1:])
-        del keys
-        run_start = np.flatnonzero(boundary)
-        run_len = np.diff(np.append(run_start, n))
+        run_start, run_len = lsh.shared_runs(keys)
         return order, run_start, run_len
 
     def band(self, band):
@@ -375,15 +369,13 @@ class _BandCandidates:
         order, run_start, run_len = self.buckets(band)
         max_bucket = settings.max_bucket
         oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
-        usable = run_len >= 2
         split = np.zeros(len(run_len), bool)
         if len(oversized) and self.sub_positions.shape[1]:
             for r in np.flatnonzero(run_len > max_bucket).tolist():
                 split[r] = self._worth_splitting(band, order[run_start[r] : run_start[r] + run_len[r]])
         if split.any():
-            usable &= ~split
             self.split_buckets[band] = int(split.sum())
-        runs = [(order, run_start[usable], run_len[usable], -1)]
+        runs = [(order, run_start[~split], run_len[~split], -1)]
         runs_of_split = self._split_runs(band, order, run_start[split], run_len[split])
         self.band_state[band] = 2 if split.any() else 1
         generated = 0
