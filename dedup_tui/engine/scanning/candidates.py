@@ -19,6 +19,7 @@ from ..store.scans import read_texts
 from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
+from .memory import release_free_memory
 from .minhash import MinHasher
 from .passes import (
     BYTES_PER_CANDIDATE,
@@ -195,6 +196,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
+    release_free_memory()
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
     plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
@@ -298,6 +300,7 @@ class Signed:
         self.text = builder.finish()
         self.sketches = sketch_blocks.finish()
         self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+        release_free_memory()  # (the chunks' texts and buffers)
 
 
 class _BandCandidates:
