@@ -5,6 +5,7 @@ scan keeps for the incremental scans after it (KeptKeys)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import tempfile
@@ -33,7 +34,7 @@ from .passes import (
 )
 from .settings import PREFILTER_TAIL, ScanResult, ScanSettings, Threads, chunks, sketch_rows_of
 from .similarity import all_pairs_at_least
-from .sketch import SKETCH_BINS, matches_needed
+from .sketch import SKETCH_BINS, SKETCH_MIN_BYTES, matches_needed
 from .verify import SKETCH_TAIL, CandidatePairs, VerifyPlan, concat_csr, verify
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
@@ -49,6 +50,8 @@ BAND_BUFFER = 1 << 21
 # SPLIT_SAMPLE pairs are drawn (seeded: the same choice in every scan).
 SPLIT_IF_SHARED_BELOW = 0.25
 SPLIT_SAMPLE = 2000
+# The spill file of the texts while the candidates are found, when they do not fit beside them.
+TEXT_SPILL = "texts"
 
 
 class KeptKeys:
@@ -178,17 +181,23 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
 
 
 def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None, cap=0, folder=None):
+    from .kernels import text as kernels_text  # (compiled: loaded only when a scan needs them)
+
     timings = result.timings
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     result.bands, result.rows = banding.bands, banding.rows
     t0 = time.perf_counter()
-    signed = Signed(project, reps, lengths, settings, control, threads, ahead)
+    folder = folder or SpillFolder()
+    spill_text = None
+    if cap > 0 and _texts_do_not_fit(cap, reps, lengths, settings, banding, threads.workers):
+        spill_text = functools.partial(folder.append, TEXT_SPILL)
+    signed = Signed(project, reps, lengths, settings, control, threads, ahead, spill_text)
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     bands = _BandCandidates(signed, banding, settings, control, kept)
-    folder = folder or SpillFolder()
-    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads)
+    returning = int(signed.text.offsets[-1]) if isinstance(signed.text, kernels_text.SpilledText) else 0
+    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads, returning)
     survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
     bands.collect(threads, result, survivors)
     if kept is not None:
@@ -197,6 +206,9 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
     release_free_memory()
+    if isinstance(text, kernels_text.SpilledText):
+        text = text.load(np.fromfile(folder.file(TEXT_SPILL), np.uint8))
+        folder.remove(TEXT_SPILL)
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
     plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
@@ -228,10 +240,26 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     return spilled
 
 
-def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int, int]:
+def _texts_do_not_fit(cap: int, reps, lengths, settings: ScanSettings, banding, workers: int) -> bool:
+    """Whether the texts wait in the spill folder while the candidates are found (they are read
+    back for verification, once the signatures and sketches are gone): when, with what the
+    process holds now, the signatures, sketches, texts (about a byte a character), band tags,
+    nibbles and the band threads' work (~24 B a document each) would not fit under `cap`."""
+    n = len(reps)
+    rep_lengths = lengths[reps]
+    held = (
+        resident_bytes()
+        + n * (settings.num_perm * 4 + banding.bands * 2 + settings.num_perm // 2 + workers * 24)
+        + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
+    )
+    return held + int(rep_lengths.sum()) + 8 * n > cap
+
+
+def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int = 0) -> tuple[int, int, int]:
     """(candidates held in memory before spilling starts, candidates per pass, the bytes the
     scan holds whatever the cap: what the process holds now and the band threads' work) under
-    `cap` (bytes; 0: no limit), by passes.py's memory model."""
+    `cap` (bytes; 0: no limit), by passes.py's memory model. `returning`: bytes out of memory
+    now that verification reads back (spilled texts)."""
     n = len(signed.signatures)
     now = resident_bytes()
     fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
@@ -239,7 +267,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, 
         return 1 << 62, 1 << 62, fixed
     freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
     verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
-    pass_limit = (cap - (now - freed_after_bands) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
+    pass_limit = (cap - (now - freed_after_bands + returning) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
     hold_limit = min(pass_limit, (cap - fixed) // 8)
     hold_limit = min(max(hold_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     return hold_limit, min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES), fixed
@@ -252,7 +280,7 @@ class Signed:
     (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
     them as they were loaded."""
 
-    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None):
+    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None, spill_text=None):
         from .kernels import signatures  # compiled kernels: loaded only when a scan needs them
         from .kernels import text as kernels_text
 
@@ -270,7 +298,7 @@ class Signed:
         text_chunks = chunks(reps, lengths)
         # The texts and sketches are written where they end up as each chunk is read (its own
         # buffers go at once): no chunk outlives its signing, and nothing is concatenated.
-        builder = kernels_text.TextBuilder(len(reps))
+        builder = kernels_text.TextBuilder(len(reps), spill=spill_text)
         sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
 
         def read_chunks():

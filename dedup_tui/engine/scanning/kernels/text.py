@@ -65,10 +65,10 @@ class Blocks:
     # back to the system as soon as it is freed.
     BLOCK_BYTES = 64 << 20
 
-    def __init__(self, row_shape: tuple[int, ...] = (), dtype=np.uint8, block_bytes: int = BLOCK_BYTES):
+    def __init__(self, row_shape: tuple[int, ...] = (), dtype=np.uint8, block_bytes: int | None = None):
         self.row_shape, self.dtype = row_shape, np.dtype(dtype)
         self.row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * self.dtype.itemsize)
-        self.block_rows = max(1, block_bytes // self.row_bytes)
+        self.block_rows = max(1, (block_bytes or self.BLOCK_BYTES) // self.row_bytes)
         self.rows = 0
         self._blocks: list[np.ndarray] = []
         self._used: list[int] = []
@@ -84,6 +84,14 @@ class Blocks:
         self._used[-1] = start + rows
         self.rows += rows
         return self._blocks[-1][start : start + rows]
+
+    def drain(self, every: bool = False) -> list[np.ndarray]:
+        """The rows of the blocks no more rows go into (all of them when `every`), in order,
+        removed from here (for a caller that writes them elsewhere)."""
+        keep = 0 if every else min(1, len(self._blocks))
+        out = [b[:u] for b, u in zip(self._blocks[: len(self._blocks) - keep], self._used)]
+        del self._blocks[: len(out)], self._used[: len(out)]
+        return out
 
     def finish(self) -> np.ndarray:
         """The rows taken so far as one array; the blocks are gone afterwards."""
@@ -104,11 +112,14 @@ class TextBuilder:
     at once (2x the texts: the local scan's peak as its signing ended), and the chunks' memory
     stayed with the allocator afterwards."""
 
-    def __init__(self, n_texts: int, block_bytes: int = Blocks.BLOCK_BYTES):
+    def __init__(self, n_texts: int, block_bytes: int | None = None, spill=None):
+        """`spill(bytes)`, when given, takes each block as it fills (in order) and the rest at
+        finish(), which then keeps only the offsets (SpilledText)."""
         self.offsets = np.empty(n_texts + 1, np.int64)
         self.offsets[0] = 0
         self.rows = 0
         self.data = Blocks(block_bytes=block_bytes)
+        self.spill = spill
 
     def append(self, part: TextBuffer) -> TextBuffer:
         """Add `part`'s texts; they are returned as a TextBuffer over the builder's block (the
@@ -121,13 +132,37 @@ class TextBuilder:
         view[:] = part.data
         self.offsets[self.rows + 1 : self.rows + n + 1] = part.offsets[1:] - part.offsets[0] + size
         self.rows += n
+        if self.spill is not None:  # (a block still read by a signing thread lives on in its view)
+            for full in self.data.drain():
+                self.spill(full)
         return TextBuffer(view, part.offsets - part.offsets[0])
 
-    def finish(self) -> TextBuffer:
-        """The texts appended so far as one buffer; the builder is empty afterwards."""
+    def finish(self) -> TextBuffer | SpilledText:
+        """The texts appended so far as one buffer (or, spilled, their offsets); the builder is
+        empty afterwards."""
         offsets = self.offsets[: self.rows + 1]
         self.offsets, self.rows = np.zeros(1, np.int64), 0
-        return TextBuffer(self.data.finish(), offsets)
+        if self.spill is None:
+            return TextBuffer(self.data.finish(), offsets)
+        for rest in self.data.drain(every=True):
+            self.spill(rest)
+        return SpilledText(offsets)
+
+
+class SpilledText:
+    """The offsets of texts a TextBuilder spilled: load(data) makes them a TextBuffer again with
+    the bytes read back."""
+
+    def __init__(self, offsets: np.ndarray):
+        self.offsets = offsets
+
+    def load(self, data: np.ndarray) -> TextBuffer:
+        if len(data) != self.offsets[-1]:
+            raise OSError(f"the scan's spilled texts came back with {len(data)} of {self.offsets[-1]} bytes")
+        return TextBuffer(data, self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
 
 
 # -- normalisation ----------------------------------------------------------------------------
