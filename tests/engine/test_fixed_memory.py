@@ -2,6 +2,7 @@
 stages; the texts spilled while the candidates are found when they do not fit."""
 
 import ctypes
+import hashlib
 import os
 import platform
 
@@ -78,3 +79,26 @@ def test_a_text_builder_that_spills_gives_its_blocks_in_order_and_keeps_the_offs
     assert bytes(loaded.data) == bytes(joined.data) and loaded.offsets.tolist() == joined.offsets.tolist()
     with pytest.raises(OSError, match="spilled texts"):
         spilled.load(np.frombuffer(b"".join(out[:-1]), np.uint8))
+
+
+def _digit_by_digit(hashes: list[str]) -> np.ndarray:
+    raw = np.frombuffer("".join(h[:16] for h in hashes).encode("ascii"), np.uint8).reshape(-1, 16)
+    digits = np.where(raw >= ord("a"), raw - (ord("a") - 10), raw - ord("0")).astype(np.uint64)
+    out = np.zeros(len(hashes), np.uint64)
+    for i in range(16):
+        out = (out << np.uint64(4)) | digits[:, i]
+    return out
+
+
+@pytest.mark.parametrize(
+    "hashes",
+    [
+        [hashlib.sha256(str(i).encode()).hexdigest() for i in range(500)],
+        ["0123456789abcdef" + "0" * 48, "f" * 64],
+        ["0123456789ABCDEF" + "0" * 48, "zz" * 32],  # (not lowercase hex: read as it always was)
+    ],
+)
+def test_hash_prefixes_are_the_first_16_hex_digits_as_read_digit_by_digit(hashes):
+    from dedup_tui.engine.store.scans import hash_prefixes
+
+    assert hash_prefixes(hashes).tolist() == _digit_by_digit(hashes).tolist()
