@@ -206,8 +206,8 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
     release_free_memory()
-    if isinstance(text, kernels_text.SpilledText):
-        text = text.load(np.fromfile(folder.file(TEXT_SPILL), np.uint8))
+    if isinstance(text, kernels_text.SpilledText):  # (no file when every text is empty)
+        text = text.load(np.fromfile(folder.file(TEXT_SPILL), np.uint8) if text.offsets[-1] else np.empty(0, np.uint8))
         folder.remove(TEXT_SPILL)
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
