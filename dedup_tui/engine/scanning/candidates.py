@@ -275,8 +275,9 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
 
 class Signed:
     """The representatives' MinHash signatures, their sketches (texts of at least
-    SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification). This
-    thread reads and normalises chunks of texts (Python) while the threads hash them
+    SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification: a
+    TextBuffer, or a kernels.text.SpilledText when `spill_text(bytes)` took them as they came).
+    This thread reads and normalises chunks of texts (Python) while the threads hash them
     (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
     them as they were loaded."""
 
