@@ -482,3 +482,53 @@ def test_text_sketches_equal_signature_pass_sketches():
     values, offsets = shingle.shingle_sets([texts[d] for d in docs], 5)
     for row in np.flatnonzero(sketch_of >= 0):
         assert np.array_equal(got[row], sketch.sketch_of_set(values[offsets[row] : offsets[row + 1]]))
+
+
+def test_text_builder_equals_concat_of_its_chunks():
+    rng = random.Random(7)
+    words = ["ab", "Ünï", "çødé", "x" * 40, "日本語"]
+    sizes = [3, 0, 1, 60, 5, 17]  # an empty chunk, and one larger than a block
+    parts = [
+        text.normalized_buffer([" ".join(rng.choices(words, k=rng.randint(0, 30))) for _ in range(n)]) for n in sizes
+    ]
+    builder = text.TextBuilder(sum(sizes), block_bytes=256)
+    for part in parts:
+        view = builder.append(part)
+        assert bytes(view.data) == bytes(part.data)
+        assert view.offsets.tolist() == part.offsets.tolist()
+    assert len(builder.data._blocks) > 2  # (several blocks, so finish() joins them)
+    built, joined = builder.finish(), text.TextBuffer.concat(parts)
+    assert bytes(built.data) == bytes(joined.data)
+    assert built.offsets.tolist() == joined.offsets.tolist()
+
+
+def test_blocks_of_rows_equal_the_concatenation_of_the_parts():
+    rng = np.random.default_rng(5)
+    parts = [rng.integers(0, 256, (m, 16), dtype=np.uint8) for m in (3, 0, 9, 40, 1)]  # 40: over a block
+    blocks = text.Blocks((16,), block_bytes=10 * 16)
+    for part in parts:
+        blocks.take(len(part))[:] = part
+    assert [len(b) for b in blocks._blocks] == [10, 10, 40, 10]
+    assert np.array_equal(blocks.finish(), np.concatenate(parts))
+
+
+def test_band_keys_by_blocks_equal_the_whole_band_at_once(monkeypatch):
+    rng = np.random.default_rng(11)
+    sig = rng.integers(0, 2**32, (1000, 12), dtype=np.uint64).astype(np.uint32)
+    cols = sig[:, 3:6].astype(np.uint64)
+    whole = np.zeros(len(sig), np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(3):
+            whole += (cols[:, j] + np.uint64(1)) * lsh._ROW_MULTIPLIERS[j]
+    monkeypatch.setattr(lsh, "KEY_ROWS", 300)  # (blocks of 300: the last one partial)
+    assert np.array_equal(lsh.band_keys(sig, 1, 3), shingle.mix64(whole))
+
+
+@pytest.mark.parametrize("keys", [[], [4], [4, 4], [1, 2, 3], [1, 1, 2, 3, 3, 3, 4, 5, 5], [7] * 6])
+def test_shared_runs_are_the_runs_of_two_or_more_equal_keys(keys):
+    sorted_keys = np.array(keys, np.uint64)
+    starts, lens = lsh.shared_runs(sorted_keys)
+    run_start = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if keys else np.empty(0, np.int64)
+    run_len = np.diff(np.append(run_start, len(keys)))
+    assert starts.tolist() == run_start[run_len >= 2].tolist()
+    assert lens.tolist() == run_len[run_len >= 2].tolist()

@@ -5,6 +5,7 @@ scan keeps for the incremental scans after it (KeptKeys)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import tempfile
@@ -19,6 +20,7 @@ from ..store.scans import read_texts
 from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
+from .memory import release_free_memory
 from .minhash import MinHasher
 from .passes import (
     BYTES_PER_CANDIDATE,
@@ -32,7 +34,7 @@ from .passes import (
 )
 from .settings import PREFILTER_TAIL, ScanResult, ScanSettings, Threads, chunks, sketch_rows_of
 from .similarity import all_pairs_at_least
-from .sketch import SKETCH_BINS, matches_needed
+from .sketch import SKETCH_BINS, SKETCH_MIN_BYTES, matches_needed
 from .verify import SKETCH_TAIL, CandidatePairs, VerifyPlan, concat_csr, verify
 
 # auto picks the exhaustive comparison below this much work (pairs x average set size).
@@ -48,6 +50,8 @@ BAND_BUFFER = 1 << 21
 # SPLIT_SAMPLE pairs are drawn (seeded: the same choice in every scan).
 SPLIT_IF_SHARED_BELOW = 0.25
 SPLIT_SAMPLE = 2000
+# The spill file of the texts while the candidates are found, when they do not fit beside them.
+TEXT_SPILL = "texts"
 
 
 class KeptKeys:
@@ -177,17 +181,23 @@ def _exhaustive_pairs(project, reps, lengths, settings, control, result):
 
 
 def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=None, ahead=None, cap=0, folder=None):
+    from .kernels import text as kernels_text  # (compiled: loaded only when a scan needs them)
+
     timings = result.timings
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
     result.bands, result.rows = banding.bands, banding.rows
     t0 = time.perf_counter()
-    signed = Signed(project, reps, lengths, settings, control, threads, ahead)
+    folder = folder or SpillFolder()
+    spill_text = None
+    if cap > 0 and _texts_do_not_fit(cap, reps, lengths, settings, banding, threads.workers):
+        spill_text = functools.partial(folder.append, TEXT_SPILL)
+    signed = Signed(project, reps, lengths, settings, control, threads, ahead, spill_text)
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     bands = _BandCandidates(signed, banding, settings, control, kept)
-    folder = folder or SpillFolder()
-    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads)
+    returning = int(signed.text.offsets[-1]) if isinstance(signed.text, kernels_text.SpilledText) else 0
+    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads, returning)
     survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
     bands.collect(threads, result, survivors)
     if kept is not None:
@@ -195,6 +205,10 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
+    release_free_memory()
+    if isinstance(text, kernels_text.SpilledText):  # (no file when every text is empty)
+        text = text.load(np.fromfile(folder.file(TEXT_SPILL), np.uint8) if text.offsets[-1] else np.empty(0, np.uint8))
+        folder.remove(TEXT_SPILL)
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
     plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
@@ -226,10 +240,26 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     return spilled
 
 
-def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, int, int]:
+def _texts_do_not_fit(cap: int, reps, lengths, settings: ScanSettings, banding, workers: int) -> bool:
+    """Whether the texts wait in the spill folder while the candidates are found (they are read
+    back for verification, once the signatures and sketches are gone): when, with what the
+    process holds now, the signatures, sketches, texts (about a byte a character), band tags,
+    nibbles and the band threads' work (~24 B a document each) would not fit under `cap`."""
+    n = len(reps)
+    rep_lengths = lengths[reps]
+    held = (
+        resident_bytes()
+        + n * (settings.num_perm * 4 + banding.bands * 2 + settings.num_perm // 2 + workers * 24)
+        + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
+    )
+    return held + int(rep_lengths.sum()) + 8 * n > cap
+
+
+def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int = 0) -> tuple[int, int, int]:
     """(candidates held in memory before spilling starts, candidates per pass, the bytes the
     scan holds whatever the cap: what the process holds now and the band threads' work) under
-    `cap` (bytes; 0: no limit), by passes.py's memory model."""
+    `cap` (bytes; 0: no limit), by passes.py's memory model. `returning`: bytes out of memory
+    now that verification reads back (spilled texts)."""
     n = len(signed.signatures)
     now = resident_bytes()
     fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
@@ -237,7 +267,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, 
         return 1 << 62, 1 << 62, fixed
     freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
     verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
-    pass_limit = (cap - (now - freed_after_bands) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
+    pass_limit = (cap - (now - freed_after_bands + returning) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
     hold_limit = min(pass_limit, (cap - fixed) // 8)
     hold_limit = min(max(hold_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     return hold_limit, min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES), fixed
@@ -245,12 +275,13 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads) -> tuple[int, 
 
 class Signed:
     """The representatives' MinHash signatures, their sketches (texts of at least
-    SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification). This
-    thread reads and normalises chunks of texts (Python) while the threads hash them
+    SKETCH_MIN_BYTES) and their normalised texts as UTF-8 (kept for verification: a
+    TextBuffer, or a kernels.text.SpilledText when `spill_text(bytes)` took them as they came).
+    This thread reads and normalises chunks of texts (Python) while the threads hash them
     (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
     them as they were loaded."""
 
-    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None):
+    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None, spill_text=None):
         from .kernels import signatures  # compiled kernels: loaded only when a scan needs them
         from .kernels import text as kernels_text
 
@@ -266,19 +297,18 @@ class Signed:
         perm_a, perm_b = hasher.multipliers, hasher.increments
         self.signatures = np.empty((len(reps), settings.num_perm), np.uint32)
         text_chunks = chunks(reps, lengths)
-        texts: list = []
-        chunk_sketches: list[np.ndarray] = []
+        # The texts and sketches are written where they end up as each chunk is read (its own
+        # buffers go at once): no chunk outlives its signing, and nothing is concatenated.
+        builder = kernels_text.TextBuilder(len(reps), spill=spill_text)
+        sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
 
         def read_chunks():
             row = 0
             for chunk in text_chunks:
                 control.check()
-                buf = kernels_text.normalized_buffer(read_texts(project, chunk))
-                texts.append(buf)
+                buf = builder.append(kernels_text.normalized_buffer(read_texts(project, chunk)))
                 sketch_of = sketch_rows_of(np.diff(buf.offsets))
-                sketches = np.empty((int((sketch_of >= 0).sum()), SKETCH_BINS), np.uint8)
-                chunk_sketches.append(sketches)
-                yield buf, row, sketch_of, sketches
+                yield buf, row, sketch_of, sketch_blocks.take(int((sketch_of >= 0).sum()))
                 row += len(chunk)
 
         def sign(buf, row, sketch_of, sketches):
@@ -296,10 +326,10 @@ class Signed:
 
         for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
             pass
-        self.text = kernels_text.TextBuffer.concat(texts)
-        texts.clear()
+        self.text = builder.finish()
+        self.sketches = sketch_blocks.finish()
         self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
-        self.sketches = np.concatenate(chunk_sketches) if chunk_sketches else np.empty((0, SKETCH_BINS), np.uint8)
+        release_free_memory()  # (the chunks' texts and buffers)
 
 
 class _BandCandidates:
@@ -341,13 +371,12 @@ class _BandCandidates:
         result.split_buckets = int(self.split_buckets.sum())
 
     def buckets(self, band):
-        """(documents in band-key order, start and length of each bucket, this band's keys).
-        The document index replaces the key's low bits, so one sort (numpy's vectorised sort,
-        ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may join
-        keys that differ only in those low bits: a few extra candidates, never a miss.)"""
+        """(documents in band-key order, start and length of each bucket of two documents or
+        more). The document index replaces the key's low bits, so one sort (numpy's vectorised
+        sort, ~3x an argsort) gives both: buckets are the runs of equal high bits. (A run may
+        join keys that differ only in those low bits: a few extra candidates, never a miss.)"""
         from .kernels import bands as kernels_bands
 
-        n = self.n
         keys = lsh.band_keys(self.signed.signatures, band, self.banding.rows)
         self.tags[:, band] = kernels_bands.band_tags(keys)
         keys &= ~self.index_mask
@@ -355,14 +384,9 @@ class _BandCandidates:
         keys.sort()
         if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
             self.kept.keep_band_keys(band, keys)
-        order = (keys & self.index_mask).astype(np.int64)
+        order = np.bitwise_and(keys, self.index_mask).view(np.int64)  # (an index is below 2^63)
         keys >>= self.index_bits
-        boundary = np.empty(n, dtype=bool)
-        boundary[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=boundary[1:])
-        del keys
-        run_start = np.flatnonzero(boundary)
-        run_len = np.diff(np.append(run_start, n))
+        run_start, run_len = lsh.shared_runs(keys)
         return order, run_start, run_len
 
     def band(self, band):
@@ -377,15 +401,13 @@ class _BandCandidates:
         order, run_start, run_len = self.buckets(band)
         max_bucket = settings.max_bucket
         oversized = run_len[run_len > max_bucket] if max_bucket > 0 else run_len[:0]
-        usable = run_len >= 2
         split = np.zeros(len(run_len), bool)
         if len(oversized) and self.sub_positions.shape[1]:
             for r in np.flatnonzero(run_len > max_bucket).tolist():
                 split[r] = self._worth_splitting(band, order[run_start[r] : run_start[r] + run_len[r]])
         if split.any():
-            usable &= ~split
             self.split_buckets[band] = int(split.sum())
-        runs = [(order, run_start[usable], run_len[usable], -1)]
+        runs = [(order, run_start[~split], run_len[~split], -1)]
         runs_of_split = self._split_runs(band, order, run_start[split], run_len[split])
         self.band_state[band] = 2 if split.any() else 1
         generated = 0

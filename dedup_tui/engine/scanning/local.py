@@ -28,7 +28,7 @@ from ..store.scans import (
 from . import incremental, lsh
 from .candidates import KeptKeys, find_pairs
 from .incremental import coverage, first_copies, keys_meta_for, scan_added
-from .memory import default_cap
+from .memory import default_cap, release_free_memory
 from .passes import SpilledPairs, SpillFolder
 from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
 
@@ -164,6 +164,7 @@ def _scan_all(
     reps = np.flatnonzero(exact_of < 0)
     result.representatives = len(reps)
     result.timings["exact"] = time.perf_counter() - t0
+    release_free_memory()  # (the exact hashes)
     kept = None if lean else KeptKeys()
     try:
         found = find_pairs(
@@ -179,6 +180,7 @@ def _scan_all(
             folder,
         )
         control.check()
+        release_free_memory()  # (verification's shingles)
         t0 = time.perf_counter()
         count = found.count if isinstance(found, SpilledPairs) else len(found[0])
         control.report("write", 0, count)

@@ -67,12 +67,35 @@ _ROW_MULTIPLIERS = mix64(np.arange(1, 257, dtype=np.uint64) * np.uint64(0x9E3779
 
 def band_keys(signatures: np.ndarray, band: int, rows: int) -> np.ndarray:
     """One 64-bit key per document for the given band of its signature."""
-    cols = signatures[:, band * rows : (band + 1) * rows].astype(np.uint64)
     key = np.zeros(len(signatures), dtype=np.uint64)
+    # KEY_ROWS documents at a time: the band's columns as uint64 for all of them at once were
+    # rows x 8 B a document (with each column's temporaries, 40 B a document at 3 rows, on
+    # every band thread), where the key itself is 8.
     with np.errstate(over="ignore"):
-        for j in range(rows):
-            key += (cols[:, j] + np.uint64(1)) * _ROW_MULTIPLIERS[j % len(_ROW_MULTIPLIERS)]
+        for start in range(0, len(signatures), KEY_ROWS):
+            cols = signatures[start : start + KEY_ROWS, band * rows : (band + 1) * rows].astype(np.uint64)
+            part = key[start : start + KEY_ROWS]
+            for j in range(rows):
+                part += (cols[:, j] + np.uint64(1)) * _ROW_MULTIPLIERS[j % len(_ROW_MULTIPLIERS)]
     return mix64(key)
+
+
+KEY_ROWS = 1 << 16
+
+
+def shared_runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of every run of at least two equal keys in `sorted_keys`, in order. Built
+    from two boolean arrays (1 B a key each): nearly every key of a band is alone in its bucket,
+    so the start and length of every run were 16 B a key."""
+    n = len(sorted_keys)
+    # same[i + 1]: keys i and i + 1 are equal (same[0] and same[n] False); a run of two or more
+    # starts where `same` rises and ends where it falls.
+    same = np.zeros(n + 1, bool)
+    if n > 1:
+        np.equal(sorted_keys[1:], sorted_keys[:-1], out=same[1:n])
+    edges = np.flatnonzero(same[1:] != same[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    return starts, ends - starts + 1
 
 
 def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits: int = 32) -> int:

@@ -55,6 +55,116 @@ class TextBuffer:
         return self.data.nbytes + self.offsets.nbytes
 
 
+class Blocks:
+    """An array built by appending rows (take) without ever holding it twice: the rows go into
+    blocks of about BLOCK_BYTES, and finish() copies the blocks into the final array one at a
+    time, freeing each once copied (the final array plus one block at the peak, where
+    concatenating parts held them all and the result at once)."""
+
+    # Above glibc's largest mmap threshold (32 MB): each block is a mapping of its own, given
+    # back to the system as soon as it is freed.
+    BLOCK_BYTES = 64 << 20
+
+    def __init__(self, row_shape: tuple[int, ...] = (), dtype=np.uint8, block_bytes: int | None = None):
+        self.row_shape, self.dtype = row_shape, np.dtype(dtype)
+        self.row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64)) * self.dtype.itemsize)
+        self.block_rows = max(1, (block_bytes or self.BLOCK_BYTES) // self.row_bytes)
+        self.rows = 0
+        self._blocks: list[np.ndarray] = []
+        self._used: list[int] = []
+
+    def take(self, rows: int) -> np.ndarray:
+        """`rows` new rows (uninitialised), for the caller to fill."""
+        if not rows:
+            return np.empty((0, *self.row_shape), self.dtype)
+        if not self._blocks or self._used[-1] + rows > len(self._blocks[-1]):
+            self._blocks.append(np.empty((max(self.block_rows, rows), *self.row_shape), self.dtype))
+            self._used.append(0)
+        start = self._used[-1]
+        self._used[-1] = start + rows
+        self.rows += rows
+        return self._blocks[-1][start : start + rows]
+
+    def drain(self, every: bool = False) -> list[np.ndarray]:
+        """The rows of the blocks no more rows go into (all of them when `every`), in order,
+        removed from here (for a caller that writes them elsewhere)."""
+        keep = 0 if every else min(1, len(self._blocks))
+        out = [b[:u] for b, u in zip(self._blocks[: len(self._blocks) - keep], self._used)]
+        del self._blocks[: len(out)], self._used[: len(out)]
+        return out
+
+    def finish(self) -> np.ndarray:
+        """The rows taken so far as one array; the blocks are gone afterwards."""
+        out = np.empty((self.rows, *self.row_shape), self.dtype)
+        at = 0
+        while self._blocks:
+            block, used = self._blocks.pop(0), self._used.pop(0)
+            out[at : at + used] = block[:used]
+            at += used
+            del block
+        self.rows = 0
+        return out
+
+
+class TextBuilder:
+    """One TextBuffer of `n_texts` texts built chunk by chunk (append) without holding the
+    texts twice (Blocks): TextBuffer.concat of the chunks held every chunk and the whole result
+    at once (2x the texts: the local scan's peak as its signing ended), and the chunks' memory
+    stayed with the allocator afterwards."""
+
+    def __init__(self, n_texts: int, block_bytes: int | None = None, spill=None):
+        """`spill(bytes)`, when given, takes each block as it fills (in order) and the rest at
+        finish(), which then keeps only the offsets (SpilledText)."""
+        self.offsets = np.empty(n_texts + 1, np.int64)
+        self.offsets[0] = 0
+        self.rows = 0
+        self.data = Blocks(block_bytes=block_bytes)
+        self.spill = spill
+
+    def append(self, part: TextBuffer) -> TextBuffer:
+        """Add `part`'s texts; they are returned as a TextBuffer over the builder's block (the
+        caller can drop `part`)."""
+        n = len(part)
+        if self.rows + n > len(self.offsets) - 1:
+            raise ValueError(f"more than the {len(self.offsets) - 1} texts the builder was made for")
+        size = self.data.rows
+        view = self.data.take(len(part.data))
+        view[:] = part.data
+        self.offsets[self.rows + 1 : self.rows + n + 1] = part.offsets[1:] - part.offsets[0] + size
+        self.rows += n
+        if self.spill is not None:  # (a block still read by a signing thread lives on in its view)
+            for full in self.data.drain():
+                self.spill(full)
+        return TextBuffer(view, part.offsets - part.offsets[0])
+
+    def finish(self) -> TextBuffer | SpilledText:
+        """The texts appended so far as one buffer (or, spilled, their offsets); the builder is
+        empty afterwards."""
+        offsets = self.offsets[: self.rows + 1]
+        self.offsets, self.rows = np.zeros(1, np.int64), 0
+        if self.spill is None:
+            return TextBuffer(self.data.finish(), offsets)
+        for rest in self.data.drain(every=True):
+            self.spill(rest)
+        return SpilledText(offsets)
+
+
+class SpilledText:
+    """The offsets of texts a TextBuilder spilled: load(data) makes them a TextBuffer again with
+    the bytes read back."""
+
+    def __init__(self, offsets: np.ndarray):
+        self.offsets = offsets
+
+    def load(self, data: np.ndarray) -> TextBuffer:
+        if len(data) != self.offsets[-1]:
+            raise OSError(f"the scan's spilled texts came back with {len(data)} of {self.offsets[-1]} bytes")
+        return TextBuffer(data, self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
 # -- normalisation ----------------------------------------------------------------------------
 
 _case_tables: tuple[np.ndarray, np.ndarray] | None = None
