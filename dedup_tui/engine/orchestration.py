@@ -107,7 +107,9 @@ class LoadAndScan:
         settings = self.settings_for(project)
         warmup.start_for_corpus(self.loading, settings.method)  # first run: the kernels compile while it loads
         if self.sign_ahead:
-            self.ahead = SignedAhead.for_corpus(settings, self.loading)  # (warm kernels) signed as they load
+            self.ahead = SignedAhead.for_corpus(
+                settings, self.loading, self.memory
+            )  # (warm kernels) signed as they load
 
     def load(self, target: Project | str | Path, control: Control | None = None):
         """Steps 3 and 4: (the project, the load's report). `target`: an open project, or the

@@ -218,3 +218,14 @@ def test_a_failed_signing_job_leaves_the_signing_to_the_scan(tmp_path, small_pie
         got, expected, _ = scan_both_ways(tmp_path, project, LSH, ahead)
         assert len(jobs) > 3 and calls == [None]
         assert got == expected
+
+
+def test_a_corpus_whose_signatures_would_not_fit_the_cap_is_not_signed_ahead(tmp_path, monkeypatch):
+    """Signing ahead holds signatures and texts outside the scan's cap: only a corpus of at
+    most cap / AHEAD_BYTES_PER_CORPUS_BYTE bytes is signed ahead."""
+    monkeypatch.setattr(SignedAhead, "for_settings", classmethod(lambda cls, settings, workers=0: "signer"))
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b" " * ahead_module.MIN_CORPUS_BYTES)
+    fits = ahead_module.MIN_CORPUS_BYTES * ahead_module.AHEAD_BYTES_PER_CORPUS_BYTE
+    assert SignedAhead.for_corpus(LSH, [big], memory=fits) == "signer"
+    assert SignedAhead.for_corpus(LSH, [big], memory=fits - 1) is None

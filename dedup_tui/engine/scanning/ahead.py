@@ -35,6 +35,10 @@ AHEAD_WORKERS = 1
 # Corpora smaller than this (bytes of their files) are not signed ahead: they load and scan in
 # about a second, and the scan may well compare them exhaustively (no compiled code at all).
 MIN_CORPUS_BYTES = 4 << 20
+# Signing ahead holds every text's signature and normalised text from the load on, outside the
+# scan's memory cap: a corpus whose files times this would not fit the cap is not signed
+# ahead (its texts and signatures: ~1 B a byte + 512 B a text, ~2.2x a corpus of 450 B texts).
+AHEAD_BYTES_PER_CORPUS_BYTE = 3
 
 
 @dataclass
@@ -72,12 +76,19 @@ class SignedAhead:
         return cls(settings.k, settings.num_perm, settings.seed, workers or AHEAD_WORKERS)
 
     @classmethod
-    def for_corpus(cls, settings, paths) -> SignedAhead | None:
+    def for_corpus(cls, settings, paths, memory: int | None = None) -> SignedAhead | None:
         """One for loading the corpus files `paths` and then scanning them with `settings`, or
-        None: see for_settings, and a small corpus is not worth it (MIN_CORPUS_BYTES)."""
+        None: see for_settings, and a small corpus is not worth it (MIN_CORPUS_BYTES), nor one
+        whose signatures and texts would not fit the scan's cap `memory` (bytes; None: the
+        default cap)."""
         from ..compile.warmup import corpus_bytes
+        from .memory import default_cap
 
-        if settings.method != "lsh" and corpus_bytes(paths, MIN_CORPUS_BYTES) < MIN_CORPUS_BYTES:
+        cap = default_cap() if memory is None else memory
+        size = corpus_bytes(paths, cap // AHEAD_BYTES_PER_CORPUS_BYTE + 1)
+        if settings.method != "lsh" and size < MIN_CORPUS_BYTES:
+            return None
+        if size * AHEAD_BYTES_PER_CORPUS_BYTE > cap:
             return None
         return cls.for_settings(settings)
 
