@@ -45,12 +45,12 @@ VERIFY_JOB_BYTES = 48 << 20
 # A pass holds at least this many candidates whatever the cap (a cap below the scan's fixed
 # costs cannot be met: it is then exceeded by as little as this allows).
 MIN_PASS_CANDIDATES = 1 << 20
-# ... and at most this many whatever the cap (1.3 GB at BYTES_PER_CANDIDATE): a roomy cap is no
-# reason to hold more. The verification of a pass costs the same per candidate as one pass of
-# everything, and no corpus below 1M documents measured here reaches it (the 841k summaries
-# have 11.2M, the manual pages 6.3M), so their scans are unchanged; 2.5M short documents (69M)
-# take 5 passes, within ~3 GB.
-MAX_PASS_CANDIDATES = 1 << 24
+# ... and at most this many whatever the cap (0.67 GB at BYTES_PER_CANDIDATE): a roomy cap is no
+# reason to hold more. A pass's verification costs about the same per candidate whatever its
+# size (1M short documents took the same time in 1, 2 and 3 passes). 2.5M short documents (69M
+# candidates) peaked at 3.70 GB in passes of 16.7M, 2.34 GB in passes of 8.4M; the 841k
+# summaries (11.2M) now take 2 passes.
+MAX_PASS_CANDIDATES = 1 << 23
 # Candidates are split into passes, and pairs written, this many at a time.
 SPILL_BLOCK = 1 << 22
 
