@@ -63,9 +63,11 @@ def describe_cap(cap: int, chosen: bool) -> str:
     """The line a scan prints first about its cap."""
     if chosen:
         return f"memory cap {format_size(cap)} (--memory)"
+    # (the memory the default was taken from, not a second reading that may differ from it)
+    available = cap / DEFAULT_SHARE if cap > MIN_CAP else available_memory()
     return (
-        f"memory cap {format_size(cap)}: {DEFAULT_SHARE:.0%} of the {format_size(available_memory())} "
-        f"available (--memory to change)"
+        f"memory cap {format_size(cap)}: {DEFAULT_SHARE:.0%} of the {format_size(available)} available "
+        f"(--memory to change)"
     )
 
 
