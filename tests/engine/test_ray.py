@@ -36,6 +36,8 @@ from dedup_tui.engine.store.scans import load_graph
 
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
 FORCED = {"piece_bytes": 40_000, "partitions": 3}
+# A --max-bucket the templated family's LSH buckets are over: those buckets are compared whole.
+SMALL_BUCKET = 6
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -124,10 +126,14 @@ def _scan_groups(scan_dir: Path) -> set:
 @pytest.fixture(scope="module")
 def cluster_scanned(corpus, tmp_path_factory):
     """`corpus` cluster-scanned in many pieces (its folder and result), and the same files
-    loaded and scanned locally (the open project), to compare with."""
+    loaded and scanned locally (the open project), to compare with; both with a --max-bucket
+    the templated family's buckets are over."""
     out = tmp_path_factory.mktemp("scan") / "scan"
-    result = cluster_scan(corpus, out, ClusterScanSettings(**FORCED))
-    local = _local(tmp_path_factory.mktemp("local"), corpus)
+    result = cluster_scan(corpus, out, ClusterScanSettings(max_bucket=SMALL_BUCKET, **FORCED))
+    local = Project(tmp_path_factory.mktemp("local") / "local.db", create=True)
+    load_corpus(local, corpus)
+    local_result = scan(local, ScanSettings(method="lsh", max_bucket=SMALL_BUCKET))
+    result.local_counts = local_result  # type: ignore[attr-defined]
     yield out, result, local
     local.close()
 
@@ -451,21 +457,20 @@ def test_a_new_import_carries_the_review_over(cluster_scanned, corpus, tmp_path)
         assert decisions.can_redo(second)
 
 
-def test_oversized_buckets_are_compared_not_skipped(corpus, tmp_path):
-    """With a small --max-bucket the templated family's buckets are over it: the same buckets
-    as the local scan, compared pair by pair (the candidates of no limit), and the same pairs
-    as the local scan with and without the limit."""
-    out = tmp_path / "scan"
-    result = cluster_scan(corpus, out, ClusterScanSettings(max_bucket=6, **FORCED))
-    local = Project(tmp_path / "l.db", create=True)
-    load_corpus(local, corpus)
-    limited = scan(local, ScanSettings(method="lsh", max_bucket=6))
-    limited_pairs = _local_pairs(local)
-    unlimited = scan(local, ScanSettings(method="lsh", max_bucket=0))
-    assert (result.oversized_buckets, result.largest_bucket) == (limited.oversized_buckets, limited.largest_bucket)
-    assert result.oversized_buckets > 0 and result.candidates == unlimited.candidates
-    assert _scan_pairs(out) == limited_pairs == _local_pairs(local)
-    local.close()
+def test_oversized_buckets_are_compared_not_skipped(cluster_scanned, corpus, tmp_path):
+    """The module's scans have a small --max-bucket: the templated family's buckets are over
+    it, the same as in the local scan, compared pair by pair (the candidates of no limit), and
+    the pairs are those of a local scan without the limit."""
+    out, result, limited = cluster_scanned
+    unlimited = Project(tmp_path / "l.db", create=True)
+    load_corpus(unlimited, corpus)
+    counts = scan(unlimited, ScanSettings(method="lsh", max_bucket=0))
+    local = result.local_counts
+    assert (result.oversized_buckets, result.largest_bucket) == (local.oversized_buckets, local.largest_bucket)
+    assert result.oversized_buckets > 0
+    assert result.candidates == counts.candidates
+    assert _scan_pairs(out) == _local_pairs(limited) == _local_pairs(unlimited)
+    unlimited.close()
 
 
 def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, cluster_scanned, tmp_path):
