@@ -114,6 +114,17 @@ async def settle(pilot, rounds: int = 60) -> None:
 HUGE = 20_000_000  # characters in each of the huge pair's documents
 
 
+async def until_drawn(pilot, place: str, doc, rounds: int = 200) -> None:
+    """Wait until `doc` is drawn at `place` (the key intake's record): a decision key pressed
+    earlier is dropped on purpose, as one typed ahead of the screen."""
+    intake = pilot.app.session.intake
+    for _ in range(rounds):
+        if intake.on_screen(place) == doc:
+            return
+        await pilot.pause()
+    raise AssertionError(f"{doc!r} was never drawn at {place}")
+
+
 def huge_text(size: int, changed_every: int = 0) -> str:
     """`size` characters of numbered lines (every `changed_every`-th line reworded), the first
     line carrying markup and an escape sequence that must stay literal."""

@@ -16,7 +16,7 @@ from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.text import shorten_apart
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 
-from .conftest import WORDS, plain_screen, settle, write_corpus
+from .conftest import WORDS, plain_screen, settle, until_drawn, write_corpus
 
 VARIANTS = ["alpha", "beta", "preview", "ga", "legacy"]
 
@@ -178,6 +178,7 @@ async def test_n_on_an_exact_copy_stays_in_the_cluster(tmp_path):
         copies = set(main.project.find_documents("alpha-copy-2") + main.project.find_documents(page_id("alpha")))
         members = [int(m) for m in screen.members()]
         expected = next(m for m in members[members.index(screen.right) + 1 :] if m not in copies)
+        await until_drawn(pilot, "pair", screen.right)
         await pilot.press("n")
         await settle(pilot)
         assert screen.cluster_id == label and screen.right == expected
