@@ -1139,6 +1139,13 @@ _ADDRESS = click.option(
     type=click.IntRange(0),
     help="Partitions of each shuffle. [default: twice the cluster's CPUs]",
 )
+@click.option(
+    "--memory",
+    type=_Size(),
+    default=None,
+    help="Memory each worker keeps within, e.g. 4G or 500M; the candidates a task cannot hold go to a "
+    "folder of its worker for the task's time. [default: half of the memory a CPU has on the smallest node]",
+)
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
 @_REFERENCE_OPTION
@@ -1153,6 +1160,7 @@ def cluster_scan_cmd(
     max_bucket,
     piece_mb,
     partitions,
+    memory,
     force,
     id_field,
     text_field,
@@ -1181,6 +1189,7 @@ def cluster_scan_cmd(
         skip_bad=skip_bad,
         piece_bytes=piece_mb << 20,
         partitions=partitions,
+        memory=memory or 0,
     )
     r = _run(
         job.cluster_scan,
@@ -1190,6 +1199,7 @@ def cluster_scan_cmd(
         address=address,
         force=force,
         references=list(references),
+        notice=click.echo,
         unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled",
     )
     click.echo(
@@ -1199,6 +1209,13 @@ def cluster_scan_cmd(
         f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
         f"({r.timings.get('total', 0):.1f}s)"
     )
+    if r.tasks_in_passes:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"candidates taken in passes by {r.tasks_in_passes:,} task(s) under the {format_size(r.memory_cap)} "
+            f"cap per worker, {format_size(r.spill_bytes)} at most in a worker's spill folder"
+        )
     if r.skipped_records:
         click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
     if r.oversized_buckets:

@@ -37,6 +37,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,7 @@ from ..errors import Cancelled, CorpusError, DedupError
 from ..progress import Control
 from ..readers import show
 from ..scanning import lsh
+from ..scanning.memory import DEFAULT_SHARE, MIN_CAP, available_memory, format_size
 from ..scanning.settings import PREFILTER_TAIL, ScanSettings
 from ..store import now_iso, pid_alive
 from .address import connect
@@ -82,12 +84,15 @@ def cluster_scan(
     address: str | None = None,
     force: bool = False,
     references=(),
+    notice: Callable[[str], None] | None = None,
 ) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
     documents/ (Parquet parts: the records of every document in a pair or group) and
     manifest.json. The folder appears only when complete. `references`: files scanned after
     the corpus whose manifest entries say they are references (an imported project keeps their
-    documents, never removes nor exports them)."""
+    documents, never removes nor exports them). `notice` hears the memory cap per worker
+    (settings.memory, else worker_cap()) once the cluster is reached, in the words of
+    describe_worker_cap()."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
@@ -97,6 +102,9 @@ def cluster_scan(
     roles = [None] * (len(files) - reference_files) + ["reference"] * reference_files
     _check_scan_dir(out_dir, files, force)
     ray = connect(address)
+    cap = settings.memory or worker_cap(ray)[0]
+    if notice is not None:
+        notice(describe_worker_cap(ray, settings.memory))
     stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
@@ -107,6 +115,7 @@ def cluster_scan(
     tmp.mkdir()
     try:
         job = _ScanJob(ray, stage, files, settings, tmp)
+        job.result.memory_cap = cap
         job.roles = roles
         job.prefixes = id_prefixes(files, labels, sharded)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
@@ -119,6 +128,31 @@ def cluster_scan(
     finally:
         if tmp.exists():
             _remove_scan(tmp)
+
+
+def worker_cap(ray) -> tuple[int, int]:
+    """(the default memory cap per worker, the memory per CPU it is a share of): the local
+    scan's share (memory.DEFAULT_SHARE) of the memory a CPU has for tasks on the node with the
+    least (Ray's `memory` resource: what was available when the node started, less its object
+    store), so that a task on every CPU of any node keeps within that share together."""
+    per_cpu = [
+        n["Resources"]["memory"] / max(1.0, n["Resources"].get("CPU", 1.0))
+        for n in ray.nodes()
+        if n.get("Alive") and n.get("Resources", {}).get("memory")
+    ]
+    available = int(min(per_cpu)) if per_cpu else available_memory()
+    return max(MIN_CAP, int(available * DEFAULT_SHARE)), available
+
+
+def describe_worker_cap(ray, chosen: int) -> str:
+    """The line cluster-scan prints first about its cap per worker."""
+    if chosen:
+        return f"memory cap {format_size(chosen)} per worker (--memory)"
+    cap, available = worker_cap(ray)
+    return (
+        f"memory cap {format_size(cap)} per worker: {DEFAULT_SHARE:.0%} of the {format_size(available)} "
+        f"a CPU has on the smallest node (--memory to change)"
+    )
 
 
 def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
@@ -273,6 +307,13 @@ class _ScanJob:
         self.roles: list[str | None] = [None] * len(files)  # "reference" for a reference file
         self.prefixes = id_prefixes(files)  # what each file's generated ids start with
         self.pairs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+
+    def _count_passes(self, tasks: list[tuple[int, int]]) -> None:
+        """Add the (passes, peak spill bytes) of a stage's tasks to the result."""
+        r = self.result
+        r.passes += sum(p for p, _ in tasks)
+        r.tasks_in_passes += sum(1 for p, _ in tasks if p > 1)
+        r.spill_bytes = max([r.spill_bytes, *(b for _, b in tasks)])
 
     def _timed(self, name: str, t0: float) -> None:
         self.result.timings[name] = time.perf_counter() - t0
@@ -431,12 +472,13 @@ class _ScanJob:
                 for p in range(len(self.pieces))
             ],
             band_pairs,
-            (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds),
+            (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds, r.memory_cap),
             reduce_returns=n_groups + 1,
         )
         stats = self.stage.run("candidates", [red[n_groups] for red in self.reduced])
         r.shuffle_bytes["bands"] = sum(x[2] for x in stats)
         r.band_reports = sum(x[3] for x in stats)
+        self._count_passes([(x[5], x[6]) for x in stats])
         for generated, oversized, *_ in stats:
             r.candidates += generated
             r.oversized_buckets += len(oversized)
@@ -477,6 +519,7 @@ class _ScanJob:
                     info_ref,
                     pieces.tolist(),
                     threads[g],
+                    r.memory_cap * threads[g],
                     self.text_refs,
                     *[self.text_refs[p] for p in pieces],
                     *[red[g] for red in self.reduced],
@@ -485,6 +528,7 @@ class _ScanJob:
             ],
         )
         r.shuffle_bytes["verify"] = sum(v[5] for v in verified)
+        self._count_passes([(v[6], v[7]) for v in verified])
         a, b, j = (np.concatenate([v[i] for v in verified]) for i in (0, 1, 2))
         order = np.lexsort((b, a))
         self.pairs = (a[order], b[order], j[order])

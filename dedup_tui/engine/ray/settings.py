@@ -33,6 +33,10 @@ class ClusterScanSettings:
     skip_bad: bool = False
     piece_bytes: int = PIECE_BYTES
     partitions: int = 0  # shuffle partitions; 0: twice the cluster's CPUs
+    # bytes each task's candidates and their verification keep within, spilling beyond to the
+    # worker's own folder (scanning/passes.py); 0: worker_cap() of the cluster. Not a setting of
+    # the result: any cap gives the same scan.
+    memory: int = 0
 
 
 @dataclass
@@ -42,3 +46,7 @@ class ClusterScanResult(ScanCounts):
     band_reports: int = 0  # pairs passing the prefilter, counted once per band sharing a bucket
     pieces: int = 0
     shuffle_bytes: dict = field(default_factory=dict)  # stage -> bytes its reducers received
+    memory_cap: int = 0  # bytes per worker (a task on c CPUs: c times this)
+    passes: int = 0  # candidate passes of the band and verify tasks (one each when they fit)
+    tasks_in_passes: int = 0  # band and verify tasks whose candidates took more than one pass
+    spill_bytes: int = 0  # the largest peak of a task's spill folder

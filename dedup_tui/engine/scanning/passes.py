@@ -64,6 +64,19 @@ def resident_bytes() -> int:
         return 0
 
 
+def candidate_limits(cap: int, held: int, per_candidate: int, hold_bytes: int = 8) -> tuple[int, int]:
+    """(candidates held in memory before spilling starts, candidates per pass) of a stage that
+    holds `held` bytes whatever its candidates, a pass costing `per_candidate` bytes a candidate
+    and a held one `hold_bytes`, under `cap` (bytes; 0: no limit), each within
+    [MIN_PASS_CANDIDATES, MAX_PASS_CANDIDATES]. (The cluster scan's stages: ray/stages.py.)"""
+    if cap <= 0:
+        return 1 << 62, 1 << 62
+    room = cap - held
+    pass_limit = min(max(room // per_candidate, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    hold_limit = min(max(min(pass_limit, room // hold_bytes), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    return hold_limit, pass_limit
+
+
 class SpillFolder:
     """A private folder (mode 0700) for what does not fit in memory, made on first use beside
     the project (else in the temporary folder), removed by close() whatever happened; counts
