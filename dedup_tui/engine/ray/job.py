@@ -26,6 +26,12 @@ The driver only plans and collects small arrays; every pass over the corpus is a
 7. documents: the pieces are read again and the records of every document in some pair
    or exact group are written, by the tasks, as Parquet parts for `dedup-tui import`.
 
+Under the memory cap per worker (settings.memory; default worker_cap()), the band and verify
+tasks keep their candidates as the local scan does (scanning/passes.py): in memory while they
+fit, else in the worker's own spill folder, taken in passes over ranges of the earlier
+document; the result is the same under any cap. What the tasks receive stays in Ray's object
+store, which has its own limit (and spills to disk itself).
+
 The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py), but for a
 bucket over max_bucket: all of its pairs here, those sharing a sub-band there.
 """
