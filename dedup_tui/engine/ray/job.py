@@ -69,7 +69,7 @@ from .pieces import (
 )
 from .scandir import DOCUMENTS as DOCUMENTS_DIR
 from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
-from .settings import VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
+from .settings import READ_BYTES_PER_PIECE_BYTE, VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
 from .stages import (
     Stage,
     band_entries,
@@ -337,16 +337,19 @@ class _ScanJob:
             reduce = reduce.options(num_returns=reduce_returns)
         return [reduce.remote(*reduce_args, *[m[q] for m in maps]) for q in range(p)]
 
+    def piece_bytes(self) -> int:
+        """The size of the pieces: settings.piece_bytes, smaller when a read task of that size
+        would not keep within the cap per worker."""
+        fitting = self.result.memory_cap // READ_BYTES_PER_PIECE_BYTE if self.result.memory_cap else 1 << 62
+        return min(self.settings.piece_bytes, max(1 << 20, fitting))
+
     # -- stages ----------------------------------------------------------------------------
     def index(self) -> None:
         t0 = time.perf_counter()
         remote = self.ray.remote(index_file)
         self.index_info = self.stage.run(
             "index",
-            [
-                remote.remote(str(f.resolve()), fmt, self.settings.piece_bytes)
-                for f, fmt in zip(self.files, self.formats)
-            ],
+            [remote.remote(str(f.resolve()), fmt, self.piece_bytes()) for f, fmt in zip(self.files, self.formats)],
         )
         self.pieces = [
             PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])

@@ -8,6 +8,10 @@ from ..errors import DedupError
 from ..scanning.settings import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
 
 PIECE_BYTES = 64 << 20
+# A read task holds about 12x its piece at its peak on short documents (64 MB of package
+# summaries, 709k documents: 822 MB; the signatures are 512 B a document): pieces are made at
+# most the cap per worker / this.
+READ_BYTES_PER_PIECE_BYTE = 16
 # A verify task with fewer candidate pairs than this runs on one CPU.
 VERIFY_TASK_PAIRS = 1_000_000
 RAY_MISSING = 'the cluster commands need Ray: pip install "dedup-tui[ray]"'
