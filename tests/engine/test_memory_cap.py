@@ -151,15 +151,25 @@ def test_the_cap_is_not_a_setting_an_incremental_scan_compares(make_project, tin
     from tests.conftest import write_jsonl
     from tests.engine.test_scan import planted_corpus
 
-    project = planted(make_project, "grows")
-    local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1)
     more = [(f"new{i}", text) for i, (_, text) in enumerate(planted_corpus(30, seed=9))]
-    load_corpus(project, [write_jsonl(project.path.parent / "more.jsonl", more)])
-    result = local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=None)
-    assert result.incremental, result.full_reason
-    added = stored_scan(project)
-    local.scan(project, ScanSettings(floor=0.4, method="lsh"), full=True)
-    assert stored_scan(project)["pairs"] == added["pairs"]
+    results, stored = {}, {}
+    for name, memory in (("capped", 1), ("uncapped", None)):  # (each scan after a load under the other cap)
+        project = planted(make_project, name)
+        local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1 if memory is None else None)
+        load_corpus(project, [write_jsonl(project.path.parent / f"more-{name}.jsonl", more)])
+        results[name] = local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=memory)
+        assert results[name].incremental, results[name].full_reason
+        stored[name] = stored_scan(project)
+    capped, uncapped = results["capped"], results["uncapped"]
+    # the incremental scan's candidates went through passes under the cap, as a full scan's do
+    assert capped.passes > 3 and capped.spill_bytes > 0 and uncapped.passes == 1 and uncapped.spill_bytes == 0
+    assert capped.memory_cap == 1
+    assert (capped.pairs, capped.verified, capped.prefiltered) == (
+        uncapped.pairs,
+        uncapped.verified,
+        uncapped.prefiltered,
+    )
+    assert stored["capped"] == stored["uncapped"]  # (and this is a full rescan's: test_incremental.py)
 
 
 def test_memory_is_a_size_on_the_command_line(tmp_path):

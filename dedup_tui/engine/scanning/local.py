@@ -85,10 +85,11 @@ def scan(
 
         run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
+        folder = SpillFolder(project.path.parent)
         try:
             if reason is None:
                 try:
-                    scan_added(project, settings, control, result, t_start, run_id, ahead)
+                    scan_added(project, settings, control, result, t_start, run_id, ahead, folder)
                     return result
                 except incremental.FullScanNeeded as exc:
                     reason = str(exc)
@@ -96,19 +97,19 @@ def scan(
                 except DerivedDamaged as exc:  # a full scan derives all of it again from the documents
                     reason = f"{exc.what} do not match their checksum (the project file is damaged there)"
                     result = ScanResult(memory_cap=cap)
+                folder.close()  # (what the incremental attempt spilled)
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
-            with SpillFolder(project.path.parent) as folder:
-                try:
-                    _scan_all(project, settings, control, result, t_start, run_id, ahead, folder, lean)
-                finally:
-                    result.spill_bytes = folder.peak
+            _scan_all(project, settings, control, result, t_start, run_id, ahead, folder, lean)
         except (Cancelled, KeyboardInterrupt):
             project.finish_run(run_id, "cancelled", result.timings, result.counts())
             raise
         except BaseException:
             project.finish_run(run_id, "failed", result.timings, result.counts())
             raise
+        finally:
+            result.spill_bytes = max(result.spill_bytes, folder.peak)
+            folder.close()
     finally:
         guard.release()
     return result
