@@ -237,3 +237,58 @@ def test_the_default_cap_per_worker_is_half_a_cpus_memory_on_the_smallest_node()
     assert describe_worker_cap(Cluster(), 0) == (
         "memory cap 512 MB per worker: 50% of the 1.0 GB a CPU has on the smallest node (--memory to change)"
     )
+
+
+# -- spill folders of killed scans ------------------------------------------------------------
+
+
+def test_a_killed_scans_spill_folder_is_removed_by_the_next_open_or_scan(make_project, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from dedup_tui.engine import opening
+    from dedup_tui.engine.scanning import local, passes
+
+    project = make_project([("a", "one two three four"), ("b", "five six seven eight")], name="p")
+    # a scan spilling beside the project, killed
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys, numpy as np; from pathlib import Path;"
+            "from dedup_tui.engine.scanning.passes import SpillFolder;"
+            "SpillFolder(Path(sys.argv[1])).append('candidates', np.arange(1000));"
+            "os.kill(os.getpid(), signal.SIGKILL)",
+            str(tmp_path),
+        ],
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (dead,) = tmp_path.glob(SPILL_GLOB)
+    assert dead.name.startswith(f".dedup-tui-spill-{socket.gethostname()}.") and (dead / "candidates").exists()
+    # kept: this live process's folder, and a folder of the dead process's name it did not fill
+    live = passes.SpillFolder(tmp_path)
+    live.append("pass-0", np.arange(10))
+    foreign = tmp_path / (dead.name[:-3] + "zzz")
+    foreign.mkdir(mode=0o700)
+    (foreign / "notes.txt").write_text("mine")
+
+    spec = opening.prepare(project.path)
+    assert spec.notice == (f"removed 1 spill folder(s) that killed scans left beside the project (7.8 KB): {dead.name}")
+    assert not dead.exists() and live.path is not None and (live.path / "pass-0").exists()
+    assert (foreign / "notes.txt").exists()
+    assert opening.prepare(project.path).notice is None
+
+    # the next scan does it too, and says so
+    killed_again = tmp_path / dead.name
+    killed_again.mkdir(mode=0o700)
+    (killed_again / "a").write_bytes(b"x" * 10)
+    local.scan(project)
+    assert project.notices[-1].startswith("removed 1 spill folder(s)") and not killed_again.exists()
+    assert live.path.exists() and foreign.exists()
+    live.close()

@@ -29,7 +29,7 @@ from . import incremental, lsh
 from .candidates import KeptKeys, find_pairs
 from .incremental import coverage, first_copies, keys_meta_for, scan_added
 from .memory import default_cap, release_free_memory
-from .passes import SpilledPairs, SpillFolder
+from .passes import SpilledPairs, SpillFolder, remove_stale_spill_folders
 from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
 
 
@@ -77,6 +77,9 @@ def scan(
         # A scan killed mid-way left only its 'running' row (its results are written in one
         # transaction at the end): record it as interrupted; this scan starts from scratch.
         project.mark_interrupted(project.interrupted_runs("scan"))
+        removed = remove_stale_spill_folders(project.path.parent)  # (of scans killed beside it)
+        if removed:
+            project.notice(removed)
         cap = default_cap() if memory is None else memory
         result = ScanResult(memory_cap=cap)
         reason = "--full" if full else _reuse_problem(project, settings)
