@@ -125,27 +125,37 @@ def band_entries(
     scan's (the band key with the rep index in its low index_bits bits, so the bucket is the
     high bits), and the reps it names with their packed nibbles (once each)."""
     local, _, reps = piece_reps(base, len(sig), dropped, dup_ords)
-    s = np.ascontiguousarray(sig[local])
+    # (every row kept: the signatures as they came, not a copy of them)
+    s = sig if len(local) == len(sig) else np.ascontiguousarray(sig[local])
     packed = lsh.pack_nibbles(s) if len(s) else np.empty((0, -(-sig.shape[1] // 16)), np.uint64)
     n = len(reps)
     mask = np.uint64((1 << index_bits) - 1)
-    keys: np.ndarray = np.empty((bands, n), np.uint64)
+    rows_of = np.arange(n, dtype=np.int32)  # (a piece holds fewer than 2^31 rows)
+    # Band by band (one band's temporaries at a time), each partition's keys in band order then
+    # row order, as one sort of all the bands' keys by partition would give them.
+    keys_of: list[list[np.ndarray]] = [[] for _ in range(partitions)]
+    rows_named: list[list[np.ndarray]] = [[] for _ in range(partitions)]  # the rows each partition's keys name
     for b in range(bands):
         k = lsh.band_keys(s, b, rows)
         k &= ~mask
         k |= reps.astype(np.uint64)
-        keys[b] = k
-    keys = keys.ravel()
-    band = np.repeat(np.arange(bands, dtype=np.int16), n)
-    with np.errstate(over="ignore"):
-        h = ((keys >> np.uint64(index_bits)) + band.astype(np.uint64) * _MIX) * _MIX
-    part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int16)  # int16: a radix sort
-    del h
-    which = np.tile(np.arange(n, dtype=np.int64), bands)
+        with np.errstate(over="ignore"):
+            h = ((k >> np.uint64(index_bits)) + np.uint64(b) * _MIX) * _MIX
+        part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int16)  # int16: a radix sort
+        del h
+        for q, (k_, w_) in enumerate(_split(part, partitions, k, rows_of)):
+            keys_of[q].append(k_)
+            rows_named[q].append(w_)
+        del k, part
     out = []
-    for b_, k_, w_ in _split(part, partitions, band, keys, which):
-        named = _distinct(w_)
-        out.append((b_, k_, reps[named], packed[named]))
+    for q in range(partitions):
+        counts = [len(k_) for k_ in keys_of[q]]
+        band = np.repeat(np.arange(bands, dtype=np.int16), counts)
+        keys = np.concatenate(keys_of[q]) if keys_of[q] else np.empty(0, np.uint64)
+        keys_of[q] = []
+        mine = _distinct(np.concatenate(rows_named[q])) if rows_named[q] else rows_of[:0]
+        rows_named[q] = []
+        out.append((band, keys, reps[mine], packed[mine]))
     return tuple(out) if partitions > 1 else out[0]
 
 
