@@ -12,6 +12,7 @@ from ..errors import CorpusError, DedupError
 from ..progress import Control
 from ..scanning import lsh
 from ..scanning.candidates import BAND_BUFFER
+from ..scanning.memory import release_free_memory
 from ..scanning.passes import (
     BYTES_PER_CANDIDATE,
     VERIFY_JOB_BYTES,
@@ -156,6 +157,7 @@ def band_entries(
         mine = _distinct(np.concatenate(rows_named[q])) if rows_named[q] else rows_of[:0]
         rows_named[q] = []
         out.append((band, keys, reps[mine], packed[mine]))
+    release_free_memory()  # (the bands' temporaries: a worker runs task after task)
     return tuple(out) if partitions > 1 else out[0]
 
 
@@ -222,6 +224,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         while given < n_groups:
             yield _joined(pending[given])
             given += 1
+        release_free_memory()
         yield generated, oversized, received, reports, per_group, passes, folder.peak
 
 
@@ -381,6 +384,8 @@ def verify_group(
     finally:
         pool.close()
     a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
+    del found_parts
+    release_free_memory()
     return a, b, j, compared, distinct, received, passes, spilled
 
 
