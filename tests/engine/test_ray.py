@@ -509,7 +509,7 @@ def _stage_inputs(files: list[Path]):
     banding = lsh.choose_banding(s.floor, s.num_perm)
     index_bits = max(1, (n_reps - 1).bit_length())
     entries = [
-        stages.band_entries(r[2], int(base[p]), dropped, dup_ords, index_bits, banding.bands, banding.rows, 1)
+        next(stages.band_entries(r[2], int(base[p]), dropped, dup_ords, index_bits, banding.bands, banding.rows, 1))
         for p, r in enumerate(read)
     ]
     groups = np.array_split(np.arange(len(specs)), 3)

@@ -124,7 +124,8 @@ def band_entries(
 ):
     """Per partition: (band, key) of this piece's first copies, the key being the local
     scan's (the band key with the rep index in its low index_bits bits, so the bucket is the
-    high bits), and the reps it names with their packed nibbles (once each)."""
+    high bits), and the reps it names with their packed nibbles (once each). A generator: the
+    task's returns (one a partition) are stored as they come, not all held at its end."""
     local, _, reps = piece_reps(base, len(sig), dropped, dup_ords)
     # (every row kept: the signatures as they came, not a copy of them)
     s = sig if len(local) == len(sig) else np.ascontiguousarray(sig[local])
@@ -148,17 +149,17 @@ def band_entries(
             keys_of[q].append(k_)
             rows_named[q].append(w_)
         del k, part
-    out = []
+    del rows_of
+    release_free_memory()  # (the bands' temporaries)
     for q in range(partitions):
         counts = [len(k_) for k_ in keys_of[q]]
-        band = np.repeat(np.arange(bands, dtype=np.int16), counts)
         keys = np.concatenate(keys_of[q]) if keys_of[q] else np.empty(0, np.uint64)
         keys_of[q] = []
-        mine = _distinct(np.concatenate(rows_named[q])) if rows_named[q] else rows_of[:0]
+        mine = _distinct(np.concatenate(rows_named[q])) if rows_named[q] else np.empty(0, np.int64)
         rows_named[q] = []
-        out.append((band, keys, reps[mine], packed[mine]))
-    release_free_memory()  # (the bands' temporaries: a worker runs task after task)
-    return tuple(out) if partitions > 1 else out[0]
+        yield np.repeat(np.arange(bands, dtype=np.int16), counts), keys, reps[mine], packed[mine]
+        del keys, mine
+    release_free_memory()  # (a worker runs task after task)
 
 
 def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, group_bounds: np.ndarray, cap: int, *parts):
