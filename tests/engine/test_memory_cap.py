@@ -292,3 +292,26 @@ def test_a_killed_scans_spill_folder_is_removed_by_the_next_open_or_scan(make_pr
     assert project.notices[-1].startswith("removed 1 spill folder(s)") and not killed_again.exists()
     assert live.path.exists() and foreign.exists()
     live.close()
+
+
+def test_the_band_shuffle_has_partitions_enough_for_the_cap():
+    from types import SimpleNamespace
+
+    from dedup_tui.engine.ray.job import _ScanJob
+    from dedup_tui.engine.ray.settings import ClusterScanSettings
+
+    def partitions(cap: int, n_reps: int, chosen: int = 0) -> int:
+        job = SimpleNamespace(
+            result=SimpleNamespace(memory_cap=cap),
+            settings=ClusterScanSettings(partitions=chosen),
+            partitions=chosen or 4,
+            n_reps=n_reps,
+            banding=SimpleNamespace(bands=39),
+        )
+        return _ScanJob.band_partitions(job)  # type: ignore[arg-type]
+
+    # 10M distinct texts x 39 bands x 24 B in (1 GB - 256 MB) / 2 a task
+    assert partitions(1 << 30, 10_000_000) == 24
+    assert partitions(1 << 30, 745_000) == 4  # (the cluster's own count is enough)
+    assert partitions(1 << 30, 10_000_000, chosen=3) == 3  # --partitions keeps its word
+    assert partitions(0, 10_000_000) == 4

@@ -69,7 +69,14 @@ from .pieces import (
 )
 from .scandir import DOCUMENTS as DOCUMENTS_DIR
 from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
-from .settings import READ_BYTES_PER_PIECE_BYTE, VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
+from .settings import (
+    BAND_ENTRY_BYTES,
+    READ_BYTES_PER_PIECE_BYTE,
+    VERIFY_TASK_PAIRS,
+    WORKER_BYTES,
+    ClusterScanResult,
+    ClusterScanSettings,
+)
 from .stages import (
     Stage,
     band_entries,
@@ -324,11 +331,12 @@ class _ScanJob:
     def _timed(self, name: str, t0: float) -> None:
         self.result.timings[name] = time.perf_counter() - t0
 
-    def _shuffle(self, map_fn, map_args, reduce_fn, reduce_args=(), reduce_returns: int = 1):
+    def _shuffle(self, map_fn, map_args, reduce_fn, reduce_args=(), reduce_returns: int = 1, partitions: int = 0):
         """map_fn(*args, partitions) for each piece's args, each returning one output per
         partition; reduce_fn(*reduce_args, *that partition's outputs) per partition. Returns
-        the reducers' refs (a list of refs each when reduce_returns > 1)."""
-        p = self.partitions
+        the reducers' refs (a list of refs each when reduce_returns > 1). `partitions`: 0 for
+        self.partitions."""
+        p = partitions or self.partitions
         maps = [self.ray.remote(map_fn).options(num_returns=p).remote(*args, p) for args in map_args]
         if p == 1:
             maps = [[m] for m in maps]
@@ -336,6 +344,17 @@ class _ScanJob:
         if reduce_returns > 1:
             reduce = reduce.options(num_returns=reduce_returns)
         return [reduce.remote(*reduce_args, *[m[q] for m in maps]) for q in range(p)]
+
+    def band_partitions(self) -> int:
+        """The band shuffle's partitions: self.partitions, more (unless --partitions chose them)
+        when a band task's share of the band entries (BAND_ENTRY_BYTES each) would take more
+        than half of what the cap per worker leaves beside the worker itself."""
+        cap = self.result.memory_cap
+        if not cap or self.settings.partitions:
+            return self.partitions
+        room = max(cap - WORKER_BYTES, cap // 4) // 2
+        entries = self.n_reps * self.banding.bands
+        return max(self.partitions, -(-entries * BAND_ENTRY_BYTES // room))
 
     def piece_bytes(self) -> int:
         """The size of the pieces: settings.piece_bytes, smaller when a read task of that size
@@ -483,6 +502,7 @@ class _ScanJob:
             band_pairs,
             (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds, r.memory_cap),
             reduce_returns=n_groups + 1,
+            partitions=self.band_partitions(),
         )
         stats = self.stage.run("candidates", [red[n_groups] for red in self.reduced])
         r.shuffle_bytes["bands"] = sum(x[2] for x in stats)

@@ -8,10 +8,17 @@ from ..errors import DedupError
 from ..scanning.settings import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
 
 PIECE_BYTES = 64 << 20
-# A read task holds about 12x its piece at its peak on short documents (64 MB of package
-# summaries, 709k documents: 822 MB; the signatures are 512 B a document): pieces are made at
-# most the cap per worker / this.
-READ_BYTES_PER_PIECE_BYTE = 16
+# A read task and a band map task each hold about 8x their piece above the worker's own
+# ~235 MB (64 MB of package summaries, 709k documents: read 516 MB, band map 510 MB, the
+# signatures being 512 B a document), and a worker keeps some of what its earlier tasks held:
+# pieces are made at most the cap per worker / this.
+READ_BYTES_PER_PIECE_BYTE = 24
+# What a Ray worker holds of its own (the interpreter, numpy, Ray, the kernels: 235 MB measured).
+WORKER_BYTES = 256 << 20
+# What a band task holds per band entry it receives (a document's key in one band), beside its
+# candidates: 24 B measured (7.3M entries of 745k distinct summaries in 4 partitions: 177 MB
+# above the worker's own), the nibbles of the documents they name included.
+BAND_ENTRY_BYTES = 24
 # A verify task with fewer candidate pairs than this runs on one CPU.
 VERIFY_TASK_PAIRS = 1_000_000
 RAY_MISSING = 'the cluster commands need Ray: pip install "dedup-tui[ray]"'
