@@ -25,6 +25,8 @@ from ..scanning.settings import Threads
 from ..scanning.verify import CandidatePairs, VerifyPlan, verify
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+# A band or verify task holds as many candidates as its cap allows: no limit of its own.
+TASK_PASS_CANDIDATES = 1 << 62
 
 
 # -- shuffles --------------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
     reports = 0
     with SpillFolder() as folder:
         # a held candidate: 8 B; in its pass: the pass's keys, their sort and the groups' copy
-        hold_limit, pass_limit = candidate_limits(cap, resident_bytes(), 24)
+        hold_limit, pass_limit = candidate_limits(cap, resident_bytes(), 24, most=TASK_PASS_CANDIDATES)
         survivors = CandidatePasses(n_reps, hold_limit, pass_limit, folder)
         for local_keys in _prefiltered_pairs(local, run_start, run_len, packed, num_perm, min_agree, n_t):
             reports += len(local_keys)
@@ -364,7 +366,7 @@ def verify_group(
     try:
         with SpillFolder() as folder:
             held = resident_bytes() + pool.workers * 2 * VERIFY_JOB_BYTES
-            hold_limit, pass_limit = candidate_limits(cap, held, BYTES_PER_CANDIDATE)
+            hold_limit, pass_limit = candidate_limits(cap, held, BYTES_PER_CANDIDATE, most=TASK_PASS_CANDIDATES)
             survivors = CandidatePasses(n_reps, hold_limit, pass_limit, folder)
             for c in candidates:
                 survivors.add(c)

@@ -68,16 +68,20 @@ def resident_bytes() -> int:
         return 0
 
 
-def candidate_limits(cap: int, held: int, per_candidate: int, hold_bytes: int = 8) -> tuple[int, int]:
+def candidate_limits(
+    cap: int, held: int, per_candidate: int, hold_bytes: int = 8, most: int | None = None
+) -> tuple[int, int]:
     """(candidates held in memory before spilling starts, candidates per pass) of a stage that
     holds `held` bytes whatever its candidates, a pass costing `per_candidate` bytes a candidate
     and a held one `hold_bytes`, under `cap` (bytes; 0: no limit), each within
-    [MIN_PASS_CANDIDATES, MAX_PASS_CANDIDATES]. (The cluster scan's stages: ray/stages.py.)"""
+    [MIN_PASS_CANDIDATES, most] (None: MAX_PASS_CANDIDATES). (The cluster scan's stages:
+    ray/stages.py; the incremental scan.)"""
     if cap <= 0:
         return 1 << 62, 1 << 62
+    most = MAX_PASS_CANDIDATES if most is None else most
     room = cap - held
-    pass_limit = min(max(room // per_candidate, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
-    hold_limit = min(max(min(pass_limit, room // hold_bytes), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    pass_limit = min(max(room // per_candidate, MIN_PASS_CANDIDATES), most)
+    hold_limit = min(max(min(pass_limit, room // hold_bytes), MIN_PASS_CANDIDATES), most)
     return hold_limit, pass_limit
 
 
