@@ -225,16 +225,14 @@ def test_a_spill_that_cannot_be_written_is_one_error_and_changes_nothing(
 def test_the_default_cap_per_worker_is_half_a_cpus_memory_on_the_smallest_node():
     from dedup_tui.engine.ray.job import describe_worker_cap, worker_cap
 
-    class Cluster:
-        def nodes(self):
-            return [
-                {"Alive": True, "Resources": {"memory": 16 << 30, "CPU": 4.0}},
-                {"Alive": True, "Resources": {"memory": 6 << 30, "CPU": 6.0}},  # 1 GB a CPU
-                {"Alive": False, "Resources": {"memory": 1 << 30, "CPU": 8.0}},  # (gone)
-            ]
+    nodes = [
+        {"Alive": True, "Resources": {"memory": 16 << 30, "CPU": 4.0}},
+        {"Alive": True, "Resources": {"memory": 6 << 30, "CPU": 6.0}},  # 1 GB a CPU
+        {"Alive": False, "Resources": {"memory": 1 << 30, "CPU": 8.0}},  # (gone)
+    ]
 
-    assert worker_cap(Cluster()) == (512 << 20, 1 << 30)
-    assert describe_worker_cap(Cluster(), 0) == (
+    assert worker_cap(nodes) == (512 << 20, 1 << 30)
+    assert describe_worker_cap(nodes, 0) == (
         "memory cap 512 MB per worker: 50% of the 1.0 GB a CPU has on the smallest node (--memory to change)"
     )
 

@@ -115,9 +115,6 @@ def cluster_scan(
     roles = [None] * (len(files) - reference_files) + ["reference"] * reference_files
     _check_scan_dir(out_dir, files, force)
     ray = connect(address)
-    cap = settings.memory or worker_cap(ray)[0]
-    if notice is not None:
-        notice(describe_worker_cap(ray, settings.memory))
     stage = Stage(ray, control, [], {str(f.resolve()): str(f) for f in files})
     # Written beside SCAN_DIR (on the shared file system: the tasks write the documents) and
     # renamed into place when complete.
@@ -127,8 +124,11 @@ def cluster_scan(
     tmp = out_dir.with_name(work_name(out_dir.name, "part"))
     tmp.mkdir()
     try:
-        job = _ScanJob(ray, stage, files, settings, tmp)
-        job.result.memory_cap = cap
+        job = _ScanJob(ray, stage, files, settings, tmp)  # (the cluster as it starts: before the cap's look)
+        nodes = ray.nodes()
+        job.result.memory_cap = settings.memory or worker_cap(nodes)[0]
+        if notice is not None:
+            notice(describe_worker_cap(nodes, settings.memory))
         job.roles = roles
         job.prefixes = id_prefixes(files, labels, sharded)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
@@ -143,25 +143,26 @@ def cluster_scan(
             _remove_scan(tmp)
 
 
-def worker_cap(ray) -> tuple[int, int]:
-    """(the default memory cap per worker, the memory per CPU it is a share of): the local
-    scan's share (memory.DEFAULT_SHARE) of the memory a CPU has for tasks on the node with the
-    least (Ray's `memory` resource: what was available when the node started, less its object
-    store), so that a task on every CPU of any node keeps within that share together."""
+def worker_cap(nodes: list[dict]) -> tuple[int, int]:
+    """(the default memory cap per worker, the memory per CPU it is a share of) on the cluster's
+    `nodes` (ray.nodes()): the local scan's share (memory.DEFAULT_SHARE) of the memory a CPU
+    has for tasks on the node with the least (Ray's `memory` resource: what was available when
+    the node started, less its object store), so that a task on every CPU of any node keeps
+    within that share together."""
     per_cpu = [
         n["Resources"]["memory"] / max(1.0, n["Resources"].get("CPU", 1.0))
-        for n in ray.nodes()
+        for n in nodes
         if n.get("Alive") and n.get("Resources", {}).get("memory")
     ]
     available = int(min(per_cpu)) if per_cpu else available_memory()
     return max(MIN_CAP, int(available * DEFAULT_SHARE)), available
 
 
-def describe_worker_cap(ray, chosen: int) -> str:
-    """The line cluster-scan prints first about its cap per worker."""
+def describe_worker_cap(nodes: list[dict], chosen: int) -> str:
+    """The line cluster-scan prints first about its cap per worker (`nodes`: ray.nodes())."""
     if chosen:
         return f"memory cap {format_size(chosen)} per worker (--memory)"
-    cap, available = worker_cap(ray)
+    cap, available = worker_cap(nodes)
     return (
         f"memory cap {format_size(cap)} per worker: {DEFAULT_SHARE:.0%} of the {format_size(available)} "
         f"a CPU has on the smallest node (--memory to change)"
