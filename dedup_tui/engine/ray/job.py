@@ -29,8 +29,11 @@ The driver only plans and collects small arrays; every pass over the corpus is a
 Under the memory cap per worker (settings.memory; default worker_cap()), the band and verify
 tasks keep their candidates as the local scan does (scanning/passes.py): in memory while they
 fit, else in the worker's own spill folder, taken in passes over ranges of the earlier
-document; the result is the same under any cap. What the tasks receive stays in Ray's object
-store, which has its own limit (and spills to disk itself).
+document; pieces are at most cap / READ_BYTES_PER_PIECE_BYTE, and the band shuffle has
+partitions enough for a task's entries (band_partitions). The result is the same under any
+cap. What the tasks receive and return stays in Ray's object store, which has its own limit
+(and spills to disk itself); the map tasks of the band shuffle and the band tasks store each
+return as it is made.
 
 The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py), but for a
 bucket over max_bucket: all of its pairs here, those sharing a sub-band there.
