@@ -540,7 +540,11 @@ def _added_pairs(
         parts.clear()
         pa, pb = keys // n_docs, keys % n_docs
         del keys
-        rows = np.unique(np.concatenate([pa, pb]))  # (old ords, then new ones)
+        in_pass = np.zeros(n_docs, np.bool_)  # (a mask over the ords: no sort of the candidates)
+        in_pass[pa] = True
+        in_pass[pb] = True
+        rows = np.flatnonzero(in_pass)  # (old ords, then new ones)
+        del in_pass
         old_in_pairs = rows[rows < new_reps[0]]
         text = kernels_text.TextBuffer.concat(
             [
