@@ -1129,8 +1129,9 @@ _ADDRESS = click.option(
     "--memory",
     type=_Size(),
     default=None,
-    help="Memory each worker keeps within, e.g. 4G or 500M; the candidates a task cannot hold go to a "
-    "folder of its worker for the task's time. [default: half of the memory a CPU has on the smallest node]",
+    help="Memory each worker keeps within, e.g. 4G or 500M: smaller pieces under a small cap, and the "
+    "candidates a task cannot hold in a folder of its worker for the task's time. [default: half of the "
+    "memory a CPU has on the smallest node]",
 )
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
