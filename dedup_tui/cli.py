@@ -375,6 +375,67 @@ class _TakesReferences(click.Command):
         return super().parse_args(ctx, out)
 
 
+def _scan_settings_options(
+    floor_help: str,
+    method_help: str | None = None,
+    max_bucket_help: str | None = None,
+    described: bool = True,
+    workers: bool = False,
+):
+    """The scan settings' options of scan, plan and cluster-scan, with one name, default and
+    range each, in this order: --k, --floor, --method (given its help), --num-perm, --seed,
+    --workers (when asked), --max-bucket. `described`: --num-perm and --seed say what they are."""
+    options = [
+        click.option(
+            "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
+        ),
+        click.option(
+            "--floor", default=DEFAULT_FLOOR, show_default=True, type=_Fraction(0, 1, min_open=True), help=floor_help
+        ),
+    ]
+    if method_help is not None:
+        options.append(
+            click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help=method_help)
+        )
+    options += [
+        click.option(
+            "--num-perm",
+            default=DEFAULT_NUM_PERM,
+            show_default=True,
+            type=click.IntRange(1, 1024),
+            help="MinHash permutations." if described else None,
+        ),
+        click.option(
+            "--seed",
+            default=DEFAULT_SEED,
+            show_default=True,
+            type=click.IntRange(0, 2**63 - 1),
+            help="Seed of the MinHash permutations." if described else None,
+        ),
+    ]
+    if workers:
+        options.append(
+            click.option(
+                "--workers",
+                default=0,
+                type=click.IntRange(0, 64),
+                help="Threads for the compiled scan kernels (0: one per core).",
+            )
+        )
+    options.append(
+        click.option(
+            "--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help=max_bucket_help
+        )
+    )
+
+    def add(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return add
+
+
 _REFERENCE_OPTION = click.option(
     "--reference",
     "references",
@@ -449,46 +510,11 @@ def _no_project_among(references, usage: str) -> None:
 
 @main.command(cls=_TakesReferences)
 @_db_option("Project file")
-@click.option(
-    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
-)
-@click.option(
-    "--floor",
-    default=DEFAULT_FLOOR,
-    show_default=True,
-    type=_Fraction(0, 1, min_open=True),
-    help="Lowest similarity stored; thresholds below it need a rescan.",
-)
-@click.option(
-    "--method",
-    default="auto",
-    show_default=True,
-    type=click.Choice(METHODS),
-    help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.",
-)
-@click.option(
-    "--num-perm",
-    default=DEFAULT_NUM_PERM,
-    show_default=True,
-    type=click.IntRange(1, 1024),
-    help="MinHash permutations.",
-)
-@click.option(
-    "--seed",
-    default=DEFAULT_SEED,
-    show_default=True,
-    type=click.IntRange(0, 2**63 - 1),
-    help="Seed of the MinHash permutations.",
-)
-@click.option(
-    "--workers", default=0, type=click.IntRange(0, 64), help="Threads for the compiled scan kernels (0: one per core)."
-)
-@click.option(
-    "--max-bucket",
-    default=DEFAULT_MAX_BUCKET,
-    show_default=True,
-    type=click.IntRange(2),
-    help="LSH buckets larger than this are split by sub-bands where that saves work, else compared pair "
+@_scan_settings_options(
+    floor_help="Lowest similarity stored; thresholds below it need a rescan.",
+    method_help="Candidate pairs from MinHash LSH, an exhaustive comparison, or whichever suits the corpus size.",
+    workers=True,
+    max_bucket_help="LSH buckets larger than this are split by sub-bands where that saves work, else compared pair "
     "by pair; never skipped.",
 )
 @click.option(
@@ -669,20 +695,7 @@ def _plan_first(
 
 @main.command(cls=_TakesReferences)
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] CORPUS...", type=click.Path(exists=False, readable=False))
-@click.option(
-    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
-)
-@click.option(
-    "--floor",
-    default=DEFAULT_FLOOR,
-    show_default=True,
-    type=_Fraction(0, 1, min_open=True),
-    help="Lowest similarity the scan would store.",
-)
-@click.option("--method", default="auto", show_default=True, type=click.Choice(METHODS), help="As scan's.")
-@click.option("--num-perm", default=DEFAULT_NUM_PERM, show_default=True, type=click.IntRange(1, 1024))
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, type=click.IntRange(0, 2**63 - 1))
-@click.option("--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2))
+@_scan_settings_options(floor_help="Lowest similarity the scan would store.", method_help="As scan's.", described=False)
 @click.option("--lean", is_flag=True, help="Plan a scan --lean (no band keys kept).")
 @click.option("--memory", default=None, help="The scan's memory cap (e.g. 4G). [default: half the memory available]")
 @click.option("--json", "as_json", is_flag=True, help="The plan as one JSON object.")
@@ -1095,36 +1108,9 @@ _ADDRESS = click.option(
     help="Folder to write (SCAN_DIR): pairs, exact groups, the records of their documents, a manifest.",
 )
 @_ADDRESS
-@click.option(
-    "--k", default=DEFAULT_K, show_default=True, type=click.IntRange(1, 64), help="Shingle size in characters."
-)
-@click.option(
-    "--floor",
-    default=DEFAULT_FLOOR,
-    show_default=True,
-    type=_Fraction(0, 1, min_open=True),
-    help="Lowest similarity stored.",
-)
-@click.option(
-    "--num-perm",
-    default=DEFAULT_NUM_PERM,
-    show_default=True,
-    type=click.IntRange(1, 1024),
-    help="MinHash permutations.",
-)
-@click.option(
-    "--seed",
-    default=DEFAULT_SEED,
-    show_default=True,
-    type=click.IntRange(0, 2**63 - 1),
-    help="Seed of the MinHash permutations.",
-)
-@click.option(
-    "--max-bucket",
-    default=DEFAULT_MAX_BUCKET,
-    show_default=True,
-    type=click.IntRange(2),
-    help="LSH buckets larger than this are reported (compared pair by pair, never skipped).",
+@_scan_settings_options(
+    floor_help="Lowest similarity stored.",
+    max_bucket_help="LSH buckets larger than this are reported (compared pair by pair, never skipped).",
 )
 @click.option(
     "--piece-mb",
@@ -1138,6 +1124,14 @@ _ADDRESS = click.option(
     default=0,
     type=click.IntRange(0),
     help="Partitions of each shuffle. [default: twice the cluster's CPUs]",
+)
+@click.option(
+    "--memory",
+    type=_Size(),
+    default=None,
+    help="Memory each worker keeps within, e.g. 4G or 500M: smaller pieces under a small cap, and the "
+    "candidates a task cannot hold in a folder of its worker for the task's time. [default: half of the "
+    "memory a CPU has on the smallest node]",
 )
 @click.option("--force", is_flag=True, help="Replace SCAN_DIR if it exists.")
 @_load_options
@@ -1153,6 +1147,7 @@ def cluster_scan_cmd(
     max_bucket,
     piece_mb,
     partitions,
+    memory,
     force,
     id_field,
     text_field,
@@ -1181,6 +1176,7 @@ def cluster_scan_cmd(
         skip_bad=skip_bad,
         piece_bytes=piece_mb << 20,
         partitions=partitions,
+        memory=memory or 0,
     )
     r = _run(
         job.cluster_scan,
@@ -1190,6 +1186,7 @@ def cluster_scan_cmd(
         address=address,
         force=force,
         references=list(references),
+        notice=click.echo,
         unchanged=f"nothing was written to {out_dir}; the job's tasks were cancelled",
     )
     click.echo(
@@ -1199,6 +1196,13 @@ def cluster_scan_cmd(
         f"{r.participants:,} documents to review, in {_one_line(out_dir)} "
         f"({r.timings.get('total', 0):.1f}s)"
     )
+    if r.tasks_in_passes:
+        from .engine.scanning.memory import format_size
+
+        click.echo(
+            f"candidates taken in passes by {r.tasks_in_passes:,} task(s) under the {format_size(r.memory_cap)} "
+            f"cap per worker, {format_size(r.spill_bytes)} at most in a worker's spill folder"
+        )
     if r.skipped_records:
         click.echo(f"skipped {r.skipped_records:,} bad record(s) (their lines are in the manifest)")
     if r.oversized_buckets:

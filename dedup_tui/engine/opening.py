@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .compile.kernel_cache import notice, private_dir
 from .errors import ProjectError
+from .scanning.passes import remove_stale_spill_folders
 from .scanning.settings import ScanSettings
 from .store import Project
 
@@ -108,7 +109,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
                 f"dedup-tui load {path} --reference FILE..."
             )
         Project(path).close()  # checks that it is a project
-        return OpenSpec(path.resolve())
+        return OpenSpec(path.resolve(), notice=remove_stale_spill_folders(path.resolve().parent))
     target = Path(db).expanduser().resolve() if db else project_beside(path)
     created = not target.exists()
     if created:  # a new project: refuse a corpus that cannot load before creating it
@@ -127,7 +128,7 @@ def prepare(path: str | Path | None = None, db: str | Path | None = None, **load
         warning = _check_corpus(project, path) if loaded else None
     finally:
         project.close()
-    notice = sample_notice(path, target) if sample and created else None
+    notice = sample_notice(path, target) if sample and created else remove_stale_spill_folders(target.parent)
     return OpenSpec(target, [] if loaded else [path], load_options, warning=warning, created=created, notice=notice)
 
 

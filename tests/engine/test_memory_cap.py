@@ -151,15 +151,25 @@ def test_the_cap_is_not_a_setting_an_incremental_scan_compares(make_project, tin
     from tests.conftest import write_jsonl
     from tests.engine.test_scan import planted_corpus
 
-    project = planted(make_project, "grows")
-    local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1)
     more = [(f"new{i}", text) for i, (_, text) in enumerate(planted_corpus(30, seed=9))]
-    load_corpus(project, [write_jsonl(project.path.parent / "more.jsonl", more)])
-    result = local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=None)
-    assert result.incremental, result.full_reason
-    added = stored_scan(project)
-    local.scan(project, ScanSettings(floor=0.4, method="lsh"), full=True)
-    assert stored_scan(project)["pairs"] == added["pairs"]
+    results, stored = {}, {}
+    for name, memory in (("capped", 1), ("uncapped", None)):  # (each scan after a load under the other cap)
+        project = planted(make_project, name)
+        local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1 if memory is None else None)
+        load_corpus(project, [write_jsonl(project.path.parent / f"more-{name}.jsonl", more)])
+        results[name] = local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=memory)
+        assert results[name].incremental, results[name].full_reason
+        stored[name] = stored_scan(project)
+    capped, uncapped = results["capped"], results["uncapped"]
+    # the incremental scan's candidates went through passes under the cap, as a full scan's do
+    assert capped.passes > 3 and capped.spill_bytes > 0 and uncapped.passes == 1 and uncapped.spill_bytes == 0
+    assert capped.memory_cap == 1
+    assert (capped.pairs, capped.verified, capped.prefiltered) == (
+        uncapped.pairs,
+        uncapped.verified,
+        uncapped.prefiltered,
+    )
+    assert stored["capped"] == stored["uncapped"]  # (and this is a full rescan's: test_incremental.py)
 
 
 def test_memory_is_a_size_on_the_command_line(tmp_path):
@@ -210,3 +220,96 @@ def test_a_spill_that_cannot_be_written_is_one_error_and_changes_nothing(
         local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1)
     assert not list(tmp_path.glob(SPILL_GLOB))
     assert stored_scan(project) == before
+
+
+def test_the_default_cap_per_worker_is_half_a_cpus_memory_on_the_smallest_node():
+    from dedup_tui.engine.ray.job import describe_worker_cap, worker_cap
+
+    nodes = [
+        {"Alive": True, "Resources": {"memory": 16 << 30, "CPU": 4.0}},
+        {"Alive": True, "Resources": {"memory": 6 << 30, "CPU": 6.0}},  # 1 GB a CPU
+        {"Alive": False, "Resources": {"memory": 1 << 30, "CPU": 8.0}},  # (gone)
+    ]
+
+    assert worker_cap(nodes) == (512 << 20, 1 << 30)
+    assert describe_worker_cap(nodes, 0) == (
+        "memory cap 512 MB per worker: 50% of the 1.0 GB a CPU has on the smallest node (--memory to change)"
+    )
+
+
+# -- spill folders of killed scans ------------------------------------------------------------
+
+
+def test_a_killed_scans_spill_folder_is_removed_by_the_next_open_or_scan(make_project, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from dedup_tui.engine import opening
+    from dedup_tui.engine.scanning import local, passes
+
+    project = make_project([("a", "one two three four"), ("b", "five six seven eight")], name="p")
+    # a scan spilling beside the project, killed
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys, numpy as np; from pathlib import Path;"
+            "from dedup_tui.engine.scanning.passes import SpillFolder;"
+            "SpillFolder(Path(sys.argv[1])).append('candidates', np.arange(1000));"
+            "os.kill(os.getpid(), signal.SIGKILL)",
+            str(tmp_path),
+        ],
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (dead,) = tmp_path.glob(SPILL_GLOB)
+    assert dead.name.startswith(f".dedup-tui-spill-{socket.gethostname()}.") and (dead / "candidates").exists()
+    # kept: this live process's folder, and a folder of the dead process's name it did not fill
+    live = passes.SpillFolder(tmp_path)
+    live.append("pass-0", np.arange(10))
+    foreign = tmp_path / (dead.name[:-3] + "zzz")
+    foreign.mkdir(mode=0o700)
+    (foreign / "notes.txt").write_text("mine")
+
+    spec = opening.prepare(project.path)
+    assert spec.notice == (f"removed 1 spill folder(s) that killed scans left beside the project (7.8 KB): {dead.name}")
+    assert not dead.exists() and live.path is not None and (live.path / "pass-0").exists()
+    assert (foreign / "notes.txt").exists()
+    assert opening.prepare(project.path).notice is None
+
+    # the next scan does it too, and says so
+    killed_again = tmp_path / dead.name
+    killed_again.mkdir(mode=0o700)
+    (killed_again / "a").write_bytes(b"x" * 10)
+    local.scan(project)
+    assert project.notices[-1].startswith("removed 1 spill folder(s)") and not killed_again.exists()
+    assert live.path.exists() and foreign.exists()
+    live.close()
+
+
+def test_the_band_shuffle_has_partitions_enough_for_the_cap():
+    from types import SimpleNamespace
+
+    from dedup_tui.engine.ray.job import _ScanJob
+    from dedup_tui.engine.ray.settings import ClusterScanSettings
+
+    def partitions(cap: int, n_reps: int, chosen: int = 0) -> int:
+        job = SimpleNamespace(
+            result=SimpleNamespace(memory_cap=cap),
+            settings=ClusterScanSettings(partitions=chosen),
+            partitions=chosen or 4,
+            n_reps=n_reps,
+            banding=SimpleNamespace(bands=39),
+        )
+        return _ScanJob.band_partitions(job)  # type: ignore[arg-type]
+
+    # 10M distinct texts x 39 bands x 24 B in (1 GB - 256 MB) / 2 a task
+    assert partitions(1 << 30, 10_000_000) == 24
+    assert partitions(1 << 30, 745_000) == 4  # (the cluster's own count is enough)
+    assert partitions(1 << 30, 10_000_000, chosen=3) == 3  # --partitions keeps its word
+    assert partitions(0, 10_000_000) == 4

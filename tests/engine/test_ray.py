@@ -322,10 +322,24 @@ def test_cli_scan_import_export(corpus, tmp_path):
     runner = CliRunner()
     out = tmp_path / "scan"
     r = runner.invoke(
-        main, ["cluster-scan", *map(str, corpus), "--out", str(out), "--piece-mb", "1", "--partitions", "2"]
+        main,
+        [
+            "cluster-scan",
+            *map(str, corpus),
+            "--out",
+            str(out),
+            "--piece-mb",
+            "1",
+            "--partitions",
+            "2",
+            "--memory",
+            "1G",
+        ],
     )
     assert r.exit_code == 0, r.output
+    assert r.output.startswith("memory cap 1.0 GB per worker (--memory)\n")
     assert "near pairs >= 0.5" in r.output
+    assert json.loads((out / "manifest.json").read_text())["counts"]["memory_cap"] == 1 << 30
     r = runner.invoke(main, ["import", str(out), "--db", str(tmp_path / "p.db")])
     assert r.exit_code == 0 and "partial view" in r.output, r.output
     r = runner.invoke(
@@ -471,6 +485,83 @@ def test_oversized_buckets_are_compared_not_skipped(cluster_scanned, corpus, tmp
     assert result.candidates == counts.candidates
     assert _scan_pairs(out) == _local_pairs(limited) == _local_pairs(unlimited)
     unlimited.close()
+
+
+def _stage_inputs(files: list[Path]):
+    """The band and verify stages' inputs for `files`, made in this process as the job's tasks
+    make them (no ids repeated): pieces of 40 kB, one shuffle partition, three groups."""
+    from dedup_tui.engine.ray import stages
+    from dedup_tui.engine.ray.pieces import PieceSpec, read_piece
+    from dedup_tui.engine.scanning import lsh
+    from dedup_tui.engine.scanning.settings import PREFILTER_TAIL
+
+    s = ClusterScanSettings()
+    specs = [
+        PieceSpec(i, str(f), "jsonl", start, end, first, f"{f.name}:")
+        for i, f in enumerate(files)
+        for start, end, first in index_file(str(f), "jsonl", 40_000)["pieces"]
+    ]
+    read = [read_piece(p, s) for p in specs]
+    counts = np.array([r[0]["n"] for r in read], np.int64)
+    base = np.r_[0, np.cumsum(counts)]
+    dropped = np.empty(0, np.int64)
+    copies = stages.exact_copies(
+        *[stages.digests_by_partition(r[1], int(base[p]), dropped, 1) for p, r in enumerate(read)]
+    )
+    dup_ords = np.sort(copies[0])
+    n_reps = int(base[-1]) - len(dup_ords)
+    rep_bounds = base - np.searchsorted(dup_ords, base)
+    banding = lsh.choose_banding(s.floor, s.num_perm)
+    index_bits = max(1, (n_reps - 1).bit_length())
+    entries = [
+        next(stages.band_entries(r[2], int(base[p]), dropped, dup_ords, index_bits, banding.bands, banding.rows, 1))
+        for p, r in enumerate(read)
+    ]
+    groups = np.array_split(np.arange(len(specs)), 3)
+    group_bounds = np.array([rep_bounds[g[0]] for g in groups] + [rep_bounds[-1]], np.int64)
+    min_agree = lsh.min_matches_to_verify(s.num_perm, s.floor, PREFILTER_TAIL, bits=4)
+    band_args = (n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds)
+    info = {"rep_bounds": rep_bounds, "base": base, "count": counts, "dropped": dropped, "dup_ords": dup_ords}
+    texts = [r[3] for r in read]
+    return band_args, entries, groups, info, texts
+
+
+def test_the_band_and_verify_tasks_in_passes_give_what_they_give_at_once(corpus, monkeypatch):
+    """Under a cap that holds almost nothing (passes of 1,000 candidates), the band task's
+    candidates and the verify tasks' pairs are those of no cap, though spilled and taken in
+    many passes. (The stages' functions run in this process, as their tasks would.)"""
+    from dedup_tui.engine.ray import stages
+    from dedup_tui.engine.scanning import passes
+
+    band_args, entries, groups, info, texts = _stage_inputs(corpus)
+    n_reps = band_args[0]
+    text_refs = [ray.put(t) for t in texts]
+
+    def run(cap: int):
+        *candidates, stats = stages.band_pairs(*band_args, cap, *entries)
+        verified = [
+            stages.verify_group(
+                n_reps, 5, 0.5, info, g.tolist(), 1, cap, text_refs, *[texts[p] for p in g], candidates[q]
+            )
+            for q, g in enumerate(groups)
+        ]
+        return candidates, stats, verified
+
+    whole, whole_stats, whole_verified = run(0)
+    monkeypatch.setattr(passes, "MIN_PASS_CANDIDATES", 1000)
+    monkeypatch.setattr(passes, "SPILL_BLOCK", 64)
+    capped, capped_stats, capped_verified = run(1)
+    assert sum(map(len, whole)) > 1000 and whole_stats[5] == 1
+    assert capped_stats[5] > 10 and capped_stats[6] > 0  # passes, spilled bytes
+    assert all(np.array_equal(x, y) for x, y in zip(whole, capped))
+    assert np.array_equal(whole_stats[4], capped_stats[4])  # candidates per group
+    assert max(c[6] for c in capped_verified) > 5
+    for w, c in zip(whole_verified, capped_verified):
+        assert w[6] == 1 and (c[6] > 1) == (c[7] > 0)  # passes only when spilled
+        assert w[3:5] == c[3:5]  # compared, distinct candidates
+        order_w, order_c = np.lexsort((w[1], w[0])), np.lexsort((c[1], c[0]))
+        assert all(np.array_equal(w[i][order_w], c[i][order_c]) for i in range(3))
+    assert sum(len(w[0]) for w in whole_verified) > 500
 
 
 def test_outputs_never_replace_the_corpus_or_a_foreign_folder(corpus, cluster_scanned, tmp_path):

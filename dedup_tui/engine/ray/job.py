@@ -26,6 +26,15 @@ The driver only plans and collects small arrays; every pass over the corpus is a
 7. documents: the pieces are read again and the records of every document in some pair
    or exact group are written, by the tasks, as Parquet parts for `dedup-tui import`.
 
+Under the memory cap per worker (settings.memory; default worker_cap()), the band and verify
+tasks keep their candidates as the local scan does (scanning/passes.py): in memory while they
+fit, else in the worker's own spill folder, taken in passes over ranges of the earlier
+document; pieces are at most cap / READ_BYTES_PER_PIECE_BYTE, and the band shuffle has
+partitions enough for a task's entries (band_partitions). The result is the same under any
+cap. What the tasks receive and return stays in Ray's object store, which has its own limit
+(and spills to disk itself); the map tasks of the band shuffle and the band tasks store each
+return as it is made.
+
 The same pairs as `scan --method lsh` on the same corpus (tests/engine/test_ray.py), but for a
 bucket over max_bucket: all of its pairs here, those sharing a sub-band there.
 """
@@ -37,6 +46,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +55,7 @@ from ..errors import Cancelled, CorpusError, DedupError
 from ..progress import Control
 from ..readers import show
 from ..scanning import lsh
+from ..scanning.memory import DEFAULT_SHARE, MIN_CAP, available_memory, format_size
 from ..scanning.settings import PREFILTER_TAIL, ScanSettings
 from ..store import now_iso, pid_alive
 from .address import connect
@@ -61,7 +72,14 @@ from .pieces import (
 )
 from .scandir import DOCUMENTS as DOCUMENTS_DIR
 from .scandir import SCAN_FORMAT, SCAN_VERSION, read_manifest
-from .settings import VERIFY_TASK_PAIRS, ClusterScanResult, ClusterScanSettings
+from .settings import (
+    BAND_ENTRY_BYTES,
+    READ_BYTES_PER_PIECE_BYTE,
+    VERIFY_TASK_PAIRS,
+    WORKER_BYTES,
+    ClusterScanResult,
+    ClusterScanSettings,
+)
 from .stages import (
     Stage,
     band_entries,
@@ -82,12 +100,15 @@ def cluster_scan(
     address: str | None = None,
     force: bool = False,
     references=(),
+    notice: Callable[[str], None] | None = None,
 ) -> ClusterScanResult:
     """Scan the corpus on Ray and write SCAN_DIR: pairs.parquet, exact_groups.parquet,
     documents/ (Parquet parts: the records of every document in a pair or group) and
     manifest.json. The folder appears only when complete. `references`: files scanned after
     the corpus whose manifest entries say they are references (an imported project keeps their
-    documents, never removes nor exports them)."""
+    documents, never removes nor exports them). `notice` hears the memory cap per worker
+    (settings.memory, else worker_cap()) once the cluster is reached, in the words of
+    describe_worker_cap()."""
     settings = settings or ClusterScanSettings()
     control = control or Control()
     ScanSettings(k=settings.k, floor=settings.floor, num_perm=settings.num_perm, seed=settings.seed).validate()
@@ -106,7 +127,11 @@ def cluster_scan(
     tmp = out_dir.with_name(work_name(out_dir.name, "part"))
     tmp.mkdir()
     try:
-        job = _ScanJob(ray, stage, files, settings, tmp)
+        job = _ScanJob(ray, stage, files, settings, tmp)  # (the cluster as it starts: before the cap's look)
+        nodes = ray.nodes()
+        job.result.memory_cap = settings.memory or worker_cap(nodes)[0]
+        if notice is not None:
+            notice(describe_worker_cap(nodes, settings.memory))
         job.roles = roles
         job.prefixes = id_prefixes(files, labels, sharded)
         for step in (job.index, job.read, job.repeated_ids, job.exact, job.candidates, job.verify, job.documents):
@@ -119,6 +144,32 @@ def cluster_scan(
     finally:
         if tmp.exists():
             _remove_scan(tmp)
+
+
+def worker_cap(nodes: list[dict]) -> tuple[int, int]:
+    """(the default memory cap per worker, the memory per CPU it is a share of) on the cluster's
+    `nodes` (ray.nodes()): the local scan's share (memory.DEFAULT_SHARE) of the memory a CPU
+    has for tasks on the node with the least (Ray's `memory` resource: what was available when
+    the node started, less its object store), so that a task on every CPU of any node keeps
+    within that share together."""
+    per_cpu = [
+        n["Resources"]["memory"] / max(1.0, n["Resources"].get("CPU", 1.0))
+        for n in nodes
+        if n.get("Alive") and n.get("Resources", {}).get("memory")
+    ]
+    available = int(min(per_cpu)) if per_cpu else available_memory()
+    return max(MIN_CAP, int(available * DEFAULT_SHARE)), available
+
+
+def describe_worker_cap(nodes: list[dict], chosen: int) -> str:
+    """The line cluster-scan prints first about its cap per worker (`nodes`: ray.nodes())."""
+    if chosen:
+        return f"memory cap {format_size(chosen)} per worker (--memory)"
+    cap, available = worker_cap(nodes)
+    return (
+        f"memory cap {format_size(cap)} per worker: {DEFAULT_SHARE:.0%} of the {format_size(available)} "
+        f"a CPU has on the smallest node (--memory to change)"
+    )
 
 
 def _check_scan_dir(out_dir: Path, files: list[Path], force: bool) -> None:
@@ -274,14 +325,22 @@ class _ScanJob:
         self.prefixes = id_prefixes(files)  # what each file's generated ids start with
         self.pairs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
+    def _count_passes(self, tasks: list[tuple[int, int]]) -> None:
+        """Add the (passes, peak spill bytes) of a stage's tasks to the result."""
+        r = self.result
+        r.passes += sum(p for p, _ in tasks)
+        r.tasks_in_passes += sum(1 for p, _ in tasks if p > 1)
+        r.spill_bytes = max([r.spill_bytes, *(b for _, b in tasks)])
+
     def _timed(self, name: str, t0: float) -> None:
         self.result.timings[name] = time.perf_counter() - t0
 
-    def _shuffle(self, map_fn, map_args, reduce_fn, reduce_args=(), reduce_returns: int = 1):
+    def _shuffle(self, map_fn, map_args, reduce_fn, reduce_args=(), reduce_returns: int = 1, partitions: int = 0):
         """map_fn(*args, partitions) for each piece's args, each returning one output per
         partition; reduce_fn(*reduce_args, *that partition's outputs) per partition. Returns
-        the reducers' refs (a list of refs each when reduce_returns > 1)."""
-        p = self.partitions
+        the reducers' refs (a list of refs each when reduce_returns > 1). `partitions`: 0 for
+        self.partitions."""
+        p = partitions or self.partitions
         maps = [self.ray.remote(map_fn).options(num_returns=p).remote(*args, p) for args in map_args]
         if p == 1:
             maps = [[m] for m in maps]
@@ -290,16 +349,30 @@ class _ScanJob:
             reduce = reduce.options(num_returns=reduce_returns)
         return [reduce.remote(*reduce_args, *[m[q] for m in maps]) for q in range(p)]
 
+    def band_partitions(self) -> int:
+        """The band shuffle's partitions: self.partitions, more (unless --partitions chose them)
+        when a band task's share of the band entries (BAND_ENTRY_BYTES each) would take more
+        than half of what the cap per worker leaves beside the worker itself."""
+        cap = self.result.memory_cap
+        if not cap or self.settings.partitions:
+            return self.partitions
+        room = max(cap - WORKER_BYTES, cap // 4) // 2
+        entries = self.n_reps * self.banding.bands
+        return max(self.partitions, -(-entries * BAND_ENTRY_BYTES // room))
+
+    def piece_bytes(self) -> int:
+        """The size of the pieces: settings.piece_bytes, smaller when a read task of that size
+        would not keep within the cap per worker."""
+        fitting = self.result.memory_cap // READ_BYTES_PER_PIECE_BYTE if self.result.memory_cap else 1 << 62
+        return min(self.settings.piece_bytes, max(1 << 20, fitting))
+
     # -- stages ----------------------------------------------------------------------------
     def index(self) -> None:
         t0 = time.perf_counter()
         remote = self.ray.remote(index_file)
         self.index_info = self.stage.run(
             "index",
-            [
-                remote.remote(str(f.resolve()), fmt, self.settings.piece_bytes)
-                for f, fmt in zip(self.files, self.formats)
-            ],
+            [remote.remote(str(f.resolve()), fmt, self.piece_bytes()) for f, fmt in zip(self.files, self.formats)],
         )
         self.pieces = [
             PieceSpec(i, str(f.resolve()), fmt, s, e, first, self.prefixes[i])
@@ -431,12 +504,14 @@ class _ScanJob:
                 for p in range(len(self.pieces))
             ],
             band_pairs,
-            (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds),
+            (self.n_reps, s.num_perm, min_agree, s.max_bucket, group_bounds, r.memory_cap),
             reduce_returns=n_groups + 1,
+            partitions=self.band_partitions(),
         )
         stats = self.stage.run("candidates", [red[n_groups] for red in self.reduced])
         r.shuffle_bytes["bands"] = sum(x[2] for x in stats)
         r.band_reports = sum(x[3] for x in stats)
+        self._count_passes([(x[5], x[6]) for x in stats])
         for generated, oversized, *_ in stats:
             r.candidates += generated
             r.oversized_buckets += len(oversized)
@@ -477,6 +552,7 @@ class _ScanJob:
                     info_ref,
                     pieces.tolist(),
                     threads[g],
+                    r.memory_cap * threads[g],
                     self.text_refs,
                     *[self.text_refs[p] for p in pieces],
                     *[red[g] for red in self.reduced],
@@ -485,6 +561,7 @@ class _ScanJob:
             ],
         )
         r.shuffle_bytes["verify"] = sum(v[5] for v in verified)
+        self._count_passes([(v[6], v[7]) for v in verified])
         a, b, j = (np.concatenate([v[i] for v in verified]) for i in (0, 1, 2))
         order = np.lexsort((b, a))
         self.pairs = (a[order], b[order], j[order])

@@ -16,6 +16,7 @@ from ..errors import CorpusError, DedupError
 from ..readers import COMPRESSED_SUFFIXES, detect_format, guarded, read_jsonl, read_parquet
 from ..readers.shards import expand
 from ..readers.shards import root as shards_root
+from ..scanning.memory import release_free_memory
 from ..scanning.minhash import MinHasher
 from .settings import ClusterScanSettings
 from .stages import os_reason
@@ -259,6 +260,8 @@ def read_piece(piece: PieceSpec, settings: ClusterScanSettings):
         "digest": digests,
         "length": np.fromiter(map(len, texts), np.int64, n),
     }
+    del texts, lines, ints
+    release_free_memory()  # (the records' strings: a worker runs task after task)
     return summary, keys, sig, (buf.data, buf.offsets)
 
 

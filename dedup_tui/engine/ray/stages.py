@@ -11,10 +11,22 @@ import numpy as np
 from ..errors import CorpusError, DedupError
 from ..progress import Control
 from ..scanning import lsh
+from ..scanning.candidates import BAND_BUFFER
+from ..scanning.memory import release_free_memory
+from ..scanning.passes import (
+    BYTES_PER_CANDIDATE,
+    VERIFY_JOB_BYTES,
+    CandidatePasses,
+    SpillFolder,
+    candidate_limits,
+    resident_bytes,
+)
 from ..scanning.settings import Threads
 from ..scanning.verify import CandidatePairs, VerifyPlan, verify
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+# A band or verify task holds as many candidates as its cap allows: no limit of its own.
+TASK_PASS_CANDIDATES = 1 << 62
 
 
 # -- shuffles --------------------------------------------------------------------------------------
@@ -114,39 +126,56 @@ def band_entries(
 ):
     """Per partition: (band, key) of this piece's first copies, the key being the local
     scan's (the band key with the rep index in its low index_bits bits, so the bucket is the
-    high bits), and the reps it names with their packed nibbles (once each)."""
+    high bits), and the reps it names with their packed nibbles (once each). A generator: the
+    task's returns (one a partition) are stored as they come, not all held at its end."""
     local, _, reps = piece_reps(base, len(sig), dropped, dup_ords)
-    s = np.ascontiguousarray(sig[local])
+    # (every row kept: the signatures as they came, not a copy of them)
+    s = sig if len(local) == len(sig) else np.ascontiguousarray(sig[local])
     packed = lsh.pack_nibbles(s) if len(s) else np.empty((0, -(-sig.shape[1] // 16)), np.uint64)
     n = len(reps)
     mask = np.uint64((1 << index_bits) - 1)
-    keys: np.ndarray = np.empty((bands, n), np.uint64)
+    rows_of = np.arange(n, dtype=np.int32)  # (a piece holds fewer than 2^31 rows)
+    # Band by band (one band's temporaries at a time), each partition's keys in band order then
+    # row order, as one sort of all the bands' keys by partition would give them.
+    keys_of: list[list[np.ndarray]] = [[] for _ in range(partitions)]
+    rows_named: list[list[np.ndarray]] = [[] for _ in range(partitions)]  # the rows each partition's keys name
     for b in range(bands):
         k = lsh.band_keys(s, b, rows)
         k &= ~mask
         k |= reps.astype(np.uint64)
-        keys[b] = k
-    keys = keys.ravel()
-    band = np.repeat(np.arange(bands, dtype=np.int16), n)
-    with np.errstate(over="ignore"):
-        h = ((keys >> np.uint64(index_bits)) + band.astype(np.uint64) * _MIX) * _MIX
-    part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int16)  # int16: a radix sort
-    del h
-    which = np.tile(np.arange(n, dtype=np.int64), bands)
-    out = []
-    for b_, k_, w_ in _split(part, partitions, band, keys, which):
-        named = _distinct(w_)
-        out.append((b_, k_, reps[named], packed[named]))
-    return tuple(out) if partitions > 1 else out[0]
+        with np.errstate(over="ignore"):
+            h = ((k >> np.uint64(index_bits)) + np.uint64(b) * _MIX) * _MIX
+        part = ((h >> np.uint64(33)) % np.uint64(partitions)).astype(np.int16)  # int16: a radix sort
+        del h
+        for q, (k_, w_) in enumerate(_split(part, partitions, k, rows_of)):
+            keys_of[q].append(k_)
+            rows_named[q].append(w_)
+        del k, part
+    del rows_of
+    release_free_memory()  # (the bands' temporaries)
+    for q in range(partitions):
+        counts = [len(k_) for k_ in keys_of[q]]
+        keys = np.concatenate(keys_of[q]) if keys_of[q] else np.empty(0, np.uint64)
+        keys_of[q] = []
+        mine = _distinct(np.concatenate(rows_named[q])) if rows_named[q] else np.empty(0, np.int64)
+        rows_named[q] = []
+        yield np.repeat(np.arange(bands, dtype=np.int16), counts), keys, reps[mine], packed[mine]
+        del keys, mine
+    release_free_memory()  # (a worker runs task after task)
 
 
-def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, group_bounds: np.ndarray, *parts):
+def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, group_bounds: np.ndarray, cap: int, *parts):
     """Candidate pairs (lo * n_reps + hi, rep indices) of one partition's buckets, grouped by
-    the piece of lo; plus (generated, sizes of the buckets over max_bucket, bytes received). As
-    the local scan: per band, one sort of the keys gives the buckets (runs of equal high bits)
-    and their members (the low bits). A bucket over max_bucket gives all its prefiltered
-    pairs, as with no limit (the local scan splits it by sub-bands, which needs the full
-    signatures this stage does not receive)."""
+    the piece of lo; plus (generated, sizes of the buckets over max_bucket, bytes received,
+    reports, candidates per group, passes, peak spill bytes). As the local scan: per band, one
+    sort of the keys gives the buckets (runs of equal high bits) and their members (the low
+    bits). A bucket over max_bucket gives all its prefiltered pairs, as with no limit (the local
+    scan splits it by sub-bands, which needs the full signatures this stage does not receive).
+
+    A generator (the task's returns are stored as they come): under `cap` (bytes; 0: none)
+    the candidates go to a private spill folder when they do not fit and are sorted in passes
+    over ranges of lo (scanning/passes.py, as the local scan's), each group given as soon as
+    its last pass is done; the same arrays as in one pass."""
     n_groups = len(group_bounds) - 1
     table = np.concatenate([p[2] for p in parts])
     order = np.argsort(table)
@@ -156,23 +185,54 @@ def band_pairs(n_reps: int, num_perm: int, min_agree: int, max_bucket: int, grou
         if len(order)
         else np.empty((0, -(-num_perm // 16)), np.uint64)
     )
+    del order
     received = sum(x.nbytes for p in parts for x in p)
     local, run_start, run_len, oversized = _partition_buckets(parts, n_reps, max_bucket, _index_of(table))
     generated = int((run_len * (run_len - 1) // 2).sum())
     n_t = len(table)
-    local_keys = _prefiltered_pairs(local, run_start, run_len, packed, num_perm, min_agree, n_t)
-    reports = len(local_keys)
-    g = table[local_keys // n_t] * n_reps + table[local_keys % n_t]  # table is sorted: lo < hi stays
-    del local_keys
-    g.sort()
-    if len(g) > 1:
-        g = g[np.r_[True, g[1:] != g[:-1]]]
-    group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
-    cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
-    return (
-        *[g[cuts[p] : cuts[p + 1]] for p in range(n_groups)],
-        (generated, oversized, received, reports, np.diff(cuts)),
-    )
+    reports = 0
+    with SpillFolder() as folder:
+        # a held candidate: 8 B; in its pass: the pass's keys, their sort and the groups' copy
+        hold_limit, pass_limit = candidate_limits(cap, resident_bytes(), 24, most=TASK_PASS_CANDIDATES)
+        survivors = CandidatePasses(n_reps, hold_limit, pass_limit, folder)
+        for local_keys in _prefiltered_pairs(local, run_start, run_len, packed, num_perm, min_agree, n_t):
+            reports += len(local_keys)
+            survivors.add(table[local_keys // n_t] * n_reps + table[local_keys % n_t])  # (table sorted: lo < hi)
+        del local, run_start, run_len, packed, table
+        per_group = np.zeros(n_groups, np.int64)
+        pending: list[list[np.ndarray]] = [[] for _ in range(n_groups)]
+        given = 0  # groups given so far
+        passes = 0
+        for parts_of_pass in survivors.passes():
+            g = np.concatenate(parts_of_pass) if parts_of_pass else np.empty(0, np.int64)
+            parts_of_pass.clear()
+            g.sort()
+            if len(g) > 1:
+                g = g[np.r_[True, g[1:] != g[:-1]]]
+            group_of = np.searchsorted(group_bounds, g // n_reps, side="right") - 1
+            cuts = np.searchsorted(group_of, np.arange(n_groups + 1))
+            del group_of
+            per_group += np.diff(cuts)
+            for q in range(n_groups):
+                if cuts[q + 1] > cuts[q]:
+                    pending[q].append(g[cuts[q] : cuts[q + 1]])
+            del g
+            passes += 1
+            starts = survivors.pass_starts
+            done_below = starts[passes] if passes < len(starts) else n_reps  # (lo of the next pass)
+            while given < n_groups and group_bounds[given + 1] <= done_below:
+                yield _joined(pending[given])
+                pending[given] = []
+                given += 1
+        while given < n_groups:
+            yield _joined(pending[given])
+            given += 1
+        release_free_memory()
+        yield generated, oversized, received, reports, per_group, passes, folder.peak
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
 def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
@@ -213,18 +273,17 @@ def _partition_buckets(parts, n_reps: int, max_bucket: int, lookup):
     return tuple(np.concatenate(x) if x else empty for x in (members, starts, lens, oversized_parts))
 
 
-def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agree: int, n_t: int) -> np.ndarray:
+def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agree: int, n_t: int):
     """The buckets' pairs (lo * n_t + hi, positions in the table) that pass the 4-bit
-    agreement prefilter."""
+    agreement prefilter, a chunk (at most BAND_BUFFER) at a time."""
     from ..scanning.kernels import bands as kernels_bands
 
-    found = []
     resume = np.array([0, 0, 1], np.int64)
     dummy_sig = np.zeros((1, 1), np.uint32)
     dummy_tags = np.zeros((1, 1), np.uint16)
     dummy_state = np.zeros(1, np.int8)
     while resume[0] < len(run_start):
-        out = np.empty(1 << 21, np.int64)
+        out = np.empty(BAND_BUFFER, np.int64)
         written = kernels_bands.band_survivors(
             local,
             run_start,
@@ -243,8 +302,7 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
             kernels_bands.NO_SUB_BANDS,
             -1,
         )
-        found.append(out[:written].copy())
-    return np.concatenate(found) if found else np.empty(0, np.int64)
+        yield out[:written]
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -275,58 +333,105 @@ def _index_of(table: np.ndarray):
 
 
 def verify_group(
-    n_reps: int, k: int, floor: float, pieces_info: dict, own: list[int], threads: int, text_refs: list, *args
+    n_reps: int,
+    k: int,
+    floor: float,
+    pieces_info: dict,
+    own: list[int],
+    threads: int,
+    cap: int,
+    text_refs: list,
+    *args,
 ):
     """Exact Jaccard of the candidate pairs whose earlier document is in this group of pieces
     (args: the texts of the `own` pieces, then the candidate arrays), by the
     local scan's own verification (component by component: a template family's pairs are
     compared over the family's fingerprints only) on `threads` threads (the CPUs the
     scheduler gave the task): (ords a, ords b, jaccard >= floor, pairs compared, distinct
-    candidates, bytes received: the candidates and the other pieces' texts)."""
+    candidates, bytes received: the candidates and the other pieces' texts, passes, peak
+    spill bytes). Under `cap` (bytes; 0: none) the candidates that do not fit go to a private
+    spill folder and are verified in passes over ranges of their earlier document, as the
+    local scan's (scanning/passes.py), each pass with the texts of its own documents only."""
+    own_texts, candidates = args[: len(own)], args[len(own) :]
+    e = np.empty(0, np.int64)
+    if not sum(len(c) for c in candidates):
+        return e, e, np.empty(0, np.float64), 0, 0, 0, 0, 0
+    received = sum(c.nbytes for c in candidates)
+    texts = dict(
+        zip(own, own_texts)
+    )  # piece -> (data, offsets); the other pieces' fetched once, when a pass needs them
+    found_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    compared = distinct = passes = 0
+    pool = Threads(max(1, threads))
+    try:
+        with SpillFolder() as folder:
+            held = resident_bytes() + pool.workers * 2 * VERIFY_JOB_BYTES
+            hold_limit, pass_limit = candidate_limits(cap, held, BYTES_PER_CANDIDATE, most=TASK_PASS_CANDIDATES)
+            survivors = CandidatePasses(n_reps, hold_limit, pass_limit, folder)
+            for c in candidates:
+                survivors.add(c)
+            del candidates
+            for parts in survivors.passes():
+                keys = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, np.int64)
+                parts.clear()
+                a, b, j, pass_compared, pass_distinct, pass_received = _verify_pass(
+                    keys, n_reps, k, floor, pieces_info, texts, text_refs, pool
+                )
+                del keys
+                found_parts.append((a, b, j))
+                compared += pass_compared
+                distinct += pass_distinct
+                received += pass_received
+                passes += 1
+            spilled = folder.peak
+    finally:
+        pool.close()
+    a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
+    del found_parts
+    release_free_memory()
+    return a, b, j, compared, distinct, received, passes, spilled
+
+
+def _verify_pass(keys: np.ndarray, n_reps: int, k: int, floor: float, pieces_info: dict, texts: dict, text_refs, pool):
+    """(ords a, ords b, jaccard, compared, distinct candidates, bytes of texts fetched) of one
+    pass's candidates (lo * n_reps + hi); `texts` (piece -> data, offsets) gains the pieces
+    fetched."""
     import ray
 
     from ..scanning.kernels import text as kernels_text
 
-    own_texts, candidates = args[: len(own)], args[len(own) :]
-    keys = np.concatenate(candidates) if candidates else np.empty(0, np.int64)
     e = np.empty(0, np.int64)
     if not len(keys):
         return e, e, np.empty(0, np.float64), 0, 0, 0
-    received = keys.nbytes
     lo, hi = keys // n_reps, keys % n_reps
-    del keys
     docs = _distinct(np.concatenate([lo, hi]))
     m = len(docs)
     index = _index_of(docs)
     local_keys = index(lo) * m + index(hi)
     del lo, hi, index
     pairs = CandidatePairs([local_keys], m)  # distinct pairs of indices into docs
+    del local_keys
     bounds = pieces_info["rep_bounds"]
     piece_of = np.searchsorted(bounds, docs, side="right") - 1
     needed = np.unique(piece_of).tolist()
     # The group's own texts are arguments, so Ray runs the task where they already are; the
     # texts of the other pieces its pairs reach are fetched.
-    others = [p for p in needed if p not in own]
-    fetched = dict(zip(others, ray.get([text_refs[p] for p in others])))
-    fetched.update(zip(own, own_texts))
+    others = [p for p in needed if p not in texts]
+    texts.update(zip(others, ray.get([text_refs[p] for p in others])))
+    received = sum(texts[p][0].nbytes + texts[p][1].nbytes for p in others)
     buffers, ords_parts = [], []
     for p in needed:
-        data, offsets = fetched[p]
-        received += (data.nbytes + offsets.nbytes) if p not in own else 0
+        data, offsets = texts[p]
         mine = docs[piece_of == p] - bounds[p]
         local, ords, _ = piece_reps(
             pieces_info["base"][p], pieces_info["count"][p], pieces_info["dropped"], pieces_info["dup_ords"]
         )
         buffers.append(select(data, offsets, local[mine]))
         ords_parts.append(ords[mine])
-    del fetched
     text = kernels_text.TextBuffer.concat(buffers)
+    del buffers
     doc_ords = np.concatenate(ords_parts)
-    pool = Threads(max(1, threads))
-    try:
-        found = verify(text, doc_ords, pairs, VerifyPlan(k, floor, pool, Control()))
-    finally:
-        pool.close()
+    found = verify(text, doc_ords, pairs, VerifyPlan(k, floor, pool, Control()))
     return found.a, found.b, found.jaccard, found.compared, pairs.count, received
 
 

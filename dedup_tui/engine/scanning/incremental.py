@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import time
+from itertools import repeat
 
 import numpy as np
 
@@ -62,6 +63,14 @@ from ..store.scans import (
 )
 from . import lsh
 from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work
+from .passes import (
+    BYTES_PER_CANDIDATE,
+    VERIFY_JOB_BYTES,
+    CandidatePasses,
+    SpillFolder,
+    candidate_limits,
+    resident_bytes,
+)
 from .settings import CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
 from .verify import CandidatePairs, VerifyPlan, verify
 
@@ -266,10 +275,13 @@ def scan_added(
     t_start: float,
     run_id: int,
     ahead=None,
+    folder: SpillFolder | None = None,
 ) -> None:
     """The incremental scan (py): the documents from the stored keys' `documents`
     on, against one another and the scanned ones. Raises FullScanNeeded when the stored scan
-    cannot be extended to a full rescan's result."""
+    cannot be extended to a full rescan's result. Its candidates keep within
+    result.memory_cap as the full scan's do, spilled to `folder` and verified in passes when
+    they do not fit (passes.py)."""
     result.incremental = True
     timings = result.timings
     t0 = time.perf_counter()
@@ -339,6 +351,8 @@ def scan_added(
                 result,
                 threads,
                 None if ahead is None else (ahead, new_rep_hashes),
+                result.memory_cap,
+                folder,
             )
         finally:
             threads.close()
@@ -392,9 +406,13 @@ def _added_pairs(
     result,
     threads,
     ahead=None,
+    cap: int = 0,
+    folder: SpillFolder | None = None,
 ):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
-    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles)."""
+    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles). The
+    candidates are held while they fit under `cap` (bytes; 0: no limit), else spilled into
+    `folder` and verified in passes over ranges of their earlier document."""
     # compiled kernels: loaded only when a scan needs them
     from .kernels import incremental as kernels_incremental
     from .kernels import text as kernels_text
@@ -463,10 +481,17 @@ def _added_pairs(
     min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
     timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]
 
-    def band_job(band):
-        members, run_start, run_len, run_new = runs[band]
+    # A survivor's key: lo * n + hi, ords (lo old or new, hi new), held or spilled (passes.py)
+    n_docs = len(lengths)
+    row_ords = np.concatenate([new_reps, old_rows[involved]])
+    hold_limit, pass_limit = candidate_limits(
+        cap, resident_bytes() + threads.workers * 2 * VERIFY_JOB_BYTES, BYTES_PER_CANDIDATE
+    )
+    survivors = CandidatePasses(n_docs, hold_limit, pass_limit, folder or SpillFolder())
+
+    def band_job(band, band_runs, packed, bucket, usable, row_ords):
+        members, run_start, run_len, run_new = band_runs
         generated = int((run_new * (run_len - run_new) + run_new * (run_new - 1) // 2).sum())
-        parts = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):
             if control.cancel.is_set():
@@ -487,40 +512,60 @@ def _added_pairs(
                 out,
                 resume,
             )
-            parts.append(out[:written].copy())
-        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated
+            x, y = row_ords[out[:written] // n_rows], row_ords[out[:written] % n_rows]
+            del out
+            survivors.add(np.minimum(x, y) * n_docs + np.maximum(x, y))
+        return generated
 
-    survivors = []
-    for band, (found, generated) in enumerate(threads.map(band_job, ((b,) for b in range(banding.bands)), control)):
-        survivors.append(found)
+    # (the arrays go with the jobs, not in band_job's closure: freed once the bands are done)
+    jobs = zip(range(banding.bands), runs, repeat(packed), repeat(bucket), repeat(usable), repeat(row_ords))
+    for band, generated in enumerate(threads.map(band_job, jobs, control)):
         result.candidates += generated
         control.report("candidates", banding.bands + band + 1, 2 * banding.bands)
     control.check()
     timings["candidates.pairs"] = time.perf_counter() - t0 - timings["candidates.match"] - timings["candidates.rows"]
-    found = np.concatenate(survivors) if survivors else np.empty(0, np.int64)
-    del survivors
-    row_ords = np.concatenate([new_reps, old_rows[involved]])
-    x, y = row_ords[found // n_rows], row_ords[found % n_rows]
-    pa, pb = np.minimum(x, y), np.maximum(x, y)
-    del x, y, found
+    del jobs, runs, bucket, usable, packed, row_ords
+    new_text = signed.text
+    del signed
     timings["candidates"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    old_in_pairs = np.unique(pa[pa < new_reps[0]])
-    text = kernels_text.TextBuffer.concat(
-        [
-            kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
-            for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
-        ]
-        + [signed.text]
-    )
-    timings["old_texts"] = time.perf_counter() - t0
-    rows = np.concatenate([old_in_pairs, new_reps])
-    n_verify = len(rows)
-    pairs = CandidatePairs([np.searchsorted(rows, pa) * n_verify + np.searchsorted(rows, pb)], n_verify)
-    result.prefiltered = result.candidates - pairs.count
-    del signed
-    verified = verify(text, rows, pairs, VerifyPlan(settings.k, settings.floor, threads, control, sketched=False))
-    result.verified = verified.compared
-    timings["verify"] = time.perf_counter() - t0
-    return verified.a, verified.b, verified.jaccard, (bits, stored_keys, new_packed)
+    timings["old_texts"] = timings["verify"] = 0.0
+    unique = 0
+    found_parts = []
+    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=False)
+    for parts in survivors.passes():
+        control.check()
+        t0 = time.perf_counter()
+        keys = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, np.int64)
+        parts.clear()
+        pa, pb = keys // n_docs, keys % n_docs
+        del keys
+        in_pass = np.zeros(n_docs, np.bool_)  # (a mask over the ords: no sort of the candidates)
+        in_pass[pa] = True
+        in_pass[pb] = True
+        rows = np.flatnonzero(in_pass)  # (old ords, then new ones)
+        del in_pass
+        old_in_pairs = rows[rows < new_reps[0]]
+        text = kernels_text.TextBuffer.concat(
+            [
+                kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+                for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
+            ]
+            + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
+        )
+        t1 = time.perf_counter()
+        timings["old_texts"] += t1 - t0
+        n_verify = len(rows)
+        pairs = CandidatePairs([np.searchsorted(rows, pa) * n_verify + np.searchsorted(rows, pb)], n_verify)
+        del pa, pb
+        unique += pairs.count
+        verified = verify(text, rows, pairs, plan)
+        del pairs, text
+        result.verified += verified.compared
+        result.passes += 1
+        found_parts.append((verified.a, verified.b, verified.jaccard))
+        del verified
+        timings["verify"] += time.perf_counter() - t1
+    result.prefiltered = result.candidates - unique
+    a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
+    return a, b, j, (bits, stored_keys, new_packed)

@@ -29,7 +29,7 @@ from . import incremental, lsh
 from .candidates import KeptKeys, find_pairs
 from .incremental import coverage, first_copies, keys_meta_for, scan_added
 from .memory import default_cap, release_free_memory
-from .passes import SpilledPairs, SpillFolder
+from .passes import SpilledPairs, SpillFolder, remove_stale_spill_folders
 from .settings import DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanResult, ScanSettings, SettingsError
 
 
@@ -77,6 +77,9 @@ def scan(
         # A scan killed mid-way left only its 'running' row (its results are written in one
         # transaction at the end): record it as interrupted; this scan starts from scratch.
         project.mark_interrupted(project.interrupted_runs("scan"))
+        removed = remove_stale_spill_folders(project.path.parent)  # (of scans killed beside it)
+        if removed:
+            project.notice(removed)
         cap = default_cap() if memory is None else memory
         result = ScanResult(memory_cap=cap)
         reason = "--full" if full else _reuse_problem(project, settings)
@@ -85,10 +88,11 @@ def scan(
 
         run_id = project.start_run("scan", asdict(settings))
         t_start = time.perf_counter()
+        folder = SpillFolder(project.path.parent)
         try:
             if reason is None:
                 try:
-                    scan_added(project, settings, control, result, t_start, run_id, ahead)
+                    scan_added(project, settings, control, result, t_start, run_id, ahead, folder)
                     return result
                 except incremental.FullScanNeeded as exc:
                     reason = str(exc)
@@ -96,19 +100,19 @@ def scan(
                 except DerivedDamaged as exc:  # a full scan derives all of it again from the documents
                     reason = f"{exc.what} do not match their checksum (the project file is damaged there)"
                     result = ScanResult(memory_cap=cap)
+                folder.close()  # (what the incremental attempt spilled)
             if project.scan_state == "stale":
                 result.full_reason = reason or ""
-            with SpillFolder(project.path.parent) as folder:
-                try:
-                    _scan_all(project, settings, control, result, t_start, run_id, ahead, folder, lean)
-                finally:
-                    result.spill_bytes = folder.peak
+            _scan_all(project, settings, control, result, t_start, run_id, ahead, folder, lean)
         except (Cancelled, KeyboardInterrupt):
             project.finish_run(run_id, "cancelled", result.timings, result.counts())
             raise
         except BaseException:
             project.finish_run(run_id, "failed", result.timings, result.counts())
             raise
+        finally:
+            result.spill_bytes = max(result.spill_bytes, folder.peak)
+            folder.close()
     finally:
         guard.release()
     return result

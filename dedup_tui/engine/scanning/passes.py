@@ -24,7 +24,10 @@ project at the end, PAIR_ARRAY_CHUNK (4M) at a time. On 1M short documents (13.6
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
+import stat
 import struct
 import tempfile
 import threading
@@ -34,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ProjectError
+from .memory import format_size
 
 # What a candidate costs at the scan's peak, from the band that finds it to its verification
 # (see the module's docstring); a pass holds at most budget / this many. (Measured: 72 B on 1M
@@ -64,6 +68,23 @@ def resident_bytes() -> int:
         return 0
 
 
+def candidate_limits(
+    cap: int, held: int, per_candidate: int, hold_bytes: int = 8, most: int | None = None
+) -> tuple[int, int]:
+    """(candidates held in memory before spilling starts, candidates per pass) of a stage that
+    holds `held` bytes whatever its candidates, a pass costing `per_candidate` bytes a candidate
+    and a held one `hold_bytes`, under `cap` (bytes; 0: no limit), each within
+    [MIN_PASS_CANDIDATES, most] (None: MAX_PASS_CANDIDATES). (The cluster scan's stages:
+    ray/stages.py; the incremental scan.)"""
+    if cap <= 0:
+        return 1 << 62, 1 << 62
+    most = MAX_PASS_CANDIDATES if most is None else most
+    room = cap - held
+    pass_limit = min(max(room // per_candidate, MIN_PASS_CANDIDATES), most)
+    hold_limit = min(max(min(pass_limit, room // hold_bytes), MIN_PASS_CANDIDATES), most)
+    return hold_limit, pass_limit
+
+
 class SpillFolder:
     """A private folder (mode 0700) for what does not fit in memory, made on first use beside
     the project (else in the temporary folder), removed by close() whatever happened; counts
@@ -82,12 +103,14 @@ class SpillFolder:
         return self.path / name
 
     def _make(self) -> str:
+        # (named for this host and process: a later scan removes it when that process is gone)
+        mine = f"{socket.gethostname()}.{os.getpid()}."
         if self.near is not None:
             try:
-                return tempfile.mkdtemp(prefix=".dedup-tui-spill-", dir=self.near)
+                return tempfile.mkdtemp(prefix=SPILL_PREFIX + mine, dir=self.near)
             except OSError:
                 pass
-        return tempfile.mkdtemp(prefix="dedup-tui-spill-")
+        return tempfile.mkdtemp(prefix=SPILL_PREFIX.lstrip(".") + mine)
 
     def append(self, name: str, array: np.ndarray) -> None:
         path = self.file(name)
@@ -127,6 +150,64 @@ class SpillFolder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# A spill folder beside a project: .dedup-tui-spill-HOST.PID.RANDOM (mkdtemp's, mode 0700)
+SPILL_PREFIX = ".dedup-tui-spill-"
+# What a scan spills (SpillFolder's files): nothing else is ever in one of its folders.
+_SPILLED = re.compile(r"candidates|texts|a|b|jaccard|pass-\d+")
+
+
+def stale_spill_folders(folder: Path) -> list[Path]:
+    """The spill folders in `folder` that scans of this machine left when they were killed
+    (SIGKILL, a crash, the power): named for this host and a process that is gone, made by this
+    user (mode 0700), holding nothing but what a scan spills. A live process's folder, another
+    host's, or one holding anything else is never among them."""
+    from ..store import pid_alive
+
+    host = socket.gethostname()
+    stale = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(SPILL_PREFIX):
+            continue
+        owner, _, _random = entry.name[len(SPILL_PREFIX) :].rpartition(".")
+        name_host, _, pid = owner.rpartition(".")
+        if name_host != host or not pid.isdigit() or pid_alive(int(pid)):
+            continue
+        try:
+            info = entry.lstat()
+            files = list(entry.iterdir()) if stat.S_ISDIR(info.st_mode) else None
+        except OSError:
+            continue
+        if files is None or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) != 0o700:
+            continue
+        if all(_SPILLED.fullmatch(f.name) and f.is_file() and not f.is_symlink() for f in files):
+            stale.append(entry)
+    return stale
+
+
+def remove_stale_spill_folders(folder: Path) -> str | None:
+    """Remove stale_spill_folders(folder), file by file; the line that says so (None: none)."""
+    removed, freed = [], 0
+    for entry in stale_spill_folders(folder):
+        try:
+            for f in entry.iterdir():
+                freed += f.stat().st_size
+                f.unlink()
+            entry.rmdir()
+        except OSError:  # (something appeared in it meanwhile: left as it is)
+            continue
+        removed.append(entry.name)
+    if not removed:
+        return None
+    return (
+        f"removed {len(removed)} spill folder(s) that killed scans left beside the project "
+        f"({format_size(freed)}): {', '.join(removed)}"
+    )
 
 
 class CandidatePasses:
