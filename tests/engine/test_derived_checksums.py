@@ -233,10 +233,9 @@ def _flip_in_keys_meta(db: Path) -> None:
 
 
 SCAN_KEYS = {
-    "scan_keys.ords": lambda db: flip_bit(db, "scan_keys", "ords", "chunk = 0", 8 * 7, 0),
+    "scan_keys.ords": lambda db: flip_bit(db, "scan_keys", "ords", "chunk = 0", 4, 0),  # (zlib: inside its stream)
     "scan_keys.hashes": lambda db: flip_bit(db, "scan_keys", "hashes", "chunk = 0", 8 * 3 + 2, 5),
-    "scan_keys.nibbles": lambda db: flip_bit(db, "scan_keys", "nibbles", "chunk = 0", 40, 1),
-    "scan_band_keys.keys": lambda db: flip_bit(db, "scan_band_keys", "keys", "chunk = 0 AND band = 3", 8 * 5 + 7, 6),
+    "scan_band_keys.keys": lambda db: flip_bit(db, "scan_band_keys", "keys", "chunk = 0 AND band = 3", 4 * 5 + 3, 6),
     "scan_keys meta": _flip_in_keys_meta,
 }
 

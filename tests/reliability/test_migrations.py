@@ -82,7 +82,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 9 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 10 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):

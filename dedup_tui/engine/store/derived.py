@@ -16,6 +16,7 @@ PAIRS_CHECKSUM = "pair_arrays_checksum"  # of (a, b, jaccard): pair_arrays, and 
 FOREST_CHECKSUM = "pair_forest_checksum"
 EXACT_CHECKSUM = "exact_array_checksum"  # of exact_of: exact_array, and documents.exact_of
 SCAN_KEYS_META = "scan_keys"  # JSON: which scan and documents the kept keys are of
+SCAN_KEYS_VERSION = 2  # 1 (schema 9): 64-bit band keys sorted, with nibbles
 SCAN_KEYS_CHECKSUMS = "scan_keys_checksums"  # JSON: the scan_keys meta's, and per chunk its row's and bands'
 
 PAIR_ARRAY_CHUNK = 4_000_000
