@@ -42,6 +42,7 @@ from .errors import DedupError
 from .progress import Control
 from .scanning.memory import default_cap, format_size
 from .scanning.settings import ScanSettings
+from .store.connection import PAGE_SIZE
 
 SAMPLE_DOCS = 40_000
 SAMPLE_CHARS = 12_000_000
@@ -58,10 +59,10 @@ PLAN_IN_SCAN_BYTES = 200 << 20
 PROJECT_PEAK_PER_BYTE = 14
 # Without a sample's project (none scanned, or no dbstat in this SQLite): the documents' part
 # of a project, measured on the 841k summaries (258 B a document for 57 characters of text,
-# its index 19 B), and the kept keys (392 B a distinct text).
+# its index 19 B), and the kept keys (164 B a distinct text: 39 bands of 4 B, an 8 B hash prefix).
 DOCUMENT_BYTES = 220
 DOCUMENT_BYTES_PER_CHAR = 1.05
-KEY_BYTES = 392
+KEY_BYTES = 164
 WARM_DOCS = 500  # the small scan that loads the kernels before the timed ones
 BATCH = 4096
 
@@ -495,9 +496,9 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         else:
             estimated[name] = float(size)
     if run is not None and f < 1.0 and not lean and method == "lsh":
-        words = -(-int(run.num_perm) // 16)  # uint64 words of 4-bit nibbles a text
-        estimated["scan_band_keys"] = 8.0 * int(run.result.bands) * distinct
-        estimated["scan_keys"] = (8.0 * words + 16) * distinct
+        # 32-bit keys, a row a band: each takes whole pages (its overflow pages)
+        estimated["scan_band_keys"] = float(int(run.result.bands) * PAGE_SIZE * -(-(4 * distinct + 64) // PAGE_SIZE))
+        estimated["scan_keys"] = 8.0 * distinct  # (hash prefixes; the ords are a few bytes per thousand)
     if not parts:  # no sample's project: what the measured projects cost
         estimated["documents"] = seen.chars * DOCUMENT_BYTES_PER_CHAR + seen.documents * DOCUMENT_BYTES
         estimated["pairs"] = pairs * sum(PAIR_TABLE_BYTES.values())
@@ -509,7 +510,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
     touched = estimated.get("documents", 0.0) if seen.documents > distinct else 0.0
     peak = project + pair_bytes + keys + touched  # the scan's write-ahead log holds these until it ends
     bands = int(run.result.bands) if run is not None else 0
-    spill = (0 if lean else 8 * bands * distinct) + SPILL_PER_PAIR * pairs
+    spill = (0 if lean else 4 * bands * distinct) + SPILL_PER_PAIR * pairs  # (the kept keys wait in a file)
     # time: the reference rates for the corpus's work, times how much slower than the reference
     # this machine ran the sample's load and its per-document stages
     scan_s = load_total = 0.0
