@@ -419,8 +419,8 @@ def _added_pairs(
         wanted = np.unique(short_band_keys(new_keys[band]))
         parts = []
         for chunk, keys in sorted(stored.items()):
-            base, rows = chunk_of[chunk]
-            if len(keys) != rows:
+            base, count = chunk_of[chunk]
+            if len(keys) != count:
                 raise FullScanNeeded("the stored band keys do not match the scanned documents")
             parts.append(rows_with_keys(keys, wanted) + base)
         del stored

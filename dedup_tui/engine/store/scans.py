@@ -229,9 +229,9 @@ def _packed_exact_of(project: Project) -> np.ndarray | None:
         row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
     except sqlite3.OperationalError:  # no such table
         return None
-    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+    if row is None:
         return None
-    return np.frombuffer(row[0], "<i8")
+    return derived.unpack_exact_array(project.get_meta(derived.EXACT_ARRAY_LAYOUT), row[0])
 
 
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
@@ -717,9 +717,10 @@ def read_forest(project: Project, n_pairs: int) -> np.ndarray | None:
         row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
     except sqlite3.OperationalError:
         return None
-    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+    forest = None if row is None else derived.unpack_forest(project.get_meta(PAIR_ARRAYS_LAYOUT), row[0])
+    if forest is None:
         return None
-    forest = np.frombuffer(row[0], "<i8").astype(np.int64)
+    forest = forest.astype(np.int64)
     if len(forest) and (forest.min() < 0 or forest.max() >= n_pairs or (np.diff(forest) <= 0).any()):
         return None
     return forest
