@@ -48,8 +48,10 @@ def whole_records(table: str, cols: str, rows: list) -> list:
     if table != "documents":
         return rows
     names = cols.split(", ")
-    at_text, at_record = names.index("text"), names.index("record")
-    return [tuple(unpack_record(r[at_text], v) if i == at_record else v for i, v in enumerate(r)) for r in rows]
+    at_id, at_text, at_record = names.index("doc_id"), names.index("text"), names.index("record")
+    return [
+        tuple(unpack_record(r[at_text], v, r[at_id]) if i == at_record else v for i, v in enumerate(r)) for r in rows
+    ]
 
 
 def make_v1_project(path, scanned: Project) -> None:

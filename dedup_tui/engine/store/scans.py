@@ -527,7 +527,7 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
         raise ProjectError(f"{project.path}: the documents at ords {lo}-{hi - 1} cannot all be read: {damaged}")
     for row in rows:
         o, doc_id, source_id, line, text, record = row[:6]
-        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record)) != row[6]:
+        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record, doc_id)) != row[6]:
             shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
             raise ProjectError(
                 f"{project.path}: the stored record of document '{shown}' does not match its checksum: {damaged}"

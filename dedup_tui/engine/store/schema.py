@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS documents (
     exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
     checksum TEXT NOT NULL,         -- BLAKE2b-128 of ord, doc_id, source_id, line, text and record (document_checksum)
     text TEXT NOT NULL,             -- original text, unchanged
-    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row; stored without the text's own JSON string where it holds it (a NUL, its offset as uint32 LE, the rest: store/records.py)
+    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row; stored as one byte 0x01 (0x02: ASCII-escaped) when it is just {"id": doc_id, "text": text} as json.dumps writes it, else without the text's own JSON string where it holds it (a NUL, its offset as uint32 LE, the rest: store/records.py)
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 -- Checksums of what load derives from each text (documents.exact_hash, documents.length), per
@@ -212,9 +212,11 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     which have no readable source, are dropped: the next scan is a full one, and says why."""
     from ..graph.pairs import maximum_spanning_forest
     from .derived import (
+        EXACT_ARRAY_LAYOUT,
         exact_of_column,
         forget_scan_keys,
         pairs_table,
+        unpack_exact_array,
         valid_pairs,
         write_exact_array,
         write_pair_arrays,
@@ -230,9 +232,12 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM pair_arrays")
             conn.execute("DELETE FROM pair_forest")
             conn.execute("DELETE FROM meta WHERE key = 'pair_arrays_count'")
-    row = conn.execute("SELECT length(exact_of) FROM exact_array WHERE id = 0").fetchone()
-    if row is not None:
-        write_exact_array(conn, exact_of_column(conn, int(row[0] or 0) // 8))
+    row = conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+    if row is not None:  # (as many documents as the last scan's)
+        layout = conn.execute("SELECT value FROM meta WHERE key = ?", (EXACT_ARRAY_LAYOUT,)).fetchone()
+        packed = unpack_exact_array(layout and layout[0], row[0])
+        n = len(packed) if packed is not None else len(row[0] or b"") // 8
+        write_exact_array(conn, exact_of_column(conn, n))
 
 
 def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
