@@ -59,10 +59,10 @@ PLAN_IN_SCAN_BYTES = 200 << 20
 PROJECT_PEAK_PER_BYTE = 14
 # Without a sample's project (none scanned, or no dbstat in this SQLite): the documents' part
 # of a project, measured on the 841k summaries (258 B a document for 57 characters of text,
-# its index 19 B), and the kept keys (164 B a distinct text: 39 bands of 4 B, an 8 B hash prefix).
+# its index 19 B), and the kept keys (125 B a distinct text: 39 bands of 3 B, an 8 B hash prefix).
 DOCUMENT_BYTES = 220
 DOCUMENT_BYTES_PER_CHAR = 1.05
-KEY_BYTES = 164
+KEY_BYTES = 125
 WARM_DOCS = 500  # the small scan that loads the kernels before the timed ones
 BATCH = 4096
 
@@ -496,8 +496,11 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         else:
             estimated[name] = float(size)
     if run is not None and f < 1.0 and not lean and method == "lsh":
-        # 32-bit keys, a row a band: each takes whole pages (its overflow pages)
-        estimated["scan_band_keys"] = float(int(run.result.bands) * PAGE_SIZE * -(-(4 * distinct + 64) // PAGE_SIZE))
+        # 24-bit keys, a row a band: in its page up to ~8 KB, else in whole overflow pages
+        row = 3 * distinct
+        estimated["scan_band_keys"] = float(
+            int(run.result.bands) * (row if row < 8000 else PAGE_SIZE * -(-row // PAGE_SIZE))
+        )
         estimated["scan_keys"] = 8.0 * distinct  # (hash prefixes; the ords are a few bytes per thousand)
     if not parts:  # no sample's project: what the measured projects cost
         estimated["documents"] = seen.chars * DOCUMENT_BYTES_PER_CHAR + seen.documents * DOCUMENT_BYTES

@@ -389,7 +389,7 @@ def as_schema_9(path, flip_band_key: bool = False) -> None:
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_schema_9_scan_keys_are_converted_or_dropped_when_damaged(tmp_path, damaged):
-    """Schema 10 keeps each band key's high 32 bits in row order and no nibbles: schema 9's keys
+    """Schema 10 keeps each band key's high 24 bits in row order and no nibbles: schema 9's keys
     (sorted, the row in the low bits) are converted exactly, so the next scan after a load stays
     incremental and equals a full rescan; keys that no longer match their checksum are dropped,
     and that next scan is a full one."""

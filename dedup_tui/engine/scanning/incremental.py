@@ -2,7 +2,7 @@
 with the scanned ones, and nothing else, with the same result as a full rescan.
 
 A full scan by LSH keeps, per representative document (store.scans, tables scan_keys and
-scan_band_keys): the high 32 bits of every band's key (its short key, in row order) and the
+scan_band_keys): the high 24 bits of every band's key (its short key, in row order) and the
 first 8 bytes of its exact hash. An incremental scan then:
 
 - finds the new documents' exact copies among the old representatives (by hash prefix,
@@ -10,9 +10,9 @@ first 8 bytes of its exact hash. An incremental scan then:
 - signs the new representatives, and per band finds the old rows whose short key is a new
   row's (a pass over the band's stored keys, a bitmap look-up each: no old key is sorted or
   put in a hash table). A full scan's bucket is the keys' high 64 - index_bits bits (its
-  index_bits, from the total number of representatives, at most 32), so every old row in a
-  new row's bucket is found, and a few more whose keys differ below the 32 bits (about
-  old rows x new rows / 2^32 a band);
+  index_bits, from the total number of representatives, at most 40), so every old row in a
+  new row's bucket is found, and some more whose keys differ below the 24 bits (about
+  old rows x new rows / 2^24 a band: ~1,400 adding 10k documents to 2.4M);
 - signs those old rows again (their texts are read) for their whole band keys and nibbles, so
   a bucket holds exactly the documents it would hold in a full rescan. A bucket over
   max_bucket, which the full scan splits by sub-bands (lsh.sub_bands), makes the scan fall back
@@ -27,8 +27,8 @@ first 8 bytes of its exact hash. An incremental scan then:
 Old pairs stay as they are, and the pairs' maximum spanning forest is updated from the old
 forest and the new pairs (store.scans.merge_pairs: the same forest).
 
-What it keeps costs 4 bytes per band + 8 per representative document, and a few bytes per
-thousand for their ords (164 at floor 0.5, 39 bands x 3 rows; 392 before schema 10, which
+What it keeps costs 3 bytes per band + 8 per representative document, and a few bytes per
+thousand for their ords (125 at floor 0.5, 39 bands x 3 rows; 392 before schema 10, which
 kept the whole keys sorted and the nibbles). The price is signing again the old documents that
 share a bucket with a new one.
 """
@@ -45,6 +45,7 @@ from ..progress import Control
 from ..store import Project, transaction
 from ..store.derived import SCAN_KEYS_VERSION
 from ..store.scans import (
+    SHORT_KEY_BITS,
     documents_from,
     documents_version,
     exact_hashes_of,
@@ -163,17 +164,13 @@ def new_exact_of(
 
 
 def rows_with_keys(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Rows (ascending) of `keys` (uint32) whose key is in `wanted` (sorted, distinct uint32): a
-    bitmap of wanted's high 24 bits first (one look-up a key, where a binary search takes ~20),
-    then a binary search for the few keys that pass it."""
+    """Rows (ascending) of `keys` (short keys, below 2^SHORT_KEY_BITS) whose key is in `wanted`:
+    a look-up each in a bitmap of the wanted keys (where a binary search took ~20 steps)."""
     if not len(wanted) or not len(keys):
         return np.empty(0, np.int64)
-    seen = np.zeros(1 << 24, np.bool_)
-    seen[wanted >> np.uint32(8)] = True
-    maybe = np.flatnonzero(seen[keys >> np.uint32(8)])
-    candidates = keys[maybe]
-    at = np.minimum(np.searchsorted(wanted, candidates), len(wanted) - 1)
-    return maybe[wanted[at] == candidates]
+    seen = np.zeros(1 << SHORT_KEY_BITS, np.bool_)
+    seen[wanted] = True
+    return np.flatnonzero(seen[keys])
 
 
 class BandMatch:
@@ -404,8 +401,8 @@ def _added_pairs(
 
     t0 = time.perf_counter()
     bits = index_bits(len(old_rows) + m)
-    if bits > 32:
-        raise FullScanNeeded("over 2^32 distinct texts: the stored short band keys cannot hold their buckets")
+    if bits > 64 - SHORT_KEY_BITS:
+        raise FullScanNeeded("over 2^40 distinct texts: the stored short band keys cannot hold their buckets")
     bases = np.cumsum([0] + [len(c[1]) for c in chunks_stored])
     chunk_of = {c[0]: (int(bases[i]), len(c[1])) for i, c in enumerate(chunks_stored)}
     maybe = []  # per band: the old rows (ascending) whose short key is a new row's

@@ -116,7 +116,7 @@ CREATE TABLE IF NOT EXISTS scan_keys (
 CREATE TABLE IF NOT EXISTS scan_band_keys (
     chunk INTEGER NOT NULL,
     band INTEGER NOT NULL,
-    keys BLOB NOT NULL,             -- uint32 per row, in row order: the high 32 bits of the band's 64-bit key
+    keys BLOB NOT NULL,             -- 3 bytes (little-endian) per row, in row order: the high 24 bits of the band's 64-bit key
     PRIMARY KEY (chunk, band)
 ) WITHOUT ROWID;
 -- The review app's last view, shown at once when the project is reopened:
@@ -256,8 +256,8 @@ def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
-    """The scan keys shrink from 392 to 164 bytes a representative document: each band's key is
-    kept as its high 32 bits in row order (the incremental scan signs the few earlier documents
+    """The scan keys shrink from 392 to 125 bytes a representative document: each band's key is
+    kept as its high 24 bits in row order (the incremental scan signs the few earlier documents
     whose short keys match a new one's again, for their whole keys), and the nibbles are dropped.
     Old keys that match their checksums are converted (the next scan stays incremental); any
     that do not are dropped, and the next scan is a full one, which says why."""
@@ -294,7 +294,7 @@ def _convert_scan_keys_9(conn: sqlite3.Connection) -> None:
 
     from .checksums import arrays_checksum
     from .derived import SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META, SCAN_KEYS_VERSION
-    from .scans import set_scan_keys_meta, write_scan_keys
+    from .scans import set_scan_keys_meta, short_band_keys, write_scan_keys
 
     def meta_value(key):
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -319,7 +319,7 @@ def _convert_scan_keys_9(conn: sqlite3.Connection) -> None:
         entry = sums["chunks"].get(str(chunk))
         if not isinstance(entry, dict) or not all(isinstance(x, bytes) for x in (ords, hashes, nibbles)):
             raise _OldKeysUnusable
-        if len(ords) % 8 or len(ords) != len(hashes) or not 0 < int(bits) <= 32:
+        if len(ords) % 8 or len(ords) != len(hashes) or not 0 < int(bits) <= 40:
             raise _OldKeysUnusable
         ords_array, hashes_array = np.frombuffer(ords, "<i8"), np.frombuffer(hashes, "<u8")
         nibbles_array = np.frombuffer(nibbles, "<u8")
@@ -348,7 +348,7 @@ def _convert_scan_keys_9(conn: sqlite3.Connection) -> None:
                 seen = np.zeros(rows, np.bool_)
                 if rows and (row.max() >= rows):
                     raise _OldKeysUnusable
-                short[row] = (keys >> np.uint64(32)).astype(np.uint32)
+                short[row] = short_band_keys(keys)
                 seen[row] = True
                 if not seen.all():  # (each row once: the keys were a permutation of the rows)
                     raise _OldKeysUnusable
