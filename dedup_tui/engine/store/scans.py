@@ -93,9 +93,8 @@ def stored_lengths(project: Project, ords: np.ndarray) -> np.ndarray:
             part = wanted[s : s + 500]
             query = f"SELECT ord, length FROM documents WHERE ord IN ({','.join('?' * len(part))})"
             found.update(project.conn.execute(query, part))
-    return np.fromiter(
-        (found.get(o, 0) if isinstance(found.get(o, 0), int) else 0 for o in ords.tolist()), np.int64, len(ords)
-    )
+    lengths = (found.get(o) for o in ords.tolist())
+    return np.fromiter((n if isinstance(n, int) else 0 for n in lengths), np.int64, len(ords))
 
 
 def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
