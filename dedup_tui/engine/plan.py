@@ -73,12 +73,13 @@ BATCH = 4096
 MEMORY_BASE = 200_000_000
 MEMORY_PER_DOCUMENT = 1_550
 MEMORY_PER_PAIR = 120
-# What the scan's temporary files hold: the kept band keys (8 B a band a distinct text) and the
+# What the scan's temporary files hold: the kept band keys (4 B a band a distinct text) and the
 # pairs as they are streamed (24 B a pair).
 SPILL_PER_PAIR = 24
-# Bytes a pair of each pair table (measured: the 841k summaries' 1.82M pairs); pair_forest holds
-# one int64 per edge of the pairs' spanning forest (at most one a distinct text).
-PAIR_TABLE_BYTES = {"pairs": 23.9, "pair_arrays": 10.0, "pair_forest": 0.6}
+# Bytes a pair of each pair table (measured: `pairs` on the 841k summaries' 1.82M pairs; the
+# compressed pair_arrays and pair_forest, the differences of the forest's sorted edge indices, on
+# the 2.5M corpus's 17.56M pairs: 37.9 and 0.5 MB).
+PAIR_TABLE_BYTES = {"pairs": 23.9, "pair_arrays": 2.2, "pair_forest": 0.03}
 # Seconds per unit of work of each stage, measured on a quiet run of this machine (2 cores): the
 # 841k real summaries (load 14 s; scan 23.65 s: exact 1.61, signatures 2.76, candidates 9.76 for
 # 306M candidates, verify 4.78 for 10.9M verified, keep_keys 1.85, write 4.73 for 1.82M pairs).
