@@ -162,7 +162,7 @@ def main() -> None:
             f"({len(key_got):,} pairs; {len(key_got - key_want):,} only incremental, "
             f"{len(key_want - key_got):,} only full), exact groups {'yes' if same_exact else 'NO'}, "
             f"spanning forest {'yes' if same_forest else 'NO'}.",
-            f"Kept for incremental scans: {key_bytes:,} bytes of band keys, nibbles, hash prefixes and ords for "
+            f"Kept for incremental scans: {key_bytes:,} bytes of short band keys, hash prefixes and ords for "
             f"{reps:,} representative documents = {key_bytes / max(reps, 1):.0f} bytes each; the full scan "
             f"spent {first.timings.get('keep_keys', 0):.2f} s of its {first.timings.get('total', 0):.2f} s "
             f"writing them.",

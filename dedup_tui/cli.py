@@ -538,7 +538,7 @@ def _no_project_among(references, usage: str) -> None:
 @click.option(
     "--lean",
     is_flag=True,
-    help="Keep no band keys for incremental scans: a smaller project (no 300-400 B a document), but the "
+    help="Keep no band keys for incremental scans: a smaller project (no ~125 B a document), but the "
     "next scan after a load compares every document again.",
 )
 @click.argument("corpus", nargs=-1, metavar="[PROJECT] [CORPUS]...", type=click.Path(exists=False, readable=False))

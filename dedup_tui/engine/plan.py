@@ -42,6 +42,7 @@ from .errors import DedupError
 from .progress import Control
 from .scanning.memory import default_cap, format_size
 from .scanning.settings import ScanSettings
+from .store.connection import PAGE_SIZE
 
 SAMPLE_DOCS = 40_000
 SAMPLE_CHARS = 12_000_000
@@ -58,10 +59,10 @@ PLAN_IN_SCAN_BYTES = 200 << 20
 PROJECT_PEAK_PER_BYTE = 14
 # Without a sample's project (none scanned, or no dbstat in this SQLite): the documents' part
 # of a project, measured on the 841k summaries (258 B a document for 57 characters of text,
-# its index 19 B), and the kept keys (392 B a distinct text).
+# its index 19 B), and the kept keys (125 B a distinct text: 39 bands of 3 B, an 8 B hash prefix).
 DOCUMENT_BYTES = 220
 DOCUMENT_BYTES_PER_CHAR = 1.05
-KEY_BYTES = 392
+KEY_BYTES = 125
 WARM_DOCS = 500  # the small scan that loads the kernels before the timed ones
 BATCH = 4096
 
@@ -72,12 +73,13 @@ BATCH = 4096
 MEMORY_BASE = 200_000_000
 MEMORY_PER_DOCUMENT = 1_550
 MEMORY_PER_PAIR = 120
-# What the scan's temporary files hold: the kept band keys (8 B a band a distinct text) and the
+# What the scan's temporary files hold: the kept band keys (4 B a band a distinct text) and the
 # pairs as they are streamed (24 B a pair).
 SPILL_PER_PAIR = 24
-# Bytes a pair of each pair table (measured: the 841k summaries' 1.82M pairs); pair_forest holds
-# one int64 per edge of the pairs' spanning forest (at most one a distinct text).
-PAIR_TABLE_BYTES = {"pairs": 23.9, "pair_arrays": 10.0, "pair_forest": 0.6}
+# Bytes a pair of each pair table (measured: `pairs` on the 841k summaries' 1.82M pairs; the
+# compressed pair_arrays and pair_forest, the differences of the forest's sorted edge indices, on
+# the 2.5M corpus's 17.56M pairs: 37.9 and 0.5 MB).
+PAIR_TABLE_BYTES = {"pairs": 23.9, "pair_arrays": 2.2, "pair_forest": 0.03}
 # Seconds per unit of work of each stage, measured on a quiet run of this machine (2 cores): the
 # 841k real summaries (load 14 s; scan 23.65 s: exact 1.61, signatures 2.76, candidates 9.76 for
 # 306M candidates, verify 4.78 for 10.9M verified, keep_keys 1.85, write 4.73 for 1.82M pairs).
@@ -495,9 +497,12 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         else:
             estimated[name] = float(size)
     if run is not None and f < 1.0 and not lean and method == "lsh":
-        words = -(-int(run.num_perm) // 16)  # uint64 words of 4-bit nibbles a text
-        estimated["scan_band_keys"] = 8.0 * int(run.result.bands) * distinct
-        estimated["scan_keys"] = (8.0 * words + 16) * distinct
+        # 24-bit keys, a row a band: in its page up to ~8 KB, else in whole overflow pages
+        row = 3 * distinct
+        estimated["scan_band_keys"] = float(
+            int(run.result.bands) * (row if row < 8000 else PAGE_SIZE * -(-row // PAGE_SIZE))
+        )
+        estimated["scan_keys"] = 8.0 * distinct  # (hash prefixes; the ords are a few bytes per thousand)
     if not parts:  # no sample's project: what the measured projects cost
         estimated["documents"] = seen.chars * DOCUMENT_BYTES_PER_CHAR + seen.documents * DOCUMENT_BYTES
         estimated["pairs"] = pairs * sum(PAIR_TABLE_BYTES.values())
@@ -509,7 +514,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
     touched = estimated.get("documents", 0.0) if seen.documents > distinct else 0.0
     peak = project + pair_bytes + keys + touched  # the scan's write-ahead log holds these until it ends
     bands = int(run.result.bands) if run is not None else 0
-    spill = (0 if lean else 8 * bands * distinct) + SPILL_PER_PAIR * pairs
+    spill = (0 if lean else 4 * bands * distinct) + SPILL_PER_PAIR * pairs  # (the kept keys wait in a file)
     # time: the reference rates for the corpus's work, times how much slower than the reference
     # this machine ran the sample's load and its per-document stages
     scan_s = load_total = 0.0

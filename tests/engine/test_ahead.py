@@ -13,12 +13,12 @@ from dedup_tui.engine import ingest
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.progress import Control
 from dedup_tui.engine.scanning import ahead as ahead_module
-from dedup_tui.engine.scanning import candidates
+from dedup_tui.engine.scanning import candidates, lsh
 from dedup_tui.engine.scanning import local as local
 from dedup_tui.engine.scanning.ahead import SignedAhead
 from dedup_tui.engine.scanning.settings import ScanSettings, Threads
 from dedup_tui.engine.store import Project
-from dedup_tui.engine.store.scans import exact_groups_with_hashes, read_scan_key_chunks
+from dedup_tui.engine.store.scans import exact_groups_with_hashes, read_band_keys, read_scan_key_chunks
 from dedup_tui.engine.text.synth import noisy_copy
 
 from ..conftest import ok, write_jsonl
@@ -83,16 +83,23 @@ def test_the_scan_takes_the_loads_signatures_and_finds_what_it_would_find_alone(
         load_corpus(project, [write_jsonl(tmp_path / "c.jsonl", docs)], ahead=ahead)
         with copy_of(project, tmp_path / "alone.db") as alone:
             local.scan(alone, LSH)
-            expected = stored(alone), read_scan_key_chunks(alone, 8)
+            expected = stored(alone), kept_keys(alone)
         result = local.scan(project, LSH, ahead=ahead)
         assert len(calls) == 1 and calls[0] is not None  # the scan started from the load's signatures
         assert result.exact_duplicates > 0 and result.pairs > 0
-        got = stored(project), read_scan_key_chunks(project, 8)
+        got = stored(project), kept_keys(project)
     assert got[0] == expected[0]
     assert len(got[1]) == len(expected[1])
     for mine, theirs in zip(got[1], expected[1]):
         for x, y in zip(mine, theirs):
             assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+def kept_keys(project: Project) -> list:
+    """The kept scan keys: every chunk's ords and hash prefixes, then every band's short keys."""
+    chunks = read_scan_key_chunks(project)
+    bands = [read_band_keys(project, band) for band in range(lsh.choose_banding(LSH.floor, LSH.num_perm).bands)]
+    return [c[1:] for c in chunks] + [tuple(b[c] for c in sorted(b)) for b in bands]
 
 
 def test_what_it_hands_over_is_what_the_scan_computes(tmp_path, small_pieces):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zstandard
 
 from dedup_tui.engine.store import SCHEMA_VERSION, Project
 
@@ -96,22 +97,56 @@ def flip_bit(db: Path, table: str, column: str, where: str, byte: int, bit: int)
     conn.close()
 
 
-def int64s(db: Path, table: str, column: str, where: str = "1") -> np.ndarray:
-    return np.frombuffer(blob(db, table, column, where), "<i8")
+def unpacked(db: Path, table: str, column: str, where: str = "1") -> bytes:
+    """A blob of the packed copies as its bytes before compression (derived.PACKED_LAYOUT)."""
+    return zstandard.ZstdDecompressor().decompress(blob(db, table, column, where))
+
+
+def repack(db: Path, table: str, column: str, where: str, data: bytes) -> None:
+    """Bytes changed inside a packed blob, compressed again: damage that still decompresses,
+    which only the checksum finds (a bit flipped in the compressed bytes fails to decompress:
+    the reader then treats the blob as damaged, as here)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (zstandard.ZstdCompressor().compress(data),))
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+def flip_unpacked_bit(db: Path, table: str, column: str, where: str, byte: int, bit: int) -> None:
+    data = bytearray(unpacked(db, table, column, where))
+    data[byte] ^= 1 << bit
+    repack(db, table, column, where, bytes(data))
+
+
+def exact_array(db: Path) -> np.ndarray:
+    return np.frombuffer(unpacked(db, "exact_array", "exact_of"), "<i8")
+
+
+def forest_edges(db: Path) -> np.ndarray:
+    return np.cumsum(np.frombuffer(unpacked(db, "pair_forest", "edges"), "<i8"))
+
+
+def as_schema_6_arrays(db: Path) -> None:
+    """exact_array as schema 6 stored it (int64, uncompressed), for a project made to look older."""
+    raw = unpacked(db, "exact_array", "exact_of")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE exact_array SET exact_of = ? WHERE id = 0", (raw,))
+        conn.execute("DELETE FROM meta WHERE key = 'exact_array_layout'")
+    conn.close()
 
 
 def flip_in_b(db: Path) -> None:
     """A pair's later document turned into its neighbour by the lowest bit, where the pairs stay
     sorted and in range (what the reader's shape checks let through: the issue's d2773 -> d2772).
     (The packed ords are int32: derived.NARROW_LAYOUT.)"""
-    a = np.frombuffer(blob(db, "pair_arrays", "a", "chunk = 0"), "<i4").astype(np.int64)
-    b = np.frombuffer(blob(db, "pair_arrays", "b", "chunk = 0"), "<i4").astype(np.int64)
+    a = np.cumsum(np.frombuffer(unpacked(db, "pair_arrays", "a", "chunk = 0"), "<i4"), dtype=np.int64)
+    b = np.frombuffer(unpacked(db, "pair_arrays", "b", "chunk = 0"), "<i4").astype(np.int64)
     n = int(blob(db, "meta", "value", "key = 'scanned_documents'"))
     key = a * n + b
     for i in range(1, len(a) - 1):
         changed = b[i] ^ 1
         if a[i] < changed < n and key[i - 1] < a[i] * n + changed < key[i + 1]:
-            flip_bit(db, "pair_arrays", "b", "chunk = 0", 4 * i, 0)
+            flip_unpacked_bit(db, "pair_arrays", "b", "chunk = 0", 4 * i, 0)
             return
     raise AssertionError("no pair to change")
 
@@ -119,29 +154,51 @@ def flip_in_b(db: Path) -> None:
 def flip_in_jaccard(db: Path) -> None:
     """A similarity above the threshold dropped below it by its top mantissa bit (0.9 -> 0.65):
     one of the chunk's distinct values (derived.NARROW_LAYOUT), so every pair with it."""
-    packed = blob(db, "pair_arrays", "jaccard", "chunk = 0")
+    packed = unpacked(db, "pair_arrays", "jaccard", "chunk = 0")
     m = int(np.frombuffer(packed[:8], "<u8")[0])
     values = np.frombuffer(packed[8 : 8 + 8 * m], "<f8")
     i = int(np.flatnonzero((values >= 0.75) & (values < 1.0))[0])
-    flip_bit(db, "pair_arrays", "jaccard", "chunk = 0", 8 + 8 * i + 6, 3)
-    assert np.frombuffer(blob(db, "pair_arrays", "jaccard", "chunk = 0")[8 : 8 + 8 * m], "<f8")[i] < float(THRESHOLD)
+    flip_unpacked_bit(db, "pair_arrays", "jaccard", "chunk = 0", 8 + 8 * i + 6, 3)
+    assert np.frombuffer(unpacked(db, "pair_arrays", "jaccard", "chunk = 0")[8 : 8 + 8 * m], "<f8")[i] < float(
+        THRESHOLD
+    )
 
 
 def flip_in_exact(db: Path) -> None:
     """A copy's first copy turned into another earlier document (still a valid exact_of)."""
-    exact_of = int64s(db, "exact_array", "exact_of")
+    exact_of = exact_array(db)
     i = next(o for o, e in enumerate(exact_of.tolist()) if e >= 2 and (e ^ 1) < o)
-    flip_bit(db, "exact_array", "exact_of", "id = 0", 8 * i, 0)
+    flip_unpacked_bit(db, "exact_array", "exact_of", "id = 0", 8 * i, 0)
 
 
 def flip_in_forest(db: Path) -> None:
     """A forest edge moved to the pair beside it (an edge that is not in the forest)."""
-    forest = int64s(db, "pair_forest", "edges")
+    forest = forest_edges(db)
     i = next(k for k in range(len(forest)) if (forest[k] ^ 1) not in set(forest.tolist()))
-    flip_bit(db, "pair_forest", "edges", "id = 0", 8 * i, 0)
+    moved = forest.copy()
+    moved[i] ^= 1
+    repack(db, "pair_forest", "edges", "id = 0", np.diff(moved, prepend=0).astype("<i8").tobytes())
+
+
+def flip_in_compressed_b(db: Path) -> None:
+    """A bit flipped in the compressed bytes themselves (it may no longer decompress)."""
+    flip_bit(db, "pair_arrays", "b", "chunk = 0", len(blob(db, "pair_arrays", "b", "chunk = 0")) // 2, 4)
+
+
+def flip_in_compressed_exact(db: Path) -> None:
+    flip_bit(db, "exact_array", "exact_of", "id = 0", len(blob(db, "exact_array", "exact_of", "id = 0")) // 2, 4)
 
 
 REBUILT = {
+    "pair_arrays.b compressed": (
+        flip_in_compressed_b,
+        "the packed pairs (pair_arrays) do not match their checksum: rebuilt from the pairs table, which does",
+    ),
+    "exact_array compressed": (
+        flip_in_compressed_exact,
+        "the packed exact groups (exact_array) do not match their checksum: rebuilt from "
+        "documents.exact_of, which does",
+    ),
     "pair_arrays.b": (
         flip_in_b,
         "the packed pairs (pair_arrays) do not match their checksum: rebuilt from the pairs table, which does",
@@ -233,10 +290,9 @@ def _flip_in_keys_meta(db: Path) -> None:
 
 
 SCAN_KEYS = {
-    "scan_keys.ords": lambda db: flip_bit(db, "scan_keys", "ords", "chunk = 0", 8 * 7, 0),
+    "scan_keys.ords": lambda db: flip_bit(db, "scan_keys", "ords", "chunk = 0", 4, 0),  # (zlib: inside its stream)
     "scan_keys.hashes": lambda db: flip_bit(db, "scan_keys", "hashes", "chunk = 0", 8 * 3 + 2, 5),
-    "scan_keys.nibbles": lambda db: flip_bit(db, "scan_keys", "nibbles", "chunk = 0", 40, 1),
-    "scan_band_keys.keys": lambda db: flip_bit(db, "scan_band_keys", "keys", "chunk = 0 AND band = 3", 8 * 5 + 7, 6),
+    "scan_band_keys.keys": lambda db: flip_bit(db, "scan_band_keys", "keys", "chunk = 0 AND band = 3", 4 * 5 + 3, 6),
     "scan_keys meta": _flip_in_keys_meta,
 }
 
@@ -266,8 +322,8 @@ def test_every_derived_checksum_is_written_with_its_data(pristine, tmp_path):
     conn.close()
     a, b, j = (np.array(c, dtype) for c, dtype in zip(zip(*pairs), ("<i8", "<i8", "<f8")))
     assert meta["pair_arrays_checksum"] == arrays_checksum(a, b, j)
-    assert meta["pair_forest_checksum"] == arrays_checksum(int64s(db, "pair_forest", "edges"))
-    assert meta["exact_array_checksum"] == arrays_checksum(int64s(db, "exact_array", "exact_of"))
+    assert meta["pair_forest_checksum"] == arrays_checksum(forest_edges(db))
+    assert meta["exact_array_checksum"] == arrays_checksum(exact_array(db))
     sums = json.loads(meta["scan_keys_checksums"])
     assert sums["meta"] == arrays_checksum(meta["scan_keys"].encode())
     assert set(sums["chunks"]) == {"0"} and len(sums["chunks"]["0"]["bands"]) > 1
@@ -284,6 +340,7 @@ def test_a_schema_6_project_is_upgraded_with_checksums_and_scanned_in_full_once(
         conn.execute("DELETE FROM meta WHERE key LIKE '%checksum%'")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.close()
+    as_schema_6_arrays(db)
     with Project(db, readonly=True) as project:  # read as it is: the packed copies are not trusted
         from dedup_tui.engine.store.scans import load_graph
 
@@ -343,6 +400,7 @@ def test_kill_9_during_the_schema_7_upgrade_leaves_schema_6_and_the_next_open_up
         conn.execute("DELETE FROM meta WHERE key LIKE '%checksum%'")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.close()
+    as_schema_6_arrays(db)
     kill_9_at_marker(_KILLED_MID_UPGRADE, db, tmp_path / "inside", "the upgrade never reached its rebuild")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)

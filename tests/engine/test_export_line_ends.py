@@ -19,7 +19,7 @@ BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 def _documents(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT doc_id, text, record FROM documents ORDER BY ord").fetchall()
-    return [(d, t, unpack_record(t, r)) for d, t, r in rows]  # (stored without its text: records.py)
+    return [(d, t, unpack_record(t, r, d)) for d, t, r in rows]  # (stored without its text: records.py)
 
 
 def _export_jsonl(tmp_path: Path, corpus: Path, *extra) -> bytes:

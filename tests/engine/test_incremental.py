@@ -428,11 +428,12 @@ def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypa
     from dedup_tui.engine.scanning.candidates import KeptKeys as _Kept
 
     rng = np.random.default_rng(3)
-    bands = {b: np.sort(rng.integers(0, 2**63, 1000, dtype=np.uint64)) for b in range(5)}
+    bands = {b: rng.integers(0, 2**64 - 1, 1000, dtype=np.uint64) for b in range(5)}
+    short = {b: (keys >> np.uint64(40)).astype(np.uint32) for b, keys in bands.items()}  # their high 24 bits
     kept = _Kept()
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda b: kept.keep_band_keys(b, bands[b]), [3, 1, 4, 0, 2]))
-    assert all(np.array_equal(kept.band_keys(b), bands[b]) for b in range(5))
+    assert all(np.array_equal(kept.band_keys(b), short[b]) for b in range(5))
     assert kept._in_memory == {}
     kept.close()
 
@@ -442,4 +443,26 @@ def test_a_full_scans_kept_band_keys_wait_in_a_file_and_come_back_whole(monkeypa
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
     full = _Kept()
     full.keep_band_keys(0, bands[0])
-    assert np.array_equal(full.band_keys(0), bands[0]) and 0 in full._in_memory
+    assert np.array_equal(full.band_keys(0), short[0]) and 0 in full._in_memory
+
+
+def test_old_documents_whose_short_keys_collide_are_sorted_out_by_their_whole_keys(tmp_path, monkeypatch):
+    """The kept short keys only narrow down which old documents may share a bucket with a new
+    one: with 8-bit short keys nearly every old document matches some new one in every band, and
+    the buckets, the prefilter and the pairs are still exactly the full rescan's."""
+    from dedup_tui.engine.scanning import candidates
+
+    def eight_bits(keys):
+        return (np.asarray(keys, np.uint64) >> np.uint64(56)).astype(np.uint32)
+
+    monkeypatch.setattr(candidates, "short_band_keys", eight_bits)
+    monkeypatch.setattr(incremental, "short_band_keys", eight_bits)
+    docs = families(30, (2, 6), 120, seed=21)
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "first", docs[:-60])
+        local.scan(project, LSH)
+        load(project, tmp_path, "second", docs[-60:])
+        r = local.scan(project, LSH)
+        assert r.incremental, r.full_reason
+        assert r.timings["resigned_old"] > 3 * r.timings["involved_old"] > 0  # (mostly collisions)
+        assert_same(stored(project), full_rescan_of(tmp_path, project))

@@ -29,7 +29,7 @@ BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 def documents(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT ord, doc_id, text, source_id, line, record FROM documents ORDER BY ord").fetchall()
-    return [(*r[:5], unpack_record(r[2], r[5])) for r in rows]  # (stored without its text: records.py)
+    return [(*r[:5], unpack_record(r[2], r[5], r[1])) for r in rows]  # (stored without its text: records.py)
 
 
 def sources(db: Path) -> list[tuple]:

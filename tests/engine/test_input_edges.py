@@ -16,7 +16,7 @@ from ..conftest import cli, ok
 def _documents(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT doc_id, text, record FROM documents ORDER BY ord").fetchall()
-    return [(d, t, unpack_record(t, r)) for d, t, r in rows]  # (stored without its text: records.py)
+    return [(d, t, unpack_record(t, r, d)) for d, t, r in rows]  # (stored without its text: records.py)
 
 
 def _one_error_line(result, path: Path, line: int | None) -> str:

@@ -1,6 +1,7 @@
 import pytest
 
 from dedup_tui.engine.scanning.memory import MIN_CAP, SizeError, default_cap, format_size, parse_size
+from dedup_tui.engine.store import derived
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_a_scan_in_passes_stores_what_a_scan_in_memory_does(make_project, tmp_pa
 
     # Passes were cut between two rows that both have candidates, and found pairs (rows are
     # indices of the distinct texts, ords those of the documents).
-    reps = np.flatnonzero(np.frombuffer(stored_scan(capped)["exact"][0][0], "<i8") < 0)
+    reps = np.flatnonzero(derived.unpack_exact_array("zstd", stored_scan(capped)["exact"][0][0]) < 0)
     n_reps = len(reps)
     keys = np.concatenate(tiny_passes["keys"])
     rows_with_candidates = set((keys // n_reps).tolist())

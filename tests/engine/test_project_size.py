@@ -64,15 +64,18 @@ def test_packed_pairs_round_trip_exactly(tmp_path):
 
 
 def test_records_are_stored_without_their_text_and_export_whole(tmp_path):
-    """A JSONL line holding its text as json.dumps writes it is stored without it (NUL, offset,
-    the rest), and the export writes every line back byte for byte, also where the text is
-    escaped otherwise, short, or appears twice in its line."""
+    """A JSONL line of just an id and a text as json.dumps writes them is stored as one byte; one
+    holding its text that way is stored without it (NUL, offset, the rest); and the export writes
+    every line back byte for byte, also where the text is escaped otherwise, short, or appears
+    twice in its line."""
     lines = [
         '{"id": "a", "text": "a text long enough to be left out of its record", "n": 1}',
         '{"id": "b", "text": "caf\\u00e9 escaped otherwise than json.dumps writes it"}',
         '{"id": "c", "text": "short"}',
         '{"text": "the same words twice over", "id": "d", "copy": "the same words twice over"}',
         '{"id": "e", "text": "quotes \\" and a tab \\t and \\\\ in a text that is long", "z": null}',
+        '{"id": "f", "text": "caf\\u00E9"}',
+        '{"id": "g", "text": "brief", "n": 2}',
     ]
     corpus = tmp_path / "c.jsonl"
     corpus.write_bytes(("\n".join(lines) + "\n").encode())
@@ -81,7 +84,8 @@ def test_records_are_stored_without_their_text_and_export_whole(tmp_path):
     with Project(db) as project:
         stored = dict(project.conn.execute("SELECT doc_id, record FROM documents"))
         assert stored["a"][:1] == b"\x00" and len(stored["a"]) < len(lines[0]) - 40
-        assert stored["b"] == lines[1].encode() and stored["c"] == lines[2].encode()  # stored whole
+        assert stored["b"] == b"\x02" and stored["c"] == b"\x01"  # just an id and a text: a byte
+        assert stored["f"] == lines[5].encode() and stored["g"] == lines[6].encode()  # stored whole
         assert stored["d"][:1] == b"\x00" and stored["e"][:1] == b"\x00"
         assert [r[4] for r in project.records()] == [line.encode() for line in lines]
     ok("export", db, "--threshold", "0.99", "--out", tmp_path / "out.jsonl")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 
 from dedup_tui.engine.curate import curated, decisions
@@ -13,6 +14,7 @@ from dedup_tui.engine.errors import ProjectError
 from dedup_tui.engine.store import MIGRATIONS, SCHEMA_VERSION, Project
 from dedup_tui.engine.store.records import unpack_record
 
+from ..conftest import write_jsonl
 from .conftest import cli, one_line_error
 
 # The schema dedup-tui wrote as version 1 (before runs recorded their process).
@@ -46,8 +48,10 @@ def whole_records(table: str, cols: str, rows: list) -> list:
     if table != "documents":
         return rows
     names = cols.split(", ")
-    at_text, at_record = names.index("text"), names.index("record")
-    return [tuple(unpack_record(r[at_text], v) if i == at_record else v for i, v in enumerate(r)) for r in rows]
+    at_id, at_text, at_record = names.index("doc_id"), names.index("text"), names.index("record")
+    return [
+        tuple(unpack_record(r[at_text], v, r[at_id]) if i == at_record else v for i, v in enumerate(r)) for r in rows
+    ]
 
 
 def make_v1_project(path, scanned: Project) -> None:
@@ -82,7 +86,7 @@ def dump(db, table, order) -> list:
 
 
 def test_every_old_version_has_a_migration():
-    assert SCHEMA_VERSION == 9 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert SCHEMA_VERSION == 10 and sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 
 
 def test_older_project_opens_migrated_with_backup_and_nothing_lost(scanned, tmp_path):
@@ -321,3 +325,103 @@ def test_a_failed_migration_backup_leaves_nothing_behind(project_files, monkeypa
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
     with store.Project(db) as project:
         assert project.get_meta("schema_version") == str(store.SCHEMA_VERSION)
+
+
+# Schema 9's scan keys (store/scans.py before schema 10): per chunk the ords (int64), hash
+# prefixes and 4-bit nibbles; per band the 64-bit keys sorted, their low index_bits the row.
+V9_SCAN_KEYS = """
+CREATE TABLE scan_keys (chunk INTEGER PRIMARY KEY, index_bits INTEGER NOT NULL, ords BLOB NOT NULL,
+    hashes BLOB NOT NULL, nibbles BLOB NOT NULL);
+CREATE TABLE scan_band_keys (chunk INTEGER NOT NULL, band INTEGER NOT NULL, keys BLOB NOT NULL,
+    PRIMARY KEY (chunk, band)) WITHOUT ROWID;
+"""
+
+
+def as_schema_9(path, flip_band_key: bool = False) -> None:
+    """The scanned project at `path` as schema 9 wrote it: its scan keys in schema 9's tables,
+    from its representatives' signatures (computed here as the scan computes them)."""
+    import json
+
+    from dedup_tui.engine.progress import Control
+    from dedup_tui.engine.scanning import candidates, lsh
+    from dedup_tui.engine.scanning.settings import Threads
+    from dedup_tui.engine.store.checksums import arrays_checksum
+    from dedup_tui.engine.store.scans import exact_groups, read_scan_key_chunks
+
+    from ..engine.test_incremental import LSH
+
+    with Project(path) as project:
+        (chunk, ords, hashes), *more = read_scan_key_chunks(project)
+        assert not more
+        _, lengths = exact_groups(project)
+        signatures = candidates.Signed(project, ords, lengths, LSH, Control(), Threads(1)).signatures
+        meta = json.loads(project.get_meta("scan_keys"))
+    banding = lsh.choose_banding(LSH.floor, LSH.num_perm)
+    bits = max(1, (len(ords) - 1).bit_length())
+    mask = np.uint64((1 << bits) - 1)
+    nibbles = lsh.pack_nibbles(signatures).astype("<u8")
+    bands = []
+    for band in range(banding.bands):
+        keys = (lsh.band_keys(signatures, band, banding.rows) & ~mask) | np.arange(len(ords), dtype=np.uint64)
+        bands.append(np.sort(keys).astype("<u8"))
+    band_sums = [arrays_checksum(keys) for keys in bands]
+    if flip_band_key:  # damage from before the upgrade: its checksum no longer matches
+        bands[2][5] ^= np.uint64(1 << 40)
+    meta["version"] = 1
+    raw = json.dumps(meta)
+    chunk_sum = arrays_checksum(np.array([bits], "<i8"), ords.astype("<i8"), hashes.astype("<u8"), nibbles)
+    sums = {"meta": arrays_checksum(raw.encode()), "chunks": {"0": {"keys": chunk_sum, "bands": band_sums}}}
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE scan_keys")
+        conn.execute("DROP TABLE scan_band_keys")
+        conn.executescript(V9_SCAN_KEYS)
+        conn.execute(
+            "INSERT INTO scan_keys VALUES (?, ?, ?, ?, ?)",
+            (chunk, bits, ords.astype("<i8").tobytes(), hashes.astype("<u8").tobytes(), nibbles.tobytes()),
+        )
+        conn.executemany("INSERT INTO scan_band_keys VALUES (0, ?, ?)", [(b, k.tobytes()) for b, k in enumerate(bands)])
+        conn.executemany(
+            "UPDATE meta SET value = ? WHERE key = ?",
+            [(raw, "scan_keys"), (json.dumps(sums), "scan_keys_checksums"), ("9", "schema_version")],
+        )
+    conn.close()
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_schema_9_scan_keys_are_converted_or_dropped_when_damaged(tmp_path, damaged):
+    """Schema 10 keeps each band key's high 24 bits in row order and no nibbles: schema 9's keys
+    (sorted, the row in the low bits) are converted exactly, so the next scan after a load stays
+    incremental and equals a full rescan; keys that no longer match their checksum are dropped,
+    and that next scan is a full one."""
+    from dedup_tui.engine.ingest import load_corpus
+    from dedup_tui.engine.scanning import local
+
+    from ..engine.test_ahead import kept_keys
+    from ..engine.test_incremental import LSH, assert_same, families, full_rescan_of, stored
+
+    docs = families(40, (2, 6), 80, seed=11)
+    first, second = docs[: len(docs) - 40], docs[len(docs) - 40 :]
+    db = tmp_path / "p.db"
+    with Project(db, create=True) as project:
+        load_corpus(project, [write_jsonl(tmp_path / "first.jsonl", first)])
+        local.scan(project, LSH)
+        want = kept_keys(project)
+    as_schema_9(db, flip_band_key=damaged)
+    with Project(db) as project:
+        assert project.get_meta("migrated_from") == "9"
+        assert project.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert {r[1] for r in project.conn.execute("PRAGMA table_info(scan_keys)")} == {"chunk", "ords", "hashes"}
+        tables = {r[0] for r in project.conn.execute("SELECT name FROM sqlite_schema")}
+        assert not {"scan_keys_9", "scan_band_keys_9"} & tables
+        if damaged:
+            assert project.conn.execute("SELECT count(*) FROM scan_band_keys").fetchone() == (0,)
+            assert project.get_meta("scan_keys") is None
+        else:
+            got = kept_keys(project)
+            assert len(got) == len(want)
+            assert all(np.array_equal(x, y) for g, w in zip(got, want) for x, y in zip(g, w))
+        load_corpus(project, [write_jsonl(tmp_path / "second.jsonl", second)])
+        r = local.scan(project, LSH)
+        assert r.incremental is not damaged, r.full_reason
+        assert_same(stored(project), full_rescan_of(tmp_path, project))
+    assert (tmp_path / "p.db.schema-9.bak").exists()

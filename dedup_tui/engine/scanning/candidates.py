@@ -16,7 +16,7 @@ import numpy as np
 
 from ..progress import Control
 from ..store import Project
-from ..store.scans import read_texts
+from ..store.scans import read_texts, short_band_keys
 from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
@@ -55,14 +55,13 @@ TEXT_SPILL = "texts"
 
 
 class KeptKeys:
-    """What a full LSH scan keeps for the incremental scans after it (incremental.py). The
-    band keys (8 B per band per document: 0.26 GB for 841k, more than anything else the scan
-    holds while it verifies) wait in an unnamed temporary file until the result is written;
-    in memory when no file can take them."""
+    """What a full LSH scan keeps for the incremental scans after it (incremental.py): every
+    band's short keys (store.scans.short_band_keys: 4 B per band per document here, 3 in the
+    project: 0.13 GB for 841k), which wait in an unnamed temporary file until the result is written; in memory when
+    no file can take them. `complete` once every band's are in."""
 
     def __init__(self):
-        self.nibbles: np.ndarray | None = None
-        self.index_bits = 0
+        self.complete = False
         self._in_memory: dict[int, bytes] = {}
         self._spans: dict[int, tuple[int, int]] = {}  # band -> (offset, bytes) in the file
         self._file = None
@@ -70,8 +69,8 @@ class KeptKeys:
         self._lock = threading.Lock()
 
     def keep_band_keys(self, band: int, keys: np.ndarray) -> None:
-        """A band's keys, sorted (called from the candidates' threads)."""
-        data = np.ascontiguousarray(keys, dtype="<u8").tobytes()
+        """A band's 64-bit keys, in row order (called from the candidates' threads)."""
+        data = np.ascontiguousarray(short_band_keys(keys), dtype="<u4").tobytes()
         with self._lock:
             try:
                 if self._file is None:
@@ -86,7 +85,7 @@ class KeptKeys:
 
     def band_keys(self, band: int) -> np.ndarray:
         if band in self._in_memory:
-            return np.frombuffer(self._in_memory[band], "<u8")
+            return np.frombuffer(self._in_memory[band], "<u4")
         offset, size = self._spans[band]
         with self._lock:
             assert self._file is not None  # (a band not in memory was written to it)
@@ -94,7 +93,7 @@ class KeptKeys:
             data = self._file.read(size)
         if len(data) != size:
             raise OSError(f"the scan's temporary file of band keys gave {len(data)} of {size} bytes")
-        return np.frombuffer(data, "<u8")
+        return np.frombuffer(data, "<u4")
 
     def close(self) -> None:
         if self._file is not None:
@@ -201,7 +200,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
     bands.collect(threads, result, survivors)
     if kept is not None:
-        kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
+        kept.complete = True
     del bands
     text = signed.text
     del signed  # the signatures and sketches: from here on only the texts are needed
@@ -379,11 +378,11 @@ class _BandCandidates:
 
         keys = lsh.band_keys(self.signed.signatures, band, self.banding.rows)
         self.tags[:, band] = kernels_bands.band_tags(keys)
+        if self.kept is not None:  # an incremental scan looks new documents' keys up in them
+            self.kept.keep_band_keys(band, keys)
         keys &= ~self.index_mask
         keys |= self.doc_index
         keys.sort()
-        if self.kept is not None:  # kept as sorted: an incremental scan looks new keys up in it
-            self.kept.keep_band_keys(band, keys)
         order = np.bitwise_and(keys, self.index_mask).view(np.int64)  # (an index is below 2^63)
         keys >>= self.index_bits
         run_start, run_len = lsh.shared_runs(keys)

@@ -2,18 +2,21 @@
 with the scanned ones, and nothing else, with the same result as a full rescan.
 
 A full scan by LSH keeps, per representative document (store.scans, tables scan_keys and
-scan_band_keys): every band's key, sorted, with its low `index_bits` replaced by the row (as
-the scan sorts them to find its buckets); the 4-bit nibbles of its MinHash signature (the
-agreement prefilter); and the first 8 bytes of its exact hash. An incremental scan then:
+scan_band_keys): the high 24 bits of every band's key (its short key, in row order) and the
+first 8 bytes of its exact hash. An incremental scan then:
 
 - finds the new documents' exact copies among the old representatives (by hash prefix,
   confirmed on the full hash) and among themselves: an old document stays the first copy;
-- signs the new representatives, and per band looks up each new key among the stored sorted
-  keys (binary search: no old key is read into a hash table or re-sorted), comparing the same
-  high 64 - index_bits bits the full rescan would compare (its index_bits, from the total
-  number of representatives), so a bucket holds exactly the documents it would hold in a full
-  rescan. A bucket over max_bucket, which the full scan splits by sub-bands (lsh.sub_bands),
-  makes the scan fall back to a full one (FullScanNeeded);
+- signs the new representatives, and per band finds the old rows whose short key is a new
+  row's (a pass over the band's stored keys, a bitmap look-up each: no old key is sorted or
+  put in a hash table). A full scan's bucket is the keys' high 64 - index_bits bits (its
+  index_bits, from the total number of representatives, at most 40), so every old row in a
+  new row's bucket is found, and some more whose keys differ below the 24 bits (about
+  old rows x new rows / 2^24 a band: ~1,400 adding 10k documents to 2.4M);
+- signs those old rows again (their texts are read) for their whole band keys and nibbles, so
+  a bucket holds exactly the documents it would hold in a full rescan. A bucket over
+  max_bucket, which the full scan splits by sub-bands (lsh.sub_bands), makes the scan fall back
+  to a full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair in its first usable shared band only
   (kernels.incremental.added_band_survivors, compiled: this module imports no numba; a dense
@@ -22,14 +25,12 @@ agreement prefilter); and the first 8 bytes of its exact hash. An incremental sc
   test there instead of in the bands: the same pair-wise test on the same texts).
 
 Old pairs stay as they are, and the pairs' maximum spanning forest is updated from the old
-forest and the new pairs (store.scans.merge_pairs: the same forest). A full rescan could differ
-only where it joins two old documents whose band keys differ in the one more low bit a larger
-corpus gives to the index (one chance in 2^(64 - index_bits), about 2^-44 at a million
-documents, per pair and band; and the pair must also pass the prefilter and reach the floor,
-and have been missed by all 39 bands before).
+forest and the new pairs (store.scans.merge_pairs: the same forest).
 
-What it keeps costs 8 bytes per band + num_perm / 2 + 16 bytes per representative document
-(392 at floor 0.5, 39 bands x 3 rows; README, "Adding new data").
+What it keeps costs 3 bytes per band + 8 per representative document, and a few bytes per
+thousand for their ords (125 at floor 0.5, 39 bands x 3 rows; 392 before schema 10, which
+kept the whole keys sorted and the nibbles). The price is signing again the old documents that
+share a bucket with a new one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ import numpy as np
 from ..errors import ProjectError
 from ..progress import Control
 from ..store import Project, transaction
+from ..store.derived import SCAN_KEYS_VERSION
 from ..store.scans import (
+    SHORT_KEY_BITS,
     documents_from,
     documents_version,
     exact_hashes_of,
@@ -54,6 +57,8 @@ from ..store.scans import (
     read_texts,
     scan_keys_meta,
     set_scan_keys_meta,
+    short_band_keys,
+    stored_lengths,
     verified_exact_of,
     verified_forest,
     verified_pairs,
@@ -63,6 +68,7 @@ from ..store.scans import (
 )
 from . import lsh
 from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work
+from .memory import release_free_memory
 from .passes import (
     BYTES_PER_CANDIDATE,
     VERIFY_JOB_BYTES,
@@ -74,8 +80,9 @@ from .passes import (
 from .settings import CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
 from .verify import CandidatePairs, VerifyPlan, verify
 
-KEYS_VERSION = 1
+KEYS_VERSION = SCAN_KEYS_VERSION
 NO_BUCKET = -1  # an old row's bucket in a band where it shares none with a new row
+RESIGN_BLOCK = 1 << 17  # old documents signed again at a time (their signatures: 64 MB)
 
 
 class FullScanNeeded(Exception):
@@ -165,13 +172,24 @@ def new_exact_of(
 # -- candidates -------------------------------------------------------------------------------
 
 
+def rows_with_keys(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Rows (ascending) of `keys` (short keys, below 2^SHORT_KEY_BITS) whose key is in `wanted`:
+    a look-up each in a bitmap of the wanted keys (where a binary search took ~20 steps)."""
+    if not len(wanted) or not len(keys):
+        return np.empty(0, np.int64)
+    seen = np.zeros(1 << SHORT_KEY_BITS, np.bool_)
+    seen[wanted] = True
+    return np.flatnonzero(seen[keys])
+
+
 class BandMatch:
     """One band: the new representatives' buckets (runs of `order` with equal high key bits)
-    and the old rows in each (from every stored chunk)."""
+    and the old rows in each."""
 
-    def __init__(self, new_high: np.ndarray, chunks: list[tuple[np.ndarray, int, int]], bits: int, max_bucket: int):
-        """new_high: the new rows' keys >> bits (bits: the full rescan's index bits); chunks:
-        (sorted stored keys, first old row of the chunk, the chunk's own index bits)."""
+    def __init__(self, new_high: np.ndarray, old_rows: np.ndarray, old_high: np.ndarray, max_bucket: int):
+        """new_high: the new rows' keys >> bits (bits: the full rescan's index bits); old_rows:
+        the old rows (ascending) that may share a bucket with one (every one that does), and
+        old_high their keys >> bits."""
         m = len(new_high)
         self.order = np.argsort(new_high, kind="stable")
         high = new_high[self.order]
@@ -179,37 +197,22 @@ class BandMatch:
         self.start = start
         self.new_count = np.diff(np.r_[start, m])
         self.high = high[start]
-        lo_key = self.high << np.uint64(bits)
-        hi_key = lo_key | np.uint64((1 << bits) - 1)
-        old_count = np.zeros(len(start), np.int64)
-        bucket_parts, row_parts = [], []
-        for keys, base, chunk_bits in chunks:
-            lo = np.searchsorted(keys, lo_key, "left")
-            hi = np.searchsorted(keys, hi_key, "right")
-            count = hi - lo
-            old_count += count
-            total = int(count.sum())
-            if total:
-                at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(total)
-                row_parts.append((keys[at] & np.uint64((1 << chunk_bits) - 1)).astype(np.int64) + base)
-                bucket_parts.append(np.repeat(np.arange(len(start)), count))
-        self.old_count = old_count
-        total = self.new_count + old_count
+        at = np.searchsorted(self.high, old_high)
+        inside = at < len(start)
+        inside[inside] = self.high[at[inside]] == old_high[inside]
+        bucket, rows = at[inside].astype(np.int64), old_rows[inside]
+        self.old_count = np.bincount(bucket, minlength=len(start))
+        total = self.new_count + self.old_count
         self.usable = total >= 2
         if max_bucket > 0 and (total > max_bucket).any():
             raise FullScanNeeded(
                 f"new documents fall in an LSH bucket of {int(total.max()):,} documents, over "
                 f"--max-bucket {max_bucket:,} (a full scan splits it by sub-bands)"
             )
-        if row_parts:
-            bucket = np.concatenate(bucket_parts)
-            rows = np.concatenate(row_parts)
-            keep = self.usable[bucket]
-            bucket, rows = bucket[keep], rows[keep]
-            by = np.argsort(bucket, kind="stable")
-            self.old_bucket, self.old_rows = bucket[by], rows[by]
-        else:
-            self.old_bucket, self.old_rows = np.empty(0, np.int64), np.empty(0, np.int64)
+        keep = self.usable[bucket]
+        bucket, rows = bucket[keep], rows[keep]
+        by = np.argsort(bucket, kind="stable")
+        self.old_bucket, self.old_rows = bucket[by], rows[by]
 
     def runs(self, old_local: np.ndarray):
         """(members, run_start, run_len, run_new) of the usable buckets: each run its new rows
@@ -291,12 +294,11 @@ def scan_added(
     meta = scan_keys_meta(project) or {}
     first_new = int(meta["documents"])
     banding = lsh.choose_banding(settings.floor, settings.num_perm)
-    words = -(-settings.num_perm // 16)
-    chunks_stored = read_scan_key_chunks(project, words, key_sums)
+    chunks_stored = read_scan_key_chunks(project, key_sums)
     if not chunks_stored:
         raise FullScanNeeded("the stored band keys cannot be read")
     old_exact = verified_exact_of(project, first_new)
-    old_rows = np.concatenate([c[2] for c in chunks_stored])
+    old_rows = np.concatenate([c[1] for c in chunks_stored])
     if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any():
         raise FullScanNeeded("the stored band keys do not match the scanned documents")
     new_ords, new_hashes, new_lengths = documents_from(project, first_new)
@@ -306,7 +308,7 @@ def scan_added(
     result.new_documents = len(new_ords)
     exact_new = new_exact_of(
         old_rows,
-        np.concatenate([c[3] for c in chunks_stored]),
+        np.concatenate([c[2] for c in chunks_stored]),
         new_ords,
         new_hashes,
         hash_prefixes,
@@ -372,17 +374,7 @@ def scan_added(
         write_added_scan_result(conn, exact_of, first_new, a, b, j, all_a, all_b, all_j, forest)
         keys_meta = keys_meta_for(settings, result, n, length_sum)
         if new_chunk is not None:
-            bits, band_keys, nibbles = new_chunk
-            write_scan_keys(
-                conn,
-                max(c[0] for c in chunks_stored) + 1,
-                bits,
-                new_reps,
-                new_rep_hashes,
-                nibbles,
-                band_keys,
-                keys_meta,
-            )
+            write_scan_keys(conn, max(c[0] for c in chunks_stored) + 1, new_reps, new_rep_hashes, new_chunk, keys_meta)
         else:  # every new document is an exact copy: no keys to add
             set_scan_keys_meta(conn, keys_meta)
         result.pairs = len(all_a)
@@ -410,7 +402,7 @@ def _added_pairs(
     folder: SpillFolder | None = None,
 ):
     """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
-    the new representatives' scan keys (index_bits, sorted band keys per band, nibbles). The
+    the new representatives' short band keys (per band, in row order) to keep. The
     candidates are held while they fit under `cap` (bytes; 0: no limit), else spilled into
     `folder` and verified in passes over ranges of their earlier document."""
     # compiled kernels: loaded only when a scan needs them
@@ -422,30 +414,48 @@ def _added_pairs(
     t0 = time.perf_counter()
     signed = Signed(project, new_reps, lengths, settings, control, threads, ahead)
     new_packed = lsh.pack_nibbles(signed.signatures)
+    new_keys = [lsh.band_keys(signed.signatures, band, banding.rows) for band in range(banding.bands)]
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     bits = index_bits(len(old_rows) + m)
-    mask = np.uint64((1 << bits) - 1)
-    bases = np.cumsum([0] + [len(c[2]) for c in chunks_stored])
-    chunk_of = {c[0]: (int(bases[i]), c[1]) for i, c in enumerate(chunks_stored)}
-    matches, stored_keys = [], []
+    if bits > 64 - SHORT_KEY_BITS:
+        raise FullScanNeeded("over 2^40 distinct texts: the stored short band keys cannot hold their buckets")
+    bases = np.cumsum([0] + [len(c[1]) for c in chunks_stored])
+    chunk_of = {c[0]: (int(bases[i]), len(c[1])) for i, c in enumerate(chunks_stored)}
+    maybe = []  # per band: the old rows (ascending) whose short key is a new row's
     for band in range(banding.bands):
         control.check()
-        keys = lsh.band_keys(signed.signatures, band, banding.rows)
-        high = keys >> np.uint64(bits)
         t_read = time.perf_counter()
         stored = read_band_keys(project, band, key_sums)
         timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
         if sorted(stored) != sorted(chunk_of):
             raise FullScanNeeded("the stored band keys are incomplete")
-        match = BandMatch(high, [(k, *chunk_of[c]) for c, k in sorted(stored.items())], bits, settings.max_bucket)
+        wanted = np.unique(short_band_keys(new_keys[band]))
+        parts = []
+        for chunk, keys in sorted(stored.items()):
+            base, count = chunk_of[chunk]
+            if len(keys) != count:
+                raise FullScanNeeded("the stored band keys do not match the scanned documents")
+            parts.append(rows_with_keys(keys, wanted) + base)
         del stored
-        matches.append(match)
-        mine = (keys & ~mask) | np.arange(m, dtype=np.uint64)
-        mine.sort()
-        stored_keys.append(mine)
+        maybe.append(np.concatenate(parts))
         control.report("candidates", band + 1, 2 * banding.bands)
+    timings["candidates.short_keys"] = time.perf_counter() - t0
+    # Their whole keys (and nibbles): those old documents signed again.
+    t1 = time.perf_counter()
+    resign = np.unique(np.concatenate(maybe)) if maybe else np.empty(0, np.int64)
+    timings["resigned_old"] = len(resign)
+    old_high, old_packed = _signed_again(
+        project, old_rows[resign], maybe, resign, bits, settings, banding, control, threads
+    )
+    timings["old_signatures"] = time.perf_counter() - t1
+    matches = [
+        BandMatch(new_keys[band] >> np.uint64(bits), maybe[band], old_high[band], settings.max_bucket)
+        for band in range(banding.bands)
+    ]
+    stored_keys = [short_band_keys(k) for k in new_keys]
+    del maybe, old_high, new_keys
     timings["candidates.match"] = time.perf_counter() - t0
     # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
     in_bucket = np.zeros(len(old_rows), np.bool_)
@@ -457,12 +467,8 @@ def _added_pairs(
     del in_bucket
     n_rows = m + len(involved)
     timings["involved_old"] = len(involved)
-    old_nibbles = np.empty((len(involved), new_packed.shape[1]), np.uint64)
-    for i, c in enumerate(chunks_stored):
-        lo, hi = np.searchsorted(involved, [bases[i], bases[i + 1]])
-        old_nibbles[lo:hi] = c[4][involved[lo:hi] - bases[i]]
-    packed = np.concatenate([new_packed, old_nibbles])
-    del old_nibbles
+    packed = np.concatenate([new_packed, old_packed[np.searchsorted(resign, involved)]])
+    del old_packed
     # bucket[band, row]: the row's bucket in that band where known (a new row, or an old one in
     # a bucket with a new one there; else NO_BUCKET); usable[band, new row]: its bucket there
     # reports its pairs.
@@ -568,4 +574,27 @@ def _added_pairs(
         timings["verify"] += time.perf_counter() - t1
     result.prefiltered = result.candidates - unique
     a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
-    return a, b, j, (bits, stored_keys, new_packed)
+    return a, b, j, stored_keys
+
+
+def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads):
+    """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), and
+    the nibbles of every row of `resign`): the old documents `ords` (those of resign) signed
+    again, RESIGN_BLOCK at a time."""
+    high = [np.empty(len(rows), np.uint64) for rows in maybe]
+    at = [np.searchsorted(resign, rows) for rows in maybe]  # (ascending: maybe and resign are)
+    packed = np.empty((len(ords), -(-settings.num_perm // 16)), np.uint64)
+    lengths = np.zeros(int(ords[-1]) + 1 if len(ords) else 0, np.int64)
+    for lo in range(0, len(ords), RESIGN_BLOCK):
+        hi = min(lo + RESIGN_BLOCK, len(ords))
+        block = ords[lo:hi]
+        lengths[block] = stored_lengths(project, block)
+        signed = Signed(project, block, lengths, settings, control, threads)
+        packed[lo:hi] = lsh.pack_nibbles(signed.signatures)
+        for band in range(banding.bands):
+            s, e = np.searchsorted(at[band], [lo, hi])
+            keys = lsh.band_keys(signed.signatures[at[band][s:e] - lo], band, banding.rows)
+            high[band][s:e] = keys >> np.uint64(bits)
+        del signed
+        release_free_memory()
+    return high, packed

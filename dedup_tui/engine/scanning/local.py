@@ -200,15 +200,13 @@ def _scan_all(
             else:
                 write_scan_result(conn, exact_of, *found)
             del found
-            if kept is not None and result.method == "lsh" and kept.nibbles is not None:
+            if kept is not None and result.method == "lsh" and kept.complete:
                 t_keys = time.perf_counter()
                 write_scan_keys(
                     conn,
                     0,
-                    kept.index_bits,
                     reps,
                     rep_hashes,
-                    kept.nibbles,
                     (kept.band_keys(band) for band in range(result.bands)),
                     keys_meta_for(settings, result, len(exact_of), int(lengths[reps].sum())),
                 )

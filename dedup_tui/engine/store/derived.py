@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 import numpy as np
+import zstandard
 
 from .checksums import arrays_checksum
 
@@ -16,6 +17,7 @@ PAIRS_CHECKSUM = "pair_arrays_checksum"  # of (a, b, jaccard): pair_arrays, and 
 FOREST_CHECKSUM = "pair_forest_checksum"
 EXACT_CHECKSUM = "exact_array_checksum"  # of exact_of: exact_array, and documents.exact_of
 SCAN_KEYS_META = "scan_keys"  # JSON: which scan and documents the kept keys are of
+SCAN_KEYS_VERSION = 2  # 1 (schema 9): 64-bit band keys sorted, with nibbles
 SCAN_KEYS_CHECKSUMS = "scan_keys_checksums"  # JSON: the scan_keys meta's, and per chunk its row's and bands'
 
 PAIR_ARRAY_CHUNK = 4_000_000
@@ -23,6 +25,26 @@ PAIR_ARRAY_CHUNK = 4_000_000
 
 PAIR_ARRAYS_LAYOUT = "pair_arrays_layout"  # meta: how pair_arrays is packed (absent: int64 ords, float64 similarities)
 NARROW_LAYOUT = "i4,codes"  # int32 ords; similarities as uint16 codes into the chunk's distinct values
+# NARROW_LAYOUT with every blob compressed by zstandard, `a` (ascending) as its differences
+# (schema 10); the spanning forest as the differences of its sorted indices, compressed too:
+# 17.5M pairs in 45 MB instead of 188
+PACKED_LAYOUT = "zstd,i4,codes"
+EXACT_ARRAY_LAYOUT = "exact_array_layout"  # meta: "zstd" (exact_of compressed), absent: int64 as it is
+ZSTD_LEVEL = 1  # (level 3 packed the 2.5M corpus's pairs 4% smaller in twice the time)
+
+
+def _compressed(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+
+
+def _decompressed(data: bytes, size: int | None = None) -> bytes | None:
+    """The bytes `data` (a zstandard frame) holds, or None when they cannot be read back (or are
+    not `size` bytes long, when given)."""
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(data)
+    except zstandard.ZstdError:
+        return None
+    return raw if size is None or len(raw) == size else None
 
 
 def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> None:
@@ -45,19 +67,27 @@ def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest:
 
 def write_pair_array_chunk(conn, chunk: int, a: np.ndarray, b: np.ndarray, j: np.ndarray, narrow: bool) -> None:
     """One row of pair_arrays: the pairs chunk * PAIR_ARRAY_CHUNK on (a scan's streamed write
-    gives them a chunk at a time); `narrow`: NARROW_LAYOUT (every ord below 2^31)."""
-    ords = "<i4" if narrow else "<i8"
-    conn.execute(
-        "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
-        (chunk, a.astype(ords).tobytes(), b.astype(ords).tobytes(), _packed_similarities(j, narrow)),
-    )
+    gives them a chunk at a time); `narrow`: PACKED_LAYOUT (every ord below 2^31)."""
+    if not narrow:
+        row = a.astype("<i8").tobytes(), b.astype("<i8").tobytes(), _packed_similarities(j, False)
+    else:
+        first_differences = np.diff(a, prepend=0).astype("<i4")  # (the first from 0)
+        row = (
+            _compressed(first_differences.tobytes()),
+            _compressed(b.astype("<i4").tobytes()),
+            _compressed(_packed_similarities(j, True)),
+        )
+    conn.execute("INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)", (chunk, *row))
 
 
 def write_pair_forest(conn, count: int, checksum: str, forest: np.ndarray, narrow: bool) -> None:
     """The pairs' spanning forest, the count and checksum (pairs_checksum) of pair_arrays and
     its layout (narrow: NARROW_LAYOUT)."""
     conn.execute("DELETE FROM pair_forest")
-    conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (forest.astype("<i8").tobytes(),))
+    edges = forest.astype("<i8")
+    # (narrow: the sorted indices' differences, which compress to a few bits each)
+    packed = _compressed(np.diff(edges, prepend=0).astype("<i8").tobytes()) if narrow else edges.tobytes()
+    conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (packed,))
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
         [
@@ -67,7 +97,7 @@ def write_pair_forest(conn, count: int, checksum: str, forest: np.ndarray, narro
         ],
     )
     if narrow:
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (PAIR_ARRAYS_LAYOUT, NARROW_LAYOUT))
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (PAIR_ARRAYS_LAYOUT, PACKED_LAYOUT))
     else:
         conn.execute("DELETE FROM meta WHERE key = ?", (PAIR_ARRAYS_LAYOUT,))
 
@@ -87,6 +117,15 @@ def _packed_similarities(j: np.ndarray, narrow: bool) -> bytes:
 def unpack_pair_chunk(layout: str | None, a: bytes, b: bytes, j: bytes):
     """One pair_arrays row as (a, b, jaccard) int64/float64 arrays, or None when it is not what
     write_pair_arrays wrote in that layout."""
+    if layout == PACKED_LAYOUT:
+        raw = [_decompressed(x) if isinstance(x, bytes) else None for x in (a, b, j)]
+        if any(x is None for x in raw) or len(raw[0]) % 4:  # type: ignore[arg-type]
+            return None
+        first_differences = np.frombuffer(raw[0], "<i4")  # type: ignore[arg-type]
+        if len(first_differences) and int(first_differences[1:].min(initial=0)) < 0:
+            return None
+        a = np.cumsum(first_differences, dtype=np.int64).astype("<i4").tobytes()
+        return unpack_pair_chunk(NARROW_LAYOUT, a, raw[1], raw[2])  # type: ignore[arg-type]
     if layout == NARROW_LAYOUT:
         if len(a) % 4 or len(a) != len(b) or len(j) < 8:
             return None
@@ -118,8 +157,37 @@ def write_exact_array(conn, exact_of: np.ndarray) -> None:
     """exact_of (one int64 per ord, -1 for first copies) as one blob: a 1M-document project
     opens ~150 ms sooner than when it is read back row by row from `documents`."""
     exact_of = exact_of.astype("<i8", copy=False)
-    conn.execute("INSERT OR REPLACE INTO exact_array(id, exact_of) VALUES (0, ?)", (exact_of.tobytes(),))
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (EXACT_CHECKSUM, arrays_checksum(exact_of)))
+    conn.execute("INSERT OR REPLACE INTO exact_array(id, exact_of) VALUES (0, ?)", (_compressed(exact_of.tobytes()),))
+    conn.executemany(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        [(EXACT_CHECKSUM, arrays_checksum(exact_of)), (EXACT_ARRAY_LAYOUT, "zstd")],
+    )
+
+
+def unpack_exact_array(layout: str | None, data) -> np.ndarray | None:
+    """The stored exact_array blob as int64 per ord, or None when it is not what
+    write_exact_array wrote in that layout (EXACT_ARRAY_LAYOUT)."""
+    if not isinstance(data, bytes):
+        return None
+    if layout == "zstd":
+        raw = _decompressed(data)
+        data = raw if raw is not None else b"-"  # (not a whole number of int64s: None below)
+    elif layout is not None:
+        return None
+    return np.frombuffer(data, "<i8") if len(data) % 8 == 0 else None
+
+
+def unpack_forest(layout: str | None, data) -> np.ndarray | None:
+    """The stored pair_forest blob as int64 indices, or None when it is not what
+    write_pair_forest wrote in that layout (the pairs' PAIR_ARRAYS_LAYOUT)."""
+    if not isinstance(data, bytes):
+        return None
+    if layout == PACKED_LAYOUT:
+        raw = _decompressed(data)
+        if raw is None or len(raw) % 8:
+            return None
+        return np.cumsum(np.frombuffer(raw, "<i8"), dtype=np.int64)
+    return np.frombuffer(data, "<i8") if len(data) % 8 == 0 else None
 
 
 def pairs_table(conn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -237,7 +237,7 @@ class Project:
         for o, doc_id, text, source_id, record in self.conn.execute(
             "SELECT ord, doc_id, text, source_id, record FROM documents ORDER BY ord"
         ):
-            yield o, doc_id, text, source_id, unpack_record(text, record)
+            yield o, doc_id, text, source_id, unpack_record(text, record, doc_id)
 
     def has_checksums(self) -> bool:
         """Whether the documents have checksums (not in a schema-3 project opened read-only)."""
@@ -252,7 +252,7 @@ class Project:
             f"WHERE ord BETWEEN ? AND ? ORDER BY ord",
             (lo, hi),
         ):
-            yield o, doc_id, text, source_id, unpack_record(text, record), line, stored_sum
+            yield o, doc_id, text, source_id, unpack_record(text, record, doc_id), line, stored_sum
 
     def document_bytes_between(self, lo: int, hi: int, checksum: bool = True) -> sqlite3.Cursor:
         """(ord, doc_id, text, record when stored as text, checksum) as bytes, for lo <= ord <= hi:
@@ -301,7 +301,7 @@ class Project:
         insert_rows(
             self.conn,
             "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, checksum)",
-            [(*r[:7], pack_record(r[6], r[7]), r[8]) for r in rows],
+            [(*r[:7], pack_record(r[6], r[7], r[1]), r[8]) for r in rows],
         )
         extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 

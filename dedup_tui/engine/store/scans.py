@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -75,6 +76,25 @@ def read_texts(project: Project, ords: np.ndarray) -> list[str]:
     if len(texts) != len(ords):
         raise ProjectError(f"{project.path}: documents changed during the scan")
     return texts
+
+
+def stored_lengths(project: Project, ords: np.ndarray) -> np.ndarray:
+    """documents.length of sorted ords, as stored (unchecked: they only size the blocks of texts
+    a scan reads at a time)."""
+    if not len(ords):
+        return np.empty(0, np.int64)
+    lo, hi = int(ords[0]), int(ords[-1])
+    if len(ords) * 4 >= hi - lo + 1:
+        found = dict(project.conn.execute("SELECT ord, length FROM documents WHERE ord BETWEEN ? AND ?", (lo, hi)))
+    else:
+        found = {}
+        wanted = ords.tolist()
+        for s in range(0, len(wanted), 500):
+            part = wanted[s : s + 500]
+            query = f"SELECT ord, length FROM documents WHERE ord IN ({','.join('?' * len(part))})"
+            found.update(project.conn.execute(query, part))
+    lengths = (found.get(o) for o in ords.tolist())
+    return np.fromiter((n if isinstance(n, int) else 0 for n in lengths), np.int64, len(ords))
 
 
 def exact_groups(project: Project) -> tuple[np.ndarray, np.ndarray]:
@@ -208,9 +228,9 @@ def _packed_exact_of(project: Project) -> np.ndarray | None:
         row = project.conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
     except sqlite3.OperationalError:  # no such table
         return None
-    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+    if row is None:
         return None
-    return np.frombuffer(row[0], "<i8")
+    return derived.unpack_exact_array(project.get_meta(derived.EXACT_ARRAY_LAYOUT), row[0])
 
 
 def read_exact_array(project: Project, n: int) -> np.ndarray | None:
@@ -340,9 +360,9 @@ def verified_forest(project: Project, n_pairs: int) -> np.ndarray | None:
 
 # -- what an incremental scan keeps of the scanned documents ------------------------------------
 #
-# A scan by LSH keeps, per representative document (first copy of its text), what comparing a
-# later document against it needs without reading its text again: its band keys, the 4-bit
-# agreement prefilter's nibbles and its exact hash's first 8 bytes (tables scan_keys and
+# A scan by LSH keeps, per representative document (first copy of its text), what finding the
+# earlier documents a later one may be near needs without reading every text again: the high
+# 24 bits of each band's key and its exact hash's first 8 bytes (tables scan_keys and
 # scan_band_keys; a project without them is scanned in full next time).
 
 
@@ -506,7 +526,7 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
         raise ProjectError(f"{project.path}: the documents at ords {lo}-{hi - 1} cannot all be read: {damaged}")
     for row in rows:
         o, doc_id, source_id, line, text, record = row[:6]
-        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record)) != row[6]:
+        if document_checksum(o, doc_id, source_id, line, text, unpack_record(text, record, doc_id)) != row[6]:
             shown = str(row[1]) if len(str(row[1])) <= 80 else str(row[1])[:79] + "…"
             raise ProjectError(
                 f"{project.path}: the stored record of document '{shown}' does not match its checksum: {damaged}"
@@ -531,40 +551,82 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     return [r[0] for r in rows], hashes, lengths
 
 
-def write_scan_keys(
-    conn, chunk: int, index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray, band_keys, meta: dict
-) -> None:
+def write_scan_keys(conn, chunk: int, ords: np.ndarray, hashes: np.ndarray, band_keys, meta: dict) -> None:
     """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
-    stored chunk (a full scan). band_keys: per band, its sorted keys (an iterable, taken one
-    band at a time). `meta` (JSON) says which scan and documents they are of. Their checksums
-    go with them (SCAN_KEYS_CHECKSUMS)."""
+    stored chunk (a full scan). ords: the chunk's representatives (ascending); hashes: their
+    hash prefixes; band_keys: per band, the rows' short keys (short_band_keys, in row
+    order; an iterable, taken one band at a time). `meta` (JSON) says which scan and documents
+    they are of. Their checksums go with them (SCAN_KEYS_CHECKSUMS)."""
     if chunk == 0:
         conn.execute("DELETE FROM scan_keys")
         conn.execute("DELETE FROM scan_band_keys")
         conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,))
     ords, hashes = ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False)
-    nibbles = np.ascontiguousarray(nibbles).astype("<u8", copy=False)
     conn.execute(
-        "INSERT INTO scan_keys(chunk, index_bits, ords, hashes, nibbles) VALUES (?, ?, ?, ?, ?)",
-        (chunk, index_bits, ords.tobytes(), hashes.tobytes(), nibbles.tobytes()),
+        "INSERT INTO scan_keys(chunk, ords, hashes) VALUES (?, ?, ?)",
+        (chunk, _packed_ords(ords), hashes.tobytes()),
     )
     band_sums: list[str] = []
 
     def rows():
         for band, keys in enumerate(band_keys):
-            keys = keys.astype("<u8", copy=False)
+            keys = np.ascontiguousarray(keys, "<u4")
+            if len(keys) != len(ords) or (len(keys) and int(keys.max()) >> SHORT_KEY_BITS):
+                raise ValueError(f"band {band}: {len(keys)} short keys for {len(ords)} documents, or not short")
             band_sums.append(arrays_checksum(keys))
-            yield chunk, band, keys.tobytes()
+            yield chunk, band, _packed_short_keys(keys)
 
     conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)", rows())
     sums = _scan_key_sums(conn)
-    sums["chunks"][str(chunk)] = {"keys": _chunk_checksum(index_bits, ords, hashes, nibbles), "bands": band_sums}
+    sums["chunks"][str(chunk)] = {"keys": _chunk_checksum(ords, hashes), "bands": band_sums}
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_CHECKSUMS, json.dumps(sums)))
     set_scan_keys_meta(conn, meta)
 
 
-def _chunk_checksum(index_bits: int, ords: np.ndarray, hashes: np.ndarray, nibbles: np.ndarray) -> str:
-    return arrays_checksum(np.array([index_bits], "<i8"), ords, hashes, nibbles)
+def short_band_keys(keys: np.ndarray) -> np.ndarray:
+    """The high SHORT_KEY_BITS bits of 64-bit band keys (as uint32): what scan_band_keys keeps
+    (3 bytes a key). A scan's bucket is the keys' high 64 - index_bits bits (index_bits <= 40
+    below 2^40 documents), so keys in one bucket have the same short key; keys with the same
+    short key may still differ below it."""
+    return (np.asarray(keys, np.uint64) >> np.uint64(64 - SHORT_KEY_BITS)).astype(np.uint32)
+
+
+SHORT_KEY_BITS = 24
+# 24 bits, not 32: 39 B less per distinct text (94 MB at 2.5M documents), for old rows x new
+# rows / 2^24 old documents per band an incremental scan signs again because their short key
+# matches a new one's while their whole keys differ (~1,400 a band adding 10k to 2.4M).
+
+
+def _packed_short_keys(keys: np.ndarray) -> bytes:
+    """uint32 keys below 2^24 as 3 little-endian bytes each."""
+    return np.ascontiguousarray(keys, "<u4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+
+
+def _unpacked_short_keys(data: bytes) -> np.ndarray:
+    three = np.frombuffer(data, np.uint8).reshape(-1, 3)
+    four = np.zeros((len(three), 4), np.uint8)
+    four[:, :3] = three
+    return four.view("<u4").ravel()
+
+
+def _packed_ords(ords: np.ndarray) -> bytes:
+    """Ascending ords as stored: zlib of their differences (int64, the first from 0). Nearly every
+    difference is 1 (most documents are first copies): a few bytes per thousand documents."""
+    return zlib.compress(np.diff(ords, prepend=np.int64(0)).astype("<i8").tobytes(), 1)
+
+
+def _unpacked_ords(data) -> np.ndarray | None:
+    try:
+        raw = zlib.decompress(data)
+    except (zlib.error, TypeError):
+        return None
+    if len(raw) % 8:
+        return None
+    return np.cumsum(np.frombuffer(raw, "<i8"), dtype=np.int64)
+
+
+def _chunk_checksum(ords: np.ndarray, hashes: np.ndarray) -> str:
+    return arrays_checksum(ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False))
 
 
 def _scan_key_sums(conn) -> dict:
@@ -615,69 +677,52 @@ def verified_scan_key_sums(project: Project) -> dict:
     return sums
 
 
-def read_scan_key_chunks(
-    project: Project, words: int, sums: dict | None = None
-) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
-    """[(chunk, index_bits, ords, hash prefixes, nibbles (rows, words))] in chunk order; empty
-    when none is stored or they are not what a scan wrote; DerivedDamaged when a chunk does not
-    match its checksum in `sums` (verified_scan_key_sums, read here when not given)."""
+def read_scan_key_chunks(project: Project, sums: dict | None = None) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """[(chunk, ords, hash prefixes)] in chunk order; empty when none is stored; DerivedDamaged
+    when a chunk does not match its checksum in `sums` (verified_scan_key_sums, read here when
+    not given)."""
     sums = sums if sums is not None else verified_scan_key_sums(project)
     try:
-        rows = project.conn.execute(
-            "SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys ORDER BY chunk"
-        ).fetchall()
+        rows = project.conn.execute("SELECT chunk, ords, hashes FROM scan_keys ORDER BY chunk").fetchall()
     except sqlite3.OperationalError:
         return []
     out = []
-    for chunk, bits, ords, hashes, nibbles in rows:
-        if not all(isinstance(x, bytes) for x in (ords, hashes, nibbles)) or len(ords) % 8 or len(ords) != len(hashes):
+    for chunk, packed_ords, hashes in rows:
+        ords = _unpacked_ords(packed_ords) if isinstance(packed_ords, bytes) else None
+        if ords is None or not isinstance(hashes, bytes) or len(hashes) != 8 * len(ords):
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        n = len(ords) // 8
-        if len(nibbles) != n * words * 8:
-            return []
-        ords, hashes = np.frombuffer(ords, "<i8"), np.frombuffer(hashes, "<u8")
-        nibbles = np.frombuffer(nibbles, "<u8")
+        hashes = np.frombuffer(hashes, "<u8")
         expected = sums["chunks"].get(str(chunk), {})
-        if not isinstance(expected, dict) or expected.get("keys") != _chunk_checksum(bits, ords, hashes, nibbles):
+        if not isinstance(expected, dict) or expected.get("keys") != _chunk_checksum(ords, hashes):
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        out.append(
-            (
-                int(chunk),
-                int(bits),
-                ords.astype(np.int64, copy=False),
-                hashes.astype(np.uint64, copy=False),
-                nibbles.astype(np.uint64, copy=False).reshape(n, words),
-            )
-        )
+        out.append((int(chunk), ords, hashes.astype(np.uint64, copy=False)))
     if len(out) != len(sums["chunks"]):
         raise DerivedDamaged(project, SCAN_KEYS_WHAT)
     return out
 
 
 def read_band_keys(project: Project, band: int, sums: dict | None = None) -> dict[int, np.ndarray]:
-    """{chunk: its sorted band keys} of one band, each checked against its checksum in `sums`
-    (verified_scan_key_sums, read here when not given)."""
+    """{chunk: its short band keys (uint32, row order)} of one band, each checked against its
+    checksum in `sums` (verified_scan_key_sums, read here when not given)."""
     sums = sums if sums is not None else verified_scan_key_sums(project)
     rows = project.conn.execute("SELECT chunk, keys FROM scan_band_keys WHERE band = ?", (band,)).fetchall()
     out = {}
     for chunk, keys in rows:
         entry = sums["chunks"].get(str(chunk))
         bands = entry.get("bands") if isinstance(entry, dict) and isinstance(keys, bytes) else None
-        if not isinstance(bands, list) or band >= len(bands) or len(keys) % 8:
+        if not isinstance(bands, list) or band >= len(bands) or len(keys) % 3:
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        keys = np.frombuffer(keys, "<u8")
+        keys = _unpacked_short_keys(keys)
         if arrays_checksum(keys) != bands[band]:
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        out[int(chunk)] = keys.astype(np.uint64, copy=False)
+        out[int(chunk)] = keys.astype(np.uint32, copy=False)
     return out
 
 
 def stored_scan_key_bytes(project: Project) -> int:
     """Bytes of the stored scan keys (their blobs)."""
     try:
-        a = project.conn.execute(
-            "SELECT coalesce(sum(length(ords) + length(hashes) + length(nibbles)), 0) FROM scan_keys"
-        ).fetchone()[0]
+        a = project.conn.execute("SELECT coalesce(sum(length(ords) + length(hashes)), 0) FROM scan_keys").fetchone()[0]
         b = project.conn.execute("SELECT coalesce(sum(length(keys)), 0) FROM scan_band_keys").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
@@ -690,9 +735,10 @@ def read_forest(project: Project, n_pairs: int) -> np.ndarray | None:
         row = project.conn.execute("SELECT edges FROM pair_forest WHERE id = 0").fetchone()
     except sqlite3.OperationalError:
         return None
-    if row is None or not isinstance(row[0], bytes) or len(row[0]) % 8:
+    forest = None if row is None else derived.unpack_forest(project.get_meta(PAIR_ARRAYS_LAYOUT), row[0])
+    if forest is None:
         return None
-    forest = np.frombuffer(row[0], "<i8").astype(np.int64)
+    forest = forest.astype(np.int64)
     if len(forest) and (forest.min() < 0 or forest.max() >= n_pairs or (np.diff(forest) <= 0).any()):
         return None
     return forest

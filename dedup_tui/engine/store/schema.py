@@ -18,7 +18,7 @@ from .checksums import document_checksum, has_checksums, write_derived_sums
 from .connection import now_iso, sqlite_utils_db
 from .locks import transaction
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS documents (
     exact_of INTEGER,               -- set by scan: ord of the first document with the same normalised text
     checksum TEXT NOT NULL,         -- BLAKE2b-128 of ord, doc_id, source_id, line, text and record (document_checksum)
     text TEXT NOT NULL,             -- original text, unchanged
-    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row; stored without the text's own JSON string where it holds it (a NUL, its offset as uint32 LE, the rest: store/records.py)
+    record BLOB                     -- original record: the JSONL line's bytes, or a JSON row; stored as one byte 0x01 (0x02: ASCII-escaped) when it is just {"id": doc_id, "text": text} as json.dumps writes it, else without the text's own JSON string where it holds it (a NUL, its offset as uint32 LE, the rest: store/records.py)
 );
 CREATE INDEX IF NOT EXISTS documents_exact_of ON documents(exact_of) WHERE exact_of IS NOT NULL;
 -- Checksums of what load derives from each text (documents.exact_hash, documents.length), per
@@ -110,15 +110,13 @@ CREATE TABLE IF NOT EXISTS exact_array (id INTEGER PRIMARY KEY, exact_of BLOB NO
 -- scans after it (engine/incremental.py):
 CREATE TABLE IF NOT EXISTS scan_keys (
     chunk INTEGER PRIMARY KEY,      -- 0: the full scan's documents; 1, 2...: each incremental scan's new ones
-    index_bits INTEGER NOT NULL,    -- low bits of every band key that hold the document's row in the chunk
-    ords BLOB NOT NULL,             -- int64 ord per row (ascending)
-    hashes BLOB NOT NULL,           -- uint64 per row: the first 8 bytes of its exact_hash
-    nibbles BLOB NOT NULL           -- uint64 (rows, num_perm / 16): the low 4 bits of every MinHash minimum
+    ords BLOB NOT NULL,             -- the rows' ords (ascending): zlib of their differences as int64, the first from 0
+    hashes BLOB NOT NULL            -- uint64 per row: the first 8 bytes of its exact_hash
 );
 CREATE TABLE IF NOT EXISTS scan_band_keys (
     chunk INTEGER NOT NULL,
     band INTEGER NOT NULL,
-    keys BLOB NOT NULL,             -- uint64 per row, sorted: the band's key, its low index_bits replaced by the row
+    keys BLOB NOT NULL,             -- 3 bytes (little-endian) per row, in row order: the high 24 bits of the band's 64-bit key
     PRIMARY KEY (chunk, band)
 ) WITHOUT ROWID;
 -- The review app's last view, shown at once when the project is reopened:
@@ -214,9 +212,11 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     which have no readable source, are dropped: the next scan is a full one, and says why."""
     from ..graph.pairs import maximum_spanning_forest
     from .derived import (
+        EXACT_ARRAY_LAYOUT,
         exact_of_column,
         forget_scan_keys,
         pairs_table,
+        unpack_exact_array,
         valid_pairs,
         write_exact_array,
         write_pair_arrays,
@@ -232,9 +232,12 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM pair_arrays")
             conn.execute("DELETE FROM pair_forest")
             conn.execute("DELETE FROM meta WHERE key = 'pair_arrays_count'")
-    row = conn.execute("SELECT length(exact_of) FROM exact_array WHERE id = 0").fetchone()
-    if row is not None:
-        write_exact_array(conn, exact_of_column(conn, int(row[0] or 0) // 8))
+    row = conn.execute("SELECT exact_of FROM exact_array WHERE id = 0").fetchone()
+    if row is not None:  # (as many documents as the last scan's)
+        layout = conn.execute("SELECT value FROM meta WHERE key = ?", (EXACT_ARRAY_LAYOUT,)).fetchone()
+        packed = unpack_exact_array(layout and layout[0], row[0])
+        n = len(packed) if packed is not None else len(row[0] or b"") // 8
+        write_exact_array(conn, exact_of_column(conn, n))
 
 
 def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
@@ -250,6 +253,109 @@ def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
     """Nothing to change: from schema 9 a record may be stored without its text (store/records.py)
     and the packed pairs narrow (meta pair_arrays_layout); an older project's whole records and
     wide packed pairs are read as they are. (An older dedup-tui would not read the new ones.)"""
+
+
+def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
+    """The scan keys shrink from 392 to 125 bytes a representative document: each band's key is
+    kept as its high 24 bits in row order (the incremental scan signs the few earlier documents
+    whose short keys match a new one's again, for their whole keys), and the nibbles are dropped.
+    Old keys that match their checksums are converted (the next scan stays incremental); any
+    that do not are dropped, and the next scan is a full one, which says why."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(scan_keys)")}
+    if "nibbles" not in columns:  # (created by this schema: a project migrated from before 6)
+        return
+    conn.execute("ALTER TABLE scan_keys RENAME TO scan_keys_9")
+    conn.execute("ALTER TABLE scan_band_keys RENAME TO scan_band_keys_9")
+    for stmt in SCHEMA.split(";\n"):
+        if "CREATE TABLE IF NOT EXISTS scan_" in stmt:
+            conn.execute(stmt)
+    from .derived import forget_scan_keys
+
+    try:
+        _convert_scan_keys_9(conn)
+    except _OldKeysUnusable:
+        conn.execute("DELETE FROM scan_keys")
+        conn.execute("DELETE FROM scan_band_keys")
+        forget_scan_keys(conn)
+    conn.execute("DROP TABLE scan_keys_9")
+    conn.execute("DROP TABLE scan_band_keys_9")
+
+
+class _OldKeysUnusable(Exception):
+    pass
+
+
+def _convert_scan_keys_9(conn: sqlite3.Connection) -> None:
+    """Schema 9's scan keys (scan_keys_9, scan_band_keys_9) into schema 10's tables, each checked
+    against its schema-9 checksum first; _OldKeysUnusable when one does not match."""
+    import json
+
+    import numpy as np
+
+    from .checksums import arrays_checksum
+    from .derived import SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META, SCAN_KEYS_VERSION
+    from .scans import set_scan_keys_meta, short_band_keys, write_scan_keys
+
+    def meta_value(key):
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    raw = meta_value(SCAN_KEYS_META)
+    try:
+        sums = json.loads(meta_value(SCAN_KEYS_CHECKSUMS) or "{}")
+        meta = json.loads(raw) if raw else None
+    except ValueError:
+        raise _OldKeysUnusable from None
+    chunks = conn.execute("SELECT chunk, index_bits, ords, hashes, nibbles FROM scan_keys_9 ORDER BY chunk").fetchall()
+    if not chunks:  # no keys: a lean scan's note stays; a note of keys that are gone goes
+        if isinstance(meta, dict) and meta.get("version") == 1:
+            raise _OldKeysUnusable
+        return
+    if not isinstance(meta, dict) or not isinstance(sums, dict) or sums.get("meta") != arrays_checksum(raw.encode()):
+        raise _OldKeysUnusable
+    if meta.get("version") != 1 or not isinstance(sums.get("chunks"), dict) or len(sums["chunks"]) != len(chunks):
+        raise _OldKeysUnusable
+    for chunk, bits, ords, hashes, nibbles in chunks:
+        entry = sums["chunks"].get(str(chunk))
+        if not isinstance(entry, dict) or not all(isinstance(x, bytes) for x in (ords, hashes, nibbles)):
+            raise _OldKeysUnusable
+        if len(ords) % 8 or len(ords) != len(hashes) or not 0 < int(bits) <= 40:
+            raise _OldKeysUnusable
+        ords_array, hashes_array = np.frombuffer(ords, "<i8"), np.frombuffer(hashes, "<u8")
+        nibbles_array = np.frombuffer(nibbles, "<u8")
+        if entry.get("keys") != arrays_checksum(np.array([bits], "<i8"), ords_array, hashes_array, nibbles_array):
+            raise _OldKeysUnusable
+        band_sums = entry.get("bands")
+        if not isinstance(band_sums, list):
+            raise _OldKeysUnusable
+        rows = len(ords_array)
+        mask = np.uint64((1 << int(bits)) - 1)
+
+        def short_keys(chunk=chunk, band_sums=band_sums, rows=rows, mask=mask):
+            stored = conn.execute(
+                "SELECT band, keys FROM scan_band_keys_9 WHERE chunk = ? ORDER BY band", (chunk,)
+            ).fetchall()
+            if [b for b, _ in stored] != list(range(len(band_sums))):
+                raise _OldKeysUnusable
+            for band, keys in stored:
+                if not isinstance(keys, bytes) or len(keys) != 8 * rows:
+                    raise _OldKeysUnusable
+                keys = np.frombuffer(keys, "<u8")
+                if arrays_checksum(keys) != band_sums[band]:
+                    raise _OldKeysUnusable
+                row = (keys & mask).astype(np.int64)
+                short = np.zeros(rows, np.uint32)
+                seen = np.zeros(rows, np.bool_)
+                if rows and (row.max() >= rows):
+                    raise _OldKeysUnusable
+                short[row] = short_band_keys(keys)
+                seen[row] = True
+                if not seen.all():  # (each row once: the keys were a permutation of the rows)
+                    raise _OldKeysUnusable
+                yield short
+
+        write_scan_keys(conn, int(chunk), ords_array, hashes_array, short_keys(), meta)
+    set_scan_keys_meta(conn, meta | {"version": SCAN_KEYS_VERSION})
 
 
 def _text_or_bytes(data: bytes) -> str | bytes:
@@ -282,6 +388,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     6: _migrate_6_to_7,
     7: _migrate_7_to_8,
     8: _migrate_8_to_9,
+    9: _migrate_9_to_10,
 }
 
 
