@@ -206,7 +206,7 @@ def test_a_spill_that_cannot_be_written_is_one_error_and_changes_nothing(
     before = stored_scan(project)
     real_file = passes.SpillFolder.file
     monkeypatch.setattr(passes.SpillFolder, "file", lambda self, name: real_file(self, "gone") / name)  # (not there)
-    with pytest.raises(ProjectError, match=r"gone/texts: the scan could not write what did not fit in memory"):
+    with pytest.raises(ProjectError, match=r"gone/[\w-]+: the scan could not write what did not fit in memory"):
         local.scan(project, ScanSettings(floor=0.4, method="lsh"), memory=1)
     assert not list(tmp_path.glob(SPILL_GLOB))
     assert stored_scan(project) == before

@@ -23,6 +23,7 @@ project at the end, PAIR_ARRAY_CHUNK (4M) at a time. On 1M short documents (13.6
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import struct
@@ -57,11 +58,86 @@ SPILL_BLOCK = 1 << 22
 
 def resident_bytes() -> int:
     """This process's resident memory now (Linux; 0 elsewhere)."""
+    return _statm(1)
+
+
+def mapped_file_bytes() -> int:
+    """This process's resident memory that maps files (its libraries and spill files read
+    through MappedSpill; Linux; 0 elsewhere)."""
+    return _statm(2)
+
+
+def _statm(field: int) -> int:
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            return int(fh.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError, AttributeError):
         return 0
+
+
+class MappedSpill:
+    """Arrays read back from files of the spill folder through memory maps, for a stage that
+    reads a few of their rows at random (the band phase's signatures and sketches under a
+    tight cap). The pages a map touches count in the process's resident memory until
+    release() drops them; the data stays in the system's page cache, so touching them again
+    costs a page fault, not a read from disk. keep_within() releases them all when the
+    process's mapped pages have grown by more than `budget` bytes since the first map; while
+    the maps are open a thread of their own calls it every WATCH_SECONDS (a compiled kernel
+    can touch gigabytes of rows before it returns)."""
+
+    WATCH_SECONDS = 0.02
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.releases = 0
+        self._base = 0  # (the mapped pages before: the process's libraries)
+        self._maps: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._watch: threading.Thread | None = None
+
+    def open(self, path: Path, dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The array (of `shape`, C order) a spill file holds. Writable (a private copy-on-write
+        map): numpy and the compiled kernels then take it as they take any array, but nothing
+        may write to it (a write would copy the page into memory, for good)."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes == 0:
+            return np.zeros(shape, dtype)
+        if not self._maps:
+            self._base = mapped_file_bytes()
+            self._watch = threading.Thread(target=self._keep_within_until_closed, name="dedup-spill-maps", daemon=True)
+            self._watch.start()
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size != nbytes:
+                raise OSError(f"{path}: the scan's spill file holds {size} of its {nbytes} bytes")
+            mapped = mmap.mmap(fh.fileno(), nbytes, access=mmap.ACCESS_COPY)
+        self._maps.append(mapped)
+        return np.frombuffer(mapped, dtype).reshape(shape)
+
+    def _keep_within_until_closed(self) -> None:
+        while not self._closed.wait(self.WATCH_SECONDS):
+            self.keep_within()
+
+    def keep_within(self) -> None:
+        if self._maps and mapped_file_bytes() - self._base > self.budget:
+            self.release()
+
+    def release(self) -> None:
+        with self._lock:
+            for mapped in self._maps:
+                mapped.madvise(mmap.MADV_DONTNEED)
+            self.releases += 1
+
+    def close(self) -> None:
+        """Stop watching and forget the maps (each is unmapped once no array of it is left)."""
+        self._closed.set()
+        if self._watch is not None:
+            self._watch.join()
+            self._watch = None
+        with self._lock:
+            self._maps.clear()
 
 
 class SpillFolder:
