@@ -211,6 +211,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
             kept.nibbles, kept.index_bits = bands.packed, bands.index_bits
         del bands
         text = signed.text
+        sketched = signed.sketched
     finally:
         signed.close()  # the signatures and sketches: from here on only the texts are needed
     del signed
@@ -220,7 +221,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
         folder.remove(TEXT_SPILL)
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
-    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
+    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=sketched)
     spilled = SpilledPairs(len(lengths), folder) if survivors.spilling else None
     unique = 0
     for parts in survivors.passes():
@@ -251,12 +252,12 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
 
 def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, workers: int) -> tuple[bool, bool, int]:
     """(whether the texts go to the spill folder while the candidates are found, whether the
-    signatures and sketches do, the bytes the band phase holds whatever spills) under `cap`
-    (0: none). The band phase holds what the process holds now, the band tags, nibbles, text
-    offsets and the band threads' work (~24 B a document each), plus the texts (about a byte a
-    character), signatures and sketches. When all of it does not fit, the texts wait in the
-    folder (read back for verification, once the signatures and sketches are gone); when it
-    does not fit without the texts either, the signatures and sketches go there too (Signed,
+    signatures do, the bytes the band phase holds whatever spills) under `cap` (0: none). The
+    band phase holds what the process holds now, the band tags, nibbles, text offsets and the
+    band threads' work (~24 B a document each), plus the texts (about a byte a character),
+    signatures and sketches. When all of it does not fit, the texts wait in the folder (read
+    back for verification, once the signatures and sketches are gone); when it does not fit
+    without the texts either, the signatures go there too and no sketches are made (Signed,
     SignedSpill)."""
     n = len(reps)
     rep_lengths = lengths[reps]
@@ -268,10 +269,11 @@ def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, worke
 
 
 def _mapped_budget(cap: int, held: int, n: int) -> int:
-    """The pages of spilled signatures and sketches the bands may keep mapped (MappedSpill):
-    three quarters of what the cap leaves beside what they hold anyway (the rest for the
-    candidates they hold and count, 8 B a document), at least MIN_MAPPED."""
-    return max((cap - held) * 3 // 4 - 8 * n, MIN_MAPPED)
+    """The pages of spilled signatures the bands may keep mapped (MappedSpill): half of what
+    the cap leaves beside what they hold anyway (the rest for the candidates they hold and
+    count, 8 B a document, and for what the kernels touch between two checks), at least
+    MIN_MAPPED."""
+    return max((cap - held) // 2 - 8 * n, MIN_MAPPED)
 
 
 MIN_MAPPED = 128 << 20
@@ -303,11 +305,14 @@ class Signed:
     (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
     them as they were loaded.
 
-    `spill` (a SignedSpill: under a cap they do not fit) sends the signatures and sketches to
-    the spill folder chunk by chunk, as they are made, and reads them back through memory maps
+    `spill` (a SignedSpill: under a cap they do not fit) sends the signatures to the spill
+    folder chunk by chunk, as they are made, and reads them back through a memory map
     (passes.MappedSpill: only the rows the bands look up are touched); each chunk's band keys
     go to the folder too (one file per band, read back one band at a time), and its band tags
-    and packed nibbles, all the bands need of every document, are kept (tags, packed).
+    and packed nibbles, all the bands need of every document, are kept (tags, packed). No
+    sketches are made then (`sketched` False): verification tests its candidates' sketches
+    itself (verify.VerifyPlan.sketched), with the same result; the bands' sketch test read
+    them at random, which from a file cost a page fault each.
     """
 
     def __init__(self, project, reps, lengths, settings, control, threads, ahead=None, spill_text=None, spill=None):
@@ -317,6 +322,7 @@ class Signed:
         self.tags: np.ndarray | None = None  # (spilled: the bands' tags and nibbles, made here)
         self.packed: np.ndarray | None = None
         self.spill: SignedSpill | None = None
+        self.sketched = True
         if ahead is not None:
             signer, prefixes = ahead
             given = signer.take(reps, prefixes, control) if signer.matches(settings) else None
@@ -336,7 +342,7 @@ class Signed:
             self.signatures = np.empty((n, perms), np.uint32)
             sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
         else:
-            self.spill = spill
+            self.spill, self.sketched = spill, False
             bands, rows = spill.banding.bands, spill.banding.rows
             self.tags = tags = np.empty((n, bands), np.uint16)
             self.packed = packed = np.empty((n, -(-perms // 16)), np.uint64)
@@ -346,18 +352,12 @@ class Signed:
             for chunk in text_chunks:
                 control.check()
                 buf = builder.append(kernels_text.normalized_buffer(read_texts(project, chunk)))
-                sketch_of = sketch_rows_of(np.diff(buf.offsets))
-                count = int((sketch_of >= 0).sum())
                 if spill is None:
-                    yield buf, row, sketch_of, sketch_blocks.take(count), self.signatures[row : row + len(buf)]
+                    sketch_of = sketch_rows_of(np.diff(buf.offsets))
+                    sketches = sketch_blocks.take(int((sketch_of >= 0).sum()))
+                    yield buf, row, sketch_of, sketches, self.signatures[row : row + len(buf)]
                 else:
-                    yield (
-                        buf,
-                        row,
-                        sketch_of,
-                        np.empty((count, SKETCH_BINS), np.uint8),
-                        np.empty((len(buf), perms), np.uint32),
-                    )
+                    yield buf, row, None, None, np.empty((len(buf), perms), np.uint32)
                 row += len(chunk)
 
         def sign(buf, row, sketch_of, sketches, out):
@@ -373,7 +373,7 @@ class Signed:
                 keys[band] = lsh.band_keys(out, band, rows)
                 tags[row : row + len(buf), band] = kernels_bands.band_tags(keys[band])
             packed[row : row + len(buf)] = lsh.pack_nibbles(out)
-            return out, sketches, keys
+            return out, keys
 
         # (in order: each chunk's rows follow the previous chunk's in the spill files)
         for signed in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
@@ -384,9 +384,10 @@ class Signed:
         self.text = builder.finish()
         if spill is None:
             self.sketches = sketch_blocks.finish()
+            self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
         else:
-            self.signatures, self.sketches = spill.finish(n, perms)
-        self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+            self.signatures = spill.finish(n, perms)
+            self.sketches, self.sketch_of = np.empty((0, SKETCH_BINS), np.uint8), np.empty(0, np.int64)
         release_free_memory()  # (the chunks' texts and buffers)
 
     @property
@@ -409,34 +410,25 @@ class Signed:
 
 
 class SignedSpill:
-    """Where Signed puts the signatures, sketches and band keys under a cap they do not fit
-    (files of the spill folder), and how it reads them back: the signatures and sketches
-    through memory maps whose touched pages are dropped past `budget` bytes
-    (passes.MappedSpill.keep_within, called by the bands as they go)."""
-
-    FILES = ("signatures", "sketches")
+    """Where Signed puts the signatures and band keys under a cap they do not fit (files of
+    the spill folder), and how it reads them back: the signatures through a memory map whose
+    touched pages are dropped past `budget` bytes (passes.MappedSpill)."""
 
     def __init__(self, folder: SpillFolder, banding, budget: int):
         self.folder, self.banding = folder, banding
         self.maps = MappedSpill(budget)
-        self.sketch_rows = 0
         self.rows = 0
 
-    def add(self, signatures: np.ndarray, sketches: np.ndarray, keys: np.ndarray) -> None:
-        """A chunk's signatures, sketches and (bands, rows) band keys, after the previous chunk's."""
+    def add(self, signatures: np.ndarray, keys: np.ndarray) -> None:
+        """A chunk's signatures and (bands, rows) band keys, after the previous chunk's."""
         self.folder.append("signatures", signatures)
-        self.folder.append("sketches", sketches)
         for band in range(len(keys)):
             self.folder.append(f"keys-{band}", keys[band])
         self.rows += len(signatures)
-        self.sketch_rows += len(sketches)
 
-    def finish(self, n: int, perms: int) -> tuple[np.ndarray, np.ndarray]:
-        """(signatures, sketches), mapped."""
-        return (
-            self.maps.open(self.folder.file("signatures"), np.uint32, (n, perms)),
-            self.maps.open(self.folder.file("sketches"), np.uint8, (self.sketch_rows, SKETCH_BINS)),
-        )
+    def finish(self, n: int, perms: int) -> np.ndarray:
+        """The signatures, mapped."""
+        return self.maps.open(self.folder.file("signatures"), np.uint32, (n, perms))
 
     def band_keys(self, band: int) -> np.ndarray:
         name = f"keys-{band}"
@@ -449,8 +441,7 @@ class SignedSpill:
 
     def close(self) -> None:
         self.maps.close()
-        for name in self.FILES:
-            self.folder.remove(name)
+        self.folder.remove("signatures")
 
 
 class _BandCandidates:
@@ -561,14 +552,18 @@ class _BandCandidates:
                     sub_band,
                 )
                 found = out[:written]
-                keep = np.empty(written, np.bool_)
-                signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
+                if signed.sketched:
+                    keep = np.empty(written, np.bool_)
+                    signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
+                    found = found[keep]
+                else:  # (verification tests the sketches)
+                    found = found.copy()
                 if self.maps is not None:
                     self.maps.keep_within()
                 if self.survivors is not None:  # (each chunk as it comes: no band's survivors held twice)
-                    self.survivors.add(found[keep])
+                    self.survivors.add(found)
                 else:
-                    parts.append(found[keep])
+                    parts.append(found)
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
 
     def _worth_splitting(self, band: int, members: np.ndarray) -> bool:
