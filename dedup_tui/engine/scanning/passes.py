@@ -85,7 +85,7 @@ class MappedSpill:
     the maps are open a thread of their own calls it every WATCH_SECONDS (a compiled kernel
     can touch gigabytes of rows before it returns)."""
 
-    WATCH_SECONDS = 0.02
+    WATCH_SECONDS = 0.005
 
     def __init__(self, budget: int):
         self.budget = budget
