@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from dedup_tui.engine.scanning.memory import MIN_CAP, SizeError, default_cap, format_size, parse_size
@@ -100,6 +102,8 @@ def test_a_scan_in_passes_stores_what_a_scan_in_memory_does(make_project, tmp_pa
     capped = planted(make_project, "capped")
     result = local.scan(capped, settings, memory=1)
     assert result.passes > 3 and result.spill_bytes > 0
+    recorded = capped.conn.execute("SELECT counts FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
+    assert json.loads(recorded)["spill_bytes"] == result.spill_bytes  # (what the benchmark reads)
     assert tiny_passes["modes"] == {0o700}
     assert not list(tmp_path.glob(SPILL_GLOB)), "the spill folder outlived the scan"
     assert (result.pairs, result.verified, result.prefiltered) == (whole.pairs, whole.verified, whole.prefiltered)
