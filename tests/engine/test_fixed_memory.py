@@ -52,7 +52,7 @@ def test_texts_spilled_while_the_candidates_are_found_store_what_a_scan_in_memor
     monkeypatch.setattr(passes.SpillFolder, "append", append)
     monkeypatch.setattr(kernels_text.Blocks, "BLOCK_BYTES", 4096)
     monkeypatch.setattr(candidates, "chunks", lambda ords, lengths: chunks(ords, lengths, max_docs=10))
-    monkeypatch.setattr(candidates, "_texts_do_not_fit", lambda *args: True)
+    monkeypatch.setattr(candidates, "_what_spills", lambda *args: (True, False, 0))
     capped = planted(make_project, "capped")
     result = local.scan(capped, settings, memory=1 << 40)
     text_blocks = [size for name, size in spilled if name == candidates.TEXT_SPILL]
@@ -102,3 +102,58 @@ def test_hash_prefixes_are_the_first_16_hex_digits_as_read_digit_by_digit(hashes
     from dedup_tui.engine.store.scans import hash_prefixes
 
     assert hash_prefixes(hashes).tolist() == _digit_by_digit(hashes).tolist()
+
+
+def test_signatures_spilled_while_the_bands_run_store_what_a_scan_in_memory_does(make_project, monkeypatch):
+    from dedup_tui.engine.scanning import local
+    from dedup_tui.engine.scanning.settings import ScanSettings, chunks
+    from tests.engine.test_memory_cap import stored_scan
+    from tests.engine.test_scan import planted_corpus
+
+    def planted(make_project, name):  # (with texts long enough for sketches: 512 B and more)
+        short = planted_corpus(120, seed=5)
+        long = [(f"long{i}", " ".join(text for _, text in short[i : i + 4])) for i in range(0, 80, 2)]
+        return make_project(short + long, name=name)
+
+    # Buckets of more than 12 split by sub-bands: the bands then read the spilled signatures
+    # of the split buckets' members and of every pair an earlier split band may report.
+    settings = ScanSettings(floor=0.4, method="lsh", max_bucket=12)
+    monkeypatch.setattr(candidates, "SPLIT_IF_SHARED_BELOW", float("inf"))
+    in_memory = planted(make_project, "in_memory")
+    whole = local.scan(in_memory, settings, memory=None)
+    assert whole.split_buckets > 0
+
+    spilled: dict[str, int] = {}
+    real_append = passes.SpillFolder.append
+
+    def append(self, name, array):
+        spilled[name] = spilled.get(name, 0) + array.nbytes
+        real_append(self, name, array)
+
+    releases = []
+    real_release = passes.MappedSpill.release
+
+    def release(self):
+        releases.append(passes.mapped_file_bytes())
+        real_release(self)
+
+    monkeypatch.setattr(passes.SpillFolder, "append", append)
+    monkeypatch.setattr(passes.MappedSpill, "release", release)
+    monkeypatch.setattr(candidates, "chunks", lambda ords, lengths: chunks(ords, lengths, max_docs=10))
+    monkeypatch.setattr(candidates, "_what_spills", lambda *args: (False, True, 0))
+    monkeypatch.setattr(candidates, "_mapped_budget", lambda *args: 0)  # (every page touched dropped)
+    capped = planted(make_project, "capped")
+    result = local.scan(capped, settings, memory=1 << 40)
+    bands = result.bands
+    assert spilled["signatures"] == whole.representatives * settings.num_perm * 4
+    assert "sketches" not in spilled and candidates.TEXT_SPILL not in spilled  # (verification tests them)
+    assert all(spilled[f"keys-{band}"] == whole.representatives * 8 for band in range(bands))
+    assert len(releases) > bands and result.passes == 1  # (only the signatures went to disk)
+    # (the same pairs compared exactly: the sketch test ran in verification instead)
+    assert (result.pairs, result.verified, result.candidates, result.split_buckets) == (
+        whole.pairs,
+        whole.verified,
+        whole.candidates,
+        whole.split_buckets,
+    )
+    assert stored_scan(capped) == stored_scan(in_memory)

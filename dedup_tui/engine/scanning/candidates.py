@@ -28,6 +28,7 @@ from .passes import (
     MIN_PASS_CANDIDATES,
     VERIFY_JOB_BYTES,
     CandidatePasses,
+    MappedSpill,
     SpilledPairs,
     SpillFolder,
     resident_bytes,
@@ -187,30 +188,39 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     result.bands, result.rows = banding.bands, banding.rows
     t0 = time.perf_counter()
     folder = folder or SpillFolder()
-    spill_text = None
-    if cap > 0 and _texts_do_not_fit(cap, reps, lengths, settings, banding, threads.workers):
+    spill_text = spill_signed = None
+    texts_spill, signed_spill, held = _what_spills(cap, reps, lengths, settings, banding, threads.workers)
+    if texts_spill:
         spill_text = functools.partial(folder.append, TEXT_SPILL)
-    signed = Signed(project, reps, lengths, settings, control, threads, ahead, spill_text)
+    if signed_spill:
+        spill_signed = SignedSpill(folder, banding, _mapped_budget(cap, held, len(reps)))
+    signed = Signed(project, reps, lengths, settings, control, threads, ahead, spill_text, spill_signed)
     timings["signatures"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    bands = _BandCandidates(signed, banding, settings, control, kept)
-    returning = int(signed.text.offsets[-1]) if isinstance(signed.text, kernels_text.SpilledText) else 0
-    hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads, returning)
-    survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
-    bands.collect(threads, result, survivors)
-    if kept is not None:
-        kept.complete = True
-    del bands
-    text = signed.text
-    del signed  # the signatures and sketches: from here on only the texts are needed
+    try:
+        bands = _BandCandidates(signed, banding, settings, control, kept)
+        returning = int(signed.text.offsets[-1]) if isinstance(signed.text, kernels_text.SpilledText) else 0
+        hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads, returning)
+        if signed.spill is not None:  # (the bands' mapped pages: dropped past this)
+            hold_limit = max(MIN_PASS_CANDIDATES, hold_limit - signed.spill.maps.budget // 8)
+        survivors = CandidatePasses(len(reps), hold_limit, pass_limit, folder)
+        bands.collect(threads, result, survivors)
+        if kept is not None:
+            kept.complete = True
+        del bands
+        text = signed.text
+        sketched = signed.sketched
+    finally:
+        signed.close()  # the signatures and sketches: from here on only the texts are needed
+    del signed
     release_free_memory()
     if isinstance(text, kernels_text.SpilledText):  # (no file when every text is empty)
         text = text.load(np.fromfile(folder.file(TEXT_SPILL), np.uint8) if text.offsets[-1] else np.empty(0, np.uint8))
         folder.remove(TEXT_SPILL)
     timings["candidates"] = time.perf_counter() - t0
     timings["verify"] = 0.0
-    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=True)
+    plan = VerifyPlan(settings.k, settings.floor, threads, control, sketched=sketched)
     spilled = SpilledPairs(len(lengths), folder) if survivors.spilling else None
     unique = 0
     for parts in survivors.passes():
@@ -239,19 +249,33 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     return spilled
 
 
-def _texts_do_not_fit(cap: int, reps, lengths, settings: ScanSettings, banding, workers: int) -> bool:
-    """Whether the texts wait in the spill folder while the candidates are found (they are read
-    back for verification, once the signatures and sketches are gone): when, with what the
-    process holds now, the signatures, sketches, texts (about a byte a character), band tags,
-    nibbles and the band threads' work (~24 B a document each) would not fit under `cap`."""
+def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, workers: int) -> tuple[bool, bool, int]:
+    """(whether the texts go to the spill folder while the candidates are found, whether the
+    signatures do, the bytes the band phase holds whatever spills) under `cap` (0: none). The
+    band phase holds what the process holds now, the band tags, nibbles, text offsets and the
+    band threads' work (~24 B a document each), plus the texts (about a byte a character),
+    signatures and sketches. When all of it does not fit, the texts wait in the folder (read
+    back for verification, once the signatures and sketches are gone); when it does not fit
+    without the texts either, the signatures go there too and no sketches are made (Signed,
+    SignedSpill)."""
     n = len(reps)
     rep_lengths = lengths[reps]
-    held = (
-        resident_bytes()
-        + n * (settings.num_perm * 4 + banding.bands * 2 + settings.num_perm // 2 + workers * 24)
-        + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
-    )
-    return held + int(rep_lengths.sum()) + 8 * n > cap
+    held = resident_bytes() + n * (banding.bands * 2 + settings.num_perm // 2 + workers * 24 + 8)
+    if cap <= 0:
+        return False, False, held
+    signed = n * settings.num_perm * 4 + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
+    return held + signed + int(rep_lengths.sum()) > cap, held + signed > cap, held
+
+
+def _mapped_budget(cap: int, held: int, n: int) -> int:
+    """The pages of spilled signatures the bands may keep mapped (MappedSpill): half of what
+    the cap leaves beside what they hold anyway (the rest for the candidates they hold and
+    count, 8 B a document, and for what the kernels touch between two checks), at least
+    MIN_MAPPED."""
+    return max((cap - held) // 2 - 8 * n, MIN_MAPPED)
+
+
+MIN_MAPPED = 128 << 20
 
 
 def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int = 0) -> tuple[int, int, int]:
@@ -264,7 +288,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
     fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
     if cap <= 0:
         return 1 << 62, 1 << 62, fixed
-    freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
+    freed_after_bands = signed.resident_nbytes
     verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
     pass_limit = (cap - (now - freed_after_bands + returning) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
     hold_limit = min(pass_limit, (cap - fixed) // 8)
@@ -278,12 +302,26 @@ class Signed:
     TextBuffer, or a kernels.text.SpilledText when `spill_text(bytes)` took them as they came).
     This thread reads and normalises chunks of texts (Python) while the threads hash them
     (compiled), unless `ahead` (an ahead.SignedAhead, the reps' exact hash prefixes) signed
-    them as they were loaded."""
+    them as they were loaded.
 
-    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None, spill_text=None):
+    `spill` (a SignedSpill: under a cap they do not fit) sends the signatures to the spill
+    folder chunk by chunk, as they are made, and reads them back through a memory map
+    (passes.MappedSpill: only the rows the bands look up are touched); each chunk's band keys
+    go to the folder too (one file per band, read back one band at a time), and its band tags
+    and packed nibbles, all the bands need of every document, are kept (tags, packed). No
+    sketches are made then (`sketched` False): verification tests its candidates' sketches
+    itself (verify.VerifyPlan.sketched), with the same result; the bands' sketch test read
+    them at random, which from a file cost a page fault each.
+    """
+
+    def __init__(self, project, reps, lengths, settings, control, threads, ahead=None, spill_text=None, spill=None):
         from .kernels import signatures  # compiled kernels: loaded only when a scan needs them
         from .kernels import text as kernels_text
 
+        self.tags: np.ndarray | None = None  # (spilled: the bands' tags and nibbles, made here)
+        self.packed: np.ndarray | None = None
+        self.spill: SignedSpill | None = None
+        self.sketched = True
         if ahead is not None:
             signer, prefixes = ahead
             given = signer.take(reps, prefixes, control) if signer.matches(settings) else None
@@ -294,41 +332,115 @@ class Signed:
         control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
         hasher = MinHasher(settings.num_perm, settings.seed)
         perm_a, perm_b = hasher.multipliers, hasher.increments
-        self.signatures = np.empty((len(reps), settings.num_perm), np.uint32)
+        n, perms = len(reps), settings.num_perm
         text_chunks = chunks(reps, lengths)
         # The texts and sketches are written where they end up as each chunk is read (its own
         # buffers go at once): no chunk outlives its signing, and nothing is concatenated.
         builder = kernels_text.TextBuilder(len(reps), spill=spill_text)
-        sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
+        if spill is None:
+            self.signatures = np.empty((n, perms), np.uint32)
+            sketch_blocks = kernels_text.Blocks((SKETCH_BINS,))
+        else:
+            self.spill, self.sketched = spill, False
+            bands, rows = spill.banding.bands, spill.banding.rows
+            self.tags = tags = np.empty((n, bands), np.uint16)
+            self.packed = packed = np.empty((n, -(-perms // 16)), np.uint64)
 
         def read_chunks():
             row = 0
             for chunk in text_chunks:
                 control.check()
                 buf = builder.append(kernels_text.normalized_buffer(read_texts(project, chunk)))
-                sketch_of = sketch_rows_of(np.diff(buf.offsets))
-                yield buf, row, sketch_of, sketch_blocks.take(int((sketch_of >= 0).sum()))
+                if spill is None:
+                    sketch_of = sketch_rows_of(np.diff(buf.offsets))
+                    sketches = sketch_blocks.take(int((sketch_of >= 0).sum()))
+                    yield buf, row, sketch_of, sketches, self.signatures[row : row + len(buf)]
+                else:
+                    yield buf, row, None, None, np.empty((len(buf), perms), np.uint32)
                 row += len(chunk)
 
-        def sign(buf, row, sketch_of, sketches):
+        def sign(buf, row, sketch_of, sketches, out):
             signatures.signatures(
-                buf.data,
-                buf.offsets,
-                np.arange(len(buf)),
-                settings.k,
-                perm_a,
-                perm_b,
-                self.signatures[row : row + len(buf)],
-                sketch_of,
-                sketches,
+                buf.data, buf.offsets, np.arange(len(buf)), settings.k, perm_a, perm_b, out, sketch_of, sketches
             )
+            if spill is None:
+                return None
+            from .kernels import bands as kernels_bands
 
-        for _ in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
-            pass
+            keys = np.empty((bands, len(buf)), np.uint64)
+            for band in range(bands):
+                keys[band] = lsh.band_keys(out, band, rows)
+                tags[row : row + len(buf), band] = kernels_bands.band_tags(keys[band])
+            packed[row : row + len(buf)] = lsh.pack_nibbles(out)
+            return out, keys
+
+        # (in order: each chunk's rows follow the previous chunk's in the spill files)
+        for signed in threads.map(sign, read_chunks(), control, "signatures", len(reps), [len(c) for c in text_chunks]):
+            if signed is not None:
+                assert spill is not None
+                spill.add(*signed)
+            del signed
         self.text = builder.finish()
-        self.sketches = sketch_blocks.finish()
-        self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+        if spill is None:
+            self.sketches = sketch_blocks.finish()
+            self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+        else:
+            self.signatures = spill.finish(n, perms)
+            self.sketches, self.sketch_of = np.empty((0, SKETCH_BINS), np.uint8), np.empty(0, np.int64)
         release_free_memory()  # (the chunks' texts and buffers)
+
+    @property
+    def resident_nbytes(self) -> int:
+        """The bytes of signatures and sketches held in memory (none when spilled)."""
+        return 0 if self.spill is not None else self.signatures.nbytes + self.sketches.nbytes
+
+    def band_keys(self, band: int, rows: int) -> np.ndarray:
+        """One band's keys (lsh.band_keys), made now or read back from the spill folder."""
+        if self.spill is not None:
+            return self.spill.band_keys(band)
+        return lsh.band_keys(self.signatures, band, rows)
+
+    def close(self) -> None:
+        """Drop the signatures and sketches (and their spill files)."""
+        self.signatures = self.sketches = np.empty((0, 0), np.uint32)
+        self.tags = self.packed = None
+        if self.spill is not None:
+            self.spill.close()
+
+
+class SignedSpill:
+    """Where Signed puts the signatures and band keys under a cap they do not fit (files of
+    the spill folder), and how it reads them back: the signatures through a memory map whose
+    touched pages are dropped past `budget` bytes (passes.MappedSpill)."""
+
+    def __init__(self, folder: SpillFolder, banding, budget: int):
+        self.folder, self.banding = folder, banding
+        self.maps = MappedSpill(budget)
+        self.rows = 0
+
+    def add(self, signatures: np.ndarray, keys: np.ndarray) -> None:
+        """A chunk's signatures and (bands, rows) band keys, after the previous chunk's."""
+        self.folder.append("signatures", signatures)
+        for band in range(len(keys)):
+            self.folder.append(f"keys-{band}", keys[band])
+        self.rows += len(signatures)
+
+    def finish(self, n: int, perms: int) -> np.ndarray:
+        """The signatures, mapped."""
+        return self.maps.open(self.folder.file("signatures"), np.uint32, (n, perms))
+
+    def band_keys(self, band: int) -> np.ndarray:
+        name = f"keys-{band}"
+        path = self.folder.file(name)
+        keys = np.fromfile(path, "<u8").astype(np.uint64, copy=False) if self.rows else np.empty(0, np.uint64)
+        if len(keys) != self.rows:
+            raise OSError(f"{path}: the scan's spilled band keys came back with {len(keys)} of {self.rows}")
+        self.folder.remove(name)
+        return keys
+
+    def close(self) -> None:
+        self.maps.close()
+        self.folder.remove("signatures")
 
 
 class _BandCandidates:
@@ -342,7 +454,7 @@ class _BandCandidates:
         self.n = n = len(signed.signatures)
         self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         self.needed = matches_needed(settings.floor, SKETCH_TAIL)
-        self.packed = lsh.pack_nibbles(signed.signatures)
+        self.packed = signed.packed if signed.packed is not None else lsh.pack_nibbles(signed.signatures)
         # 0: not ready; 1: reports every prefiltered pair of its buckets; 2: split some of them
         # (kernels.bands._collide_earlier)
         self.band_state = np.zeros(banding.bands, np.int8)
@@ -351,7 +463,8 @@ class _BandCandidates:
         self.index_bits = max(1, (n - 1).bit_length())
         self.index_mask = np.uint64((1 << self.index_bits) - 1)
         self.doc_index = np.arange(n, dtype=np.uint64)
-        self.tags = np.zeros((n, banding.bands), np.uint16)
+        self.tags = signed.tags if signed.tags is not None else np.zeros((n, banding.bands), np.uint16)
+        self.maps = signed.spill.maps if signed.spill is not None else None
         self.survivors: CandidatePasses | None = None  # where band() puts its survivors (collect)
 
     def collect(self, threads, result, survivors: CandidatePasses) -> None:
@@ -376,8 +489,9 @@ class _BandCandidates:
         join keys that differ only in those low bits: a few extra candidates, never a miss.)"""
         from .kernels import bands as kernels_bands
 
-        keys = lsh.band_keys(self.signed.signatures, band, self.banding.rows)
-        self.tags[:, band] = kernels_bands.band_tags(keys)
+        keys = self.signed.band_keys(band, self.banding.rows)
+        if self.signed.tags is None:  # (spilled: made with the signatures)
+            self.tags[:, band] = kernels_bands.band_tags(keys)
         if self.kept is not None:  # an incremental scan looks new documents' keys up in them
             self.kept.keep_band_keys(band, keys)
         keys &= ~self.index_mask
@@ -437,12 +551,18 @@ class _BandCandidates:
                     sub_band,
                 )
                 found = out[:written]
-                keep = np.empty(written, np.bool_)
-                signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
+                if signed.sketched:
+                    keep = np.empty(written, np.bool_)
+                    signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
+                    found = found[keep]
+                else:  # (verification tests the sketches)
+                    found = found.copy()
+                if self.maps is not None:
+                    self.maps.keep_within()
                 if self.survivors is not None:  # (each chunk as it comes: no band's survivors held twice)
-                    self.survivors.add(found[keep])
+                    self.survivors.add(found)
                 else:
-                    parts.append(found[keep])
+                    parts.append(found)
         return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
 
     def _worth_splitting(self, band: int, members: np.ndarray) -> bool:

@@ -219,6 +219,8 @@ def _scan_all(
             control.report("write", count, count)
             result.timings["write"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
+            if folder is not None:  # (recorded with the run's counts; the spill is all written by now)
+                result.spill_bytes = folder.peak
             params = asdict(settings) | {"method": result.method, "bands": result.bands, "rows": result.rows}
             project.set_meta(scan_state="complete", scan_params=json.dumps(params), **coverage(project))
             project.finish_run(run_id, "complete", result.timings, result.counts())
