@@ -16,7 +16,8 @@ import numpy as np
 
 from ..progress import Control
 from ..store import Project
-from ..store.scans import read_texts, short_band_keys
+from ..store.scan_keys import short_band_keys
+from ..store.scans import read_texts
 from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh

@@ -45,8 +45,8 @@ from ..errors import ProjectError
 from ..progress import Control
 from ..store import Project, transaction
 from ..store.derived import SCAN_KEYS_VERSION
+from ..store.scan_keys import SHORT_KEY_BITS, set_scan_keys_meta, short_band_keys, write_scan_keys
 from ..store.scans import (
-    SHORT_KEY_BITS,
     documents_from,
     documents_version,
     exact_hashes_of,
@@ -56,15 +56,12 @@ from ..store.scans import (
     read_scan_key_chunks,
     read_texts,
     scan_keys_meta,
-    set_scan_keys_meta,
-    short_band_keys,
     stored_lengths,
     verified_exact_of,
     verified_forest,
     verified_pairs,
     verified_scan_key_sums,
     write_added_scan_result,
-    write_scan_keys,
 )
 from . import lsh
 from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work

@@ -15,13 +15,12 @@ from ..progress import Control
 from ..ray.partial import refuse_local_rescan
 from ..store import Project, transaction
 from ..store.derived import forget_scan_keys
+from ..store.scan_keys import set_scan_keys_meta, write_scan_keys
 from ..store.scans import (
     DerivedDamaged,
     documents_version,
     exact_groups_with_hashes,
     scan_keys_meta,
-    set_scan_keys_meta,
-    write_scan_keys,
     write_scan_result,
     write_spilled_scan_result,
 )

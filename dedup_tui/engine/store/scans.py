@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -30,7 +29,6 @@ from .derived import (
     FOREST_CHECKSUM,
     PAIR_ARRAYS_LAYOUT,
     PAIRS_CHECKSUM,
-    SCAN_KEYS_CHECKSUMS,
     SCAN_KEYS_META,
     exact_of_column,
     pairs_checksum,
@@ -45,6 +43,12 @@ from .derived import (
 from .locks import transaction
 from .project import Project
 from .records import unpack_record
+from .scan_keys import (
+    chunk_checksum,
+    scan_key_sums,
+    unpacked_ords,
+    unpacked_short_keys,
+)
 
 
 class DerivedDamaged(ProjectError):
@@ -551,108 +555,6 @@ def _recomputed_block(project: Project, block: int, n: int) -> tuple[list[int], 
     return [r[0] for r in rows], hashes, lengths
 
 
-def write_scan_keys(conn, chunk: int, ords: np.ndarray, hashes: np.ndarray, band_keys, meta: dict) -> None:
-    """Store one chunk of scan keys (inside the caller's transaction); chunk 0 replaces every
-    stored chunk (a full scan). ords: the chunk's representatives (ascending); hashes: their
-    hash prefixes; band_keys: per band, the rows' short keys (short_band_keys, in row
-    order; an iterable, taken one band at a time). `meta` (JSON) says which scan and documents
-    they are of. Their checksums go with them (SCAN_KEYS_CHECKSUMS)."""
-    if chunk == 0:
-        conn.execute("DELETE FROM scan_keys")
-        conn.execute("DELETE FROM scan_band_keys")
-        conn.execute("DELETE FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,))
-    ords, hashes = ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False)
-    conn.execute(
-        "INSERT INTO scan_keys(chunk, ords, hashes) VALUES (?, ?, ?)",
-        (chunk, _packed_ords(ords), hashes.tobytes()),
-    )
-    band_sums: list[str] = []
-
-    def rows():
-        for band, keys in enumerate(band_keys):
-            keys = np.ascontiguousarray(keys, "<u4")
-            if len(keys) != len(ords) or (len(keys) and int(keys.max()) >> SHORT_KEY_BITS):
-                raise ValueError(f"band {band}: {len(keys)} short keys for {len(ords)} documents, or not short")
-            band_sums.append(arrays_checksum(keys))
-            yield chunk, band, _packed_short_keys(keys)
-
-    conn.executemany("INSERT INTO scan_band_keys(chunk, band, keys) VALUES (?, ?, ?)", rows())
-    sums = _scan_key_sums(conn)
-    sums["chunks"][str(chunk)] = {"keys": _chunk_checksum(ords, hashes), "bands": band_sums}
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (SCAN_KEYS_CHECKSUMS, json.dumps(sums)))
-    set_scan_keys_meta(conn, meta)
-
-
-def short_band_keys(keys: np.ndarray) -> np.ndarray:
-    """The high SHORT_KEY_BITS bits of 64-bit band keys (as uint32): what scan_band_keys keeps
-    (3 bytes a key). A scan's bucket is the keys' high 64 - index_bits bits (index_bits <= 40
-    below 2^40 documents), so keys in one bucket have the same short key; keys with the same
-    short key may still differ below it."""
-    return (np.asarray(keys, np.uint64) >> np.uint64(64 - SHORT_KEY_BITS)).astype(np.uint32)
-
-
-SHORT_KEY_BITS = 24
-# 24 bits, not 32: 39 B less per distinct text (94 MB at 2.5M documents), for old rows x new
-# rows / 2^24 old documents per band an incremental scan signs again because their short key
-# matches a new one's while their whole keys differ (~1,400 a band adding 10k to 2.4M).
-
-
-def _packed_short_keys(keys: np.ndarray) -> bytes:
-    """uint32 keys below 2^24 as 3 little-endian bytes each."""
-    return np.ascontiguousarray(keys, "<u4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
-
-
-def _unpacked_short_keys(data: bytes) -> np.ndarray:
-    three = np.frombuffer(data, np.uint8).reshape(-1, 3)
-    four = np.zeros((len(three), 4), np.uint8)
-    four[:, :3] = three
-    return four.view("<u4").ravel()
-
-
-def _packed_ords(ords: np.ndarray) -> bytes:
-    """Ascending ords as stored: zlib of their differences (int64, the first from 0). Nearly every
-    difference is 1 (most documents are first copies): a few bytes per thousand documents."""
-    return zlib.compress(np.diff(ords, prepend=np.int64(0)).astype("<i8").tobytes(), 1)
-
-
-def _unpacked_ords(data) -> np.ndarray | None:
-    try:
-        raw = zlib.decompress(data)
-    except (zlib.error, TypeError):
-        return None
-    if len(raw) % 8:
-        return None
-    return np.cumsum(np.frombuffer(raw, "<i8"), dtype=np.int64)
-
-
-def _chunk_checksum(ords: np.ndarray, hashes: np.ndarray) -> str:
-    return arrays_checksum(ords.astype("<i8", copy=False), hashes.astype("<u8", copy=False))
-
-
-def _scan_key_sums(conn) -> dict:
-    """The stored SCAN_KEYS_CHECKSUMS ({"meta": ..., "chunks": {chunk: {"keys", "bands"}}}),
-    or an empty one."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCAN_KEYS_CHECKSUMS,)).fetchone()
-    try:
-        sums = json.loads(row[0]) if row else {}
-    except (TypeError, ValueError):
-        sums = {}
-    if not isinstance(sums, dict) or not isinstance(sums.get("chunks"), dict):
-        sums = {"chunks": {}}
-    return sums
-
-
-def set_scan_keys_meta(conn, meta: dict) -> None:
-    """Which scan and documents the stored scan keys are of (JSON in meta), and its checksum."""
-    raw = json.dumps(meta)
-    sums = _scan_key_sums(conn)
-    sums["meta"] = arrays_checksum(raw.encode())
-    conn.executemany(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-        [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))],
-    )
-
-
 def scan_keys_meta(project: Project) -> dict | None:
     raw = project.get_meta(SCAN_KEYS_META)
     if not raw:
@@ -670,7 +572,7 @@ SCAN_KEYS_WHAT = "the stored band keys (scan_keys, scan_band_keys)"
 def verified_scan_key_sums(project: Project) -> dict:
     """The scan keys' checksums, once the scan_keys meta is checked against its own
     (DerivedDamaged otherwise: a scan then compares everything again)."""
-    sums = _scan_key_sums(project.conn)
+    sums = scan_key_sums(project.conn)
     raw = project.get_meta(SCAN_KEYS_META)
     if raw is None or sums.get("meta") != arrays_checksum(raw.encode()):
         raise DerivedDamaged(project, SCAN_KEYS_WHAT)
@@ -688,12 +590,12 @@ def read_scan_key_chunks(project: Project, sums: dict | None = None) -> list[tup
         return []
     out = []
     for chunk, packed_ords, hashes in rows:
-        ords = _unpacked_ords(packed_ords) if isinstance(packed_ords, bytes) else None
+        ords = unpacked_ords(packed_ords) if isinstance(packed_ords, bytes) else None
         if ords is None or not isinstance(hashes, bytes) or len(hashes) != 8 * len(ords):
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
         hashes = np.frombuffer(hashes, "<u8")
         expected = sums["chunks"].get(str(chunk), {})
-        if not isinstance(expected, dict) or expected.get("keys") != _chunk_checksum(ords, hashes):
+        if not isinstance(expected, dict) or expected.get("keys") != chunk_checksum(ords, hashes):
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
         out.append((int(chunk), ords, hashes.astype(np.uint64, copy=False)))
     if len(out) != len(sums["chunks"]):
@@ -712,7 +614,7 @@ def read_band_keys(project: Project, band: int, sums: dict | None = None) -> dic
         bands = entry.get("bands") if isinstance(entry, dict) and isinstance(keys, bytes) else None
         if not isinstance(bands, list) or band >= len(bands) or len(keys) % 3:
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
-        keys = _unpacked_short_keys(keys)
+        keys = unpacked_short_keys(keys)
         if arrays_checksum(keys) != bands[band]:
             raise DerivedDamaged(project, SCAN_KEYS_WHAT)
         out[int(chunk)] = keys.astype(np.uint32, copy=False)

@@ -294,7 +294,7 @@ def _convert_scan_keys_9(conn: sqlite3.Connection) -> None:
 
     from .checksums import arrays_checksum
     from .derived import SCAN_KEYS_CHECKSUMS, SCAN_KEYS_META, SCAN_KEYS_VERSION
-    from .scans import set_scan_keys_meta, short_band_keys, write_scan_keys
+    from .scan_keys import set_scan_keys_meta, short_band_keys, write_scan_keys
 
     def meta_value(key):
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
