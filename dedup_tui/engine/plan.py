@@ -18,16 +18,20 @@ and scanned by the engine with the scan's settings:
   index by the corpus's size, band keys by the distinct texts, pairs by the pairs; the scan's
   write-ahead log holds its pairs, keys and rewritten document pages until it ends; the spill
   (the scan's temporary files: the band keys it keeps, the pairs it streams) goes to TMPDIR;
-- memory: a model of the scan's peak resident memory (MEMORY_BASE + MEMORY_PER_DOCUMENT a
-  document + MEMORY_PER_PAIR a pair, fitted on measured scans), never above the cap.
+- memory: the scan's peak resident memory, the largest of its phases' (memory_model: the load
+  when it signs ahead, the bands, each pass's verification, the write), each a sum of named
+  costs per document, distinct text, candidate and pair, with the scan's own limits under the
+  cap (candidates held, per pass; texts waiting on disk); candidates that reach verification are
+  the sample's / f^2 as pairs are.
 
 Nothing is written but the temporary project, removed at the end."""
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -43,8 +47,12 @@ from .progress import Control
 from .scanning.memory import default_cap, format_size
 from .scanning.settings import ScanSettings
 
-SAMPLE_DOCS = 40_000
-SAMPLE_CHARS = 12_000_000
+# The sample: every copy of the texts whose hash falls below a threshold, at most this many
+# documents and characters. Pairs come from it / f^2, and their error is mostly how many members
+# of the big families of near copies it happens to hold: on the 2.5M short documents, over six
+# hashes, -14% to +3% at f = 1/64 (39k documents), -9% to +4% at f = 1/32 (78k).
+SAMPLE_DOCS = 80_000
+SAMPLE_CHARS = 24_000_000
 # The plan a scan prints first is this one, but no sample is scanned under QUICK_DOCS documents
 # (the scan itself takes seconds then; its disk need is estimated from the text alone). (A
 # sample of 8k of the 1M short documents, 200 pairs, gave 3.3M pairs for 2.24M.)
@@ -65,13 +73,36 @@ KEY_BYTES = 392
 WARM_DOCS = 500  # the small scan that loads the kernels before the timed ones
 BATCH = 4096
 
-# The scan's peak resident memory (`scan CORPUS`, load included), fitted on this 2-core machine:
-# the 841k real summaries (1.72 GB, 1.82M pairs) and 1M short documents (2.02 GB, 2.24M pairs),
-# with 120 B a pair held while the pairs are written. (Main before issue 41's memory cap grew
-# faster at scale: 9.4 GB at 2.5M documents; the cap bounds what a capped scan holds.)
-MEMORY_BASE = 200_000_000
+# The memory model: the scan's peak resident memory (`scan CORPUS`, load included) is the
+# largest of its phases' (memory_phases), each a sum of named costs per document, per distinct
+# text, per candidate and per pair. What the band phase holds a text is fixed whatever the cap
+# (the cap moves candidates and pairs to disk, not signatures); a change to what it holds (the
+# signatures, sketches, tags, nibbles) is a change to the constants below.
+# The process whatever the corpus: the interpreter, numpy, SQLite, the loaded kernels.
+PROCESS_BYTES = 300 << 20
+# From the exact groups on, per document: exact_of, lengths, the representatives and their
+# exact hash prefixes (local.py).
+EXACT_BYTES_PER_DOCUMENT = 32
+# The band phase, per distinct text (candidates.Signed, _BandCandidates): its signature (uint32
+# a permutation), packed nibbles (4 bits a permutation), band tags (uint16 a band), its index,
+# and its normalised text's offset (the texts themselves: a byte a byte, unless they wait on disk).
+SIGNATURE_BYTES_PER_PERM = 4
+NIBBLE_BYTES_PER_PERM = 0.5
+TAG_BYTES_PER_BAND = 2
+INDEX_BYTES_PER_TEXT = 8
+TEXT_OFFSET_BYTES = 8
+# Verification, per distinct text beside its text (the merged candidates' index into it).
+VERIFY_BYTES_PER_TEXT = 16
+# A verified pair held in memory until it is written (one pass, nothing spilled: sorted copies,
+# the spanning forest); in passes, an edge of the spanning forest kept across them.
+PAIR_BYTES_IN_MEMORY = 80
+FOREST_BYTES_PER_EDGE = 32
+# Signing ahead (ahead.py): the load holds every document's signature and normalised text; the
+# scan then copies its distinct texts' out of them, job by job, the jobs' memory freed as it
+# goes, so at most this share of the copy is held beside them.
+AHEAD_TAKE_OVERLAP = 0.25
+# Without a sample scanned (a small corpus): the scan's peak per document (1M short documents).
 MEMORY_PER_DOCUMENT = 1_550
-MEMORY_PER_PAIR = 120
 # What the scan's temporary files hold: the kept band keys (8 B a band a distinct text) and the
 # pairs as they are streamed (24 B a pair).
 SPILL_PER_PAIR = 24
@@ -132,12 +163,19 @@ class Plan:
     method: str
     pairs: int
     memory: int
-    memory_model: int
+    memory_model: int  # the peak without a cap
+    memory_phase: str  # the phase of the peak: load, bands, verify or write
+    band_memory: int  # what the band phase holds whatever the cap
+    passes: int
+    spilling: bool
+    texts_wait: bool
+    signed_ahead: bool
     cap: int
     cap_chosen: bool
     project_bytes: int
     project_peak: int
     spill_bytes: int
+    spill_folder_bytes: int
     seconds: float
     load_seconds: float
     scan_seconds: float
@@ -166,11 +204,19 @@ class Plan:
             else f"plan: ~{_round(self.pairs):,} near pairs >= the floor "
             f"({self.method}; {self.sample_pairs:,} in the sample)"
         )
-        memory = f"plan: peak memory ~{format_size(self.memory)}" + (
-            f" (the cap {format_size(self.cap)}; ~{format_size(self.memory_model)} without it)"
-            if self.memory_model > self.cap
-            else f" (cap {format_size(self.cap)})"
-        )
+        memory = f"plan: peak memory ~{format_size(self.memory)} (cap {format_size(self.cap)}"
+        if self.passes > 1:
+            memory += f"; candidates verified in ~{self.passes} passes"
+        elif self.spilling:
+            memory += "; candidates spilled"
+        if self.texts_wait:
+            memory += "; texts wait on disk while the candidates are found"
+        memory += ")"
+        if self.band_memory > self.cap:
+            memory += (
+                f"; over the cap: the bands hold ~{format_size(self.band_memory)} of signatures, sketches "
+                f"and texts whatever the cap"
+            )
         return [
             f"plan: {self.documents:,} documents, {self.distinct:,} distinct texts "
             f"({format_size(self.corpus_bytes)}; {sampled})",
@@ -178,6 +224,7 @@ class Plan:
             memory,
             f"plan: disk ~{format_size(self.project_bytes)} for the project (~{format_size(self.project_peak)} "
             f"while the scan writes), ~{format_size(self.spill_bytes)} of temporary files"
+            + (f" (~{format_size(self.spill_folder_bytes)} of them spilled)" if self.spill_folder_bytes else "")
             + (" (lean: no band keys kept)" if self.lean else ""),
             f"plan: time ~{_duration(self.seconds)} (load ~{_duration(self.load_seconds)}, scan "
             f"~{_duration(self.scan_seconds)})"
@@ -245,21 +292,170 @@ def corpus_texts(
 
 
 def _text_hashes(texts: list[str]) -> np.ndarray:
-    """A 64-bit hash of each normalised text (equal for exact copies, as the scan groups them)."""
-    from .text.exact import compiled_ready
-
-    blake = hashlib.blake2b
-    if compiled_ready() and sum(map(len, texts)) >= 1 << 16:
-        from .scanning.kernels.text import normalized_buffer
-
-        buf = normalized_buffer(texts)
-        data, bounds = memoryview(buf.data), buf.offsets.tolist()  # type: ignore[arg-type]
-        digests = b"".join(blake(data[s:e], digest_size=8).digest() for s, e in zip(bounds, bounds[1:]))
-    else:
+    """A 64-bit hash of each normalised text (equal for exact copies, as the scan groups them):
+    the ASCII texts normalised all at once by numpy (4x faster than the compiled pass, which
+    takes the texts one by one, and with no kernels to load), the others by Python; then
+    hashed all at once."""
+    ascii = np.fromiter(map(str.isascii, texts), np.bool_, len(texts))
+    hashes = np.empty(len(texts), np.uint64)
+    if ascii.any():
+        chosen = texts if ascii.all() else list(itertools.compress(texts, ascii))
+        normalized = _ascii_normalized(chosen)
+        if normalized is None:  # (a text with a 0 byte: by Python)
+            ascii[:] = False
+        else:
+            hashes[ascii] = _buffer_hashes(*normalized)
+    if not ascii.all():
         from .text.normalize import normalize
 
-        digests = b"".join(blake(normalize(t).encode("utf-8", "surrogatepass"), digest_size=8).digest() for t in texts)
-    return np.frombuffer(digests, "<u8")
+        encoded = [normalize(t).encode("utf-8", "surrogatepass") for t in itertools.compress(texts, ~ascii)]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        hashes[~ascii] = _buffer_hashes(np.frombuffer(b"".join(encoded), np.uint8), offsets)
+    return hashes
+
+
+# ASCII whitespace (str.isspace) to a space: the ASCII texts are normalised as one buffer
+_SPACE_BYTES = bytes(c for c in range(128) if chr(c).isspace())
+_ASCII_SPACES = bytes.maketrans(_SPACE_BYTES, b" " * len(_SPACE_BYTES))
+
+
+def _ascii_normalized(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """text.normalize of ASCII texts, all at once, as (bytes, offsets): each text ends with a
+    0 byte (None when a text holds one): lower case, every run of whitespace one space, none at
+    either end."""
+    joined = ("\0".join(texts) + "\0").encode("ascii")
+    if joined.count(0) != len(texts):
+        return None
+    data = np.frombuffer(joined.lower().translate(_ASCII_SPACES), np.uint8)
+    space = data == 32
+    keep = ~space
+    keep[0] = True
+    keep[1:] |= ~space[:-1]  # (the first space of a run)
+    data = data[keep]
+    space = data == 32
+    ends = data == 0
+    edge = np.ones(len(data), np.bool_)  # a space after a text's start or before its end goes
+    edge[1:] = ends[:-1]
+    edge[:-1] |= ends[1:]
+    data = data[~(space & edge)]
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    offsets[1:] = np.flatnonzero(data == 0) + 1
+    return data, offsets
+
+
+# The texts' hash: a polynomial hash over their bytes (each byte first mapped to a random 64-bit
+# word) modulo 2^64, computed for a whole batch by numpy, then mixed (splitmix64's finaliser) so
+# that its low 32 bits, which draw the sample, are uniform. Fixed: the same sample every run.
+_BYTE_WORDS = np.frombuffer(np.random.default_rng(41).bytes(256 * 8), np.uint64)
+_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2^64
+_powers: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]  # base^i, base^-i
+
+
+def _powers_to(n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(_powers[0]) < n:
+        size = max(n, 2 * len(_powers[0]), 1 << 16)
+        for i, base in enumerate((_BASE, pow(_BASE, -1, 1 << 64))):
+            steps = np.full(size, base, np.uint64)
+            steps[0] = 1
+            _powers[i] = np.cumprod(steps, dtype=np.uint64)  # (wraps modulo 2^64)
+    return _powers[0], _powers[1]
+
+
+def _buffer_hashes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each of the texts data[offsets[i]:offsets[i + 1]]."""
+    count = len(offsets) - 1
+    if count <= 0:
+        return np.empty(0, np.uint64)
+    lengths = np.diff(offsets)
+    hashes = np.zeros(count, np.uint64)
+    if len(data):
+        powers, inverse = _powers_to(len(data) + 1)
+        terms = _BYTE_WORDS[data] * powers[: len(data)]
+        starts = offsets[:-1]
+        sums = np.add.reduceat(terms, np.minimum(starts, len(data) - 1))
+        sums[lengths == 0] = 0
+        hashes = sums * inverse[starts]  # (each text's sum as if it started at 0)
+    hashes ^= lengths.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+    hashes ^= hashes >> np.uint64(30)
+    hashes *= np.uint64(0xBF58476D1CE4E5B9)
+    hashes ^= hashes >> np.uint64(27)
+    hashes *= np.uint64(0x94D049BB133111EB)
+    hashes ^= hashes >> np.uint64(31)
+    return hashes
+
+
+# JSON Lines are read BLOCK_BYTES at a time, and a block's texts are found by one regular
+# expression over all of it (a JSON string after the text field's key), not by parsing each
+# record: ~15x faster than the loaders' readers. A block where that finds other than one text a
+# non-blank line (a text that is not a string, a key with the same name inside another value, a
+# blank line of spaces) is read line by line with the JSON parser instead.
+BLOCK_BYTES = 4 << 20
+
+
+def _text_pattern(text_field: str) -> re.Pattern:
+    key = re.escape(json.dumps(text_field).encode("utf-8", "surrogatepass"))
+    return re.compile(key + rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"')
+
+
+def jsonl_text_blocks(path: Path, text_field: str = "text") -> Iterator[list[str]]:
+    """The texts of a JSON Lines file (also .gz or .zst), a block of lines at a time; records
+    without a string text are left out (the load reports them)."""
+    from .readers.files import open_binary
+
+    pattern = _text_pattern(text_field)
+    rest = b""
+    with open_binary(path) as fh:
+        while True:
+            chunk = fh.read(BLOCK_BYTES)
+            data = rest + chunk
+            cut = len(data) if not chunk else data.rfind(b"\n") + 1
+            if not data:
+                return
+            if cut:
+                yield _block_texts(data[:cut], pattern, text_field)
+            rest = data[cut:]
+            if not chunk:
+                return
+
+
+_LOOSE_JSON = json.JSONDecoder(strict=False)  # (takes the raw separators)
+
+
+def _block_texts(block: bytes, pattern: re.Pattern, text_field: str) -> list[str]:
+    values = pattern.findall(block)
+    lines = block.count(b"\n") + (not block.endswith(b"\n"))
+    blank = block.count(b"\n\n") + block.startswith(b"\n")
+    if len(values) == lines - blank:
+        try:
+            # all the block's strings decoded at once, split at a byte no JSON string holds raw
+            joined = b"\0".join(values).decode("utf-8", "surrogatepass")
+            texts = joined.split("\0")
+            if len(texts) == len(values) and "\\" in joined:  # (escapes: the JSON decoder's job)
+                escaped = [i for i, text in enumerate(texts) if "\\" in text]
+                if len(escaped) > len(texts) // 8:
+                    texts = _LOOSE_JSON.decode('"' + joined + '"').split("\0")
+                else:
+                    for i in escaped:
+                        texts[i] = _LOOSE_JSON.decode('"' + texts[i] + '"')
+            if len(texts) == len(values):
+                return texts
+        except ValueError:  # (invalid UTF-8 or escape: the line-by-line reading says which)
+            pass
+    from .readers.fields import parse_json_line
+
+    texts = []
+    for line in block.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = parse_json_line(line.decode("utf-8", "surrogatepass"))
+        except ValueError:
+            continue
+        text = record.get(text_field) if isinstance(record, dict) else None
+        if isinstance(text, str):
+            texts.append(text)
+    return texts
 
 
 def stream_corpus(
@@ -275,24 +471,44 @@ def stream_corpus(
     hashes and the hash sample (see the module's docstring)."""
     control = control or Control()
     seen = CorpusPass()
-    sources: list[tuple[int, Iterator[str]]] = []
+    for size, batches in _text_batches(paths, id_field, text_field, project):
+        seen.corpus_bytes += size
+        for batch in batches:
+            _take(seen, batch, sample_docs, sample_chars)
+            control.check()
+            control.report("plan", seen.documents, 0)
+    return seen
+
+
+def _text_batches(paths, id_field, text_field, project) -> Iterator[tuple[int, Iterator[list[str]]]]:
+    """(bytes, its texts in batches) of each source: the project's stored documents, then each
+    corpus file (each shard of a folder or pattern)."""
+    from .readers import detect_format
+    from .readers.shards import expand
+
     if project is not None:
         stored = (row[0] for row in project.conn.execute("SELECT text FROM documents ORDER BY ord"))
-        sources.append((0, stored))
-    for path, texts in corpus_texts(paths, id_field, text_field):
-        sources.append((_size(path), texts))
-    for size, texts in sources:
-        seen.corpus_bytes += size
-        batch: list[str] = []
-        for text in texts:
-            batch.append(text)
-            if len(batch) >= BATCH:
-                _take(seen, batch, sample_docs, sample_chars)
-                batch = []
-                control.check()
-                control.report("plan", seen.documents, 0)
-        _take(seen, batch, sample_docs, sample_chars)
-    return seen
+        yield 0, _batched(stored)
+    for given in paths:
+        files = expand(Path(given)) or [Path(given)]
+        for path in files:
+            fmt = detect_format(path) if path.exists() else ""
+            if fmt in ("jsonl", "jsonl-or-text"):
+                yield _size(path), jsonl_text_blocks(path, text_field)
+            else:
+                for _, texts in corpus_texts([path], id_field, text_field):
+                    yield _size(path), _batched(texts)
+
+
+def _batched(texts: Iterator[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _size(path: Path) -> int:
@@ -475,6 +691,150 @@ def _slower(seen: CorpusPass, run: SampleRun, method: str, lean: bool) -> float:
     return measured / reference if reference > 0 and measured > 0 else 1.0
 
 
+@dataclass
+class MemoryModel:
+    """The scan's resident memory in each phase (bytes), by the model above, and how it runs."""
+
+    phases: dict
+    passes: int
+    spilling: bool  # candidates go to the spill folder (verified in passes)
+    texts_wait: bool  # the texts wait on disk while the candidates are found
+    signed_ahead: bool  # the load signs the texts as it goes (ahead.py)
+    candidates: int  # candidates that reach verification
+
+    @property
+    def peak(self) -> int:
+        return int(max(self.phases.values()))
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=lambda name: self.phases[name])
+
+    @property
+    def band_phase(self) -> int:
+        """What the band phase holds whatever the cap (the cap cannot lower it)."""
+        return int(self.phases.get("bands", 0))
+
+
+def memory_model(
+    documents: int,
+    distinct: int,
+    text_bytes: float,
+    sketched: float,
+    candidates: float,
+    pairs: float,
+    cap: int,
+    num_perm: int,
+    bands: int,
+    corpus_bytes: int = 0,
+    workers: int = 0,
+    warm: bool = True,
+) -> MemoryModel:
+    """The scan's memory phase by phase: `text_bytes` (normalised UTF-8) and `sketched` (texts
+    of at least SKETCH_MIN_BYTES) of the `distinct` texts, `candidates` that reach verification,
+    `pairs` found, under `cap`. Mirrors the scan's own decisions: whether the load signs ahead
+    (ahead.SignedAhead.for_corpus), whether the texts wait on disk (candidates._texts_do_not_fit),
+    the candidates held and per pass (candidates._candidate_limits)."""
+    from .scanning.ahead import AHEAD_BYTES_PER_CORPUS_BYTE
+    from .scanning.passes import (
+        BAND_THREAD_BYTES_PER_TEXT,
+        BYTES_PER_CANDIDATE,
+        MAX_PASS_CANDIDATES,
+        MIN_PASS_CANDIDATES,
+        SPILL_BLOCK,
+        VERIFY_JOB_BYTES,
+    )
+    from .scanning.sketch import SKETCH_BINS
+
+    workers = workers or os.cpu_count() or 1
+    n, candidates, pairs = distinct, max(candidates, 0.0), max(pairs, 0.0)
+    signature = SIGNATURE_BYTES_PER_PERM * num_perm
+    base = PROCESS_BYTES + EXACT_BYTES_PER_DOCUMENT * documents
+    threads = workers * BAND_THREAD_BYTES_PER_TEXT * n
+    signed = (
+        n * (signature + NIBBLE_BYTES_PER_PERM * num_perm + TAG_BYTES_PER_BAND * bands + INDEX_BYTES_PER_TEXT)
+        + sketched * SKETCH_BINS
+    )
+    texts = text_bytes + TEXT_OFFSET_BYTES * n
+    texts_wait = base + signed + threads + texts > cap
+    fixed = base + signed + threads + (0 if texts_wait else texts)
+    freed_after_bands = n * signature + sketched * SKETCH_BINS
+    verify_work = workers * 2 * VERIFY_JOB_BYTES
+    before_verify = fixed - threads - freed_after_bands + (texts if texts_wait else 0)
+    pass_limit = (cap - before_verify - VERIFY_BYTES_PER_TEXT * n - verify_work) // BYTES_PER_CANDIDATE
+    pass_limit = min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    hold_limit = min(max(min(pass_limit, (cap - fixed) // 8), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    spilling = candidates > hold_limit
+    passes = max(1, -int(-candidates // pass_limit)) if spilling else 1
+    phases = {
+        "bands": fixed + 8 * (n if spilling else candidates),  # (per text a count, or the candidates)
+        "verify": base
+        + texts
+        + VERIFY_BYTES_PER_TEXT * n
+        + BYTES_PER_CANDIDATE * min(candidates, pass_limit)
+        + verify_work
+        + (FOREST_BYTES_PER_EDGE * min(pairs, n) if spilling else 0),
+        "write": base + (3 * 8 * SPILL_BLOCK if spilling else PAIR_BYTES_IN_MEMORY * pairs),
+    }
+    signed_ahead = warm and 0 < corpus_bytes * AHEAD_BYTES_PER_CORPUS_BYTE <= cap
+    if signed_ahead:  # every document's signature and text from the load on, then the scan's copy
+        every_text = text_bytes * documents / max(n, 1)
+        phases["load"] = (
+            base
+            + documents * signature
+            + sketched * documents / max(n, 1) * SKETCH_BINS
+            + every_text
+            + AHEAD_TAKE_OVERLAP * (n * signature + text_bytes)
+        )
+    phases = {name: int(size) for name, size in phases.items()}
+    return MemoryModel(phases, int(passes), bool(spilling), bool(texts_wait), bool(signed_ahead), int(candidates))
+
+
+def _sample_lengths(seen: CorpusPass) -> np.ndarray:
+    """The sampled texts' normalised UTF-8 lengths."""
+    from .text.normalize import normalize
+
+    return np.array([len(normalize(t).encode("utf-8", "surrogatepass")) for _, t in seen.sample], np.int64)
+
+
+def _text_bytes(seen: CorpusPass, distinct: int) -> float:
+    """The distinct texts' normalised UTF-8 bytes (the sample's bytes a character)."""
+    per_char = float(_sample_lengths(seen).sum()) / seen.sample_chars if seen.sample_chars else 1.0
+    return seen.chars * per_char * distinct / max(seen.documents, 1)
+
+
+def _reaching_verification(run, pair_scale: float) -> float:
+    """The corpus's candidates that pass the bands' filters, from the sample's."""
+    if run is None:
+        return 0.0
+    r = run.result
+    return max(int(r.candidates) - int(r.prefiltered), 0) * pair_scale
+
+
+def _memory(seen: CorpusPass, distinct: int, method: str, run, pairs: float, cap: int, warm: bool) -> MemoryModel:
+    from .scanning.sketch import SKETCH_MIN_BYTES
+
+    if method != "lsh" or run is None:  # (a small corpus: compared pair by pair)
+        peak = PROCESS_BYTES + MEMORY_PER_DOCUMENT * seen.documents + PAIR_BYTES_IN_MEMORY * pairs
+        return MemoryModel({"compare": peak}, 1, False, False, False, 0)
+    lengths = _sample_lengths(seen)
+    sketched = float((lengths >= SKETCH_MIN_BYTES).mean()) * distinct if len(lengths) else 0.0
+    pair_scale = 1.0 / (seen.fraction * seen.fraction)
+    return memory_model(
+        seen.documents,
+        distinct,
+        _text_bytes(seen, distinct),
+        sketched,
+        _reaching_verification(run, pair_scale),
+        pairs,
+        cap,
+        int(run.num_perm),
+        int(run.result.bands),
+        seen.corpus_bytes,
+        warm=warm,
+    )
+
+
 def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap, warm: bool) -> Plan:
     f = seen.fraction
     avg_len = seen.chars / max(seen.documents, 1)
@@ -509,7 +869,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
     touched = estimated.get("documents", 0.0) if seen.documents > distinct else 0.0
     peak = project + pair_bytes + keys + touched  # the scan's write-ahead log holds these until it ends
     bands = int(run.result.bands) if run is not None else 0
-    spill = (0 if lean else 8 * bands * distinct) + SPILL_PER_PAIR * pairs
+    candidates = _reaching_verification(run, pair_scale)
     # time: the reference rates for the corpus's work, times how much slower than the reference
     # this machine ran the sample's load and its per-document stages
     scan_s = load_total = 0.0
@@ -531,10 +891,18 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         else:
             load_total = full["load"] * slower
             scan_s = sum(v for k, v in full.items() if k != "load") * slower
-    # memory
-    model = MEMORY_BASE + MEMORY_PER_DOCUMENT * seen.documents + MEMORY_PER_PAIR * pairs
     cap_chosen = cap is not None
     cap = cap if cap is not None else default_cap()
+    model = _memory(seen, distinct, method, run, pairs, cap, warm)
+    uncapped = _memory(seen, distinct, method, run, pairs, 1 << 62, warm)
+    # the spill: the band keys kept (a temporary file) and, when the candidates do not fit, the
+    # spill folder at its fullest: the candidates, twice while they are split into passes (the
+    # texts, when they wait on disk, leave it before), then each pass's pairs
+    keys_file = 0 if lean or method != "lsh" else 8 * bands * distinct
+    spill_folder = max(16 * candidates, 8 * candidates + SPILL_PER_PAIR * pairs) if model.spilling else 0
+    if model.texts_wait:
+        spill_folder = max(spill_folder, _text_bytes(seen, distinct) + 8 * candidates)
+    spill = keys_file + spill_folder
     return Plan(
         documents=seen.documents,
         distinct=distinct,
@@ -545,13 +913,20 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         sample_pairs=sample_pairs,
         method=method,
         pairs=int(pairs),
-        memory=int(min(model, cap)),
-        memory_model=int(model),
+        memory=model.peak,
+        memory_model=uncapped.peak,
+        memory_phase=model.peak_phase,
+        band_memory=model.band_phase,
+        passes=model.passes,
+        spilling=model.spilling,
+        texts_wait=model.texts_wait,
+        signed_ahead=model.signed_ahead,
         cap=int(cap),
         cap_chosen=cap_chosen,
         project_bytes=int(project),
         project_peak=int(peak),
         spill_bytes=int(spill),
+        spill_folder_bytes=int(spill_folder),
         seconds=load_total + scan_s,
         load_seconds=load_total,
         scan_seconds=scan_s,

@@ -23,6 +23,7 @@ from . import lsh
 from .memory import release_free_memory
 from .minhash import MinHasher
 from .passes import (
+    BAND_THREAD_BYTES_PER_TEXT,
     BYTES_PER_CANDIDATE,
     MAX_PASS_CANDIDATES,
     MIN_PASS_CANDIDATES,
@@ -244,12 +245,13 @@ def _texts_do_not_fit(cap: int, reps, lengths, settings: ScanSettings, banding, 
     """Whether the texts wait in the spill folder while the candidates are found (they are read
     back for verification, once the signatures and sketches are gone): when, with what the
     process holds now, the signatures, sketches, texts (about a byte a character), band tags,
-    nibbles and the band threads' work (~24 B a document each) would not fit under `cap`."""
+    nibbles and the band threads' work (BAND_THREAD_BYTES_PER_TEXT each) would not fit under `cap`."""
     n = len(reps)
     rep_lengths = lengths[reps]
     held = (
         resident_bytes()
-        + n * (settings.num_perm * 4 + banding.bands * 2 + settings.num_perm // 2 + workers * 24)
+        + n
+        * (settings.num_perm * 4 + banding.bands * 2 + settings.num_perm // 2 + workers * BAND_THREAD_BYTES_PER_TEXT)
         + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
     )
     return held + int(rep_lengths.sum()) + 8 * n > cap
@@ -262,7 +264,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
     now that verification reads back (spilled texts)."""
     n = len(signed.signatures)
     now = resident_bytes()
-    fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
+    fixed = now + threads.workers * (n * BAND_THREAD_BYTES_PER_TEXT + BAND_BUFFER * 24)
     if cap <= 0:
         return 1 << 62, 1 << 62, fixed
     freed_after_bands = signed.signatures.nbytes + signed.sketches.nbytes
@@ -291,6 +293,9 @@ class Signed:
             if given is not None:
                 self.signatures, self.text, self.sketches = given.signatures, given.text, given.sketches
                 self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+                # The signing jobs' arrays, freed as they were copied, are in the signing thread's
+                # heap: held through the bands (2.1 GB at 4.2M short documents) unless trimmed.
+                release_free_memory()
                 return
         control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
         hasher = MinHasher(settings.num_perm, settings.seed)
