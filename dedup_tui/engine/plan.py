@@ -1,7 +1,8 @@
 """A plan before the run: what a load and scan of a corpus will take, estimated from a sample.
 
-One streamed pass over the corpus (the loaders' readers) counts its documents and characters
-and hashes every normalised text (8 bytes a document): the distinct texts are counted exactly,
+One streamed pass over the corpus counts its documents and characters and hashes every
+normalised text (8 bytes a document; JSON Lines a block at a time, jsonl_text_blocks; other
+formats by the loaders' readers): the distinct texts are counted exactly,
 and a sample is drawn by hash (a text is in it when its hash falls below a threshold, lowered as
 the pass goes so the sample stays near SAMPLE_DOCS documents and SAMPLE_CHARS characters), so
 every copy of a text is in the sample or none is. The sample is loaded into a temporary project
@@ -58,8 +59,8 @@ SAMPLE_CHARS = 24_000_000
 # sample of 8k of the 1M short documents, 200 pairs, gave 3.3M pairs for 2.24M.)
 QUICK_DOCS = 20_000
 # A scan prints the plan first only from this many bytes of corpus: below, its reading and
-# sample scans (~21 s at 1M short documents) would cost a large share of the scan itself, so
-# the disk is checked against PROJECT_PEAK_PER_BYTE times the corpus instead.
+# sample scans (~6 s of CPU at 1M short documents, ~11 s at 2.5M) would cost a large share of
+# the scan itself, so the disk is checked against PROJECT_PEAK_PER_BYTE times the corpus instead.
 PLAN_IN_SCAN_BYTES = 200 << 20
 # The project's peak on disk while a scan writes it, per byte of (uncompressed) JSONL: 13.5 on
 # the 841k summaries (1.18 GB for 87.6 MB), rounded up.
