@@ -131,6 +131,15 @@ REFERENCE_RATES = {
 }
 
 
+# Where the peak falls, as the plan says it.
+PEAK_PHASES = {
+    "load": " while the load signs the texts",
+    "bands": " while the bands run",
+    "verify": " while a pass is verified",
+    "write": " while the pairs are written",
+}
+
+
 class DiskTooSmall(DedupError):
     """The disk cannot hold what the load and scan need; nothing was done."""
 
@@ -205,7 +214,8 @@ class Plan:
             else f"plan: ~{_round(self.pairs):,} near pairs >= the floor "
             f"({self.method}; {self.sample_pairs:,} in the sample)"
         )
-        memory = f"plan: peak memory ~{format_size(self.memory)} (cap {format_size(self.cap)}"
+        where = PEAK_PHASES.get(self.memory_phase, "")
+        memory = f"plan: peak memory ~{format_size(self.memory)}{where} (cap {format_size(self.cap)}"
         if self.passes > 1:
             memory += f"; candidates verified in ~{self.passes} passes"
         elif self.spilling:
