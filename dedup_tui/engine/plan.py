@@ -155,6 +155,7 @@ class CorpusPass:
     threshold: int = 1 << 32  # a text is sampled when its hash's low 32 bits are below this
     sample: list = field(default_factory=list)  # (hash, text) of the sampled documents
     sample_chars: int = 0
+    sample_lengths: np.ndarray | None = None  # (the sampled texts' normalised bytes, once asked)
 
     @property
     def fraction(self) -> float:
@@ -805,7 +806,11 @@ def _sample_lengths(seen: CorpusPass) -> np.ndarray:
     """The sampled texts' normalised UTF-8 lengths."""
     from .text.normalize import normalize
 
-    return np.array([len(normalize(t).encode("utf-8", "surrogatepass")) for _, t in seen.sample], np.int64)
+    if seen.sample_lengths is None or len(seen.sample_lengths) != len(seen.sample):
+        seen.sample_lengths = np.array(
+            [len(normalize(t).encode("utf-8", "surrogatepass")) for _, t in seen.sample], np.int64
+        )
+    return seen.sample_lengths
 
 
 def _text_bytes(seen: CorpusPass, distinct: int) -> float:
