@@ -741,12 +741,13 @@ def memory_model(
     corpus_bytes: int = 0,
     workers: int = 0,
     warm: bool = True,
+    lean: bool = False,
 ) -> MemoryModel:
     """The scan's memory phase by phase: `text_bytes` (normalised UTF-8) and `sketched` (texts
     of at least SKETCH_MIN_BYTES) of the `distinct` texts, `candidates` that reach verification,
-    `pairs` found, under `cap`. Mirrors the scan's own decisions: whether the load signs ahead
-    (ahead.SignedAhead.for_corpus), whether the texts wait on disk (candidates._texts_do_not_fit),
-    the candidates held and per pass (candidates._candidate_limits)."""
+    `pairs` found, under `cap` (`lean`: no band keys kept). Mirrors the scan's own decisions:
+    whether the load signs ahead (ahead.SignedAhead.for_corpus), whether the texts wait on disk
+    (candidates._texts_do_not_fit), the candidates held and per pass (_candidate_limits)."""
     from .scanning.ahead import AHEAD_BYTES_PER_CORPUS_BYTE
     from .scanning.passes import (
         BAND_THREAD_BYTES_PER_TEXT,
@@ -778,15 +779,17 @@ def memory_model(
     hold_limit = min(max(min(pass_limit, (cap - fixed) // 8), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     spilling = candidates > hold_limit
     passes = max(1, -int(-candidates // pass_limit)) if spilling else 1
+    kept = 0 if lean else NIBBLE_BYTES_PER_PERM * num_perm * n  # (the nibbles kept for the keys, to the write)
     phases = {
         "bands": fixed + 8 * (n if spilling else candidates),  # (per text a count, or the candidates)
         "verify": base
+        + kept
         + texts
         + VERIFY_BYTES_PER_TEXT * n
         + BYTES_PER_CANDIDATE * min(candidates, pass_limit)
         + verify_work
         + (FOREST_BYTES_PER_EDGE * min(pairs, n) if spilling else 0),
-        "write": base + (3 * 8 * SPILL_BLOCK if spilling else PAIR_BYTES_IN_MEMORY * pairs),
+        "write": base + kept + (3 * 8 * SPILL_BLOCK if spilling else PAIR_BYTES_IN_MEMORY * pairs),
     }
     signed_ahead = warm and 0 < corpus_bytes * AHEAD_BYTES_PER_CORPUS_BYTE <= cap
     if signed_ahead:  # every document's signature and text from the load on, then the scan's copy
@@ -827,7 +830,9 @@ def _reaching_verification(run, pair_scale: float) -> float:
     return max(int(r.candidates) - int(r.prefiltered), 0) * pair_scale
 
 
-def _memory(seen: CorpusPass, distinct: int, method: str, run, pairs: float, cap: int, warm: bool) -> MemoryModel:
+def _memory(
+    seen: CorpusPass, distinct: int, method: str, run, pairs: float, cap: int, warm: bool, lean: bool = False
+) -> MemoryModel:
     from .scanning.sketch import SKETCH_MIN_BYTES
 
     if method != "lsh" or run is None:  # (a small corpus: compared pair by pair)
@@ -848,6 +853,7 @@ def _memory(seen: CorpusPass, distinct: int, method: str, run, pairs: float, cap
         int(run.result.bands),
         seen.corpus_bytes,
         warm=warm,
+        lean=lean,
     )
 
 
@@ -909,8 +915,8 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
             scan_s = sum(v for k, v in full.items() if k != "load") * slower
     cap_chosen = cap is not None
     cap = cap if cap is not None else default_cap()
-    model = _memory(seen, distinct, method, run, pairs, cap, warm)
-    uncapped = _memory(seen, distinct, method, run, pairs, 1 << 62, warm)
+    model = _memory(seen, distinct, method, run, pairs, cap, warm, lean)
+    uncapped = _memory(seen, distinct, method, run, pairs, 1 << 62, warm, lean)
     # the spill: the band keys kept (a temporary file) and, when the candidates do not fit, the
     # spill folder at its fullest: the candidates, twice while they are split into passes (the
     # texts, when they wait on disk, leave it before), then each pass's pairs
