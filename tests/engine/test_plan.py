@@ -149,7 +149,7 @@ def test_the_memory_model_keeps_the_cap_with_more_passes_as_it_falls():
     band = roomy.band_phase
     assert roomy.peak <= band + (4 << 30) and not roomy.texts_wait
     passes = []
-    for cap in (band + (4 << 30), band, band * 3 // 4, band // 2):
+    for cap in (band + (4 << 30), band, band * 5 // 6, band * 2 // 3):
         model = planning.memory_model(cap=cap, **MODEL)
         assert model.phases["verify"] <= cap and model.phases["write"] <= cap, (model.phases, cap)
         if cap >= band:
