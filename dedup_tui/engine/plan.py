@@ -1,7 +1,8 @@
 """A plan before the run: what a load and scan of a corpus will take, estimated from a sample.
 
-One streamed pass over the corpus (the loaders' readers) counts its documents and characters
-and hashes every normalised text (8 bytes a document): the distinct texts are counted exactly,
+One streamed pass over the corpus counts its documents and characters and hashes every
+normalised text (8 bytes a document; JSON Lines a block at a time, jsonl_text_blocks; other
+formats by the loaders' readers): the distinct texts are counted exactly,
 and a sample is drawn by hash (a text is in it when its hash falls below a threshold, lowered as
 the pass goes so the sample stays near SAMPLE_DOCS documents and SAMPLE_CHARS characters), so
 every copy of a text is in the sample or none is. The sample is loaded into a temporary project
@@ -18,14 +19,16 @@ and scanned by the engine with the scan's settings:
   index by the corpus's size, band keys by the distinct texts, pairs by the pairs; the scan's
   write-ahead log holds its pairs, keys and rewritten document pages until it ends; the spill
   (the scan's temporary files: the band keys it keeps, the pairs it streams) goes to TMPDIR;
-- memory: a model of the scan's peak resident memory (MEMORY_BASE + MEMORY_PER_DOCUMENT a
-  document + MEMORY_PER_PAIR a pair, fitted on measured scans), never above the cap.
+- memory: the scan's peak resident memory, the largest of its phases' (memory_model: the load
+  when it signs ahead, the bands, each pass's verification, the write), each a sum of named
+  costs per document, distinct text, candidate and pair, with the scan's own limits under the
+  cap (candidates held, per pass; texts waiting on disk); candidates that reach verification are
+  the sample's / f^2 as pairs are.
 
 Nothing is written but the temporary project, removed at the end."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -40,19 +43,32 @@ import numpy as np
 
 from .errors import DedupError
 from .progress import Control
+from .readers.text_blocks import jsonl_text_blocks
 from .scanning.memory import default_cap, format_size
+from .scanning.memory_model import (
+    PAIR_BYTES_IN_MEMORY,
+    PROCESS_BYTES,
+    SIGNATURE_BYTES_PER_PERM,
+    MemoryModel,
+    memory_model,
+)
 from .scanning.settings import ScanSettings
 from .store.connection import PAGE_SIZE
+from .text.batch import text_hashes
 
-SAMPLE_DOCS = 40_000
-SAMPLE_CHARS = 12_000_000
+# The sample: every copy of the texts whose hash falls below a threshold, at most this many
+# documents and characters. Pairs come from it / f^2, and their error is mostly how many members
+# of the big families of near copies it happens to hold: on the 2.5M short documents, over six
+# hashes, -14% to +3% at f = 1/64 (39k documents), -9% to +4% at f = 1/32 (78k).
+SAMPLE_DOCS = 80_000
+SAMPLE_CHARS = 24_000_000
 # The plan a scan prints first is this one, but no sample is scanned under QUICK_DOCS documents
 # (the scan itself takes seconds then; its disk need is estimated from the text alone). (A
 # sample of 8k of the 1M short documents, 200 pairs, gave 3.3M pairs for 2.24M.)
 QUICK_DOCS = 20_000
 # A scan prints the plan first only from this many bytes of corpus: below, its reading and
-# sample scans (~21 s at 1M short documents) would cost a large share of the scan itself, so
-# the disk is checked against PROJECT_PEAK_PER_BYTE times the corpus instead.
+# sample scans (~6 s of CPU at 1M short documents, ~11 s at 2.5M) would cost a large share of
+# the scan itself, so the disk is checked against PROJECT_PEAK_PER_BYTE times the corpus instead.
 PLAN_IN_SCAN_BYTES = 200 << 20
 # The project's peak on disk while a scan writes it, per byte of (uncompressed) JSONL: 13.5 on
 # the 841k summaries (1.18 GB for 87.6 MB), rounded up.
@@ -66,13 +82,8 @@ KEY_BYTES = 125
 WARM_DOCS = 500  # the small scan that loads the kernels before the timed ones
 BATCH = 4096
 
-# The scan's peak resident memory (`scan CORPUS`, load included), fitted on this 2-core machine:
-# the 841k real summaries (1.72 GB, 1.82M pairs) and 1M short documents (2.02 GB, 2.24M pairs),
-# with 120 B a pair held while the pairs are written. (Main before issue 41's memory cap grew
-# faster at scale: 9.4 GB at 2.5M documents; the cap bounds what a capped scan holds.)
-MEMORY_BASE = 200_000_000
+# Without a sample scanned (a small corpus): the scan's peak per document (1M short documents).
 MEMORY_PER_DOCUMENT = 1_550
-MEMORY_PER_PAIR = 120
 # What the scan's temporary files hold: the kept band keys (4 B a band a distinct text) and the
 # pairs as they are streamed (24 B a pair).
 SPILL_PER_PAIR = 24
@@ -101,6 +112,15 @@ REFERENCE_RATES = {
 }
 
 
+# Where the peak falls, as the plan says it.
+PEAK_PHASES = {
+    "load": " while the load signs the texts",
+    "bands": " while the bands run",
+    "verify": " while a pass is verified",
+    "write": " while the pairs are written",
+}
+
+
 class DiskTooSmall(DedupError):
     """The disk cannot hold what the load and scan need; nothing was done."""
 
@@ -116,6 +136,7 @@ class CorpusPass:
     threshold: int = 1 << 32  # a text is sampled when its hash's low 32 bits are below this
     sample: list = field(default_factory=list)  # (hash, text) of the sampled documents
     sample_chars: int = 0
+    sample_lengths: np.ndarray | None = None  # (the sampled texts' normalised bytes, once asked)
 
     @property
     def fraction(self) -> float:
@@ -134,18 +155,26 @@ class Plan:
     method: str
     pairs: int
     memory: int
-    memory_model: int
+    memory_model: int  # the peak without a cap
+    memory_phase: str  # the phase of the peak: load, bands, verify or write
+    band_memory: int  # what the band phase holds whatever the cap
+    passes: int
+    spilling: bool
+    texts_wait: bool
+    signed_ahead: bool
     cap: int
     cap_chosen: bool
     project_bytes: int
     project_peak: int
     spill_bytes: int
+    spill_folder_bytes: int
     seconds: float
     load_seconds: float
     scan_seconds: float
     lean: bool
     warm: bool
     parts: dict = field(default_factory=dict)  # bytes of each part of the project
+    signatures_wait: bool = False
     scanned_sample: bool = True  # False: no sample scanned (a small corpus): pairs and time not estimated
 
     def lines(self) -> list[str]:
@@ -168,11 +197,22 @@ class Plan:
             else f"plan: ~{_round(self.pairs):,} near pairs >= the floor "
             f"({self.method}; {self.sample_pairs:,} in the sample)"
         )
-        memory = f"plan: peak memory ~{format_size(self.memory)}" + (
-            f" (the cap {format_size(self.cap)}; ~{format_size(self.memory_model)} without it)"
-            if self.memory_model > self.cap
-            else f" (cap {format_size(self.cap)})"
-        )
+        where = PEAK_PHASES.get(self.memory_phase, "")
+        memory = f"plan: peak memory ~{format_size(self.memory)}{where} (cap {format_size(self.cap)}"
+        if self.passes > 1:
+            memory += f"; candidates verified in ~{self.passes} passes"
+        elif self.spilling:
+            memory += "; candidates spilled"
+        if self.signatures_wait:
+            memory += "; signatures and texts wait on disk while the candidates are found"
+        elif self.texts_wait:
+            memory += "; texts wait on disk while the candidates are found"
+        memory += ")"
+        if self.band_memory > self.cap:
+            memory += (
+                f"; over the cap: the bands hold ~{format_size(self.band_memory)} of signatures, sketches "
+                f"and texts whatever the cap"
+            )
         return [
             f"plan: {self.documents:,} documents, {self.distinct:,} distinct texts "
             f"({format_size(self.corpus_bytes)}; {sampled})",
@@ -180,6 +220,7 @@ class Plan:
             memory,
             f"plan: disk ~{format_size(self.project_bytes)} for the project (~{format_size(self.project_peak)} "
             f"while the scan writes), ~{format_size(self.spill_bytes)} of temporary files"
+            + (f" (~{format_size(self.spill_folder_bytes)} of them spilled)" if self.spill_folder_bytes else "")
             + (" (lean: no band keys kept)" if self.lean else ""),
             f"plan: time ~{_duration(self.seconds)} (load ~{_duration(self.load_seconds)}, scan "
             f"~{_duration(self.scan_seconds)})"
@@ -246,24 +287,6 @@ def corpus_texts(
         yield path, (r.text for r in records)
 
 
-def _text_hashes(texts: list[str]) -> np.ndarray:
-    """A 64-bit hash of each normalised text (equal for exact copies, as the scan groups them)."""
-    from .text.exact import compiled_ready
-
-    blake = hashlib.blake2b
-    if compiled_ready() and sum(map(len, texts)) >= 1 << 16:
-        from .scanning.kernels.text import normalized_buffer
-
-        buf = normalized_buffer(texts)
-        data, bounds = memoryview(buf.data), buf.offsets.tolist()  # type: ignore[arg-type]
-        digests = b"".join(blake(data[s:e], digest_size=8).digest() for s, e in zip(bounds, bounds[1:]))
-    else:
-        from .text.normalize import normalize
-
-        digests = b"".join(blake(normalize(t).encode("utf-8", "surrogatepass"), digest_size=8).digest() for t in texts)
-    return np.frombuffer(digests, "<u8")
-
-
 def stream_corpus(
     paths: Sequence[str | Path],
     id_field: str | None = None,
@@ -277,24 +300,44 @@ def stream_corpus(
     hashes and the hash sample (see the module's docstring)."""
     control = control or Control()
     seen = CorpusPass()
-    sources: list[tuple[int, Iterator[str]]] = []
+    for size, batches in _text_batches(paths, id_field, text_field, project):
+        seen.corpus_bytes += size
+        for batch in batches:
+            _take(seen, batch, sample_docs, sample_chars)
+            control.check()
+            control.report("plan", seen.documents, 0)
+    return seen
+
+
+def _text_batches(paths, id_field, text_field, project) -> Iterator[tuple[int, Iterator[list[str]]]]:
+    """(bytes, its texts in batches) of each source: the project's stored documents, then each
+    corpus file (each shard of a folder or pattern)."""
+    from .readers import detect_format
+    from .readers.shards import expand
+
     if project is not None:
         stored = (row[0] for row in project.conn.execute("SELECT text FROM documents ORDER BY ord"))
-        sources.append((0, stored))
-    for path, texts in corpus_texts(paths, id_field, text_field):
-        sources.append((_size(path), texts))
-    for size, texts in sources:
-        seen.corpus_bytes += size
-        batch: list[str] = []
-        for text in texts:
-            batch.append(text)
-            if len(batch) >= BATCH:
-                _take(seen, batch, sample_docs, sample_chars)
-                batch = []
-                control.check()
-                control.report("plan", seen.documents, 0)
-        _take(seen, batch, sample_docs, sample_chars)
-    return seen
+        yield 0, _batched(stored)
+    for given in paths:
+        files = expand(Path(given)) or [Path(given)]
+        for path in files:
+            fmt = detect_format(path) if path.exists() else ""
+            if fmt in ("jsonl", "jsonl-or-text"):
+                yield _size(path), jsonl_text_blocks(path, text_field)
+            else:
+                for _, texts in corpus_texts([path], id_field, text_field):
+                    yield _size(path), _batched(texts)
+
+
+def _batched(texts: Iterator[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _size(path: Path) -> int:
@@ -306,7 +349,7 @@ def _size(path: Path) -> int:
 def _take(seen: CorpusPass, batch: list[str], sample_docs: int, sample_chars: int) -> None:
     if not batch:
         return
-    hashes = _text_hashes(batch)
+    hashes = text_hashes(batch)
     seen.hashes.append(hashes)
     seen.documents += len(batch)
     seen.chars += sum(map(len, batch))
@@ -477,6 +520,58 @@ def _slower(seen: CorpusPass, run: SampleRun, method: str, lean: bool) -> float:
     return measured / reference if reference > 0 and measured > 0 else 1.0
 
 
+def _sample_lengths(seen: CorpusPass) -> np.ndarray:
+    """The sampled texts' normalised UTF-8 lengths."""
+    from .text.normalize import normalize
+
+    if seen.sample_lengths is None or len(seen.sample_lengths) != len(seen.sample):
+        seen.sample_lengths = np.array(
+            [len(normalize(t).encode("utf-8", "surrogatepass")) for _, t in seen.sample], np.int64
+        )
+    return seen.sample_lengths
+
+
+def _text_bytes(seen: CorpusPass, distinct: int) -> float:
+    """The distinct texts' normalised UTF-8 bytes (the sample's bytes a character)."""
+    per_char = float(_sample_lengths(seen).sum()) / seen.sample_chars if seen.sample_chars else 1.0
+    return seen.chars * per_char * distinct / max(seen.documents, 1)
+
+
+def _reaching_verification(run, pair_scale: float) -> float:
+    """The corpus's candidates that pass the bands' filters, from the sample's."""
+    if run is None:
+        return 0.0
+    r = run.result
+    return max(int(r.candidates) - int(r.prefiltered), 0) * pair_scale
+
+
+def _memory(
+    seen: CorpusPass, distinct: int, method: str, run, pairs: float, cap: int, warm: bool, lean: bool = False
+) -> MemoryModel:
+    from .scanning.sketch import SKETCH_MIN_BYTES
+
+    if method != "lsh" or run is None:  # (a small corpus: compared pair by pair)
+        peak = PROCESS_BYTES + MEMORY_PER_DOCUMENT * seen.documents + PAIR_BYTES_IN_MEMORY * pairs
+        return MemoryModel({"compare": peak}, 1, False, False, False, 0)
+    lengths = _sample_lengths(seen)
+    sketched = float((lengths >= SKETCH_MIN_BYTES).mean()) * distinct if len(lengths) else 0.0
+    pair_scale = 1.0 / (seen.fraction * seen.fraction)
+    return memory_model(
+        seen.documents,
+        distinct,
+        _text_bytes(seen, distinct),
+        sketched,
+        _reaching_verification(run, pair_scale),
+        pairs,
+        cap,
+        int(run.num_perm),
+        int(run.result.bands),
+        seen.corpus_bytes,
+        warm=warm,
+        lean=lean,
+    )
+
+
 def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap, warm: bool) -> Plan:
     f = seen.fraction
     avg_len = seen.chars / max(seen.documents, 1)
@@ -514,7 +609,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
     touched = estimated.get("documents", 0.0) if seen.documents > distinct else 0.0
     peak = project + pair_bytes + keys + touched  # the scan's write-ahead log holds these until it ends
     bands = int(run.result.bands) if run is not None else 0
-    spill = (0 if lean else 4 * bands * distinct) + SPILL_PER_PAIR * pairs  # (the kept keys wait in a file)
+    candidates = _reaching_verification(run, pair_scale)
     # time: the reference rates for the corpus's work, times how much slower than the reference
     # this machine ran the sample's load and its per-document stages
     scan_s = load_total = 0.0
@@ -536,10 +631,23 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         else:
             load_total = full["load"] * slower
             scan_s = sum(v for k, v in full.items() if k != "load") * slower
-    # memory
-    model = MEMORY_BASE + MEMORY_PER_DOCUMENT * seen.documents + MEMORY_PER_PAIR * pairs
     cap_chosen = cap is not None
     cap = cap if cap is not None else default_cap()
+    model = _memory(seen, distinct, method, run, pairs, cap, warm, lean)
+    uncapped = _memory(seen, distinct, method, run, pairs, 1 << 62, warm, lean)
+    # the spill: the band keys kept (a temporary file) and, when the candidates do not fit, the
+    # spill folder at its fullest: the candidates, twice while they are split into passes (the
+    # texts, when they wait on disk, leave it before), then each pass's pairs
+    keys_file = 0 if lean or method != "lsh" else 4 * bands * distinct
+    spill_folder = max(16 * candidates, 8 * candidates + SPILL_PER_PAIR * pairs) if model.spilling else 0
+    if model.texts_wait:
+        waiting = _text_bytes(seen, distinct)
+        if model.signatures_wait:  # with the signatures, and the band keys until each band reads its own
+            waiting += distinct * (
+                SIGNATURE_BYTES_PER_PERM * (int(run.num_perm) if run is not None else 128) + 8 * bands
+            )
+        spill_folder = max(spill_folder, waiting + 8 * candidates)
+    spill = keys_file + spill_folder
     return Plan(
         documents=seen.documents,
         distinct=distinct,
@@ -550,13 +658,21 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
         sample_pairs=sample_pairs,
         method=method,
         pairs=int(pairs),
-        memory=int(min(model, cap)),
-        memory_model=int(model),
+        memory=model.peak,
+        memory_model=uncapped.peak,
+        memory_phase=model.peak_phase,
+        band_memory=model.band_phase,
+        passes=model.passes,
+        spilling=model.spilling,
+        texts_wait=model.texts_wait,
+        signatures_wait=model.signatures_wait,
+        signed_ahead=model.signed_ahead,
         cap=int(cap),
         cap_chosen=cap_chosen,
         project_bytes=int(project),
         project_peak=int(peak),
         spill_bytes=int(spill),
+        spill_folder_bytes=int(spill_folder),
         seconds=load_total + scan_s,
         load_seconds=load_total,
         scan_seconds=scan_s,

@@ -3,6 +3,8 @@ too small is refused before anything is loaded (by plan, and by scan's plan)."""
 
 from __future__ import annotations
 
+import json
+import random
 import shutil
 from collections import namedtuple
 from pathlib import Path
@@ -11,8 +13,10 @@ import pytest
 
 from dedup_tui.engine import plan as planning
 from dedup_tui.engine.ingest import load_corpus
+from dedup_tui.engine.readers import text_blocks
 from dedup_tui.engine.scanning import local
 from dedup_tui.engine.store import Project
+from dedup_tui.engine.text.batch import text_hashes
 
 from ..conftest import cli, ok, write_jsonl
 from .test_incremental import LSH, families
@@ -84,3 +88,90 @@ def test_scan_refuses_a_small_disk_before_loading_anything(corpus, tmp_path, mon
     r = cli("scan", tmp_path / "new.db", corpus, "--method", "lsh")
     assert r.exit_code == 1 and not (tmp_path / "new.db").exists()
     assert ok("scan", tmp_path / "new.db", corpus, "--no-plan").exit_code == 0  # (skipped: no check)
+
+
+def test_the_fast_reading_of_json_lines_gives_the_loaders_texts(tmp_path, monkeypatch):
+    """Texts found by one regular expression a block equal the loaders' reading of every line:
+    escapes, non-ASCII, the text field not last, blank lines, and lines the expression would
+    misread (a text that is not a string, a "text" key inside another value), across blocks."""
+    lines = []
+    for i in range(3000):
+        text = [f"plain words {i}", f'a "quoted" word\nand a newline {i}', f"Ünïcode ☃ {i}"][i % 3]
+        record = {"text": text, "id": str(i)} if i % 2 else {"id": str(i), "text": text}
+        lines.append(json.dumps(record, ensure_ascii=i % 5 == 0))
+    lines[100] = ""
+    lines[700] = json.dumps({"id": "n", "text": 12})
+    lines[1500] = json.dumps({"id": "x", "meta": {"text": "inner"}, "text": "outer"})
+    lines[2000] = "   "
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(text_blocks, "BLOCK_BYTES", 4096)  # many blocks, lines cut between them
+    fast = [t for block in planning.jsonl_text_blocks(path) for t in block]
+    _, texts = next(planning.corpus_texts([path]))
+    assert fast == list(texts)
+
+
+def test_texts_are_normalised_as_the_scan_normalises_them():
+    """numpy's normalisation of ASCII texts is text.normalize's: equal texts once normalised hash
+    equal, whichever way they went (ASCII by numpy, others by Python), and differing ones do not."""
+    from dedup_tui.engine.text.normalize import normalize
+
+    rng = random.Random(5)
+    alphabet = "aB \t\n\x0b\x1c\x1fZz.é"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))) for _ in range(5000)]
+    texts += ["", " ", "\t", "  a  b  ", "A B", "é", "É "]
+    hashes = text_hashes(texts).tolist()
+    by_text: dict[str, set] = {}
+    for text, h in zip(texts, hashes):
+        by_text.setdefault(normalize(text), set()).add(h)
+    assert all(len(h) == 1 for h in by_text.values())
+    assert len(set(hashes)) == len(by_text)
+
+
+MODEL = dict(
+    documents=2_000_000,
+    distinct=1_900_000,
+    text_bytes=150e6,
+    sketched=50_000,
+    candidates=120e6,
+    pairs=15e6,
+    num_perm=128,
+    bands=39,
+    corpus_bytes=200 << 20,
+    workers=2,
+)
+
+
+def test_the_memory_model_keeps_the_cap_with_more_passes_as_it_falls():
+    """Candidates and pairs take what the cap leaves: verification and the write stay under it,
+    in more passes as it falls, and a cap that holds the band phase holds the peak. Under a cap
+    below the band phase the texts wait on disk, and when that is not enough the signatures do
+    too: the band phase then fits the cap, as the scan's does (candidates._what_spills)."""
+    roomy = planning.memory_model(cap=64 << 30, **MODEL)
+    band = roomy.band_phase
+    assert roomy.peak <= band + (4 << 30) and not roomy.texts_wait
+    passes, waits = [], []
+    for cap in (band + (4 << 30), band, band * 5 // 6, band * 2 // 3):
+        model = planning.memory_model(cap=cap, **MODEL)
+        assert model.phases["verify"] <= cap and model.phases["write"] <= cap, (model.phases, cap)
+        if cap >= band:
+            assert model.peak == max(model.phases.values()) <= cap or model.peak_phase == "load"
+        else:
+            assert model.texts_wait and model.band_phase < band
+            assert model.band_phase <= cap if model.signatures_wait else cap < model.band_phase
+        passes.append(model.passes)
+        waits.append(model.signatures_wait)
+    assert passes == sorted(passes) and passes[-1] > passes[0]
+    assert waits == [False, False, False, True]  # (only the lowest cap is below what the texts free)
+
+
+def test_the_memory_model_grows_with_what_the_bands_hold_a_text():
+    """Every named cost a text counts: doubling the permutations (the signature) or the bands
+    (their tags) raises the band phase; a load that signs ahead is a phase of its own only when
+    the corpus fits the cap (ahead.AHEAD_BYTES_PER_CORPUS_BYTE)."""
+    base = planning.memory_model(cap=64 << 30, **MODEL)
+    assert planning.memory_model(cap=64 << 30, **{**MODEL, "num_perm": 256}).band_phase > base.band_phase
+    assert planning.memory_model(cap=64 << 30, **{**MODEL, "bands": 78}).band_phase > base.band_phase
+    assert base.signed_ahead and "load" in base.phases
+    unsigned = planning.memory_model(cap=MODEL["corpus_bytes"] * 2, **MODEL)
+    assert not unsigned.signed_ahead and "load" not in unsigned.phases

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..progress import Control
+from .memory import release_free_memory
 from .minhash import MinHasher
 from .sketch import SKETCH_BINS
 
@@ -39,6 +40,9 @@ MIN_CORPUS_BYTES = 4 << 20
 # scan's memory cap: a corpus whose files times this would not fit the cap is not signed
 # ahead (its texts and signatures: ~1 B a byte + 512 B a text, ~2.2x a corpus of 450 B texts).
 AHEAD_BYTES_PER_CORPUS_BYTE = 3
+# While the scan takes the signatures, the signing jobs' memory is given back to the system each
+# time this much of it was freed.
+TRIM_BYTES = 256 << 20
 
 
 @dataclass
@@ -157,7 +161,7 @@ class SignedAhead:
         control.report("signatures", 0, len(ords))
         signatures = np.empty((len(ords), self.num_perm), np.uint32)
         texts, sketches = [], []
-        row, done = 0, 0
+        row, done, freed = 0, 0, 0
         jobs: list[tuple[int, int, Future | None]] = list(self._jobs)
         self._jobs = []
         try:
@@ -173,6 +177,7 @@ class SignedAhead:
                     self.discard()
                     return None
                 jobs[i] = (first, count, None)  # (its arrays are freed once copied)
+                freed += job_signatures.nbytes + job_sketches.nbytes
                 lo, hi = np.searchsorted(ords, [first, first + count])
                 if hi > lo:
                     wanted = ords[lo:hi] - first  # rows of this job (all of them unless it has exact copies)
@@ -183,6 +188,11 @@ class SignedAhead:
                     row += hi - lo
                 done += count
                 control.report("signatures", min(done, len(ords)), len(ords))
+                # The jobs' arrays are in the signing thread's heap: given back as they go, else
+                # all of them are held beside their copy until the next trim (2.1 GB at 4.2M).
+                if freed >= TRIM_BYTES:
+                    release_free_memory()
+                    freed = 0
         except BaseException:
             for _, _, future in jobs:
                 if future is not None:

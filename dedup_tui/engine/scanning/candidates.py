@@ -24,6 +24,7 @@ from . import lsh
 from .memory import release_free_memory
 from .minhash import MinHasher
 from .passes import (
+    BAND_THREAD_BYTES_PER_TEXT,
     BYTES_PER_CANDIDATE,
     MAX_PASS_CANDIDATES,
     MIN_PASS_CANDIDATES,
@@ -254,14 +255,16 @@ def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, worke
     """(whether the texts go to the spill folder while the candidates are found, whether the
     signatures do, the bytes the band phase holds whatever spills) under `cap` (0: none). The
     band phase holds what the process holds now, the band tags, nibbles, text offsets and the
-    band threads' work (~24 B a document each), plus the texts (about a byte a character),
+    band threads' work (BAND_THREAD_BYTES_PER_TEXT each), plus the texts (about a byte a character),
     signatures and sketches. When all of it does not fit, the texts wait in the folder (read
     back for verification, once the signatures and sketches are gone); when it does not fit
     without the texts either, the signatures go there too and no sketches are made (Signed,
     SignedSpill)."""
     n = len(reps)
     rep_lengths = lengths[reps]
-    held = resident_bytes() + n * (banding.bands * 2 + settings.num_perm // 2 + workers * 24 + 8)
+    held = resident_bytes() + n * (
+        banding.bands * 2 + settings.num_perm // 2 + workers * BAND_THREAD_BYTES_PER_TEXT + 8
+    )
     if cap <= 0:
         return False, False, held
     signed = n * settings.num_perm * 4 + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
@@ -286,7 +289,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
     now that verification reads back (spilled texts)."""
     n = len(signed.signatures)
     now = resident_bytes()
-    fixed = now + threads.workers * (n * 42 + BAND_BUFFER * 24)
+    fixed = now + threads.workers * (n * BAND_THREAD_BYTES_PER_TEXT + BAND_BUFFER * 24)
     if cap <= 0:
         return 1 << 62, 1 << 62, fixed
     freed_after_bands = signed.resident_nbytes
@@ -329,6 +332,9 @@ class Signed:
             if given is not None:
                 self.signatures, self.text, self.sketches = given.signatures, given.text, given.sketches
                 self.sketch_of = sketch_rows_of(np.diff(self.text.offsets))
+                # The signing jobs' arrays, freed as they were copied, are in the signing thread's
+                # heap: held through the bands (2.1 GB at 4.2M short documents) unless trimmed.
+                release_free_memory()
                 return
         control.report("signatures", 0, len(reps))  # (a first run waits here for the warm-up's kernels: warmup.py)
         hasher = MinHasher(settings.num_perm, settings.seed)

@@ -7,7 +7,7 @@ The memory model (n distinct documents, C candidates surviving the band prefilte
 - fixed, unless they spill (below): the signatures (4 B x num_perm: 512 B at 128), their packed nibbles
   (num_perm / 2 B), band tags (2 B x bands), sketches (SKETCH_BINS B per text of at least
   SKETCH_MIN_BYTES), the normalised texts (+ 8 B), exact groups (24 B), and per band thread one
-  band's keys and order (~42 B x n): ~1.2 KB per distinct short text with the process itself
+  band's keys and order (BAND_THREAD_BYTES_PER_TEXT x n): ~1.2 KB per distinct short text with the process itself
   (1.0 GB at 1M short documents, 832k distinct; ScanResult.fixed_bytes);
 - a candidate: 8 B from its band until verification starts, then ~72 B while its pass is
   verified (the merged keys, both indices in component order, labels, its score), counted as
@@ -63,6 +63,10 @@ MIN_PASS_CANDIDATES = 1 << 20
 # candidates) peaked at 3.70 GB in passes of 16.7M, 2.34 GB in passes of 8.4M; the 841k
 # summaries (11.2M) now take 2 passes.
 MAX_PASS_CANDIDATES = 1 << 23
+# What one band thread holds a distinct text while it works on a band (its band's keys, sorted
+# in place, and the order they give; measured 24 B at 1M short documents), used by the cap's
+# limits (candidates.py) and by the plan's memory model (plan.py).
+BAND_THREAD_BYTES_PER_TEXT = 24
 # Candidates are split into passes, and pairs written, this many at a time.
 SPILL_BLOCK = 1 << 22
 

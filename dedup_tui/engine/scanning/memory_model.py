@@ -1,0 +1,158 @@
+"""The scan's memory model, for the plan: its peak resident memory (`scan CORPUS`, load
+included) phase by phase, under a cap, from named costs per document, per distinct text, per
+candidate and per pair; each mirrors a decision the scan makes itself (candidates.py, passes.py,
+ahead.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# The memory model: the scan's peak resident memory (`scan CORPUS`, load included) is the
+# largest of its phases' (memory_phases), each a sum of named costs per document, per distinct
+# text, per candidate and per pair. What the band phase holds a text is fixed whatever the cap
+# (the cap moves candidates and pairs to disk, not signatures); a change to what it holds (the
+# signatures, sketches, tags, nibbles) is a change to the constants below.
+# The process whatever the corpus: the interpreter, numpy, SQLite, the loaded kernels.
+PROCESS_BYTES = 300 << 20
+# From the exact groups on, per document: exact_of, lengths, the representatives and their
+# exact hash prefixes (local.py).
+EXACT_BYTES_PER_DOCUMENT = 32
+# The band phase, per distinct text (candidates.Signed, _BandCandidates): its signature (uint32
+# a permutation), packed nibbles (4 bits a permutation), band tags (uint16 a band), its index,
+# and its normalised text's offset (the texts themselves: a byte a byte, unless they wait on disk).
+SIGNATURE_BYTES_PER_PERM = 4
+NIBBLE_BYTES_PER_PERM = 0.5
+TAG_BYTES_PER_BAND = 2
+INDEX_BYTES_PER_TEXT = 8
+TEXT_OFFSET_BYTES = 8
+# Verification, per distinct text beside its text (the merged candidates' index into it).
+VERIFY_BYTES_PER_TEXT = 16
+# A verified pair held in memory until it is written (one pass, nothing spilled: sorted copies,
+# the spanning forest); in passes, an edge of the spanning forest kept across them.
+PAIR_BYTES_IN_MEMORY = 80
+FOREST_BYTES_PER_EDGE = 32
+# Signing ahead (ahead.py): the load holds every document's signature and normalised text; the
+# scan then copies its distinct texts' out of them, job by job, the jobs' memory freed as it
+# goes, so at most this share of the copy is held beside them.
+AHEAD_TAKE_OVERLAP = 0.25
+# ... and what that leaves in the heap through the bands, a distinct text (the signing thread's
+# partly used pages): measured 116 B at 2.5M short documents, 95 B at 4.2M (bands 2.39 and 3.75
+# GB, against 2.13 and 3.39 without it).
+AHEAD_LEFT_PER_TEXT = 100
+
+
+@dataclass
+class MemoryModel:
+    """The scan's resident memory in each phase (bytes), by the model above, and how it runs."""
+
+    phases: dict
+    passes: int
+    spilling: bool  # candidates go to the spill folder (verified in passes)
+    texts_wait: bool  # the texts wait on disk while the candidates are found
+    signed_ahead: bool  # the load signs the texts as it goes (ahead.py)
+    candidates: int  # candidates that reach verification
+    signatures_wait: bool = False  # the signatures (and band keys) wait on disk while the bands run
+
+    @property
+    def peak(self) -> int:
+        return int(max(self.phases.values()))
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=lambda name: self.phases[name])
+
+    @property
+    def band_phase(self) -> int:
+        """What the band phase holds whatever the cap (the cap cannot lower it)."""
+        return int(self.phases.get("bands", 0))
+
+
+def memory_model(
+    documents: int,
+    distinct: int,
+    text_bytes: float,
+    sketched: float,
+    candidates: float,
+    pairs: float,
+    cap: int,
+    num_perm: int,
+    bands: int,
+    corpus_bytes: int = 0,
+    workers: int = 0,
+    warm: bool = True,
+    lean: bool = False,
+) -> MemoryModel:
+    """The scan's memory phase by phase: `text_bytes` (normalised UTF-8) and `sketched` (texts
+    of at least SKETCH_MIN_BYTES) of the `distinct` texts, `candidates` that reach verification,
+    `pairs` found, under `cap` (`lean`: no band keys kept). Mirrors the scan's own decisions:
+    whether the load signs ahead (ahead.SignedAhead.for_corpus), whether the texts wait on disk
+    and whether the signatures do too (candidates._what_spills), the candidates held and per pass
+    (_candidate_limits)."""
+    from .ahead import AHEAD_BYTES_PER_CORPUS_BYTE
+    from .candidates import MIN_MAPPED
+    from .passes import (
+        BAND_THREAD_BYTES_PER_TEXT,
+        BYTES_PER_CANDIDATE,
+        MAX_PASS_CANDIDATES,
+        MIN_PASS_CANDIDATES,
+        SPILL_BLOCK,
+        VERIFY_JOB_BYTES,
+    )
+    from .sketch import SKETCH_BINS
+
+    workers = workers or os.cpu_count() or 1
+    n, candidates, pairs = distinct, max(candidates, 0.0), max(pairs, 0.0)
+    signature = SIGNATURE_BYTES_PER_PERM * num_perm
+    base = PROCESS_BYTES + EXACT_BYTES_PER_DOCUMENT * documents
+    threads = workers * BAND_THREAD_BYTES_PER_TEXT * n
+    signed = (
+        n * (signature + NIBBLE_BYTES_PER_PERM * num_perm + TAG_BYTES_PER_BAND * bands + INDEX_BYTES_PER_TEXT)
+        + sketched * SKETCH_BINS
+    )
+    texts = text_bytes + TEXT_OFFSET_BYTES * n
+    texts_wait = base + signed + threads + texts > cap
+    fixed = base + signed + threads + (0 if texts_wait else texts)
+    freed_after_bands = n * signature + sketched * SKETCH_BINS
+    # (candidates._what_spills) when the signatures and sketches do not fit beside the rest
+    # either, they go to the spill folder as they are made, no sketches are made, and the bands
+    # keep at most a budget of the signatures' pages mapped (candidates._mapped_budget)
+    held = fixed - n * signature - sketched * SKETCH_BINS
+    signatures_wait = texts_wait and fixed > cap
+    if signatures_wait:
+        mapped = min(max((cap - held) // 2 - 8 * n, MIN_MAPPED), n * signature)
+        fixed, freed_after_bands = held + mapped, mapped
+    verify_work = workers * 2 * VERIFY_JOB_BYTES
+    before_verify = fixed - threads - freed_after_bands + (texts if texts_wait else 0)
+    pass_limit = (cap - before_verify - VERIFY_BYTES_PER_TEXT * n - verify_work) // BYTES_PER_CANDIDATE
+    pass_limit = min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    hold_limit = min(max(min(pass_limit, (cap - fixed) // 8), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    spilling = candidates > hold_limit
+    passes = max(1, -int(-candidates // pass_limit)) if spilling else 1
+    kept = 0  # (the short band keys kept for incremental scans wait in a file)
+    phases = {
+        "bands": fixed + 8 * (n if spilling else candidates),  # (per text a count, or the candidates)
+        "verify": base
+        + kept
+        + texts
+        + VERIFY_BYTES_PER_TEXT * n
+        + BYTES_PER_CANDIDATE * min(candidates, pass_limit)
+        + verify_work
+        + (FOREST_BYTES_PER_EDGE * min(pairs, n) if spilling else 0),
+        "write": base + kept + (3 * 8 * SPILL_BLOCK if spilling else PAIR_BYTES_IN_MEMORY * pairs),
+    }
+    signed_ahead = warm and 0 < corpus_bytes * AHEAD_BYTES_PER_CORPUS_BYTE <= cap
+    if signed_ahead:  # every document's signature and text from the load on, then the scan's copy
+        phases["bands"] += AHEAD_LEFT_PER_TEXT * n
+        every_text = text_bytes * documents / max(n, 1)
+        phases["load"] = (
+            base
+            + documents * signature
+            + sketched * documents / max(n, 1) * SKETCH_BINS
+            + every_text
+            + AHEAD_TAKE_OVERLAP * (n * signature + text_bytes)
+        )
+    phases = {name: int(size) for name, size in phases.items()}
+    return MemoryModel(
+        phases, int(passes), bool(spilling), bool(texts_wait), bool(signed_ahead), int(candidates), signatures_wait
+    )
