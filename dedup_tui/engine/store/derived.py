@@ -23,6 +23,7 @@ PAIR_ARRAY_CHUNK = 4_000_000
 
 PAIR_ARRAYS_LAYOUT = "pair_arrays_layout"  # meta: how pair_arrays is packed (absent: int64 ords, float64 similarities)
 NARROW_LAYOUT = "i4,codes"  # int32 ords; similarities as uint16 codes into the chunk's distinct values
+CODES_SAMPLE = 200_000  # similarities looked at first to decide whether a chunk's fit uint16 codes
 
 
 def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> None:
@@ -78,6 +79,11 @@ def _packed_similarities(j: np.ndarray, narrow: bool) -> bytes:
     j = j.astype("<f8", copy=False)
     if not narrow:
         return j.tobytes()
+    # A spread-out sample with more distinct values than codes can name settles it without
+    # the sort of every value with its inverse (0.25 s of CPU for the manual pages' 1.6M pairs,
+    # 414k distinct similarities).
+    if len(np.unique(j[:: max(1, len(j) // CODES_SAMPLE)])) > 2**16:
+        return np.zeros(1, "<u8").tobytes() + j.tobytes()
     values, codes = np.unique(j, return_inverse=True)
     if 0 < len(values) <= 2**16:
         return np.array([len(values)], "<u8").tobytes() + values.tobytes() + codes.astype("<u2").tobytes()
