@@ -45,19 +45,22 @@ def test_cli_scan_lean_says_the_next_scan_is_full(tmp_path):
 
 def test_packed_pairs_round_trip_exactly(tmp_path):
     """Narrow packed pairs (32-bit ords, similarities as codes into their distinct values) read
-    back bit for bit, also past 65,536 distinct similarities (stored as they are then), also when
-    the sample that decides first (derived.CODES_SAMPLE) has few of them."""
-    from dedup_tui.engine.store.derived import write_pair_arrays
+    back bit for bit, also past 65,536 distinct similarities (stored as they are then): far past
+    it, where a hash of their bits decides at once, and just past it, where the hashes collide
+    too often to decide (derived._surely_more_distinct_than)."""
+    from dedup_tui.engine.store.derived import _surely_more_distinct_than, write_pair_arrays
     from dedup_tui.engine.store.scans import read_pair_arrays
 
     rng = np.random.default_rng(3)
     with Project(tmp_path / "p.db", create=True) as project:
-        for shape, n in (("few", 90_000), ("all differ", 90_000), ("few in the sample", 400_000)):
+        for distinct in (40, 90_000, 66_000):
+            n = 90_000
             a = np.sort(rng.integers(0, 50_000, n))
             b = a + 1 + rng.integers(0, 10_000, n)
-            j = rng.choice(rng.random(40), n) if shape == "few" else rng.random(n)
-            if shape == "few in the sample":  # (every other one here) 40 values; the rest all differ
-                j[::2] = rng.choice(rng.random(40), len(j[::2]))
+            pool = rng.random(distinct)
+            j = rng.permutation(np.r_[pool, rng.choice(pool, n - distinct)])
+            assert len(np.unique(j)) == distinct
+            assert _surely_more_distinct_than(j, 2**16) == (distinct == 90_000)
             write_pair_arrays(project.conn, a, b, j, np.arange(10))
             got = read_pair_arrays(project)
             assert got is not None
