@@ -91,3 +91,20 @@ def test_records_are_stored_without_their_text_and_export_whole(tmp_path):
         assert [r[4] for r in project.records()] == [line.encode() for line in lines]
     ok("export", db, "--threshold", "0.99", "--out", tmp_path / "out.jsonl")
     assert (tmp_path / "out.jsonl").read_bytes() == corpus.read_bytes()
+
+
+def test_a_long_texts_json_string_is_what_json_dumps_writes():
+    """records._token escapes a long text by byte replacements (the five escapes json.dumps
+    writes as \\\\, \\", \\n, \\r, \\t), and any other control character by json's own encoder."""
+    import json
+    import random
+
+    from dedup_tui.engine.store.records import _SHORT, _token
+
+    rng = random.Random(5)
+    plain = [chr(c) for c in range(0x20, 0x30)] + ["\t", "\n", "\r", "é", "\u2028", "\ud800", "\U0001f600", "\x7f", "a"]
+    for other in ["", *map(chr, range(0x20))]:  # (one control character of any kind, or none)
+        chars = rng.choices(plain, k=_SHORT + rng.randrange(50))
+        chars.insert(rng.randrange(len(chars)), other)
+        text = "".join(chars)
+        assert _token(text) == json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
