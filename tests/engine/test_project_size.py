@@ -45,17 +45,22 @@ def test_cli_scan_lean_says_the_next_scan_is_full(tmp_path):
 
 def test_packed_pairs_round_trip_exactly(tmp_path):
     """Narrow packed pairs (32-bit ords, similarities as codes into their distinct values) read
-    back bit for bit, also past 65,536 distinct similarities (stored as they are then)."""
-    from dedup_tui.engine.store.derived import write_pair_arrays
+    back bit for bit, also past 65,536 distinct similarities (stored as they are then): far past
+    it, where a hash of their bits decides at once, and just past it, where the hashes collide
+    too often to decide (derived._surely_more_distinct_than)."""
+    from dedup_tui.engine.store.derived import _surely_more_distinct_than, write_pair_arrays
     from dedup_tui.engine.store.scans import read_pair_arrays
 
     rng = np.random.default_rng(3)
     with Project(tmp_path / "p.db", create=True) as project:
-        for distinct in (40, 70_000):
+        for distinct in (40, 90_000, 66_000):
             n = 90_000
             a = np.sort(rng.integers(0, 50_000, n))
             b = a + 1 + rng.integers(0, 10_000, n)
-            j = rng.choice(rng.random(distinct), n) if distinct < n else rng.random(n)
+            pool = rng.random(distinct)
+            j = rng.permutation(np.r_[pool, rng.choice(pool, n - distinct)])
+            assert len(np.unique(j)) == distinct
+            assert _surely_more_distinct_than(j, 2**16) == (distinct == 90_000)
             write_pair_arrays(project.conn, a, b, j, np.arange(10))
             got = read_pair_arrays(project)
             assert got is not None
@@ -90,3 +95,20 @@ def test_records_are_stored_without_their_text_and_export_whole(tmp_path):
         assert [r[4] for r in project.records()] == [line.encode() for line in lines]
     ok("export", db, "--threshold", "0.99", "--out", tmp_path / "out.jsonl")
     assert (tmp_path / "out.jsonl").read_bytes() == corpus.read_bytes()
+
+
+def test_a_long_texts_json_string_is_what_json_dumps_writes():
+    """records._token escapes a long text by byte replacements (the five escapes json.dumps
+    writes as \\\\, \\", \\n, \\r, \\t), and any other control character by json's own encoder."""
+    import json
+    import random
+
+    from dedup_tui.engine.store.records import _SHORT, _token
+
+    rng = random.Random(5)
+    plain = [chr(c) for c in range(0x20, 0x30)] + ["\t", "\n", "\r", "é", "\u2028", "\ud800", "\U0001f600", "\x7f", "a"]
+    for other in ["", *map(chr, range(0x20))]:  # (one control character of any kind, or none)
+        chars = rng.choices(plain, k=_SHORT + rng.randrange(50))
+        chars.insert(rng.randrange(len(chars)), other)
+        text = "".join(chars)
+        assert _token(text) == json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")

@@ -108,10 +108,29 @@ def _packed_similarities(j: np.ndarray, narrow: bool) -> bytes:
     j = j.astype("<f8", copy=False)
     if not narrow:
         return j.tobytes()
+    if _surely_more_distinct_than(j, 2**16):
+        return np.zeros(1, "<u8").tobytes() + j.tobytes()
     values, codes = np.unique(j, return_inverse=True)
     if 0 < len(values) <= 2**16:
         return np.array([len(values)], "<u8").tobytes() + values.tobytes() + codes.astype("<u2").tobytes()
     return np.zeros(1, "<u8").tobytes() + j.tobytes()
+
+
+def _surely_more_distinct_than(values: np.ndarray, limit: int) -> bool:
+    """Whether `values` (float64) hold more than `limit` distinct values, by a hash of their bits
+    into HASH_BITS bits: equal values hash alike, so more distinct hashes prove it (False may be
+    either). This spares the sort of every value with its inverse where the similarities are
+    too many to code: the manual pages' 1,624,633 pairs have 413,965 distinct ones (0.23 s of
+    CPU in np.unique, against 0.02 s here), the 64k families' 1,008,727 have 83,433."""
+    seen = np.zeros(1 << HASH_BITS, np.bool_)
+    hashes = (values + 0.0).view(np.uint64)  # (+ 0.0: -0.0 becomes 0.0, the value it equals)
+    hashes *= np.uint64(0x9E3779B97F4A7C15)  # (Fibonacci hashing)
+    hashes >>= np.uint64(64 - HASH_BITS)
+    seen[hashes] = True
+    return int(np.count_nonzero(seen)) > limit
+
+
+HASH_BITS = 22
 
 
 def unpack_pair_chunk(layout: str | None, a: bytes, b: bytes, j: bytes):
