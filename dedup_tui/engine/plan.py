@@ -643,9 +643,7 @@ def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap
     if model.texts_wait:
         waiting = _text_bytes(seen, distinct)
         if model.signatures_wait:  # with the signatures, and the band keys until each band reads its own
-            waiting += distinct * (
-                SIGNATURE_BYTES_PER_PERM * (int(run.num_perm) if run is not None else 128) + 8 * bands
-            )
+            waiting += distinct * (SIGNATURE_BYTES_PER_PERM * int(run.num_perm) + 8 * bands)  # (a run: a model)
         spill_folder = max(spill_folder, waiting + 8 * candidates)
     spill = keys_file + spill_folder
     return Plan(
