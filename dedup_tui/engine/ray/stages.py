@@ -372,8 +372,7 @@ def verify_group(
                 survivors.add(c)
             del candidates
             for parts in survivors.passes():
-                keys = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, np.int64)
-                parts.clear()
+                keys = CandidatePasses.taken(parts)
                 a, b, j, pass_compared, pass_distinct, pass_received = _verify_pass(
                     keys, n_reps, k, floor, pieces_info, texts, text_refs, pool
                 )

@@ -539,8 +539,7 @@ def _added_pairs(
     for parts in survivors.passes():
         control.check()
         t0 = time.perf_counter()
-        keys = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, np.int64)
-        parts.clear()
+        keys = CandidatePasses.taken(parts)
         pa, pb = keys // n_docs, keys % n_docs
         del keys
         in_pass = np.zeros(n_docs, np.bool_)  # (a mask over the ords: no sort of the candidates)

@@ -337,6 +337,14 @@ class CandidatePasses:
             self.lo_counts += np.bincount(keys // self.n, minlength=self.n)
             self.folder.append("candidates", keys.astype("<i8", copy=False))
 
+    @staticmethod
+    def taken(parts: list[np.ndarray]) -> np.ndarray:
+        """A pass's candidates (as passes() yields them) as one array, the list emptied (no copy
+        of a single array)."""
+        keys = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.empty(0, np.int64)
+        parts.clear()
+        return keys
+
     def passes(self):
         """Yield each pass's candidates (a list of arrays, handed over) in lo order."""
         if self.lo_counts is None:
