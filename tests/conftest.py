@@ -131,6 +131,36 @@ def _module_closes_its_projects(_track_projects):
         pytest.fail(f"the module's fixtures left {len(left)} project(s) open: " + "; ".join(left), pytrace=False)
 
 
+# The slowest modules (seconds of one worker, measured with --durations=0), run first: each
+# worker takes the next module when it is nearly done, so the two end together only when the
+# long modules are not left for last (xdist's own order is by number of tests).
+SLOWEST_MODULES = {
+    "tests/ui/test_app.py": 46,
+    "tests/ui/test_fit.py": 34,
+    "tests/cli/test_serve.py": 31,
+    "tests/engine/test_warmup.py": 30,
+    "tests/engine/test_warmup_bounds.py": 25,
+    "tests/engine/test_ray.py": 25,
+    "tests/ui/test_snapshots.py": 21,
+    "tests/ui/test_pair_view.py": 19,
+    "tests/reliability/test_interruptions.py": 18,
+    "tests/engine/test_kernels.py": 14,
+    "tests/ui/test_decided_at_once.py": 14,
+    "tests/ui/test_undo_redo.py": 14,
+    "tests/ui/test_review_trust.py": 13,
+    "tests/ui/test_typing_ahead.py": 13,
+    "tests/ui/test_tune_screen.py": 12,
+    "tests/engine/test_atomic_projects.py": 10,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    def seconds(item) -> float:
+        return SLOWEST_MODULES.get(item.nodeid.split("::", 1)[0], 0)
+
+    items.sort(key=seconds, reverse=True)  # (stable: each module's tests keep their order)
+
+
 _FAILED = pytest.StashKey[bool]()
 
 
