@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DedupError
-from .progress import Control
+from .progress import Control, describe_duration
 from .readers.text_blocks import jsonl_text_blocks
 from .scanning.memory import default_cap, format_size
 from .scanning.memory_model import (
@@ -222,8 +222,8 @@ class Plan:
             f"while the scan writes), ~{format_size(self.spill_bytes)} of temporary files"
             + (f" (~{format_size(self.spill_folder_bytes)} of them spilled)" if self.spill_folder_bytes else "")
             + (" (lean: no band keys kept)" if self.lean else ""),
-            f"plan: time ~{_duration(self.seconds)} (load ~{_duration(self.load_seconds)}, scan "
-            f"~{_duration(self.scan_seconds)})"
+            f"plan: time ~{describe_duration(self.seconds)} (load ~{describe_duration(self.load_seconds)}, scan "
+            f"~{describe_duration(self.scan_seconds)})"
             + ("" if self.warm else "; first run: the scan's kernels compile first, not counted"),
         ]
 
@@ -251,14 +251,6 @@ def _round(n: float) -> int:
         return round(n)
     digits = len(str(int(n))) - 2
     return int(round(n, -digits))
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 # -- the streamed pass ------------------------------------------------------------------------

@@ -79,10 +79,12 @@ class Control:
             raise Cancelled("cancelled")
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
+def describe_duration(seconds: float) -> str:
+    """'75 s', '12 min', '2.5 h': a duration as rounded as an estimate or a time left is (shared
+    by the progress lines and the plan)."""
+    if seconds < 90:
         return f"{seconds:.0f} s"
-    if seconds < 3600:
+    if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
 
@@ -97,5 +99,5 @@ def describe_rate(done: int, total: int, elapsed: float) -> str:
     minutes, seconds = divmod(int(elapsed), 60)
     parts.append(f"{minutes}:{seconds:02d}")
     if total and 0 < done < total and elapsed >= 1.0:
-        parts.append(f"~{_duration((total - done) / rate)} left")
+        parts.append(f"~{describe_duration((total - done) / rate)} left")
     return "  ".join(parts)
