@@ -38,6 +38,14 @@ def corpus(seed: int) -> list[dict]:
     return with_copies(docs, docs[:40], seed + 1)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _kernels_loaded():
+    """Signing ahead runs only where it compiles nothing (SignedAhead.for_settings): in a first
+    run the warm-up compiles the kernels instead. Here they are loaded first, as a process
+    that scanned before has them, whether or not this machine's cache is warm."""
+    from dedup_tui.engine.scanning.kernels import text  # noqa: F401
+
+
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Batches and jobs of a few documents, so a corpus of hundreds crosses many of both."""
