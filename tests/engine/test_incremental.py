@@ -466,3 +466,13 @@ def test_old_documents_whose_short_keys_collide_are_sorted_out_by_their_whole_ke
         assert r.incremental, r.full_reason
         assert r.timings["resigned_old"] > 3 * r.timings["involved_old"] > 0  # (mostly collisions)
         assert_same(stored(project), full_rescan_of(tmp_path, project))
+
+
+def test_rows_with_keys_finds_exactly_the_rows_whose_short_key_is_wanted():
+    rng = np.random.default_rng(3)
+    top = (1 << incremental.SHORT_KEY_BITS) - 1
+    keys = np.concatenate([rng.integers(0, 1 << 24, 50_000), [0, top, 8, 9, 15, 16]]).astype(np.uint32)
+    wanted = np.unique(np.concatenate([rng.choice(keys, 300), [0, top, 9, 16], rng.integers(0, 1 << 24, 300)]))
+    got = incremental.rows_with_keys(keys, wanted.astype(np.uint32))
+    assert np.array_equal(got, np.flatnonzero(np.isin(keys, wanted)))
+    assert not len(incremental.rows_with_keys(keys, np.array([7, 10, 17], np.uint32)))
