@@ -54,7 +54,7 @@ from ..store.scans import (
     merge_pairs,
     read_band_keys,
     read_scan_key_chunks,
-    read_texts,
+    read_text_bytes,
     scan_keys_meta,
     verified_exact_of,
     verified_forest,
@@ -563,7 +563,9 @@ def _added_pairs(
         old_in_pairs = rows[rows < new_reps[0]]
         text = kernels_text.TextBuffer.concat(
             [
-                kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+                kernels_text.normalized_utf8(
+                    kernels_text.TextBuffer(*read_text_bytes(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+                )
                 for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
             ]
             + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
@@ -608,7 +610,9 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
         lo, size = 0, 256
         while lo < len(ords):
             control.check()
-            text = kernels_text.normalized_buffer(read_texts(project, ords[lo : lo + size]))
+            text = kernels_text.normalized_utf8(
+                kernels_text.TextBuffer(*read_text_bytes(project, ords[lo : lo + size]))
+            )
             yield lo, text
             lo += len(text)
             # the next block about CHUNK_CHARS bytes, by these texts' sizes (their lengths are
