@@ -591,8 +591,8 @@ def _added_pairs(
 def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads):
     """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), and
     the nibbles of every row of `resign`): the old documents `ords` (those of resign) signed
-    again. This thread reads and normalises their texts in row order, a block at a time,
-    while the threads sign them: signatures only (no sketches: the verification of the
+    again. This thread reads their texts in row order, a block at a time, while the threads
+    normalise and sign them: signatures only (no sketches: the verification of the
     incremental scan tests sketches itself), each block's nibbles and band keys taken from its
     signatures in its own job, which then drops them."""
     from .kernels import signatures as kernels_signatures
@@ -610,16 +610,15 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
         lo, size = 0, 256
         while lo < len(ords):
             control.check()
-            text = kernels_text.normalized_utf8(
-                kernels_text.TextBuffer(*read_text_bytes(project, ords[lo : lo + size]))
-            )
-            yield lo, text
-            lo += len(text)
+            raw = kernels_text.TextBuffer(*read_text_bytes(project, ords[lo : lo + size]))
+            yield lo, raw
+            lo += len(raw)
             # the next block about CHUNK_CHARS bytes, by these texts' sizes (their lengths are
             # not read first: that took as long as reading the texts of short ones)
-            size = min(CHUNK_DOCS, max(16, CHUNK_CHARS * len(text) // max(1, int(text.offsets[-1]))))
+            size = min(CHUNK_DOCS, max(16, CHUNK_CHARS * len(raw) // max(1, int(raw.offsets[-1]))))
 
-    def sign(lo, text):
+    def sign(lo, raw):
+        text = kernels_text.normalized_utf8(raw)  # (here: the threads normalise, this one reads)
         count = len(text)
         out = np.empty((count, settings.num_perm), np.uint32)
         kernels_signatures.signatures(
