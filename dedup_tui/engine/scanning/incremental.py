@@ -456,8 +456,9 @@ def _added_pairs(
     resign = np.flatnonzero(chosen)
     del chosen
     timings["resigned_old"] = len(resign)
-    old_high, old_packed = _signed_again(
-        project, old_rows[resign], maybe, resign, bits, settings, banding, control, threads
+    resigned_ords = old_rows[resign]
+    old_high, old_packed, old_text = _signed_again(
+        project, resigned_ords, maybe, resign, bits, settings, banding, control, threads, kept_text_budget(cap)
     )
     timings["old_signatures"] = time.perf_counter() - t1
     matches = [
@@ -561,15 +562,19 @@ def _added_pairs(
         rows = np.flatnonzero(in_pass)  # (old ords, then new ones)
         del in_pass
         old_in_pairs = rows[rows < new_reps[0]]
-        text = kernels_text.TextBuffer.concat(
-            [
+        if old_text is not None:  # (every old document in a pair was signed again)
+            old_parts = [old_text.take(np.searchsorted(resigned_ords, old_in_pairs))]
+        else:
+            old_parts = [
                 kernels_text.normalized_utf8(
                     kernels_text.TextBuffer(*read_text_bytes(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
                 )
                 for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
             ]
-            + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
+        text = kernels_text.TextBuffer.concat(
+            old_parts + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
         )
+        del old_parts
         t1 = time.perf_counter()
         timings["old_texts"] += t1 - t0
         n_verify = len(rows)
@@ -583,14 +588,22 @@ def _added_pairs(
         found_parts.append((verified.a, verified.b, verified.jaccard))
         del verified
         timings["verify"] += time.perf_counter() - t1
+    del old_text, resigned_ords
     result.prefiltered = result.candidates - unique
     a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
     return a, b, j, stored_keys
 
 
-def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads):
-    """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), and
-    the nibbles of every row of `resign`): the old documents `ords` (those of resign) signed
+def kept_text_budget(cap: int) -> int:
+    """Bytes of normalised old texts the re-signing keeps for verification (past it they are
+    read again there): an eighth of the cap (bytes; 0: no limit)."""
+    return cap // 8 if cap > 0 else 1 << 62
+
+
+def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads, text_budget: int = 0):
+    """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), the
+    nibbles of every row of `resign`, and their normalised texts when they came to at most
+    `text_budget` bytes, else None): the old documents `ords` (those of resign) signed
     again. This thread reads their texts in row order, a block at a time, while the threads
     normalise and sign them: signatures only (no sketches: the verification of the
     incremental scan tests sketches itself), each block's nibbles and band keys taken from its
@@ -637,8 +650,14 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
             s, e = np.searchsorted(at[band], [lo, lo + count])
             columns = out[at[band][s:e] - lo, band * rows : (band + 1) * rows]
             high[band][s:e] = lsh.band_keys(columns, 0, rows) >> np.uint64(bits)
+        return text
 
-    for _ in threads.map(sign, blocks(), control):
-        pass
+    kept: kernels_text.TextBuilder | None = kernels_text.TextBuilder(len(ords))
+    for text in threads.map(sign, blocks(), control):
+        if kept is not None and kept.data.rows + len(text.data) <= text_budget:
+            kept.append(text)
+        else:
+            kept = None
+        del text
     release_free_memory()
-    return high, packed
+    return high, packed, None if kept is None else kept.finish()
