@@ -653,7 +653,11 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
         return text
 
     kept: kernels_text.TextBuilder | None = kernels_text.TextBuilder(len(ords))
+    done = 0
+    control.report("signatures", 0, len(ords))
     for text in threads.map(sign, blocks(), control):
+        done += len(text)
+        control.report("signatures", done, len(ords))
         if kept is not None and kept.data.rows + len(text.data) <= text_budget:
             kept.append(text)
         else:
