@@ -620,7 +620,7 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
     no_sketches = np.empty((0, SKETCH_BINS), np.uint8)
 
     def blocks():
-        lo, size = 0, 256
+        lo, size = 0, 32  # (texts of unknown size: a first block of a few)
         while lo < len(ords):
             control.check()
             raw = kernels_text.TextBuffer(*read_text_bytes(project, ords[lo : lo + size]))
