@@ -13,8 +13,11 @@ first 8 bytes of its exact hash. An incremental scan then:
   index_bits, from the total number of representatives, at most 40), so every old row in a
   new row's bucket is found, and some more whose keys differ below the 24 bits (about
   old rows x new rows / 2^24 a band: ~1,400 adding 10k documents to 2.4M);
-- signs those old rows again (their texts are read) for their whole band keys and nibbles, so
-  a bucket holds exactly the documents it would hold in a full rescan. A bucket over
+- signs those old rows again (their texts read as UTF-8 in row order, signatures without
+  sketches; the texts are then kept for the verification, up to cap / 8 bytes) for their whole
+  band keys and nibbles, so a bucket holds exactly the documents it would hold in a full
+  rescan. Nearly all of them are true bucket mates (841k + 10k: 410,381 of 416,515; the
+  families benchmark: 83,316 of 83,381), so no stored bit less would spare many. A bucket over
   max_bucket, which the full scan splits by sub-bands (lsh.sub_bands), makes the scan fall back
   to a full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
