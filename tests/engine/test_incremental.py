@@ -466,3 +466,36 @@ def test_old_documents_whose_short_keys_collide_are_sorted_out_by_their_whole_ke
         assert r.incremental, r.full_reason
         assert r.timings["resigned_old"] > 3 * r.timings["involved_old"] > 0  # (mostly collisions)
         assert_same(stored(project), full_rescan_of(tmp_path, project))
+
+
+def test_rows_with_keys_finds_exactly_the_rows_whose_short_key_is_wanted():
+    rng = np.random.default_rng(3)
+    top = (1 << incremental.SHORT_KEY_BITS) - 1
+    keys = np.concatenate([rng.integers(0, 1 << 24, 50_000), [0, top, 8, 9, 15, 16]]).astype(np.uint32)
+    wanted = np.unique(np.concatenate([rng.choice(keys, 300), [0, top, 9, 16], rng.integers(0, 1 << 24, 300)]))
+    got = incremental.rows_with_keys(keys, wanted.astype(np.uint32))
+    assert np.array_equal(got, np.flatnonzero(np.isin(keys, wanted)))
+    assert not len(incremental.rows_with_keys(keys, np.array([7, 10, 17], np.uint32)))
+
+
+def test_old_texts_read_as_utf8_are_the_texts_and_normalise_the_same(tmp_path):
+    """The re-signing reads old texts as their UTF-8 (store.scans.read_text_bytes), densely (a
+    range scan) or sparsely (look-ups), and normalises them from it (kernels.text.normalized_utf8,
+    with texts the compiled pass cannot follow, like "İ", decoded for Python's own)."""
+    from dedup_tui.engine.scanning.kernels import text as kernels_text
+    from dedup_tui.engine.store.scans import read_text_bytes, read_texts
+
+    words = ["plain words", "İstanbul ŞEHİR", "naïve café", "emoji 🙂 text", "x", "  Mixed\tCASE  "]
+    docs = [{"id": f"d{i}", "text": f"{words[i % len(words)]} {i}"} for i in range(300)]
+    with Project(tmp_path / "p.db", create=True) as project:
+        load(project, tmp_path, "docs", docs)
+        for ords in (np.arange(5, 290), np.array([1, 2, 4, 7, 8, 9, 10]), np.array([0, 150, 299]), np.array([3])):
+            texts = read_texts(project, ords)
+            data, offsets = read_text_bytes(project, ords)
+            raw = kernels_text.TextBuffer(data, offsets)
+            assert [data[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(ords))] == texts
+            got, want = kernels_text.normalized_utf8(raw), kernels_text.normalized_buffer(texts)
+            assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.data, want.data)
+            if 1 in ords:  # "İ" lowers to two code points: only Python's normalize follows it
+                row = int(np.searchsorted(ords, 1))
+                assert got.data[got.offsets[row] : got.offsets[row + 1]].tobytes().decode() == "i̇stanbul şehi̇r 1"

@@ -13,8 +13,11 @@ first 8 bytes of its exact hash. An incremental scan then:
   index_bits, from the total number of representatives, at most 40), so every old row in a
   new row's bucket is found, and some more whose keys differ below the 24 bits (about
   old rows x new rows / 2^24 a band: ~1,400 adding 10k documents to 2.4M);
-- signs those old rows again (their texts are read) for their whole band keys and nibbles, so
-  a bucket holds exactly the documents it would hold in a full rescan. A bucket over
+- signs those old rows again (their texts read as UTF-8 in row order, signatures without
+  sketches; the texts are then kept for the verification, up to cap / 8 bytes) for their whole
+  band keys and nibbles, so a bucket holds exactly the documents it would hold in a full
+  rescan. Nearly all of them are true bucket mates (841k + 10k: 410,381 of 416,515; the
+  families benchmark: 83,316 of 83,381), so no stored bit less would spare many. A bucket over
   max_bucket, which the full scan splits by sub-bands (lsh.sub_bands), makes the scan fall back
   to a full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
@@ -54,9 +57,8 @@ from ..store.scans import (
     merge_pairs,
     read_band_keys,
     read_scan_key_chunks,
-    read_texts,
+    read_text_bytes,
     scan_keys_meta,
-    stored_lengths,
     verified_exact_of,
     verified_forest,
     verified_pairs,
@@ -66,6 +68,7 @@ from ..store.scans import (
 from . import lsh
 from .candidates import BAND_BUFFER, EXHAUSTIVE_WORK_LIMIT, Signed, work
 from .memory import release_free_memory
+from .minhash import MinHasher
 from .passes import (
     BYTES_PER_CANDIDATE,
     VERIFY_JOB_BYTES,
@@ -74,12 +77,12 @@ from .passes import (
     candidate_limits,
     resident_bytes,
 )
-from .settings import CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
+from .settings import CHUNK_CHARS, CHUNK_DOCS, PREFILTER_TAIL, ScanResult, ScanSettings, Threads
+from .sketch import SKETCH_BINS
 from .verify import CandidatePairs, VerifyPlan, verify
 
 KEYS_VERSION = SCAN_KEYS_VERSION
 NO_BUCKET = -1  # an old row's bucket in a band where it shares none with a new row
-RESIGN_BLOCK = 1 << 17  # old documents signed again at a time (their signatures: 64 MB)
 
 
 class FullScanNeeded(Exception):
@@ -171,12 +174,21 @@ def new_exact_of(
 
 def rows_with_keys(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Rows (ascending) of `keys` (short keys, below 2^SHORT_KEY_BITS) whose key is in `wanted`:
-    a look-up each in a bitmap of the wanted keys (where a binary search took ~20 steps)."""
+    a look-up each in a bitmap of the wanted keys (where a binary search took ~20 steps), one
+    bit a key (2 MB, mostly in cache: a byte a key, 16 MB, took 2.5 times as long)."""
     if not len(wanted) or not len(keys):
         return np.empty(0, np.int64)
-    seen = np.zeros(1 << SHORT_KEY_BITS, np.bool_)
-    seen[wanted] = True
-    return np.flatnonzero(seen[keys])
+    wanted = np.asarray(wanted, np.uint32)
+    bitmap = np.zeros(1 << (SHORT_KEY_BITS - 3), np.uint8)
+    np.bitwise_or.at(bitmap, wanted >> 3, np.left_shift(1, wanted & 7).astype(np.uint8))
+    keys = np.asarray(keys, np.uint32)
+    return np.flatnonzero((bitmap[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1)
+
+
+def narrowest(values: np.ndarray, bound: int) -> np.ndarray:
+    """values (0 <= v < bound) as uint16 when they fit: numpy sorts those stably by radix, in
+    one pass, where int64 took a merge sort (a third of the band matching at 841k)."""
+    return values.astype(np.uint16) if bound <= 1 << 16 else values
 
 
 class BandMatch:
@@ -208,7 +220,7 @@ class BandMatch:
             )
         keep = self.usable[bucket]
         bucket, rows = bucket[keep], rows[keep]
-        by = np.argsort(bucket, kind="stable")
+        by = np.argsort(narrowest(bucket, len(start)), kind="stable")
         self.old_bucket, self.old_rows = bucket[by], rows[by]
 
     def runs(self, old_local: np.ndarray):
@@ -441,10 +453,15 @@ def _added_pairs(
     timings["candidates.short_keys"] = time.perf_counter() - t0
     # Their whole keys (and nibbles): those old documents signed again.
     t1 = time.perf_counter()
-    resign = np.unique(np.concatenate(maybe)) if maybe else np.empty(0, np.int64)
+    chosen = np.zeros(len(old_rows), np.bool_)  # (a mask, not np.unique: millions of rows at 2.5M)
+    for rows in maybe:
+        chosen[rows] = True
+    resign = np.flatnonzero(chosen)
+    del chosen
     timings["resigned_old"] = len(resign)
-    old_high, old_packed = _signed_again(
-        project, old_rows[resign], maybe, resign, bits, settings, banding, control, threads
+    resigned_ords = old_rows[resign]
+    old_high, old_packed, old_text = _signed_again(
+        project, resigned_ords, maybe, resign, bits, settings, banding, control, threads, kept_text_budget(cap)
     )
     timings["old_signatures"] = time.perf_counter() - t1
     matches = [
@@ -548,13 +565,19 @@ def _added_pairs(
         rows = np.flatnonzero(in_pass)  # (old ords, then new ones)
         del in_pass
         old_in_pairs = rows[rows < new_reps[0]]
-        text = kernels_text.TextBuffer.concat(
-            [
-                kernels_text.normalized_buffer(read_texts(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+        if old_text is not None:  # (every old document in a pair was signed again)
+            old_parts = [old_text.take(np.searchsorted(resigned_ords, old_in_pairs))]
+        else:
+            old_parts = [
+                kernels_text.normalized_utf8(
+                    kernels_text.TextBuffer(*read_text_bytes(project, old_in_pairs[s : s + CHUNK_DOCS // 4]))
+                )
                 for s in range(0, len(old_in_pairs), CHUNK_DOCS // 4)
             ]
-            + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
+        text = kernels_text.TextBuffer.concat(
+            old_parts + [new_text.take(np.searchsorted(new_reps, rows[len(old_in_pairs) :]))]
         )
+        del old_parts
         t1 = time.perf_counter()
         timings["old_texts"] += t1 - t0
         n_verify = len(rows)
@@ -568,29 +591,80 @@ def _added_pairs(
         found_parts.append((verified.a, verified.b, verified.jaccard))
         del verified
         timings["verify"] += time.perf_counter() - t1
+    del old_text, resigned_ords
     result.prefiltered = result.candidates - unique
     a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
     return a, b, j, stored_keys
 
 
-def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads):
-    """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), and
-    the nibbles of every row of `resign`): the old documents `ords` (those of resign) signed
-    again, RESIGN_BLOCK at a time."""
-    high = [np.empty(len(rows), np.uint64) for rows in maybe]
-    at = [np.searchsorted(resign, rows) for rows in maybe]  # (ascending: maybe and resign are)
+def kept_text_budget(cap: int) -> int:
+    """Bytes of normalised old texts the re-signing keeps for verification (past it they are
+    read again there): an eighth of the cap (bytes; 0: no limit)."""
+    return cap // 8 if cap > 0 else 1 << 62
+
+
+def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads, text_budget: int = 0):
+    """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), the
+    nibbles of every row of `resign`, and their normalised texts when they came to at most
+    `text_budget` bytes, else None): the old documents `ords` (those of resign) signed
+    again. This thread reads their texts in row order, a block at a time, while the threads
+    normalise and sign them: signatures only (no sketches: the verification of the
+    incremental scan tests sketches itself), each block's nibbles and band keys taken from its
+    signatures in its own job, which then drops them."""
+    from .kernels import signatures as kernels_signatures
+    from .kernels import text as kernels_text
+
+    hasher = MinHasher(settings.num_perm, settings.seed)
+    perm_a, perm_b = hasher.multipliers, hasher.increments
+    rows = banding.rows
+    high = [np.empty(len(band_rows), np.uint64) for band_rows in maybe]
+    at = [np.searchsorted(resign, band_rows) for band_rows in maybe]  # (ascending: maybe and resign are)
     packed = np.empty((len(ords), -(-settings.num_perm // 16)), np.uint64)
-    lengths = np.zeros(int(ords[-1]) + 1 if len(ords) else 0, np.int64)
-    for lo in range(0, len(ords), RESIGN_BLOCK):
-        hi = min(lo + RESIGN_BLOCK, len(ords))
-        block = ords[lo:hi]
-        lengths[block] = stored_lengths(project, block)
-        signed = Signed(project, block, lengths, settings, control, threads)
-        packed[lo:hi] = lsh.pack_nibbles(signed.signatures)
+    no_sketches = np.empty((0, SKETCH_BINS), np.uint8)
+
+    def blocks():
+        lo, size = 0, 32  # (texts of unknown size: a first block of a few)
+        while lo < len(ords):
+            control.check()
+            raw = kernels_text.TextBuffer(*read_text_bytes(project, ords[lo : lo + size]))
+            yield lo, raw
+            lo += len(raw)
+            # the next block about CHUNK_CHARS bytes, by these texts' sizes (their lengths are
+            # not read first: that took as long as reading the texts of short ones)
+            size = min(CHUNK_DOCS, max(16, CHUNK_CHARS * len(raw) // max(1, int(raw.offsets[-1]))))
+
+    def sign(lo, raw):
+        text = kernels_text.normalized_utf8(raw)  # (here: the threads normalise, this one reads)
+        count = len(text)
+        out = np.empty((count, settings.num_perm), np.uint32)
+        kernels_signatures.signatures(
+            text.data,
+            text.offsets,
+            np.arange(count),
+            settings.k,
+            perm_a,
+            perm_b,
+            out,
+            np.full(count, -1, np.int64),
+            no_sketches,
+        )
+        packed[lo : lo + count] = lsh.pack_nibbles(out)
         for band in range(banding.bands):
-            s, e = np.searchsorted(at[band], [lo, hi])
-            keys = lsh.band_keys(signed.signatures[at[band][s:e] - lo], band, banding.rows)
-            high[band][s:e] = keys >> np.uint64(bits)
-        del signed
-        release_free_memory()
-    return high, packed
+            s, e = np.searchsorted(at[band], [lo, lo + count])
+            columns = out[at[band][s:e] - lo, band * rows : (band + 1) * rows]
+            high[band][s:e] = lsh.band_keys(columns, 0, rows) >> np.uint64(bits)
+        return text
+
+    kept: kernels_text.TextBuilder | None = kernels_text.TextBuilder(len(ords))
+    done = 0
+    control.report("signatures", 0, len(ords))
+    for text in threads.map(sign, blocks(), control):
+        done += len(text)
+        control.report("signatures", done, len(ords))
+        if kept is not None and kept.data.rows + len(text.data) <= text_budget:
+            kept.append(text)
+        else:
+            kept = None
+        del text
+    release_free_memory()
+    return high, packed, None if kept is None else kept.finish()

@@ -7,6 +7,7 @@ batched as measured (see insert_pairs), not through sqlite-utils.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,43 @@ def read_texts(project: Project, ords: np.ndarray) -> list[str]:
     if len(texts) != len(ords):
         raise ProjectError(f"{project.path}: documents changed during the scan")
     return texts
+
+
+def read_text_bytes(project: Project, ords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The texts of sorted ords as read_texts reads them, but as their UTF-8 joined (uint8) and
+    n + 1 byte offsets: no str made and encoded back (a quarter less time for short texts)."""
+    lo, hi = int(ords[0]), int(ords[-1])
+    texts: list | tuple = []
+    if len(ords) * 4 >= hi - lo + 1:
+        rows = project.conn.execute(
+            "SELECT CAST(text AS BLOB) FROM documents WHERE ord BETWEEN ? AND ? ORDER BY ord", (lo, hi)
+        ).fetchall()
+        if len(rows) == hi - lo + 1:  # (ords are unique: every ord of the range is there)
+            wanted = np.zeros(len(rows), np.bool_)
+            wanted[ords - lo] = True
+            texts = [text for (text,) in itertools.compress(rows, wanted.tolist())]
+    if len(texts) != len(ords):
+        by_ord: dict = {}
+        listed = ords.tolist()
+        for s in range(0, len(listed), 500):
+            part = listed[s : s + 500]
+            query = f"SELECT ord, CAST(text AS BLOB) FROM documents WHERE ord IN ({','.join('?' * len(part))})"
+            by_ord.update(project.conn.execute(query, part))
+        if len(by_ord) != len(listed):
+            raise ProjectError(f"{project.path}: documents changed during the scan")
+        texts = list(map(by_ord.__getitem__, listed))
+    try:
+        joined = b"".join(texts)
+    except TypeError:
+        raise ProjectError(f"{project.path}: a document's text is missing (the file is damaged)") from None
+    if not joined.isascii():
+        try:
+            joined.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProjectError(f"{project.path}: a document's text is not UTF-8 (the file is damaged)") from None
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=offsets[1:])
+    return np.frombuffer(joined, np.uint8), offsets
 
 
 def stored_lengths(project: Project, ords: np.ndarray) -> np.ndarray:

@@ -299,19 +299,31 @@ def normalized_buffer(texts: list[str]) -> TextBuffer:
     """The normalised texts (see normalize.normalize) as one UTF-8 buffer, by a compiled pass
     over their UTF-8 with Python's own case and whitespace tables; the rare text the pass cannot
     follow (see _unicode_tables) by Python."""
+    return normalized_utf8(TextBuffer.from_texts(texts), texts)
+
+
+def normalized_utf8(raw: TextBuffer, texts: list[str] | None = None) -> TextBuffer:
+    """normalized_buffer of texts given as their (valid) UTF-8; `texts`: the same as str, when
+    at hand (else the few the compiled pass cannot follow are decoded)."""
     from ...text.normalize import normalize
 
-    raw = TextBuffer.from_texts(texts)
+    n = len(raw.offsets) - 1
     # An ASCII-only batch needs the tables' first 128 entries only: no need to build the rest.
     lower, space = _ASCII_TABLES if not len(raw.data) or raw.data.max() < 0x80 else _unicode_tables()
     out = np.empty(len(raw.data), dtype=np.uint8)
-    out_offsets = np.empty(len(texts) + 1, dtype=np.int64)
-    fallback = np.zeros(len(texts), dtype=np.bool_)
+    out_offsets = np.empty(n + 1, dtype=np.int64)
+    fallback = np.zeros(n, dtype=np.bool_)
     _normalize_utf8(raw.data, raw.offsets, lower, space, out, out_offsets, fallback)
     if not fallback.any():
         return TextBuffer(out[: out_offsets[-1]], out_offsets)
-    extra = TextBuffer.from_texts([normalize(texts[d]) for d in np.flatnonzero(fallback)])
+
+    def text(d: int) -> str:
+        if texts is not None:
+            return texts[d]
+        return raw.data[raw.offsets[d] : raw.offsets[d + 1]].tobytes().decode("utf-8", "surrogatepass")
+
+    extra = TextBuffer.from_texts([normalize(text(d)) for d in np.flatnonzero(fallback).tolist()])
     final = np.empty(int(out_offsets[-1]) + len(extra.data), dtype=np.uint8)
-    final_offsets = np.empty(len(texts) + 1, dtype=np.int64)
+    final_offsets = np.empty(n + 1, dtype=np.int64)
     _splice(out, out_offsets, fallback, extra.data, extra.offsets, final, final_offsets)
     return TextBuffer(final, final_offsets)
