@@ -293,15 +293,20 @@ class Project:
         """A loaded file's counts, once its documents are written."""
         self.db.table("sources").update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
 
-    def insert_documents(self, rows: list[tuple]) -> None:
+    def insert_documents(self, rows: list[tuple], text_bytes: list | None = None) -> None:
         """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum),
         after every stored document, with the checksums of their exact hashes and lengths
         (document_sums). Hand-written, many rows per statement: a load or an import inserts
-        millions of them."""
+        millions of them. `text_bytes`: each text's UTF-8 (surrogatepass), when the caller has
+        them (records.pack_record then encodes none)."""
+        if text_bytes is None:
+            packed = [(*r[:7], pack_record(r[6], r[7], r[1]), r[8]) for r in rows]
+        else:
+            packed = [(*r[:7], pack_record(r[6], r[7], r[1], b), r[8]) for r, b in zip(rows, text_bytes)]
         insert_rows(
             self.conn,
             "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, checksum)",
-            [(*r[:7], pack_record(r[6], r[7], r[1]), r[8]) for r in rows],
+            packed,
         )
         extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 
