@@ -48,8 +48,10 @@ def _kernels_loaded():
 
 @pytest.fixture
 def small_pieces(monkeypatch):
-    """Batches and jobs of a few documents, so a corpus of hundreds crosses many of both."""
+    """Batches and jobs of a few documents, so a corpus of hundreds crosses many of both; each
+    batch written on the load's thread while the next is read."""
     monkeypatch.setattr(ingest, "BATCH", 23)
+    monkeypatch.setattr(ingest, "THREADED_TEXT_CHARS", 1)
     monkeypatch.setattr(ahead_module, "JOB_BYTES", 3000)
 
 

@@ -192,6 +192,26 @@ def test_duplicate_id_across_loads(tmp_path):
     assert [d[0] for d in docs] == [0, 1, 2], "corpus order stays contiguous when records are skipped"
 
 
+def test_a_batch_written_while_the_next_is_read_keeps_the_first_bad_records_error(tmp_path, monkeypatch):
+    """Batches are written on a thread while the next is read: a clash in the batch under way
+    (line 2) is the error, not a malformed line read meanwhile (line 5); the load adds nothing."""
+    from dedup_tui.engine import ingest
+
+    monkeypatch.setattr(ingest, "BATCH", 3)
+    monkeypatch.setattr(ingest, "THREADED_TEXT_CHARS", 1)
+    db = tmp_path / "p.db"
+    assert cli("load", write_jsonl(tmp_path / "a.jsonl", [("same", "one text")]), "--db", db).exit_code == 0
+    before = documents(db)
+    b = tmp_path / "b.jsonl"
+    b.write_text(
+        '{"id": "x", "text": "t"}\n{"id": "same", "text": "t"}\n{"id": "y", "text": "t"}\n'
+        '{"id": "z", "text": "t"}\n{"id": \n'
+    )
+    message = assert_one_error_line(cli("load", b, "--db", db), b, 2)
+    assert 'duplicate id "same" (already in the project)' in message
+    assert documents(db) == before
+
+
 def test_skip_bad_with_every_id_already_in_the_project_is_a_one_line_error(tmp_path):
     db = tmp_path / "p.db"
     a = write_jsonl(tmp_path / "a.jsonl", [("same", "one text"), ("other", "two text")])

@@ -261,6 +261,21 @@ def _run_python(code: str, env_changes: dict) -> str:
     return done.stdout.strip()
 
 
+def test_loading_the_kernels_imports_no_scipy_yet_scipy_still_imports():
+    """numba asks scipy for a BLAS when its first kernel loads (0.2-0.3 s); jit lets that one
+    import fail, and scipy imports as usual afterwards."""
+    pytest.importorskip("scipy.linalg.cython_blas")
+    code = (
+        "import sys\n"
+        "from dedup_tui.engine.compile import jit\n"
+        "import numba.np.arraymath as arraymath\n"
+        "print('scipy.linalg' in sys.modules, arraymath._HAVE_BLAS)\n"
+        "import scipy.linalg.cython_blas\n"
+        "print(type(sys.modules['scipy.linalg.cython_blas']).__name__)\n"
+    )
+    assert _run_python(code, {}).split() == ["False", "False", "module"]
+
+
 def test_kernels_are_cached_under_the_users_cache_folder(tmp_path):
     out = _run_python(_CALL_A_KERNEL, {"XDG_CACHE_HOME": str(tmp_path / "cache")})
     folder = tmp_path / "cache" / "dedup-tui" / "numba"

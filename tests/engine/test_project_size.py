@@ -97,18 +97,23 @@ def test_records_are_stored_without_their_text_and_export_whole(tmp_path):
     assert (tmp_path / "out.jsonl").read_bytes() == corpus.read_bytes()
 
 
-def test_a_long_texts_json_string_is_what_json_dumps_writes():
-    """records._token escapes a long text by byte replacements (the five escapes json.dumps
-    writes as \\\\, \\", \\n, \\r, \\t), and any other control character by json's own encoder."""
+def test_a_texts_json_string_is_what_json_dumps_writes():
+    """records._token makes a text's JSON string from its UTF-8 bytes (given, or encoded there):
+    the bytes in quotes when nothing needs escaping, the five escapes json.dumps writes as
+    \\\\, \\", \\n, \\r, \\t by byte replacements, and any other control character by json's
+    own encoder; short texts and long ones alike."""
     import json
     import random
 
-    from dedup_tui.engine.store.records import _SHORT, _token
+    from dedup_tui.engine.store.records import _token
 
     rng = random.Random(5)
     plain = [chr(c) for c in range(0x20, 0x30)] + ["\t", "\n", "\r", "é", "\u2028", "\ud800", "\U0001f600", "\x7f", "a"]
-    for other in ["", *map(chr, range(0x20))]:  # (one control character of any kind, or none)
-        chars = rng.choices(plain, k=_SHORT + rng.randrange(50))
-        chars.insert(rng.randrange(len(chars)), other)
-        text = "".join(chars)
-        assert _token(text) == json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    for length in (0, 1, 40, 3000):
+        for other in ["", "a", *map(chr, range(0x20))]:  # (one control character of any kind, or none)
+            chars = rng.choices(plain if length % 2 == 0 else ["a", "é", " "], k=length)
+            chars.insert(rng.randrange(len(chars) + 1), other)
+            text = "".join(chars)
+            expected = json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            assert _token(text) == expected
+            assert _token(text, text.encode("utf-8", "surrogatepass")) == expected

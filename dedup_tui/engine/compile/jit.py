@@ -15,6 +15,7 @@ A fresh cache is filled ahead of a scan by a separate process (warmup.py).
 from __future__ import annotations
 
 import os
+import sys
 
 from .kernel_cache import cache_dir, notice  # (numba-free: the warm-up's parent process needs it too)
 
@@ -23,6 +24,27 @@ if CACHE_DIR and not os.environ.get("NUMBA_CACHE_DIR"):
     os.environ["NUMBA_CACHE_DIR"] = CACHE_DIR
 
 import numba  # noqa: E402  (after NUMBA_CACHE_DIR is set: numba reads it at import)
+
+
+def _numba_arraymath_without_scipy() -> None:
+    """numba's arraymath, imported when the first kernel loads, asks scipy for a BLAS (only
+    numba's np.convolve and np.correlate use one; no kernel here calls them): where scipy is
+    installed, importing scipy.linalg took 0.2-0.3 s of every process that loads a kernel (a
+    sixth of `dedup-tui scan`'s time to loaded on the manual pages). It is imported here with
+    that one import failing; scipy imports normally afterwards."""
+    blas = "scipy.linalg.cython_blas"
+    if "numba.np.arraymath" in sys.modules or blas in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    sys.modules[blas] = None  # type: ignore[assignment]  # (None: `import` raises ImportError)
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if sys.modules.get(blas, 0) is None:
+            del sys.modules[blas]
+
+
+_numba_arraymath_without_scipy()
+
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.core.caching import FunctionCache  # noqa: E402

@@ -71,21 +71,24 @@ class DocumentsWriter:
             return 0
         doc_ids, texts, lines, records = zip(*rows)
         ords = range(self.next_ord, self.next_ord + len(rows))
-        keys, normalised = exact_keys_and_text(list(texts), need_text=self.ahead is not None)
+        # (each text encoded once: for its exact key, its checksum and its record stored without it)
+        text_bytes = [t.encode("utf-8", "surrogatepass") if type(t) is str else None for t in texts]
+        keys, normalised = exact_keys_and_text(list(texts), need_text=self.ahead is not None, encoded=text_bytes)
         if self.ahead is not None:
             if normalised is None:
                 self.ahead.discard()
                 self.ahead = None
             else:
                 self.ahead.add(self.next_ord, hash_prefixes(keys), normalised)
-        sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records)
+        sums = document_checksums(ords, doc_ids, itertools.repeat(source_id), lines, texts, records, text_bytes)
         self.project.insert_documents(
             [
                 (o, doc_id, source_id, line, len(text), key, text, record, checksum)
                 for o, doc_id, text, line, record, key, checksum in zip(
                     ords, doc_ids, texts, lines, records, keys, sums
                 )
-            ]
+            ],
+            text_bytes,
         )
         self.next_ord += len(rows)
         return len(rows)

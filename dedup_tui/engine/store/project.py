@@ -8,8 +8,7 @@ import socket
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from ..errors import ProjectError
 from ..outputs import PROJECT_COMPANIONS
@@ -17,6 +16,9 @@ from .checksums import extend_derived_sums, has_checksums
 from .connection import DiskFull, connect, forget_snapshot, insert_rows, now_iso, pid_alive, sqlite_utils_db
 from .records import pack_record, unpack_record
 from .schema import check_schema, create_schema
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 def _writable(path: Path) -> bool:
@@ -94,14 +96,16 @@ class Project:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # (meta and sources in plain SQL: a load or a scan then never imports sqlite-utils, 35-75 ms)
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        rows = list(self.db["meta"].rows_where("key = ?", [key], select="value", limit=1))
-        return rows[0]["value"] if rows else default
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ? LIMIT 1", (key,)).fetchone()
+        return row[0] if row else default
 
     def set_meta(self, **values: object) -> None:
         """meta rows (key, value), replaced; a value that is not a string is stored as its JSON."""
-        self.db.table("meta").insert_all(
-            ({"key": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in values.items()), replace=True
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in values.items()],
         )
 
     # -- the last view the review app showed, so reopening shows it without re-clustering --
@@ -167,7 +171,9 @@ class Project:
 
     def source_rows(self, columns: str = "path, format, sha256, size_bytes, documents, loaded_at") -> list[dict]:
         """The loaded files' rows, oldest first, as {column: value} in the order of `columns`."""
-        return list(self.db["sources"].rows_where(order_by="id", select=columns))
+        cursor = self.conn.execute(f"SELECT {columns} FROM sources ORDER BY id")  # (columns: a caller's literal)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor]
 
     def record_sources(self) -> dict[int, dict]:
         """source id -> how its records are read: format, fields (CSV/TSV/Parquet columns), id_field, text_field."""
@@ -285,23 +291,34 @@ class Project:
 
     def add_source(self, row: dict) -> int:
         """One row of `sources` (a loaded or imported file); its id."""
-        source_id = self.db.table("sources").insert(row).last_pk
-        assert source_id is not None  # (a rowid table)
-        return source_id
+        columns = ", ".join(f'"{name}"' for name in row)  # (names: the loader's and importer's own)
+        cursor = self.conn.execute(
+            f"INSERT INTO sources({columns}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+        )
+        assert cursor.lastrowid is not None  # (a rowid table)
+        return cursor.lastrowid
 
     def finish_source(self, source_id: int, documents: int, skipped_lines: list[int]) -> None:
         """A loaded file's counts, once its documents are written."""
-        self.db.table("sources").update(source_id, {"documents": documents, "skipped_lines": json.dumps(skipped_lines)})
+        self.conn.execute(
+            "UPDATE sources SET documents = ?, skipped_lines = ? WHERE id = ?",
+            (documents, json.dumps(skipped_lines), source_id),
+        )
 
-    def insert_documents(self, rows: list[tuple]) -> None:
+    def insert_documents(self, rows: list[tuple], text_bytes: list | None = None) -> None:
         """Rows of (ord, doc_id, source_id, line, length, exact_hash, text, record, checksum),
         after every stored document, with the checksums of their exact hashes and lengths
         (document_sums). Hand-written, many rows per statement: a load or an import inserts
-        millions of them."""
+        millions of them. `text_bytes`: each text's UTF-8 (surrogatepass), when the caller has
+        them (records.pack_record then encodes none)."""
+        if text_bytes is None:
+            packed = [(*r[:7], pack_record(r[6], r[7], r[1]), r[8]) for r in rows]
+        else:
+            packed = [(*r[:7], pack_record(r[6], r[7], r[1], b), r[8]) for r, b in zip(rows, text_bytes)]
         insert_rows(
             self.conn,
             "INSERT INTO documents(ord, doc_id, source_id, line, length, exact_hash, text, record, checksum)",
-            [(*r[:7], pack_record(r[6], r[7], r[1]), r[8]) for r in rows],
+            packed,
         )
         extend_derived_sums(self.conn, [r[0] for r in rows], [r[5] for r in rows], [r[4] for r in rows])
 

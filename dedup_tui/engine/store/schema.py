@@ -161,7 +161,7 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
 def _has_decision_batch(conn: sqlite3.Connection) -> bool:
     """True unless a decisions table lacks the column (no table at all is a damaged project,
     which the schema check names: nothing to add to)."""
-    columns = sqlite_utils_db(conn)["decisions"].columns_dict
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(decisions)")]  # (every open asks: no sqlite-utils)
     return not columns or "batch" in columns
 
 

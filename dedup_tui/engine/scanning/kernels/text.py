@@ -17,8 +17,10 @@ class TextBuffer:
         self.data, self.offsets = data, offsets
 
     @classmethod
-    def from_texts(cls, texts: list[str]) -> TextBuffer:
-        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    def from_texts(cls, texts: list[str], encoded: list[bytes] | None = None) -> TextBuffer:
+        """`encoded`: each text's UTF-8 (surrogatepass), when the caller has them."""
+        if encoded is None:
+            encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
         data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
@@ -295,11 +297,12 @@ def _splice(data, offsets, replace, extra, extra_offsets, out, out_offsets):
     out_offsets[len(offsets) - 1] = w
 
 
-def normalized_buffer(texts: list[str]) -> TextBuffer:
+def normalized_buffer(texts: list[str], encoded: list[bytes] | None = None) -> TextBuffer:
     """The normalised texts (see normalize.normalize) as one UTF-8 buffer, by a compiled pass
     over their UTF-8 with Python's own case and whitespace tables; the rare text the pass cannot
-    follow (see _unicode_tables) by Python."""
-    return normalized_utf8(TextBuffer.from_texts(texts), texts)
+    follow (see _unicode_tables) by Python. `encoded`: the texts' UTF-8 (surrogatepass), when
+    the caller has them."""
+    return normalized_utf8(TextBuffer.from_texts(texts, encoded), texts)
 
 
 def normalized_utf8(raw: TextBuffer, texts: list[str] | None = None) -> TextBuffer:
