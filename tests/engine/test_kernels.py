@@ -184,6 +184,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         split_bands += bool(split.any())
         for members, starts, lens, sub_band in work:
             resume = np.array([0, 0, 1], np.int64)
+            tally = np.array([0, -1], np.int64)
             while resume[0] < len(starts):
                 out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
                 written = kernels_bands.band_survivors(
@@ -203,6 +204,8 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
                     resume,
                     sub_positions,
                     sub_band,
+                    True,
+                    tally,
                 )
                 got.extend(out[:written].tolist())
     if not max_bucket:
