@@ -243,7 +243,7 @@ def _run_band(order, starts, lens, packed, num_perm, min_agree, sig, tags, band,
         if (
             between is not None
             and resume[0] < len(starts)
-            and 2 * resume[1] >= lens[resume[0]] >= kernels_bands.GATHER_RUN
+            and 2 * resume[1] >= lens[resume[0]] >= kernels_bands.LOCAL_MIN
         ):
             between()
             between = None
@@ -252,7 +252,7 @@ def _run_band(order, starts, lens, packed, num_perm, min_agree, sig, tags, band,
 
 
 def test_a_big_bucket_compares_only_the_pairs_no_earlier_band_shares():
-    """Pairs of a bucket of GATHER_RUN or more that share an earlier band are passed over (their
+    """Pairs of a bucket of LOCAL_MIN or more that share an earlier band are passed over (their
     nibbles never compared): the pairs reported are the reference's, each in its first band,
     and the pairs compared are exactly those lsh.share_earlier_band leaves (all of a smaller
     bucket's, all of the first band's); without regroup every pair is compared, as before. A
@@ -280,7 +280,7 @@ def test_a_big_bucket_compares_only_the_pairs_no_earlier_band_shares():
         for s, m in zip(starts.tolist(), lens.tolist()):
             i, j = np.triu_indices(m, 1)
             generated += len(i)
-            if band and m >= kernels_bands.GATHER_RUN:
+            if band and m >= kernels_bands.LOCAL_MIN:
                 want_compared += int((~lsh.share_earlier_band(sig, rows, band, order[s + i], order[s + j])).sum())
             else:
                 want_compared += len(i)

@@ -98,7 +98,7 @@ def _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_position
     return False
 
 
-# A gathered run of a later band (of at most LOCAL_RUN members) first numbers, for every earlier
+# A run of a later band (of LOCAL_MIN to LOCAL_RUN members) first numbers, for every earlier
 # whole band, the groups of its members equal on that band's signature columns (_earlier_groups):
 # a pair sharing a group shares that band, which reported it (or a band before it did). Its
 # members are then put in the order of the groups of the band whose groups hold the most pairs,
@@ -107,6 +107,10 @@ def _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_position
 # 15.3M of the 38.9M candidates are compared; the band pass takes half the CPU time.) ~0.5 KB
 # a member at 128 permutations while the run is worked on: 8 MB for the largest.
 LOCAL_RUN = 1 << 14
+# (and of at least this many: from 16 rather than GATHER_RUN, the 64k families, whose near
+# copies fill many small buckets, compare 10.0M of their 22.3M candidates instead of 11.5M,
+# in the same CPU time; smaller runs cost more to group than their pairs do)
+LOCAL_MIN = 16
 
 
 @helper
@@ -216,7 +220,7 @@ def band_survivors(
     (sub_positions: (bands, sub-bands, rows) signature positions); a pair sharing an earlier
     sub-band of this band is not reported again. sub_band -1: the band's own buckets.
 
-    regroup: a run of GATHER_RUN to LOCAL_RUN members of a later band is put in the groups of
+    regroup: a run of LOCAL_MIN to LOCAL_RUN members of a later band is put in the groups of
     its members that share an earlier band (_earlier_groups), whose pairs are not compared
     (it reads a signature row of every member: off when they are read from a file). tally[0]
     counts the pairs whose nibbles were compared; tally[1] is the band the run in progress is
@@ -240,8 +244,8 @@ def band_survivors(
     for r in range(r0, run_start.shape[0]):
         s = run_start[r]
         m = run_len[r]
-        gathered = m >= GATHER_RUN
-        local = gathered and regroup and band > 0 and m <= LOCAL_RUN
+        local = regroup and band > 0 and LOCAL_MIN <= m <= LOCAL_RUN
+        gathered = local or m >= GATHER_RUN
         grouped_by = -1
         if local:
             groups = np.empty((m, band), np.uint16)
