@@ -210,7 +210,7 @@ def print_table(table: list[dict]) -> None:
         ok = o.get("status") == "ok"
         ratio = f" ({o['project_bytes'] / row['corpus_bytes']:.1f}x)" if ok else ""
         cpp = f"{o['candidates'] / o['pairs']:.1f}" if ok and o.get("pairs") else "—"
-        if ok and o.get("pairs") and o.get("compared") is not None:
+        if ok and o.get("pairs") and o.get("compared"):  # (0: a scan that does not count them)
             cpp += f" ({o['compared'] / o['pairs']:.1f} compared)"
         rec = f"{row['recall']:.4f} of {row['recall_pairs']:,}" if "recall" in row else "—"
         rensa_ok = r.get("status") == "ok"
