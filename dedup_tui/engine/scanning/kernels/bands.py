@@ -1,7 +1,8 @@
 """The LSH band pass: pairs colliding in a band, prefiltered by their 4-bit signature agreement,
 each reported in its first band only (compiled; plain version: scanning.lsh). A bucket larger
 than max_bucket is split by sub-bands (lsh.sub_bands): its pairs are those that also share a
-sub-band, reported in their first sub-band only."""
+sub-band, reported in their first sub-band only. In a later band's bucket, the pairs that share
+an earlier band are passed over without comparing their signatures (_earlier_groups)."""
 
 from __future__ import annotations
 
