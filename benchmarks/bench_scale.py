@@ -123,6 +123,7 @@ def run_ours(kind: str, corpus: Path, work: Path, extra: list[str], timeout: flo
         project_bytes=sum(p.stat().st_size for p in work.glob(f"{kind}.db*")),
         spill_bytes=parse_size(spilled.group(1) + spilled.group(2)) if spilled else 0,
         candidates=counts.get("candidates"),
+        compared=counts.get("compared"),
         pairs=counts.get("pairs"),
         stages=record.get("timings", {}),
     )
@@ -209,6 +210,8 @@ def print_table(table: list[dict]) -> None:
         ok = o.get("status") == "ok"
         ratio = f" ({o['project_bytes'] / row['corpus_bytes']:.1f}x)" if ok else ""
         cpp = f"{o['candidates'] / o['pairs']:.1f}" if ok and o.get("pairs") else "—"
+        if ok and o.get("pairs") and o.get("compared"):  # (0: a scan that does not count them)
+            cpp += f" ({o['compared'] / o['pairs']:.1f} compared)"
         rec = f"{row['recall']:.4f} of {row['recall_pairs']:,}" if "recall" in row else "—"
         rensa_ok = r.get("status") == "ok"
         rensa_s = f"{r['seconds']:.0f}" if rensa_ok else r.get("status", "—")

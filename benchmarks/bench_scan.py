@@ -397,7 +397,7 @@ def run_peer(tool: str, corpus: Path, work: Path, floor: float, timeout: float, 
 PEERS = ("datasketch", "rensa", "rensa-sets")
 RENSA = ("rensa", "rensa-sets")  # rensa's two lean uses: k-window lists, k-shingle sets
 STAGE_ORDER = ["exact", "shingles", "signatures", "candidates", "compare", "verify", "write"]
-COUNT_ORDER = ["candidates", "prefiltered", "verified", "pairs"]
+COUNT_ORDER = ["candidates", "compared", "prefiltered", "verified", "pairs"]
 
 
 def _ok(r: dict) -> bool:
@@ -513,7 +513,9 @@ def fmt_table(meta: dict, rows: list[dict]) -> str:
                 "`to loaded`: from the process start to its `loaded N documents` line (interpreter start, "
                 "imports, reading the JSONL and writing the documents into the new project; seen at 50 ms "
                 "samples); `scan total`: the scan's own clock; `rest`: the remainder (between the two, the "
-                "summary, interpreter exit). candidates: LSH candidate pairs; prefiltered: of those, dropped "
+                "summary, interpreter exit). candidates: LSH candidate pairs; compared: of those, the ones whose "
+                "signatures were compared (the others share an earlier band, which had them); prefiltered: "
+                "of the candidates, dropped "
                 "before exact verification; verified: exact Jaccard computed; pairs: >= floor, stored."
             ),
             "",

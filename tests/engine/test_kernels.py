@@ -184,6 +184,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         split_bands += bool(split.any())
         for members, starts, lens, sub_band in work:
             resume = np.array([0, 0, 1], np.int64)
+            tally = np.array([0, -1], np.int64)
             while resume[0] < len(starts):
                 out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
                 written = kernels_bands.band_survivors(
@@ -203,6 +204,8 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
                     resume,
                     sub_positions,
                     sub_band,
+                    True,
+                    tally,
                 )
                 got.extend(out[:written].tolist())
     if not max_bucket:
@@ -213,6 +216,101 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
     assert len(got) - len(set(got)) < len(want) // 10
     assert len(want) > 100
     assert split_bands >= (bands // 2 if max_bucket else 0)
+
+
+def _families_of_signatures(rng, n, num_perm, families, members, redrawn):
+    """Random signatures, then `families` blocks of `members` near copies (a share `redrawn`
+    of their positions drawn anew): big buckets in most bands."""
+    sig = rng.integers(0, 1 << 20, size=(n, num_perm)).astype(np.uint32)
+    for f in range(families):
+        block = slice(f * members, (f + 1) * members)
+        sig[block] = np.where(rng.random((members, num_perm)) < redrawn, sig[block], sig[f * members])
+    return sig
+
+
+def _run_band(order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows, state, n, regroup, between=None):
+    """Every survivor of one band's runs (a small buffer: the kernel resumes mid-run; `between()`
+    runs once, the first time it stopped half way through a big run) and the pairs whose
+    nibbles it compared."""
+    got, tally, resume = [], np.array([0, -1], np.int64), np.array([0, 0, 1], np.int64)
+    while resume[0] < len(starts):
+        out = np.empty(7, np.int64)
+        written = kernels_bands.band_survivors(
+            order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows, state, n, out, resume,
+            kernels_bands.NO_SUB_BANDS, -1, regroup, tally,
+        )  # fmt: skip
+        got.extend(out[:written].tolist())
+        if (
+            between is not None
+            and resume[0] < len(starts)
+            and 2 * resume[1] >= lens[resume[0]] >= kernels_bands.LOCAL_MIN
+        ):
+            between()
+            between = None
+    assert between is None  # (it ran, when given)
+    return got, int(tally[0])
+
+
+def test_a_big_bucket_compares_only_the_pairs_no_earlier_band_shares():
+    """Pairs of a bucket of LOCAL_MIN or more that share an earlier band are passed over (their
+    nibbles never compared): the pairs reported are the reference's, each in its first band,
+    and the pairs compared are exactly those lsh.share_earlier_band leaves (all of a smaller
+    bucket's, all of the first band's); without regroup every pair is compared, as before. A
+    band that becomes whole while a later band's run is half done (bands side by side on
+    threads) loses no pair."""
+    rng = np.random.default_rng(3)
+    n, num_perm, rows, bands = 400, 24, 3, 8
+    sig = _families_of_signatures(rng, n, num_perm, families=3, members=90, redrawn=0.25)
+    packed = lsh.pack_nibbles(sig)
+    min_agree = 12
+    keys = [lsh.band_keys(sig, band, rows) for band in range(bands)]
+    tags = np.stack([kernels_bands.band_tags(k) for k in keys], axis=1)
+    want: set[int] = set()
+    want_compared = generated = 0
+    runs = []
+    for band in range(bands):
+        ref, _, _ = lsh.band_candidates(keys[band], packed, num_perm, min_agree)
+        want.update(ref.tolist())
+        order = np.argsort(keys[band], kind="stable")
+        skeys = keys[band][order]
+        starts = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
+        lens = np.diff(np.append(starts, n))
+        starts, lens = starts[lens >= 2], lens[lens >= 2]
+        runs.append((order, starts, lens))
+        for s, m in zip(starts.tolist(), lens.tolist()):
+            i, j = np.triu_indices(m, 1)
+            generated += len(i)
+            if band and m >= kernels_bands.LOCAL_MIN:
+                want_compared += int((~lsh.share_earlier_band(sig, rows, band, order[s + i], order[s + j])).sum())
+            else:
+                want_compared += len(i)
+    for regroup in (True, False):
+        state = np.zeros(bands, np.int8)
+        got, compared = [], 0
+        for band in range(bands):
+            state[band] = 1
+            part, c = _run_band(*runs[band], packed, num_perm, min_agree, sig, tags, band, rows, state, n, regroup)
+            got += part
+            compared += c
+        assert len(got) == len(set(got)) and set(got) == want
+        assert compared == (want_compared if regroup else generated)
+    assert want_compared < 0.6 * generated and len(want) > 5000
+    # Two bands side by side: band 2k + 1 starts while band 2k is not yet whole.
+    state = np.zeros(bands, np.int8)
+    side_by_side: list[int] = []
+    for band in range(0, bands, 2):
+        state[band + 1] = 1
+
+        def earlier_band(band=band):
+            state[band] = 1
+            part, _ = _run_band(*runs[band], packed, num_perm, min_agree, sig, tags, band, rows, state, n, True)
+            side_by_side.extend(part)
+
+        part, _ = _run_band(
+            *runs[band + 1], packed, num_perm, min_agree, sig, tags, band + 1, rows, state, n, True, earlier_band
+        )
+        side_by_side.extend(part)
+    assert set(side_by_side) == want
 
 
 def test_components_and_order_by_label_equal_references():

@@ -282,6 +282,7 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
     dummy_sig = np.zeros((1, 1), np.uint32)
     dummy_tags = np.zeros((1, 1), np.uint16)
     dummy_state = np.zeros(1, np.int8)
+    tally = np.array([0, -1], np.int64)
     while resume[0] < len(run_start):
         out = np.empty(BAND_BUFFER, np.int64)
         written = kernels_bands.band_survivors(
@@ -301,6 +302,8 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
             resume,
             kernels_bands.NO_SUB_BANDS,
             -1,
+            False,
+            tally,
         )
         yield out[:written]
 

@@ -479,11 +479,14 @@ class _BandCandidates:
         split buckets into result."""
         self.survivors = survivors
         jobs = ((b,) for b in range(self.banding.bands))
-        for kept, generated, oversized in threads.map(self.band, jobs, self.control, "candidates", self.banding.bands):
+        for kept, generated, compared, oversized in threads.map(
+            self.band, jobs, self.control, "candidates", self.banding.bands
+        ):
             result.oversized_buckets += len(oversized)
             if len(oversized):
                 result.largest_bucket = max(result.largest_bucket, int(oversized.max()))
             result.candidates += generated
+            result.compared += compared
             if len(kept):  # (none: band() gave its chunks to survivors)
                 survivors.add(kept)
             del kept
@@ -510,8 +513,9 @@ class _BandCandidates:
         return order, run_start, run_len
 
     def band(self, band):
-        """(surviving pairs of one band, candidates it generated, sizes of its buckets over
-        max_bucket). Such a bucket is split by sub-bands (lsh.sub_bands) instead of giving all
+        """(surviving pairs of one band, candidates it generated, those it compared (the others
+        share an earlier band: kernels.bands.band_survivors' regroup), sizes of its buckets
+        over max_bucket). Such a bucket is split by sub-bands (lsh.sub_bands) instead of giving all
         its pairs, unless it is dense (_worth_splitting); the band's state is then 2, so later
         bands count it as reporting only the pairs that share one of its sub-bands."""
         from .kernels import bands as kernels_bands
@@ -531,6 +535,7 @@ class _BandCandidates:
         runs_of_split = self._split_runs(band, order, run_start[split], run_len[split])
         self.band_state[band] = 2 if split.any() else 1
         generated = 0
+        tally = np.array([0, -1], np.int64)
         parts = []
         for members, starts, lens, sub_band in itertools.chain(runs, runs_of_split):
             generated += int((lens * (lens - 1) // 2).sum())
@@ -556,6 +561,8 @@ class _BandCandidates:
                     resume,
                     self.sub_positions,
                     sub_band,
+                    self.maps is None,
+                    tally,
                 )
                 found = out[:written]
                 if signed.sketched:
@@ -570,7 +577,8 @@ class _BandCandidates:
                     self.survivors.add(found)
                 else:
                     parts.append(found)
-        return np.concatenate(parts) if parts else np.empty(0, np.int64), generated, oversized
+        kept = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        return kept, generated, int(tally[0]), oversized
 
     def _worth_splitting(self, band: int, members: np.ndarray) -> bool:
         """Whether a sample of the bucket's pairs shares few enough of the band's sub-bands."""

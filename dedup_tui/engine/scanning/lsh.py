@@ -116,6 +116,17 @@ def min_matches_to_verify(num_perm: int, floor: float, tail: float = 1e-5, bits:
     return num_perm
 
 
+def share_earlier_band(signatures: np.ndarray, rows: int, band: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether each pair (a, b) agrees on every signature position of one of the bands before
+    `band`, so that band already had it as a candidate: the pairs the compiled band pass
+    (kernels.bands.band_survivors) passes over in a big bucket instead of comparing them."""
+    shared = np.zeros(len(a), bool)
+    for c in range(band):
+        cols = slice(c * rows, (c + 1) * rows)
+        shared |= (signatures[a, cols] == signatures[b, cols]).all(axis=1)
+    return shared
+
+
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
 
 

@@ -96,6 +96,9 @@ class ScanResult(ScanCounts):
     passes: int = 0  # (lsh) verification passes over the candidates: 1 when they fit in memory
     spill_bytes: int = 0  # peak bytes of the scan's spill folder (passes.py)
     fixed_bytes: int = 0  # (lsh) resident bytes as candidates start: signatures, texts, ... (no spill lowers them)
+    # (lsh) candidates whose signatures were compared: the others share an earlier band, whose
+    # check covered them, and are passed over in blocks (kernels.bands.band_survivors)
+    compared: int = 0
 
 
 class SettingsError(ProjectError):

@@ -15,6 +15,8 @@ version it is tested against (tests/engine/test_kernels.py):
                  shared vocabulary when many pairs share few documents; `Family`: a template
                  family's pairs)
 - bands          `band_survivors` ~ lsh.band_candidates, each pair reported in its first band only
-                 (a bucket split by sub-bands: its pairs sharing one, in the first they share)
+                 (a bucket split by sub-bands: its pairs sharing one, in the first they share);
+                 the pairs of a later band's bucket it compares ~ those lsh.share_earlier_band
+                 leaves
 - components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`
 - incremental    `added_band_survivors`: the incremental scan's band pass"""
