@@ -237,6 +237,15 @@ def test_spanning_forest_equals_boruvka_reference():
     w = np.round(rng.random(20000), 2)  # many ties: the order by index must decide them
     assert np.array_equal(components.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
     assert len(components.spanning_forest(n, a[:0], b[:0], w[:0])) == 0
+    # a dense family (every edge given twice, some edges a node with itself) beside a long path
+    # given both ways, with weights falling along it or one weight everywhere (only the
+    # indices decide), and nodes on no edge
+    family = rng.integers(0, 60, (2, 1500))
+    path = np.arange(100, 2000)
+    a = np.r_[family[0], family[1], path, path[::-1]]
+    b = np.r_[family[1], family[0], path + 1, path[::-1] - 1]
+    for w in (np.r_[np.round(rng.random(3000), 1), np.linspace(1, 0, 3800)], np.full(6800, 0.5)):
+        assert np.array_equal(components.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
 
 
 _CALL_A_KERNEL = (

@@ -25,7 +25,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.intersections', '_shared_fingerprints', 'uint64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_fill_shared_bits', 'uint64:1d uint64:2d int64'),
     ('candidates:end', 'scanning.kernels.intersections', '_accumulate_bitset_intersections', 'uint64:2d int64:1d int64:1d int64:1d'),
-    ('write:start', 'scanning.kernels.components', '_kruskal', 'int64 int64:1d int64:1d int64:1d'),
+    ('write:start', 'scanning.kernels.components', '_boruvka', 'int64 int64:1d int64:1d float64:1d'),
     ('scanned', 'scanning.kernels.intersections', '_count_rare_shared', 'uint64:1d int64 int64:1d int64:1d int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.incremental', 'added_band_survivors', 'int64:1d int64:1d int64:1d int64:1d uint64:2d int64 int64 int32:2d bool:2d int64 int64 int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.signatures', 'sketch_rows', 'uint64:1d int64:1d int64:1d uint8:2d'),
