@@ -31,8 +31,10 @@ from .derived import (
     PAIRS_CHECKSUM,
     SCAN_KEYS_META,
     exact_of_column,
+    pack_pair_arrays,
     pairs_checksum,
     pairs_table,
+    store_pair_arrays,
     unpack_pair_chunk,
     valid_pairs,
     write_exact_array,
@@ -132,12 +134,12 @@ def write_scan_result(conn, exact_of: np.ndarray, a: np.ndarray, b: np.ndarray, 
     order = np.argsort(a * len(exact_of) + b, kind="stable")  # sorted runs (components): timsort merges them
     a, b, j = a[order], b[order], j[order]
     del order
-    # The spanning forest is computed on a thread while SQLite inserts (which releases
-    # the GIL while it writes).
+    # The spanning forest and the packed arrays are made on a thread while SQLite inserts
+    # (which releases the GIL while it writes).
     with ThreadPoolExecutor(1) as side:
-        forest = side.submit(spanning_forest_of, len(exact_of), a, b, j)
+        packed = side.submit(lambda: pack_pair_arrays(a, b, j, spanning_forest_of(len(exact_of), a, b, j)))
         insert_pairs(conn, a, b, j)
-        write_pair_arrays(conn, a, b, j, forest.result())
+        store_pair_arrays(conn, packed.result())
     write_exact_array(conn, exact_of)
     conn.execute("DELETE FROM view_snapshot")  # views of the previous scan
 
