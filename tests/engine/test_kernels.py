@@ -481,6 +481,23 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
     assert family.words > 1
 
 
+def test_family_placed_from_parts_on_threads_equals_one_part(monkeypatch):
+    # the keys fingerprinted in many parts (texts of a few hundred bytes each) and placed by
+    # top byte on threads, side by side: the same keys, groups and sizes as from one part
+    from concurrent.futures import ThreadPoolExecutor
+
+    buf = text.TextBuffer.from_texts(_family(9, members=80) + _texts(10, count=80, longest=400))
+    docs = np.arange(len(buf.offsets) - 1)[::-1].copy()
+    whole = intersections.Family(buf, docs, 5)
+    monkeypatch.setattr(intersections, "_FAMILY_CHUNK_BYTES", 300)
+    with ThreadPoolExecutor(2) as pool:
+        parted = intersections.Family(buf, docs, 5, parallel_map=lambda fn, jobs: list(pool.map(fn, *zip(*jobs))))
+    assert len(whole.keys) > 1000
+    assert np.array_equal(parted.keys, whole.keys)
+    assert np.array_equal(parted.bounds, whole.bounds)
+    assert np.array_equal(parted.sizes, whole.sizes)
+
+
 def test_text_sketches_equal_signature_pass_sketches():
     texts = _sketch_texts(4)
     buf = text.TextBuffer.from_texts(texts)

@@ -404,10 +404,16 @@ class Family:
         counts = np.sum([p[2] for p in parts], axis=0) if parts else np.zeros(256, np.int64)
         self.bounds = np.r_[0, np.cumsum(counts)]
         self.keys = np.empty(int(self.bounds[-1]), np.uint64)
-        next_slot = self.bounds[:-1].copy()
-        for i in range(len(parts)):
-            _scatter_by_top_byte(parts[i][0], self.keys, next_slot)
+        # Each part's keys of a top byte go after those of the parts before it: the parts are
+        # placed side by side, where one after another would put them (0.2 s of one thread for
+        # the manual pages' family of 7.6k pages).
+        first_slots = self.bounds[:-1] + np.cumsum([np.zeros(256, np.int64)] + [p[2] for p in parts[:-1]], axis=0)
+
+        def place(i):
+            _scatter_by_top_byte(parts[i][0], self.keys, first_slots[i].copy())
             parts[i] = None  # free each part once placed
+
+        parallel_map(place, [(i,) for i in range(len(parts))])
         groups = [
             (g, lo, hi)
             for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
