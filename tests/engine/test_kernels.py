@@ -558,3 +558,23 @@ def test_shared_runs_are_the_runs_of_two_or_more_equal_keys(keys):
     run_len = np.diff(np.append(run_start, len(keys)))
     assert starts.tolist() == run_start[run_len >= 2].tolist()
     assert lens.tolist() == run_len[run_len >= 2].tolist()
+
+
+def test_sort_by_fingerprint_equals_numpy_sort_or_says_it_did_not():
+    # one top byte's keys (fingerprint << 16 | row): many fingerprints, some held by hundreds
+    # of rows, every row's keys in row order as a family places them; the radix sort leaves
+    # them wholly sorted. With the rows of a fingerprint out of order it says so (the caller
+    # sorts them then).
+    rng = np.random.default_rng(4)
+    fingerprints = (np.uint64(0x5A) << np.uint64(40)) | rng.integers(0, 1 << 40, 3000, dtype=np.uint64)
+    common = fingerprints[:20]
+    rows = [np.unique(np.r_[rng.choice(fingerprints, 40), common]) for _ in range(400)]
+    keys = np.concatenate([(fp << np.uint64(16)) | np.uint64(row) for row, fp in enumerate(rows)])
+    got = keys.copy()
+    assert intersections._sort_by_fingerprint(got)
+    assert np.array_equal(got, np.sort(keys))
+    shuffled = keys[::-1].copy()  # each fingerprint's rows in decreasing order
+    assert not intersections._sort_by_fingerprint(shuffled)
+    assert np.array_equal(np.sort(shuffled), np.sort(keys))
+    empty = np.empty(0, np.uint64)
+    assert intersections._sort_by_fingerprint(empty)

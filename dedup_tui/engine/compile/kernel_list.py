@@ -22,6 +22,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.intersections', 'merge_intersections', 'uint64:1d int64:1d int64:1d int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_top_byte_counts', 'uint64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_scatter_by_top_byte', 'uint64:1d uint64:1d int64:1d'),
+    ('candidates:end', 'scanning.kernels.intersections', '_sort_by_fingerprint', 'uint64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_shared_fingerprints', 'uint64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_fill_shared_bits', 'uint64:1d uint64:2d int64'),
     ('candidates:end', 'scanning.kernels.intersections', '_accumulate_bitset_intersections', 'uint64:2d int64:1d int64:1d int64:1d'),
