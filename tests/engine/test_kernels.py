@@ -70,6 +70,29 @@ def test_shingle_rows_equal_shingle_sets(k):
     assert np.array_equal(values, sub_values) and np.array_equal(offsets, sub_offsets)
 
 
+def test_sort_rows_equals_numpy_sort_of_each_row_or_says_it_did_not(monkeypatch):
+    # rows of hashed fingerprints (row << 48 | fingerprint): empty, single, short, repeated
+    # keys, and one of 70,000 (more keys than buckets); each sorted as numpy sorts it
+    rng = np.random.default_rng(12)
+    sizes = [0, 1, 2, 7, 300, 0, 5000, 70_000, 3]
+    rows = [rng.integers(0, 1 << 48, n, dtype=np.uint64) for n in sizes]
+    rows[4][:100] = rows[4][100:200]  # repeats
+    keys = np.concatenate([np.uint64(r << 48) | row for r, row in enumerate(rows)])
+    row_starts = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    got = keys.copy()
+    assert shingles._sort_rows(got, row_starts, 48)
+    assert np.array_equal(got, np.concatenate([np.sort(k) for k in np.split(keys, row_starts[1:-1])]))
+    # fingerprints not spread (all in a few buckets, descending): it says so
+    narrow = np.arange(5000, 0, -1, dtype=np.uint64)
+    assert not shingles._sort_rows(narrow, np.array([0, 5000]), 48)
+    # and shingle_rows then sorts them as before
+    monkeypatch.setattr(shingles, "_sort_rows", lambda keys, row_starts, bits: False)
+    texts = _texts(2, longest=200)
+    values, offsets = shingles.shingle_rows(text.TextBuffer.from_texts(texts), np.arange(len(texts)), 5)
+    want_values, want_offsets = shingle.shingle_sets(texts, 5)
+    assert np.array_equal(values, want_values) and np.array_equal(offsets, want_offsets)
+
+
 def test_a_ten_megabyte_document():
     rng = np.random.default_rng(3)
     code_points = np.array([ord(c) for c in "abcdefgh \u00e9\u4e2d"], np.uint32)[rng.integers(0, 11, 10_000_000)]

@@ -18,6 +18,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.components', 'component_labels', 'int64 int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.components', 'order_by_label', 'int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.shingles', 'packed_fingerprints', 'uint8:1d int64:1d int64:1d int64 int64 int64:1d int64'),
+    ('candidates:end', 'scanning.kernels.shingles', '_sort_rows', 'uint64:1d int64:1d int64'),
     ('candidates:end', 'scanning.kernels.shingles', '_split_sorted_keys', 'uint64:1d int64 int64'),
     ('candidates:end', 'scanning.kernels.intersections', 'merge_intersections', 'uint64:1d int64:1d int64:1d int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_top_byte_counts', 'uint64:1d'),
