@@ -406,14 +406,15 @@ def test_scan_threads_stop_between_jobs_on_cancel():
     assert len(started) < 10  # only the window of jobs ahead ran, not the other ~990
 
 
-def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path):
+@pytest.mark.parametrize("first", [0, 2**31 - 10**9, 2**31])  # (ords below 2^31 are bound two to a value)
+def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path, first):
     import sqlite3
 
     from dedup_tui.engine.store import scans
 
     rng = np.random.default_rng(2)
     n = scans.INSERT_CHUNK + 257  # a full chunk, then full statements and a remainder
-    a = np.sort(rng.integers(0, 10**9, n))
+    a = first + np.sort(rng.integers(0, 10**9 - 10**6, n))
     b = a + rng.integers(1, 10**6, n)
     j = rng.random(n)
     j[:3] = [0.5, 1.0, np.nextafter(0.5, 1)]
