@@ -72,9 +72,9 @@ def test_shingle_rows_equal_shingle_sets(k):
 
 def test_sort_rows_equals_numpy_sort_of_each_row_or_says_it_did_not(monkeypatch):
     # rows of hashed fingerprints (row << 48 | fingerprint): empty, single, short, repeated
-    # keys, and one of 70,000 (more keys than buckets); each sorted as numpy sorts it
+    # keys, and one of 1.1M (more keys than buckets); each sorted as numpy sorts it
     rng = np.random.default_rng(12)
-    sizes = [0, 1, 2, 7, 300, 0, 5000, 70_000, 3]
+    sizes = [0, 1, 2, 7, 300, 0, 5000, 1_100_000, 3]
     rows = [rng.integers(0, 1 << 48, n, dtype=np.uint64) for n in sizes]
     rows[4][:100] = rows[4][100:200]  # repeats
     keys = np.concatenate([np.uint64(r << 48) | row for r, row in enumerate(rows)])

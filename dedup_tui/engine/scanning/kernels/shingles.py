@@ -85,7 +85,7 @@ def _sort_rows(keys, row_starts, fingerprint_bits):
     for r in range(rows):
         longest = max(longest, row_starts[r + 1] - row_starts[r])
     most_bits = 1
-    while (1 << most_bits) < longest and most_bits < 16:
+    while (1 << most_bits) < longest and most_bits < 20:  # (at most 8 MB of counts)
         most_bits += 1
     ends = np.empty((1 << most_bits) + 1, np.int64)
     placed = np.empty(longest, np.uint64)
