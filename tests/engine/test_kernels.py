@@ -70,6 +70,29 @@ def test_shingle_rows_equal_shingle_sets(k):
     assert np.array_equal(values, sub_values) and np.array_equal(offsets, sub_offsets)
 
 
+def test_sort_rows_equals_numpy_sort_of_each_row_or_says_it_did_not(monkeypatch):
+    # rows of hashed fingerprints (row << 48 | fingerprint): empty, single, short, repeated
+    # keys, and one of 1.1M (more keys than buckets); each sorted as numpy sorts it
+    rng = np.random.default_rng(12)
+    sizes = [0, 1, 2, 7, 300, 0, 5000, 1_100_000, 3]
+    rows = [rng.integers(0, 1 << 48, n, dtype=np.uint64) for n in sizes]
+    rows[4][:100] = rows[4][100:200]  # repeats
+    keys = np.concatenate([np.uint64(r << 48) | row for r, row in enumerate(rows)])
+    row_starts = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    got = keys.copy()
+    assert shingles._sort_rows(got, row_starts, 48)
+    assert np.array_equal(got, np.concatenate([np.sort(k) for k in np.split(keys, row_starts[1:-1])]))
+    # fingerprints not spread (all in a few buckets, descending): it says so
+    narrow = np.arange(5000, 0, -1, dtype=np.uint64)
+    assert not shingles._sort_rows(narrow, np.array([0, 5000]), 48)
+    # and shingle_rows then sorts them as before
+    monkeypatch.setattr(shingles, "_sort_rows", lambda keys, row_starts, bits: False)
+    texts = _texts(2, longest=200)
+    values, offsets = shingles.shingle_rows(text.TextBuffer.from_texts(texts), np.arange(len(texts)), 5)
+    want_values, want_offsets = shingle.shingle_sets(texts, 5)
+    assert np.array_equal(values, want_values) and np.array_equal(offsets, want_offsets)
+
+
 def test_a_ten_megabyte_document():
     rng = np.random.default_rng(3)
     code_points = np.array([ord(c) for c in "abcdefgh \u00e9\u4e2d"], np.uint32)[rng.integers(0, 11, 10_000_000)]
@@ -335,6 +358,15 @@ def test_spanning_forest_equals_boruvka_reference():
     w = np.round(rng.random(20000), 2)  # many ties: the order by index must decide them
     assert np.array_equal(components.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
     assert len(components.spanning_forest(n, a[:0], b[:0], w[:0])) == 0
+    # a dense family (every edge given twice, some edges a node with itself) beside a long path
+    # given both ways, with weights falling along it or one weight everywhere (only the
+    # indices decide), and nodes on no edge
+    family = rng.integers(0, 60, (2, 1500))
+    path = np.arange(100, 2000)
+    a = np.r_[family[0], family[1], path, path[::-1]]
+    b = np.r_[family[1], family[0], path + 1, path[::-1] - 1]
+    for w in (np.r_[np.round(rng.random(3000), 1), np.linspace(1, 0, 3800)], np.full(6800, 0.5)):
+        assert np.array_equal(components.spanning_forest(n, a, b, w), maximum_spanning_forest(n, a, b, w))
 
 
 _CALL_A_KERNEL = (
@@ -585,6 +617,23 @@ def test_family_intersections_equal_merged_rows(monkeypatch, slice_bytes, rare_b
     assert family.words > 1
 
 
+def test_family_placed_from_parts_on_threads_equals_one_part(monkeypatch):
+    # the keys fingerprinted in many parts (texts of a few hundred bytes each) and placed by
+    # top byte on threads, side by side: the same keys, groups and sizes as from one part
+    from concurrent.futures import ThreadPoolExecutor
+
+    buf = text.TextBuffer.from_texts(_family(9, members=80) + _texts(10, count=80, longest=400))
+    docs = np.arange(len(buf.offsets) - 1)[::-1].copy()
+    whole = intersections.Family(buf, docs, 5)
+    monkeypatch.setattr(intersections, "_FAMILY_CHUNK_BYTES", 300)
+    with ThreadPoolExecutor(2) as pool:
+        parted = intersections.Family(buf, docs, 5, parallel_map=lambda fn, jobs: list(pool.map(fn, *zip(*jobs))))
+    assert len(whole.keys) > 1000
+    assert np.array_equal(parted.keys, whole.keys)
+    assert np.array_equal(parted.bounds, whole.bounds)
+    assert np.array_equal(parted.sizes, whole.sizes)
+
+
 def test_text_sketches_equal_signature_pass_sketches():
     texts = _sketch_texts(4)
     buf = text.TextBuffer.from_texts(texts)
@@ -645,3 +694,23 @@ def test_shared_runs_are_the_runs_of_two_or_more_equal_keys(keys):
     run_len = np.diff(np.append(run_start, len(keys)))
     assert starts.tolist() == run_start[run_len >= 2].tolist()
     assert lens.tolist() == run_len[run_len >= 2].tolist()
+
+
+def test_sort_by_fingerprint_equals_numpy_sort_or_says_it_did_not():
+    # one top byte's keys (fingerprint << 16 | row): many fingerprints, some held by hundreds
+    # of rows, every row's keys in row order as a family places them; the radix sort leaves
+    # them wholly sorted. With the rows of a fingerprint out of order it says so (the caller
+    # sorts them then).
+    rng = np.random.default_rng(4)
+    fingerprints = (np.uint64(0x5A) << np.uint64(40)) | rng.integers(0, 1 << 40, 3000, dtype=np.uint64)
+    common = fingerprints[:20]
+    rows = [np.unique(np.r_[rng.choice(fingerprints, 40), common]) for _ in range(400)]
+    keys = np.concatenate([(fp << np.uint64(16)) | np.uint64(row) for row, fp in enumerate(rows)])
+    got = keys.copy()
+    assert intersections._sort_by_fingerprint(got)
+    assert np.array_equal(got, np.sort(keys))
+    shuffled = keys[::-1].copy()  # each fingerprint's rows in decreasing order
+    assert not intersections._sort_by_fingerprint(shuffled)
+    assert np.array_equal(np.sort(shuffled), np.sort(keys))
+    empty = np.empty(0, np.uint64)
+    assert intersections._sort_by_fingerprint(empty)

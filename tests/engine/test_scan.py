@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -404,14 +406,15 @@ def test_scan_threads_stop_between_jobs_on_cancel():
     assert len(started) < 10  # only the window of jobs ahead ran, not the other ~990
 
 
-def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path):
+@pytest.mark.parametrize("first", [0, 2**31 - 10**9, 2**31])  # (ords below 2^31 are bound two to a value)
+def test_pairs_are_inserted_exactly_in_batches_and_singly(tmp_path, first):
     import sqlite3
 
     from dedup_tui.engine.store import scans
 
     rng = np.random.default_rng(2)
     n = scans.INSERT_CHUNK + 257  # a full chunk, then full statements and a remainder
-    a = np.sort(rng.integers(0, 10**9, n))
+    a = first + np.sort(rng.integers(0, 10**9 - 10**6, n))
     b = a + rng.integers(1, 10**6, n)
     j = rng.random(n)
     j[:3] = [0.5, 1.0, np.nextafter(0.5, 1)]
@@ -479,3 +482,27 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 10**9)
     local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found
+
+
+def test_verification_runs_without_numpy_huge_pages_and_restores_the_setting(monkeypatch):
+    from dedup_tui.engine.scanning import verify
+
+    huge_pages = np._core.multiarray._set_madvise_hugepage  # (returns the setting it replaces)
+    original = huge_pages(True)
+    seen = []
+
+    def run(self, ords, pairs):
+        seen.append(huge_pages(False))
+        return verify.Verified(ords[:0], ords[:0], np.empty(0), 0)
+
+    monkeypatch.setattr(verify._Verification, "run", run)
+    try:
+        for before in (True, False):
+            huge_pages(before)
+            pairs = verify.CandidatePairs([np.array([1, 5], np.int64)], 4)
+            text = SimpleNamespace(offsets=np.zeros(5, np.int64))
+            verify.verify(text, np.arange(4), pairs, SimpleNamespace(sketched=True, floor=0.5))
+            assert huge_pages(before) is before  # restored
+    finally:
+        huge_pages(original)
+    assert seen == [False, False]

@@ -57,44 +57,74 @@ def write_pair_arrays(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray, forest:
     below 2^31, and each chunk's similarities as its distinct values (float64) followed by a
     uint16 code per pair when there are at most 65,536 of them (a scan of short texts finds a
     few thousand), else as float64."""
-    conn.execute("DELETE FROM pair_arrays")
+    store_pair_arrays(conn, pack_pair_arrays(a, b, j, forest))
+
+
+class PackedPairs:
+    """What write_pair_arrays stores, made without the connection (pack_pair_arrays: on a
+    thread while the pairs table is written): pair_arrays' rows, the forest's and the meta."""
+
+    def __init__(self, rows: list[tuple], count: int, checksum: str, forest: np.ndarray, narrow: bool):
+        self.rows, self.count, self.checksum, self.narrow = rows, count, checksum, narrow
+        self.forest_row, self.forest_checksum = _packed_forest(forest, narrow)
+
+
+def pack_pair_arrays(a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> PackedPairs:
     narrow = not len(a) or max(int(a.max()), int(b.max())) < 2**31
-    for chunk, s in enumerate(range(0, len(a), PAIR_ARRAY_CHUNK)):
-        e = s + PAIR_ARRAY_CHUNK
-        write_pair_array_chunk(conn, chunk, a[s:e], b[s:e], j[s:e], narrow)
-    write_pair_forest(conn, len(a), pairs_checksum(a, b, j), forest, narrow)
+    rows = [
+        _pair_array_row(a[s : s + PAIR_ARRAY_CHUNK], b[s : s + PAIR_ARRAY_CHUNK], j[s : s + PAIR_ARRAY_CHUNK], narrow)
+        for s in range(0, len(a), PAIR_ARRAY_CHUNK)
+    ]
+    return PackedPairs(rows, len(a), pairs_checksum(a, b, j), forest, narrow)
+
+
+def store_pair_arrays(conn, packed: PackedPairs) -> None:
+    conn.execute("DELETE FROM pair_arrays")
+    conn.executemany(
+        "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)",
+        [(chunk, *row) for chunk, row in enumerate(packed.rows)],
+    )
+    _store_forest(conn, packed.count, packed.checksum, packed.forest_row, packed.forest_checksum, packed.narrow)
 
 
 def write_pair_array_chunk(conn, chunk: int, a: np.ndarray, b: np.ndarray, j: np.ndarray, narrow: bool) -> None:
     """One row of pair_arrays: the pairs chunk * PAIR_ARRAY_CHUNK on (a scan's streamed write
     gives them a chunk at a time); `narrow`: PACKED_LAYOUT (every ord below 2^31)."""
+    conn.execute(
+        "INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)", (chunk, *_pair_array_row(a, b, j, narrow))
+    )
+
+
+def _pair_array_row(a: np.ndarray, b: np.ndarray, j: np.ndarray, narrow: bool) -> tuple[bytes, bytes, bytes]:
     if not narrow:
-        row = a.astype("<i8").tobytes(), b.astype("<i8").tobytes(), _packed_similarities(j, False)
-    else:
-        first_differences = np.diff(a, prepend=0).astype("<i4")  # (the first from 0)
-        row = (
-            _compressed(first_differences.tobytes()),
-            _compressed(b.astype("<i4").tobytes()),
-            _compressed(_packed_similarities(j, True)),
-        )
-    conn.execute("INSERT INTO pair_arrays(chunk, a, b, jaccard) VALUES (?, ?, ?, ?)", (chunk, *row))
+        return a.astype("<i8").tobytes(), b.astype("<i8").tobytes(), _packed_similarities(j, False)
+    first_differences = np.diff(a, prepend=0).astype("<i4")  # (the first from 0)
+    return (
+        _compressed(first_differences.tobytes()),
+        _compressed(b.astype("<i4").tobytes()),
+        _compressed(_packed_similarities(j, True)),
+    )
 
 
 def write_pair_forest(conn, count: int, checksum: str, forest: np.ndarray, narrow: bool) -> None:
     """The pairs' spanning forest, the count and checksum (pairs_checksum) of pair_arrays and
     its layout (narrow: NARROW_LAYOUT)."""
-    conn.execute("DELETE FROM pair_forest")
+    _store_forest(conn, count, checksum, *_packed_forest(forest, narrow), narrow)
+
+
+def _packed_forest(forest: np.ndarray, narrow: bool) -> tuple[bytes, str]:
     edges = forest.astype("<i8")
     # (narrow: the sorted indices' differences, which compress to a few bits each)
     packed = _compressed(np.diff(edges, prepend=0).astype("<i8").tobytes()) if narrow else edges.tobytes()
+    return packed, arrays_checksum(edges)
+
+
+def _store_forest(conn, count: int, checksum: str, packed: bytes, forest_checksum: str, narrow: bool) -> None:
+    conn.execute("DELETE FROM pair_forest")
     conn.execute("INSERT INTO pair_forest(id, edges) VALUES (0, ?)", (packed,))
     conn.executemany(
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-        [
-            ("pair_arrays_count", str(count)),
-            (PAIRS_CHECKSUM, checksum),
-            (FOREST_CHECKSUM, arrays_checksum(forest.astype("<i8", copy=False))),
-        ],
+        [("pair_arrays_count", str(count)), (PAIRS_CHECKSUM, checksum), (FOREST_CHECKSUM, forest_checksum)],
     )
     if narrow:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (PAIR_ARRAYS_LAYOUT, PACKED_LAYOUT))

@@ -288,6 +288,38 @@ def _scatter_by_top_byte(keys, out, next_slot):
 
 
 @kernel
+def _sort_by_fingerprint(keys):
+    """keys (fingerprint << 16 | row, all of one top byte) stably sorted in place by their
+    fingerprint's other 40 bits (an LSD radix sort, four passes of 10 bits); True when that
+    sorted them wholly (the rows of each fingerprint came in increasing order, as a family's
+    keys do), else the caller sorts them. On the manual pages' family (9.7M keys in 256 groups)
+    0.14 s against numpy's 0.3-1.3 s (its quicksort is slow on so many repeats)."""
+    n = keys.shape[0]
+    other = np.empty(n, np.uint64)
+    ends = np.empty(1 << 10, np.int64)
+    src, dst = keys, other
+    for p in range(4):
+        shift = np.uint64(16 + 10 * p)
+        ends[:] = 0
+        for i in range(n):
+            ends[np.int64((src[i] >> shift) & np.uint64(0x3FF))] += 1
+        start = 0
+        for d in range(1 << 10):
+            count = ends[d]
+            ends[d] = start
+            start += count
+        for i in range(n):
+            d = np.int64((src[i] >> shift) & np.uint64(0x3FF))
+            dst[ends[d]] = src[i]
+            ends[d] += 1
+        src, dst = dst, src
+    for i in range(1, n):  # (an even number of passes: the result is in keys)
+        if keys[i - 1] > keys[i]:
+            return False
+    return True
+
+
+@kernel
 def _accumulate_bitset_intersections(bits, la, lb, out):
     words = bits.shape[1]
     for p in range(la.shape[0]):
@@ -404,10 +436,16 @@ class Family:
         counts = np.sum([p[2] for p in parts], axis=0) if parts else np.zeros(256, np.int64)
         self.bounds = np.r_[0, np.cumsum(counts)]
         self.keys = np.empty(int(self.bounds[-1]), np.uint64)
-        next_slot = self.bounds[:-1].copy()
-        for i in range(len(parts)):
-            _scatter_by_top_byte(parts[i][0], self.keys, next_slot)
+        # Each part's keys of a top byte go after those of the parts before it: the parts are
+        # placed side by side, where one after another would put them (0.2 s of one thread for
+        # the manual pages' family of 7.6k pages).
+        first_slots = self.bounds[:-1] + np.cumsum([np.zeros(256, np.int64)] + [p[2] for p in parts[:-1]], axis=0)
+
+        def place(i):
+            _scatter_by_top_byte(parts[i][0], self.keys, first_slots[i].copy())
             parts[i] = None  # free each part once placed
+
+        parallel_map(place, [(i,) for i in range(len(parts))])
         groups = [
             (g, lo, hi)
             for g, (lo, hi) in enumerate(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
@@ -420,7 +458,8 @@ class Family:
 
         def sort_group(g, lo, hi):
             keys = self.keys[lo:hi]
-            keys.sort()
+            if not _sort_by_fingerprint(keys):
+                keys.sort()
             if not self.rare_known:  # (only the first column, t = 2, is known: see _held_by)
                 shared = _shared_fingerprints(keys)
                 return g, np.full(len(thresholds), shared), np.zeros(len(thresholds), np.int64)

@@ -72,6 +72,57 @@ def _split_sorted_keys(keys, rows, fingerprint_bits):
     return values[:pos], row_offsets
 
 
+@kernel
+def _sort_rows(keys, row_starts, fingerprint_bits):
+    """Each row's keys (row << fingerprint_bits | fingerprint; row r's from row_starts[r])
+    sorted in place, fingerprints being hashes spread evenly: counted out by their top bits
+    into about a bucket per key, then sorted by insertion (each key moves past the few others
+    of its bucket). False, with the keys part sorted, when a row needs over 8 moves a key
+    (fingerprints not spread, or many repeats): the caller sorts them another way. The 64k
+    families' 12M keys: 64 ms against 337 ms of numpy sorts."""
+    rows = row_starts.shape[0] - 1
+    longest = 0
+    for r in range(rows):
+        longest = max(longest, row_starts[r + 1] - row_starts[r])
+    most_bits = 1
+    while (1 << most_bits) < longest and most_bits < 20:  # (at most 8 MB of counts)
+        most_bits += 1
+    ends = np.empty((1 << most_bits) + 1, np.int64)
+    placed = np.empty(longest, np.uint64)
+    for r in range(rows):
+        lo, n = row_starts[r], row_starts[r + 1] - row_starts[r]
+        if n < 2:
+            continue
+        bits = 1
+        while (1 << bits) < n and bits < most_bits:
+            bits += 1
+        shift = np.uint64(fingerprint_bits - bits)
+        mask = np.uint64((1 << bits) - 1)
+        ends[: (1 << bits) + 1] = 0
+        for i in range(lo, lo + n):
+            ends[np.int64((keys[i] >> shift) & mask) + 1] += 1
+        for b in range(1 << bits):
+            ends[b + 1] += ends[b]
+        for i in range(lo, lo + n):
+            b = np.int64((keys[i] >> shift) & mask)
+            placed[ends[b]] = keys[i]
+            ends[b] += 1
+        moves = 0
+        for i in range(1, n):
+            x = placed[i]
+            j = i - 1
+            while j >= 0 and placed[j] > x:
+                placed[j + 1] = placed[j]
+                j -= 1
+            placed[j + 1] = x
+            moves += i - 1 - j
+            if moves > 8 * n:
+                return False
+        for i in range(n):
+            keys[lo + i] = placed[i]
+    return True
+
+
 _ROWS_PER_SORT = (1 << (64 - FINGERPRINT_BITS)) - 1
 # Keys are sorted in slices of whole rows of about this many keys: a sort that stays in the
 # core's cache is 2.5x faster than one sort of them all (25M keys of 9,885 manual pages).
@@ -93,14 +144,15 @@ def _sort_in_slices(keys: np.ndarray, row_starts: np.ndarray) -> None:
 def shingle_rows(text: TextBuffer, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each text's set of 48-bit shingle fingerprints (the top bits of the shingle hash),
     sorted and repeat-free, as CSR (values, row offsets) in the order of `docs`
-    (= shingle.shingle_sets). Sorting is numpy's (faster than a compiled one here)."""
+    (= shingle.shingle_sets)."""
     docs = np.ascontiguousarray(docs, dtype=np.int64)
     values_parts, size_parts = [], []
     for lo in range(0, len(docs), _ROWS_PER_SORT):
         part = docs[lo : lo + _ROWS_PER_SORT]
         row_starts = np.empty(len(part) + 1, np.int64)
         keys = packed_fingerprints(text.data, text.offsets, part, k, FINGERPRINT_BITS, row_starts, -1)
-        _sort_in_slices(keys, row_starts)
+        if not _sort_rows(keys, row_starts, FINGERPRINT_BITS):
+            _sort_in_slices(keys, row_starts)
         values, row_offsets = _split_sorted_keys(keys, len(part), FINGERPRINT_BITS)
         values_parts.append(values)
         size_parts.append(np.diff(row_offsets))
