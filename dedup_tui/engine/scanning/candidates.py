@@ -21,7 +21,7 @@ from ..store.scans import read_texts
 from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
-from .memory import release_free_memory
+from .memory import release_free_memory, what_waits_on_disk
 from .minhash import MinHasher
 from .passes import (
     BAND_THREAD_BYTES_PER_TEXT,
@@ -265,10 +265,8 @@ def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, worke
     held = resident_bytes() + n * (
         banding.bands * 2 + settings.num_perm // 2 + workers * BAND_THREAD_BYTES_PER_TEXT + 8
     )
-    if cap <= 0:
-        return False, False, held
     signed = n * settings.num_perm * 4 + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
-    return held + signed + int(rep_lengths.sum()) > cap, held + signed > cap, held
+    return (*what_waits_on_disk(cap, held, signed, int(rep_lengths.sum())), held)
 
 
 def _mapped_budget(cap: int, held: int, n: int) -> int:

@@ -88,3 +88,14 @@ def release_free_memory() -> None:
             _malloc_trim = False
     if callable(_malloc_trim):
         _malloc_trim(0)
+
+
+def what_waits_on_disk(cap: float, held: float, signed: float, texts: float) -> tuple[bool, bool]:
+    """(whether the texts wait in the spill folder while the candidates are found, whether the
+    signatures and sketches wait there too) for a band phase that holds `held` bytes whatever
+    spills, `signed` bytes of signatures and sketches and `texts` bytes of normalised texts,
+    under `cap` (0: none). The scan decides it from measured bytes (candidates._what_spills), the
+    plan's model from estimates (memory_model): one rule, so the two cannot drift apart."""
+    if cap <= 0:
+        return False, False
+    return held + signed + texts > cap, held + signed > cap

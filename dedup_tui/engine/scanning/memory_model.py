@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .memory import what_waits_on_disk
+
 # The memory model: the scan's peak resident memory (`scan CORPUS`, load included) is the
 # largest of its phases' (memory_phases), each a sum of named costs per document, per distinct
 # text, per candidate and per pair. What the band phase holds a text is fixed whatever the cap
@@ -111,14 +113,13 @@ def memory_model(
         + sketched * SKETCH_BINS
     )
     texts = text_bytes + TEXT_OFFSET_BYTES * n
-    texts_wait = base + signed + threads + texts > cap
+    texts_wait, signatures_wait = what_waits_on_disk(cap, base + threads, signed, texts)
     fixed = base + signed + threads + (0 if texts_wait else texts)
     freed_after_bands = n * signature + sketched * SKETCH_BINS
     # (candidates._what_spills) when the signatures and sketches do not fit beside the rest
     # either, they go to the spill folder as they are made, no sketches are made, and the bands
     # keep at most a budget of the signatures' pages mapped (candidates._mapped_budget)
     held = fixed - n * signature - sketched * SKETCH_BINS
-    signatures_wait = texts_wait and fixed > cap
     if signatures_wait:
         mapped = min(max((cap - held) // 2 - 8 * n, MIN_MAPPED), n * signature)
         fixed, freed_after_bands = held + mapped, mapped
