@@ -59,6 +59,12 @@ def document_checksum(ord_, doc_id, source_id, line, text, record) -> str:
     return hashlib.blake2b(head + b"".join(data for *_, data in fields), digest_size=16).hexdigest()
 
 
+def utf8_of(texts) -> list[bytes | None]:
+    """Each str text's UTF-8 (surrogatepass; None for any other value): what a load encodes once
+    for the checksums, the exact keys and the records stored without their text."""
+    return [t.encode("utf-8", "surrogatepass") if type(t) is str else None for t in texts]
+
+
 def document_checksums(ords, doc_ids, source_ids, lines, texts, records, text_bytes=None) -> list[str]:
     """[document_checksum(*row) for row in zip(...)] for a load's batch, ~40% faster: the
     common row (str id and text, bytes record, int64 numbers) is hashed inline; any other
@@ -68,7 +74,7 @@ def document_checksums(ords, doc_ids, source_ids, lines, texts, records, text_by
     low, high = -_INT64, _INT64
     out = []
     if text_bytes is None:
-        text_bytes = [t.encode("utf-8", "surrogatepass") if type(t) is str else None for t in texts]
+        text_bytes = utf8_of(texts)
     for o, d, s, ln, t, r, tb in zip(ords, doc_ids, source_ids, lines, texts, records, text_bytes):
         if (
             type(d) is str

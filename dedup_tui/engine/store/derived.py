@@ -69,8 +69,14 @@ class PackedPairs:
         self.forest_row, self.forest_checksum = _packed_forest(forest, narrow)
 
 
+def ords_fit_int32(a: np.ndarray, b: np.ndarray) -> bool:
+    """Every ord of the pairs is below 2^31: pair_arrays' narrow layout, and insert_pairs' two
+    values bound a row."""
+    return not len(a) or max(int(a.max()), int(b.max())) < 2**31
+
+
 def pack_pair_arrays(a: np.ndarray, b: np.ndarray, j: np.ndarray, forest: np.ndarray) -> PackedPairs:
-    narrow = not len(a) or max(int(a.max()), int(b.max())) < 2**31
+    narrow = ords_fit_int32(a, b)
     rows = [
         _pair_array_row(a[s : s + PAIR_ARRAY_CHUNK], b[s : s + PAIR_ARRAY_CHUNK], j[s : s + PAIR_ARRAY_CHUNK], narrow)
         for s in range(0, len(a), PAIR_ARRAY_CHUNK)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..text.exact import exact_keys_and_text
-from .checksums import document_checksums
+from .checksums import document_checksums, utf8_of
 from .connection import now_iso
 from .project import Project
 from .scans import hash_prefixes
@@ -72,7 +72,7 @@ class DocumentsWriter:
         doc_ids, texts, lines, records = zip(*rows)
         ords = range(self.next_ord, self.next_ord + len(rows))
         # (each text encoded once: for its exact key, its checksum and its record stored without it)
-        text_bytes = [t.encode("utf-8", "surrogatepass") if type(t) is str else None for t in texts]
+        text_bytes = utf8_of(texts)
         keys, normalised = exact_keys_and_text(list(texts), need_text=self.ahead is not None, encoded=text_bytes)
         if self.ahead is not None:
             if normalised is None:

@@ -32,6 +32,7 @@ from .derived import (
     PAIRS_CHECKSUM,
     SCAN_KEYS_META,
     exact_of_column,
+    ords_fit_int32,
     pack_pair_arrays,
     pairs_checksum,
     pairs_table,
@@ -228,7 +229,7 @@ def insert_pairs(conn, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> None:
     (each bound value costs a call and a lock: 1.6M pairs in 0.50 s instead of 0.63). The next
     chunk's Python values are made on a thread while SQLite inserts this one (it releases the
     GIL while it writes)."""
-    packed = not len(a) or max(int(a.max()), int(b.max())) < 2**31
+    packed = ords_fit_int32(a, b)
     width = 2 if packed else 3  # values bound per row
     try:  # an old SQLite allows 999 parameters in a statement
         per = max(1, min(ROWS_PER_INSERT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
