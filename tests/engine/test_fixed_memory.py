@@ -9,7 +9,7 @@ import platform
 import numpy as np
 import pytest
 
-from dedup_tui.engine.scanning import candidates, memory, passes
+from dedup_tui.engine.scanning import candidates, lsh, memory, passes
 from dedup_tui.engine.scanning.kernels import text as kernels_text
 
 
@@ -118,7 +118,7 @@ def test_signatures_spilled_while_the_bands_run_store_what_a_scan_in_memory_does
     # Buckets of more than 12 split by sub-bands: the bands then read the spilled signatures
     # of the split buckets' members and of every pair an earlier split band may report.
     settings = ScanSettings(floor=0.4, method="lsh", max_bucket=12)
-    monkeypatch.setattr(candidates, "SPLIT_IF_SHARED_BELOW", float("inf"))
+    monkeypatch.setattr(lsh, "SPLIT_IF_SHARED_BELOW", float("inf"))
     in_memory = planted(make_project, "in_memory")
     whole = local.scan(in_memory, settings, memory=None)
     assert whole.split_buckets > 0

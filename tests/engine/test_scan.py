@@ -172,10 +172,10 @@ def test_oversized_buckets_are_resolved_not_skipped(make_project, monkeypatch, f
     # one bucket per band. With a tiny cap the buckets are over it and counted, and the
     # pairs are those of the exact join and of a scan with no cap: such a dense bucket is
     # compared pair by pair, or, when forced, split by sub-bands.
-    from dedup_tui.engine.scanning import candidates
+    from dedup_tui.engine.scanning import lsh
 
     if force_split:
-        monkeypatch.setattr(candidates, "SPLIT_IF_SHARED_BELOW", float("inf"))
+        monkeypatch.setattr(lsh, "SPLIT_IF_SHARED_BELOW", float("inf"))
     rng = np.random.RandomState(4)
     docs = [
         (f"t{i}", "typescript definitions for the package " + "".join(chr(97 + rng.randint(0, 26)) for _ in range(6)))

@@ -44,15 +44,6 @@ from .verify import SKETCH_TAIL, CandidatePairs, VerifyPlan, concat_csr, verify
 EXHAUSTIVE_WORK_LIMIT = 3e8
 # Survivors one band kernel call may write before it returns (8 bytes each).
 BAND_BUFFER = 1 << 21
-# A bucket over max_bucket is split by sub-bands when a sample of its pairs shares fewer than
-# this many sub-bands on average (each shared one generates the pair once more); a denser one
-# (a family of near copies: most of its pairs are found) is compared pair by pair, as the
-# split would only repeat its pairs. A split candidate costs ~3x one of a whole bucket (small
-# scattered sub-buckets, one pass per sub-band): on the 16 buckets of 2,000 to 6,400 summaries
-# over --max-bucket 2000 in 841k, 0.31 shared gave 3.2x fewer candidates in the same CPU time.
-# SPLIT_SAMPLE pairs are drawn (seeded: the same choice in every scan).
-SPLIT_IF_SHARED_BELOW = 0.25
-SPLIT_SAMPLE = 2000
 # The spill file of the texts while the candidates are found, when they do not fit beside them.
 TEXT_SPILL = "texts"
 
@@ -514,7 +505,7 @@ class _BandCandidates:
         """(surviving pairs of one band, candidates it generated, those it compared (the others
         share an earlier band: kernels.bands.band_survivors' regroup), sizes of its buckets
         over max_bucket). Such a bucket is split by sub-bands (lsh.sub_bands) instead of giving all
-        its pairs, unless it is dense (_worth_splitting); the band's state is then 2, so later
+        its pairs, unless it is dense (lsh.worth_splitting); the band's state is then 2, so later
         bands count it as reporting only the pairs that share one of its sub-bands."""
         from .kernels import bands as kernels_bands
         from .kernels import signatures
@@ -526,7 +517,8 @@ class _BandCandidates:
         split = np.zeros(len(run_len), bool)
         if len(oversized) and self.sub_positions.shape[1]:
             for r in np.flatnonzero(run_len > max_bucket).tolist():
-                split[r] = self._worth_splitting(band, order[run_start[r] : run_start[r] + run_len[r]])
+                members = order[run_start[r] : run_start[r] + run_len[r]]
+                split[r] = lsh.worth_splitting(self.signed.signatures, members, band, self.sub_positions[band])
         if split.any():
             self.split_buckets[band] = int(split.sum())
         runs = [(order, run_start[~split], run_len[~split], -1)]
@@ -577,17 +569,6 @@ class _BandCandidates:
                     parts.append(found)
         kept = np.concatenate(parts) if parts else np.empty(0, np.int64)
         return kept, generated, int(tally[0]), oversized
-
-    def _worth_splitting(self, band: int, members: np.ndarray) -> bool:
-        """Whether a sample of the bucket's pairs shares few enough of the band's sub-bands."""
-        m = len(members)
-        rng = np.random.default_rng((band, m))
-        i = rng.integers(0, m, SPLIT_SAMPLE)
-        j = (i + rng.integers(1, m, SPLIT_SAMPLE)) % m  # j != i
-        sig, positions = self.signed.signatures, self.sub_positions[band]
-        x, y = sig[members[i][:, None, None], positions], sig[members[j][:, None, None], positions]
-        shared = (x == y).all(axis=2).sum(axis=1)
-        return float(shared.mean()) < SPLIT_IF_SHARED_BELOW
 
     def _split_runs(self, band, order, starts, lens):
         """The sub-buckets of a band's split buckets, one sub-band at a time: (members, run

@@ -40,7 +40,7 @@ class ScanSettings:
     workers: int = 0  # threads running compiled kernels; 0: one per core
     # LSH buckets with more members than this are split by sub-bands (lsh.sub_bands) instead
     # of giving all their m*(m-1)/2 candidates, unless most of their pairs are near copies
-    # (candidates.SPLIT_IF_SHARED_BELOW); never skipped. 0: never split.
+    # (lsh.worth_splitting); never skipped. 0: never split.
     max_bucket: int = DEFAULT_MAX_BUCKET
 
     def validate(self) -> None:
