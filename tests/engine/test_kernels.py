@@ -199,38 +199,35 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
         run_len = np.diff(np.append(run_start, n))
         split = run_len > max_bucket if max_bucket else np.zeros(len(run_len), bool)
         assert sorted(oversized.tolist()) == sorted(run_len[split].tolist())
-        work = [(order, run_start[(run_len >= 2) & ~split], run_len[(run_len >= 2) & ~split], -1)]
         for s, m in zip(run_start[split], run_len[split]):
-            for t, positions in enumerate(sub_positions[band]):
-                work.append((*lsh.sub_buckets(sig, order[s : s + m], positions), t))
+            tags[order[s : s + m], band] |= kernels_bands.SPLIT_TAG
         band_state[band] = 2 if split.any() else 1
         split_bands += bool(split.any())
-        for members, starts, lens, sub_band in work:
-            resume = np.array([0, 0, 1], np.int64)
-            tally = np.array([0, -1], np.int64)
-            while resume[0] < len(starts):
-                out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
-                written = kernels_bands.band_survivors(
-                    members,
-                    starts,
-                    lens,
-                    packed,
-                    num_perm,
-                    min_agree,
-                    sig,
-                    tags,
-                    band,
-                    rows,
-                    band_state,
-                    n,
-                    out,
-                    resume,
-                    sub_positions,
-                    sub_band,
-                    True,
-                    tally,
-                )
+        whole = (run_len >= 2) & ~split
+        resume = np.array([0, 0, 1], np.int64)
+        tally = np.array([0, -1], np.int64)
+        while resume[0] < whole.sum():
+            out = np.empty(50, np.int64)  # small: the kernel must resume across calls, mid-bucket
+            written = kernels_bands.band_survivors(
+                order, run_start[whole], run_len[whole], packed, num_perm, min_agree, sig, tags, band, rows,
+                band_state, n, out, resume, sub_positions, True, tally,
+            )  # fmt: skip
+            got.extend(out[:written].tolist())
+        for s, m in zip(run_start[split], run_len[split]):
+            resume, split_tally = np.array([0, 0, 1], np.int64), np.zeros(2, np.int64)
+            while resume[0] < sub_positions.shape[1]:
+                out = np.empty(50, np.int64)
+                written = kernels_bands.split_bucket_survivors(
+                    order[s : s + m], packed, num_perm, min_agree, sig, tags, band, rows, band_state, n,
+                    sub_positions, out, resume, split_tally,
+                )  # fmt: skip
                 got.extend(out[:written].tolist())
+            # every pair of every sub-bucket counted once, across the resumes
+            want_generated = sum(
+                int((lens * (lens - 1) // 2).sum())
+                for _, _, lens in (lsh.sub_buckets(sig, order[s : s + m], p) for p in sub_positions[band])
+            )
+            assert split_tally[1] == want_generated
     if not max_bucket:
         assert len(got) == len(set(got))  # first reporting band only
     # (After a band that split a bucket, a pair of its other buckets that shares none of its
@@ -260,7 +257,7 @@ def _run_band(order, starts, lens, packed, num_perm, min_agree, sig, tags, band,
         out = np.empty(7, np.int64)
         written = kernels_bands.band_survivors(
             order, starts, lens, packed, num_perm, min_agree, sig, tags, band, rows, state, n, out, resume,
-            kernels_bands.NO_SUB_BANDS, -1, regroup, tally,
+            kernels_bands.NO_SUB_BANDS, regroup, tally,
         )  # fmt: skip
         got.extend(out[:written].tolist())
         if (

@@ -13,7 +13,7 @@ KERNELS = (
     ('signatures:start', 'scanning.kernels.text', '_normalize_utf8', 'uint8:1d:ro int64:1d int32:1d bool:1d uint8:1d int64:1d bool:1d'),
     ('signatures:start', 'scanning.kernels.text', '_splice', 'uint8:1d int64:1d bool:1d uint8:1d:ro int64:1d uint8:1d int64:1d'),
     ('signatures:start', 'scanning.kernels.signatures', '_signatures', 'uint8:1d int64:1d int64:1d int64 uint32:1d uint32:1d uint32:2d int64:1d uint8:2d'),
-    ('signatures:end', 'scanning.kernels.bands', 'band_survivors', 'int64:1d int64:1d int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:1d int64:1d int64:3d int64 bool int64:1d'),
+    ('signatures:end', 'scanning.kernels.bands', 'band_survivors', 'int64:1d int64:1d int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:1d int64:1d int64:3d bool int64:1d'),
     ('signatures:end', 'scanning.kernels.signatures', '_sketch_keep_words', 'int64:1d int64:1d int64:1d uint64:2d int64:1d bool:1d'),
     ('candidates:end', 'scanning.kernels.components', 'component_labels', 'int64 int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.components', 'order_by_label', 'int64:1d int64:1d'),
@@ -29,6 +29,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.intersections', '_accumulate_bitset_intersections', 'uint64:2d int64:1d int64:1d int64:1d'),
     ('write:start', 'scanning.kernels.components', '_boruvka', 'int64 int64:1d int64:1d float64:1d'),
     ('scanned', 'scanning.kernels.intersections', '_count_rare_shared', 'uint64:1d int64 int64:1d int64:1d int64:1d int64:1d'),
+    ('scanned', 'scanning.kernels.bands', 'split_bucket_survivors', 'int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:3d int64:1d int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.incremental', 'added_band_survivors', 'int64:1d int64:1d int64:1d int64:1d uint64:2d int64 int64 int32:2d bool:2d int64 int64 int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.signatures', 'sketch_rows', 'uint64:1d int64:1d int64:1d uint8:2d'),
 )

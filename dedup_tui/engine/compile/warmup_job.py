@@ -91,6 +91,7 @@ def run(on_report=None, cancel=None) -> None:
             if on_report is not None:
                 on_report(SCANNED, 0, 0)
             _count_rare_fingerprints()
+            _split_a_bucket()
             # More documents, scanned again: the incremental scan's own kernel.
             more = Path(tmp) / "more.jsonl"
             with open(more, "w", encoding="utf-8") as fh:
@@ -118,6 +119,28 @@ def _count_rare_fingerprints() -> None:
     family = intersections.Family(kernels_text.normalized_buffer(texts), np.arange(len(texts)), DEFAULT_K)
     pairs = np.array([(a, b) for a in range(len(texts)) for b in range(a + 1, len(texts))], np.int64)
     family.intersections(np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]), below=4)
+
+
+def _split_a_bucket() -> None:
+    """A bucket over --max-bucket that is split by sub-bands (kernels.bands.split_bucket_survivors):
+    the made-up corpus has none, so one is split here, on made-up signatures, with the argument
+    types of a scan's call (candidates._BandCandidates.band)."""
+    import numpy as np
+
+    from ..scanning import lsh
+    from ..scanning.kernels import bands as kernels_bands
+
+    banding = lsh.choose_banding(ScanSettings().floor, ScanSettings().num_perm)
+    n, perms = 64, ScanSettings().num_perm
+    signatures = np.random.default_rng(5).integers(0, 4, (n, perms)).astype(np.uint32)
+    tags = np.zeros((n, banding.bands), np.uint16)
+    state = np.ones(banding.bands, np.int8)
+    members = np.arange(n, dtype=np.int64)
+    kernels_bands.split_bucket_survivors(
+        members[: n // 2], lsh.pack_nibbles(signatures), perms, perms // 2, signatures, tags, 1, banding.rows, state,
+        n, lsh.sub_bands(perms, banding.rows, banding.bands), np.empty(n * n, np.int64),
+        np.array([0, 0, 1], np.int64), np.zeros(2, np.int64),
+    )  # fmt: skip
 
 
 def _lowest_priority() -> None:

@@ -301,7 +301,6 @@ def _prefiltered_pairs(local, run_start, run_len, packed, num_perm: int, min_agr
             out,
             resume,
             kernels_bands.NO_SUB_BANDS,
-            -1,
             False,
             tally,
         )

@@ -6,7 +6,6 @@ scan keeps for the incremental scans after it (KeptKeys)."""
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import tempfile
 import threading
@@ -508,7 +507,6 @@ class _BandCandidates:
         its pairs, unless it is dense (lsh.worth_splitting); the band's state is then 2, so later
         bands count it as reporting only the pairs that share one of its sub-bands."""
         from .kernels import bands as kernels_bands
-        from .kernels import signatures
 
         settings, signed, n = self.settings, self.signed, self.n
         order, run_start, run_len = self.buckets(band)
@@ -519,61 +517,54 @@ class _BandCandidates:
             for r in np.flatnonzero(run_len > max_bucket).tolist():
                 members = order[run_start[r] : run_start[r] + run_len[r]]
                 split[r] = lsh.worth_splitting(self.signed.signatures, members, band, self.sub_positions[band])
-        if split.any():
-            self.split_buckets[band] = int(split.sum())
-        runs = [(order, run_start[~split], run_len[~split], -1)]
-        runs_of_split = self._split_runs(band, order, run_start[split], run_len[split])
-        self.band_state[band] = 2 if split.any() else 1
-        generated = 0
+        split_members = [order[s : s + m] for s, m in zip(run_start[split].tolist(), run_len[split].tolist())]
+        for members in split_members:  # (marked before the state says so: later bands rely on it)
+            self.tags[members, band] |= kernels_bands.SPLIT_TAG
+        if split_members:
+            self.split_buckets[band] = len(split_members)
+        self.band_state[band] = 2 if split_members else 1
+        whole_start, whole_len = run_start[~split], run_len[~split]
+        generated = int((whole_len * (whole_len - 1) // 2).sum())
         tally = np.array([0, -1], np.int64)
-        parts = []
-        for members, starts, lens, sub_band in itertools.chain(runs, runs_of_split):
-            generated += int((lens * (lens - 1) // 2).sum())
+        parts: list[np.ndarray] = []
+        resume = np.array([0, 0, 1], np.int64)
+        while resume[0] < len(whole_start) and not self.control.cancel.is_set():
+            out = np.empty(BAND_BUFFER, np.int64)
+            written = kernels_bands.band_survivors(
+                order, whole_start, whole_len, self.packed, settings.num_perm, self.min_agree, signed.signatures,
+                self.tags, band, self.banding.rows, self.band_state, n, out, resume, self.sub_positions,
+                self.maps is None, tally,
+            )  # fmt: skip
+            self._keep(out[:written], parts)
+        split_tally = np.zeros(2, np.int64)
+        for members in split_members:
             resume = np.array([0, 0, 1], np.int64)
-            while resume[0] < len(starts):
-                if self.control.cancel.is_set():
-                    break
+            while resume[0] < self.sub_positions.shape[1] and not self.control.cancel.is_set():
                 out = np.empty(BAND_BUFFER, np.int64)
-                written = kernels_bands.band_survivors(
-                    members,
-                    starts,
-                    lens,
-                    self.packed,
-                    settings.num_perm,
-                    self.min_agree,
-                    signed.signatures,
-                    self.tags,
-                    band,
-                    self.banding.rows,
-                    self.band_state,
-                    n,
-                    out,
-                    resume,
-                    self.sub_positions,
-                    sub_band,
-                    self.maps is None,
-                    tally,
-                )
-                found = out[:written]
-                if signed.sketched:
-                    keep = np.empty(written, np.bool_)
-                    signatures.sketch_keep(found // n, found % n, signed.sketch_of, signed.sketches, self.needed, keep)
-                    found = found[keep]
-                else:  # (verification tests the sketches)
-                    found = found.copy()
-                if self.maps is not None:
-                    self.maps.keep_within()
-                if self.survivors is not None:  # (each chunk as it comes: no band's survivors held twice)
-                    self.survivors.add(found)
-                else:
-                    parts.append(found)
+                written = kernels_bands.split_bucket_survivors(
+                    members, self.packed, settings.num_perm, self.min_agree, signed.signatures, self.tags, band,
+                    self.banding.rows, self.band_state, n, self.sub_positions, out, resume, split_tally,
+                )  # fmt: skip
+                self._keep(out[:written], parts)
         kept = np.concatenate(parts) if parts else np.empty(0, np.int64)
-        return kept, generated, int(tally[0]), oversized
+        return kept, generated + int(split_tally[1]), int(tally[0] + split_tally[0]), oversized
 
-    def _split_runs(self, band, order, starts, lens):
-        """The sub-buckets of a band's split buckets, one sub-band at a time: (members, run
-        starts, run lengths, sub-band), holding one bucket's members at a time."""
-        positions = self.sub_positions[band]
-        for s, m in zip(starts.tolist(), lens.tolist()):
-            for sub_band in range(len(positions)):
-                yield (*lsh.sub_buckets(self.signed.signatures, order[s : s + m], positions[sub_band]), sub_band)
+    def _keep(self, found: np.ndarray, parts: list) -> None:
+        """A band kernel's survivors (a view of its buffer) that pass the sketch test, into the
+        survivors as they come (no band's held twice), else into parts."""
+        from .kernels import signatures
+
+        if self.signed.sketched:
+            keep = np.empty(len(found), np.bool_)
+            signatures.sketch_keep(
+                found // self.n, found % self.n, self.signed.sketch_of, self.signed.sketches, self.needed, keep
+            )
+            found = found[keep]
+        else:  # (verification tests the sketches)
+            found = found.copy()
+        if self.maps is not None:
+            self.maps.keep_within()
+        if self.survivors is not None:
+            self.survivors.add(found)
+        else:
+            parts.append(found)

@@ -11,6 +11,8 @@ import numpy as np
 from ...compile.jit import helper, kernel, popcount64
 
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
+# The bit of a band's tags (band_tags) that marks a bucket the band split by sub-bands.
+SPLIT_TAG = 1
 # A run of at least this many members has its packed rows copied side by side first: its
 # m * (m - 1) / 2 agreement tests then read neighbouring memory, not rows scattered over the
 # whole corpus (on 841k summaries, ~40 ns a candidate in buckets of thousands, mostly cache
@@ -50,6 +52,13 @@ def _share_sub_band(sig, x, y, sub_positions, band, before):
 
 
 @helper
+def _whole(state, tag):
+    """Whether a finished band reports every pair of the bucket with this tag: the band split
+    none of its buckets (state 1), or split some (state 2) but not this one (SPLIT_TAG clear)."""
+    return state == 1 or (state == 2 and (tag & SPLIT_TAG) == 0)
+
+
+@helper
 def _collide_earlier(sig, tags, x, y, band, rows, band_state):
     """Whether a band before `band` whose buckets were all whole (state 1) reports x and y:
     they share its key. `tags` (n, bands) holds 16 bits of each band's key: only a band where
@@ -67,7 +76,7 @@ def _share_earlier(sig, tx, ty, x, y, band, rows, band_state):
     if not any_equal:
         return False
     for c in range(band):
-        if tx[c] != ty[c] or band_state[c] != 1:
+        if tx[c] != ty[c] or not _whole(band_state[c], tx[c]):
             continue
         same = True
         for col in range(c * rows, (c + 1) * rows):
@@ -81,13 +90,13 @@ def _share_earlier(sig, tx, ty, x, y, band, rows, band_state):
 
 @helper
 def _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_positions):
-    """Whether a band before `band` that split some buckets (state 2) reports x and y: they
-    share its key and one of its sub-bands. (Its unsplit buckets' pairs that share none are
+    """Whether a band before `band` that split some buckets (state 2) reports x and y from a
+    split bucket: they share its key and one of its sub-bands. (Its unsplit buckets' pairs that share none are
     then reported again by this band, and the merge of the bands' survivors removes the
     repeats: the signatures, not flags that another thread may still be writing, decide, so
     no pair is ever lost.)"""
     for c in range(band):
-        if band_state[c] != 2 or tags[x, c] != tags[y, c]:
+        if band_state[c] != 2 or tags[x, c] != tags[y, c] or (tags[x, c] & SPLIT_TAG) == 0:
             continue
         same = True
         for col in range(c * rows, (c + 1) * rows):
@@ -115,11 +124,11 @@ LOCAL_MIN = 16
 
 
 @helper
-def _earlier_groups(sig, order, s, m, band, rows, band_state, groups):
+def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups):
     """groups[q, c] for the members q of the run order[s : s + m] and each band c before `band`:
-    the first member (in run order) equal to q on band c's signature columns, when band c is
-    whole (state 1); q itself otherwise (never shared). Returns the band whose groups hold the
-    most pairs (-1: none holds any)."""
+    the first member (in run order) equal to q on band c's signature columns, when band c
+    reports every pair of q's bucket there (_whole); q itself otherwise (never shared). Returns
+    the band whose groups hold the most pairs (-1: none holds any)."""
     width = band * rows
     cols = np.empty((m, max(width, 1)), sig.dtype)
     for q in range(m):
@@ -134,13 +143,16 @@ def _earlier_groups(sig, order, s, m, band, rows, band_state, groups):
     members_of = np.empty(m, np.int64)
     best, best_pairs = -1, 0
     for c in range(band):
-        if band_state[c] != 1:
+        if band_state[c] != 1 and band_state[c] != 2:
             for q in range(m):
                 groups[q, c] = q
             continue
         table[:] = -1
         pairs = 0
         for q in range(m):
+            if not _whole(band_state[c], tags[order[s + q], c]):
+                groups[q, c] = q
+                continue
             h = np.uint64(0)
             for col in range(c * rows, (c + 1) * rows):
                 h = (h ^ np.uint64(cols[q, col])) * np.uint64(0x9E3779B97F4A7C15)
@@ -209,7 +221,6 @@ def band_survivors(
     out,
     resume,
     sub_positions,
-    sub_band,
     regroup,
     tally,
 ):
@@ -217,9 +228,9 @@ def band_survivors(
     signatures agree in >= min_agree positions and that share no earlier band already
     reporting them, as lo * n + hi, into out. (`tags`: see _collide_earlier.)
 
-    sub_band >= 0: the runs are the sub-buckets of split buckets by that sub-band
-    (sub_positions: (bands, sub-bands, rows) signature positions); a pair sharing an earlier
-    sub-band of this band is not reported again. sub_band -1: the band's own buckets.
+    The runs are the band's buckets that it does not split (split_bucket_survivors takes the
+    others); sub_positions ((bands, sub-bands, rows) signature positions) tells which pairs an
+    earlier band reports from a bucket it split.
 
     regroup: a run of LOCAL_MIN to LOCAL_RUN members of a later band is put in the groups of
     its members that share an earlier band (_earlier_groups), whose pairs are not compared
@@ -250,7 +261,7 @@ def band_survivors(
         grouped_by = -1
         if local:
             groups = np.empty((m, band), np.uint16)
-            best = _earlier_groups(sig, order, s, m, band, rows, band_state, groups)
+            best = _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups)
             # (resuming the run: the order it was left in; a band once whole stays whole)
             grouped_by = tally[1] if r == r0 and (i0 > 0 or j0 > 1) else best
             members = np.empty(m, np.int64)
@@ -296,8 +307,6 @@ def band_survivors(
                 compared += 1
                 if nibble_agreement(rows_of, xi, j if gathered else y, perms) < min_agree:
                     continue
-                if sub_band > 0 and _share_sub_band(sig, x, y, sub_positions, band, sub_band):
-                    continue
                 if band and not local and _collide_earlier(sig, tags, x, y, band, rows, band_state):
                     continue
                 if split_before and _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_positions):
@@ -315,9 +324,137 @@ def band_survivors(
     return written
 
 
+@helper
+def _same_columns(cols, qi, qj, lo, hi):
+    for col in range(lo, hi):
+        if cols[qi, col] != cols[qj, col]:
+            return False
+    return True
+
+
+@kernel
+def split_bucket_survivors(
+    members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, out, resume, tally
+):
+    """The pairs of one split bucket of `band` (members) that share one of the band's sub-bands
+    (sub_positions[band]: (sub-bands, rows) signature positions), each in its first shared sub-band,
+    whose 4-bit signatures agree in >= min_agree positions and that no earlier band reports
+    (as band_survivors), as lo * n + hi, into out.
+
+    The members' packed rows and sub-band columns are copied side by side once (~0.6 KB a
+    member at 128 permutations), then each sub-band's sub-buckets are found by sorting the
+    members by a hash of its columns: every test reads neighbouring memory, where a pass per
+    sub-band over the scattered rows was mostly cache misses.
+
+    resume = [sub-band, i, j]: where to start (positions in that sub-band's sorted order),
+    updated in place when out is full (sub-band == len(positions): done). tally[0] counts the
+    pairs whose nibbles were compared, tally[1] the pairs of the sub-buckets. Returns the
+    number written."""
+    m = members.shape[0]
+    positions = sub_positions[band]
+    subs, width = positions.shape[0], positions.shape[1]
+    words = packed.shape[1]
+    written = 0
+    capacity = out.shape[0]
+    cols = np.empty((m, subs * width), sig.dtype)
+    rows_of = np.empty((m, words), np.uint64)
+    for q in range(m):
+        x = members[q]
+        for t in range(subs):
+            for p in range(width):
+                cols[q, t * width + p] = sig[x, positions[t, p]]
+        for w in range(words):
+            rows_of[q, w] = packed[x, w]
+    split_before = False
+    for c in range(band):
+        split_before |= band_state[c] == 2
+    # (the earlier bands' groups: as in band_survivors, a pair sharing one is passed over)
+    groups = np.empty((m, band), np.int32)
+    _earlier_groups(sig, tags, members, 0, m, band, rows, band_state, groups)
+    # each member's key of every sub-band, and 16 bits of it side by side (a pair that shares
+    # an earlier sub-band, found there, is passed over after one vectorised pass over them)
+    keys_of = np.empty((m, subs), np.uint64)
+    sub_tags = np.empty((m, subs), np.uint16)
+    for q in range(m):
+        for t in range(subs):
+            h = np.uint64(0x243F6A8885A308D3)
+            for col in range(t * width, (t + 1) * width):
+                h = (h ^ np.uint64(cols[q, col])) * np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+            keys_of[q, t] = h
+            sub_tags[q, t] = np.uint16(h >> np.uint64(48))
+    keys = np.empty(m, np.uint64)
+    run_rows = np.empty((m, words), np.uint64)
+    t0, i0, j0 = resume[0], resume[1], resume[2]
+    compared = 0
+    for t in range(t0, subs):
+        lo, hi = t * width, (t + 1) * width
+        for q in range(m):
+            keys[q] = keys_of[q, t]
+        by = np.argsort(keys, kind="mergesort")
+        a = 0
+        while a < m:
+            b = a + 1
+            while b < m and keys[by[b]] == keys[by[a]]:
+                b += 1
+            if b - a >= GATHER_RUN:  # (the sub-bucket's rows side by side, as band_survivors does)
+                for p in range(a, b):
+                    for w in range(words):
+                        run_rows[p - a, w] = rows_of[by[p], w]
+            for i in range(a, b - 1):
+                if t == t0 and i < i0:
+                    continue
+                qi = by[i]
+                for j in range(j0 if (t == t0 and i == i0) else i + 1, b):
+                    qj = by[j]
+                    shared = False
+                    for c in range(band):
+                        shared |= groups[qi, c] == groups[qj, c]
+                    if shared:
+                        continue
+                    compared += 1
+                    if b - a >= GATHER_RUN:
+                        agree = nibble_agreement(run_rows, i - a, j - a, perms)
+                    else:
+                        agree = nibble_agreement(rows_of, qi, qj, perms)
+                    if agree < min_agree:
+                        continue
+                    if not _same_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
+                        continue
+                    maybe = False
+                    for e in range(t):
+                        maybe |= sub_tags[qi, e] == sub_tags[qj, e]
+                    if maybe:
+                        shared_before = False
+                        for e in range(t):
+                            if sub_tags[qi, e] == sub_tags[qj, e] and _same_columns(
+                                cols, qi, qj, e * width, (e + 1) * width
+                            ):
+                                shared_before = True
+                                break
+                        if shared_before:
+                            continue
+                    x, y = members[qi], members[qj]
+                    if split_before and _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_positions):
+                        continue
+                    if written == capacity:
+                        resume[0], resume[1], resume[2] = t, i, j
+                        tally[0] += compared - 1  # (compared again on resuming)
+                        return written
+                    out[written] = x * n + y if x < y else y * n + x
+                    written += 1
+            if t > t0 or b > i0:  # (a run finished in an earlier call is counted there)
+                tally[1] += (b - a) * (b - a - 1) // 2
+            a = b
+    resume[0], resume[1], resume[2] = subs, 0, 0
+    tally[0] += compared
+    return written
+
+
 def band_tags(keys: np.ndarray) -> np.ndarray:
-    """The 16 bits of a band's keys that band_survivors' tags hold."""
-    return (keys >> np.uint64(48)).astype(np.uint16)
+    """The 15 bits of a band's keys that band_survivors' tags hold (the lowest bit is
+    SPLIT_TAG, set once the band splits the key's bucket)."""
+    return (keys >> np.uint64(48)).astype(np.uint16) & np.uint16(0xFFFF ^ SPLIT_TAG)
 
 
 NO_SUB_BANDS = np.zeros((1, 0, 1), np.int64)  # (for callers that never split a bucket)
