@@ -35,6 +35,7 @@ from .engine.orchestration import LoadAndScan
 from .engine.outputs import OutputError, check_outputs, project_protected, writes_to_stdout
 from .engine.progress import STAGE_NAMES, Control, ShardLoaded, describe_rate
 from .engine.scanning.settings import (
+    CLUSTER_MAX_BUCKET,
     DEFAULT_FLOOR,
     DEFAULT_K,
     DEFAULT_MAX_BUCKET,
@@ -381,6 +382,7 @@ def _scan_settings_options(
     max_bucket_help: str | None = None,
     described: bool = True,
     workers: bool = False,
+    max_bucket_default: int = DEFAULT_MAX_BUCKET,
 ):
     """The scan settings' options of scan, plan and cluster-scan, with one name, default and
     range each, in this order: --k, --floor, --method (given its help), --num-perm, --seed,
@@ -424,7 +426,7 @@ def _scan_settings_options(
         )
     options.append(
         click.option(
-            "--max-bucket", default=DEFAULT_MAX_BUCKET, show_default=True, type=click.IntRange(2), help=max_bucket_help
+            "--max-bucket", default=max_bucket_default, show_default=True, type=click.IntRange(2), help=max_bucket_help
         )
     )
 
@@ -1111,6 +1113,7 @@ _ADDRESS = click.option(
 @_scan_settings_options(
     floor_help="Lowest similarity stored.",
     max_bucket_help="LSH buckets larger than this are reported (compared pair by pair, never skipped).",
+    max_bucket_default=CLUSTER_MAX_BUCKET,
 )
 @click.option(
     "--piece-mb",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DedupError
-from ..scanning.settings import DEFAULT_FLOOR, DEFAULT_K, DEFAULT_MAX_BUCKET, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
+from ..scanning.settings import CLUSTER_MAX_BUCKET, DEFAULT_FLOOR, DEFAULT_K, DEFAULT_NUM_PERM, DEFAULT_SEED, ScanCounts
 
 PIECE_BYTES = 64 << 20
 # A read task and a band map task each hold about 8x their piece above the worker's own
@@ -38,7 +38,7 @@ class ClusterScanSettings:
     floor: float = DEFAULT_FLOOR
     num_perm: int = DEFAULT_NUM_PERM
     seed: int = DEFAULT_SEED
-    max_bucket: int = DEFAULT_MAX_BUCKET
+    max_bucket: int = CLUSTER_MAX_BUCKET
     id_field: str | None = None
     text_field: str = "text"
     skip_bad: bool = False

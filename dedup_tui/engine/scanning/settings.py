@@ -16,7 +16,13 @@ DEFAULT_FLOOR = 0.5
 DEFAULT_NUM_PERM = 128
 DEFAULT_SEED = 1
 DEFAULT_K = 5
-DEFAULT_MAX_BUCKET = 20_000
+# Buckets over this are split by sub-bands where a sample says that saves work (lsh.worth_splitting).
+# On 2.5M short texts, 71% of the 1.99 billion candidates were in buckets of 1,024 or more,
+# three quarters of them pairs below Jaccard 0.2: splitting there halves the signatures compared
+# (1.68 to 0.93 billion) in the same CPU time; at 512, 0.87 billion for 7% more CPU time.
+DEFAULT_MAX_BUCKET = 1024
+# The cluster scan compares every bucket pair by pair (it splits none) and reports those over this.
+CLUSTER_MAX_BUCKET = 20_000
 METHODS = ("auto", "lsh", "exhaustive")
 
 CHUNK_DOCS = 8192
