@@ -25,7 +25,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.messages import GraphReady, ViewReady
 
 from ..conftest import ScannedCorpus
-from .conftest import corpus_docs, settle
+from .conftest import corpus_docs, settle, until_drawn
 
 
 @pytest.fixture
@@ -182,6 +182,7 @@ async def test_a_large_cluster_shows_its_members_a_chunk_at_a_time(tmp_path):
         table.move_cursor(row=150)
         await pilot.pause()
         assert main.selected_doc() == target
+        await until_drawn(pilot, "main", target)  # (a key before it is drawn is refused on purpose)
         await pilot.press("x")
         await settle(pilot)
         assert main.index.clustering.reason[target] == clustering.REVIEWER
