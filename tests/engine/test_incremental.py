@@ -4,6 +4,7 @@ spanning forest); decisions and labels carry over; other settings mean a full sc
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import replace
 
@@ -136,21 +137,59 @@ def test_incremental_scans_equal_a_full_rescan(tmp_path):
         assert len(copies_of_old) >= 15
 
 
-def test_new_documents_in_a_bucket_over_max_bucket_mean_a_full_scan(tmp_path):
-    docs = families(3, (2, 3), 10, seed=8, big=60)
+def buckets_over_max_bucket(seed: int) -> list[dict]:
+    """Short texts for a --max-bucket of 10: 60 of one template (a dense bucket over it in
+    every band) and 500 of a short phrase and a few random words, some with a noisy copy (a few
+    buckets over it of mostly dissimilar texts: split by sub-bands); shuffled."""
+    rng = np.random.RandomState(seed)
+    docs = [
+        "typescript definitions for the package " + "".join(chr(97 + c) for c in rng.randint(0, 26, 6))
+        for _ in range(60)
+    ]
+    for _ in range(500):
+        docs.append("parse json " + " ".join(f"w{w}" for w in rng.randint(0, 100_000, rng.randint(4, 8))))
+        if rng.rand() < 0.15:
+            docs.append(noisy_copy(rng, docs[-1], 2))
+    return [{"id": f"{seed}-{i}", "text": docs[k]} for i, k in enumerate(rng.permutation(len(docs)))]
+
+
+@pytest.mark.parametrize("force_split", [False, True])
+def test_new_documents_in_buckets_over_max_bucket_get_a_full_rescans_pairs(tmp_path, monkeypatch, force_split):
+    """Buckets over --max-bucket with new documents: the dense ones give every pair, the others
+    are split by sub-bands as the full scan splits them (lsh.worth_splitting on the whole
+    bucket, its members' signatures in the same order), without falling back to a full scan.
+    Forced, every one is split, by one sub-band of 6 positions: the full scan then misses most
+    pairs of the template, and so must this."""
+    if force_split:
+        monkeypatch.setattr(lsh, "SPLIT_IF_SHARED_BELOW", float("inf"))
+        sub_bands = lsh.sub_bands
+        monkeypatch.setattr(lsh, "sub_bands", lambda *banding: sub_bands(*banding)[:, :2].reshape(-1, 1, 6))
+    decided: dict[str, dict] = {}  # scan: {(band, the members' signatures): split}
+    worth_splitting = lsh.worth_splitting
+
+    def recorded(signatures, members, band, positions):
+        members_signatures = hashlib.sha256(signatures[members].tobytes()).hexdigest()[:16]
+        decided[scan][band, len(members), members_signatures] = split = worth_splitting(
+            signatures, members, band, positions
+        )
+        return split
+
+    monkeypatch.setattr(lsh, "worth_splitting", recorded)
+    docs = buckets_over_max_bucket(seed=3)
+    settings = ScanSettings(floor=0.5, method="lsh", max_bucket=10)
     with Project(tmp_path / "p.db", create=True) as project:
-        settings = ScanSettings(floor=0.5, method="lsh", max_bucket=20)
-        load(project, tmp_path, "first", docs[:45])
-        local.scan(project, settings)
-        load(project, tmp_path, "second", docs[45:])
-        r = local.scan(project, settings)
-        assert not r.incremental and "max-bucket" in r.full_reason
-        assert r.oversized_buckets > 0
+        for scan, part in (("old", docs[:-120]), ("incremental", docs[-120:])):
+            decided[scan] = {}
+            load(project, tmp_path, scan, part)
+            r = local.scan(project, settings)
+        assert r.incremental, r.full_reason
+        assert r.largest_bucket > 10 and r.split_buckets > 0
+        assert r.split_buckets == r.oversized_buckets if force_split else r.split_buckets < r.oversized_buckets
+        scan = "full"
+        decided[scan] = {}
         assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
-        # and after it, the next load is incremental again (outside the big family's buckets)
-        small = next(d for d in docs if d.get("group") != "big")
-        load(project, tmp_path, "third", [{"id": "late", "text": small["text"] + " late"}])
-        assert local.scan(project, settings).incremental
+    assert len(decided["incremental"]) == r.oversized_buckets
+    assert decided["incremental"].items() <= decided["full"].items()
 
 
 @pytest.mark.parametrize(
@@ -281,10 +320,12 @@ def test_cli_scans_new_documents_incrementally(tmp_path):
 
 
 def test_added_band_survivors_matches_its_reference():
+    """With whole and split runs, and earlier bands whose buckets were lone, whole or split."""
     rng = np.random.RandomState(0)
     perms = 40
     words = -(-perms // 16)
-    for trial in range(30):
+    split_runs = 0
+    for trial in range(40):
         m, n_old, bands = rng.randint(1, 12), rng.randint(0, 20), rng.randint(1, 5)
         n = m + n_old
         sig = rng.randint(0, 3, size=(n, perms)).astype(np.uint32)  # few values: many agreements
@@ -292,31 +333,36 @@ def test_added_band_survivors_matches_its_reference():
         assert packed.shape == (n, words)
         bucket = rng.randint(0, 3, size=(bands, n)).astype(np.int32)
         bucket[rng.rand(bands, n) < 0.2] = incremental.NO_BUCKET
-        usable = rng.rand(bands, m) < 0.7
+        state = rng.randint(0, 3, size=(bands, m)).astype(np.int8)  # LONE, WHOLE, SPLIT
+        # sub-bands of 1 to 3 positions; the signatures of the rows kept in another order
+        sub_positions = rng.randint(0, perms, size=(bands, rng.randint(0, 4), rng.randint(1, 4)))
+        kept = rng.permutation(n)
+        signature_row = np.argsort(kept)
         # runs: each a few new rows first, then a few old ones
         runs, members = [], []
         for _ in range(rng.randint(1, 5)):
             nn = rng.randint(1, m + 1)
             new_rows = rng.choice(m, nn, replace=False)
             old_rows = m + rng.choice(n_old, rng.randint(0, n_old + 1), replace=False) if n_old else []
-            runs.append((len(members), nn + len(old_rows), nn))
+            runs.append((len(members), nn + len(old_rows), nn, rng.rand() < 0.5))
             members += list(new_rows) + list(old_rows)
         members = np.array(members, np.int64)
-        run_start, run_len, run_new = (np.array(x, np.int64) for x in zip(*runs))
+        run_start, run_len, run_new = (np.array(x, np.int64) for x in list(zip(*runs))[:3])
+        run_split = np.array([r[3] for r in runs], np.bool_)
+        split_runs += int(run_split.sum())
         band = rng.randint(0, bands)
-        min_agree = rng.randint(0, perms + 1)
-        want = kernels_incremental.added_band_survivors_plain(
-            members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n
-        )
+        min_agree = rng.randint(0, perms // 2)
+        given = (members, run_start, run_len, run_new, run_split, packed, perms, min_agree, bucket, state)
+        given += (sig[kept], signature_row, sub_positions, band, n)
+        want = kernels_incremental.added_band_survivors_plain(*given)
         got = []
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):  # a small buffer: resumed many times
             out = np.empty(3, np.int64)
-            written = kernels_incremental.added_band_survivors(
-                members, run_start, run_len, run_new, packed, perms, min_agree, bucket, usable, band, n, out, resume
-            )
+            written = kernels_incremental.added_band_survivors(*given, out, resume)
             got += out[:written].tolist()
         assert got == want, trial
+    assert split_runs > 20
 
 
 def test_new_exact_copies_prefer_an_old_first_copy():

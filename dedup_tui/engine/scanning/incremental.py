@@ -17,11 +17,16 @@ first 8 bytes of its exact hash. An incremental scan then:
   sketches; the texts are then kept for the verification, up to cap / 8 bytes) for their whole
   band keys and nibbles, so a bucket holds exactly the documents it would hold in a full
   rescan. Nearly all of them are true bucket mates (841k + 10k: 410,381 of 416,515; the
-  families benchmark: 83,316 of 83,381), so no stored bit less would spare many. A bucket over
-  max_bucket, which the full scan splits by sub-bands (lsh.sub_bands), makes the scan fall back
-  to a full one (FullScanNeeded);
+  families benchmark: 83,316 of 83,381), so no stored bit less would spare many;
+- decides, for each bucket over max_bucket with a new document, what the full scan decides:
+  lsh.worth_splitting on the whole bucket, its members in the full rescan's row order (ords),
+  from their whole signatures (kept, while re-signing, for the old rows whose short key is
+  shared by more than max_bucket rows: those of every such bucket). A dense one gives all its
+  pairs; the others give only the pairs that also agree on one of the band's sub-bands
+  (lsh.sub_bands), checked pair by pair against the signatures;
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
-  applies the same nibble prefilter, and reports a pair in its first usable shared band only
+  applies the same nibble prefilter, and reports a pair only in the first band whose bucket
+  reports it (a split bucket reports only the pairs sharing one of its sub-bands)
   (kernels.incremental.added_band_survivors, compiled: this module imports no numba; a dense
   family of thousands of near copies is enumerated once per band, not verified once per band);
 - verifies the survivors exactly (scanning.verify, component by component, with the sketch
@@ -211,21 +216,24 @@ class BandMatch:
         inside[inside] = self.high[at[inside]] == old_high[inside]
         bucket, rows = at[inside].astype(np.int64), old_rows[inside]
         self.old_count = np.bincount(bucket, minlength=len(start))
-        total = self.new_count + self.old_count
-        self.usable = total >= 2
-        if max_bucket > 0 and (total > max_bucket).any():
-            raise FullScanNeeded(
-                f"new documents fall in an LSH bucket of {int(total.max()):,} documents, over "
-                f"--max-bucket {max_bucket:,} (a full scan splits it by sub-bands)"
-            )
+        self.total = self.new_count + self.old_count
+        self.usable = self.total >= 2
+        # the buckets over max_bucket: split by the band's sub-bands unless dense (split_buckets)
+        self.over = np.flatnonzero(self.total > max_bucket) if max_bucket > 0 else np.empty(0, np.int64)
+        self.split = np.zeros(len(start), np.bool_)
         keep = self.usable[bucket]
         bucket, rows = bucket[keep], rows[keep]
         by = np.argsort(narrowest(bucket, len(start)), kind="stable")
         self.old_bucket, self.old_rows = bucket[by], rows[by]
 
+    def members(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(old rows (ascending, rows of the old_rows given), new rows (ascending)) of bucket b."""
+        lo, hi = np.searchsorted(self.old_bucket, [b, b + 1])
+        return self.old_rows[lo:hi], self.order[self.start[b] : self.start[b] + self.new_count[b]]
+
     def runs(self, old_local: np.ndarray):
-        """(members, run_start, run_len, run_new) of the usable buckets: each run its new rows
-        (0..m-1) first, then its old rows given by old_local (rows of self.old_rows)."""
+        """(members, run_start, run_len, run_new, run_split) of the usable buckets: each run its
+        new rows (0..m-1) first, then its old rows given by old_local (rows of self.old_rows)."""
         use = np.flatnonzero(self.usable)
         n_new = self.new_count[use]
         n_old = np.bincount(self.old_bucket, minlength=len(self.usable))[use] if len(use) else n_new
@@ -242,7 +250,36 @@ class BandMatch:
             pos_in_use = np.searchsorted(use, self.old_bucket)
             first = np.searchsorted(self.old_bucket, self.old_bucket, "left")
             members[run_start[pos_in_use] + n_new[pos_in_use] + (np.arange(len(old_local)) - first)] = old_local
-        return members, run_start, run_len, n_new
+        return members, run_start, run_len, n_new, self.split[use]
+
+
+def split_buckets(
+    match: BandMatch,
+    band: int,
+    old_signatures: np.ndarray,
+    signature_of_old: np.ndarray,
+    new_signatures: np.ndarray,
+    positions: np.ndarray,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Mark the buckets over max_bucket of one band that the full rescan splits (match.split):
+    lsh.worth_splitting on the whole bucket, its members in the full rescan's row order (ords:
+    the old rows, then the new ones). Their signatures: old_signatures[signature_of_old[row]]
+    for an old row (a row of the old_rows), new_signatures[row] for a new one. Returns the old
+    rows and the new rows of the split buckets."""
+    old_parts: list[np.ndarray] = []
+    new_parts: list[np.ndarray] = []
+    if not positions.shape[0]:  # (no room for a sub-band: every pair, as the full scan does)
+        return old_parts, new_parts
+    for b in match.over.tolist():
+        old, new = match.members(b)
+        at = signature_of_old[old]
+        assert (at >= 0).all()  # (every old member of a bucket over max_bucket is crowded)
+        signatures = np.concatenate([old_signatures[at], new_signatures[new]])
+        if lsh.worth_splitting(signatures, np.arange(len(signatures)), band, positions):
+            match.split[b] = True
+            old_parts.append(old)
+            new_parts.append(new)
+    return old_parts, new_parts
 
 
 # -- the incremental scan itself (scanning.local.scan runs it when it can) --------------------
@@ -308,7 +345,8 @@ def scan_added(
         raise FullScanNeeded("the stored band keys cannot be read")
     old_exact = verified_exact_of(project, first_new)
     old_rows = np.concatenate([c[1] for c in chunks_stored])
-    if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any():
+    # (ascending: the full rescan's row order, which a bucket's split decision reads it in)
+    if len(old_rows) != meta.get("representatives") or (old_rows >= first_new).any() or (np.diff(old_rows) <= 0).any():
         raise FullScanNeeded("the stored band keys do not match the scanned documents")
     new_ords, new_hashes, new_lengths = documents_from(project, first_new)
     n = first_new + len(new_ords)
@@ -417,6 +455,7 @@ def _added_pairs(
     # compiled kernels: loaded only when a scan needs them
     from .kernels import incremental as kernels_incremental
     from .kernels import text as kernels_text
+    from .kernels.incremental import SPLIT, WHOLE
 
     timings = result.timings
     m = len(new_reps)
@@ -432,7 +471,12 @@ def _added_pairs(
         raise FullScanNeeded("over 2^40 distinct texts: the stored short band keys cannot hold their buckets")
     bases = np.cumsum([0] + [len(c[1]) for c in chunks_stored])
     chunk_of = {c[0]: (int(bases[i]), len(c[1])) for i, c in enumerate(chunks_stored)}
+    sub_positions = lsh.sub_bands(settings.num_perm, banding.rows, banding.bands)
+    splitting = settings.max_bucket > 0 and sub_positions.shape[1] > 0
     maybe = []  # per band: the old rows (ascending) whose short key is a new row's
+    # old rows whose short key more than max_bucket rows share (old and new) in some band: those
+    # of every bucket over it (and a few more), whose signatures the split decisions read
+    crowded = np.zeros(len(old_rows) if splitting else 0, np.bool_)
     for band in range(banding.bands):
         control.check()
         t_read = time.perf_counter()
@@ -440,15 +484,23 @@ def _added_pairs(
         timings["candidates.read_keys"] = timings.get("candidates.read_keys", 0.0) + time.perf_counter() - t_read
         if sorted(stored) != sorted(chunk_of):
             raise FullScanNeeded("the stored band keys are incomplete")
-        wanted = np.unique(short_band_keys(new_keys[band]))
-        parts = []
+        wanted, new_per_key = np.unique(short_band_keys(new_keys[band]), return_counts=True)
+        parts, key_parts = [], []
         for chunk, keys in sorted(stored.items()):
             base, count = chunk_of[chunk]
             if len(keys) != count:
                 raise FullScanNeeded("the stored band keys do not match the scanned documents")
-            parts.append(rows_with_keys(keys, wanted) + base)
+            hit = rows_with_keys(keys, wanted)
+            parts.append(hit + base)
+            if splitting:
+                key_parts.append(keys[hit])
         del stored
         maybe.append(np.concatenate(parts))
+        if splitting:
+            at = np.searchsorted(wanted, np.concatenate(key_parts))
+            per_key = new_per_key + np.bincount(at, minlength=len(wanted))
+            crowded[maybe[-1][per_key[at] > settings.max_bucket]] = True
+            del key_parts, at
         control.report("candidates", band + 1, 2 * banding.bands)
     timings["candidates.short_keys"] = time.perf_counter() - t0
     # Their whole keys (and nibbles): those old documents signed again.
@@ -460,8 +512,20 @@ def _added_pairs(
     del chosen
     timings["resigned_old"] = len(resign)
     resigned_ords = old_rows[resign]
-    old_high, old_packed, old_text = _signed_again(
-        project, resigned_ords, maybe, resign, bits, settings, banding, control, threads, kept_text_budget(cap)
+    signed_in_full = crowded[resign] if splitting else np.zeros(len(resign), np.bool_)
+    del crowded
+    old_high, old_packed, old_text, old_signatures = _signed_again(
+        project,
+        resigned_ords,
+        maybe,
+        resign,
+        bits,
+        settings,
+        banding,
+        control,
+        threads,
+        kept_text_budget(cap),
+        signed_in_full,
     )
     timings["old_signatures"] = time.perf_counter() - t1
     matches = [
@@ -470,6 +534,28 @@ def _added_pairs(
     ]
     stored_keys = [short_band_keys(k) for k in new_keys]
     del maybe, old_high, new_keys
+    # Buckets over max_bucket: split as the full rescan splits them (split_buckets)
+    signature_of_old = np.full(len(old_rows), -1, np.int64)
+    signature_of_old[resign[signed_in_full]] = np.arange(len(old_signatures))
+    del signed_in_full
+
+    split_old_parts: list[np.ndarray] = []
+    split_new_parts: list[np.ndarray] = []
+    for band, mt in enumerate(matches):
+        old_split, new_split = split_buckets(
+            mt, band, old_signatures, signature_of_old, signed.signatures, sub_positions[band]
+        )
+        split_old_parts += old_split
+        split_new_parts += new_split
+        result.oversized_buckets += len(mt.over)
+        result.split_buckets += int(mt.split.sum())
+        if len(mt.over):
+            result.largest_bucket = max(result.largest_bucket, int(mt.total[mt.over].max()))
+    split_old = np.unique(np.concatenate(split_old_parts)) if split_old_parts else np.empty(0, np.int64)
+    split_new = np.unique(np.concatenate(split_new_parts)) if split_new_parts else np.empty(0, np.int64)
+    del split_old_parts, split_new_parts
+    in_split = np.concatenate([signed.signatures[split_new], old_signatures[signature_of_old[split_old]]])
+    del old_signatures, signature_of_old
     timings["candidates.match"] = time.perf_counter() - t0
     # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
     in_bucket = np.zeros(len(old_rows), np.bool_)
@@ -484,20 +570,26 @@ def _added_pairs(
     packed = np.concatenate([new_packed, old_packed[np.searchsorted(resign, involved)]])
     del old_packed
     # bucket[band, row]: the row's bucket in that band where known (a new row, or an old one in
-    # a bucket with a new one there; else NO_BUCKET); usable[band, new row]: its bucket there
-    # reports its pairs.
+    # a bucket with a new one there; else NO_BUCKET); state[band, new row]: whether its bucket
+    # there reports its pairs (LONE: no, WHOLE: all, SPLIT: those sharing a sub-band).
     bucket = np.full((banding.bands, n_rows), NO_BUCKET, np.int32)
-    usable = np.zeros((banding.bands, m), np.bool_)
+    state = np.zeros((banding.bands, m), np.int8)
     runs = []
     for band, mt in enumerate(matches):
         bucket_of_new = np.repeat(np.arange(len(mt.start), dtype=np.int32), mt.new_count)
         bucket[band, mt.order] = bucket_of_new
         local = row_of_old[mt.old_rows]
         bucket[band, local] = mt.old_bucket
-        usable[band, mt.order] = mt.usable[bucket_of_new]
+        state_of_bucket = np.where(mt.split, SPLIT, WHOLE).astype(np.int8) * mt.usable
+        state[band, mt.order] = state_of_bucket[bucket_of_new]
         runs.append(mt.runs(local))
         matches[band] = None  # type: ignore[call-overload]  # (freed as the loop goes)
-    del matches, row_of_old
+    del matches
+    # the signatures of the rows of split buckets, row signature_row[row] of in_split
+    signature_row = np.full(n_rows, -1, np.int64)
+    signature_row[split_new] = np.arange(len(split_new))
+    signature_row[row_of_old[split_old]] = len(split_new) + np.arange(len(split_old))
+    del row_of_old
     min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
     timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]
 
@@ -509,8 +601,8 @@ def _added_pairs(
     )
     survivors = CandidatePasses(n_docs, hold_limit, pass_limit, folder or SpillFolder())
 
-    def band_job(band, band_runs, packed, bucket, usable, row_ords):
-        members, run_start, run_len, run_new = band_runs
+    def band_job(band, band_runs, packed, bucket, state, in_split, signature_row, row_ords):
+        members, run_start, run_len, run_new, run_split = band_runs
         generated = int((run_new * (run_len - run_new) + run_new * (run_new - 1) // 2).sum())
         resume = np.array([0, 0, 1], np.int64)
         while resume[0] < len(run_start):
@@ -522,11 +614,15 @@ def _added_pairs(
                 run_start,
                 run_len,
                 run_new,
+                run_split,
                 packed,
                 settings.num_perm,
                 min_agree,
                 bucket,
-                usable,
+                state,
+                in_split,
+                signature_row,
+                sub_positions,
                 band,
                 n_rows,
                 out,
@@ -538,13 +634,22 @@ def _added_pairs(
         return generated
 
     # (the arrays go with the jobs, not in band_job's closure: freed once the bands are done)
-    jobs = zip(range(banding.bands), runs, repeat(packed), repeat(bucket), repeat(usable), repeat(row_ords))
+    jobs = zip(
+        range(banding.bands),
+        runs,
+        repeat(packed),
+        repeat(bucket),
+        repeat(state),
+        repeat(in_split),
+        repeat(signature_row),
+        repeat(row_ords),
+    )
     for band, generated in enumerate(threads.map(band_job, jobs, control)):
         result.candidates += generated
         control.report("candidates", banding.bands + band + 1, 2 * banding.bands)
     control.check()
     timings["candidates.pairs"] = time.perf_counter() - t0 - timings["candidates.match"] - timings["candidates.rows"]
-    del jobs, runs, bucket, usable, packed, row_ords
+    del jobs, runs, bucket, state, in_split, signature_row, packed, row_ords
     new_text = signed.text
     del signed
     timings["candidates"] = time.perf_counter() - t0
@@ -603,10 +708,13 @@ def kept_text_budget(cap: int) -> int:
     return cap // 8 if cap > 0 else 1 << 62
 
 
-def _signed_again(project, ords, maybe, resign, bits, settings, banding, control, threads, text_budget: int = 0):
+def _signed_again(
+    project, ords, maybe, resign, bits, settings, banding, control, threads, text_budget: int = 0, in_full=None
+):
     """(per band, the keys >> bits of its rows `maybe[band]` (old rows, each in `resign`), the
-    nibbles of every row of `resign`, and their normalised texts when they came to at most
-    `text_budget` bytes, else None): the old documents `ords` (those of resign) signed
+    nibbles of every row of `resign`, their normalised texts when they came to at most
+    `text_budget` bytes, else None, and the whole signatures of the rows where the mask
+    `in_full` is True, in order): the old documents `ords` (those of resign) signed
     again. This thread reads their texts in row order, a block at a time, while the threads
     normalise and sign them: signatures only (no sketches: the verification of the
     incremental scan tests sketches itself), each block's nibbles and band keys taken from its
@@ -621,6 +729,10 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
     at = [np.searchsorted(resign, band_rows) for band_rows in maybe]  # (ascending: maybe and resign are)
     packed = np.empty((len(ords), -(-settings.num_perm // 16)), np.uint64)
     no_sketches = np.empty((0, SKETCH_BINS), np.uint8)
+    if in_full is None:
+        in_full = np.zeros(len(ords), np.bool_)
+    whole = np.empty((int(in_full.sum()), settings.num_perm), np.uint32)
+    whole_at = np.cumsum(in_full) - 1  # (a kept row's place in `whole`)
 
     def blocks():
         lo, size = 0, 32  # (texts of unknown size: a first block of a few)
@@ -649,6 +761,8 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
             no_sketches,
         )
         packed[lo : lo + count] = lsh.pack_nibbles(out)
+        kept_rows = np.flatnonzero(in_full[lo : lo + count])
+        whole[whole_at[lo + kept_rows]] = out[kept_rows]
         for band in range(banding.bands):
             s, e = np.searchsorted(at[band], [lo, lo + count])
             columns = out[at[band][s:e] - lo, band * rows : (band + 1) * rows]
@@ -667,4 +781,4 @@ def _signed_again(project, ords, maybe, resign, bits, settings, banding, control
             kept = None
         del text
     release_free_memory()
-    return high, packed, None if kept is None else kept.finish()
+    return high, packed, None if kept is None else kept.finish(), whole
