@@ -12,7 +12,9 @@ process, one after the other, with the compiled kernels already loaded (a first 
 before). The table gives their stages (seconds, the scans' own clocks), what they compared,
 and whether the incremental result equals the full rescan's: every pair and score, the exact
 groups, the spanning forest. Then what the kept keys cost: bytes per representative document
-and the seconds the full scan spent writing them.
+and the seconds the full scan spent writing them. CPU s: the process's user + system seconds
+in the scan. Buckets over max / split: over --max-bucket, and of those split by sub-bands
+(the incremental scan counts only the buckets with a new document).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,7 +41,7 @@ import corpora
 
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.scanning import local
-from dedup_tui.engine.scanning.settings import ScanResult, ScanSettings
+from dedup_tui.engine.scanning.settings import DEFAULT_MAX_BUCKET, ScanResult, ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import read_exact_array, read_forest, read_pair_arrays, stored_scan_key_bytes
 
@@ -59,10 +62,17 @@ def engine_version() -> str:
 
 
 def timed_scan(path: Path, settings, full: bool) -> tuple[ScanResult, float]:
+    """(result, wall seconds); result.timings["cpu"]: the process's user + system seconds in it."""
     with Project(path) as project:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         result = local.scan(project, settings, full=full)
+        result.timings["cpu"] = cpu_seconds() - c0
         return result, time.perf_counter() - t0
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def stored(path: Path):
@@ -80,8 +90,8 @@ def stored(path: Path):
 
 def row(name: str, docs: int, wall: float, r: ScanResult) -> str:
     t = r.timings
-    cells = [name, f"{docs:,}", f"{wall:.2f}"] + [f"{t[s]:.2f}" if s in t else "" for s in STAGES]
-    cells += [f"{r.candidates:,}", f"{r.verified:,}", f"{r.pairs:,}"]
+    cells = [name, f"{docs:,}", f"{wall:.2f}", f"{t['cpu']:.2f}"] + [f"{t[s]:.2f}" if s in t else "" for s in STAGES]
+    cells += [f"{r.candidates:,}", f"{r.verified:,}", f"{r.pairs:,}", f"{r.oversized_buckets:,} / {r.split_buckets:,}"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -97,6 +107,7 @@ def main() -> None:
         action="store_true",
         help="add M documents drawn at random from the corpus (seeded), not its last M",
     )
+    ap.add_argument("--max-bucket", type=int, default=DEFAULT_MAX_BUCKET, help="the scans' --max-bucket")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--dir", help="working folder (default: a temporary one, removed)")
     ap.add_argument("--out-md", help="also write the report here")
@@ -115,7 +126,7 @@ def main() -> None:
         corpora.write_jsonl(records[args.docs :], new_file)
         n_old, n_new = len(records[: args.docs]), len(records[args.docs :])
         del records
-        settings = ScanSettings(floor=args.floor, method="lsh", workers=args.workers)
+        settings = ScanSettings(floor=args.floor, method="lsh", workers=args.workers, max_bucket=args.max_bucket)
         inc, full = work / "incremental.db", work / "full.db"
         for f in (inc, full):
             f.unlink(missing_ok=True)
@@ -144,13 +155,15 @@ def main() -> None:
 
         lines = [
             f"`python benchmarks/bench_incremental.py --kind {args.kind} --docs {args.docs} --add {args.add} "
-            f"--floor {args.floor}{' --shuffle' if args.shuffle else ''}`",
+            f"--floor {args.floor} --max-bucket {args.max_bucket}{' --shuffle' if args.shuffle else ''}`",
             "",
             f"### {args.kind}: {n_old:,} documents scanned, then {n_new:,} added (floor {args.floor}, "
             f"LSH {added.bands}x{added.rows})",
             "",
-            "| scan | documents | wall s | " + " | ".join(STAGES) + " | candidates | verified | pairs |",
-            "|---|---:|---:|" + "---:|" * len(STAGES) + "---:|---:|---:|",
+            "| scan | documents | wall s | CPU s | "
+            + " | ".join(STAGES)
+            + " | candidates | verified | pairs | buckets over max / split |",
+            "|---|---:|---:|---:|" + "---:|" * len(STAGES) + "---:|---:|---:|---:|",
             row(f"full scan of the first {n_old:,}", n_old, first_wall, first),
             row(f"full rescan after adding {n_new:,}", n_old + n_new, rescan_wall, rescan),
             row(f"incremental scan of the {added.new_documents:,} added", n_old + n_new, added_wall, added),

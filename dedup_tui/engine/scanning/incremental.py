@@ -539,6 +539,7 @@ def _added_pairs(
     signature_of_old[resign[signed_in_full]] = np.arange(len(old_signatures))
     del signed_in_full
 
+    t_split = time.perf_counter()
     split_old_parts: list[np.ndarray] = []
     split_new_parts: list[np.ndarray] = []
     for band, mt in enumerate(matches):
@@ -556,6 +557,7 @@ def _added_pairs(
     del split_old_parts, split_new_parts
     in_split = np.concatenate([signed.signatures[split_new], old_signatures[signature_of_old[split_old]]])
     del old_signatures, signature_of_old
+    timings["candidates.split"] = time.perf_counter() - t_split
     timings["candidates.match"] = time.perf_counter() - t0
     # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
     in_bucket = np.zeros(len(old_rows), np.bool_)
