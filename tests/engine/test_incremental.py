@@ -188,8 +188,46 @@ def test_new_documents_in_buckets_over_max_bucket_get_a_full_rescans_pairs(tmp_p
         scan = "full"
         decided[scan] = {}
         assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
-    assert len(decided["incremental"]) == r.oversized_buckets
-    assert decided["incremental"].items() <= decided["full"].items()
+    # each bucket decided as the full rescan decides it, and its old rows as the scan before did
+    now = {key: split for key, split in decided["incremental"].items() if key in decided["full"]}
+    assert now.items() <= decided["full"].items() and len(now) == r.oversized_buckets
+    assert decided["incremental"].items() - now.items() <= decided["old"].items()
+
+
+@pytest.mark.parametrize("change, wide_sub_band", [("now whole", True), ("now split", True), ("now split", False)])
+def test_buckets_the_new_documents_change_from_split_to_whole_or_back(tmp_path, monkeypatch, change, wide_sub_band):
+    """lsh.worth_splitting made to split every bucket over --max-bucket of the first scan and
+    none after (or the reverse), deciding a bucket it saw before as before. Split before and
+    whole now: the old pairs the split left out are compared, as a full rescan does. Whole
+    before and split now: an old pair that the bucket found and no other band reports would be
+    lost in a full rescan (with one sub-band of 6 positions), so the scan is a full one; with
+    the real sub-bands they all share one, and the scan stays incremental."""
+    if wide_sub_band:
+        sub_bands = lsh.sub_bands
+        monkeypatch.setattr(lsh, "sub_bands", lambda *banding: sub_bands(*banding)[:, :2].reshape(-1, 1, 6))
+    split_before, seen = change == "now whole", {}
+
+    def decided_once(signatures, members, band, _positions):
+        key = (band, hashlib.sha256(signatures[members].tobytes()).hexdigest())
+        return seen.setdefault(key, split_before) if first else seen.get(key, not split_before)
+
+    monkeypatch.setattr(lsh, "worth_splitting", decided_once)
+    docs = buckets_over_max_bucket(seed=3)
+    settings = ScanSettings(floor=0.5, method="lsh", max_bucket=10)
+    with Project(tmp_path / "p.db", create=True) as project:
+        first = True
+        load(project, tmp_path, "old", docs[:-120])
+        local.scan(project, settings)
+        first = False
+        load(project, tmp_path, "new", docs[-120:])
+        r = local.scan(project, settings)
+        if change == "now whole":
+            assert r.incremental, r.full_reason
+            assert r.timings["buckets_now_whole"] > 10 and r.timings["buckets_now_split"] == 0
+        else:
+            assert r.incremental == (not wide_sub_band), r.full_reason
+            assert ("split by sub-bands where it was compared whole" in r.full_reason) == wide_sub_band
+        assert_same(stored(project), full_rescan_of(tmp_path, project, settings))
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,12 @@ first 8 bytes of its exact hash. An incremental scan then:
   from their whole signatures (kept, while re-signing, for the old rows whose short key is
   shared by more than max_bucket rows: those of every such bucket). A dense one gives all its
   pairs; the others give only the pairs that also agree on one of the band's sub-bands
-  (lsh.sub_bands), checked pair by pair against the signatures;
+  (lsh.sub_bands), checked pair by pair against the signatures. The decision depends on the
+  whole bucket, so new documents can change it for the old pairs too (841k + 10k summaries at
+  --max-bucket 1024: one bucket each way): split before (decided again on its old rows alone)
+  and whole now, its old pairs that share no sub-band are compared now too; whole before and
+  split now, every old pair it holds must still be found (sharing a sub-band, or reported by
+  another band whose decision is known here), else the scan is a full one (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair only in the first band whose bucket
   reports it (a split bucket reports only the pairs sharing one of its sub-bands)
@@ -219,8 +224,10 @@ class BandMatch:
         self.total = self.new_count + self.old_count
         self.usable = self.total >= 2
         # the buckets over max_bucket: split by the band's sub-bands unless dense (split_buckets)
+        self.max_bucket = max_bucket
         self.over = np.flatnonzero(self.total > max_bucket) if max_bucket > 0 else np.empty(0, np.int64)
         self.split = np.zeros(len(start), np.bool_)
+        self.was_split = np.zeros(len(start), np.bool_)  # (by the scan before, of its old rows)
         keep = self.usable[bucket]
         bucket, rows = bucket[keep], rows[keep]
         by = np.argsort(narrowest(bucket, len(start)), kind="stable")
@@ -263,9 +270,11 @@ def split_buckets(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Mark the buckets over max_bucket of one band that the full rescan splits (match.split):
     lsh.worth_splitting on the whole bucket, its members in the full rescan's row order (ords:
-    the old rows, then the new ones). Their signatures: old_signatures[signature_of_old[row]]
-    for an old row (a row of the old_rows), new_signatures[row] for a new one. Returns the old
-    rows and the new rows of the split buckets."""
+    the old rows, then the new ones); and those the scan before split (match.was_split: the
+    same on its old rows, when over max_bucket). Their signatures:
+    old_signatures[signature_of_old[row]] for an old row (a row of the old_rows),
+    new_signatures[row] for a new one. Returns the old rows and the new rows of the split
+    buckets."""
     old_parts: list[np.ndarray] = []
     new_parts: list[np.ndarray] = []
     if not positions.shape[0]:  # (no room for a sub-band: every pair, as the full scan does)
@@ -279,7 +288,124 @@ def split_buckets(
             match.split[b] = True
             old_parts.append(old)
             new_parts.append(new)
+        if len(old) > match.max_bucket:
+            match.was_split[b] = lsh.worth_splitting(signatures[: len(old)], np.arange(len(old)), band, positions)
     return old_parts, new_parts
+
+    for b in match.over.tolist():
+        old, new = match.members(b)
+        at = signature_of_old[old]
+        assert (at >= 0).all()  # (every old member of a bucket over max_bucket is crowded)
+        signatures = np.concatenate([old_signatures[at], new_signatures[new]])
+        if lsh.worth_splitting(signatures, np.arange(len(signatures)), band, positions):
+            match.split[b] = True
+            old_parts.append(old)
+            new_parts.append(new)
+        if len(old) > match.max_bucket:
+            match.was_split[b] = lsh.worth_splitting(signatures[: len(old)], np.arange(len(old)), band, positions)
+    return old_parts, new_parts
+
+
+def old_pairs_split_apart(signatures: np.ndarray, positions: np.ndarray, num_perm: int, min_agree: int):
+    """(i, j), i < j: the pairs of a bucket's old rows (their signatures, in row order) that
+    agree in >= min_agree nibbles and share none of the sub-bands `positions`: those the
+    bucket's split left out in the scan before, compared now that it is whole."""
+    packed = lsh.pack_nibbles(signatures)
+    m = len(signatures)
+    parts_i, parts_j = [], []
+    for r0 in range(0, m - 1, OLD_PAIR_BLOCK):
+        r1 = min(r0 + OLD_PAIR_BLOCK, m - 1)
+        agree = lsh.nibble_agreement_rows(packed[r0:r1, None, :] ^ packed[None, r0 + 1 :, :], num_perm)
+        i, j = np.nonzero(agree >= min_agree)
+        i, j = i + r0, j + r0 + 1
+        i, j = i[j > i], j[j > i]
+        shared = shared_sub_band(signatures[i], signatures[j], positions)
+        parts_i.append(i[~shared])
+        parts_j.append(j[~shared])
+    if not parts_i:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(parts_i), np.concatenate(parts_j)
+
+
+OLD_PAIR_BLOCK = 64
+
+
+def old_pairs_still_found(
+    project,
+    key_sums,
+    stored,
+    now_split,
+    matches,
+    old_rows,
+    old_signatures,
+    signature_of_old,
+    bits,
+    banding,
+    sub_positions,
+    max_bucket,
+) -> None:
+    """Raise FullScanNeeded unless a full rescan still finds every stored pair of the old rows
+    of each bucket that the new documents made split where the scan before compared it whole
+    (now_split: (band, the bucket's old rows)): the pair shares one of that band's sub-bands,
+    or another band reports it: they share its bucket, and it is whole or they share one of
+    its sub-bands. Whole: a bucket with a new document that is not split (matches), or one
+    without whose short key at most max_bucket old rows have (its decision unchanged: an upper
+    bound on its size, read from the stored keys). An old row's signatures:
+    old_signatures[signature_of_old[row]]."""
+    a, b = stored[0], stored[1]
+    in_bucket = np.zeros(int(old_rows[-1]) + 1, np.bool_)
+    by_row = [np.argsort(mt.old_rows, kind="stable") for mt in matches]
+    # (bucket, band, its pairs whose bucket there has no new document, their short keys there)
+    unknown: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+    pending: list[np.ndarray] = []  # per bucket: whether each of its pairs is not found yet
+    shift = np.uint64(bits)
+    for band, old in now_split:
+        in_bucket[old_rows[old]] = True
+        top = len(in_bucket) - 1
+        inside = np.flatnonzero(in_bucket[np.minimum(a, top)] & in_bucket[np.minimum(b, top)] & (b <= top))
+        in_bucket[old_rows[old]] = False
+        rx, ry = np.searchsorted(old_rows, a[inside]), np.searchsorted(old_rows, b[inside])
+        x, y = old_signatures[signature_of_old[rx]], old_signatures[signature_of_old[ry]]
+        found = shared_sub_band(x, y, sub_positions[band])
+        for d in range(banding.bands):
+            if d == band:
+                continue
+            key_x = lsh.band_keys(x, d, banding.rows)
+            same = (key_x >> shift) == (lsh.band_keys(y, d, banding.rows) >> shift)
+            found |= same & shared_sub_band(x, y, sub_positions[d])
+            mt, order = matches[d], by_row[d]
+            known = np.zeros(len(rx), np.bool_)  # (the bucket there has a new document)
+            if len(order):
+                at = np.minimum(np.searchsorted(mt.old_rows[order], rx), len(order) - 1)
+                known = mt.old_rows[order][at] == rx
+                found |= same & known & ~mt.split[mt.old_bucket[order[at]]]
+            open_ = np.flatnonzero(same & ~known & ~found)
+            if len(open_):
+                unknown.append((len(pending), d, open_, short_band_keys(key_x[open_])))
+        pending.append(~found)
+    for band in sorted({d for _, d, _, _ in unknown}):
+        wanted = np.unique(np.concatenate([keys for _, d, _, keys in unknown if d == band]))
+        counted = np.zeros(len(wanted), np.int64)
+        for keys in read_band_keys(project, band, key_sums).values():
+            hit = keys[rows_with_keys(keys, wanted)]
+            counted += np.bincount(np.searchsorted(wanted, hit), minlength=len(wanted))
+        for bucket, d, pairs, keys in unknown:
+            if d == band:
+                pending[bucket][pairs[counted[np.searchsorted(wanted, keys)] <= max_bucket]] = False
+    if any(p.any() for p in pending):
+        raise FullScanNeeded(
+            f"new documents make an LSH bucket over --max-bucket {max_bucket:,} split by sub-bands where it "
+            f"was compared whole: some old pairs only it found would no longer be found"
+        )
+
+
+def shared_sub_band(x: np.ndarray, y: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Whether each row of signatures x agrees with that of y on every position of one of the
+    sub-bands `positions`."""
+    shared = np.zeros(len(x), np.bool_)
+    for columns in positions:
+        shared |= (x[:, columns] == y[:, columns]).all(axis=1)
+    return shared
 
 
 # -- the incremental scan itself (scanning.local.scan runs it when it can) --------------------
@@ -381,13 +507,13 @@ def scan_added(
 
     lengths = np.zeros(n, np.int64)
     lengths[new_ords] = new_lengths
-    new_chunk = None
+    new_chunk = packed = None
     a = b = np.empty(0, np.int64)
     j = np.empty(0, np.float64)
     if len(new_reps):
         threads = Threads(settings.workers or os.cpu_count() or 1)
         try:
-            a, b, j, new_chunk = _added_pairs(
+            a, b, j, new_chunk, packed = _added_pairs(
                 project,
                 chunks_stored,
                 key_sums,
@@ -402,6 +528,7 @@ def scan_added(
                 None if ahead is None else (ahead, new_rep_hashes),
                 result.memory_cap,
                 folder,
+                first_new,
             )
         finally:
             threads.close()
@@ -409,7 +536,9 @@ def scan_added(
 
     t0 = time.perf_counter()
     control.report("write", 0, len(a))
-    packed = verified_pairs(project, first_new)
+    if packed is None:
+        packed = verified_pairs(project, first_new)
+    a, b, j = not_stored(packed, a, b, j, n, first_new)
     all_a, all_b, all_j, forest = merge_pairs(packed, (a, b, j), n, verified_forest(project, len(packed[0])))
     with transaction(project.conn):
         conn = project.conn
@@ -447,11 +576,14 @@ def _added_pairs(
     ahead=None,
     cap: int = 0,
     folder: SpillFolder | None = None,
+    first_new: int = 0,
 ):
-    """(a, b, jaccard, keys): the verified pairs (ord a < ord b) with a new representative, and
-    the new representatives' short band keys (per band, in row order) to keep. The
-    candidates are held while they fit under `cap` (bytes; 0: no limit), else spilled into
-    `folder` and verified in passes over ranges of their earlier document."""
+    """(a, b, jaccard, keys, stored): the verified pairs (ord a < ord b) with a new
+    representative (and old pairs a bucket no longer split gives: some may be stored already),
+    the new representatives' short band keys (per band, in row order) to keep, and the stored
+    pairs when they were read (else None). The candidates are held while they fit under `cap`
+    (bytes; 0: no limit), else spilled into `folder` and verified in passes over ranges of their
+    earlier document."""
     # compiled kernels: loaded only when a scan needs them
     from .kernels import incremental as kernels_incremental
     from .kernels import text as kernels_text
@@ -552,6 +684,42 @@ def _added_pairs(
         result.split_buckets += int(mt.split.sum())
         if len(mt.over):
             result.largest_bucket = max(result.largest_bucket, int(mt.total[mt.over].max()))
+    # Buckets whose decision the new documents changed: a full rescan treats their old pairs
+    # otherwise than the scan before did. Now whole: the old pairs its split left out are
+    # compared (old_again: ord keys, verified with the rest); now split: the old pairs it
+    # found must still be found by another band (old_pairs_still_found), else a full scan.
+    n_docs = len(lengths)
+    min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
+    old_again = []
+    now_split = []
+    for band, mt in enumerate(matches):
+        for now_whole in np.flatnonzero(mt.was_split & ~mt.split).tolist():
+            old, _ = mt.members(now_whole)
+            first, second = old_pairs_split_apart(
+                old_signatures[signature_of_old[old]], sub_positions[band], settings.num_perm, min_agree
+            )
+            old_again.append(old_rows[old[first]] * n_docs + old_rows[old[second]])
+            result.candidates += len(old) * (len(old) - 1) // 2
+        now_split += [(band, mt.members(c)[0]) for c in np.flatnonzero(mt.split & ~mt.was_split).tolist()]
+    timings["buckets_now_whole"] = len(old_again)
+    timings["buckets_now_split"] = len(now_split)
+    stored_pairs = None
+    if now_split:
+        stored_pairs = verified_pairs(project, first_new)
+        old_pairs_still_found(
+            project,
+            key_sums,
+            stored_pairs,
+            now_split,
+            matches,
+            old_rows,
+            old_signatures,
+            signature_of_old,
+            bits,
+            banding,
+            sub_positions,
+            settings.max_bucket,
+        )
     split_old = np.unique(np.concatenate(split_old_parts)) if split_old_parts else np.empty(0, np.int64)
     split_new = np.unique(np.concatenate(split_new_parts)) if split_new_parts else np.empty(0, np.int64)
     del split_old_parts, split_new_parts
@@ -592,16 +760,18 @@ def _added_pairs(
     signature_row[split_new] = np.arange(len(split_new))
     signature_row[row_of_old[split_old]] = len(split_new) + np.arange(len(split_old))
     del row_of_old
-    min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
     timings["candidates.rows"] = time.perf_counter() - t0 - timings["candidates.match"]
 
-    # A survivor's key: lo * n + hi, ords (lo old or new, hi new), held or spilled (passes.py)
-    n_docs = len(lengths)
+    # A survivor's key: lo * n + hi, ords (lo old or new, hi new; both old: old_again), held or
+    # spilled (passes.py)
     row_ords = np.concatenate([new_reps, old_rows[involved]])
     hold_limit, pass_limit = candidate_limits(
         cap, resident_bytes() + threads.workers * 2 * VERIFY_JOB_BYTES, BYTES_PER_CANDIDATE
     )
     survivors = CandidatePasses(n_docs, hold_limit, pass_limit, folder or SpillFolder())
+    for keys in old_again:
+        survivors.add(keys)
+    del old_again
 
     def band_job(band, band_runs, packed, bucket, state, in_split, signature_row, row_ords):
         members, run_start, run_len, run_new, run_split = band_runs
@@ -701,7 +871,22 @@ def _added_pairs(
     del old_text, resigned_ords
     result.prefiltered = result.candidates - unique
     a, b, j = (np.concatenate([f[i] for f in found_parts]) for i in range(3))
-    return a, b, j, stored_keys
+    return a, b, j, stored_keys, stored_pairs
+
+
+def not_stored(stored, a: np.ndarray, b: np.ndarray, j: np.ndarray, n: int, first_new: int):
+    """(a, b, j) without the pairs of old documents (both below first_new) already in `stored`
+    (a, b, j sorted by a, b)."""
+    old = np.flatnonzero(b < first_new)
+    if not len(old):
+        return a, b, j
+    stored_keys = stored[0].astype(np.int64) * n + stored[1]
+    keys = a[old] * n + b[old]
+    at = np.minimum(np.searchsorted(stored_keys, keys), max(len(stored_keys) - 1, 0))
+    known = stored_keys[at] == keys if len(stored_keys) else np.zeros(len(old), np.bool_)
+    keep = np.ones(len(a), np.bool_)
+    keep[old[known]] = False
+    return a[keep], b[keep], j[keep]
 
 
 def kept_text_budget(cap: int) -> int:
