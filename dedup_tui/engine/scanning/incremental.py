@@ -366,7 +366,9 @@ def old_pairs_still_found(
         in_bucket[old_rows[old]] = False
         rx, ry = np.searchsorted(old_rows, a[inside]), np.searchsorted(old_rows, b[inside])
         x, y = old_signatures[signature_of_old[rx]], old_signatures[signature_of_old[ry]]
-        found = shared_sub_band(x, y, sub_positions[band])
+        rest = ~shared_sub_band(x, y, sub_positions[band])  # (most pairs share one: still found)
+        rx, x, y = rx[rest], x[rest], y[rest]
+        found = np.zeros(len(rx), np.bool_)
         for d in range(banding.bands):
             if d == band:
                 continue
@@ -688,6 +690,8 @@ def _added_pairs(
     # otherwise than the scan before did. Now whole: the old pairs its split left out are
     # compared (old_again: ord keys, verified with the rest); now split: the old pairs it
     # found must still be found by another band (old_pairs_still_found), else a full scan.
+    t_changed = time.perf_counter()
+    timings["candidates.split"] = t_changed - t_split
     n_docs = len(lengths)
     min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
     old_again = []
@@ -720,12 +724,12 @@ def _added_pairs(
             sub_positions,
             settings.max_bucket,
         )
+    timings["candidates.changed"] = time.perf_counter() - t_changed
     split_old = np.unique(np.concatenate(split_old_parts)) if split_old_parts else np.empty(0, np.int64)
     split_new = np.unique(np.concatenate(split_new_parts)) if split_new_parts else np.empty(0, np.int64)
     del split_old_parts, split_new_parts
     in_split = np.concatenate([signed.signatures[split_new], old_signatures[signature_of_old[split_old]]])
     del old_signatures, signature_of_old
-    timings["candidates.split"] = time.perf_counter() - t_split
     timings["candidates.match"] = time.perf_counter() - t0
     # Rows: the new representatives (0..m-1), then the old ones sharing a usable bucket with one.
     in_bucket = np.zeros(len(old_rows), np.bool_)
