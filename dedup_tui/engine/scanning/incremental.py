@@ -648,6 +648,7 @@ def _added_pairs(
     resigned_ords = old_rows[resign]
     signed_in_full = crowded[resign] if splitting else np.zeros(len(resign), np.bool_)
     del crowded
+    timings["old_signed_in_full"] = int(signed_in_full.sum())
     old_high, old_packed, old_text, old_signatures = _signed_again(
         project,
         resigned_ords,
