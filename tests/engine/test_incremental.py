@@ -201,7 +201,10 @@ def test_buckets_the_new_documents_change_from_split_to_whole_or_back(tmp_path, 
     whole now: the old pairs the split left out are compared, as a full rescan does. Whole
     before and split now: an old pair that the bucket found and no other band reports would be
     lost in a full rescan (with one sub-band of 6 positions), so the scan is a full one; with
-    the real sub-bands they all share one, and the scan stays incremental."""
+    the real sub-bands they all share one, and the scan stays incremental. (Split before, the
+    scan runs under a cap of 1 byte: its candidates, old pairs with them, in passes.)"""
+    from dedup_tui.engine.scanning import passes
+
     if wide_sub_band:
         sub_bands = lsh.sub_bands
         monkeypatch.setattr(lsh, "sub_bands", lambda *banding: sub_bands(*banding)[:, :2].reshape(-1, 1, 6))
@@ -220,9 +223,12 @@ def test_buckets_the_new_documents_change_from_split_to_whole_or_back(tmp_path, 
         local.scan(project, settings)
         first = False
         load(project, tmp_path, "new", docs[-120:])
-        r = local.scan(project, settings)
+        if change == "now whole":
+            monkeypatch.setattr(passes, "MIN_PASS_CANDIDATES", 40)
+        r = local.scan(project, settings, memory=1 if change == "now whole" else None)
         if change == "now whole":
             assert r.incremental, r.full_reason
+            assert r.passes > 3
             assert r.timings["buckets_now_whole"] > 10 and r.timings["buckets_now_split"] == 0
         else:
             assert r.incremental == (not wide_sub_band), r.full_reason
