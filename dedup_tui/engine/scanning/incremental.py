@@ -25,10 +25,11 @@ first 8 bytes of its exact hash. An incremental scan then:
   pairs; the others give only the pairs that also agree on one of the band's sub-bands
   (lsh.sub_bands), checked pair by pair against the signatures. The decision depends on the
   whole bucket, so new documents can change it for the old pairs too (841k + 10k summaries at
-  --max-bucket 1024: one bucket each way): split before (decided again on its old rows alone)
-  and whole now, its old pairs that share no sub-band are compared now too; whole before and
-  split now, every old pair it holds must still be found (sharing a sub-band, or reported by
-  another band whose decision is known here), else the scan is a full one (FullScanNeeded);
+  --max-bucket 1024: two buckets became whole, one split). Split before (decided again on its
+  old rows alone) and whole now, its old pairs that share no sub-band are compared now too;
+  whole before and split now, every old pair it holds must still be found (sharing a sub-band,
+  or reported by another band whose decision is known here), else the scan is a full one
+  (FullScanNeeded);
 - enumerates only the pairs with a new document (new x new, new x old) of each usable bucket,
   applies the same nibble prefilter, and reports a pair only in the first band whose bucket
   reports it (a split bucket reports only the pairs sharing one of its sub-bands)
@@ -37,8 +38,9 @@ first 8 bytes of its exact hash. An incremental scan then:
 - verifies the survivors exactly (scanning.verify, component by component, with the sketch
   test there instead of in the bands: the same pair-wise test on the same texts).
 
-Old pairs stay as they are, and the pairs' maximum spanning forest is updated from the old
-forest and the new pairs (store.scans.merge_pairs: the same forest).
+Old pairs stay as they are (but for those a bucket no longer split adds), and the pairs'
+maximum spanning forest is updated from the old forest and the new pairs
+(store.scans.merge_pairs: the same forest).
 
 What it keeps costs 3 bytes per band + 8 per representative document, and a few bytes per
 thousand for their ords (125 at floor 0.5, 39 bands x 3 rows; 392 before schema 10, which
