@@ -643,7 +643,8 @@ def scan(
     if r.oversized_buckets:
         dense = r.oversized_buckets - r.split_buckets
         click.echo(
-            f"{r.oversized_buckets:,} LSH buckets larger than --max-bucket {max_bucket:,} (largest "
+            f"{r.oversized_buckets:,} LSH buckets{' with a new document' if r.incremental else ''} larger than "
+            f"--max-bucket {max_bucket:,} (largest "
             f"{r.largest_bucket:,} documents): {r.split_buckets:,} split by sub-bands, {dense:,} dense ones "
             f"compared pair by pair; none skipped"
         )
