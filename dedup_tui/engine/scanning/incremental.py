@@ -294,19 +294,6 @@ def split_buckets(
             match.was_split[b] = lsh.worth_splitting(signatures[: len(old)], np.arange(len(old)), band, positions)
     return old_parts, new_parts
 
-    for b in match.over.tolist():
-        old, new = match.members(b)
-        at = signature_of_old[old]
-        assert (at >= 0).all()  # (every old member of a bucket over max_bucket is crowded)
-        signatures = np.concatenate([old_signatures[at], new_signatures[new]])
-        if lsh.worth_splitting(signatures, np.arange(len(signatures)), band, positions):
-            match.split[b] = True
-            old_parts.append(old)
-            new_parts.append(new)
-        if len(old) > match.max_bucket:
-            match.was_split[b] = lsh.worth_splitting(signatures[: len(old)], np.arange(len(old)), band, positions)
-    return old_parts, new_parts
-
 
 def old_pairs_split_apart(signatures: np.ndarray, positions: np.ndarray, num_perm: int, min_agree: int):
     """(i, j), i < j: the pairs of a bucket's old rows (their signatures, in row order) that
