@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -482,27 +480,3 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 10**9)
     local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found
-
-
-def test_verification_runs_without_numpy_huge_pages_and_restores_the_setting(monkeypatch):
-    from dedup_tui.engine.scanning import verify
-
-    huge_pages = np._core.multiarray._set_madvise_hugepage  # (returns the setting it replaces)
-    original = huge_pages(True)
-    seen = []
-
-    def run(self, ords, pairs):
-        seen.append(huge_pages(False))
-        return verify.Verified(ords[:0], ords[:0], np.empty(0), 0)
-
-    monkeypatch.setattr(verify._Verification, "run", run)
-    try:
-        for before in (True, False):
-            huge_pages(before)
-            pairs = verify.CandidatePairs([np.array([1, 5], np.int64)], 4)
-            text = SimpleNamespace(offsets=np.zeros(5, np.int64))
-            verify.verify(text, np.arange(4), pairs, SimpleNamespace(sketched=True, floor=0.5))
-            assert huge_pages(before) is before  # restored
-    finally:
-        huge_pages(original)
-    assert seen == [False, False]

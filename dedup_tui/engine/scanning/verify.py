@@ -4,7 +4,6 @@ shingle rows, or as bitsets for a template family."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,28 +87,8 @@ def verify(text, ords: np.ndarray, pairs: CandidatePairs, plan: VerifyPlan) -> V
     if not pairs.count:
         e = np.empty(0, np.int64)
         return Verified(e, e, np.empty(0, np.float64), 0)
-    with small_pages():
-        # (handed over as a list: reordering them by component then holds one copy, not two)
-        return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
-
-
-@contextmanager
-def small_pages():
-    """numpy asks Linux for huge pages (madvise) for every array of 4 MB or more, and where
-    transparent huge pages are given on request (the usual "madvise" setting), the first touch
-    of such an array may stall while the kernel compacts memory to find 2 MB pages.
-    Verification makes hundreds of short-lived arrays of millions of pairs each, so inside it
-    numpy is asked not to: on the manual pages the stage's system time fell from 0.6-0.9 s to
-    0.2-0.3 s, its user time unchanged. (Process-wide while it lasts; nothing else runs then.)"""
-    setter = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
-    if setter is None:  # (another numpy: left as it is)
-        yield
-        return
-    before = setter(False)
-    try:
-        yield
-    finally:
-        setter(before)
+    # (handed over as a list: reordering them by component then holds one copy, not two)
+    return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
 
 
 class _Verification:
