@@ -348,6 +348,18 @@ def test_components_and_order_by_label_equal_references():
     assert np.array_equal(components.component_labels(3, a[:0], b[:0]), np.arange(3))
 
 
+def test_sorted_unique_equals_numpy_unique():
+    rng = np.random.default_rng(6)
+    # candidate keys of 9,880 texts (3 passes), of 2^31 texts (6), few values (passes that
+    # move nothing), a key at the limit's last value, and the smallest cases
+    for size, limit in [(20000, 9880**2), (20000, 2**62), (5000, 3), (3, 2**40), (1, 5), (0, 5)]:
+        keys = rng.integers(0, limit, size)
+        keys[: size // 4] = keys[size // 2 : size // 2 + size // 4]  # repeats
+        if size:
+            keys[-1] = limit - 1
+        assert np.array_equal(components.sorted_unique(keys.copy(), limit), np.unique(keys))
+
+
 def test_spanning_forest_equals_boruvka_reference():
     from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 

@@ -15,6 +15,7 @@ KERNELS = (
     ('signatures:start', 'scanning.kernels.signatures', '_signatures', 'uint8:1d int64:1d int64:1d int64 uint32:1d uint32:1d uint32:2d int64:1d uint8:2d'),
     ('signatures:end', 'scanning.kernels.bands', 'band_survivors', 'int64:1d int64:1d int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:1d int64:1d int64:3d int64 bool int64:1d'),
     ('signatures:end', 'scanning.kernels.signatures', '_sketch_keep_words', 'int64:1d int64:1d int64:1d uint64:2d int64:1d bool:1d'),
+    ('candidates:end', 'scanning.kernels.components', '_radix_sorted_unique', 'int64:1d int64:1d int64'),
     ('candidates:end', 'scanning.kernels.components', 'component_labels', 'int64 int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.components', 'order_by_label', 'int64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.shingles', 'packed_fingerprints', 'uint8:1d int64:1d int64:1d int64 int64 int64:1d int64'),

@@ -34,9 +34,12 @@ class CandidatePairs:
     lo * n + hi; take() hands the arrays over so the caller holds the only reference."""
 
     def __init__(self, parts: list[np.ndarray], n: int):
+        from .kernels import components  # (compiled: an LSH scan has loaded the kernels)
+
         # (one part, a pass of a scan under a memory cap, is sorted where it is: no copy)
-        keys = unique_sorted(parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        keys = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.empty(0, np.int64)
         parts.clear()
+        keys = components.sorted_unique(keys, n * n)
         self.count = len(keys)
         lo = keys // n
         np.remainder(keys, n, out=keys)

@@ -18,5 +18,6 @@ version it is tested against (tests/engine/test_kernels.py):
                  (a bucket split by sub-bands: its pairs sharing one, in the first they share);
                  the pairs of a later band's bucket it compares ~ those lsh.share_earlier_band
                  leaves
-- components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`
+- components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`;
+                 `sorted_unique` ~ np.unique (the candidate keys)
 - incremental    `added_band_survivors`: the incremental scan's band pass"""
