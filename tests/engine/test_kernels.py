@@ -360,6 +360,16 @@ def test_sorted_unique_equals_numpy_unique():
         assert np.array_equal(components.sorted_unique(keys.copy(), limit), np.unique(keys))
 
 
+def test_tile_order_equals_a_stable_argsort_of_the_tiles():
+    rng = np.random.default_rng(9)
+    for rows, shift in [(7600, 4), (7600, 9), (70000, 6), (5, 4)]:
+        la, lb = rng.integers(0, rows, (2, 30000))
+        tiles = ((rows - 1) >> shift) + 1
+        want = np.argsort((la >> shift) * tiles + (lb >> shift), kind="stable")
+        assert np.array_equal(intersections.tile_order(la, lb, shift, tiles), want)
+    assert len(intersections.tile_order(la[:0], lb[:0], 4, 1)) == 0
+
+
 def test_spanning_forest_equals_boruvka_reference():
     from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 

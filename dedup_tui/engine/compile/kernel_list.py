@@ -26,6 +26,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.intersections', '_scatter_by_top_byte', 'uint64:1d uint64:1d int64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_sort_by_fingerprint', 'uint64:1d'),
     ('candidates:end', 'scanning.kernels.intersections', '_shared_fingerprints', 'uint64:1d'),
+    ('candidates:end', 'scanning.kernels.intersections', 'tile_order', 'int64:1d int64:1d int64 int64'),
     ('candidates:end', 'scanning.kernels.intersections', '_fill_shared_bits', 'uint64:1d uint64:2d int64'),
     ('candidates:end', 'scanning.kernels.intersections', '_accumulate_bitset_intersections', 'uint64:2d int64:1d int64:1d int64:1d'),
     ('write:start', 'scanning.kernels.components', '_boruvka', 'int64 int64:1d int64:1d float64:1d'),
