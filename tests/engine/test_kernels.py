@@ -508,6 +508,22 @@ def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
     assert space.tolist() == [chr(c).isspace() for c in range(0x10000)]
 
 
+def test_unicode_tables_are_kept_between_processes_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    monkeypatch.setattr(text, "CASE_TABLES_FOLDER", str(tmp_path))
+    built = text._build_unicode_tables()
+    for damage in (None, b"not an npz", b""):
+        monkeypatch.setattr(text, "_case_tables", None)
+        if damage is not None:
+            next(tmp_path.glob("*.npz")).write_bytes(damage)
+        lower, space = text._unicode_tables()  # (first: built and kept; then read back; then damaged)
+        assert np.array_equal(lower, built[0]) and np.array_equal(space, built[1])
+        (kept,) = tmp_path.glob("*.npz")
+        assert kept.stat().st_size < 100_000  # only the code points that change
+    monkeypatch.setattr(text, "_case_tables", None)
+    monkeypatch.setattr(text, "_build_unicode_tables", lambda: pytest.fail("built again"))
+    assert np.array_equal(text._unicode_tables()[0], built[0])
+
+
 def test_exact_keys_compiled_equals_plain():
     from dedup_tui.engine.text.exact import COMPILED_MIN_CHARS, exact_keys
     from dedup_tui.engine.text.normalize import exact_key
