@@ -558,15 +558,17 @@ class Family:
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
         cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
         # The next slice's bitsets are filled (one thread) while the threads compare the pairs
-        # over this one's, and the first's while the pairs are put in tile order; the rare
-        # fingerprints are counted on a thread of their own meanwhile.
+        # over this one's, and the first's while the pairs are taken in tile order; the rare
+        # fingerprints are counted on a thread of their own meanwhile. (The tile order comes
+        # first: a kernel first called beside another is recorded in kernel_list.py in whichever
+        # order they happen to start.)
+        order = _tile_order(ra, rb, self.rows, widest)
         with (
             ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side,
             ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side,
         ):
             counted = rare_side.submit(self._rare_counts, ra, rb, below) if below > 2 else None
             filled = side.submit(bits_of, *slices[0]) if slices else None
-            order = _tile_order(ra, rb, self.rows, widest)
             la, lb = ra[order], rb[order]
             for s in range(len(slices)):
                 bits = filled.result()
