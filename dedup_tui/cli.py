@@ -17,12 +17,6 @@ from typing import TYPE_CHECKING
 # manual pages on its two cores. Set before numpy loads (here and in the warm-up process, which
 # inherits it); a value the user set wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# numpy asks Linux for transparent huge pages (madvise) for every array of 4 MB or more, and
-# where they are given on request (the usual "madvise" setting) the first touch of such an
-# array may stall while the kernel compacts memory to find 2 MB pages. A scan makes hundreds of
-# short-lived arrays of millions of pairs: without the advice, verification's system time on
-# the manual pages fell from 0.6-0.9 s to 0.2-0.3 s. numpy reads this once, when it loads.
-os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 from .engine.compile import warmup
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from dedup_tui.engine.graph.clustering import EXACT, KEPT, NEAR, cluster
 from dedup_tui.engine.graph.pairs import PairGraph, connected_min_labels
-from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning import local, memory
 from dedup_tui.engine.scanning.lsh import candidate_probability, choose_banding
 from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store.scans import load_graph
@@ -480,3 +482,19 @@ def test_sketch_filter_and_family_path_keep_every_score_and_the_recall(make_proj
     monkeypatch.setattr(verify, "BIG_COMPONENT_PAIRS", 10**9)
     local.scan(project, ScanSettings(floor=0.5, method="lsh"))
     assert pair_set(project) == found
+
+
+@pytest.mark.skipif(not memory.huge_pages_switchable(), reason="no prctl huge-page switch here (Linux only)")
+def test_verification_runs_without_huge_pages_and_restores_them(monkeypatch):
+    from dedup_tui.engine.scanning import verify
+
+    seen = []
+
+    def run(self, ords, pairs):
+        seen.append(memory.huge_pages_disabled())
+        return verify.Verified(ords[:0], ords[:0], np.empty(0), 0)
+
+    monkeypatch.setattr(verify._Verification, "run", run)
+    pairs = verify.CandidatePairs([np.array([1, 5], np.int64)], 4)
+    verify.verify(SimpleNamespace(offsets=np.zeros(5, np.int64)), np.arange(4), pairs, SimpleNamespace(sketched=True))
+    assert seen == [True] and not memory.huge_pages_disabled()  # off inside, on again after

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..progress import Control
+from .memory import small_pages
 from .settings import CHUNK_CHARS, CHUNK_DOCS, Threads, chunks, sketch_rows_of
 from .similarity import jaccard_from_counts
 from .sketch import SKETCH_BINS, matches_needed
@@ -90,8 +91,9 @@ def verify(text, ords: np.ndarray, pairs: CandidatePairs, plan: VerifyPlan) -> V
     if not pairs.count:
         e = np.empty(0, np.int64)
         return Verified(e, e, np.empty(0, np.float64), 0)
-    # (handed over as a list: reordering them by component then holds one copy, not two)
-    return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
+    with small_pages():
+        # (handed over as a list: reordering them by component then holds one copy, not two)
+        return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
 
 
 class _Verification:
