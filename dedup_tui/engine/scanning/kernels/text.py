@@ -280,9 +280,19 @@ def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
         end = offsets[d + 1]
         while i < end:
             b0 = np.int64(data[i])
-            if b0 < 0x80:
-                cp, size = b0, 1
-            elif b0 < 0xE0:
+            if b0 < 0x80:  # (ASCII, nearly every byte: its lower case is one ASCII byte)
+                i += 1
+                if space[b0]:
+                    gap = True
+                    continue
+                if gap and w > first:
+                    out[w] = 32
+                    w += 1
+                gap = False
+                out[w] = lower[b0]
+                w += 1
+                continue
+            if b0 < 0xE0:
                 cp, size = ((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
             elif b0 < 0xF0:
                 cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
