@@ -10,6 +10,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # No command does linear algebra, yet numpy's OpenBLAS (and scipy's, which numba imports when
 # present) starts a thread per core that spins a while: ~0.25 s of CPU taken from a scan of the
@@ -24,8 +25,6 @@ from .engine.compile import warmup
 warmup.start_early(sys.argv)
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn
 
 from .engine.curate.export import FORMATS, check_threshold
 from .engine.display import literal_line
@@ -47,6 +46,9 @@ from .engine.scanning.settings import (
 from .engine.store import Project, check_snapshots
 from .engine.store.scans import load_graph
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
 
 class _TerminalProgress:
     """rich.progress on stderr when it is a terminal (silent otherwise): one row per stage, named
@@ -65,6 +67,10 @@ class _TerminalProgress:
         if not self.enabled:
             return
         if self.progress is None:
+            # (rich loads only to draw: ~25 ms of every command whose stderr is no terminal)
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn
+
             self.progress = Progress(
                 TextColumn("{task.description:<14}"),
                 BarColumn(bar_width=30),

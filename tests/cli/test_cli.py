@@ -584,18 +584,20 @@ def test_the_console_script_ends_a_load_or_scan_with_its_project_whole(tmp_path,
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through /proc")
-def test_the_command_starts_no_blas_threads_unless_the_user_asks(tmp_path):
-    """numpy's OpenBLAS would start a spinning thread per core that no command uses."""
+def test_the_command_starts_no_blas_threads_unless_the_user_asks_and_loads_no_rich(tmp_path):
+    """numpy's OpenBLAS would start a spinning thread per core that no command uses (set before
+    numpy loads), and rich is loaded only to draw progress on a terminal."""
     import os
     import subprocess
     import sys
 
     code = (
-        "import os, dedup_tui.cli, numpy; print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])"
+        "import os, sys, dedup_tui.cli, numpy; print(len(os.listdir('/proc/self/task')),"
+        " os.environ['OPENBLAS_NUM_THREADS'], 'rich' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
     alone = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert alone.stdout.split() == ["1", "1"]
+    assert alone.stdout.split() == ["1", "1", "False"]
     asked = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from dedup_tui.cli import main
 from dedup_tui.engine.store import Project, document_checksum
+from dedup_tui.engine.store.checksums import document_checksums
 from dedup_tui.engine.store.records import unpack_record
 
 from ..conftest import NEAR_CORPUS, write_jsonl
@@ -255,6 +256,9 @@ def test_the_checksum_covers_every_field_and_its_type():
     value = document_checksum(*base)
     assert len(value) == 32 and int(value, 16) >= 0
     assert document_checksum(*base[:5], bytearray(base[5])) == value  # the general path
+    long = (4, "doc_2", 1, 8, "long text é " * 400, b'{"id": "doc_2", "text": "' + b"long text \\u00e9 " * 400 + b'"}')
+    rows = list(zip(base, long))
+    assert document_checksums(*rows) == [value, document_checksum(*long)]  # (a load's batch: joined, and in parts)
     changes = {
         0: [4, None, "3"],
         1: ["doc_2", b"doc_1"],

@@ -345,6 +345,28 @@ def test_components_and_order_by_label_equal_references():
     assert np.array_equal(components.component_labels(3, a[:0], b[:0]), np.arange(3))
 
 
+def test_sorted_unique_equals_numpy_unique():
+    rng = np.random.default_rng(6)
+    # candidate keys of 9,880 texts (3 passes), of 2^31 texts (6), few values (passes that
+    # move nothing), a key at the limit's last value, and the smallest cases
+    for size, limit in [(20000, 9880**2), (20000, 2**62), (5000, 3), (3, 2**40), (1, 5), (0, 5)]:
+        keys = rng.integers(0, limit, size)
+        keys[: size // 4] = keys[size // 2 : size // 2 + size // 4]  # repeats
+        if size:
+            keys[-1] = limit - 1
+        assert np.array_equal(components.sorted_unique(keys.copy(), limit), np.unique(keys))
+
+
+def test_tile_order_equals_a_stable_argsort_of_the_tiles():
+    rng = np.random.default_rng(9)
+    for rows, shift in [(7600, 4), (7600, 9), (70000, 6), (5, 4)]:
+        la, lb = rng.integers(0, rows, (2, 30000))
+        tiles = ((rows - 1) >> shift) + 1
+        want = np.argsort((la >> shift) * tiles + (lb >> shift), kind="stable")
+        assert np.array_equal(intersections.tile_order(la, lb, shift, tiles), want)
+    assert len(intersections.tile_order(la[:0], lb[:0], 4, 1)) == 0
+
+
 def test_spanning_forest_equals_boruvka_reference():
     from dedup_tui.engine.graph.pairs import maximum_spanning_forest
 
@@ -481,6 +503,22 @@ def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
     assert lower.tolist() == expected
     assert int((lower == -1).sum()) < 10  # the byte loop follows nearly every code point
     assert space.tolist() == [chr(c).isspace() for c in range(0x10000)]
+
+
+def test_unicode_tables_are_kept_between_processes_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    monkeypatch.setattr(text, "CASE_TABLES_FOLDER", str(tmp_path))
+    built = text._build_unicode_tables()
+    for damage in (None, b"not an npz", b""):
+        monkeypatch.setattr(text, "_case_tables", None)
+        if damage is not None:
+            next(tmp_path.glob("*.npz")).write_bytes(damage)
+        lower, space = text._unicode_tables()  # (first: built and kept; then read back; then damaged)
+        assert np.array_equal(lower, built[0]) and np.array_equal(space, built[1])
+        (kept,) = tmp_path.glob("*.npz")
+        assert kept.stat().st_size < 100_000  # only the code points that change
+    monkeypatch.setattr(text, "_case_tables", None)
+    monkeypatch.setattr(text, "_build_unicode_tables", lambda: pytest.fail("built again"))
+    assert np.array_equal(text._unicode_tables()[0], built[0])
 
 
 def test_exact_keys_compiled_equals_plain():

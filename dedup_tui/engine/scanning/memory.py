@@ -6,7 +6,9 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 # The default cap: this share of the memory available (MemAvailable) when the scan starts.
 DEFAULT_SHARE = 0.5
@@ -88,6 +90,60 @@ def release_free_memory() -> None:
             _malloc_trim = False
     if callable(_malloc_trim):
         _malloc_trim(0)
+
+
+# prctl(2) options: whether the kernel may back this process's memory with transparent huge pages.
+_PR_SET_THP_DISABLE, _PR_GET_THP_DISABLE = 41, 42
+_prctl: Callable[..., int] | bool | None = None  # (None: not looked up yet; False: none here)
+
+
+def _thp_switch() -> Callable[..., int] | None:
+    global _prctl
+    if _prctl is None:
+        _prctl = False
+        if sys.platform == "linux":
+            try:
+                prctl = ctypes.CDLL(None, use_errno=True).prctl
+                prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+                prctl.restype = ctypes.c_int
+                _prctl = prctl
+            except (OSError, AttributeError):
+                pass
+    return _prctl if callable(_prctl) else None
+
+
+def huge_pages_switchable() -> bool:
+    """Whether small_pages can turn transparent huge pages off here."""
+    prctl = _thp_switch()
+    return prctl is not None and prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0) in (0, 1)
+
+
+def huge_pages_disabled() -> bool:
+    """Whether this process runs with transparent huge pages off (prctl PR_GET_THP_DISABLE)."""
+    prctl = _thp_switch()
+    return prctl is not None and prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """Transparent huge pages off for the process while the block runs (Linux's
+    prctl(PR_SET_THP_DISABLE), restored after; elsewhere, or when refused, nothing changes).
+
+    numpy advises huge pages (madvise) for every array of 4 MB or more, and where they are
+    given on request (the usual "madvise" setting) the first touch of such an array may stall
+    while the kernel compacts memory to find 2 MB pages. Verification makes hundreds of
+    short-lived arrays of millions of pairs each: without huge pages, on the manual pages, its
+    system time fell from 0.6-0.9 s to 0.2-0.3 s. Off for the whole command instead (numpy's
+    NUMPY_MADVISE_HUGEPAGE=0, read when numpy loads), the write stage, whose big arrays do
+    gain from them, took 0.78 s against 0.57 s."""
+    prctl = _thp_switch()
+    if prctl is None or prctl(_PR_GET_THP_DISABLE, 0, 0, 0, 0) != 0 or prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+        yield  # (already off, or no switch here)
+        return
+    try:
+        yield
+    finally:
+        prctl(_PR_SET_THP_DISABLE, 0, 0, 0, 0)
 
 
 def what_waits_on_disk(cap: float, held: float, signed: float, texts: float) -> tuple[bool, bool]:

@@ -4,12 +4,12 @@ shingle rows, or as bitsets for a template family."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..progress import Control
+from .memory import small_pages
 from .settings import CHUNK_CHARS, CHUNK_DOCS, Threads, chunks, sketch_rows_of
 from .similarity import jaccard_from_counts
 from .sketch import SKETCH_BINS, matches_needed
@@ -35,9 +35,12 @@ class CandidatePairs:
     lo * n + hi; take() hands the arrays over so the caller holds the only reference."""
 
     def __init__(self, parts: list[np.ndarray], n: int):
+        from .kernels import components  # (compiled: an LSH scan has loaded the kernels)
+
         # (one part, a pass of a scan under a memory cap, is sorted where it is: no copy)
-        keys = unique_sorted(parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        keys = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else np.empty(0, np.int64)
         parts.clear()
+        keys = components.sorted_unique(keys, n * n)
         self.count = len(keys)
         lo = keys // n
         np.remainder(keys, n, out=keys)
@@ -91,25 +94,6 @@ def verify(text, ords: np.ndarray, pairs: CandidatePairs, plan: VerifyPlan) -> V
     with small_pages():
         # (handed over as a list: reordering them by component then holds one copy, not two)
         return _Verification(text, len(ords), plan).run(ords, list(pairs.take()))
-
-
-@contextmanager
-def small_pages():
-    """numpy asks Linux for huge pages (madvise) for every array of 4 MB or more, and where
-    transparent huge pages are given on request (the usual "madvise" setting), the first touch
-    of such an array may stall while the kernel compacts memory to find 2 MB pages.
-    Verification makes hundreds of short-lived arrays of millions of pairs each, so inside it
-    numpy is asked not to: on the manual pages the stage's system time fell from 0.6-0.9 s to
-    0.2-0.3 s, its user time unchanged. (Process-wide while it lasts; nothing else runs then.)"""
-    setter = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
-    if setter is None:  # (another numpy: left as it is)
-        yield
-        return
-    before = setter(False)
-    try:
-        yield
-    finally:
-        setter(before)
 
 
 class _Verification:

@@ -13,10 +13,11 @@ version it is tested against (tests/engine/test_kernels.py):
 - shingles       `shingle_rows` ~ shingle.shingle_sets(texts, k)
 - intersections  `intersections` ~ similarity.intersection_sizes (a merge, or bitsets over a
                  shared vocabulary when many pairs share few documents; `Family`: a template
-                 family's pairs)
+                 family's pairs); `tile_order` ~ a stable argsort of the pairs' tiles
 - bands          `band_survivors` ~ lsh.band_candidates, each pair reported in its first band only
                  (a bucket split by sub-bands: its pairs sharing one, in the first they share);
                  the pairs of a later band's bucket it compares ~ those lsh.share_earlier_band
                  leaves
-- components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`
+- components     `component_labels` ~ graph.pairs.connected_min_labels; `spanning_forest`;
+                 `sorted_unique` ~ np.unique (the candidate keys)
 - incremental    `added_band_survivors`: the incremental scan's band pass"""

@@ -135,3 +135,66 @@ def spanning_forest(n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.n
     )
     chosen.sort()
     return chosen
+
+
+# -- candidate keys --------------------------------------------------------------------------
+
+# A radix sort's digit: 2^11 counters stay in the first-level cache.
+_DIGIT_BITS = 11
+
+
+@kernel
+def _radix_sorted_unique(keys, spare, bits):
+    """keys (each in [0, 2^bits)) sorted, each value once, into keys[:count]; returns count.
+    An LSD radix sort through `spare` (as long as keys), of as few passes of at most
+    _DIGIT_BITS bits as cover `bits`, every pass's counts taken in one first read; a pass
+    whose digit is the same in every key moves nothing."""
+    n = keys.shape[0]
+    passes = max(1, (bits + _DIGIT_BITS - 1) // _DIGIT_BITS)
+    width = max(1, (bits + passes - 1) // passes)
+    buckets = 1 << width
+    mask = buckets - 1
+    counts = np.zeros((passes, buckets), np.int64)
+    for i in range(n):
+        k = keys[i]
+        for p in range(passes):
+            counts[p, (k >> (p * width)) & mask] += 1
+    src, dst = keys, spare
+    for p in range(passes):
+        shift = p * width
+        row = counts[p]
+        start = 0
+        moves = False
+        for d in range(buckets):
+            c = row[d]
+            if 0 < c < n:
+                moves = True
+            row[d] = start
+            start += c
+        if not moves:
+            continue
+        for i in range(n):
+            k = src[i]
+            d = (k >> shift) & mask
+            dst[row[d]] = k
+            row[d] += 1
+        src, dst = dst, src
+    count = 0
+    for i in range(n):  # (src is keys or spare; keys[count] is never ahead of src[i])
+        if i == 0 or src[i] != src[i - 1]:
+            keys[count] = src[i]
+            count += 1
+    return count
+
+
+def sorted_unique(keys: np.ndarray, limit: int) -> np.ndarray:
+    """np.unique(keys) for int64 keys in [0, limit), computed in `keys` (which it overwrites):
+    a radix sort, 2.5M candidate keys of the manual pages in ~30 ms against numpy's sort's
+    0.15 s (this machine's numpy sorts 64-bit integers without SIMD). The result is a view of
+    keys unless a quarter of them or more were repeats."""
+    if len(keys) < 2:
+        return keys
+    spare = np.empty_like(keys)
+    count = _radix_sorted_unique(keys, spare, max(1, int(limit - 1).bit_length()))
+    del spare
+    return keys[:count] if 4 * count >= 3 * len(keys) else keys[:count].copy()

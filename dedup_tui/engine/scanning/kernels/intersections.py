@@ -132,9 +132,42 @@ def _serial_map(fn, jobs):
 
 def _tile_order(la: np.ndarray, lb: np.ndarray, rows: int, words: int) -> np.ndarray:
     """An order of the pairs (la[p], lb[p]) of bitset rows (`words` each) tile by tile: both
-    rows of the pairs of one tile fit _TILE_BYTES."""
-    tile = max(16, _TILE_BYTES // (8 * words))
-    return np.argsort((la // tile) * (rows // tile + 1) + lb // tile, kind="stable")
+    rows of the pairs of one tile fit _TILE_BYTES. Tiles of a power of two rows, so a row's tile
+    is a shift: tile_order, compiled (a stable argsort of the pairs' tiles took 0.06-0.09 s of
+    one thread for the manual pages' family of 2.4M pairs)."""
+    shift = max(4, (_TILE_BYTES // (8 * words)).bit_length() - 1)  # (16 rows at least)
+    return tile_order(
+        np.ascontiguousarray(la, np.int64), np.ascontiguousarray(lb, np.int64), shift, ((rows - 1) >> shift) + 1
+    )
+
+
+@kernel
+def tile_order(la, lb, shift, tiles):
+    """The stable order of the pairs p by (la[p] >> shift, lb[p] >> shift), both below
+    `tiles`: a counting sort by the second, then by the first."""
+    n = la.shape[0]
+    counts = np.zeros(tiles + 1, np.int64)
+    for p in range(n):
+        counts[(lb[p] >> shift) + 1] += 1
+    for t in range(tiles):
+        counts[t + 1] += counts[t]
+    by_second = np.empty(n, np.int64)
+    for p in range(n):
+        t = lb[p] >> shift
+        by_second[counts[t]] = p
+        counts[t] += 1
+    counts[:] = 0
+    for p in range(n):
+        counts[(la[p] >> shift) + 1] += 1
+    for t in range(tiles):
+        counts[t + 1] += counts[t]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        p = by_second[i]
+        t = la[p] >> shift
+        order[counts[t]] = p
+        counts[t] += 1
+    return order
 
 
 def _rows_values(values, offsets, rows):
@@ -525,15 +558,17 @@ class Family:
         pieces = max(1, min(len(ra) // 50_000, 4 * 64))
         cuts = np.linspace(0, len(ra), pieces + 1).astype(np.int64).tolist()
         # The next slice's bitsets are filled (one thread) while the threads compare the pairs
-        # over this one's, and the first's while the pairs are put in tile order; the rare
-        # fingerprints are counted on a thread of their own meanwhile.
+        # over this one's, and the first's while the pairs are taken in tile order; the rare
+        # fingerprints are counted on a thread of their own meanwhile. (The tile order comes
+        # first: a kernel first called beside another is recorded in kernel_list.py in whichever
+        # order they happen to start.)
+        order = _tile_order(ra, rb, self.rows, widest)
         with (
             ThreadPoolExecutor(1, thread_name_prefix="dedup-family-rare") as rare_side,
             ThreadPoolExecutor(1, thread_name_prefix="dedup-family-bits") as side,
         ):
             counted = rare_side.submit(self._rare_counts, ra, rb, below) if below > 2 else None
             filled = side.submit(bits_of, *slices[0]) if slices else None
-            order = _tile_order(ra, rb, self.rows, widest)
             la, lb = ra[order], rb[order]
             for s in range(len(slices)):
                 bits = filled.result()

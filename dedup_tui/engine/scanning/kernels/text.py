@@ -3,11 +3,16 @@ normalisation every later kernel reads (plain version: text.normalize)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import sys
+import unicodedata
+from pathlib import Path
 
 import numpy as np
 
-from ...compile.jit import kernel
+from ...compile.jit import CACHE_DIR, kernel
 
 
 class TextBuffer:
@@ -170,39 +175,88 @@ class SpilledText:
 # -- normalisation ----------------------------------------------------------------------------
 
 _case_tables: tuple[np.ndarray, np.ndarray] | None = None
+# Where the tables are kept between processes (the kernels' private cache folder; None: built
+# every time).
+CASE_TABLES_FOLDER = CACHE_DIR
 
 
 def _unicode_tables() -> tuple[np.ndarray, np.ndarray]:
     """Python's own str.lower() of every code point (-1 where a byte loop cannot follow it:
     "İ" lowers to two code points, a capital sigma's lower case depends on its neighbours, and
-    two letters grow in UTF-8), and str.isspace() (the whitespace str.split() splits on)."""
+    two letters grow in UTF-8), and str.isspace() (the whitespace str.split() splits on).
+    Building them takes 40-70 ms of a load's start; they are kept in CASE_TABLES_FOLDER, per
+    Python version (its Unicode database), as the few code points that differ from themselves
+    (read back in ~5 ms)."""
     global _case_tables
     if _case_tables is None:
-        # One str.lower() of every code point (but surrogates, which map to themselves), each
-        # between NULs, so a capital sigma is lowered as a word of its own: 30 ms, where a
-        # lower() per code point took 120 ms. A code point whose lower case is not exactly
-        # one code point stays -1.
-        cps = np.r_[1:0xD800, 0xE000:0x110000].astype(np.uint32)
-        spaced = np.zeros(2 * len(cps), np.uint32)
-        spaced[1::2] = cps
-        every = spaced.astype("<u4").tobytes().decode("utf-32-le")
-        lowered = np.frombuffer(every.lower().encode("utf-32-le"), np.uint32)
-        nuls = np.flatnonzero(lowered == 0)
-        single = np.diff(np.r_[nuls, len(lowered)]) == 2
-        lower = np.full(0x110000, -1, np.int32)
-        lower[0] = 0
-        lower[0xD800:0xE000] = np.arange(0xD800, 0xE000)
-        lower[cps[single]] = lowered[nuls[single] + 1]
-        lower[0x3A3] = -1
-
-        def utf8_len(x):
-            return np.where(x < 0x80, 1, np.where(x < 0x800, 2, np.where(x < 0x10000, 3, 4)))
-
-        lower[(lower >= 0) & (utf8_len(lower) > utf8_len(np.arange(0x110000)))] = -1
-        space = np.zeros(0x10000, np.bool_)
-        space[[ord(m) for m in re.findall(r"\s", every) if ord(m) < 0x10000]] = True  # \s is str.isspace()
-        _case_tables = lower, space
+        path = _case_tables_path()
+        _case_tables = _read_case_tables(path) if path is not None else None
+        if _case_tables is None:
+            _case_tables = _build_unicode_tables()
+            if path is not None:
+                _write_case_tables(path, *_case_tables)
     return _case_tables
+
+
+def _case_tables_path() -> Path | None:
+    if not CASE_TABLES_FOLDER:
+        return None
+    version = hashlib.sha256(f"{sys.version}|{unicodedata.unidata_version}".encode()).hexdigest()[:16]
+    return Path(CASE_TABLES_FOLDER) / f"dedup-tui-case-tables-{version}.npz"
+
+
+def _read_case_tables(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """The tables kept at `path`, or None (none kept, or not what _write_case_tables wrote)."""
+    try:
+        with np.load(path, allow_pickle=False) as kept:
+            changed, lowered, spaces = kept["changed"], kept["lowered"], kept["spaces"]
+        lower = np.arange(0x110000, dtype=np.int32)
+        lower[changed] = lowered
+        space = np.zeros(0x10000, np.bool_)
+        space[spaces] = True
+    except (OSError, ValueError, KeyError, IndexError, EOFError):
+        return None
+    if lower[ord("A")] != ord("a") or not space[ord(" ")] or space[ord("a")]:
+        return None
+    return lower, space
+
+
+def _write_case_tables(path: Path, lower: np.ndarray, space: np.ndarray) -> None:
+    changed = np.flatnonzero(lower != np.arange(len(lower))).astype(np.int32)
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(part, "wb") as fh:
+            np.savez(fh, changed=changed, lowered=lower[changed], spaces=np.flatnonzero(space).astype(np.int32))
+        os.replace(part, path)
+    except OSError:  # (a full or read-only cache: built again next time)
+        part.unlink(missing_ok=True)
+
+
+def _build_unicode_tables() -> tuple[np.ndarray, np.ndarray]:
+    # One str.lower() of every code point (but surrogates, which map to themselves), each
+    # between NULs, so a capital sigma is lowered as a word of its own: 30 ms, where a
+    # lower() per code point took 120 ms. A code point whose lower case is not exactly
+    # one code point stays -1.
+    cps = np.r_[1:0xD800, 0xE000:0x110000].astype(np.uint32)
+    spaced = np.zeros(2 * len(cps), np.uint32)
+    spaced[1::2] = cps
+    every = spaced.astype("<u4").tobytes().decode("utf-32-le")
+    lowered = np.frombuffer(every.lower().encode("utf-32-le"), np.uint32)
+    nuls = np.flatnonzero(lowered == 0)
+    single = np.diff(np.r_[nuls, len(lowered)]) == 2
+    lower = np.full(0x110000, -1, np.int32)
+    lower[0] = 0
+    lower[0xD800:0xE000] = np.arange(0xD800, 0xE000)
+    lower[cps[single]] = lowered[nuls[single] + 1]
+    lower[0x3A3] = -1
+
+    def utf8_len(x):
+        return np.where(x < 0x80, 1, np.where(x < 0x800, 2, np.where(x < 0x10000, 3, 4)))
+
+    lower[(lower >= 0) & (utf8_len(lower) > utf8_len(np.arange(0x110000)))] = -1
+    space = np.zeros(0x10000, np.bool_)
+    space[[ord(m) for m in re.findall(r"\s", every) if ord(m) < 0x10000]] = True  # \s is str.isspace()
+    return lower, space
 
 
 _ASCII_TABLES = (
@@ -226,9 +280,19 @@ def _normalize_utf8(data, offsets, lower, space, out, out_offsets, fallback):
         end = offsets[d + 1]
         while i < end:
             b0 = np.int64(data[i])
-            if b0 < 0x80:
-                cp, size = b0, 1
-            elif b0 < 0xE0:
+            if b0 < 0x80:  # (ASCII, nearly every byte: its lower case is one ASCII byte)
+                i += 1
+                if space[b0]:
+                    gap = True
+                    continue
+                if gap and w > first:
+                    out[w] = 32
+                    w += 1
+                gap = False
+                out[w] = lower[b0]
+                w += 1
+                continue
+            if b0 < 0xE0:
                 cp, size = ((b0 & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
             elif b0 < 0xF0:
                 cp = ((b0 & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
