@@ -13,7 +13,7 @@ import pytest
 
 from dedup_tui.engine.curate import decisions, keep_rules, tune
 from dedup_tui.engine.ingest import load_corpus
-from dedup_tui.engine.scanning import incremental, lsh
+from dedup_tui.engine.scanning import incremental, incremental_split, lsh
 from dedup_tui.engine.scanning import local as local
 from dedup_tui.engine.scanning.kernels import incremental as kernels_incremental
 from dedup_tui.engine.scanning.settings import ScanSettings
@@ -547,6 +547,7 @@ def test_old_documents_whose_short_keys_collide_are_sorted_out_by_their_whole_ke
 
     monkeypatch.setattr(candidates, "short_band_keys", eight_bits)
     monkeypatch.setattr(incremental, "short_band_keys", eight_bits)
+    monkeypatch.setattr(incremental_split, "short_band_keys", eight_bits)
     docs = families(30, (2, 6), 120, seed=21)
     with Project(tmp_path / "p.db", create=True) as project:
         load(project, tmp_path, "first", docs[:-60])

@@ -113,3 +113,16 @@ def set_scan_keys_meta(conn, meta: dict) -> None:
         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
         [(SCAN_KEYS_META, raw), (SCAN_KEYS_CHECKSUMS, json.dumps(sums))],
     )
+
+
+def rows_with_keys(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Rows (ascending) of `keys` (short keys, below 2^SHORT_KEY_BITS) whose key is in `wanted`:
+    a look-up each in a bitmap of the wanted keys (where a binary search took ~20 steps), one
+    bit a key (2 MB, mostly in cache: a byte a key, 16 MB, took 2.5 times as long)."""
+    if not len(wanted) or not len(keys):
+        return np.empty(0, np.int64)
+    wanted = np.asarray(wanted, np.uint32)
+    bitmap = np.zeros(1 << (SHORT_KEY_BITS - 3), np.uint8)
+    np.bitwise_or.at(bitmap, wanted >> 3, np.left_shift(1, wanted & 7).astype(np.uint8))
+    keys = np.asarray(keys, np.uint32)
+    return np.flatnonzero((bitmap[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1)

@@ -37,7 +37,7 @@ def nibble_agreement(packed, x, y, perms):
 
 
 @helper
-def _share_sub_band(sig, x, y, sub_positions, band, before):
+def share_sub_band(sig, x, y, sub_positions, band, before):
     """Whether x and y agree on every position of one of the first `before` sub-bands of `band`."""
     for t in range(before):
         same = True
@@ -103,7 +103,7 @@ def _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_position
             if sig[x, col] != sig[y, col]:
                 same = False
                 break
-        if same and _share_sub_band(sig, x, y, sub_positions, c, sub_positions.shape[1]):
+        if same and share_sub_band(sig, x, y, sub_positions, c, sub_positions.shape[1]):
             return True
     return False
 

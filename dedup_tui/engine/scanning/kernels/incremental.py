@@ -4,7 +4,7 @@ version, which tests/engine/test_incremental.py checks it against."""
 from __future__ import annotations
 
 from ...compile.jit import helper, kernel
-from .bands import _share_sub_band, nibble_agreement
+from .bands import nibble_agreement, share_sub_band
 
 # A new row's bucket in a band (state[band, row]): in none with another row, whole (every pair
 # of it is reported), or split by the band's sub-bands (only the pairs sharing one of them).
@@ -18,7 +18,7 @@ def _reported_earlier(bucket, state, sig, sig_row, sub_positions, x, y, band):
             continue
         if state[c, x] == WHOLE:
             return True
-        if _share_sub_band(sig, sig_row[x], sig_row[y], sub_positions, c, sub_positions.shape[1]):
+        if share_sub_band(sig, sig_row[x], sig_row[y], sub_positions, c, sub_positions.shape[1]):
             return True
     return False
 
@@ -66,7 +66,7 @@ def added_band_survivors(
                 y = members[s + j]
                 if nibble_agreement(packed, x, y, perms) < min_agree:
                     continue
-                if split and not _share_sub_band(sig, sig_row[x], sig_row[y], sub_positions, band, subs):
+                if split and not share_sub_band(sig, sig_row[x], sig_row[y], sub_positions, band, subs):
                     continue
                 if band and _reported_earlier(bucket, state, sig, sig_row, sub_positions, x, y, band):
                     continue
