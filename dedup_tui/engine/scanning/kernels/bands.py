@@ -24,6 +24,24 @@ GATHER_RUN = 32
 
 
 @helper
+def _equal_columns(a, x, y, lo, hi):
+    """Whether rows x and y of `a` are equal in columns lo to hi - 1."""
+    for col in range(lo, hi):
+        if a[x, col] != a[y, col]:
+            return False
+    return True
+
+
+@helper
+def _copy_rows(src, rows, start, count, out):
+    """out[q] = src[rows[start + q]] for q < count: rows side by side, read in order."""
+    for q in range(count):
+        row = rows[start + q]
+        for w in range(src.shape[1]):
+            out[q, w] = src[row, w]
+
+
+@helper
 def nibble_agreement(packed, x, y, perms):
     """In how many of the perms 4-bit signature positions rows x and y of `packed` agree."""
     words = packed.shape[1]
@@ -78,12 +96,7 @@ def _share_earlier(sig, tx, ty, x, y, band, rows, band_state):
     for c in range(band):
         if tx[c] != ty[c] or not _whole(band_state[c], tx[c]):
             continue
-        same = True
-        for col in range(c * rows, (c + 1) * rows):
-            if sig[x, col] != sig[y, col]:
-                same = False
-                break
-        if same:
+        if _equal_columns(sig, x, y, c * rows, (c + 1) * rows):
             return True
     return False
 
@@ -98,12 +111,9 @@ def _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_position
     for c in range(band):
         if band_state[c] != 2 or tags[x, c] != tags[y, c] or (tags[x, c] & SPLIT_TAG) == 0:
             continue
-        same = True
-        for col in range(c * rows, (c + 1) * rows):
-            if sig[x, col] != sig[y, col]:
-                same = False
-                break
-        if same and share_sub_band(sig, x, y, sub_positions, c, sub_positions.shape[1]):
+        if _equal_columns(sig, x, y, c * rows, (c + 1) * rows) and share_sub_band(
+            sig, x, y, sub_positions, c, sub_positions.shape[1]
+        ):
             return True
     return False
 
@@ -164,12 +174,7 @@ def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups):
                     groups[q, c] = q
                     members_of[q] = 1
                     break
-                same = True
-                for col in range(c * rows, (c + 1) * rows):
-                    if cols[first, col] != cols[q, col]:
-                        same = False
-                        break
-                if same:
+                if _equal_columns(cols, first, q, c * rows, (c + 1) * rows):
                     groups[q, c] = first
                     pairs += members_of[first]
                     members_of[first] += 1
@@ -281,10 +286,7 @@ def band_survivors(
             group_end = members  # (unused)
         if gathered:
             rows_of = np.empty((m, words), np.uint64)
-            for q in range(m):
-                row = members[q]
-                for w in range(words):
-                    rows_of[q, w] = packed[row, w]
+            _copy_rows(packed, members, 0, m, rows_of)
         else:
             rows_of = packed
         for i in range(i0 if r == r0 else 0, m - 1):
@@ -324,14 +326,6 @@ def band_survivors(
     return written
 
 
-@helper
-def _same_columns(cols, qi, qj, lo, hi):
-    for col in range(lo, hi):
-        if cols[qi, col] != cols[qj, col]:
-            return False
-    return True
-
-
 @kernel
 def split_bucket_survivors(
     members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, out, resume, tally
@@ -358,14 +352,12 @@ def split_bucket_survivors(
     written = 0
     capacity = out.shape[0]
     cols = np.empty((m, subs * width), sig.dtype)
-    rows_of = np.empty((m, words), np.uint64)
     for q in range(m):
-        x = members[q]
         for t in range(subs):
             for p in range(width):
-                cols[q, t * width + p] = sig[x, positions[t, p]]
-        for w in range(words):
-            rows_of[q, w] = packed[x, w]
+                cols[q, t * width + p] = sig[members[q], positions[t, p]]
+    rows_of = np.empty((m, words), np.uint64)
+    _copy_rows(packed, members, 0, m, rows_of)
     split_before = False
     for c in range(band):
         split_before |= band_state[c] == 2
@@ -399,9 +391,7 @@ def split_bucket_survivors(
             while b < m and keys[by[b]] == keys[by[a]]:
                 b += 1
             if b - a >= GATHER_RUN:  # (the sub-bucket's rows side by side, as band_survivors does)
-                for p in range(a, b):
-                    for w in range(words):
-                        run_rows[p - a, w] = rows_of[by[p], w]
+                _copy_rows(rows_of, by, a, b - a, run_rows)
             for i in range(a, b - 1):
                 if t == t0 and i < i0:
                     continue
@@ -420,7 +410,7 @@ def split_bucket_survivors(
                         agree = nibble_agreement(rows_of, qi, qj, perms)
                     if agree < min_agree:
                         continue
-                    if not _same_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
+                    if not _equal_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
                         continue
                     maybe = False
                     for e in range(t):
@@ -428,7 +418,7 @@ def split_bucket_survivors(
                     if maybe:
                         shared_before = False
                         for e in range(t):
-                            if sub_tags[qi, e] == sub_tags[qj, e] and _same_columns(
+                            if sub_tags[qi, e] == sub_tags[qj, e] and _equal_columns(
                                 cols, qi, qj, e * width, (e + 1) * width
                             ):
                                 shared_before = True

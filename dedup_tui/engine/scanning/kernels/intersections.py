@@ -145,29 +145,24 @@ def _tile_order(la: np.ndarray, lb: np.ndarray, rows: int, words: int) -> np.nda
 def tile_order(la, lb, shift, tiles):
     """The stable order of the pairs p by (la[p] >> shift, lb[p] >> shift), both below
     `tiles`: a counting sort by the second, then by the first."""
-    n = la.shape[0]
+    by_second = _by_tile(lb, np.arange(la.shape[0]), shift, tiles)
+    return _by_tile(la, by_second, shift, tiles)
+
+
+@helper
+def _by_tile(values, order, shift, tiles):
+    """`order` stably sorted by values[p] >> shift (below `tiles`): one counting sort."""
     counts = np.zeros(tiles + 1, np.int64)
-    for p in range(n):
-        counts[(lb[p] >> shift) + 1] += 1
+    for p in order:
+        counts[(values[p] >> shift) + 1] += 1
     for t in range(tiles):
         counts[t + 1] += counts[t]
-    by_second = np.empty(n, np.int64)
-    for p in range(n):
-        t = lb[p] >> shift
-        by_second[counts[t]] = p
+    out = np.empty(order.shape[0], np.int64)
+    for p in order:
+        t = values[p] >> shift
+        out[counts[t]] = p
         counts[t] += 1
-    counts[:] = 0
-    for p in range(n):
-        counts[(la[p] >> shift) + 1] += 1
-    for t in range(tiles):
-        counts[t + 1] += counts[t]
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        p = by_second[i]
-        t = la[p] >> shift
-        order[counts[t]] = p
-        counts[t] += 1
-    return order
+    return out
 
 
 def _rows_values(values, offsets, rows):
