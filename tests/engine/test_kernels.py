@@ -508,9 +508,14 @@ def test_unicode_tables_are_python_lower_and_isspace_of_every_code_point():
 def test_unicode_tables_are_kept_between_processes_and_rebuilt_when_damaged(tmp_path, monkeypatch):
     monkeypatch.setattr(text, "CASE_TABLES_FOLDER", str(tmp_path))
     built = text._build_unicode_tables()
-    for damage in (None, b"not an npz", b""):
+    for damage in (None, b"not an npz", b"", "a flipped bit"):
         monkeypatch.setattr(text, "_case_tables", None)
-        if damage is not None:
+        if damage == "a flipped bit":  # (inside the kept arrays: the zip's CRC catches it)
+            kept = next(tmp_path.glob("*.npz"))
+            flipped = bytearray(kept.read_bytes())
+            flipped[len(flipped) // 3] ^= 0x10
+            kept.write_bytes(bytes(flipped))
+        elif damage is not None:
             next(tmp_path.glob("*.npz")).write_bytes(damage)
         lower, space = text._unicode_tables()  # (first: built and kept; then read back; then damaged)
         assert np.array_equal(lower, built[0]) and np.array_equal(space, built[1])

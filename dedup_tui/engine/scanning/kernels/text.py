@@ -207,6 +207,8 @@ def _case_tables_path() -> Path | None:
 
 def _read_case_tables(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """The tables kept at `path`, or None (none kept, or not what _write_case_tables wrote)."""
+    import zipfile  # (np.load imports it for an npz anyway)
+
     try:
         with np.load(path, allow_pickle=False) as kept:
             changed, lowered, spaces = kept["changed"], kept["lowered"], kept["spaces"]
@@ -214,7 +216,7 @@ def _read_case_tables(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
         lower[changed] = lowered
         space = np.zeros(0x10000, np.bool_)
         space[spaces] = True
-    except (OSError, ValueError, KeyError, IndexError, EOFError):
+    except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile):  # (a flipped bit: the CRC)
         return None
     if lower[ord("A")] != ord("a") or not space[ord(" ")] or space[ord("a")]:
         return None
