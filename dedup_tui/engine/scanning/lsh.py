@@ -197,13 +197,12 @@ def sub_bands(num_perm: int, rows: int, bands: int) -> np.ndarray:
 # A bucket over max_bucket is split by sub-bands when a sample of its pairs shares fewer than
 # this many sub-bands on average (each shared one generates the pair once more); a denser one
 # (a family of near copies: most of its pairs are found) is compared pair by pair, as the
-# split would only repeat its pairs. Chosen when a split candidate cost ~3x one of a whole
-# bucket (a numpy pass per sub-band over scattered rows); split in one kernel call
-# (kernels.bands.split_bucket_survivors) it costs ~2x (band 6 of 2.5M short texts: 16,562
-# members, 27.4M sub-bucket pairs in 0.51 s split against 137M in 1.39 s whole), so a higher
-# threshold may pay; not measured yet. SPLIT_SAMPLE pairs are drawn (seeded: the same choice in
-# every scan).
-SPLIT_IF_SHARED_BELOW = 0.25
+# split would only repeat its pairs. Split in one kernel call (kernels.bands.split_bucket_survivors),
+# a sub-bucket pair costs ~2x a pair of a whole bucket, so the split pays up to ~0.5-0.6: the
+# 228 buckets over 1,024 of 2.5M short texts that 0.25 left whole took, split against whole,
+# 2.0 s against 3.3 s at 0.25-0.5 and 1.9 s against 1.7 s at 0.5-1.0. SPLIT_SAMPLE pairs are
+# drawn (seeded: the same choice in every scan).
+SPLIT_IF_SHARED_BELOW = 0.5
 SPLIT_SAMPLE = 2000
 
 
