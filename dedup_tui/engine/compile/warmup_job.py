@@ -138,7 +138,7 @@ def _split_a_bucket() -> None:
     members = np.arange(n, dtype=np.int64)
     kernels_bands.split_bucket_survivors(
         members[: n // 2], lsh.pack_nibbles(signatures), perms, perms // 2, signatures, tags, 1, banding.rows, state,
-        n, lsh.sub_bands(perms, banding.rows, banding.bands), np.empty(n * n, np.int64),
+        n, lsh.sub_bands(perms, banding.rows, banding.bands), 1 << 20, np.empty(n * n, np.int64),
         np.array([0, 0, 1], np.int64), np.zeros(2, np.int64),
     )  # fmt: skip
 
