@@ -147,10 +147,12 @@ def memory_model(
     workers: int = 0,
     warm: bool = True,
     lean: bool = False,
+    largest_bucket: float = 0.0,
 ) -> MemoryModel:
     """The scan's memory phase by phase: `text_bytes` (normalised UTF-8) and `sketched` (texts
     of at least SKETCH_MIN_BYTES) of the `distinct` texts, `candidates` that reach verification,
-    `pairs` found, under `cap` (`lean`: no band keys kept). Mirrors the scan's own decisions:
+    `pairs` found, under `cap` (`lean`: no band keys kept), the largest bucket split by sub-bands
+    `largest_bucket` members (split_bytes; 0: none). Mirrors the scan's own decisions:
     whether the load signs ahead (ahead.SignedAhead.for_corpus), whether the texts wait on disk
     and whether the signatures do too (candidates._what_spills), the candidates held and per pass
     (_candidate_limits)."""
@@ -190,12 +192,18 @@ def memory_model(
     before_verify = fixed - threads - freed_after_bands + (texts if texts_wait else 0)
     pass_limit = (cap - before_verify - VERIFY_BYTES_PER_TEXT * n - verify_work) // BYTES_PER_CANDIDATE
     pass_limit = min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
-    hold_limit = min(max(min(pass_limit, (cap - fixed) // 8), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    # (the candidates held leave room for a split in each band thread: candidates._candidate_limits)
+    budget = split_budget(cap)
+    held_room = (cap - fixed - workers * budget) // 8
+    hold_limit = min(max(min(pass_limit, held_room), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     spilling = candidates > hold_limit
     passes = max(1, -int(-candidates // pass_limit)) if spilling else 1
     kept = 0  # (the short band keys kept for incremental scans wait in a file)
     phases = {
-        "bands": fixed + 8 * (n if spilling else candidates),  # (per text a count, or the candidates)
+        # (per text a count, or the candidates; each band thread's split of the largest bucket)
+        "bands": fixed
+        + 8 * (n if spilling else candidates)
+        + workers * split_bytes(largest_bucket, num_perm, num_perm // max(bands, 1), bands, budget),
         "verify": base
         + kept
         + texts
