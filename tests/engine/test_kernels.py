@@ -220,7 +220,8 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
                 out = np.empty(50, np.int64)
                 written = kernels_bands.split_bucket_survivors(
                     order[s : s + m], packed, num_perm, min_agree, sig, tags, band, rows, band_state, n,
-                    sub_positions, 1 << 40, out, resume, split_tally,
+                    sub_positions, kernels_bands.split_layout_of(m, packed, sub_positions, band, 1 << 40), out,
+                    resume, split_tally,
                 )  # fmt: skip
                 got.extend(out[:written].tolist())
             # every pair of every sub-bucket counted once, across the resumes
@@ -247,7 +248,7 @@ def _split_run(members, packed, num_perm, min_agree, sig, tags, band, rows, band
         out = np.empty(size, np.int64)
         written = kernels_bands.split_bucket_survivors(
             members, packed, num_perm, min_agree, sig, tags, band, rows, band_state, len(sig), sub_positions,
-            budget, out, resume, tally,
+            kernels_bands.split_layout_of(len(members), packed, sub_positions, band, budget), out, resume, tally,
         )  # fmt: skip
         got.extend(out[:written].tolist())
     return got, int(tally[1])

@@ -542,12 +542,14 @@ class _BandCandidates:
         split_tally = np.zeros(2, np.int64)
         for members in split_members:
             resume = np.array([0, 0, 1], np.int64)
+            layout = kernels_bands.split_layout_of(
+                len(members), self.packed, self.sub_positions, band, self.split_budget
+            )
             while resume[0] < self.sub_positions.shape[1] and not self.control.cancel.is_set():
                 out = np.empty(BAND_BUFFER, np.int64)
                 written = kernels_bands.split_bucket_survivors(
                     members, self.packed, settings.num_perm, self.min_agree, signed.signatures, self.tags, band,
-                    self.banding.rows, self.band_state, n, self.sub_positions, self.split_budget, out, resume,
-                    split_tally,
+                    self.banding.rows, self.band_state, n, self.sub_positions, layout, out, resume, split_tally,
                 )  # fmt: skip
                 self._keep(out[:written], parts)
         kept = np.concatenate(parts) if parts else np.empty(0, np.int64)

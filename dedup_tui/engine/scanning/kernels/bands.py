@@ -342,12 +342,17 @@ def _sub_key(cols, q, lo, hi):
     return h
 
 
-_split_layout = helper(split_layout)
+def split_layout_of(m: int, packed: np.ndarray, sub_positions: np.ndarray, band: int, budget: int) -> np.ndarray:
+    """split_bucket_survivors' `layout` for a bucket of m members of `band` within `budget`
+    bytes (memory_model.split_layout: worked out here, not in the kernel, whose cached code
+    would not follow a change to that module)."""
+    subs, rows = sub_positions.shape[1], sub_positions.shape[2]
+    return np.array(split_layout(m, subs, rows, packed.shape[1], band, budget), np.int64)
 
 
 @kernel
 def split_bucket_survivors(
-    members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, budget, out, resume, tally
+    members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, layout, out, resume, tally
 ):
     """The pairs of one split bucket of `band` (members) that share one of the band's sub-bands
     (sub_positions[band]: (sub-bands, rows) signature positions), each in its first shared sub-band,
@@ -358,11 +363,13 @@ def split_bucket_survivors(
     bands' groups are made side by side, then each sub-band's sub-buckets are found by sorting
     the members by its key: every test reads neighbouring memory, where a pass per sub-band
     over the scattered rows was mostly cache misses. All of it takes up to 1.3 KB a member at
-    128 permutations, in the last band (memory_model.split_layout): 84 MB for the 64,332
-    members of mixed10m's largest bucket. Within `budget` bytes, when all of it does not fit,
-    the columns are copied a slice of sub-bands at a time and, when that is not enough either,
-    the packed rows and groups are read in place: the same pairs, in the same order, whatever
-    the budget (at least 34 B a member: a slice of one sub-band).
+    128 permutations, in the last band: 84 MB for the 64,332 members of mixed10m's largest
+    bucket. Within a budget, when all of it does not fit, the columns are copied a slice of
+    sub-bands at a time and, when that is not enough either, the packed rows and groups are
+    read in place: the same pairs, in the same order, whatever the budget (at least 34 B a
+    member: a slice of one sub-band). layout (split_layout_of): [sub-bands a slice, whether the
+    packed rows and groups are copied, whether the groups are made from copied columns, the
+    most members of a sub-bucket whose rows are copied side by side].
 
     resume = [sub-band, i, j]: where to start (positions in that sub-band's sorted order),
     updated in place when out is full (sub-band == len(positions): done). tally[0] counts the
@@ -374,7 +381,7 @@ def split_bucket_survivors(
     words = packed.shape[1]
     written = 0
     capacity = out.shape[0]
-    slice_subs, gather, gather_groups, run_cap = _split_layout(m, subs, width, words, band, budget)
+    slice_subs, gather, gather_groups, run_cap = max(layout[0], 1), layout[1] != 0, layout[2] != 0, layout[3]
     split_before = False
     for c in range(band):
         split_before |= band_state[c] == 2
