@@ -43,22 +43,24 @@ AHEAD_TAKE_OVERLAP = 0.25
 # GB, against 2.13 and 3.39 without it).
 AHEAD_LEFT_PER_TEXT = 100
 # The split of a bucket over --max-bucket by sub-bands (kernels.bands.split_bucket_survivors),
-# a member of the bucket, while a band thread splits it: the sort of one sub-band (its key 8 B,
-# the sort's index 8 B and merge buffer 4 B); a sub-band's columns copied (4 B a row) and 16
-# bits of its key; the earlier bands' groups (4 B a band, and 40 B of hash table while they are
-# made, from their columns copied: 4 B a band a row, or read in place); its packed row (half a
-# byte a permutation). With all of it, 1,306 B a member in the last of 39 bands of 3 rows at 128
-# permutations (41 sub-bands). Under its budget (split_budget) the split copies the sub-bands'
-# columns a slice at a time, then reads the rest in place (split_layout): at least
-# SPLIT_SORT_BYTES and one sub-band's (34 B a member) whatever the budget.
+# a member of the bucket, while a band thread splits it: its packed row (half a byte a
+# permutation) and its groups in the earlier bands (4 B a band), kept throughout; while the
+# groups are made, 40 B of hash table and the earlier bands' columns copied (4 B a band a row,
+# or read in place); then, sub-band by sub-band, the sort of one (its key 8 B, the sort's index
+# 8 B and merge buffer 4 B) beside the sub-bands' columns copied (4 B a row) and 16 bits of
+# their keys. With all of it, 810 B a member in the last of 39 bands of 3 rows at 128
+# permutations (41 sub-bands; measured: 164 MB for 200,000 members). Under its budget
+# (split_budget) the split copies the sub-bands' columns a slice at a time, then reads the rest
+# in place (split_layout): at least SPLIT_SORT_BYTES and one sub-band's (34 B a member)
+# whatever the budget.
 SPLIT_SORT_BYTES = 20
 SPLIT_COLUMN_BYTES = 4
 SPLIT_TAG_BYTES = 2
 SPLIT_GROUP_BYTES = 4
 SPLIT_GROUP_TABLE_BYTES = 40
 # The budget: a share of the cap, within these bounds (a band thread splits one bucket at a time:
-# the scan holds it once a thread). 128 MB holds the 64,332 members of mixed10m's largest bucket
-# whole (84 MB); 1M members sharing a key take slices of 8 sub-bands (134 B a member).
+# the scan holds it once a thread). 128 MB holds a bucket of 165,000 members whole (mixed10m's
+# largest, 64,332: 52 MB); 1M members sharing a key take slices of 8 sub-bands (134 B a member).
 SPLIT_BUDGET_SHARE = 64
 SPLIT_BUDGET_LEAST = 8 << 20
 SPLIT_BUDGET_MOST = 128 << 20
@@ -72,39 +74,49 @@ def split_budget(cap: int) -> int:
     return min(max(cap // SPLIT_BUDGET_SHARE, SPLIT_BUDGET_LEAST), SPLIT_BUDGET_MOST)
 
 
+def split_member_bytes(rows, words, band, slice_subs, gather, gather_groups):
+    """The most a split holds a member (the comment above) with `slice_subs` sub-bands of `rows`
+    rows copied at a time, its packed row of `words` words and groups in `band` earlier bands
+    copied or not (gather), and those bands' columns copied to make the groups or not."""
+    sorting = SPLIT_SORT_BYTES + (SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES) * slice_subs
+    if not gather:
+        return sorting
+    grouping = SPLIT_GROUP_TABLE_BYTES + (SPLIT_COLUMN_BYTES * band * rows if gather_groups else 0)
+    return 8 * words + SPLIT_GROUP_BYTES * band + max(grouping, sorting)
+
+
 def split_layout(m, subs, rows, words, band, budget):
     """How a split of m members (band `band`, `subs` sub-bands of `rows` rows, packed rows of
     `words` words) keeps within `budget` bytes: (sub-bands whose columns are copied at a time,
     whether the packed rows and the earlier bands' groups are copied or read in place, whether
     the groups are made from copied columns, the most members of a sub-bucket whose packed rows
     are copied side by side). Every member's share first, then a slice of the sub-bands; under
-    one sub-band a member (34 B at 3 rows), one slice of one, over the budget."""
-    per_sub = SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES
-    copied = 8 * words + SPLIT_GROUP_BYTES * band + SPLIT_GROUP_TABLE_BYTES
-    group_columns = SPLIT_COLUMN_BYTES * band * rows
+    one sub-band a member (34 B at 3 rows), one slice of one, over the budget. The packed rows
+    and groups are copied when the slices are then at most twice as many as without them
+    (each slice is a pass over the members' signatures)."""
     room = budget // max(m, 1)
-    everything = SPLIT_SORT_BYTES + copied + group_columns + per_sub * subs
-    if room >= everything:
-        slice_subs, gather, gather_groups, used = subs, True, True, everything
-    elif room >= SPLIT_SORT_BYTES + copied + per_sub:
-        slice_subs = min(subs, (room - SPLIT_SORT_BYTES - copied) // per_sub)
-        gather, gather_groups, used = True, False, SPLIT_SORT_BYTES + copied + per_sub * slice_subs
-    else:
-        slice_subs = max(1, min(subs, (room - SPLIT_SORT_BYTES) // per_sub))
-        gather, gather_groups, used = False, False, SPLIT_SORT_BYTES + per_sub * slice_subs
-    run_cap = max(budget - m * used, 0) // (8 * max(words, 1))
-    return max(slice_subs, 1), gather, gather_groups, run_cap
+    per_sub = SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES
+    layout = (subs, True, True)
+    if split_member_bytes(rows, words, band, *layout) > room:
+        in_place = max(1, min(subs, (room - SPLIT_SORT_BYTES) // per_sub))
+        layout = (in_place, False, False)
+        kept = split_member_bytes(rows, words, band, 0, True, False) - SPLIT_SORT_BYTES
+        copied = min(subs, (room - kept - SPLIT_SORT_BYTES) // per_sub)
+        fits = copied >= 1 and split_member_bytes(rows, words, band, copied, True, False) <= room
+        if fits and -(-subs // copied) <= 2 * -(-subs // in_place):
+            layout = (copied, True, False)
+    used = split_member_bytes(rows, words, band, *layout)
+    return max(layout[0], 1), layout[1], layout[2], max(budget - m * used, 0) // (8 * max(words, 1))
 
 
 def split_bytes(m: float, num_perm: int, rows: int, bands: int, budget: int) -> float:
     """The most a band thread holds to split a bucket of m members under `budget` (split_layout),
     in the last band (the most earlier bands' groups)."""
     subs = (num_perm - rows) // rows
-    per_sub = SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES
-    band = bands - 1
-    whole = SPLIT_SORT_BYTES + 8 * -(-num_perm // 16) + SPLIT_GROUP_BYTES * band + SPLIT_GROUP_TABLE_BYTES
-    whole += SPLIT_COLUMN_BYTES * band * rows + per_sub * subs
-    return max(min(float(budget), m * whole), m * (SPLIT_SORT_BYTES + per_sub)) if m and subs else 0.0
+    if not m or not subs:
+        return 0.0
+    whole = split_member_bytes(rows, -(-num_perm // 16), bands - 1, subs, True, True)
+    return max(min(float(budget), m * whole), m * split_member_bytes(rows, 0, 0, 1, False, False))
 
 
 @dataclass

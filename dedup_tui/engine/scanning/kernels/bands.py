@@ -362,8 +362,8 @@ def split_bucket_survivors(
     The members' sub-band columns (and 16 bits of each sub-band key), packed rows and earlier
     bands' groups are made side by side, then each sub-band's sub-buckets are found by sorting
     the members by its key: every test reads neighbouring memory, where a pass per sub-band
-    over the scattered rows was mostly cache misses. All of it takes up to 1.3 KB a member at
-    128 permutations, in the last band: 84 MB for the 64,332 members of mixed10m's largest
+    over the scattered rows was mostly cache misses. All of it takes up to 810 B a member at
+    128 permutations, in the last band: 52 MB for the 64,332 members of mixed10m's largest
     bucket. Within a budget, when all of it does not fit, the columns are copied a slice of
     sub-bands at a time and, when that is not enough either, the packed rows and groups are
     read in place: the same pairs, in the same order, whatever the budget (at least 34 B a
