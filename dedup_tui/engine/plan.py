@@ -372,6 +372,7 @@ class SampleRun:
     parts: dict  # bytes per table of the sample's project
     num_perm: int = 128
     eighth: tuple = ()  # (documents, characters, load seconds, timings, result) of an eighth of it
+    max_bucket: int = 0  # the scan's --max-bucket
 
 
 def _write_sample(path: Path, texts: list[str]) -> None:
@@ -422,7 +423,9 @@ def run_sample(sample: list[tuple[int, str]], settings: ScanSettings, lean: bool
         parts = _table_bytes(project.conn)
     finally:
         project.close()
-    run = SampleRun(load_seconds, dict(result.timings), result, parts, settings.num_perm)
+    run = SampleRun(
+        load_seconds, dict(result.timings), result, parts, settings.num_perm, max_bucket=settings.max_bucket
+    )
     run.eighth = (len(eighth), sum(map(len, eighth)), eighth_load, dict(eighth_result.timings), eighth_result)
     return run
 
@@ -561,7 +564,20 @@ def _memory(
         seen.corpus_bytes,
         warm=warm,
         lean=lean,
+        largest_bucket=largest_bucket(run, seen.fraction, distinct),
     )
+
+
+def largest_bucket(run, fraction: float, distinct: int) -> float:
+    """The members of the corpus's largest bucket over --max-bucket (what its split holds:
+    memory_model.split_bytes), from the sample's: a bucket of m distinct texts has ~fm of them
+    in the sample. None over it in a sample of a share f < 1: up to max_bucket / f."""
+    if not run.max_bucket:
+        return 0.0
+    seen = int(run.result.largest_bucket)
+    if seen:
+        return min(seen / fraction, float(distinct))
+    return min(run.max_bucket / fraction, float(distinct)) if fraction < 1.0 else 0.0
 
 
 def _estimate(seen: CorpusPass, distinct: int, method: str, run, lean: bool, cap, warm: bool) -> Plan:

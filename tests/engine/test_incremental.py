@@ -409,6 +409,28 @@ def test_added_band_survivors_matches_its_reference():
     assert split_runs > 20
 
 
+def test_old_pairs_a_split_left_out_are_the_same_in_blocks_of_any_size(monkeypatch):
+    """A bucket now whole compares its old rows' pairs a block of rows at a time, fewer rows in a
+    big bucket (OLD_PAIR_BLOCK_BYTES): the pairs, in order, are the plain double loop's."""
+    rng = np.random.default_rng(4)
+    perms, min_agree = 40, 14
+    sig = rng.integers(0, 3, size=(150, perms)).astype(np.uint32)
+    positions = lsh.sub_bands(perms, 3, 4)[1]
+    want = [
+        (i, j)
+        for i in range(len(sig))
+        for j in range(i + 1, len(sig))
+        if (sig[i] % 16 == sig[j] % 16).sum() >= min_agree
+        and not any((sig[i, cols] == sig[j, cols]).all() for cols in positions)
+    ]
+    assert len(want) > 100
+    row_bytes = lsh.pack_nibbles(sig[:1]).nbytes * len(sig)
+    for rows in (64, 5, 1):  # (the default's 64 rows, then blocks of 5 and of 1)
+        monkeypatch.setattr(incremental_split, "OLD_PAIR_BLOCK_BYTES", rows * row_bytes)
+        i, j = incremental_split.old_pairs_split_apart(sig, positions, perms, min_agree)
+        assert list(zip(i.tolist(), j.tolist())) == want, rows
+
+
 def test_new_exact_copies_prefer_an_old_first_copy():
     old_ords = np.array([0, 2, 5], np.int64)
     hashes = {0: "a" * 64, 2: "b" * 64, 5: "c" * 64, 1: "a" * 64}

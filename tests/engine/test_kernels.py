@@ -13,6 +13,7 @@ from dedup_tui.engine.graph.pairs import connected_min_labels
 from dedup_tui.engine.scanning import lsh, sketch
 from dedup_tui.engine.scanning.kernels import bands as kernels_bands
 from dedup_tui.engine.scanning.kernels import components, intersections, shingles, signatures, text
+from dedup_tui.engine.scanning.memory_model import split_layout
 from dedup_tui.engine.scanning.minhash import MinHasher
 from dedup_tui.engine.scanning.similarity import intersection_sizes
 from dedup_tui.engine.text import shingle
@@ -219,7 +220,8 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
                 out = np.empty(50, np.int64)
                 written = kernels_bands.split_bucket_survivors(
                     order[s : s + m], packed, num_perm, min_agree, sig, tags, band, rows, band_state, n,
-                    sub_positions, out, resume, split_tally,
+                    sub_positions, kernels_bands.split_layout_of(m, packed, sub_positions, band, 1 << 40), out,
+                    resume, split_tally,
                 )  # fmt: skip
                 got.extend(out[:written].tolist())
             # every pair of every sub-bucket counted once, across the resumes
@@ -236,6 +238,61 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
     assert len(got) - len(set(got)) < len(want) // 10
     assert len(want) > 100
     assert split_bands >= (bands // 2 if max_bucket else 0)
+
+
+def _split_run(members, packed, num_perm, min_agree, sig, tags, band, rows, band_state, sub_positions, budget, size):
+    """Every survivor of one split bucket under `budget`, through an output buffer of `size`
+    (the kernel resumes wherever it fills), and the pairs of its sub-buckets."""
+    got, resume, tally = [], np.array([0, 0, 1], np.int64), np.zeros(2, np.int64)
+    while resume[0] < sub_positions.shape[1]:
+        out = np.empty(size, np.int64)
+        written = kernels_bands.split_bucket_survivors(
+            members, packed, num_perm, min_agree, sig, tags, band, rows, band_state, len(sig), sub_positions,
+            kernels_bands.split_layout_of(len(members), packed, sub_positions, band, budget), out, resume, tally,
+        )  # fmt: skip
+        got.extend(out[:written].tolist())
+    return got, int(tally[1])
+
+
+def test_a_split_bucket_gives_the_same_pairs_in_the_same_order_under_any_budget():
+    """Under a budget too small for all of a split's copies, the sub-bands' columns are copied
+    a slice at a time, then the packed rows and groups are read in place (memory_model.split_layout):
+    every layout a budget can give, resumed after every survivor or every few (so at every
+    slice's boundary), reports the same pairs in the same order as an unlimited budget."""
+    rng = np.random.default_rng(7)
+    n, num_perm, rows, bands = 500, 24, 3, 6
+    sig = rng.integers(0, 4, size=(n, num_perm)).astype(np.uint32)
+    sig[:90] = np.where(rng.random((90, num_perm)) < 0.35, sig[:90], sig[0])
+    sig[200:260] = np.where(rng.random((60, num_perm)) < 0.3, sig[200:260], sig[200])
+    packed, min_agree = lsh.pack_nibbles(sig), 9
+    sub_positions = lsh.sub_bands(num_perm, rows, bands)
+    subs, words = sub_positions.shape[1], packed.shape[1]
+    tags, band_state = np.zeros((n, bands), np.uint16), np.zeros(bands, np.int8)
+    layouts_seen, compared_runs = set(), 0
+    for band in range(bands):
+        keys = lsh.band_keys(sig, band, rows)
+        tags[:, band] = kernels_bands.band_tags(keys)
+        order = np.argsort(keys, kind="stable")
+        members = max(np.split(order, np.flatnonzero(np.diff(keys[order])) + 1), key=len)
+        tags[members, band] |= kernels_bands.SPLIT_TAG
+        band_state[band] = 2
+        m = len(members)
+        args = (members, packed, num_perm, min_agree, sig, tags, band, rows, band_state, sub_positions)
+        want, want_generated = _split_run(*args, 1 << 40, 50)
+        assert want_generated > 0 and len(want) > 10
+        layouts = {}  # every layout, by the smallest budget a member giving it
+        for room in range(1, 400):
+            layouts.setdefault(split_layout(m, subs, rows, words, band, room * m)[:3], room * m)
+        for layout, budget in layouts.items():
+            for size in (1, 3):
+                got, generated = _split_run(*args, budget, size)
+                assert got == want, (band, layout, size)
+                assert generated == want_generated
+            compared_runs += 1
+        layouts_seen |= set(layouts)
+    assert (1, False, False) in layouts_seen  # a slice of one sub-band, all read in place
+    assert any(gather and 1 < cut < subs for cut, gather, _ in layouts_seen)
+    assert (subs, True, True) in layouts_seen and compared_runs > 3 * bands
 
 
 def _families_of_signatures(rng, n, num_perm, families, members, redrawn):

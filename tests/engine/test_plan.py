@@ -14,7 +14,8 @@ import pytest
 from dedup_tui.engine import plan as planning
 from dedup_tui.engine.ingest import load_corpus
 from dedup_tui.engine.readers import text_blocks
-from dedup_tui.engine.scanning import local
+from dedup_tui.engine.scanning import local, memory_model
+from dedup_tui.engine.scanning.memory_model import split_layout
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.text.batch import text_hashes
 
@@ -163,6 +164,37 @@ def test_the_memory_model_keeps_the_cap_with_more_passes_as_it_falls():
         waits.append(model.signatures_wait)
     assert passes == sorted(passes) and passes[-1] > passes[0]
     assert waits == [False, False, False, True]  # (only the lowest cap is below what the texts free)
+
+
+def test_the_memory_model_counts_each_band_threads_split_of_the_largest_bucket_within_its_budget():
+    """The band phase holds, in each band thread, the split of the largest bucket over
+    --max-bucket (kernels.bands.split_bucket_survivors): in proportion to its members while all
+    its copies fit the budget, then the budget, and at least a slice of one sub-band a member.
+    The plan reads the largest bucket off
+    its sample's, scaled by the share sampled."""
+    cap, workers = 8 << 30, MODEL["workers"]
+    budget = memory_model.split_budget(cap)
+    none = planning.memory_model(cap=cap, **MODEL)
+
+    def split_term(members):
+        return planning.memory_model(cap=cap, **MODEL, largest_bucket=members).band_phase - none.band_phase
+
+    assert 0 < split_term(20_000) < workers * budget and split_term(40_000) == 2 * split_term(20_000)
+    # mixed10m's largest bucket is split with everything copied, within the budget
+    assert split_layout(64_332, 41, 3, 8, 38, budget)[:3] == (41, True, True) and split_term(64_332) < workers * budget
+    assert split_term(1_000_000) == workers * budget
+    least = 1_000_000 * (memory_model.SPLIT_SORT_BYTES + 3 * memory_model.SPLIT_COLUMN_BYTES + 2)
+    small_cap = 1 << 30
+    assert memory_model.split_budget(small_cap) < least
+    small = {m: planning.memory_model(cap=small_cap, **MODEL, largest_bucket=m).band_phase for m in (0, 1_000_000)}
+    assert small[1_000_000] - small[0] == workers * least
+
+    Run = namedtuple("Run", "max_bucket result")
+    Result = namedtuple("Result", "largest_bucket")
+    assert planning.largest_bucket(Run(1024, Result(2_000)), 1 / 32, 10**7) == 64_000
+    assert planning.largest_bucket(Run(1024, Result(0)), 1 / 32, 10**7) == 32 * 1024  # (none seen: up to)
+    assert planning.largest_bucket(Run(1024, Result(0)), 1.0, 10**7) == 0  # (the whole corpus: none)
+    assert planning.largest_bucket(Run(0, Result(5_000)), 1 / 32, 10**7) == 0  # (--max-bucket 0: no split)
 
 
 def test_the_memory_model_grows_with_what_the_bands_hold_a_text():

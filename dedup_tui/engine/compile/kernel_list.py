@@ -31,7 +31,7 @@ KERNELS = (
     ('candidates:end', 'scanning.kernels.intersections', '_accumulate_bitset_intersections', 'uint64:2d int64:1d int64:1d int64:1d'),
     ('write:start', 'scanning.kernels.components', '_boruvka', 'int64 int64:1d int64:1d float64:1d'),
     ('scanned', 'scanning.kernels.intersections', '_count_rare_shared', 'uint64:1d int64 int64:1d int64:1d int64:1d int64:1d'),
-    ('scanned', 'scanning.kernels.bands', 'split_bucket_survivors', 'int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:3d int64:1d int64:1d int64:1d'),
+    ('scanned', 'scanning.kernels.bands', 'split_bucket_survivors', 'int64:1d uint64:2d int64 int64 uint32:2d uint16:2d int64 int64 int8:1d int64 int64:3d int64:1d int64:1d int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.incremental', 'added_band_survivors', 'int64:1d int64:1d int64:1d int64:1d bool:1d uint64:2d int64 int64 int32:2d int8:2d uint32:2d int64:1d int64:3d int64 int64 int64:1d int64:1d'),
     ('scanned', 'scanning.kernels.signatures', 'sketch_rows', 'uint64:1d int64:1d int64:1d uint8:2d'),
 )

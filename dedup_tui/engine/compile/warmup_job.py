@@ -136,10 +136,11 @@ def _split_a_bucket() -> None:
     tags = np.zeros((n, banding.bands), np.uint16)
     state = np.ones(banding.bands, np.int8)
     members = np.arange(n, dtype=np.int64)
+    packed, sub_positions = lsh.pack_nibbles(signatures), lsh.sub_bands(perms, banding.rows, banding.bands)
+    layout = kernels_bands.split_layout_of(n // 2, packed, sub_positions, 1, 1 << 20)
     kernels_bands.split_bucket_survivors(
-        members[: n // 2], lsh.pack_nibbles(signatures), perms, perms // 2, signatures, tags, 1, banding.rows, state,
-        n, lsh.sub_bands(perms, banding.rows, banding.bands), np.empty(n * n, np.int64),
-        np.array([0, 0, 1], np.int64), np.zeros(2, np.int64),
+        members[: n // 2], packed, perms, perms // 2, signatures, tags, 1, banding.rows, state, n, sub_positions,
+        layout, np.empty(n * n, np.int64), np.array([0, 0, 1], np.int64), np.zeros(2, np.int64),
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
 from .memory import release_free_memory, what_waits_on_disk
+from .memory_model import split_budget
 from .minhash import MinHasher
 from .passes import (
     BAND_THREAD_BYTES_PER_TEXT,
@@ -191,7 +192,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
 
     t0 = time.perf_counter()
     try:
-        bands = _BandCandidates(signed, banding, settings, control, kept)
+        bands = _BandCandidates(signed, banding, settings, control, kept, split_budget(cap))
         returning = int(signed.text.offsets[-1]) if isinstance(signed.text, kernels_text.SpilledText) else 0
         hold_limit, pass_limit, result.fixed_bytes = _candidate_limits(cap, signed, threads, returning)
         if signed.spill is not None:  # (the bands' mapped pages: dropped past this)
@@ -274,7 +275,8 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
     """(candidates held in memory before spilling starts, candidates per pass, the bytes the
     scan holds whatever the cap: what the process holds now and the band threads' work) under
     `cap` (bytes; 0: no limit), by passes.py's memory model. `returning`: bytes out of memory
-    now that verification reads back (spilled texts)."""
+    now that verification reads back (spilled texts). The candidates held leave room for a split
+    of a big bucket in each band thread (memory_model.split_budget)."""
     n = len(signed.signatures)
     now = resident_bytes()
     fixed = now + threads.workers * (n * BAND_THREAD_BYTES_PER_TEXT + BAND_BUFFER * 24)
@@ -283,7 +285,7 @@ def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int
     freed_after_bands = signed.resident_nbytes
     verify_work = threads.workers * 2 * VERIFY_JOB_BYTES
     pass_limit = (cap - (now - freed_after_bands + returning) - 16 * n - verify_work) // BYTES_PER_CANDIDATE
-    hold_limit = min(pass_limit, (cap - fixed) // 8)
+    hold_limit = min(pass_limit, (cap - fixed - threads.workers * split_budget(cap)) // 8)
     hold_limit = min(max(hold_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     return hold_limit, min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES), fixed
 
@@ -443,9 +445,10 @@ class _BandCandidates:
     each bucket applies the 4-bit agreement prefilter and reports a pair only in the first
     band that reports it (so the bands' survivors hardly overlap), then the sketch test."""
 
-    def __init__(self, signed: Signed, banding, settings, control, kept: KeptKeys | None = None):
+    def __init__(self, signed: Signed, banding, settings, control, kept: KeptKeys | None = None, budget: int = 0):
         self.signed, self.banding, self.settings, self.control = signed, banding, settings, control
         self.kept = kept
+        self.split_budget = budget or split_budget(0)  # (bytes a thread's split of a bucket holds)
         self.n = n = len(signed.signatures)
         self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         self.needed = matches_needed(settings.floor, SKETCH_TAIL)
@@ -539,11 +542,14 @@ class _BandCandidates:
         split_tally = np.zeros(2, np.int64)
         for members in split_members:
             resume = np.array([0, 0, 1], np.int64)
+            layout = kernels_bands.split_layout_of(
+                len(members), self.packed, self.sub_positions, band, self.split_budget
+            )
             while resume[0] < self.sub_positions.shape[1] and not self.control.cancel.is_set():
                 out = np.empty(BAND_BUFFER, np.int64)
                 written = kernels_bands.split_bucket_survivors(
                     members, self.packed, settings.num_perm, self.min_agree, signed.signatures, self.tags, band,
-                    self.banding.rows, self.band_state, n, self.sub_positions, out, resume, split_tally,
+                    self.banding.rows, self.band_state, n, self.sub_positions, layout, out, resume, split_tally,
                 )  # fmt: skip
                 self._keep(out[:written], parts)
         kept = np.concatenate(parts) if parts else np.empty(0, np.int64)

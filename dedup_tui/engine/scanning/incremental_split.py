@@ -53,9 +53,10 @@ def old_pairs_split_apart(signatures: np.ndarray, positions: np.ndarray, num_per
     bucket's split left out in the scan before, compared now that it is whole."""
     packed = lsh.pack_nibbles(signatures)
     m = len(signatures)
+    block = max(1, min(OLD_PAIR_BLOCK, OLD_PAIR_BLOCK_BYTES // max(m * packed.shape[1] * 8, 1)))
     parts_i, parts_j = [], []
-    for r0 in range(0, m - 1, OLD_PAIR_BLOCK):
-        r1 = min(r0 + OLD_PAIR_BLOCK, m - 1)
+    for r0 in range(0, m - 1, block):
+        r1 = min(r0 + block, m - 1)
         agree = lsh.nibble_agreement_rows(packed[r0:r1, None, :] ^ packed[None, r0 + 1 :, :], num_perm)
         i, j = np.nonzero(agree >= min_agree)
         i, j = i + r0, j + r0 + 1
@@ -68,7 +69,12 @@ def old_pairs_split_apart(signatures: np.ndarray, positions: np.ndarray, num_per
     return np.concatenate(parts_i), np.concatenate(parts_j)
 
 
+# Rows compared at a time with every row after them: their XORed packed rows take 8 B a word
+# a pair, and their nibble counts as much again while made, so a block holds at most
+# OLD_PAIR_BLOCK_BYTES of them (64 rows up to 4,096 members at 128 permutations: 64 rows of
+# 100,000 members took ~0.8 GB).
 OLD_PAIR_BLOCK = 64
+OLD_PAIR_BLOCK_BYTES = 16 << 20
 
 
 def old_pairs_still_found(

@@ -42,6 +42,81 @@ AHEAD_TAKE_OVERLAP = 0.25
 # partly used pages): measured 116 B at 2.5M short documents, 95 B at 4.2M (bands 2.39 and 3.75
 # GB, against 2.13 and 3.39 without it).
 AHEAD_LEFT_PER_TEXT = 100
+# The split of a bucket over --max-bucket by sub-bands (kernels.bands.split_bucket_survivors),
+# a member of the bucket, while a band thread splits it: its packed row (half a byte a
+# permutation) and its groups in the earlier bands (4 B a band), kept throughout; while the
+# groups are made, 40 B of hash table and the earlier bands' columns copied (4 B a band a row,
+# or read in place); then, sub-band by sub-band, the sort of one (its key 8 B, the sort's index
+# 8 B and merge buffer 4 B) beside the sub-bands' columns copied (4 B a row) and 16 bits of
+# their keys. With all of it, 810 B a member in the last of 39 bands of 3 rows at 128
+# permutations (41 sub-bands; measured: 164 MB for 200,000 members). Under its budget
+# (split_budget) the split copies the sub-bands' columns a slice at a time, then reads the rest
+# in place (split_layout): at least SPLIT_SORT_BYTES and one sub-band's (34 B a member)
+# whatever the budget.
+SPLIT_SORT_BYTES = 20
+SPLIT_COLUMN_BYTES = 4
+SPLIT_TAG_BYTES = 2
+SPLIT_GROUP_BYTES = 4
+SPLIT_GROUP_TABLE_BYTES = 40
+# The budget: a share of the cap, within these bounds (a band thread splits one bucket at a time:
+# the scan holds it once a thread). 128 MB holds a bucket of 165,000 members whole (mixed10m's
+# largest, 64,332: 52 MB); 1M members sharing a key take slices of 8 sub-bands (134 B a member).
+SPLIT_BUDGET_SHARE = 64
+SPLIT_BUDGET_LEAST = 8 << 20
+SPLIT_BUDGET_MOST = 128 << 20
+
+
+def split_budget(cap: int) -> int:
+    """The bytes a band thread's split of a bucket may hold (kernels.bands.split_bucket_survivors)
+    under `cap` (0: none)."""
+    if cap <= 0:
+        return SPLIT_BUDGET_MOST
+    return min(max(cap // SPLIT_BUDGET_SHARE, SPLIT_BUDGET_LEAST), SPLIT_BUDGET_MOST)
+
+
+def split_member_bytes(rows, words, band, slice_subs, gather, gather_groups):
+    """The most a split holds a member (the comment above) with `slice_subs` sub-bands of `rows`
+    rows copied at a time, its packed row of `words` words and groups in `band` earlier bands
+    copied or not (gather), and those bands' columns copied to make the groups or not."""
+    sorting = SPLIT_SORT_BYTES + (SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES) * slice_subs
+    if not gather:
+        return sorting
+    grouping = SPLIT_GROUP_TABLE_BYTES + (SPLIT_COLUMN_BYTES * band * rows if gather_groups else 0)
+    return 8 * words + SPLIT_GROUP_BYTES * band + max(grouping, sorting)
+
+
+def split_layout(m, subs, rows, words, band, budget):
+    """How a split of m members (band `band`, `subs` sub-bands of `rows` rows, packed rows of
+    `words` words) keeps within `budget` bytes: (sub-bands whose columns are copied at a time,
+    whether the packed rows and the earlier bands' groups are copied or read in place, whether
+    the groups are made from copied columns, the most members of a sub-bucket whose packed rows
+    are copied side by side). Every member's share first, then a slice of the sub-bands; under
+    one sub-band a member (34 B at 3 rows), one slice of one, over the budget. The packed rows
+    and groups are copied when the slices are then at most twice as many as without them
+    (each slice is a pass over the members' signatures)."""
+    room = budget // max(m, 1)
+    per_sub = SPLIT_COLUMN_BYTES * rows + SPLIT_TAG_BYTES
+    layout = (subs, True, True)
+    if split_member_bytes(rows, words, band, *layout) > room:
+        in_place = max(1, min(subs, (room - SPLIT_SORT_BYTES) // per_sub))
+        layout = (in_place, False, False)
+        kept = split_member_bytes(rows, words, band, 0, True, False) - SPLIT_SORT_BYTES
+        copied = min(subs, (room - kept - SPLIT_SORT_BYTES) // per_sub)
+        fits = copied >= 1 and split_member_bytes(rows, words, band, copied, True, False) <= room
+        if fits and -(-subs // copied) <= 2 * -(-subs // in_place):
+            layout = (copied, True, False)
+    used = split_member_bytes(rows, words, band, *layout)
+    return max(layout[0], 1), layout[1], layout[2], max(budget - m * used, 0) // (8 * max(words, 1))
+
+
+def split_bytes(m: float, num_perm: int, rows: int, bands: int, budget: int) -> float:
+    """The most a band thread holds to split a bucket of m members under `budget` (split_layout),
+    in the last band (the most earlier bands' groups)."""
+    subs = (num_perm - rows) // rows
+    if not m or not subs:
+        return 0.0
+    whole = split_member_bytes(rows, -(-num_perm // 16), bands - 1, subs, True, True)
+    return max(min(float(budget), m * whole), m * split_member_bytes(rows, 0, 0, 1, False, False))
 
 
 @dataclass
@@ -84,10 +159,12 @@ def memory_model(
     workers: int = 0,
     warm: bool = True,
     lean: bool = False,
+    largest_bucket: float = 0.0,
 ) -> MemoryModel:
     """The scan's memory phase by phase: `text_bytes` (normalised UTF-8) and `sketched` (texts
     of at least SKETCH_MIN_BYTES) of the `distinct` texts, `candidates` that reach verification,
-    `pairs` found, under `cap` (`lean`: no band keys kept). Mirrors the scan's own decisions:
+    `pairs` found, under `cap` (`lean`: no band keys kept), the largest bucket split by sub-bands
+    `largest_bucket` members (split_bytes; 0: none). Mirrors the scan's own decisions:
     whether the load signs ahead (ahead.SignedAhead.for_corpus), whether the texts wait on disk
     and whether the signatures do too (candidates._what_spills), the candidates held and per pass
     (_candidate_limits)."""
@@ -127,12 +204,18 @@ def memory_model(
     before_verify = fixed - threads - freed_after_bands + (texts if texts_wait else 0)
     pass_limit = (cap - before_verify - VERIFY_BYTES_PER_TEXT * n - verify_work) // BYTES_PER_CANDIDATE
     pass_limit = min(max(pass_limit, MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
-    hold_limit = min(max(min(pass_limit, (cap - fixed) // 8), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
+    # (the candidates held leave room for a split in each band thread: candidates._candidate_limits)
+    budget = split_budget(cap)
+    held_room = (cap - fixed - workers * budget) // 8
+    hold_limit = min(max(min(pass_limit, held_room), MIN_PASS_CANDIDATES), MAX_PASS_CANDIDATES)
     spilling = candidates > hold_limit
     passes = max(1, -int(-candidates // pass_limit)) if spilling else 1
     kept = 0  # (the short band keys kept for incremental scans wait in a file)
     phases = {
-        "bands": fixed + 8 * (n if spilling else candidates),  # (per text a count, or the candidates)
+        # (per text a count, or the candidates; each band thread's split of the largest bucket)
+        "bands": fixed
+        + 8 * (n if spilling else candidates)
+        + workers * split_bytes(largest_bucket, num_perm, num_perm // max(bands, 1), bands, budget),
         "verify": base
         + kept
         + texts

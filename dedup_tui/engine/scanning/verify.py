@@ -167,6 +167,8 @@ class _Verification:
         never split; each job shingles its own documents. Small components lie in runs
         between the big ones, so a job is a slice of the pairs: no index of them is made (at
         millions of pairs each copy was tens of MB at the scan's peak)."""
+        from .kernels import components  # (a job's documents, a radix sort: 3-7x numpy's)
+
         ca, cb, byte_len = self.ca, self.cb, self.byte_len
         ranges: list[tuple[int, int]] = []
         small = np.flatnonzero(~big_comp)
@@ -186,7 +188,7 @@ class _Verification:
 
         def small_job(lo, hi):
             pa, pb = ca[lo:hi], cb[lo:hi]
-            docs = unique_sorted(np.concatenate([pa, pb]))
+            docs = components.sorted_unique(np.concatenate([pa, pb]), self.n_rows)
             values, offsets = self.shingle_rows(docs)
             return self.compare(values, offsets, byte_len[docs], np.searchsorted(docs, pa), np.searchsorted(docs, pb))
 
@@ -341,14 +343,6 @@ def compare_family(text, docs, ra, rb, plan: VerifyPlan, needed, progress):
     j = np.zeros(len(ra), np.float64)
     j[idx] = found
     return j, len(idx)
-
-
-def unique_sorted(x: np.ndarray) -> np.ndarray:
-    """The distinct values of x, sorted. Sorts x in place: pass an array of your own."""
-    x.sort()
-    if len(x) < 2:
-        return x
-    return x[np.r_[True, x[1:] != x[:-1]]]
 
 
 def concat_csr(parts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compile.jit import helper, kernel, popcount64
+from ..memory_model import split_layout
 
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
 # The bit of a band's tags (band_tags) that marks a bucket the band split by sub-bands.
@@ -134,17 +135,21 @@ LOCAL_MIN = 16
 
 
 @helper
-def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups):
+def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups, gather):
     """groups[q, c] for the members q of the run order[s : s + m] and each band c before `band`:
     the first member (in run order) equal to q on band c's signature columns, when band c
     reports every pair of q's bucket there (_whole); q itself otherwise (never shared). Returns
-    the band whose groups hold the most pairs (-1: none holds any)."""
+    the band whose groups hold the most pairs (-1: none holds any). gather: the members'
+    columns are copied side by side first (4 B a band a row a member), else read in place."""
     width = band * rows
-    cols = np.empty((m, max(width, 1)), sig.dtype)
-    for q in range(m):
-        x = order[s + q]
-        for col in range(width):
-            cols[q, col] = sig[x, col]
+    if gather:
+        cols = np.empty((m, max(width, 1)), sig.dtype)
+        for q in range(m):
+            x = order[s + q]
+            for col in range(width):
+                cols[q, col] = sig[x, col]
+    else:
+        cols = sig
     size = 1
     while size < 2 * m:
         size *= 2
@@ -163,9 +168,10 @@ def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups):
             if not _whole(band_state[c], tags[order[s + q], c]):
                 groups[q, c] = q
                 continue
+            x = q if gather else order[s + q]
             h = np.uint64(0)
             for col in range(c * rows, (c + 1) * rows):
-                h = (h ^ np.uint64(cols[q, col])) * np.uint64(0x9E3779B97F4A7C15)
+                h = (h ^ np.uint64(cols[x, col])) * np.uint64(0x9E3779B97F4A7C15)
             slot = (h >> np.uint64(32)) & mask
             while True:
                 first = table[slot]
@@ -174,7 +180,7 @@ def _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups):
                     groups[q, c] = q
                     members_of[q] = 1
                     break
-                if _equal_columns(cols, first, q, c * rows, (c + 1) * rows):
+                if _equal_columns(cols, first if gather else order[s + first], x, c * rows, (c + 1) * rows):
                     groups[q, c] = first
                     pairs += members_of[first]
                     members_of[first] += 1
@@ -266,7 +272,7 @@ def band_survivors(
         grouped_by = -1
         if local:
             groups = np.empty((m, band), np.uint16)
-            best = _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups)
+            best = _earlier_groups(sig, tags, order, s, m, band, rows, band_state, groups, True)
             # (resuming the run: the order it was left in; a band once whole stays whole)
             grouped_by = tally[1] if r == r0 and (i0 > 0 or j0 > 1) else best
             members = np.empty(m, np.int64)
@@ -326,20 +332,44 @@ def band_survivors(
     return written
 
 
+@helper
+def _sub_key(cols, q, lo, hi):
+    """The key of row q of `cols` on its columns lo to hi - 1 (a sub-band's)."""
+    h = np.uint64(0x243F6A8885A308D3)
+    for col in range(lo, hi):
+        h = (h ^ np.uint64(cols[q, col])) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def split_layout_of(m: int, packed: np.ndarray, sub_positions: np.ndarray, band: int, budget: int) -> np.ndarray:
+    """split_bucket_survivors' `layout` for a bucket of m members of `band` within `budget`
+    bytes (memory_model.split_layout: worked out here, not in the kernel, whose cached code
+    would not follow a change to that module)."""
+    subs, rows = sub_positions.shape[1], sub_positions.shape[2]
+    return np.array(split_layout(m, subs, rows, packed.shape[1], band, budget), np.int64)
+
+
 @kernel
 def split_bucket_survivors(
-    members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, out, resume, tally
+    members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, layout, out, resume, tally
 ):
     """The pairs of one split bucket of `band` (members) that share one of the band's sub-bands
     (sub_positions[band]: (sub-bands, rows) signature positions), each in its first shared sub-band,
     whose 4-bit signatures agree in >= min_agree positions and that no earlier band reports
     (as band_survivors), as lo * n + hi, into out.
 
-    The members' packed rows, sub-band columns and keys and their earlier bands' groups are
-    made side by side once (up to ~1.7 KB a member at 128 permutations, in the last band: 110 MB
-    for the 64,332 members of mixed10m's largest bucket), then each sub-band's sub-buckets are
-    found by sorting the members by its key: every test reads neighbouring memory, where a pass
-    per sub-band over the scattered rows was mostly cache misses.
+    The members' sub-band columns (and 16 bits of each sub-band key), packed rows and earlier
+    bands' groups are made side by side, then each sub-band's sub-buckets are found by sorting
+    the members by its key: every test reads neighbouring memory, where a pass per sub-band
+    over the scattered rows was mostly cache misses. All of it takes up to 810 B a member at
+    128 permutations, in the last band: 52 MB for the 64,332 members of mixed10m's largest
+    bucket. Within a budget, when all of it does not fit, the columns are copied a slice of
+    sub-bands at a time and, when that is not enough either, the packed rows and groups are
+    read in place: the same pairs, in the same order, whatever the budget (at least 34 B a
+    member: a slice of one sub-band). layout (split_layout_of): [sub-bands a slice, whether the
+    packed rows and groups are copied, whether the groups are made from copied columns, the
+    most members of a sub-bucket whose rows are copied side by side].
 
     resume = [sub-band, i, j]: where to start (positions in that sub-band's sorted order),
     updated in place when out is full (sub-band == len(positions): done). tally[0] counts the
@@ -351,92 +381,118 @@ def split_bucket_survivors(
     words = packed.shape[1]
     written = 0
     capacity = out.shape[0]
-    cols = np.empty((m, subs * width), sig.dtype)
-    for q in range(m):
-        for t in range(subs):
-            for p in range(width):
-                cols[q, t * width + p] = sig[members[q], positions[t, p]]
-    rows_of = np.empty((m, words), np.uint64)
-    _copy_rows(packed, members, 0, m, rows_of)
+    slice_subs, gather, gather_groups, run_cap = max(layout[0], 1), layout[1] != 0, layout[2] != 0, layout[3]
     split_before = False
     for c in range(band):
         split_before |= band_state[c] == 2
-    # (the earlier bands' groups: as in band_survivors, a pair sharing one is passed over)
-    groups = np.empty((m, band), np.int32)
-    _earlier_groups(sig, tags, members, 0, m, band, rows, band_state, groups)
-    # each member's key of every sub-band, and 16 bits of it side by side (a pair that shares
-    # an earlier sub-band, found there, is passed over after one vectorised pass over them)
-    keys_of = np.empty((m, subs), np.uint64)
-    sub_tags = np.empty((m, subs), np.uint16)
-    for q in range(m):
-        for t in range(subs):
-            h = np.uint64(0x243F6A8885A308D3)
-            for col in range(t * width, (t + 1) * width):
-                h = (h ^ np.uint64(cols[q, col])) * np.uint64(0x9E3779B97F4A7C15)
-            h ^= h >> np.uint64(29)
-            keys_of[q, t] = h
-            sub_tags[q, t] = np.uint16(h >> np.uint64(48))
+    if gather:
+        rows_of = np.empty((m, words), np.uint64)
+        _copy_rows(packed, members, 0, m, rows_of)
+        # (the earlier bands' groups: as in band_survivors, a pair sharing one is passed over)
+        groups = np.empty((m, band), np.int32)
+        _earlier_groups(sig, tags, members, 0, m, band, rows, band_state, groups, gather_groups)
+    else:  # (read in place: a pair sharing an earlier band is found once its nibbles agree)
+        rows_of = packed
+        groups = np.empty((0, band), np.int32)
     keys = np.empty(m, np.uint64)
-    run_rows = np.empty((m, words), np.uint64)
+    by = np.empty(0, np.int64)
+    run_rows = np.empty((0, words), np.uint64)
+    cols = np.empty((0, width), sig.dtype)
+    sub_tags = np.empty((0, 1), np.uint16)
     t0, i0, j0 = resume[0], resume[1], resume[2]
     compared = 0
-    for t in range(t0, subs):
-        lo, hi = t * width, (t + 1) * width
+    for first in range(t0 - t0 % slice_subs, subs, slice_subs):
+        count = min(slice_subs, subs - first)
+        cols = np.empty((0, width), sig.dtype)  # (the slice before is freed first)
+        sub_tags = np.empty((0, 1), np.uint16)
+        cols = np.empty((m, count * width), sig.dtype)
+        sub_tags = np.empty((m, count), np.uint16)
         for q in range(m):
-            keys[q] = keys_of[q, t]
-        by = np.argsort(keys, kind="mergesort")
-        a = 0
-        while a < m:
-            b = a + 1
-            while b < m and keys[by[b]] == keys[by[a]]:
-                b += 1
-            if b - a >= GATHER_RUN:  # (the sub-bucket's rows side by side, as band_survivors does)
-                _copy_rows(rows_of, by, a, b - a, run_rows)
-            for i in range(a, b - 1):
-                if t == t0 and i < i0:
-                    continue
-                qi = by[i]
-                for j in range(j0 if (t == t0 and i == i0) else i + 1, b):
-                    qj = by[j]
-                    shared = False
-                    for c in range(band):
-                        shared |= groups[qi, c] == groups[qj, c]
-                    if shared:
+            x = members[q]
+            for u in range(count):
+                for p in range(width):
+                    cols[q, u * width + p] = sig[x, positions[first + u, p]]
+        for t in range(first, first + count):
+            u = t - first
+            lo, hi = u * width, (u + 1) * width
+            for q in range(m):
+                keys[q] = _sub_key(cols, q, lo, hi)
+                sub_tags[q, u] = np.uint16(keys[q] >> np.uint64(48))
+            if t < t0:  # (resuming later in the slice: only its tags are needed)
+                continue
+            by = np.empty(0, np.int64)  # (freed before the next sort's)
+            by = np.argsort(keys, kind="mergesort")
+            a = 0
+            while a < m:
+                b = a + 1
+                while b < m and keys[by[b]] == keys[by[a]]:
+                    b += 1
+                # (the sub-bucket's rows side by side, as band_survivors does)
+                copied = GATHER_RUN <= b - a <= run_cap
+                if copied:
+                    if run_rows.shape[0] < b - a:
+                        size = min(max(b - a, 2 * run_rows.shape[0]), run_cap)
+                        run_rows = np.empty((0, words), np.uint64)
+                        run_rows = np.empty((size, words), np.uint64)
+                    for q in range(b - a):
+                        row = by[a + q] if gather else members[by[a + q]]
+                        for w in range(words):
+                            run_rows[q, w] = rows_of[row, w]
+                for i in range(a, b - 1):
+                    if t == t0 and i < i0:
                         continue
-                    compared += 1
-                    if b - a >= GATHER_RUN:
-                        agree = nibble_agreement(run_rows, i - a, j - a, perms)
-                    else:
-                        agree = nibble_agreement(rows_of, qi, qj, perms)
-                    if agree < min_agree:
-                        continue
-                    if not _equal_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
-                        continue
-                    maybe = False
-                    for e in range(t):
-                        maybe |= sub_tags[qi, e] == sub_tags[qj, e]
-                    if maybe:
-                        shared_before = False
-                        for e in range(t):
-                            if sub_tags[qi, e] == sub_tags[qj, e] and _equal_columns(
-                                cols, qi, qj, e * width, (e + 1) * width
-                            ):
-                                shared_before = True
-                                break
-                        if shared_before:
+                    qi = by[i]
+                    x = members[qi]
+                    for j in range(j0 if (t == t0 and i == i0) else i + 1, b):
+                        qj = by[j]
+                        if gather:
+                            shared = False
+                            for c in range(band):
+                                shared |= groups[qi, c] == groups[qj, c]
+                            if shared:
+                                continue
+                        compared += 1
+                        if copied:
+                            agree = nibble_agreement(run_rows, i - a, j - a, perms)
+                        elif gather:
+                            agree = nibble_agreement(rows_of, qi, qj, perms)
+                        else:
+                            agree = nibble_agreement(rows_of, x, members[qj], perms)
+                        if agree < min_agree:
                             continue
-                    x, y = members[qi], members[qj]
-                    if split_before and _collide_earlier_split(sig, tags, x, y, band, rows, band_state, sub_positions):
-                        continue
-                    if written == capacity:
-                        resume[0], resume[1], resume[2] = t, i, j
-                        tally[0] += compared - 1  # (compared again on resuming)
-                        return written
-                    out[written] = x * n + y if x < y else y * n + x
-                    written += 1
-            if t > t0 or b > i0:  # (a run finished in an earlier call is counted there)
-                tally[1] += (b - a) * (b - a - 1) // 2
-            a = b
+                        if not _equal_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
+                            continue
+                        maybe = False
+                        for e in range(u):
+                            maybe |= sub_tags[qi, e] == sub_tags[qj, e]
+                        if maybe:
+                            shared_before = False
+                            for e in range(u):
+                                if sub_tags[qi, e] == sub_tags[qj, e] and _equal_columns(
+                                    cols, qi, qj, e * width, (e + 1) * width
+                                ):
+                                    shared_before = True
+                                    break
+                            if shared_before:
+                                continue
+                        y = members[qj]
+                        if first and share_sub_band(sig, x, y, sub_positions, band, first):  # (earlier slices')
+                            continue
+                        if not gather and band and _collide_earlier(sig, tags, x, y, band, rows, band_state):
+                            continue
+                        if split_before and _collide_earlier_split(
+                            sig, tags, x, y, band, rows, band_state, sub_positions
+                        ):
+                            continue
+                        if written == capacity:
+                            resume[0], resume[1], resume[2] = t, i, j
+                            tally[0] += compared - 1  # (compared again on resuming)
+                            return written
+                        out[written] = x * n + y if x < y else y * n + x
+                        written += 1
+                if t > t0 or b > i0:  # (a run finished in an earlier call is counted there)
+                    tally[1] += (b - a) * (b - a - 1) // 2
+                a = b
     resume[0], resume[1], resume[2] = subs, 0, 0
     tally[0] += compared
     return written
