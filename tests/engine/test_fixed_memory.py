@@ -141,7 +141,7 @@ def test_signatures_spilled_while_the_bands_run_store_what_a_scan_in_memory_does
     monkeypatch.setattr(passes.MappedSpill, "release", release)
     monkeypatch.setattr(candidates, "chunks", lambda ords, lengths: chunks(ords, lengths, max_docs=10))
     monkeypatch.setattr(candidates, "_what_spills", lambda *args: (False, True, 0))
-    monkeypatch.setattr(candidates, "_mapped_budget", lambda *args: 0)  # (every page touched dropped)
+    monkeypatch.setattr(candidates, "mapped_budget", lambda *args: 0)  # (every page touched dropped)
     capped = planted(make_project, "capped")
     result = local.scan(capped, settings, memory=1 << 40)
     bands = result.bands

@@ -13,7 +13,7 @@ from dedup_tui.engine.graph.pairs import connected_min_labels
 from dedup_tui.engine.scanning import lsh, sketch
 from dedup_tui.engine.scanning.kernels import bands as kernels_bands
 from dedup_tui.engine.scanning.kernels import components, intersections, shingles, signatures, text
-from dedup_tui.engine.scanning.memory_model import split_layout
+from dedup_tui.engine.scanning.memory_model import split_layout, split_layout_of
 from dedup_tui.engine.scanning.minhash import MinHasher
 from dedup_tui.engine.scanning.similarity import intersection_sizes
 from dedup_tui.engine.text import shingle
@@ -220,7 +220,7 @@ def test_band_survivors_report_each_prefiltered_collision_once(max_bucket):
                 out = np.empty(50, np.int64)
                 written = kernels_bands.split_bucket_survivors(
                     order[s : s + m], packed, num_perm, min_agree, sig, tags, band, rows, band_state, n,
-                    sub_positions, kernels_bands.split_layout_of(m, packed, sub_positions, band, 1 << 40), out,
+                    sub_positions, split_layout_of(m, packed, sub_positions, band, 1 << 40), out,
                     resume, split_tally,
                 )  # fmt: skip
                 got.extend(out[:written].tolist())
@@ -248,7 +248,7 @@ def _split_run(members, packed, num_perm, min_agree, sig, tags, band, rows, band
         out = np.empty(size, np.int64)
         written = kernels_bands.split_bucket_survivors(
             members, packed, num_perm, min_agree, sig, tags, band, rows, band_state, len(sig), sub_positions,
-            kernels_bands.split_layout_of(len(members), packed, sub_positions, band, budget), out, resume, tally,
+            split_layout_of(len(members), packed, sub_positions, band, budget), out, resume, tally,
         )  # fmt: skip
         got.extend(out[:written].tolist())
     return got, int(tally[1])

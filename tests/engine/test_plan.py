@@ -200,7 +200,7 @@ def test_the_memory_model_counts_each_band_threads_split_of_the_largest_bucket_w
 def test_the_memory_model_grows_with_what_the_bands_hold_a_text():
     """Every named cost a text counts: doubling the permutations (the signature) or the bands
     (their tags) raises the band phase; a load that signs ahead is a phase of its own only when
-    the corpus fits the cap (ahead.AHEAD_BYTES_PER_CORPUS_BYTE)."""
+    the corpus fits the cap (memory_model.AHEAD_BYTES_PER_CORPUS_BYTE)."""
     base = planning.memory_model(cap=64 << 30, **MODEL)
     assert planning.memory_model(cap=64 << 30, **{**MODEL, "num_perm": 256}).band_phase > base.band_phase
     assert planning.memory_model(cap=64 << 30, **{**MODEL, "bands": 78}).band_phase > base.band_phase

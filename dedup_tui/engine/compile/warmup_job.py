@@ -129,6 +129,7 @@ def _split_a_bucket() -> None:
 
     from ..scanning import lsh
     from ..scanning.kernels import bands as kernels_bands
+    from ..scanning.memory_model import split_layout_of
 
     banding = lsh.choose_banding(ScanSettings().floor, ScanSettings().num_perm)
     n, perms = 64, ScanSettings().num_perm
@@ -137,7 +138,7 @@ def _split_a_bucket() -> None:
     state = np.ones(banding.bands, np.int8)
     members = np.arange(n, dtype=np.int64)
     packed, sub_positions = lsh.pack_nibbles(signatures), lsh.sub_bands(perms, banding.rows, banding.bands)
-    layout = kernels_bands.split_layout_of(n // 2, packed, sub_positions, 1, 1 << 20)
+    layout = split_layout_of(n // 2, packed, sub_positions, 1, 1 << 20)
     kernels_bands.split_bucket_survivors(
         members[: n // 2], packed, perms, perms // 2, signatures, tags, 1, banding.rows, state, n, sub_positions,
         layout, np.empty(n * n, np.int64), np.array([0, 0, 1], np.int64), np.zeros(2, np.int64),

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..progress import Control
 from .memory import release_free_memory
+from .memory_model import AHEAD_BYTES_PER_CORPUS_BYTE
 from .minhash import MinHasher
 from .sketch import SKETCH_BINS
 
@@ -36,10 +37,6 @@ AHEAD_WORKERS = 1
 # Corpora smaller than this (bytes of their files) are not signed ahead: they load and scan in
 # about a second, and the scan may well compare them exhaustively (no compiled code at all).
 MIN_CORPUS_BYTES = 4 << 20
-# Signing ahead holds every text's signature and normalised text from the load on, outside the
-# scan's memory cap: a corpus whose files times this would not fit the cap is not signed
-# ahead (its texts and signatures: ~1 B a byte + 512 B a text, ~2.2x a corpus of 450 B texts).
-AHEAD_BYTES_PER_CORPUS_BYTE = 3
 # While the scan takes the signatures, the signing jobs' memory is given back to the system each
 # time this much of it was freed.
 TRIM_BYTES = 256 << 20

@@ -21,7 +21,7 @@ from ..text.normalize import normalize
 from ..text.shingle import batches_by_length, shingle_sets
 from . import lsh
 from .memory import release_free_memory, what_waits_on_disk
-from .memory_model import split_budget
+from .memory_model import mapped_budget, split_budget, split_layout_of
 from .minhash import MinHasher
 from .passes import (
     BAND_THREAD_BYTES_PER_TEXT,
@@ -186,7 +186,7 @@ def _lsh_pairs(project, reps, lengths, settings, control, result, threads, kept=
     if texts_spill:
         spill_text = functools.partial(folder.append, TEXT_SPILL)
     if signed_spill:
-        spill_signed = SignedSpill(folder, banding, _mapped_budget(cap, held, len(reps)))
+        spill_signed = SignedSpill(folder, banding, mapped_budget(cap, held, len(reps)))
     signed = Signed(project, reps, lengths, settings, control, threads, ahead, spill_text, spill_signed)
     timings["signatures"] = time.perf_counter() - t0
 
@@ -258,17 +258,6 @@ def _what_spills(cap: int, reps, lengths, settings: ScanSettings, banding, worke
     )
     signed = n * settings.num_perm * 4 + int((rep_lengths >= SKETCH_MIN_BYTES).sum()) * SKETCH_BINS
     return (*what_waits_on_disk(cap, held, signed, int(rep_lengths.sum())), held)
-
-
-def _mapped_budget(cap: int, held: int, n: int) -> int:
-    """The pages of spilled signatures the bands may keep mapped (MappedSpill): half of what
-    the cap leaves beside what they hold anyway (the rest for the candidates they hold and
-    count, 8 B a document, and for what the kernels touch between two checks), at least
-    MIN_MAPPED."""
-    return max((cap - held) // 2 - 8 * n, MIN_MAPPED)
-
-
-MIN_MAPPED = 128 << 20
 
 
 def _candidate_limits(cap: int, signed: Signed, threads: Threads, returning: int = 0) -> tuple[int, int, int]:
@@ -542,9 +531,7 @@ class _BandCandidates:
         split_tally = np.zeros(2, np.int64)
         for members in split_members:
             resume = np.array([0, 0, 1], np.int64)
-            layout = kernels_bands.split_layout_of(
-                len(members), self.packed, self.sub_positions, band, self.split_budget
-            )
+            layout = split_layout_of(len(members), self.packed, self.sub_positions, band, self.split_budget)
             while resume[0] < self.sub_positions.shape[1] and not self.control.cancel.is_set():
                 out = np.empty(BAND_BUFFER, np.int64)
                 written = kernels_bands.split_bucket_survivors(

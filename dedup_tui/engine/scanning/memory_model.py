@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from .memory import what_waits_on_disk
 
 # The memory model: the scan's peak resident memory (`scan CORPUS`, load included) is the
@@ -66,6 +68,24 @@ SPLIT_BUDGET_LEAST = 8 << 20
 SPLIT_BUDGET_MOST = 128 << 20
 
 
+# Signing ahead (ahead.SignedAhead) holds every text's signature and normalised text from the
+# load on, outside the scan's memory cap: a corpus whose files times this would not fit the cap
+# is not signed ahead (its texts and signatures: ~1 B a byte + 512 B a text, ~2.2x a corpus of
+# 450 B texts).
+AHEAD_BYTES_PER_CORPUS_BYTE = 3
+
+
+def mapped_budget(cap: int, held: int, n: int) -> int:
+    """The pages of spilled signatures the bands may keep mapped (passes.MappedSpill): half of
+    what the cap leaves beside what they hold anyway (the rest for the candidates they hold and
+    count, 8 B a document, and for what the kernels touch between two checks), at least
+    MIN_MAPPED."""
+    return max((cap - held) // 2 - 8 * n, MIN_MAPPED)
+
+
+MIN_MAPPED = 128 << 20
+
+
 def split_budget(cap: int) -> int:
     """The bytes a band thread's split of a bucket may hold (kernels.bands.split_bucket_survivors)
     under `cap` (0: none)."""
@@ -107,6 +127,14 @@ def split_layout(m, subs, rows, words, band, budget):
             layout = (copied, True, False)
     used = split_member_bytes(rows, words, band, *layout)
     return max(layout[0], 1), layout[1], layout[2], max(budget - m * used, 0) // (8 * max(words, 1))
+
+
+def split_layout_of(m: int, packed: np.ndarray, sub_positions: np.ndarray, band: int, budget: int) -> np.ndarray:
+    """split_bucket_survivors' `layout` for a bucket of m members of `band` within `budget`
+    bytes (split_layout: worked out before the call, not in the kernel, whose cached code
+    would not follow a change to this module)."""
+    subs, rows = sub_positions.shape[1], sub_positions.shape[2]
+    return np.array(split_layout(m, subs, rows, packed.shape[1], band, budget), np.int64)
 
 
 def split_bytes(m: float, num_perm: int, rows: int, bands: int, budget: int) -> float:
@@ -168,8 +196,6 @@ def memory_model(
     whether the load signs ahead (ahead.SignedAhead.for_corpus), whether the texts wait on disk
     and whether the signatures do too (candidates._what_spills), the candidates held and per pass
     (_candidate_limits)."""
-    from .ahead import AHEAD_BYTES_PER_CORPUS_BYTE
-    from .candidates import MIN_MAPPED
     from .passes import (
         BAND_THREAD_BYTES_PER_TEXT,
         BYTES_PER_CANDIDATE,
@@ -195,10 +221,10 @@ def memory_model(
     freed_after_bands = n * signature + sketched * SKETCH_BINS
     # (candidates._what_spills) when the signatures and sketches do not fit beside the rest
     # either, they go to the spill folder as they are made, no sketches are made, and the bands
-    # keep at most a budget of the signatures' pages mapped (candidates._mapped_budget)
+    # keep at most a budget of the signatures' pages mapped (mapped_budget)
     held = fixed - n * signature - sketched * SKETCH_BINS
     if signatures_wait:
-        mapped = min(max((cap - held) // 2 - 8 * n, MIN_MAPPED), n * signature)
+        mapped = min(mapped_budget(cap, int(held), n), n * signature)
         fixed, freed_after_bands = held + mapped, mapped
     verify_work = workers * 2 * VERIFY_JOB_BYTES
     before_verify = fixed - threads - freed_after_bands + (texts if texts_wait else 0)

@@ -18,7 +18,7 @@ What spills when: the normalised texts, while the candidates are found, when the
 would not fit with them (read back for verification); the signatures (512 B a text) and the
 band keys (8 B a band: 312 B) too when it would not fit without the texts either, leaving
 the tags, nibbles and text offsets (150 B a text at 39 bands, 128 permutations) and the
-threads' work in memory, plus a budget of mapped signature pages (candidates._mapped_budget);
+threads' work in memory, plus a budget of mapped signature pages (memory_model.mapped_budget);
 no sketches are then made (verification makes its candidates' own). At 2M documents of 100 B
 to 1 KB under --memory 1.6G that took the peak from 2.38 GB to 1.70 GB, same pairs, CPU time
 +14% (page faults). Candidates stay in memory while the scan as without a cap fits; past that

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...compile.jit import helper, kernel, popcount64
-from ..memory_model import split_layout
 
 _NIBBLE_LOW = np.uint64(0x1111111111111111)
 # The bit of a band's tags (band_tags) that marks a bucket the band split by sub-bands.
@@ -342,14 +341,6 @@ def _sub_key(cols, q, lo, hi):
     return h
 
 
-def split_layout_of(m: int, packed: np.ndarray, sub_positions: np.ndarray, band: int, budget: int) -> np.ndarray:
-    """split_bucket_survivors' `layout` for a bucket of m members of `band` within `budget`
-    bytes (memory_model.split_layout: worked out here, not in the kernel, whose cached code
-    would not follow a change to that module)."""
-    subs, rows = sub_positions.shape[1], sub_positions.shape[2]
-    return np.array(split_layout(m, subs, rows, packed.shape[1], band, budget), np.int64)
-
-
 @kernel
 def split_bucket_survivors(
     members, packed, perms, min_agree, sig, tags, band, rows, band_state, n, sub_positions, layout, out, resume, tally
@@ -367,7 +358,7 @@ def split_bucket_survivors(
     bucket. Within a budget, when all of it does not fit, the columns are copied a slice of
     sub-bands at a time and, when that is not enough either, the packed rows and groups are
     read in place: the same pairs, in the same order, whatever the budget (at least 34 B a
-    member: a slice of one sub-band). layout (split_layout_of): [sub-bands a slice, whether the
+    member: a slice of one sub-band). layout (memory_model.split_layout_of): [sub-bands a slice, whether the
     packed rows and groups are copied, whether the groups are made from copied columns, the
     most members of a sub-bucket whose rows are copied side by side].
 
