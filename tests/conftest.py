@@ -152,8 +152,8 @@ SLOWEST_MODULES = {
     "tests/ui/test_fit.py": 34,
     "tests/cli/test_serve.py": 31,
     "tests/engine/test_warmup.py": 30,
+    "tests/engine/test_ray.py": 28,  # (with the cluster-scan import tests, 3 s)
     "tests/engine/test_warmup_bounds.py": 25,
-    "tests/engine/test_ray.py": 25,
     "tests/ui/test_snapshots.py": 21,
     "tests/ui/test_pair_view.py": 19,
     "tests/reliability/test_interruptions.py": 18,
@@ -163,7 +163,6 @@ SLOWEST_MODULES = {
     "tests/ui/test_review_trust.py": 13,
     "tests/ui/test_typing_ahead.py": 13,
     "tests/ui/test_tune_screen.py": 12,
-    "tests/engine/test_atomic_projects.py": 10,
 }
 
 
