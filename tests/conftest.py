@@ -115,6 +115,19 @@ def scanned(tmp_path, scanned_corpus: ScannedCorpus) -> Path:
 OPEN_PROJECTS = Tracker()
 
 
+def pytest_configure(config):
+    """With workers (the suite's `-n 2`), the kernel warm-up starts with the run, as a first
+    `dedup-tui` command starts it: on a cold cache (CI) it compiles every kernel while the UI
+    modules, which need none, run first. Else the first gated scan started it about a minute
+    in and waited for it (~10 s), and the tests before compiled their kernels in their own
+    process too. With -n 0 (a file at a time) nothing starts: each scan compiles what it uses."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    from dedup_tui.engine.compile import warmup
+
+    warmup.start()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _track_projects():
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -139,8 +152,8 @@ SLOWEST_MODULES = {
     "tests/ui/test_fit.py": 34,
     "tests/cli/test_serve.py": 31,
     "tests/engine/test_warmup.py": 30,
+    "tests/engine/test_ray.py": 28,  # (with the cluster-scan import tests, 3 s)
     "tests/engine/test_warmup_bounds.py": 25,
-    "tests/engine/test_ray.py": 25,
     "tests/ui/test_snapshots.py": 21,
     "tests/ui/test_pair_view.py": 19,
     "tests/reliability/test_interruptions.py": 18,
@@ -150,7 +163,6 @@ SLOWEST_MODULES = {
     "tests/ui/test_review_trust.py": 13,
     "tests/ui/test_typing_ahead.py": 13,
     "tests/ui/test_tune_screen.py": 12,
-    "tests/engine/test_atomic_projects.py": 10,
 }
 
 

@@ -34,6 +34,10 @@ from dedup_tui.engine.scanning.settings import ScanSettings
 from dedup_tui.engine.store import Project
 from dedup_tui.engine.store.scans import load_graph
 
+from ..conftest import small_corpus, write_jsonl
+from ..reliability.conftest import cli, one_line_error
+from .test_atomic_projects import killed_at, leftovers
+
 # Small pieces and an odd number of partitions, so every shuffle really splits the corpus.
 FORCED = {"piece_bytes": 40_000, "partitions": 3}
 # A --max-bucket the templated family's LSH buckets are over: those buckets are compared whole.
@@ -1125,3 +1129,75 @@ def test_a_reference_in_a_cluster_scan_is_kept_and_exported_as_locally(corpus, t
     kept = sum(1 for _ in open(local_out))
     assert result.kept == kept and result.removed == len(removed)
     local.close()
+
+
+# -- an import of a cluster scan appears whole or not at all (issue 25, item 4: with the load,
+# in test_atomic_projects; here to use this module's Ray cluster, not start one more) ------------
+
+
+@pytest.fixture(scope="module")
+def scan_dir(tmp_path_factory) -> tuple[Path, Path, int]:
+    folder = tmp_path_factory.mktemp("cluster")
+    corpus = write_jsonl(folder / "c.jsonl", small_corpus(40))
+    cluster_scan([corpus], folder / "scan", ClusterScanSettings(piece_bytes=20_000, partitions=2))  # (local_ray's)
+    with Project(folder / "local.db", create=True) as local:
+        load_corpus(local, [corpus])
+        scan(local, ScanSettings(method="lsh"))
+        pairs = local.conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
+    return folder / "scan", corpus, pairs
+
+
+@pytest.mark.parametrize("stage,at", [("load", 1), ("write", 0)])
+def test_a_killed_import_leaves_no_project(tmp_path, scan_dir, stage, at):
+    """The attack: killed between the documents and the pairs, the project said 'not scanned
+    yet', a local scan was accepted and export wrote 7,142 of 70,021 documents."""
+    scan, _corpus, pairs = scan_dir
+    db = tmp_path / "review.db"
+    killed_at(stage, at, "import", db, scan)
+    assert not db.exists()
+    r = cli("import", scan, "--db", db)
+    assert "partial view" in r.stdout
+    assert leftovers(tmp_path, "review.db") == ["review.db"]
+    with Project(db) as project:
+        assert project.get_meta("partial_view") and project.get_meta("scan_state") == "complete"
+        assert project.conn.execute("SELECT count(*) FROM pairs").fetchone()[0] == pairs
+
+
+def test_a_refused_review_from_leaves_no_project_and_says_why(tmp_path, scan_dir):
+    scan, _corpus, _pairs = scan_dir
+    other = write_jsonl(
+        tmp_path / "other.jsonl", [{"id": f"x{i}", "text": f"another corpus entirely {i}"} for i in range(5)]
+    )
+    earlier = tmp_path / "earlier.db"
+    cli("load", other, "--db", earlier)
+    with Project(earlier) as project:
+        project.conn.execute(
+            "INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
+            "VALUES ('keep', 'x1', 'tester', '2026-01-01', 0)"
+        )
+    db = tmp_path / "review.db"
+    r = cli("import", scan, "--db", db, "--review-from", earlier, check=False)
+    line = one_line_error(r)
+    assert "none of its 1 decisions names a document of this scan" in line and "other.jsonl" in line
+    assert not db.exists()
+    # A retry with the right project is not told "already exists".
+    assert "partial view" in cli("import", scan, "--db", db).stdout
+
+
+def test_review_from_says_how_many_decisions_matched(tmp_path, scan_dir):
+    scan, corpus, _pairs = scan_dir
+    first = tmp_path / "first.db"
+    cli("import", scan, "--db", first)
+    with Project(first) as project:
+        some_id = project.conn.execute("SELECT doc_id FROM documents LIMIT 1").fetchone()[0]
+        project.conn.executemany(
+            "INSERT INTO decisions(kind, doc_id, author, created_at, undone) "
+            "VALUES ('keep', ?, 'tester', '2026-01-01', 0)",
+            [(some_id,), ("not-here",)],
+        )
+    r = cli("import", scan, "--db", tmp_path / "second.db", "--review-from", first)
+    assert "carried over 2 decisions" in r.stdout and "1 name documents of this scan" in r.stdout
+    with Project(tmp_path / "second.db") as project:
+        carried = json.loads(project.get_meta("carried_review"))
+    assert (carried["decisions"], carried["matched"], carried["unmatched"], carried["other_files"]) == (2, 1, 1, [])
+    assert os.path.basename(corpus) not in r.stderr

@@ -27,6 +27,17 @@ async def settle(app, pilot) -> None:
     raise SystemExit("the app did not settle")
 
 
+async def until_drawn(app, pilot) -> None:
+    """The document a decision key acts on is drawn (the app drops a key typed ahead of the
+    screen on purpose; tests/ui/conftest.py's press_decision)."""
+    for _ in range(200):
+        doc = app.main.selected_doc()
+        if doc is None or app.session.intake.on_screen("main") == doc:
+            return
+        await pilot.pause()
+    raise SystemExit("the document under the cursor was never drawn")
+
+
 async def main(db: str, n: int) -> None:
     app = create_app(db, author="killed-reviewer")
     async with app.run_test(size=(120, 36)) as pilot:
@@ -37,6 +48,8 @@ async def main(db: str, n: int) -> None:
         for key in keys:
             if done >= n:
                 break
+            if key in ("x", "k"):
+                await until_drawn(app, pilot)
             await pilot.press(key)
             if key == "m":
                 await pilot.press(*"kept-for-a-reason", "enter")

@@ -32,7 +32,7 @@ from dedup_tui.ui.screens.dialogs import AskScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.text import literal, literal_line, snippet
 
-from ..ui.conftest import settle
+from ..ui.conftest import press_decision, settle
 from .conftest import write_jsonl
 
 HOSTILE = (
@@ -121,7 +121,7 @@ async def _drive(corpus) -> dict[str, list[str]]:
         await settle(pilot)
         screens["note-shown"] = assert_inert(terminal_bytes(app))
 
-        await pilot.press("x")  # remove it (a kept document: asked first): a toast names it
+        await press_decision(pilot, "x")  # remove it (a kept document: asked first): a toast names it
         await pilot.pause()
         app.screen.query_one(Input).value = "yes"
         await pilot.press("enter")
@@ -262,7 +262,7 @@ def test_hostile_ids_in_the_tuning_screen_are_inert(tmp_path):
             while labelling.current is not None and not any(
                 "\x1b" in i for i in app.main.project.ids_for([labelling.current.a, labelling.current.b])
             ):
-                await pilot.press("0")  # skip
+                await press_decision(pilot, "0")  # skip
                 await settle(pilot)
             assert labelling.current is not None  # a pair with a hostile id is on screen
             return tune_rows, assert_inert(terminal_bytes(app))

@@ -66,9 +66,9 @@ def test_no_output_lands_in_a_txt_folder_corpus_even_with_force(txt_folder_proje
             folder / "sub" / "r.jsonl",
         ),
     ]
-    for args in attempts:
-        r = cli(*args, check=False)
-        assert r.returncode == 1
+    for n, args in enumerate(attempts):  # the first as a process, the others in this one (0.6 s less each)
+        r = cli(*args, check=False) if n == 0 else run(*args)
+        assert (r.returncode if n == 0 else r.exit_code) == 1
         line = one_line_error(r)
         assert "inside the corpus folder the project was loaded from" in line, line
     assert _snapshot(folder) == before
@@ -190,8 +190,8 @@ def test_a_moved_project_still_protects_its_corpus(tmp_path):
     for args in (
         ("pairs", "--db", moved / "t.db", "--out", moved / "txt" / "1.txt", "--force"),
         ("export", "--db", moved / "t.db", "--threshold", "0.9", "--out", moved / "txt" / "x.jsonl"),
-    ):
-        assert "named as the corpus folder" in one_line_error(cli(*args, check=False))
+    ):  # (in this process: the refusal above was a real one's)
+        assert "named as the corpus folder" in one_line_error(run(*args))
     assert ((moved / "k.jsonl").read_bytes(), _snapshot(moved / "txt")) == before
     # An output elsewhere is fine, and so is replacing a copy while the corpus is in place.
     cli("export", "--db", moved / "k.db", "--threshold", "0.9", "--out", moved / "curated.jsonl")

@@ -1,6 +1,6 @@
 """The review tests' corpora and projects: families, chains and exact groups of texts built
-around the review's default threshold, loaded and scanned once per module (`built`), and a
-`review` of a copy of the focused one for each test."""
+around the review's default threshold (the two most tests use kept in tests/fixtures), loaded and
+scanned once per module (`built`), and a `review` of a copy of the focused one for each test."""
 
 from __future__ import annotations
 
@@ -125,10 +125,41 @@ def build_project(directory: Path, records: list[dict], name: str = "corpus") ->
     return db
 
 
-FOCUSED = make_corpus(seed=11)
-MACHINE = make_corpus(
-    seed=5, families=(5, 4, 3, 2), chains=(3, 4), exact_groups=(3, 2), singletons=3, variant_copies=(0, 2), shuffle=True
-)
+# The two corpora most review tests use, as make_corpus made them. Kept in a file: making them
+# again took 5.7 s (chain_texts draws until its chains hold), in every test process at collection.
+# After changing the generator or the arguments, write the file again with write_corpora();
+# tests/review/test_corpora.py checks what the tests rely on in the file's texts.
+CORPORA_FILE = Path(__file__).parents[1] / "fixtures" / "review_corpora.json"
+CORPORA_MADE_BY = {
+    "focused": {"seed": 11},
+    "machine": {
+        "seed": 5,
+        "families": (5, 4, 3, 2),
+        "chains": (3, 4),
+        "exact_groups": (3, 2),
+        "singletons": 3,
+        "variant_copies": (0, 2),
+        "shuffle": True,
+    },
+}
+
+
+def write_corpora() -> None:
+    corpora = {name: make_corpus(**arguments) for name, arguments in CORPORA_MADE_BY.items()}
+    lines = ["{"]
+    for k, (name, records) in enumerate(corpora.items()):
+        lines.append(f"{json.dumps(name)}: [")
+        lines += [
+            json.dumps(r, ensure_ascii=False) + ("," if i < len(records) - 1 else "") for i, r in enumerate(records)
+        ]
+        lines.append("]" + ("," if k < len(corpora) - 1 else ""))
+    lines.append("}")
+    CORPORA_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+_CORPORA = json.loads(CORPORA_FILE.read_text(encoding="utf-8"))
+FOCUSED: list[dict] = _CORPORA["focused"]
+MACHINE: list[dict] = _CORPORA["machine"]
 
 
 @pytest.fixture(scope="module")

@@ -36,16 +36,16 @@ def _write(path: Path, records: list[dict]) -> Path:
 def projects(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("after_decisions")
     built = {}
+    records = make_corpus(
+        seed=23,
+        families=(6, 5, 4, 3),
+        chains=(4, 3),
+        exact_groups=(3, 2),
+        singletons=4,
+        variant_copies=(0, 1),
+        shuffle=True,
+    )
     for name, references in (("plain", False), ("references", True)):
-        records = make_corpus(
-            seed=23,
-            families=(6, 5, 4, 3),
-            chains=(4, 3),
-            exact_groups=(3, 2),
-            singletons=4,
-            variant_copies=(0, 1),
-            shuffle=True,
-        )
         corpus = _write(base / f"{name}.jsonl", records)
         refs = []
         if references:  # a reference source holding some members of each family

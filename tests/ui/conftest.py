@@ -125,6 +125,38 @@ async def until_drawn(pilot, place: str, doc, rounds: int = 200) -> None:
     raise AssertionError(f"{doc!r} was never drawn at {place}")
 
 
+def decision_target(app) -> tuple[str, object]:
+    """Where a decision key pressed now acts and what it would decide: the pair view's right-hand
+    document, the labelling or audit queue's pair, else the main screen's cursor document."""
+    from dedup_tui.ui.screens.audit import AuditScreen
+    from dedup_tui.ui.screens.pair import PairScreen
+    from dedup_tui.ui.screens.tune import LabelScreen
+
+    screen = app.screen
+    if isinstance(screen, PairScreen):
+        return "pair", screen.right
+    if isinstance(screen, LabelScreen):
+        return "label", None if screen.current is None else (screen.current.a, screen.current.b)
+    if isinstance(screen, AuditScreen):
+        return "audit", None if screen.current is None else screen.current.key
+    return "main", app.main.selected_doc()
+
+
+async def press_decision(pilot, *keys: str, rounds: int = 200) -> None:
+    """Press each decision key once what it would decide is drawn (until_drawn on the screen's own
+    target): the key intake drops a key typed ahead of the screen on purpose, and a test that
+    means its key to decide must not race the redraw."""
+    for key in keys:
+        for _ in range(rounds):
+            place, doc = decision_target(pilot.app)
+            if doc is None or pilot.app.session.intake.on_screen(place) == doc:  # (nothing to decide: no wait)
+                break
+            await pilot.pause()
+        else:
+            raise AssertionError(f"what {key!r} would decide ({place}: {doc!r}) was never drawn")
+        await pilot.press(key)
+
+
 def huge_text(size: int, changed_every: int = 0) -> str:
     """`size` characters of numbered lines (every `changed_every`-th line reworded), the first
     line carrying markup and an escape sequence that must stay literal."""

@@ -22,7 +22,7 @@ from dedup_tui.ui.screens.help import HelpScreen
 from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.widgets.docview import DocView
 
-from .conftest import corpus_docs, settle, write_corpus
+from .conftest import corpus_docs, press_decision, settle, write_corpus
 
 
 def screen_text(app) -> str:
@@ -132,7 +132,8 @@ async def test_not_duplicate_accept_and_note(corpus):
         await pilot.pause()
         assert main.model.cursor.cluster_id == label
         other = int(members[1])
-        await pilot.press("tab", "n")  # on the first member to review
+        await pilot.press("tab")
+        await press_decision(pilot, "n")  # on the first member to review
         await settle(pilot)
         # split at every threshold: the other document is now alone and kept
         assert main.index.clustering.keeper[other] == -1
@@ -142,7 +143,8 @@ async def test_not_duplicate_accept_and_note(corpus):
         assert d.kind == "not_duplicate" and (d.doc_id, d.other_id) == tuple(project.ids_for([other, label]))
         # accept the (new) first cluster and add a note
         main.query_one("#clusters").focus()
-        await pilot.press("home", "a")
+        await pilot.press("home")
+        await press_decision(pilot, "a")
         await settle(pilot)
         assert decisions.active(project)[-1].kind == "accept"
         await pilot.press("m")
@@ -195,7 +197,7 @@ async def test_pair_view_literal_text_and_sync(corpus):
         await pilot.press("less_than_sign")
         await settle(pilot)
         assert screen.right == before
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert decisions.active(main.project)[-1].kind == "remove"
         await pilot.press("escape")
@@ -232,7 +234,7 @@ async def test_export_dialog_writes_files(corpus, tmp_path):
         main = app.main
         await pilot.press("tab", "down")
         kept_doc = main.project.ids_for([main.selected_doc()])[0]
-        await pilot.press("k")
+        await press_decision(pilot, "k")
         await settle(pilot)
         await pilot.press("e")
         await pilot.pause()
@@ -365,7 +367,8 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
         other = sqlite3.connect(app.spec.db, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # the write lock, as a load holds it
         try:
-            await pilot.press("x", "plus")
+            await press_decision(pilot, "x")
+            await pilot.press("plus")
             assert main.threshold == pytest.approx(threshold + 0.01)  # handled while the write waits
             await settle(pilot)
             messages = list(app.told)
@@ -381,7 +384,7 @@ async def test_a_busy_project_never_blocks_the_ui_or_crashes_it(corpus, tmp_path
             if target in main.index.members(main.model.cursor.cluster_id)
             else 0
         )
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert [d.kind for d in decisions.active(project)] == ["remove"]
         project.close()
@@ -452,10 +455,10 @@ async def test_triage_on_one_screen(corpus):
         members = [int(m) for m in main.index.members(first_label)]
         undecided = [m for m in members if main.index.clustering.keeper[m] >= 0]
         for expected_next in undecided[1:]:
-            await pilot.press("x")
+            await press_decision(pilot, "x")
             await settle(pilot)
             assert main.selected_doc() == expected_next
-        await pilot.press("x")  # the cluster's last undecided member: on to the next cluster
+        await press_decision(pilot, "x")  # the cluster's last undecided member: on to the next cluster
         await settle(pilot)
         assert main.model.cursor.cluster_id != first_label
         assert not main.index.decided[main.index.position(main.model.cursor.cluster_id)]
@@ -616,11 +619,11 @@ async def test_the_pair_view_moves_on_after_a_decision(corpus):
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, PairScreen) and (screen.left, screen.right) == (label, members[1])
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert app.screen is screen and (screen.left, screen.right) == (label, members[2])
         assert "member 2/" in str(screen.query_one("#pair-header").render())
-        await pilot.press("k")  # keep members[2]: it becomes the kept one, on the left
+        await press_decision(pilot, "k")  # keep members[2]: it becomes the kept one, on the left
         await settle(pilot)
         assert screen.left == members[2] and screen.right not in (members[1], members[2])
         assert main.index.clustering.keeper[screen.right] == members[2]
@@ -665,7 +668,8 @@ async def test_filters_undecided_near_and_exact(corpus):
         await settle(pilot)
         assert main.sort == "size:undecided" and len(main.index.labels) == total
         first = main.model.cursor.cluster_id
-        await pilot.press("tab", "a")  # accept the selected cluster: decided, it stays in place
+        await pilot.press("tab")
+        await press_decision(pilot, "a")  # accept the selected cluster: decided, it stays in place
         await settle(pilot)
         assert len(main.index.labels) == total and main.index.labels[0] == first and main.index.decided[0]
         assert main.model.cursor.cluster_id != first  # the cursor went on to the next cluster
@@ -879,7 +883,8 @@ async def test_a_review_at_the_default_threshold_is_what_export_uses(corpus, tmp
     app = create_app(corpus, author="tester")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("tab", "down", "x")
+        await pilot.press("tab", "down")
+        await press_decision(pilot, "x")
         await settle(pilot)
         db = app.spec.db
     r = CliRunner().invoke(cli_main, ["export", "--db", str(db), "--out", str(tmp_path / "out.jsonl")])

@@ -8,7 +8,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.audit import AuditScreen
 from dedup_tui.ui.widgets.docview import DocView
 
-from .conftest import settle
+from .conftest import press_decision, settle, until_drawn
 
 
 async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_nothing(corpus):
@@ -29,8 +29,7 @@ async def test_the_audit_screen_labels_the_sample_saves_the_audit_and_decides_no
             left, right = project.texts_for([pair.a, pair.b])
             assert screen.query_one("#left-doc", DocView).text == left
             assert screen.query_one("#right-doc", DocView).text == right
-            await pilot.pause()  # drawn
-            await pilot.press(key)
+            await press_decision(pilot, key)  # once the pair is drawn
             labelled.append((pair.key, label))
             assert screen.current is not pair
         await pilot.press("escape")
@@ -52,7 +51,7 @@ async def test_a_label_key_before_the_pair_is_drawn_is_ignored(corpus):
         await settle(pilot)
         screen = app.screen
         first = screen.current
-        await pilot.pause()
+        await until_drawn(pilot, "audit", first.key)
         screen.action_label("duplicate")  # first pair: drawn, labelled
         second = screen.current
         screen.action_label("duplicate")  # at once: the second pair was not drawn yet

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import textwrap
 
+from textual.pilot import Pilot
+
 from dedup_tui.engine.curate import decisions, keep_rules
 from dedup_tui.engine.graph import clustering
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
-from .conftest import corpus_docs, settle, write_corpus, writer_held
+from .conftest import corpus_docs, press_decision, settle, write_corpus, writer_held
 
 
 def row(table, key) -> str:
@@ -51,7 +53,7 @@ async def test_a_removal_shows_at_once_as_it_will_stay(corpus):
 
 async def check_removal_on_screen(pilot, main, clusters, members, cluster_id, target, total, gate) -> None:
     decided_before = main.index.counts.decided_clusters
-    await pilot.press("x")
+    await press_decision(pilot, "x")
     await pilot.pause()
     summary = str(main.query_one("#summary").render())
     to_review = main.index.counts.clusters - decided_before - (1 if total == 1 else 0)  # (a cluster it completes)
@@ -78,7 +80,7 @@ async def test_a_keep_shows_its_cluster_before_its_write_as_the_saved_list_does(
         main, clusters, members, old_kept, target = await on_a_member_to_review(pilot)
         assert target != old_kept and not main.model.is_kept(target)
         with writer_held(app):  # the keep is not saved yet
-            await pilot.press("k")
+            await press_decision(pilot, "k")
             for _ in range(500):  # until the list worked out with it is shown (bounded)
                 await pilot.pause()
                 if not main.busy:
@@ -181,13 +183,14 @@ async def test_what_a_key_shows_at_once_is_what_the_saved_list_shows(corpus):
         checked = 0
         for _ in range(60):
             key = rng.choice(["x", "x", "u", "u", "r", "k", "n", "down", "tab", "plus", "minus", "p", "s", "K"])
+            press = press_decision if key in ("x", "k", "n") else Pilot.press  # (a decision waits for its document)
             if key not in ("x", "u", "r"):
-                await pilot.press(key)
+                await press(pilot, key)
                 await settle(pilot)
             else:
                 shown_before = main.index
                 with writer_held(app):  # its write waits: what is on screen now is what the key showed at once
-                    await pilot.press(key)
+                    await press(pilot, key)
                     o, cid = main.selected_doc(), main.model.cursor.cluster_id
                     shown_at_once = main.index is not shown_before or (key == "x" and main.model.has_pending)
                     at_once = tables(clusters, members) if shown_at_once and o is not None else None

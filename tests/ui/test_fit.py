@@ -16,7 +16,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
 from dedup_tui.ui.text import shorten_middle
 
-from .conftest import plain_screen, settle
+from .conftest import plain_screen, press_decision, settle
 from .test_snapshots import LONG_FIELD, long_ids_corpus
 
 LONG = "usr/share/man/man1/gcloud_beta_compute_instances_network_interfaces_list.1"
@@ -460,7 +460,7 @@ async def test_decisions_confirm_one_toast_at_a_time(corpus):
         await settle(pilot)
         assert isinstance(app.screen, PairScreen)
         for _ in range(3):
-            await pilot.press("x")
+            await press_decision(pilot, "x")
             await settle(pilot)
         await pilot.pause()
         assert sum(m.startswith("Saved: remove") for m in app.told) == 3

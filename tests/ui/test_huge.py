@@ -13,7 +13,7 @@ from dedup_tui.ui.widgets.aligned import AlignedDiffView
 from dedup_tui.ui.widgets.docview import DocView
 from dedup_tui.ui.window import PAIR_LINES, PAIR_WINDOW, PREVIEW_WINDOW, Shown, cut_notice, pair_notice, windows
 
-from .conftest import HUGE, huge_text, settle
+from .conftest import HUGE, huge_text, press_decision, settle
 from .conftest import plain_screen as screen_text
 
 
@@ -150,7 +150,7 @@ async def test_the_labelling_queue_shows_a_huge_pair_through_a_window(huge_pair_
         for _ in range(len(queue.queue)):  # skip to it
             if (queue.current.a, queue.current.b) == (3, 4):
                 break
-            await pilot.press("0")
+            await press_decision(pilot, "0")
             await settle(pilot)
         assert (queue.current.a, queue.current.b) == (3, 4)
         notice = f"showing the first {PAIR_WINDOW:,} characters of each ({HUGE:,} and {HUGE + 7:,} in all)"

@@ -16,7 +16,7 @@ from dedup_tui.ui.screens.pair import PairScreen
 from dedup_tui.ui.text import shorten_apart
 from dedup_tui.ui.widgets.aligned import AlignedDiffView
 
-from .conftest import WORDS, plain_screen, settle, until_drawn, write_corpus
+from .conftest import WORDS, plain_screen, press_decision, settle, until_drawn, write_corpus
 
 VARIANTS = ["alpha", "beta", "preview", "ga", "legacy"]
 
@@ -147,7 +147,7 @@ async def test_n_splits_off_and_goes_to_the_next_member_of_the_cluster(tmp_path)
         members = [int(m) for m in screen.members()]
         assert "member 2/5" in header(screen)
         split, following = screen.right, members[2]
-        await pilot.press("n")
+        await press_decision(pilot, "n")
         await settle(pilot)
         assert app.screen is screen and screen.right == following
         assert "member 2/4" in header(screen)  # the next member, where the split one was
@@ -191,7 +191,7 @@ async def test_accept_needs_every_member_shown_then_accepts_and_moves_on(tmp_pat
         await settle(pilot)
         screen = await open_member(app, pilot, 0)
         label = screen.cluster_id
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen)  # asks first, with the count: esc decides nothing
         assert app.screen.title_text.startswith("Accept the cluster, with 4 members you have not seen?")
@@ -203,7 +203,7 @@ async def test_accept_needs_every_member_shown_then_accepts_and_moves_on(tmp_pat
             await pilot.press("greater_than_sign")
             await settle(pilot)
         assert screen.unseen() == []
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         with Project(app.spec.db) as project:
             assert [d.kind for d in decisions.active(project)] == ["accept"]
@@ -304,7 +304,7 @@ async def test_a_reopened_pair_view_starts_afresh(tmp_path):
         assert "member 3/5" in header(again)
         assert shown_id.split("_")[1] in str(again.query_one("#right-title").render())  # (its variant: beta, ga...)
         assert len(again.unseen()) == 4  # ... in the earlier opening: only the one shown now is seen
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen)  # asks first, with the count: esc decides nothing
         assert app.screen.title_text.startswith("Accept the cluster, with 4 members you have not seen?")

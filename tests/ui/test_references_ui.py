@@ -10,7 +10,7 @@ from dedup_tui.engine.curate import decisions
 from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 
-from .conftest import corpus_docs, settle, write_corpus
+from .conftest import corpus_docs, press_decision, settle, write_corpus
 
 
 def screen_text(app) -> str:
@@ -44,7 +44,7 @@ async def test_references_are_marked_filtered_and_never_removed(tmp_path):
         ref = main.selected_doc()
         assert main.index.clustering.is_reference(ref)
         assert "REF" in screen_text(app) and "reference" in screen_text(app)
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert "never removed" in " ".join(str(n.message) for n in app._notifications)
         with Project(db) as project:

@@ -12,7 +12,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
 
-from .conftest import settle
+from .conftest import press_decision, settle
 
 
 def ord_of(main, doc_id: str) -> int:
@@ -21,8 +21,9 @@ def ord_of(main, doc_id: str) -> int:
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 async def test_fast_x_never_skips_a_member_nor_removes_a_kept_document(sample, size):
-    """f, down to note-0268, then x as fast as keys come: every member of its cluster is shown
-    and removed before the cursor leaves it, and no x ever lands on a kept document."""
+    """f, down to note-0268, then x as fast as the screen shows each member (no settling): every
+    member of its cluster is shown and removed before the cursor leaves it, and no x ever lands
+    on a kept document."""
     app = create_app(sample, author="tester")
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -39,7 +40,7 @@ async def test_fast_x_never_skips_a_member_nor_removes_a_kept_document(sample, s
         for _ in range(6):  # no settling between keys: a reviewer keying fast
             acted_on.append(main.selected_doc())
             assert not model.is_kept(acted_on[-1])
-            await pilot.press("x")
+            await press_decision(pilot, "x")  # (a key typed ahead of the screen is dropped: test_typing_ahead)
         await settle(pilot)
         order = [int(m) for m in first_cluster]
         expected = order[order.index(start) :] + order[: order.index(start)]
@@ -60,8 +61,7 @@ async def test_one_decision_does_not_decide_the_cluster(sample):
         model.select(ord_of(main, "note-0268"))
         main.render_list()
         label = model.cursor.cluster_id
-        await pilot.pause()  # (drawn: a key pressed before the document is on screen is ignored)
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         pos = main.index.position(label)
         assert not main.index.decided[pos] and model.progress(label) == (1, 3)
@@ -87,8 +87,7 @@ async def test_not_duplicate_on_a_chained_member_splits_it_off(sample):
         label = int(c.cluster[chained])
         model.select(chained)
         main.render_list()
-        await pilot.pause()  # (drawn: a key pressed before the document is on screen is ignored)
-        await pilot.press("n")
+        await press_decision(pilot, "n")
         await settle(pilot)
         assert int(main.index.clustering.cluster[chained]) != label or len(main.index.members(label)) == 0
         assert any(m.startswith("Saved: split off") and "cut" in m for m in app.told)
@@ -101,7 +100,7 @@ async def test_keep_rule_never_moves_an_accepted_cluster(sample):
         main, model = app.main, app.main.model
         accepted = model.cursor.cluster_id
         members = set(model.members())
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         await pilot.press("K")  # the longest text
         await settle(pilot)
@@ -128,7 +127,8 @@ async def test_a_decision_never_moves_the_cluster_under_the_cursor(sample):
         main.model.select_position(3)
         main.render_list()
         listed = main.index.labels.tolist()
-        await pilot.press("tab", "k")
+        await pilot.press("tab")
+        await press_decision(pilot, "k")
         await settle(pilot)
         assert main.index.labels.tolist()[:3] == listed[:3] and main.page == 0
         assert model.position == 3  # the cluster (its kept document now the one kept by k) stays put
@@ -141,7 +141,7 @@ async def test_search_under_a_filter_tells_the_truth(sample):
         main, model = app.main, app.main.model
         target = model.cursor.doc
         doc_id = main.project.ids_for([target])[0]
-        await pilot.press("a")  # its cluster is decided
+        await press_decision(pilot, "a")  # its cluster is decided
         await settle(pilot)
         await pilot.press("f", "f", "f", "f", "f")  # every cluster, then undecided: it is hidden now
         await settle(pilot)
@@ -186,8 +186,7 @@ async def test_fast_k_then_x_acts_on_the_demoted_document_without_asking(sample)
         main.render_list()
         kept, member = (int(m) for m in model.members())
         assert model.cursor.doc == member
-        await pilot.pause()  # (drawn: a key pressed before the document is on screen is ignored)
-        await pilot.press("k", "x")  # no settling in between (the demoted document is drawn before x)
+        await press_decision(pilot, "k", "x")  # no settling in between: x once the demoted document is drawn
         assert not isinstance(app.screen, AskScreen)
         await settle(pilot)
         with Project(app.spec.db) as project:

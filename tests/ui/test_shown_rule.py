@@ -12,7 +12,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
 from dedup_tui.ui.screens.main import MainScreen
 
-from .conftest import WORDS, settle, write_corpus
+from .conftest import WORDS, press_decision, settle, write_corpus
 
 
 def big_cluster_docs(size: int = 40) -> list[dict]:
@@ -52,14 +52,14 @@ async def test_accept_on_the_main_screen_asks_for_the_members_not_shown(tmp_path
         visible = table.scrollable_content_region.height - 1  # rows under the header, the kept one first
         assert 0 < visible < 10
         unseen = to_review[visible - 1 :]
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen)
         assert app.screen.title_text.startswith(f"Accept the cluster, with {len(unseen)} members you have not seen?")
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and active(app) == []
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         for key in "yes":
             await pilot.press(key)
@@ -73,7 +73,7 @@ async def test_none_duplicates_asks_and_every_row_scrolled_past_counts_as_shown(
     app = create_app(write_corpus(tmp_path / "c.jsonl", big_cluster_docs()), author="tester")
     async with app.run_test(size=(80, 24)) as pilot:
         _main, _cluster_id = await on_the_big_cluster(pilot)
-        await pilot.press("N")
+        await press_decision(pilot, "N")
         await settle(pilot)
         assert isinstance(app.screen, AskScreen) and "members you have not seen?" in app.screen.title_text
         assert app.screen.title_text.startswith("Say none are duplicates, with ")
@@ -83,6 +83,6 @@ async def test_none_duplicates_asks_and_every_row_scrolled_past_counts_as_shown(
         for _ in range(40):
             await pilot.press("down")
             await pilot.pause()
-        await pilot.press("a")  # nothing left unseen: no question
+        await press_decision(pilot, "a")  # nothing left unseen: no question
         await settle(pilot)
         assert isinstance(app.screen, MainScreen) and active(app) == ["accept"]

@@ -13,7 +13,7 @@ from dedup_tui.ui.screens.tune import LabelScreen, TuneScreen
 from dedup_tui.ui.widgets.docview import DocView
 
 from ..engine.test_tune import CHAIN
-from .conftest import settle, write_corpus, writer_held
+from .conftest import press_decision, settle, write_corpus, writer_held
 
 
 async def open_tuning(pilot) -> TuneScreen:
@@ -39,7 +39,7 @@ async def test_label_keys(corpus):
             q = labelling.current
             ids = project.ids_for([q.a, q.b])
             seen.append((tuple(ids), label))
-            await pilot.press(key)
+            await press_decision(pilot, key)
             # the next pair is on screen at once, with its diff
             nxt = labelling.current
             assert nxt is not None and (nxt.a, nxt.b) != (q.a, q.b)
@@ -197,7 +197,7 @@ async def test_no_labels_yet_never_flashes_after_a_label(corpus):
         assert screen.report.estimates is None
         await pilot.press("L")
         with writer_held(app):  # the writer is busy (a slow disk, a big write): the label waits
-            await pilot.press("1")
+            await press_decision(pilot, "1")
             shown: list[str] = []
             stats = screen.query_one("#tune-stats")
             update = stats.update

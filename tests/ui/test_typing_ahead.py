@@ -14,7 +14,7 @@ from dedup_tui.engine.store import Project
 from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.pair import PairScreen
 
-from .conftest import WORDS, settle, write_corpus
+from .conftest import WORDS, press_decision, settle, until_drawn, write_corpus
 
 
 def two_clusters(lines: bool = False) -> list[dict]:
@@ -74,6 +74,7 @@ async def test_a_burst_in_the_pair_view_decides_only_the_document_on_screen(tmp_
         await settle(pilot)
         screen = await open_first_pair(app, pilot)
         shown = app.main.project.ids_for([screen.right])[0]
+        await until_drawn(pilot, "pair", screen.right)  # (the burst's first key decides it)
         burst(app, "x", 5)
         await settle(pilot)
         assert removed_ids(app) == [shown]
@@ -95,6 +96,7 @@ async def test_a_burst_in_the_members_pane_decides_only_the_document_on_screen(t
         main.render_list()
         await settle(pilot)
         shown = main.project.ids_for([member])[0]
+        await until_drawn(pilot, "main", member)  # (the burst's first key decides it)
         burst(app, "x", 5)
         await settle(pilot)
         assert removed_ids(app) == [shown]
@@ -108,11 +110,11 @@ async def test_a_key_after_the_redraw_decides_the_next_document(tmp_path):
         await settle(pilot)
         screen = await open_first_pair(app, pilot)
         first = app.main.project.ids_for([screen.right])[0]
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         second = app.main.project.ids_for([screen.right])[0]
         assert second != first
-        await pilot.press("x")
+        await press_decision(pilot, "x")  # once the next document is drawn
         await settle(pilot)
         assert removed_ids(app) == [first, second]
         assert not ignored_notices(app)

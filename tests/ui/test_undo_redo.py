@@ -21,7 +21,7 @@ from dedup_tui.ui.app import create_app
 from dedup_tui.ui.screens.dialogs import AskScreen
 from dedup_tui.ui.screens.main import MainScreen
 
-from .conftest import settle, write_corpus, writer_held
+from .conftest import press_decision, settle, write_corpus, writer_held
 from .test_app import shown
 from .test_decided_at_once import on_a_member_to_review, row
 from .test_pair_view import header, open_member, variant_docs
@@ -39,7 +39,7 @@ async def test_u_after_K_puts_the_keep_rule_back_and_leaves_the_removal(corpus):
         main = app.main
         await pilot.press("tab")
         target = main.selected_doc()
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         removed = main.project.ids_for([target])[0]
         assert in_force(app) == ([("remove", removed)], "first")
@@ -68,7 +68,7 @@ async def test_redo_of_an_accept_goes_on_to_the_next_member_to_review(corpus):
         await settle(pilot)
         main = app.main
         accepted = main.model.cursor.cluster_id
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         after_accept = main.model.cursor.doc
         assert main.model.cursor.cluster_id != accepted
@@ -79,7 +79,7 @@ async def test_redo_of_an_accept_goes_on_to_the_next_member_to_review(corpus):
         await settle(pilot)
         assert [kind for kind, _doc in in_force(app)[0]] == ["accept"]
         assert main.model.cursor.doc == after_accept and not main.model.is_kept(main.model.cursor.doc)
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert isinstance(app.screen, MainScreen)
         removed = main.project.ids_for([after_accept])[0]
@@ -98,7 +98,7 @@ async def test_decide_undo_redo(corpus):
         other = int(members[1])
         await pilot.press("tab")  # members table: the cursor is on the first member to review
         assert main.selected_doc() == other
-        await pilot.press("k")
+        await press_decision(pilot, "k")
         await settle(pilot)
         project = Project(db)
         other_id = project.ids_for([other])[0]
@@ -120,7 +120,7 @@ async def test_decide_undo_redo(corpus):
         c = keep_rules.cluster_with_decisions(project, load_graph(project), main.threshold, main.policy)
         assert shown(app) == (c.cluster_count, c.kept_count, c.removed_count)
         # remove the new kept document: asked first, then the next member takes over
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await pilot.pause()
         assert isinstance(app.screen, AskScreen) and "keeps" in str(app.screen.title_text)
         app.screen.query_one(Input).value = "yes"
@@ -183,9 +183,9 @@ async def test_undo_takes_the_cursor_back_to_the_undone_decision(corpus):
         await settle(pilot)
         main = app.main
         first = main.model.cursor.cluster_id
-        await pilot.press("a")  # accept: the cursor moves on to the next undecided cluster
+        await press_decision(pilot, "a")  # accept: the cursor moves on to the next undecided cluster
         await settle(pilot)
-        await pilot.press("a")
+        await press_decision(pilot, "a")
         await settle(pilot)
         assert main.model.cursor.cluster_id != first
         await pilot.press("u", "u")  # both accepts undone: back at the first cluster
@@ -205,7 +205,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         main, clusters, members, cluster_id, target = await on_a_member_to_review(pilot)
         before_rows = (row(members, target), row(clusters, cluster_id))
         list_before = main.index
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert main.index.clustering.reason[target] == clustering.REVIEWER
         list_after, after_rows = main.index, (row(members, target), row(clusters, cluster_id))
@@ -232,7 +232,7 @@ async def test_an_undo_shows_the_list_from_before_the_decision_at_once(corpus, m
         await pilot.press("u")
         await settle(pilot)
         # x again, then an undo the project refuses (another process holds its write lock)
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         removed_list = main.index
         other = sqlite3.connect(app.spec.db, isolation_level=None)
@@ -287,7 +287,7 @@ async def test_decisions_from_the_pair_view_are_in_the_project_and_undo_works(tm
         await settle(pilot)
         screen = await open_member(app, pilot, 0)
         removed = screen.right
-        await pilot.press("x")
+        await press_decision(pilot, "x")
         await settle(pilot)
         assert screen.right != removed and "member 2/5" in header(screen)  # moved on, as the main screen does
         with Project(app.spec.db) as project:
