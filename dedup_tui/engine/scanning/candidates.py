@@ -434,10 +434,10 @@ class _BandCandidates:
     each bucket applies the 4-bit agreement prefilter and reports a pair only in the first
     band that reports it (so the bands' survivors hardly overlap), then the sketch test."""
 
-    def __init__(self, signed: Signed, banding, settings, control, kept: KeptKeys | None = None, budget: int = 0):
+    def __init__(self, signed: Signed, banding, settings, control, kept: KeptKeys | None, budget: int):
         self.signed, self.banding, self.settings, self.control = signed, banding, settings, control
         self.kept = kept
-        self.split_budget = budget or split_budget(0)  # (bytes a thread's split of a bucket holds)
+        self.split_budget = budget  # (bytes a thread's split of a bucket holds: memory_model.split_budget)
         self.n = n = len(signed.signatures)
         self.min_agree = lsh.min_matches_to_verify(settings.num_perm, settings.floor, PREFILTER_TAIL, bits=4)
         self.needed = matches_needed(settings.floor, SKETCH_TAIL)

@@ -33,6 +33,16 @@ def _equal_columns(a, x, y, lo, hi):
 
 
 @helper
+def _any_equal_column(a, x, y, count):
+    """Whether rows x and y of `a` are equal in any of its first `count` columns (no early exit:
+    a vectorised pass over a few bytes side by side)."""
+    equal = False
+    for col in range(count):
+        equal |= a[x, col] == a[y, col]
+    return equal
+
+
+@helper
 def _copy_rows(src, rows, start, count, out):
     """out[q] = src[rows[start + q]] for q < count: rows side by side, read in order."""
     for q in range(count):
@@ -305,12 +315,8 @@ def band_survivors(
                 first = i + 1
             for j in range(max(first, i + 1), m):
                 y = members[j]
-                if local:
-                    shared = False
-                    for c in range(band):
-                        shared |= local_groups[i, c] == local_groups[j, c]
-                    if shared:
-                        continue
+                if local and _any_equal_column(local_groups, i, j, band):
+                    continue
                 compared += 1
                 if nibble_agreement(rows_of, xi, j if gathered else y, perms) < min_agree:
                     continue
@@ -436,12 +442,8 @@ def split_bucket_survivors(
                     x = members[qi]
                     for j in range(j0 if (t == t0 and i == i0) else i + 1, b):
                         qj = by[j]
-                        if gather:
-                            shared = False
-                            for c in range(band):
-                                shared |= groups[qi, c] == groups[qj, c]
-                            if shared:
-                                continue
+                        if gather and _any_equal_column(groups, qi, qj, band):
+                            continue
                         compared += 1
                         if copied:
                             agree = nibble_agreement(run_rows, i - a, j - a, perms)
@@ -453,10 +455,7 @@ def split_bucket_survivors(
                             continue
                         if not _equal_columns(cols, qi, qj, lo, hi):  # (equal hashes of unequal columns)
                             continue
-                        maybe = False
-                        for e in range(u):
-                            maybe |= sub_tags[qi, e] == sub_tags[qj, e]
-                        if maybe:
+                        if _any_equal_column(sub_tags, qi, qj, u):
                             shared_before = False
                             for e in range(u):
                                 if sub_tags[qi, e] == sub_tags[qj, e] and _equal_columns(
